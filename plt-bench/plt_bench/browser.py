@@ -1,0 +1,174 @@
+"""Chromium, forced to one protocol, loading one page per fresh browser and profile.
+
+The browser runs in the client namespace through a long-lived worker process
+(plt_bench.browser_worker) that the testbed starts there with `ip netns exec`; the worker
+starts a fresh chromedriver + Chromium + profile for every trial and quits it after. This
+module holds the pure parts (flags, the judgement of a trial) and the parent's end of the pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from . import cmd
+from .errors import BrowserError
+
+# Debian's /usr/bin/chromium is a shell wrapper that adds flags of its own (remote extensions,
+# GPU rasterization); the testbed starts the real binary with exactly the flags below.
+CHROMIUM = "/usr/lib/chromium/chromium" if os.path.exists("/usr/lib/chromium/chromium") else "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+NEXT_HOP = {"quic": "h3", "tcp": "http/1.1"}
+
+# Profile preferences of every trial:
+# - network prediction off (2 = never): otherwise Chromium preconnects TCP+TLS before the
+#   navigation and the handshake vanishes from the page-load time;
+# - start on about:blank (restore_on_startup 4 = open startup_urls): otherwise the first tab is
+#   the new-tab page of Debian's default search engine, an outside host, and chromedriver waits
+#   ~13 s for it to fail before it navigates.
+PREFS = {
+    "net": {"network_prediction_options": 2},
+    "session": {"restore_on_startup": 4, "startup_urls": ["about:blank"]},
+}
+
+
+def chromium_args(proto: str, host: str, server_ip: str, spki_b64: str, profile_dir: str) -> list[str]:
+    """Command-line flags for one trial (pure; unit-tested)."""
+    if proto not in NEXT_HOP:
+        raise ValueError(f"unknown protocol {proto!r}")
+    args = [
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-extensions", "--disable-default-apps", "--mute-audio",
+        f"--user-data-dir={profile_dir}",
+        # The test host resolves to the server; every other name fails inside Chromium, so no
+        # lookup ever leaves the testbed.
+        f"--host-resolver-rules=MAP {host} {server_ip}, MAP * ~NOTFOUND",
+        f"--ignore-certificate-errors-spki-list={spki_b64}",
+    ]
+    if proto == "quic":
+        args += ["--enable-quic", f"--origin-to-force-quic-on={host}:443"]
+    else:
+        args += ["--disable-quic"]
+    return args
+
+
+def _ms(nav: dict, end: str, start: str = "startTime") -> float | None:
+    a, b = nav.get(start), nav.get(end)
+    if a is None or b is None or b <= 0:
+        return None
+    return float(b) - float(a)
+
+
+def timings(nav: dict) -> dict:
+    """Named durations in ms from a PerformanceNavigationTiming entry (None where not applicable)."""
+    tls = None
+    if nav.get("secureConnectionStart") and nav.get("connectEnd"):
+        tls = float(nav["connectEnd"]) - float(nav["secureConnectionStart"])
+    return {
+        "plt_ms": _ms(nav, "loadEventEnd"),
+        "dns_ms": _ms(nav, "domainLookupEnd", "domainLookupStart"),
+        "connect_ms": _ms(nav, "connectEnd", "connectStart"),
+        "tls_ms": tls,
+        "ttfb_ms": _ms(nav, "responseStart"),
+        "response_end_ms": _ms(nav, "responseEnd"),
+        "dcl_ms": _ms(nav, "domContentLoadedEventEnd"),
+    }
+
+
+def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict] | None) -> tuple[str, str | None]:
+    """('ok', None) or ('failed', reason) for one load; every check must pass for 'ok'.
+
+    The client's word (Navigation Timing) and the server's (Caddy's access log) must both say
+    the page came whole, with status 200, over the protocol that was asked for.
+    """
+    if load.get("error"):
+        return "failed", load["error"]
+    nav = load.get("nav")
+    url = load.get("final_url") or ""
+    if url.startswith("chrome-error://") or not nav:
+        code = load.get("error_code") or "unknown error"
+        return "failed", f"error page: {code}"
+    status = nav.get("responseStatus")
+    if status != 200:
+        return "failed", f"responseStatus {status}, not 200"
+    hop = nav.get("nextHopProtocol")
+    if hop != NEXT_HOP[proto]:
+        return "failed", f"protocol mismatch: nextHopProtocol '{hop}', expected '{NEXT_HOP[proto]}'"
+    body = nav.get("decodedBodySize")
+    if body != expected_bytes:
+        return "failed", f"body size {body} bytes, expected {expected_bytes}"
+    if not nav.get("loadEventEnd"):
+        return "failed", "load event never ended"
+    if server_entries is not None:
+        want_proto = "HTTP/3.0" if proto == "quic" else "HTTP/1.1"
+        if not server_entries:
+            return "failed", "the server logged no request for this trial"
+        if len(server_entries) != 1:
+            return "failed", f"the server logged {len(server_entries)} requests for this trial, expected 1"
+        e = server_entries[0]
+        if e["proto"] != want_proto:
+            return "failed", f"server saw {e['proto']}, expected {want_proto}"
+        if e["status"] != 200 or e["size"] != expected_bytes:
+            return "failed", f"server sent status {e['status']} with {e['size']} bytes, expected 200 with {expected_bytes}"
+    return "ok", None
+
+
+class BrowserWorker:
+    """The parent's end of a browser worker running in a namespace (or here, when ns is None)."""
+
+    def __init__(self, ns: str | None, log_path: Path):
+        self.ns = ns
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 30.0) -> dict:
+        argv = cmd.in_netns(self.ns, [sys.executable, "-m", "plt_bench.browser_worker"])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     env=env, start_new_session=True, text=True, bufsize=1)
+        return self._read(timeout_s)  # the worker says hello with its versions
+
+    def _read(self, timeout_s: float) -> dict:
+        assert self.proc and self.proc.stdout
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            raise BrowserError(f"browser worker did not answer within {timeout_s:.0f}s (log: {self.log_path})")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise BrowserError(f"browser worker exited with {self.proc.wait()} (log: {self.log_path})")
+        return json.loads(line)
+
+    def load(self, request: dict, timeout_s: float) -> dict:
+        """Send one trial; return the worker's answer. Raises BrowserError only if the worker is broken."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise BrowserError("browser worker is not running")
+        assert self.proc.stdin
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise BrowserError(f"browser worker died (log: {self.log_path})") from None
+        return self._read(timeout_s)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            if self.proc.poll() is None and self.proc.stdin:
+                self.proc.stdin.close()
+                self.proc.wait(5)
+        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc = None
+        self._log.close()
+

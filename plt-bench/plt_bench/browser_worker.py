@@ -1,0 +1,108 @@
+"""Browser worker: runs in the client namespace, one JSON request per line on stdin, one JSON
+answer per line on stdout. Each request starts a fresh chromedriver + Chromium with a fresh
+profile, loads one URL, reads the Navigation Timing entry, and quits.
+
+Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir"}
+Answer:  {"nav": {...} | null, "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
+          "chromium_pids": [...]}
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+
+NAV_JS = "const e = performance.getEntriesByType('navigation')[0]; return e ? e.toJSON() : null;"
+ERROR_CODE_JS = ("const c = document.querySelector('.error-code'); "
+                 "return c ? c.textContent.trim() : (document.title || null);")
+
+
+def versions() -> dict:
+    import subprocess
+    from selenium import __version__ as selenium_version
+    from plt_bench.browser import CHROMEDRIVER, CHROMIUM
+
+    def first_line(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "unknown"
+    return {"chromium": first_line([CHROMIUM, "--version"]), "chromedriver": first_line([CHROMEDRIVER, "--version"]),
+            "selenium": selenium_version}
+
+
+def one_trial(req: dict) -> dict:
+    from selenium import webdriver
+    from selenium.common.exceptions import TimeoutException, WebDriverException
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from plt_bench.browser import CHROMEDRIVER, CHROMIUM
+
+    out = {"nav": None, "final_url": None, "error": None, "error_code": None,
+           "launch_s": None, "load_s": None, "quit_s": None, "chromium_pids": []}
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for a in req["args"]:
+        opts.add_argument(a)
+    opts.add_experimental_option("prefs", req.get("prefs", {}))
+    opts.page_load_strategy = "normal"
+    t0 = time.monotonic()
+    driver = None
+    try:
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+        out["launch_s"] = time.monotonic() - t0
+        try:
+            import psutil
+            out["chromium_pids"] = [c.pid for c in psutil.Process(driver.service.process.pid).children(recursive=True)]
+        except Exception:  # pids are informative only
+            pass
+        driver.set_page_load_timeout(req["timeout_s"])
+        t1 = time.monotonic()
+        try:
+            driver.get(req["url"])
+        except TimeoutException:
+            out["error"] = f"timeout: the page did not load within {req['timeout_s']:.0f}s"
+        except WebDriverException as e:
+            msg = (e.msg or str(e)).strip().splitlines()[0]
+            out["error"] = f"navigation error: {msg}"
+        out["load_s"] = time.monotonic() - t1
+        if out["error"] is None or out["error"].startswith("navigation error"):
+            try:
+                out["final_url"] = driver.current_url
+                out["nav"] = driver.execute_script(NAV_JS)
+                if out["final_url"].startswith("chrome-error://"):
+                    out["error_code"] = driver.execute_script(ERROR_CODE_JS)
+            except WebDriverException as e:
+                out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
+    except WebDriverException as e:
+        out["error"] = f"browser did not start: {(e.msg or str(e)).strip().splitlines()[0]}"
+    finally:
+        t2 = time.monotonic()
+        if driver is not None:
+            try:
+                driver.quit()
+            except Exception:
+                pass
+        out["quit_s"] = time.monotonic() - t2
+        shutil.rmtree(req["profile_dir"], ignore_errors=True)
+    return out
+
+
+def main() -> int:
+    print(json.dumps({"hello": True, "versions": versions()}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        try:
+            ans = one_trial(req)
+        except Exception as e:  # never leave the parent without an answer
+            ans = {"nav": None, "error": f"worker error: {type(e).__name__}: {e}"}
+        print(json.dumps(ans), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

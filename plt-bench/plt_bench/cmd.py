@@ -1,0 +1,67 @@
+"""Running argv lists (never a shell), optionally inside a network namespace."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+from .errors import EnvironmentProblem, PltBenchError
+
+# The project's checkout: plt-bench/plt_bench/cmd.py -> parents[2].
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+TOOLS_BIN = PROJECT_ROOT / ".tools" / "bin"
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class CommandFailed(PltBenchError):
+    def __init__(self, result: Result):
+        self.result = result
+        err = (result.stderr or result.stdout).strip().splitlines()
+        tail = err[-1] if err else "no output"
+        super().__init__(f"command failed (exit {result.returncode}): {' '.join(result.argv)}: {tail}")
+
+
+def in_netns(ns: str | None, argv: Sequence[str]) -> list[str]:
+    """Prefix argv with 'ip netns exec NS' (no prefix when ns is None: the current namespace)."""
+    return list(argv) if ns is None else ["ip", "netns", "exec", ns, *argv]
+
+
+def run(argv: Sequence[str], *, ns: str | None = None, check: bool = True, timeout: float = 60.0,
+        input: str | None = None, env: dict | None = None) -> Result:
+    full = in_netns(ns, argv)
+    try:
+        p = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input,
+                           env=env, check=False)
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"'{full[0]}' is not installed; run scripts/setup") from None
+    except subprocess.TimeoutExpired:
+        raise PltBenchError(f"command timed out after {timeout:.0f}s: {' '.join(full)}") from None
+    res = Result(tuple(full), p.returncode, p.stdout, p.stderr)
+    if check and p.returncode != 0:
+        raise CommandFailed(res)
+    return res
+
+
+def run_all(commands: Sequence[Sequence[str]], **kw) -> None:
+    for argv in commands:
+        run(argv, **kw)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise EnvironmentProblem("plt-bench needs root (namespaces, tc, iptables): run it with sudo")
+
+
+def which(name: str) -> str | None:
+    return shutil.which(name)

@@ -1,0 +1,29 @@
+"""Exceptions raised by the library. Only the CLI and the pytest plugin turn them into messages and exit codes."""
+
+
+class PltBenchError(Exception):
+    """Base class of every error the testbed raises on purpose."""
+
+
+class UsageError(PltBenchError):
+    """Bad input from the user: an option, a value, a file. The CLI exits 2."""
+
+
+class EnvironmentProblem(PltBenchError):
+    """The machine lacks something the testbed needs (root, a binary, a kernel feature)."""
+
+
+class TopologyError(PltBenchError):
+    """Creating or removing namespaces, links or addresses failed."""
+
+
+class LinkError(PltBenchError):
+    """The link could not be configured, or reading it back showed it is not what was asked."""
+
+
+class ServerError(PltBenchError):
+    """Caddy could not be configured or started, or stopped answering."""
+
+
+class BrowserError(PltBenchError):
+    """The browser worker could not be started or stopped answering (not a failed trial: those are records)."""

@@ -1,0 +1,53 @@
+"""The stamp every campaign carries: what ran, where, when. Trials whose key metadata differ
+are not comparable (KEY_FIELDS)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import socket
+from importlib import metadata as importlib_metadata
+
+from . import __version__, cmd
+
+KEY_FIELDS = ("host", "kernel", "link_backend", "chromium", "chromedriver", "caddy_version", "congestion_control")
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def git_state() -> dict:
+    root = str(cmd.PROJECT_ROOT)
+    head = cmd.run(["git", "-C", root, "rev-parse", "HEAD"], check=False)
+    if head.returncode != 0:
+        return {"git_commit": None, "git_dirty": None}
+    dirty = cmd.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"], check=False)
+    return {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return importlib_metadata.version(name)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def machine() -> dict:
+    load1, load5, load15 = os.getloadavg()
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "loadavg": [load1, load5, load15],
+        "python": platform.python_version(),
+        "plt_bench": __version__,
+        "tcconfig": package_version("tcconfig"),
+        "selenium": package_version("selenium"),
+        "psutil": package_version("psutil"),
+        "utc": utc_now(),
+        **git_state(),
+    }

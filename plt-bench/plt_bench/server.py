@@ -1,0 +1,195 @@
+"""Caddy in the server namespace: HTTP/3 on UDP 443, HTTP/1.1+TLS on TCP 443.
+
+The certificate is a self-signed ECDSA P-256 certificate made per testbed (SAN: the test
+host name and the server address); Chromium trusts it through the SHA-256 of its public key
+(--ignore-certificate-errors-spki-list), which works for TCP and QUIC alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import string
+import subprocess
+import time
+from pathlib import Path
+
+from . import cmd
+from .errors import EnvironmentProblem, ServerError
+
+HOST = "plt.test"  # .test is reserved (RFC 2606): it can never mean a real site
+CADDY_VERSION = "v2.11.9"
+TEMPLATE = cmd.PROJECT_ROOT / "server" / "Caddyfile.template"
+
+
+def locate_caddy() -> tuple[str, str]:
+    """(path, source): the project's pinned build, or Debian's package as a fallback."""
+    own = cmd.TOOLS_BIN / "caddy"
+    if own.is_file() and os.access(own, os.X_OK):
+        return str(own), f"project build ({CADDY_VERSION}, go install)"
+    sys_caddy = cmd.which("caddy")
+    if sys_caddy:
+        return sys_caddy, "system package (fallback: no qlog)"
+    raise EnvironmentProblem("Caddy is not installed: run scripts/setup (it builds Caddy "
+                             f"{CADDY_VERSION} into .tools/bin with Go)")
+
+
+def caddy_info(path: str) -> dict:
+    """Versions of Caddy and quic-go. Builds from `go install` print 'unknown' for `caddy version`."""
+    info = {"path": path}
+    res = cmd.run([path, "build-info"], check=False)
+    for line in res.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[0] in ("mod", "dep"):
+            if parts[1] == "github.com/caddyserver/caddy/v2":
+                info["version"] = parts[2]
+            elif parts[1] == "github.com/quic-go/quic-go":
+                info["quic_go"] = parts[2]
+        elif parts[0] == "go" and len(parts) >= 2:
+            info["go"] = parts[1]
+    if "version" not in info:
+        info["version"] = cmd.run([path, "version"], check=False).stdout.strip().split(" ")[0] or "unknown"
+    return info
+
+
+@dataclasses.dataclass(frozen=True)
+class Certificate:
+    cert: Path
+    key: Path
+    spki_sha256_b64: str
+
+
+def spki_hash_from_pem_pubkey(pem: str) -> str:
+    """base64(sha256(DER SubjectPublicKeyInfo)) from a 'PUBLIC KEY' PEM block."""
+    body = "".join(line for line in pem.strip().splitlines() if not line.startswith("-----"))
+    return base64.b64encode(hashlib.sha256(base64.b64decode(body)).digest()).decode()
+
+
+def make_certificate(folder: Path, host: str, ip: str, days: int = 30) -> Certificate:
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    old = os.umask(0o077)
+    try:
+        cmd.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                 "-nodes", "-keyout", str(key), "-out", str(cert), "-days", str(days),
+                 "-subj", f"/CN={host}", "-addext", f"subjectAltName=DNS:{host},IP:{ip}"])
+    finally:
+        os.umask(old)
+    os.chmod(key, 0o600)
+    os.chmod(cert, 0o600)
+    pub = cmd.run(["openssl", "x509", "-in", str(cert), "-pubkey", "-noout"]).stdout
+    return Certificate(cert, key, spki_hash_from_pem_pubkey(pub))
+
+
+def render_config(template: str, *, host: str, bind: str, cert: Path, key: Path, sites: Path,
+                  access_log: Path) -> str:
+    for name, value in (("sites", sites), ("cert", cert), ("key", key), ("access_log", access_log)):
+        if re.search(r"[\s{}\"]", str(value)):
+            raise ServerError(f"path of {name} contains a space, brace or quote, which the Caddyfile cannot hold: {value}")
+    return string.Template(template).substitute(host=host, bind=bind, cert=cert, key=key, sites=sites,
+                                                access_log=access_log)
+
+
+def parse_access_log(text: str) -> list[dict]:
+    """Caddy's JSON access log lines -> [{'uri', 'proto', 'status', 'size'}]."""
+    out = []
+    for line in text.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        req = e.get("request") or {}
+        out.append({"uri": req.get("uri"), "proto": req.get("proto"), "status": e.get("status"),
+                    "size": e.get("size")})
+    return out
+
+
+class Server:
+    """One Caddy process inside a namespace, serving a folder of pages."""
+
+    def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, host: str = HOST):
+        self.ns, self.bind_ip, self.run_dir, self.sites, self.host = ns, bind_ip, run_dir, Path(sites), host
+        self.path, self.source = locate_caddy()
+        self.config_path = run_dir / "Caddyfile"
+        self.log_path = run_dir / "caddy.log"
+        self.access_log = run_dir / "access.log"
+        self.proc: subprocess.Popen | None = None
+        self.cert: Certificate | None = None
+        self._log_offset = 0
+
+    def info(self) -> dict:
+        return {**caddy_info(self.path), "source": self.source}
+
+    def start(self, timeout_s: float = 15.0) -> None:
+        self.cert = make_certificate(self.run_dir, self.host, self.bind_ip)
+        self.config_path.write_text(render_config(
+            TEMPLATE.read_text(), host=self.host, bind=self.bind_ip, cert=self.cert.cert, key=self.cert.key,
+            sites=self.sites.resolve(), access_log=self.access_log))
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
+               "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config")}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd.in_netns(self.ns, [self.path, "run", "--config", str(self.config_path), "--adapter", "caddyfile"]),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"Caddy exited with {self.proc.returncode}: {self.log_tail()}")
+            if self._listening():
+                return
+            time.sleep(0.05)
+        raise ServerError(f"Caddy did not listen on {self.bind_ip}:443 (TCP and UDP) within {timeout_s:.0f}s: "
+                          f"{self.log_tail()}")
+
+    def _listening(self) -> bool:
+        want = f"{self.bind_ip}:443"
+        tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
+        udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
+        return want in tcp and want in udp
+
+    def log_tail(self, n: int = 3) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(lines[-n:]) or "(empty log)"
+
+    def quic_buffer_warning(self) -> str | None:
+        """quic-go's complaint when it could not get the UDP buffers it wants, if any."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return None
+        m = re.search(r"failed to sufficiently increase (?:receive|send) buffer size[^\"]*", text)
+        return m.group(0) if m else None
+
+    def access_entries(self, uri: str, wait_s: float = 2.0) -> list[dict]:
+        """Access-log entries for one URI; the entry is written when the response ends, so wait briefly."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                text = self.access_log.read_text(errors="replace")
+            except OSError:
+                text = ""
+            found = [e for e in parse_access_log(text) if e["uri"] == uri]
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.02)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None

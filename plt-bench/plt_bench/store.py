@@ -1,0 +1,216 @@
+"""The results store: SQLite under results/, one row per trial, written as each trial ends.
+
+Schema history (SCHEMA_VERSION):
+  1 - campaigns (metadata as JSON), trials (conditions, every timing, status, reason, the full
+      Navigation Timing entry, the server's view), link_checks (the link read back per condition).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import sqlite3
+from pathlib import Path
+from typing import Iterable, TextIO
+
+from .errors import UsageError
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS campaigns (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  started_utc TEXT NOT NULL,
+  finished_utc TEXT,
+  status TEXT NOT NULL,              -- running | finished | failed | interrupted
+  grid_json TEXT NOT NULL,
+  metadata_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+  id INTEGER PRIMARY KEY,
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+  seq INTEGER NOT NULL,              -- order within the campaign
+  run_index INTEGER NOT NULL,        -- repetition of this cell, from 0
+  proto TEXT NOT NULL,               -- quic | tcp
+  size_bytes INTEGER NOT NULL,
+  page TEXT NOT NULL,
+  rate_down_bps INTEGER,             -- NULL: unshaped
+  rate_up_bps INTEGER,
+  conditions TEXT NOT NULL,          -- label of the conditions, e.g. 100mbit
+  status TEXT NOT NULL,              -- ok | failed
+  reason TEXT,                       -- why it failed; NULL when ok
+  started_utc TEXT NOT NULL,
+  finished_utc TEXT NOT NULL,
+  wall_s REAL NOT NULL,              -- whole trial: browser start, load, quit
+  launch_s REAL, load_s REAL, quit_s REAL,
+  plt_ms REAL,                       -- loadEventEnd - startTime
+  dns_ms REAL, connect_ms REAL, tls_ms REAL, ttfb_ms REAL, response_end_ms REAL, dcl_ms REAL,
+  next_hop_protocol TEXT,
+  response_status INTEGER,
+  decoded_body_bytes INTEGER, encoded_body_bytes INTEGER, transfer_bytes INTEGER,
+  server_proto TEXT, server_status INTEGER, server_bytes INTEGER,
+  url TEXT NOT NULL,
+  nav_json TEXT                      -- the full PerformanceNavigationTiming entry
+);
+CREATE INDEX IF NOT EXISTS trials_campaign ON trials(campaign_id);
+CREATE TABLE IF NOT EXISTS link_checks (
+  id INTEGER PRIMARY KEY,
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+  conditions TEXT NOT NULL,
+  checked_utc TEXT NOT NULL,
+  result_json TEXT NOT NULL
+);
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One page load, ok or failed. Units are in the field names."""
+
+    campaign_id: int
+    seq: int
+    run_index: int
+    proto: str
+    size_bytes: int
+    page: str
+    rate_down_bps: int | None
+    rate_up_bps: int | None
+    conditions: str
+    status: str
+    reason: str | None
+    started_utc: str
+    finished_utc: str
+    wall_s: float
+    url: str
+    launch_s: float | None = None
+    load_s: float | None = None
+    quit_s: float | None = None
+    plt_ms: float | None = None
+    dns_ms: float | None = None
+    connect_ms: float | None = None
+    tls_ms: float | None = None
+    ttfb_ms: float | None = None
+    response_end_ms: float | None = None
+    dcl_ms: float | None = None
+    next_hop_protocol: str | None = None
+    response_status: int | None = None
+    decoded_body_bytes: int | None = None
+    encoded_body_bytes: int | None = None
+    transfer_bytes: int | None = None
+    server_proto: str | None = None
+    server_status: int | None = None
+    server_bytes: int | None = None
+    nav_json: str | None = None
+
+
+TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as e:
+            raise UsageError(f"--results: cannot write the results store {self.path}: {e}") from None
+        row = self.db.execute("SELECT version FROM schema_info").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO schema_info VALUES (?)", (SCHEMA_VERSION,))
+            self.db.commit()
+        elif row[0] != SCHEMA_VERSION:
+            raise UsageError(f"--results: {self.path} has schema version {row[0]}; this plt-bench writes "
+                             f"version {SCHEMA_VERSION}: choose another --results path")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def new_campaign(self, name: str, started_utc: str, grid: dict, metadata: dict) -> int:
+        cur = self.db.execute(
+            "INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json) VALUES (?,?,?,?,?)",
+            (name, started_utc, "running", json.dumps(grid, sort_keys=True), json.dumps(metadata, sort_keys=True)))
+        self.db.commit()
+        return cur.lastrowid
+
+    def update_metadata(self, campaign_id: int, metadata: dict) -> None:
+        self.db.execute("UPDATE campaigns SET metadata_json=? WHERE id=?", (json.dumps(metadata, sort_keys=True), campaign_id))
+        self.db.commit()
+
+    def finish_campaign(self, campaign_id: int, status: str, finished_utc: str) -> None:
+        self.db.execute("UPDATE campaigns SET status=?, finished_utc=? WHERE id=?", (status, finished_utc, campaign_id))
+        self.db.commit()
+
+    def add_trial(self, t: Trial) -> int:
+        cols = ",".join(TRIAL_FIELDS)
+        marks = ",".join("?" for _ in TRIAL_FIELDS)
+        cur = self.db.execute(f"INSERT INTO trials ({cols}) VALUES ({marks})", [getattr(t, f) for f in TRIAL_FIELDS])
+        self.db.commit()
+        return cur.lastrowid
+
+    def add_link_check(self, campaign_id: int, conditions: str, checked_utc: str, result: dict) -> None:
+        self.db.execute("INSERT INTO link_checks (campaign_id, conditions, checked_utc, result_json) VALUES (?,?,?,?)",
+                        (campaign_id, conditions, checked_utc, json.dumps(result, sort_keys=True)))
+        self.db.commit()
+
+    def campaign(self, campaign_id: int) -> dict:
+        row = self.db.execute("SELECT id, name, started_utc, finished_utc, status, grid_json, metadata_json "
+                              "FROM campaigns WHERE id=?", (campaign_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"--campaign: no campaign {campaign_id} in {self.path}")
+        return {"id": row[0], "name": row[1], "started_utc": row[2], "finished_utc": row[3], "status": row[4],
+                "grid": json.loads(row[5]), "metadata": json.loads(row[6])}
+
+    def campaign_ids(self) -> list[int]:
+        return [r[0] for r in self.db.execute("SELECT id FROM campaigns ORDER BY id")]
+
+    def resolve_campaign(self, spec: str) -> list[int]:
+        """'latest', 'all' or a number -> campaign ids."""
+        ids = self.campaign_ids()
+        if spec == "all":
+            return ids
+        if spec == "latest":
+            if not ids:
+                raise UsageError(f"--campaign: {self.path} holds no campaign yet")
+            return [ids[-1]]
+        try:
+            cid = int(spec)
+        except ValueError:
+            raise UsageError(f"--campaign: '{spec}' is not a campaign; expected a number, 'latest' or 'all'") from None
+        if cid not in ids:
+            raise UsageError(f"--campaign: no campaign {cid} in {self.path}")
+        return [cid]
+
+    def trials(self, campaign_ids: Iterable[int]) -> list[dict]:
+        ids = list(campaign_ids)
+        if not ids:
+            return []
+        marks = ",".join("?" for _ in ids)
+        cur = self.db.execute(f"SELECT {','.join(TRIAL_FIELDS)} FROM trials WHERE campaign_id IN ({marks}) "
+                              f"ORDER BY campaign_id, seq", ids)
+        return [dict(zip(TRIAL_FIELDS, row)) for row in cur]
+
+    def link_checks(self, campaign_id: int) -> list[dict]:
+        cur = self.db.execute("SELECT conditions, checked_utc, result_json FROM link_checks WHERE campaign_id=? "
+                              "ORDER BY id", (campaign_id,))
+        return [{"conditions": c, "checked_utc": t, "result": json.loads(r)} for c, t, r in cur]
+
+    def export_csv(self, campaign_ids: Iterable[int], out: TextIO, with_nav: bool = False) -> int:
+        fields = [f for f in TRIAL_FIELDS if with_nav or f != "nav_json"]
+        w = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        n = 0
+        for t in self.trials(campaign_ids):
+            w.writerow(t)
+            n += 1
+        return n

@@ -1,0 +1,320 @@
+"""The embedded testbed: three network namespaces, client - router - server, joined by veths.
+
+Every name carries one prefix, pb<N>, so two testbeds never collide and cleanup touches only
+what is ours. Addresses come from the benchmarking range 198.18.0.0/15 (RFC 2544):
+client 198.18.N.2, router 198.18.N.1 | 198.19.N.1, server 198.19.N.2.
+
+Nothing is changed in the root namespace: the veths are created directly inside the
+namespaces, and TCP congestion control is set per route (a namespace may not switch its
+default to a restricted algorithm such as bbr, but a route's congctl may name any).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from . import cmd
+from .errors import TopologyError, UsageError
+
+PREFIX_RE = re.compile(r"^pb(\d{1,3})$")
+NS_RE = re.compile(r"^(pb\d{1,3})-(client|router|server)$")
+RUN_DIR = Path("/run/plt-bench")
+MAX_INDEX = 255
+# Socket buffer ceilings for TCP in the hosts, so one flow is not capped below 1 Gbit/s at high BDP.
+TCP_MEM_MAX = 64 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Names and addresses of one testbed; pure data, so its commands can be tested without root."""
+
+    index: int
+    cc: str = "cubic"
+
+    def __post_init__(self):
+        if not 0 <= self.index <= MAX_INDEX:
+            raise UsageError(f"--testbed: {self.index} is out of range; expected 0 to {MAX_INDEX}")
+
+    @property
+    def prefix(self) -> str:
+        return f"pb{self.index}"
+
+    @property
+    def client_ns(self) -> str:
+        return f"{self.prefix}-client"
+
+    @property
+    def router_ns(self) -> str:
+        return f"{self.prefix}-router"
+
+    @property
+    def server_ns(self) -> str:
+        return f"{self.prefix}-server"
+
+    @property
+    def namespaces(self) -> tuple[str, str, str]:
+        return (self.client_ns, self.router_ns, self.server_ns)
+
+    # interfaces: client's, router's towards client, router's towards server, server's
+    @property
+    def client_if(self) -> str:
+        return f"{self.prefix}-c"
+
+    @property
+    def router_client_if(self) -> str:
+        return f"{self.prefix}-rc"
+
+    @property
+    def router_server_if(self) -> str:
+        return f"{self.prefix}-rs"
+
+    @property
+    def server_if(self) -> str:
+        return f"{self.prefix}-s"
+
+    @property
+    def client_ip(self) -> str:
+        return f"198.18.{self.index}.2"
+
+    @property
+    def router_client_ip(self) -> str:
+        return f"198.18.{self.index}.1"
+
+    @property
+    def router_server_ip(self) -> str:
+        return f"198.19.{self.index}.1"
+
+    @property
+    def server_ip(self) -> str:
+        return f"198.19.{self.index}.2"
+
+    @property
+    def down_if(self) -> str:
+        """The router's egress towards the client: where the downlink is shaped."""
+        return self.router_client_if
+
+    @property
+    def up_if(self) -> str:
+        """The router's egress towards the server: where the uplink is shaped."""
+        return self.router_server_if
+
+    @property
+    def run_dir(self) -> Path:
+        return RUN_DIR / self.prefix
+
+    def create_commands(self) -> list[tuple[str | None, list[str]]]:
+        """(namespace, argv) pairs that build the testbed, in order."""
+        c, r, s = self.namespaces
+        cmds: list[tuple[str | None, list[str]]] = [(None, ["ip", "netns", "add", ns]) for ns in self.namespaces]
+        cmds += [
+            (None, ["ip", "link", "add", self.client_if, "netns", c, "type", "veth",
+                    "peer", "name", self.router_client_if, "netns", r]),
+            (None, ["ip", "link", "add", self.server_if, "netns", s, "type", "veth",
+                    "peer", "name", self.router_server_if, "netns", r]),
+        ]
+        for ns in self.namespaces:
+            cmds.append((ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                              "net.ipv6.conf.default.disable_ipv6=1"]))
+            cmds.append((ns, ["ip", "link", "set", "lo", "up"]))
+        cmds.append((r, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]))
+        for ns in (c, s):
+            cmds.append((ns, ["sysctl", "-qw", f"net.ipv4.tcp_rmem=4096 131072 {TCP_MEM_MAX}",
+                              f"net.ipv4.tcp_wmem=4096 16384 {TCP_MEM_MAX}"]))
+        for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
+                        (s, self.server_if)):
+            cmds.append((ns, offload_off_command(dev)))
+        cmds += [
+            (c, ["ip", "addr", "add", f"{self.client_ip}/24", "dev", self.client_if, "noprefixroute"]),
+            (r, ["ip", "addr", "add", f"{self.router_client_ip}/24", "dev", self.router_client_if]),
+            (r, ["ip", "addr", "add", f"{self.router_server_ip}/24", "dev", self.router_server_if]),
+            (s, ["ip", "addr", "add", f"{self.server_ip}/24", "dev", self.server_if, "noprefixroute"]),
+        ]
+        for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
+                        (s, self.server_if)):
+            cmds.append((ns, ["ip", "link", "set", dev, "up"]))
+        cmds += [
+            (c, ["ip", "route", "add", f"198.18.{self.index}.0/24", "dev", self.client_if, "congctl", self.cc]),
+            (c, ["ip", "route", "add", "default", "via", self.router_client_ip, "dev", self.client_if,
+                 "congctl", self.cc]),
+            (s, ["ip", "route", "add", f"198.19.{self.index}.0/24", "dev", self.server_if, "congctl", self.cc]),
+            (s, ["ip", "route", "add", "default", "via", self.router_server_ip, "dev", self.server_if,
+                 "congctl", self.cc]),
+        ]
+        return cmds
+
+    def describe(self) -> dict:
+        return {
+            "prefix": self.prefix,
+            "namespaces": {"client": self.client_ns, "router": self.router_ns, "server": self.server_ns},
+            "interfaces": {"client": self.client_if, "router_to_client": self.router_client_if,
+                           "router_to_server": self.router_server_if, "server": self.server_if},
+            "addresses": {"client": self.client_ip, "router_client_side": self.router_client_ip,
+                          "router_server_side": self.router_server_ip, "server": self.server_ip},
+            "congestion_control": self.cc,
+        }
+
+
+def offload_off_command(dev: str) -> list[str]:
+    """Segmentation offloads off: the qdisc must see wire-sized packets and a drop must cost one packet."""
+    return ["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx-udp-segmentation", "off"]
+
+
+def existing_namespaces() -> list[str]:
+    res = cmd.run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in res.stdout.splitlines() if line.strip()]
+
+
+def our_prefixes() -> list[str]:
+    """Prefixes of every testbed of ours on this machine: namespaces and run folders alike."""
+    found = {m.group(1) for ns in existing_namespaces() if (m := NS_RE.match(ns))}
+    if RUN_DIR.is_dir():
+        found |= {p.name for p in RUN_DIR.iterdir() if PREFIX_RE.match(p.name)}
+    return sorted(found, key=lambda p: int(p[2:]))
+
+
+def read_state(prefix: str) -> dict:
+    try:
+        return json.loads((RUN_DIR / prefix / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def owner_alive(state: dict) -> bool:
+    pid = state.get("owner_pid")
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A recycled PID is not our owner: compare the process start time we recorded.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return False
+    return str(state.get("owner_start")) == start
+
+
+def process_start_time(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[19]
+
+
+class Topology:
+    """Creates and removes one testbed's namespaces; records what it made in its run folder."""
+
+    def __init__(self, plan: Plan, persistent: bool = False):
+        self.plan = plan
+        self.persistent = persistent  # 'plt-bench up': no owning process
+        self.created = False
+
+    @classmethod
+    def allocate(cls, cc: str = "cubic", index: int | None = None, persistent: bool = False) -> "Topology":
+        """Claim a free testbed index (or the one given) by creating its run folder atomically."""
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        taken = set(our_prefixes())
+        candidates = [index] if index is not None else range(MAX_INDEX + 1)
+        for i in candidates:
+            plan = Plan(i, cc)
+            if plan.prefix in taken:
+                continue
+            try:
+                plan.run_dir.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            return cls(plan, persistent)
+        if index is not None:
+            raise UsageError(f"--testbed: testbed {index} (pb{index}) exists already; "
+                             f"take it down with 'plt-bench down --testbed {index}' or choose another")
+        raise TopologyError("no free testbed index: run 'plt-bench clean'")
+
+    def write_state(self, **extra) -> None:
+        state = read_state(self.plan.prefix)
+        state.update({"prefix": self.plan.prefix, "topology": self.plan.describe(),
+                      "persistent": self.persistent, **extra})
+        if not self.persistent:
+            state["owner_pid"] = os.getpid()
+            state["owner_start"] = process_start_time(os.getpid())
+        path = self.plan.run_dir / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, path)
+
+    def create(self) -> None:
+        self.write_state()
+        self.created = True  # from here on, down() must run even if a step fails
+        for ns, argv in self.plan.create_commands():
+            try:
+                cmd.run(argv, ns=ns)
+            except cmd.CommandFailed as e:
+                raise TopologyError(f"creating testbed {self.plan.prefix}: {e}") from None
+
+    def down(self) -> None:
+        teardown(self.plan.prefix)
+        self.created = False
+
+
+def _pids_in(ns: str) -> list[int]:
+    res = cmd.run(["ip", "netns", "pids", ns], check=False)
+    return [int(x) for x in res.stdout.split() if x.isdigit()]
+
+
+def kill_namespace_processes(namespaces: list[str], grace_s: float = 3.0) -> None:
+    """SIGTERM every process inside our namespaces, then SIGKILL what is left."""
+    pids = [p for ns in namespaces for p in _pids_in(ns)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            pids = [p for ns in namespaces for p in _pids_in(ns)]
+            if not pids:
+                return
+            time.sleep(0.05)
+
+
+def teardown(prefix: str) -> list[str]:
+    """Remove everything of one testbed: its processes, namespaces (and with them veths, qdiscs,
+    iptables rules) and run folder. Safe to call on a half-built or already removed testbed."""
+    if not PREFIX_RE.match(prefix):
+        raise UsageError(f"'{prefix}' is not a plt-bench testbed prefix (pb0 to pb{MAX_INDEX})")
+    namespaces = [ns for ns in existing_namespaces() if NS_RE.match(ns) and NS_RE.match(ns).group(1) == prefix]
+    kill_namespace_processes(namespaces)
+    removed = []
+    for ns in namespaces:
+        res = cmd.run(["ip", "netns", "del", ns], check=False)
+        if res.returncode != 0 and ns in existing_namespaces():
+            raise TopologyError(f"could not remove namespace {ns}: {res.stderr.strip()}")
+        removed.append(ns)
+    shutil.rmtree(RUN_DIR / prefix, ignore_errors=True)
+    try:
+        RUN_DIR.rmdir()
+    except OSError:
+        pass
+    return removed
+
+
+def clean(force: bool = False) -> dict:
+    """Remove every testbed of ours whose owning run is gone (all of them with force)."""
+    report = {"removed": [], "kept": []}
+    for prefix in our_prefixes():
+        state = read_state(prefix)
+        if not force and owner_alive(state):
+            report["kept"].append(prefix)
+            continue
+        teardown(prefix)
+        report["removed"].append(prefix)
+    return report
