@@ -80,6 +80,12 @@ def timings(nav: dict) -> dict:
     }
 
 
+def is_error_page(load: dict) -> bool:
+    """Chromium showed its error page (or the navigation raised) instead of the page."""
+    return bool(load.get("error") or load.get("error_code")
+                or (load.get("final_url") or "").startswith("chrome-error://"))
+
+
 def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict] | None) -> tuple[str, str | None]:
     """('ok', None) or ('failed', reason) for one load; every check must pass for 'ok'.
 
@@ -89,8 +95,7 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
     if load.get("error"):
         return "failed", load["error"]
     nav = load.get("nav")
-    url = load.get("final_url") or ""
-    if url.startswith("chrome-error://") or not nav:
+    if is_error_page(load) or not nav:
         code = load.get("error_code") or "unknown error"
         return "failed", f"error page: {code}"
     status = nav.get("responseStatus")

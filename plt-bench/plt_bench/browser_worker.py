@@ -14,9 +14,11 @@ import shutil
 import sys
 import time
 
-NAV_JS = "const e = performance.getEntriesByType('navigation')[0]; return e ? e.toJSON() : null;"
-ERROR_CODE_JS = ("const c = document.querySelector('.error-code'); "
-                 "return c ? c.textContent.trim() : (document.title || null);")
+# The navigation entry, and the error code when Chromium shows its error page instead (it may
+# keep the page's URL, so the URL alone does not tell).
+NAV_JS = ("const e = performance.getEntriesByType('navigation')[0]; "
+          "const c = document.querySelector('.error-code'); "
+          "return [e ? e.toJSON() : null, c ? c.textContent.trim() : null];")
 
 
 def versions() -> dict:
@@ -71,9 +73,7 @@ def one_trial(req: dict) -> dict:
         if out["error"] is None or out["error"].startswith("navigation error"):
             try:
                 out["final_url"] = driver.current_url
-                out["nav"] = driver.execute_script(NAV_JS)
-                if out["final_url"].startswith("chrome-error://"):
-                    out["error_code"] = driver.execute_script(ERROR_CODE_JS)
+                out["nav"], out["error_code"] = driver.execute_script(NAV_JS)
             except WebDriverException as e:
                 out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
     except WebDriverException as e:

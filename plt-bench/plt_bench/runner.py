@@ -7,7 +7,7 @@ import json
 import time
 from typing import Callable
 
-from .browser import judge, timings
+from .browser import is_error_page, judge, timings
 from .conditions import Cell, Grid, ideal_seconds
 from .metadata import utc_now
 from .pages import page_name
@@ -26,7 +26,9 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     """Build the immutable record of one load from the worker's answer and the server's log."""
     status, reason = judge(cell.proto, cell.size_bytes, answer, server_entries)
     nav = answer.get("nav") or {}
-    t = timings(nav) if nav else {}
+    # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
+    # (nav_json) for forensics, never as timings of the page.
+    t = timings(nav) if nav and not is_error_page(answer) else {}
     srv = server_entries[0] if server_entries and len(server_entries) == 1 else {}
     return Trial(
         campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=cell.size_bytes,

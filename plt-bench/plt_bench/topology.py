@@ -25,6 +25,7 @@ from .errors import TopologyError, UsageError
 
 PREFIX_RE = re.compile(r"^pb(\d{1,3})$")
 NS_RE = re.compile(r"^(pb\d{1,3})-(client|router|server)$")
+PROBE_RE = re.compile(r"^pbprobe-(\d+)$")  # link.netem_available's scratch namespace
 RUN_DIR = Path("/run/plt-bench")
 MAX_INDEX = 255
 # Socket buffer ceilings for TCP in the hosts, so one flow is not capped below 1 Gbit/s at high BDP.
@@ -269,9 +270,59 @@ def _pids_in(ns: str) -> list[int]:
     return [int(x) for x in res.stdout.split() if x.isdigit()]
 
 
-def kill_namespace_processes(namespaces: list[str], grace_s: float = 3.0) -> None:
-    """SIGTERM every process inside our namespaces, then SIGKILL what is left."""
-    pids = [p for ns in namespaces for p in _pids_in(ns)]
+def kill_namespace_processes(namespaces: list[str]) -> None:
+    """SIGTERM every process inside our namespaces, then SIGKILL what is left (twice: a dying
+    parent may have started a child in between)."""
+    for _ in range(2):
+        pids = [p for ns in namespaces for p in _pids_in(ns)]
+        if not pids:
+            return
+        _kill(pids)
+
+
+def _our_processes(prefix: str | None = None) -> list[int]:
+    """PIDs whose command line carries our signature: a path in a run folder of ours (Caddy's
+    config, Chromium's profile) or the browser worker. Finds them even outside a namespace."""
+    marks = [f"{RUN_DIR}/{prefix}/" if prefix else f"{RUN_DIR}/", "plt_bench.browser_worker"]
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmdline = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(m in cmdline for m in marks):
+            if prefix is None or marks[0] in cmdline or _netns_of(int(d.name)) in _ns_inodes(prefix):
+                found.append(int(d.name))
+    return found
+
+
+def _netns_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _ns_inodes(prefix: str) -> set[str]:
+    out = set()
+    for role in ("client", "router", "server"):
+        try:
+            out.add(f"net:[{os.stat(f'/run/netns/{prefix}-{role}').st_ino}]")
+        except OSError:
+            pass
+    return out
+
+
+def leftovers() -> dict:
+    """Everything of plt-bench's still on this machine: namespaces, run folders, processes."""
+    ns = [n for n in existing_namespaces() if NS_RE.match(n) or PROBE_RE.match(n)]
+    dirs = sorted(p.name for p in RUN_DIR.iterdir()) if RUN_DIR.is_dir() else []
+    return {"namespaces": ns, "run_dirs": dirs, "processes": _our_processes()}
+
+
+def _kill(pids: list[int], grace_s: float = 3.0) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             try:
@@ -279,10 +330,7 @@ def kill_namespace_processes(namespaces: list[str], grace_s: float = 3.0) -> Non
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            pids = [p for ns in namespaces for p in _pids_in(ns)]
-            if not pids:
-                return
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
             time.sleep(0.05)
 
 
@@ -293,6 +341,7 @@ def teardown(prefix: str) -> list[str]:
         raise UsageError(f"'{prefix}' is not a plt-bench testbed prefix (pb0 to pb{MAX_INDEX})")
     namespaces = [ns for ns in existing_namespaces() if NS_RE.match(ns) and NS_RE.match(ns).group(1) == prefix]
     kill_namespace_processes(namespaces)
+    _kill(_our_processes(prefix))
     removed = []
     for ns in namespaces:
         res = cmd.run(["ip", "netns", "del", ns], check=False)
@@ -317,4 +366,9 @@ def clean(force: bool = False) -> dict:
             continue
         teardown(prefix)
         report["removed"].append(prefix)
+    for ns in existing_namespaces():  # a netem probe whose process died mid-probe
+        m = PROBE_RE.match(ns)
+        if m and not Path(f"/proc/{m.group(1)}").exists():
+            cmd.run(["ip", "netns", "del", ns], check=False)
+            report["removed"].append(ns)
     return report

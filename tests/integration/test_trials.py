@@ -1,0 +1,70 @@
+"""Real page loads through the namespace testbed."""
+import pytest
+
+from plt_bench import cmd, link
+from plt_bench.conditions import Cell, ideal_seconds
+from plt_bench.errors import LinkError
+from plt_bench.runner import run_cell_once
+
+from .conftest import shaped
+
+
+@pytest.mark.parametrize("size", [5000, 500_000])
+@pytest.mark.parametrize("proto,hop,server_proto", [("quic", "h3", "HTTP/3.0"), ("tcp", "http/1.1", "HTTP/1.1")])
+def test_small_pages_load_over_the_forced_protocol(bed, store, campaign, proto, hop, server_proto, size):
+    cond = shaped(bed, 100 * 10**6)
+    t = run_cell_once(bed, store, campaign, 0, 0, Cell(proto, size, cond))
+    assert (t.status, t.reason) == ("ok", None)
+    assert t.next_hop_protocol == hop and t.server_proto == server_proto
+    assert t.response_status == 200 and t.decoded_body_bytes == size == t.server_bytes
+    assert 0 < t.ttfb_ms <= t.response_end_ms <= t.plt_ms
+    assert t.connect_ms > 0  # no preconnect: the handshake is inside the measured load
+
+
+def test_quic_with_udp_blocked_is_a_failed_trial_not_an_exception(bed, store, campaign):
+    cond = shaped(bed, 100 * 10**6)
+    rule = ["FORWARD", "-p", "udp", "--dport", "443", "-j", "DROP"]
+    cmd.run(["iptables", "-I", *rule], ns=bed.plan.router_ns)
+    try:
+        t = run_cell_once(bed, store, campaign, 0, 0, Cell("quic", 5000, cond), timeout_s=30)
+    finally:
+        cmd.run(["iptables", "-D", *rule], ns=bed.plan.router_ns)
+    assert t.status == "failed" and t.plt_ms is None
+    assert t.reason == "error page: ERR_QUIC_PROTOCOL_ERROR", t.reason
+    stored = store.trials([campaign])[-1]
+    assert stored["status"] == "failed" and stored["reason"] == t.reason
+
+
+@pytest.mark.parametrize("proto", ["quic", "tcp"])
+def test_10mb_at_10mbit_is_close_to_the_payload_ideal(bed, store, campaign, proto):
+    cond = shaped(bed, 10 * 10**6)
+    t = run_cell_once(bed, store, campaign, 0, 0, Cell(proto, 10**7, cond))
+    assert t.status == "ok", t.reason
+    ratio = t.plt_ms / 1000 / ideal_seconds(10**7, 10 * 10**6)
+    assert 1.0 <= ratio <= 1.15, f"{proto}: PLT {t.plt_ms:.0f} ms is {ratio:.3f} x the ideal"
+
+
+def test_link_read_back_sees_what_the_kernel_has(bed):
+    shaped(bed, 10 * 10**6)
+    state = link.read_direction(bed.plan.router_ns, bed.plan.down_if)
+    assert state.root_kind == "htb" and state.shaped_rate_bps == 10**7
+    # change the rate behind the testbed's back: verification must notice
+    classid = [c for c, v in link.parse_htb_classes(
+        cmd.run(["tc", "class", "show", "dev", bed.plan.down_if], ns=bed.plan.router_ns).stdout).items()
+        if v["rate_bps"] == 10**7][0]
+    parent = classid.split(":")[0] + ":"
+    cmd.run(["tc", "class", "change", "dev", bed.plan.down_if, "parent", parent, "classid", classid,
+             "htb", "rate", "20mbit", "ceil", "20mbit"], ns=bed.plan.router_ns)
+    try:
+        with pytest.raises(LinkError, match="asked for 10000000"):
+            bed.link.verify(bed.conditions)
+    finally:
+        bed.conditions = None  # force a fresh apply for the next test
+
+
+def test_netem_detection_and_metadata(bed):
+    m = bed.metadata()
+    assert m["link_backend"] == "tcconfig" and isinstance(m["netem_available"], bool)
+    assert m["congestion_control"] == "cubic" and m["caddy_version"] and m["chromium"].startswith("Chromium")
+    assert m["chromedriver"].startswith("ChromeDriver") and m["kernel"] and m["tcconfig"] == "0.30.1"
+    assert "git_commit" in m and "git_dirty" in m

@@ -1,0 +1,57 @@
+"""Bad input: a message naming the option and the accepted form, exit 2, and nothing created."""
+import subprocess
+import sys
+
+import pytest
+
+from ..conftest import ROOT, run_cli
+
+
+def _ours():
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return sorted(l.split()[0] for l in out.splitlines() if l.startswith("pb"))
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["run", "--bw", "100"], "--bw: '100' is not a rate; expected a number with a unit"),
+    (["run", "--bw", "100mbps"], "--bw: '100mbps' is ambiguous"),
+    (["run", "--bw", "0mbit"], "--bw: '0mbit' is out of range"),
+    (["run", "--proto", "udp"], "--proto: unknown protocol 'udp'; expected one of quic, tcp, both"),
+    (["run", "--size", "5XB"], "--size: '5XB' is not a size; expected a whole number with a unit"),
+    (["run", "--runs", "0"], "--runs: 0 is out of range"),
+    (["run", "--rtt", "50ms"], "--rtt is not supported yet"),
+    (["run", "--jitter", "5ms"], "--jitter is not supported yet"),
+    (["run", "--loss", "1%"], "--loss is not supported yet"),
+    (["run", "--cc", "vegas"], "--cc: unknown congestion control 'vegas'"),
+    (["run", "--link", "netem2"], "--link: invalid choice"),
+    (["run", "--timeout", "soon"], "--timeout: 'soon' is not a duration"),
+    (["up", "--bw", "1mbit,2mbit"], "--bw: 'up' takes one rate"),
+    (["pages", "--size", "10B"], "--size: '10B' is too small"),
+    (["export", "--results", "/nonexistent/r.sqlite"], "--results: /nonexistent/r.sqlite does not exist"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_input_is_refused_before_anything_is_created(args, fragment):
+    before = _ours()
+    r = run_cli(*args, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert fragment in r.stderr, r.stderr
+    assert r.stderr.count("Traceback") == 0
+    assert _ours() == before
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--bw", "fast"], "--bw: 'fast' is not a rate"),
+    (["--proto", "sctp"], "--proto: unknown protocol 'sctp'"),
+    (["--size", "5KB", "--rtt", "10ms"], "--rtt is not supported yet"),
+    (["--loss", "2%"], "--loss is not supported yet"),
+])
+def test_pytest_plugin_refuses_bad_options(args, fragment):
+    r = subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert fragment in r.stderr
+
+
+def test_every_command_has_help():
+    for sub in ("run", "up", "down", "clean", "export", "summary", "pages", "bench"):
+        r = run_cli(sub, "--help", timeout=30)
+        assert r.returncode == 0 and "usage: plt-bench" in r.stdout

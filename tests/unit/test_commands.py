@@ -1,0 +1,174 @@
+"""Command builders and parsers: topology plan, tc read-back, tcconfig (real, --tc-command), Caddy, Chromium."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from plt_bench import browser, link, server, topology
+from plt_bench.conditions import Conditions
+from plt_bench.errors import LinkError, UsageError
+
+
+def test_plan_names_fit_linux_limits_and_carry_the_prefix():
+    for i in (0, 7, 255):
+        p = topology.Plan(i)
+        for dev in (p.client_if, p.router_client_if, p.router_server_if, p.server_if):
+            assert len(dev) <= 15 and dev.startswith(f"pb{i}-")
+        assert all(topology.NS_RE.match(ns).group(1) == f"pb{i}" for ns in p.namespaces)
+        assert p.client_ip.startswith("198.18.") and p.server_ip.startswith("198.19.")
+    with pytest.raises(UsageError, match="--testbed"):
+        topology.Plan(256)
+
+
+def test_plan_commands_build_three_namespaces_with_offloads_off_and_congctl():
+    p = topology.Plan(3, cc="reno")
+    cmds = p.create_commands()
+    argvs = [" ".join(a) for _, a in cmds]
+    assert argvs[:3] == ["ip netns add pb3-client", "ip netns add pb3-router", "ip netns add pb3-server"]
+    assert "ip link add pb3-c netns pb3-client type veth peer name pb3-rc netns pb3-router" in argvs
+    assert "ip link add pb3-s netns pb3-server type veth peer name pb3-rs netns pb3-router" in argvs
+    # every veth end: offloads off, so qdiscs see wire-size packets
+    offl = [(ns, a[2]) for ns, a in cmds if a[:2] == ["ethtool", "-K"]]
+    assert sorted(offl) == sorted([("pb3-client", "pb3-c"), ("pb3-router", "pb3-rc"), ("pb3-router", "pb3-rs"),
+                                   ("pb3-server", "pb3-s")])
+    routes = [(ns, a) for ns, a in cmds if a[:3] == ["ip", "route", "add"]]
+    assert len(routes) == 4 and all(a[-2:] == ["congctl", "reno"] for _, a in routes)
+    assert ("pb3-router", ["sysctl", "-qw", "net.ipv4.ip_forward=1"]) in cmds
+    # nothing is run in the root namespace except creating namespaces and veths inside them
+    assert all(ns is not None or a[:3] in (["ip", "netns", "add"], ["ip", "link", "add"]) for ns, a in cmds)
+
+
+HTB_CLASSES = """class htb 1cc1:1 root prio 0 rate 10Gbit ceil 10Gbit burst 0b cburst 0b 
+class htb 1cc1:2 root prio 0 rate 123456Kbit ceil 123456Kbit burst 1604b cburst 1604b 
+"""
+FILTERS = """filter parent 1cc1: protocol ip pref 5 u32 chain 0 
+filter parent 1cc1: protocol ip pref 5 u32 chain 0 fh 800: ht divisor 1 
+filter parent 1cc1: protocol ip pref 5 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1cc1:2 not_in_hw 
+"""
+QDISCS = """qdisc htb 1cc1: root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000
+qdisc netem 2114: parent 1cc1:2 limit 1000
+"""
+
+
+def test_tc_parsers():
+    assert link.parse_tc_rate("100Mbit") == 10**8 and link.parse_tc_rate("8Kbit") == 8000
+    assert link.parse_tc_rate("1Gbit") == 10**9 and link.parse_tc_rate("2500bit") == 2500
+    classes = link.parse_htb_classes(HTB_CLASSES)
+    assert classes["1cc1:2"]["rate_bps"] == 123_456_000 and classes["1cc1:1"]["rate_bps"] == 10**10
+    assert link.parse_filter_flowids(FILTERS) == ["1cc1:2"]
+    q = link.parse_qdiscs(QDISCS)
+    assert q[0] == {"kind": "htb", "handle": "1cc1:", "parent": "root"} and q[1]["kind"] == "netem"
+
+
+def test_check_direction_trusts_only_the_kernel():
+    ok = link.DirectionState("pb0-rc", "htb", 10**8, 10**8, ())
+    link.check_direction(ok, 10**8, "downlink")
+    with pytest.raises(LinkError, match="asked for"):
+        link.check_direction(ok, 10**7, "downlink")
+    with pytest.raises(LinkError, match="no htb rate"):  # tcset said 0, kernel has nothing
+        link.check_direction(link.DirectionState("pb0-rc", "noqueue", None, None, ()), 10**8, "downlink")
+    with pytest.raises(LinkError, match="should be unshaped"):
+        link.check_direction(ok, None, "downlink")
+    link.check_direction(link.DirectionState("pb0-rc", "noqueue", None, None, ()), None, "downlink")
+
+
+@pytest.mark.parametrize("rate", [500_000, 10**7, 10**8, 10**9])
+def test_tcconfig_generates_the_rate_we_ask_for(rate):
+    """Real tcconfig, dry run (--tc-command): the htb class it would create has exactly our rate."""
+    argv = link.TcconfigLink.tcset_argv("lo", rate) + ["--tc-command"]
+    assert argv[1:3] == ["-m", "plt_bench._tcset"] and "--overwrite" in argv
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    classes = [l for l in out.stdout.splitlines() if " class add " in l and "ceil" in l]
+    assert len(classes) == 1
+    m = re.search(r"rate (\S+?)Kbit ceil (\S+?)Kbit", classes[0], re.I)
+    assert float(m.group(1)) * 1000 == rate and float(m.group(2)) * 1000 == rate
+
+
+def test_link_registry():
+    p = topology.Plan(0)
+    assert link.choose("auto", p).name == "tcconfig"
+    assert link.choose("tcconfig", p).name == "tcconfig"
+    with pytest.raises(UsageError, match="--link"):
+        link.choose("dummynet", p)
+    d = link.TcconfigLink(p).directions(Conditions(10**8, 10**7))
+    assert d == [("downlink", "pb0-rc", 10**8), ("uplink", "pb0-rs", 10**7)]
+
+
+def test_caddy_config_binds_only_the_server_address(tmp_path):
+    text = server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="198.19.4.2",
+                                cert=tmp_path / "c.pem", key=tmp_path / "k.pem", sites=tmp_path,
+                                access_log=tmp_path / "a.log")
+    assert "admin off" in text and "protocols h1 h3" in text and "auto_https off" in text
+    assert "bind 198.19.4.2" in text and "https://plt.test:443" in text
+    assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in text and "$" not in text
+    with pytest.raises(Exception, match="cannot hold"):
+        server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="x", cert=tmp_path / "a b",
+                             key=tmp_path, sites=tmp_path, access_log=tmp_path)
+
+
+def test_spki_hash_matches_openssl(tmp_path):
+    key = tmp_path / "k.pem"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key)], check=True)
+    pub = subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout"], capture_output=True, text=True, check=True).stdout
+    der = subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-outform", "DER"], capture_output=True, check=True).stdout
+    import base64, hashlib
+    assert server.spki_hash_from_pem_pubkey(pub) == base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def test_access_log_parser():
+    lines = [json.dumps({"request": {"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0"}, "status": 200, "size": 5000}),
+             "not json", json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1"}, "status": 404, "size": 0})]
+    e = server.parse_access_log("\n".join(lines))
+    assert e == [{"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "status": 200, "size": 5000},
+                 {"uri": "/favicon.ico", "proto": "HTTP/1.1", "status": 404, "size": 0}]
+
+
+def test_chromium_flags_per_protocol():
+    q = browser.chromium_args("quic", "plt.test", "198.19.0.2", "HASH=", "/p")
+    t = browser.chromium_args("tcp", "plt.test", "198.19.0.2", "HASH=", "/p")
+    assert "--enable-quic" in q and "--origin-to-force-quic-on=plt.test:443" in q and "--disable-quic" not in q
+    assert "--disable-quic" in t and not any("quic-on" in a for a in t)
+    for a in (q, t):
+        assert "--host-resolver-rules=MAP plt.test 198.19.0.2, MAP * ~NOTFOUND" in a
+        assert "--ignore-certificate-errors-spki-list=HASH=" in a and "--user-data-dir=/p" in a
+        assert "--headless=new" in a and not any("'" in x or '"' in x for x in a)
+    assert browser.PREFS["net"]["network_prediction_options"] == 2
+    with pytest.raises(ValueError):
+        browser.chromium_args("sctp", "plt.test", "x", "h", "/p")
+
+
+NAV = {"startTime": 0, "domainLookupStart": 1, "domainLookupEnd": 1, "connectStart": 2, "secureConnectionStart": 3,
+       "connectEnd": 10, "responseStart": 20, "responseEnd": 50, "domContentLoadedEventEnd": 55, "loadEventEnd": 60,
+       "responseStatus": 200, "nextHopProtocol": "h3", "decodedBodySize": 5000}
+GOOD = {"nav": NAV, "final_url": "https://plt.test/index_5KB.html?trial=x", "error": None}
+SRV = [{"uri": "/x", "proto": "HTTP/3.0", "status": 200, "size": 5000}]
+
+
+def test_timings_from_navigation_timing():
+    t = browser.timings(NAV)
+    assert t == {"plt_ms": 60, "dns_ms": 0, "connect_ms": 8, "tls_ms": 7, "ttfb_ms": 20, "response_end_ms": 50,
+                 "dcl_ms": 55}
+
+
+@pytest.mark.parametrize("change,server_entries,reason", [
+    ({}, SRV, None),
+    ({"error": "timeout: the page did not load within 20s"}, SRV, "timeout"),
+    ({"final_url": "chrome-error://chromewebdata/", "error_code": "ERR_QUIC_PROTOCOL_ERROR"}, [], "ERR_QUIC_PROTOCOL_ERROR"),
+    ({"error_code": "ERR_CONNECTION_REFUSED", "nav": {**NAV, "responseStatus": 0}}, [], "error page: ERR_CONNECTION_REFUSED"),
+    ({"nav": {**NAV, "responseStatus": 404}}, SRV, "responseStatus 404"),
+    ({"nav": {**NAV, "nextHopProtocol": "h2"}}, SRV, "protocol mismatch"),
+    ({"nav": {**NAV, "decodedBodySize": 4999}}, SRV, "body size 4999"),
+    ({"nav": {**NAV, "loadEventEnd": 0}}, SRV, "load event"),
+    ({}, [], "server logged no request"),
+    ({}, [{**SRV[0], "proto": "HTTP/1.1"}], "server saw HTTP/1.1"),
+    ({}, [{**SRV[0], "size": 10}], "server sent status 200 with 10 bytes"),
+])
+def test_judge_needs_every_proof(change, server_entries, reason):
+    status, why = browser.judge("quic", 5000, {**GOOD, **change}, server_entries)
+    if reason is None:
+        assert (status, why) == ("ok", None)
+    else:
+        assert status == "failed" and reason in why

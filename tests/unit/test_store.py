@@ -1,0 +1,70 @@
+import csv
+import io
+import os
+import sqlite3
+
+import pytest
+
+from plt_bench import store as st
+from plt_bench.errors import UsageError
+from plt_bench.summary import format_table, summarize
+
+
+def _trial(cid, seq, proto="quic", status="ok", plt=100.0, **kw):
+    base = dict(campaign_id=cid, seq=seq, run_index=seq, proto=proto, size_bytes=10**7, page="index_10MB.html",
+                rate_down_bps=10**7, rate_up_bps=10**7, conditions="10mbit", status=status,
+                reason=None if status == "ok" else "timeout", started_utc="t0", finished_utc="t1", wall_s=1.0,
+                url="https://plt.test/index_10MB.html?trial=x", plt_ms=plt if status == "ok" else None)
+    base.update(kw)
+    return st.Trial(**base)
+
+
+def test_round_trip_and_csv(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("t", "now", {"runs": 1}, {"kernel": "k"})
+        s.add_trial(_trial(cid, 0, plt=8400.0))
+        s.add_trial(_trial(cid, 1, proto="tcp", plt=8300.0))
+        s.add_trial(_trial(cid, 2, status="failed"))
+        s.add_link_check(cid, "10mbit", "now", {"backend": "tcconfig"})
+        s.finish_campaign(cid, "finished", "later")
+    with st.Store(path) as s:  # reopen: the same schema version is accepted
+        assert s.resolve_campaign("latest") == [cid]
+        rows = s.trials([cid])
+        assert [r["status"] for r in rows] == ["ok", "ok", "failed"] and rows[2]["reason"] == "timeout"
+        assert s.campaign(cid)["metadata"] == {"kernel": "k"} and s.campaign(cid)["status"] == "finished"
+        assert s.link_checks(cid)[0]["result"]["backend"] == "tcconfig"
+        buf = io.StringIO()
+        assert s.export_csv([cid], buf) == 3
+        back = list(csv.DictReader(io.StringIO(buf.getvalue())))
+        assert back[0]["plt_ms"] == "8400.0" and "nav_json" not in back[0]
+        with pytest.raises(UsageError, match="--campaign"):
+            s.resolve_campaign("99")
+        with pytest.raises(UsageError, match="--campaign"):
+            s.resolve_campaign("first")
+        table = format_table(summarize(rows))
+        assert "8400.0" in table and "failures: timeout" in table
+
+
+def test_schema_version_mismatch_is_refused(tmp_path):
+    path = tmp_path / "r.sqlite"
+    st.Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE schema_info SET version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(UsageError, match="schema version 99"):
+        st.Store(path)
+
+
+def test_unwritable_results_path_fails_fast(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match="--results"):
+        st.Store(blocker / "sub" / "r.sqlite")
+
+
+def test_summary_ratio_to_ideal():
+    rows = summarize([dict(_trial(1, i, plt=p).__dict__) for i, p in enumerate((8000.0, 8800.0, 8400.0))])
+    assert rows[0]["median_ms"] == 8400.0 and rows[0]["ideal_ms"] == 8000.0
+    assert rows[0]["ratio_to_ideal"] == pytest.approx(1.05)
