@@ -1,0 +1,254 @@
+//! linkem: plt-bench's userspace link emulator for kernels without sch_netem.
+//!
+//! It takes each direction's forwarded packets from an NFQUEUE in the router namespace, drops
+//! each with probability p, and releases the others (by verdict) at arrival + delay + a jitter
+//! sample. One thread, one epoll loop over the netlink socket, a timerfd set to the next
+//! release and a signalfd. It never fails open: queues are bound without NFQA_CFG_F_FAIL_OPEN,
+//! so when linkem dies the kernel drops what it held and what arrives (the iptables rule has no
+//! --queue-bypass): traffic stops rather than run unshaped.
+//!
+//! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1
+//!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO]
+
+mod nfq;
+mod rng;
+mod sched;
+
+use sched::{Action, Direction, Dist, Params, LATE_BUCKETS_US};
+use std::fmt::Write as _;
+use std::io;
+use std::time::Instant;
+
+struct Config {
+    dirs: Vec<Params>,
+    stats: String,
+    seed: u64,
+    maxlen: u32,
+    fifo: i32,
+    stats_ms: u64,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("linkem: {msg}");
+    eprintln!("usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1 \
+               [--dir ...] --stats PATH [--seed S] [--maxlen N] [--fifo PRIO] [--stats-ms MS]");
+    std::process::exit(2);
+}
+
+fn parse_dir(spec: &str) -> Params {
+    let (name, rest) = spec.split_once(':').unwrap_or_else(|| usage(&format!("--dir '{spec}': expected NAME:key=value,...")));
+    let mut p = Params { name: name.to_string(), queue: u16::MAX, delay_ns: 0, jitter_ns: 0, dist: Dist::Uniform,
+                         loss: 0.0, reorder: true };
+    for kv in rest.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or_else(|| usage(&format!("--dir '{spec}': '{kv}' is not key=value")));
+        macro_rules! bad {
+            () => {
+                usage(&format!("--dir '{spec}': bad value for {k}: '{v}'"))
+            };
+        }
+        match k {
+            "queue" => p.queue = v.parse().unwrap_or_else(|_| bad!()),
+            "delay_us" => p.delay_ns = v.parse::<u64>().unwrap_or_else(|_| bad!()) * 1000,
+            "jitter_us" => p.jitter_ns = v.parse::<u64>().unwrap_or_else(|_| bad!()) * 1000,
+            "dist" => p.dist = match v { "uniform" => Dist::Uniform, "normal" => Dist::Normal, _ => bad!() },
+            "loss" => {
+                p.loss = v.parse().unwrap_or_else(|_| bad!());
+                if !(0.0..=1.0).contains(&p.loss) {
+                    bad!()
+                }
+            }
+            "reorder" => p.reorder = match v { "1" => true, "0" => false, _ => bad!() },
+            _ => usage(&format!("--dir '{spec}': unknown key '{k}'")),
+        }
+    }
+    if p.queue == u16::MAX {
+        usage(&format!("--dir '{spec}': queue= is required"));
+    }
+    p
+}
+
+fn parse_args() -> Config {
+    let mut c = Config { dirs: vec![], stats: String::new(), seed: 1, maxlen: 65536, fifo: 0, stats_ms: 250 };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
+        match a.as_str() {
+            "--dir" => c.dirs.push(parse_dir(&val())),
+            "--stats" => c.stats = val(),
+            "--seed" => c.seed = val().parse().unwrap_or_else(|_| usage("--seed takes a whole number")),
+            "--maxlen" => c.maxlen = val().parse().unwrap_or_else(|_| usage("--maxlen takes a whole number")),
+            "--fifo" => c.fifo = val().parse().unwrap_or_else(|_| usage("--fifo takes a priority 0-99")),
+            "--stats-ms" => c.stats_ms = val().parse().unwrap_or_else(|_| usage("--stats-ms takes milliseconds")),
+            _ => usage(&format!("unknown argument '{a}'")),
+        }
+    }
+    if c.dirs.is_empty() || c.stats.is_empty() {
+        usage("at least one --dir and --stats are required");
+    }
+    c
+}
+
+/// Never aim the timer more than this ahead of a release, whatever the wake-ups measured.
+const MAX_COMPENSATION_NS: u64 = 300_000;
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn check(r: i32, what: &str) -> io::Result<i32> {
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+    } else {
+        Ok(r)
+    }
+}
+
+fn arm(tfd: i32, at_ns: u64) -> io::Result<()> {
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec { tv_sec: (at_ns / 1_000_000_000) as i64, tv_nsec: (at_ns % 1_000_000_000) as i64 },
+    };
+    check(unsafe { libc::timerfd_settime(tfd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) }, "timerfd_settime")?;
+    Ok(())
+}
+
+fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Instant, running: bool) {
+    let mut s = String::new();
+    let cpu = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru.ru_utime.tv_sec as f64 + ru.ru_utime.tv_usec as f64 / 1e6 + ru.ru_stime.tv_sec as f64 + ru.ru_stime.tv_usec as f64 / 1e6
+    };
+    let _ = write!(s, "{{\"pid\":{},\"running\":{},\"uptime_s\":{:.3},\"cpu_s\":{:.4},\"enobufs\":{},\"dirs\":{{",
+                   std::process::id(), running, started.elapsed().as_secs_f64(), cpu, sock.enobufs);
+    for (i, d) in dirs.iter().enumerate() {
+        let c = &d.c;
+        let mean_late_us = if c.released > 0 { c.late_sum_ns as f64 / c.released as f64 / 1000.0 } else { 0.0 };
+        let early = format!("\"early\":{},\"early_max_us\":{:.1},", c.early, c.early_max_ns as f64 / 1000.0);
+        let hist: Vec<String> = LATE_BUCKETS_US.iter().zip(c.late_hist.iter())
+            .map(|(b, n)| format!("\"{}\":{}", if *b == u64::MAX { "inf".to_string() } else { b.to_string() }, n)).collect();
+        let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
+                           \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
+                           \"reordered\":{},{}\"late_mean_us\":{:.2},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}}}}",
+                       if i > 0 { "," } else { "" }, d.p.name, d.p.queue, d.p.delay_ns / 1000, d.p.jitter_ns / 1000,
+                       d.p.dist, d.p.loss, d.p.reorder, c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
+                       c.reordered, early, mean_late_us, c.late_max_ns as f64 / 1000.0, hist.join(","));
+    }
+    s.push_str("}}\n");
+    let tmp = format!("{path}.tmp");
+    if std::fs::write(&tmp, s).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+fn run(c: Config) -> io::Result<()> {
+    if c.fifo > 0 {
+        let param = libc::sched_param { sched_priority: c.fifo };
+        check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }, "SCHED_FIFO")?;
+    }
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+
+    let mut sock = nfq::Socket::open(64 << 20)?;
+    for p in &c.dirs {
+        sock.bind_queue(p.queue, c.maxlen).map_err(|e| io::Error::new(e.kind(), format!("binding queue {}: {e}", p.queue)))?;
+    }
+    let mut dirs: Vec<Direction> = c.dirs.iter().enumerate()
+        .map(|(i, p)| Direction::new(p.clone(), c.seed.wrapping_add(i as u64 * 0x9E37_79B9))).collect();
+    let by_queue = |q: u16, dirs: &[Direction]| dirs.iter().position(|d| d.p.queue == q);
+
+    let tfd = check(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) }, "timerfd")?;
+    let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut mask);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut mask, s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
+    }
+    let sfd = check(unsafe { libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) }, "signalfd")?;
+    let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll")?;
+    for fd in [sock.fd, tfd, sfd] {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+        check(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }, "epoll_ctl")?;
+    }
+
+    let started = Instant::now();
+    write_stats(&c.stats, &dirs, &sock, &started, true); // ready: every queue is bound
+    let mut next_stats = now_ns() + c.stats_ms * 1_000_000;
+    let mut pkts = Vec::with_capacity(4096);
+    let mut due = Vec::with_capacity(4096);
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+    let mut armed_for = u64::MAX; // the release time the timer is set for
+    let mut armed_at = 0u64; // the time the timer was asked to fire
+    // expected timer wake-up latency (EWMA, ns), learned from every timer wake-up
+    let mut wake_latency: u64 = 0;
+    loop {
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, c.stats_ms as i32) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        for ev in &events[..n as usize] {
+            let fd = ev.u64 as i32;
+            if fd == sfd {
+                write_stats(&c.stats, &dirs, &sock, &started, false);
+                return Ok(());
+            } else if fd == tfd {
+                let mut buf = [0u8; 8];
+                unsafe { libc::read(tfd, buf.as_mut_ptr() as *mut libc::c_void, 8) };
+                let lat = now_ns().saturating_sub(armed_at).min(MAX_COMPENSATION_NS);
+                wake_latency = (wake_latency * 7 + lat) / 8;
+                armed_for = u64::MAX;
+            } else if fd == sock.fd {
+                while sock.recv_batch(&mut pkts)? {
+                    let now = now_ns();
+                    for p in pkts.drain(..) {
+                        match by_queue(p.queue, &dirs) {
+                            Some(i) => {
+                                if let Action::Drop = dirs[i].on_packet(now, p.id, p.len) {
+                                    sock.verdict(p.queue, p.id, nfq::NF_DROP)?;
+                                }
+                            }
+                            None => sock.verdict(p.queue, p.id, nfq::NF_DROP)?, // not ours to pass
+                        }
+                    }
+                }
+            }
+        }
+        // release everything due, then sleep until the next release
+        let now = now_ns();
+        for d in dirs.iter_mut() {
+            due.clear();
+            d.due(now, wake_latency, &mut due);
+            for &id in &due {
+                sock.verdict(d.p.queue, id, nfq::NF_ACCEPT)?;
+            }
+        }
+        sock.flush()?;
+        if let Some(next) = dirs.iter().filter_map(|d| d.next_due()).min() {
+            if next != armed_for {
+                armed_at = next.saturating_sub(wake_latency).max(now + 1);
+                arm(tfd, armed_at)?;
+                armed_for = next;
+            }
+        }
+        if now >= next_stats {
+            write_stats(&c.stats, &dirs, &sock, &started, true);
+            next_stats = now + c.stats_ms * 1_000_000;
+        }
+    }
+}
+
+fn main() {
+    let c = parse_args();
+    if let Err(e) = run(c) {
+        eprintln!("linkem: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,238 @@
+//! Just enough of the netfilter queue netlink protocol (nfnetlink_queue): bind queues, receive
+//! packet ids in batches, send verdicts in batches. Payloads are cut to a few bytes: linkem
+//! decides from the packet's length and its queue, never from its content.
+
+use std::io;
+
+const NETLINK_NETFILTER: i32 = 12;
+const NFNL_SUBSYS_QUEUE: u16 = 3;
+const NFQNL_MSG_PACKET: u16 = 0;
+const NFQNL_MSG_VERDICT: u16 = 1;
+const NFQNL_MSG_CONFIG: u16 = 2;
+const NFQA_CFG_CMD: u16 = 1;
+const NFQA_CFG_PARAMS: u16 = 2;
+const NFQA_CFG_QUEUE_MAXLEN: u16 = 3;
+const NFQA_CFG_MASK: u16 = 4;
+const NFQA_CFG_FLAGS: u16 = 5;
+const NFQA_CFG_F_FAIL_OPEN: u32 = 1;
+const NFQNL_CFG_CMD_BIND: u8 = 1;
+const NFQNL_COPY_PACKET: u8 = 2;
+const NFQA_PACKET_HDR: u16 = 1;
+const NFQA_VERDICT_HDR: u16 = 2;
+const NFQA_PAYLOAD: u16 = 10;
+const NFQA_CAP_LEN: u16 = 13;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_HDRLEN: usize = 16;
+const NFGEN_HDRLEN: usize = 4;
+pub const NF_DROP: u32 = 0;
+pub const NF_ACCEPT: u32 = 1;
+const COPY_RANGE: u32 = 64;
+const VERDICT_MSG_LEN: usize = NLMSG_HDRLEN + NFGEN_HDRLEN + 4 + 8;
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+pub struct Packet {
+    pub queue: u16,
+    pub id: u32,
+    pub len: u32,
+}
+
+pub struct Socket {
+    pub fd: i32,
+    seq: u32,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    pub enobufs: u64,
+}
+
+fn put_attr(buf: &mut Vec<u8>, ty: u16, data: &[u8]) {
+    buf.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
+    buf.extend_from_slice(&ty.to_ne_bytes());
+    buf.extend_from_slice(data);
+    while buf.len() % 4 != 0 {
+        buf.push(0);
+    }
+}
+
+fn put_header(buf: &mut Vec<u8>, msg: u16, flags: u16, seq: u32, queue: u16) -> usize {
+    let start = buf.len();
+    buf.extend_from_slice(&0u32.to_ne_bytes()); // length, patched by finish()
+    buf.extend_from_slice(&((NFNL_SUBSYS_QUEUE << 8) | msg).to_ne_bytes());
+    buf.extend_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
+    buf.extend_from_slice(&seq.to_ne_bytes());
+    buf.extend_from_slice(&0u32.to_ne_bytes());
+    buf.extend_from_slice(&[libc::AF_UNSPEC as u8, 0]);
+    buf.extend_from_slice(&queue.to_be_bytes());
+    start
+}
+
+fn finish(buf: &mut [u8], start: usize) {
+    let len = (buf.len() - start) as u32;
+    buf[start..start + 4].copy_from_slice(&len.to_ne_bytes());
+}
+
+impl Socket {
+    pub fn open(rcvbuf: i32) -> io::Result<Socket> {
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, NETLINK_NETFILTER) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        if unsafe { libc::bind(fd, &addr as *const _ as *const libc::sockaddr, std::mem::size_of_val(&addr) as u32) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // a large receive buffer rides out bursts; what still does not fit is dropped by the kernel
+        // (never passed: the queue is not fail-open) and counted here as ENOBUFS
+        unsafe {
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf as *const i32 as *const libc::c_void, 4);
+        }
+        Ok(Socket { fd, seq: 1, rbuf: vec![0; 1 << 20], wbuf: Vec::with_capacity(64 * 1024), enobufs: 0 })
+    }
+
+    fn request(&mut self, queue: u16, attrs: &[(u16, Vec<u8>)]) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(128);
+        self.seq += 1;
+        let start = put_header(&mut buf, NFQNL_MSG_CONFIG, NLM_F_ACK, self.seq, queue);
+        for (ty, data) in attrs {
+            put_attr(&mut buf, *ty, data);
+        }
+        finish(&mut buf, start);
+        self.send(&buf)?;
+        // wait for the ACK (an NLMSG_ERROR carrying errno 0)
+        loop {
+            let n = unsafe { libc::recv(self.fd, self.rbuf.as_mut_ptr() as *mut libc::c_void, self.rbuf.len(), 0) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut off = 0usize;
+            while off + NLMSG_HDRLEN <= n as usize {
+                let len = u32::from_ne_bytes(self.rbuf[off..off + 4].try_into().unwrap()) as usize;
+                let ty = u16::from_ne_bytes(self.rbuf[off + 4..off + 6].try_into().unwrap());
+                if ty == NLMSG_ERROR {
+                    let err = i32::from_ne_bytes(self.rbuf[off + 16..off + 20].try_into().unwrap());
+                    return if err == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(-err)) };
+                }
+                if len == 0 {
+                    break;
+                }
+                off += align4(len);
+            }
+        }
+    }
+
+    /// Bind a queue: copy only the first bytes of each packet, a long queue, never fail open.
+    pub fn bind_queue(&mut self, queue: u16, maxlen: u32) -> io::Result<()> {
+        self.request(queue, &[(NFQA_CFG_CMD, vec![NFQNL_CFG_CMD_BIND, 0, 0, 0])])?;
+        let mut params = COPY_RANGE.to_be_bytes().to_vec();
+        params.push(NFQNL_COPY_PACKET);
+        self.request(queue, &[(NFQA_CFG_PARAMS, params)])?;
+        self.request(queue, &[(NFQA_CFG_QUEUE_MAXLEN, maxlen.to_be_bytes().to_vec())])?;
+        self.request(queue, &[(NFQA_CFG_MASK, NFQA_CFG_F_FAIL_OPEN.to_be_bytes().to_vec()),
+                              (NFQA_CFG_FLAGS, 0u32.to_be_bytes().to_vec())])
+    }
+
+    fn send(&self, buf: &[u8]) -> io::Result<()> {
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        let n = unsafe {
+            libc::sendto(self.fd, buf.as_ptr() as *const libc::c_void, buf.len(), 0,
+                         &addr as *const _ as *const libc::sockaddr, std::mem::size_of_val(&addr) as u32)
+        };
+        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    /// Receive whatever is waiting without blocking; returns false when nothing was there.
+    pub fn recv_batch(&mut self, out: &mut Vec<Packet>) -> io::Result<bool> {
+        let n = unsafe { libc::recv(self.fd, self.rbuf.as_mut_ptr() as *mut libc::c_void, self.rbuf.len(), libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) => Ok(false),
+                Some(libc::ENOBUFS) => {
+                    self.enobufs += 1;
+                    Ok(true)
+                }
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        let mut off = 0usize;
+        while off + NLMSG_HDRLEN <= n {
+            let len = u32::from_ne_bytes(self.rbuf[off..off + 4].try_into().unwrap()) as usize;
+            let ty = u16::from_ne_bytes(self.rbuf[off + 4..off + 6].try_into().unwrap());
+            if len < NLMSG_HDRLEN || off + len > n {
+                break;
+            }
+            if ty == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
+                let queue = u16::from_be_bytes(self.rbuf[off + 18..off + 20].try_into().unwrap());
+                let (mut id, mut plen, mut cap) = (None, 0u32, None);
+                let mut a = off + NLMSG_HDRLEN + NFGEN_HDRLEN;
+                while a + 4 <= off + len {
+                    let alen = u16::from_ne_bytes(self.rbuf[a..a + 2].try_into().unwrap()) as usize;
+                    let aty = u16::from_ne_bytes(self.rbuf[a + 2..a + 4].try_into().unwrap()) & 0x7fff;
+                    if alen < 4 {
+                        break;
+                    }
+                    let data = &self.rbuf[a + 4..a + alen];
+                    match aty {
+                        NFQA_PACKET_HDR => id = Some(u32::from_be_bytes(data[0..4].try_into().unwrap())),
+                        NFQA_PAYLOAD => plen = data.len() as u32,
+                        NFQA_CAP_LEN => cap = Some(u32::from_be_bytes(data[0..4].try_into().unwrap())),
+                        _ => {}
+                    }
+                    a += align4(alen);
+                }
+                if let Some(id) = id {
+                    out.push(Packet { queue, id, len: cap.unwrap_or(plen) });
+                }
+            }
+            off += align4(len);
+        }
+        Ok(true)
+    }
+
+    /// Queue a verdict; `flush` sends every queued verdict in one datagram.
+    pub fn verdict(&mut self, queue: u16, id: u32, verdict: u32) -> io::Result<()> {
+        if self.wbuf.len() + VERDICT_MSG_LEN > 60 * 1024 {
+            self.flush()?;
+        }
+        let start = put_header(&mut self.wbuf, NFQNL_MSG_VERDICT, 0, 0, queue);
+        let mut vh = verdict.to_be_bytes().to_vec();
+        vh.extend_from_slice(&id.to_be_bytes());
+        put_attr(&mut self.wbuf, NFQA_VERDICT_HDR, &vh);
+        finish(&mut self.wbuf, start);
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        if self.wbuf.is_empty() {
+            return Ok(());
+        }
+        let r = self.send(&self.wbuf);
+        self.wbuf.clear();
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_message_layout() {
+        let mut buf = Vec::new();
+        let start = put_header(&mut buf, NFQNL_MSG_VERDICT, 0, 0, 7);
+        put_attr(&mut buf, NFQA_VERDICT_HDR, &[0, 0, 0, 1, 0, 0, 0, 42]);
+        finish(&mut buf, start);
+        assert_eq!(buf.len(), VERDICT_MSG_LEN);
+        assert_eq!(u32::from_ne_bytes(buf[0..4].try_into().unwrap()) as usize, VERDICT_MSG_LEN);
+        assert_eq!(u16::from_ne_bytes(buf[4..6].try_into().unwrap()), (3 << 8) | 1);
+        assert_eq!(&buf[18..20], &7u16.to_be_bytes());
+        assert_eq!(&buf[20..24], &(12u16.to_ne_bytes().iter().chain(2u16.to_ne_bytes().iter()).copied().collect::<Vec<u8>>())[..]);
+    }
+}
