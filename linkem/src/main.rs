@@ -7,6 +7,8 @@
 //! so when linkem dies the kernel drops what it held and what arrives (the iptables rule has no
 //! --queue-bypass): traffic stops rather than run unshaped.
 //!
+//! Counters go to the --stats file (JSON) every --stats-ms, at once on SIGUSR1, and at exit.
+//!
 //! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1
 //!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO]
 
@@ -88,6 +90,9 @@ fn parse_args() -> Config {
     c
 }
 
+/// recvmmsg calls per loop turn before due packets are released (64 packets each).
+const MAX_BATCHES_PER_TURN: usize = 4;
+
 /// Never aim the timer more than this ahead of a release, whatever the wake-ups measured.
 const MAX_COMPENSATION_NS: u64 = 300_000;
 
@@ -132,10 +137,10 @@ fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Ins
             .map(|(b, n)| format!("\"{}\":{}", if *b == u64::MAX { "inf".to_string() } else { b.to_string() }, n)).collect();
         let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
                            \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
-                           \"reordered\":{},{}\"late_mean_us\":{:.2},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}}}}",
+                           \"reordered\":{},{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}}}}",
                        if i > 0 { "," } else { "" }, d.p.name, d.p.queue, d.p.delay_ns / 1000, d.p.jitter_ns / 1000,
                        d.p.dist, d.p.loss, d.p.reorder, c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
-                       c.reordered, early, mean_late_us, c.late_max_ns as f64 / 1000.0, hist.join(","));
+                       c.reordered, early, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","));
     }
     s.push_str("}}\n");
     let tmp = format!("{path}.tmp");
@@ -163,7 +168,7 @@ fn run(c: Config) -> io::Result<()> {
     let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe {
         libc::sigemptyset(&mut mask);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1] {
             libc::sigaddset(&mut mask, s);
         }
         libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
@@ -197,6 +202,13 @@ fn run(c: Config) -> io::Result<()> {
         for ev in &events[..n as usize] {
             let fd = ev.u64 as i32;
             if fd == sfd {
+                let mut si: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+                let sz = std::mem::size_of::<libc::signalfd_siginfo>();
+                let got = unsafe { libc::read(sfd, &mut si as *mut _ as *mut libc::c_void, sz) };
+                if got == sz as isize && si.ssi_signo == libc::SIGUSR1 as u32 {
+                    write_stats(&c.stats, &dirs, &sock, &started, true); // a snapshot on request
+                    continue;
+                }
                 write_stats(&c.stats, &dirs, &sock, &started, false);
                 return Ok(());
             } else if fd == tfd {
@@ -206,7 +218,12 @@ fn run(c: Config) -> io::Result<()> {
                 wake_latency = (wake_latency * 7 + lat) / 8;
                 armed_for = u64::MAX;
             } else if fd == sock.fd {
-                while sock.recv_batch(&mut pkts)? {
+                // a bounded drain: releases that fall due are never starved by a flood of arrivals
+                for _ in 0..MAX_BATCHES_PER_TURN {
+                    let got = sock.recv_batch(&mut pkts)?;
+                    if got == 0 {
+                        break;
+                    }
                     let now = now_ns();
                     for p in pkts.drain(..) {
                         match by_queue(p.queue, &dirs) {
@@ -217,6 +234,9 @@ fn run(c: Config) -> io::Result<()> {
                             }
                             None => sock.verdict(p.queue, p.id, nfq::NF_DROP)?, // not ours to pass
                         }
+                    }
+                    if got < nfq::BATCH {
+                        break; // the socket is drained: spare the call that would say EAGAIN
                     }
                 }
             }

@@ -50,13 +50,35 @@ def _grid_options(p: argparse.ArgumentParser, runs_default: int = 3) -> None:
     _link_options(p)
 
 
-def _link_options(p: argparse.ArgumentParser) -> None:
+LINK_HELP = {
+    "rtt": "round-trip time(s) added by the link, comma-separated: 50ms, 112ms (split evenly over both directions)",
+    "jitter": "jitter(s) per direction, e.g. 10ms: delay +- jitter (uniform, like netem) or sd (normal). Jitter "
+              "REORDERS packets, as netem does; --no-reorder keeps them in order",
+    "jitter_dist": "jitter distribution: uniform (default, like netem) or normal",
+    "loss": "packet loss(es) per direction, comma-separated: 0.1%%, 5%% (Bernoulli per packet)",
+    "loss_direction": "where loss applies: both (default), down (server to client) or up",
+    "no_reorder": "keep packets in order despite jitter (linkem backend only)",
+    "queue": "bottleneck queue in packets, or auto (default: one bandwidth-delay product, at least 64)",
+    "cc": "TCP congestion control of client and server: cubic (default), bbr, reno",
+    "link": "link backend: auto (default: tcconfig where the kernel has sch_netem, else linkem), tcconfig, linkem",
+    "verify": "measure the link (ping, iperf3) before each condition's trials: stop (default) on a link out of "
+              "tolerance, warn and go on, or off",
+}
+
+
+def _link_options(p: argparse.ArgumentParser, verify: bool = True) -> None:
     g = p.add_argument_group("link and hosts")
-    g.add_argument("--rtt", default=None, help="round-trip time: " + cond_mod.NOT_YET)
-    g.add_argument("--jitter", default=None, help="jitter: " + cond_mod.NOT_YET)
-    g.add_argument("--loss", default=None, help="loss: " + cond_mod.NOT_YET)
-    g.add_argument("--cc", default="cubic", help="TCP congestion control of client and server: cubic (default), bbr, reno")
-    g.add_argument("--link", default="auto", choices=LINK_CHOICES, help="link backend (default: auto)")
+    g.add_argument("--rtt", default=None, help=LINK_HELP["rtt"])
+    g.add_argument("--jitter", default=None, help=LINK_HELP["jitter"])
+    g.add_argument("--jitter-dist", default="uniform", help=LINK_HELP["jitter_dist"])
+    g.add_argument("--loss", default=None, help=LINK_HELP["loss"])
+    g.add_argument("--loss-direction", default="both", help=LINK_HELP["loss_direction"])
+    g.add_argument("--no-reorder", action="store_true", help=LINK_HELP["no_reorder"])
+    g.add_argument("--queue", default=None, help=LINK_HELP["queue"])
+    g.add_argument("--cc", default="cubic", help=LINK_HELP["cc"])
+    g.add_argument("--link", default="auto", choices=LINK_CHOICES, help=LINK_HELP["link"])
+    if verify:
+        g.add_argument("--verify", default="stop", choices=cond_mod.VERIFY_CHOICES, help=LINK_HELP["verify"])
     g.add_argument("--testbed", type=int, default=None, metavar="N",
                    help="testbed index 0-255 (names pbN-*, addresses 198.18.N.0/24 and 198.19.N.0/24); default: first free")
 
@@ -84,8 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--bw", default="unshaped", help="rate: 100mbit, 1gbit, 100Mbps, or 'unshaped' (default)")
     u.add_argument("--up-bw", default=None, help="uplink rate, if not the same as --bw")
     u.add_argument("--size", default=",".join(DEFAULT_SIZES), help="pages to make sure exist")
-    _link_options(u)
+    _link_options(u, verify=False)
     u.add_argument("--json", action="store_true", help="print the description as JSON")
+
+    v = sub.add_parser("verify", help="measure the live link (ping, iperf3) and compare it with the configuration",
+                       description="Bring a testbed up (no browser), apply each condition, measure RTT, jitter, loss, "
+                                   "reordering and rate with real packets, store the figures, and exit 1 if one is "
+                                   "out of tolerance.")
+    v.add_argument("--bw", default="100mbit", help="rate(s), as for run (default: 100mbit)")
+    v.add_argument("--up-bw", default=None, help="uplink rate, if not the same as --bw")
+    v.add_argument("--probes", default="500", help="ping probes per condition (default: 500)")
+    v.add_argument("--json", action="store_true", help="print the reports as JSON")
+    _link_options(v, verify=False)
+    _results_option(v)
 
     d = sub.add_parser("down", help="take down testbeds started with 'up'")
     d.add_argument("--testbed", type=int, default=None, metavar="N", help="only testbed N (default: all started by 'up')")
@@ -117,9 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- commands ------------------------------------------------------------------------------------
-def _check_link_args(a) -> None:
-    cond_mod.reject_unsupported(a.rtt, a.jitter, a.loss)
+def _grid(a, **override):
+    """The grid from the options, with a few of them fixed by the command."""
+    for k in ("proto", "size", "runs"):
+        setattr(a, k, override.get(k, getattr(a, k, None)))
     a.cc = cond_mod.parse_cc(a.cc)
+    grid = cond_mod.grid_from_options(a)
+    a.need_no_reorder = any(not c.reorder and c.jitter_ms for c in grid.conditions)
+    return grid
 
 
 def _parse_timeout(text):
@@ -144,7 +182,7 @@ def _measure(a, grid, name: str, timeout_s=None) -> int:
     status = "failed"
     cid = None
     try:
-        with Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed) as bed:
+        with Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed, need_no_reorder=a.need_no_reorder) as bed:
             cid = store.new_campaign(name, utc_now(), grid_dict(grid), bed.metadata())
             print(f"campaign {cid}: {len(grid.cells()) * grid.runs} trials on testbed {bed.plan.prefix} "
                   f"({bed.link.name}); results in {a.results}", flush=True)
@@ -156,7 +194,11 @@ def _measure(a, grid, name: str, timeout_s=None) -> int:
                 print(f"[{i:>{len(str(n))}}/{n}] {t.conditions:>9} {t.page:<20} {t.proto:<4} {t.status:<6} {plt}"
                       f"  wall {t.wall_s:5.2f} s{why}", flush=True)
 
-            trials = run_grid(bed, store, cid, grid, progress, timeout_s)
+            def verified(report):
+                from .verify import format_report
+                print(format_report(report), flush=True)
+
+            trials = run_grid(bed, store, cid, grid, progress, timeout_s, verify_mode=a.verify, on_verify=verified)
             status = "finished"
             print(f"\n{len(trials)} trials in {time.monotonic() - t0:.1f} s\n")
     except (KeyboardInterrupt, Terminated):
@@ -175,16 +217,17 @@ def _measure(a, grid, name: str, timeout_s=None) -> int:
 
 
 def cmd_run(a) -> int:
-    _check_link_args(a)
-    grid = cond_mod.make_grid(a.proto, a.bw, a.size, a.runs, a.up_bw)
+    grid = _grid(a)
     return _measure(a, grid, a.name, _parse_timeout(a.timeout))
 
 
 def cmd_bench(a) -> int:
-    from .conditions import make_grid, ideal_seconds
+    from .conditions import ideal_seconds
     from .store import Store
-    a.cc, a.link, a.testbed = "cubic", "auto", None
-    grid = make_grid("both", a.bw, a.size, a.runs)
+    for k, v in dict(cc="cubic", link="auto", testbed=None, verify="stop", up_bw=None, rtt=None, jitter=None,
+                     loss=None, jitter_dist="uniform", loss_direction="both", no_reorder=False, queue=None).items():
+        setattr(a, k, v)
+    grid = _grid(a, proto="both")
     rc = _measure(a, grid, "bench")
     with Store(Path(a.results)) as store:
         trials = store.trials(store.resolve_campaign("latest"))
@@ -204,11 +247,11 @@ def cmd_bench(a) -> int:
 
 def cmd_up(a) -> int:
     from .testbed import Testbed
-    _check_link_args(a)
-    grid = cond_mod.make_grid("both", a.bw, a.size, 1, a.up_bw)
+    grid = _grid(a, proto="both", runs=1)
     if len(grid.conditions) != 1:
-        raise UsageError("--bw: 'up' takes one rate")
-    bed = Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed, persistent=True, with_browser=False)
+        raise UsageError("--bw, --rtt, --jitter, --loss: 'up' takes one value of each")
+    bed = Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed, persistent=True, with_browser=False,
+                  need_no_reorder=a.need_no_reorder)
     with bed:
         bed.sites.ensure(grid.sizes)
         check = bed.set_conditions(grid.conditions[0])
@@ -232,6 +275,41 @@ def cmd_up(a) -> int:
               f"-o /dev/null -w '%{{http_version}} %{{time_total}}\\n' {info['url']}")
         print(f"  down    plt-bench down --testbed {info['prefix'][2:]}")
     return 0
+
+
+def cmd_verify(a) -> int:
+    from .metadata import utc_now
+    from .runner import grid_dict
+    from .store import Store
+    from .testbed import Testbed
+    from .verify import format_report, verify
+    grid = _grid(a, proto="both", size="5KB", runs=1)
+    try:
+        probes = int(a.probes)
+    except ValueError:
+        probes = 0
+    if not 10 <= probes <= 100_000:
+        raise UsageError(f"--probes: '{a.probes}' is not a whole number from 10 to 100000")
+    cmd.require_root()
+    store = Store(Path(a.results))
+    failed = 0
+    reports = []
+    with Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed, with_browser=False,
+                 need_no_reorder=a.need_no_reorder) as bed:
+        cid = store.new_campaign("verify", utc_now(), grid_dict(grid), bed.metadata())
+        for cond in grid.conditions:
+            readback = bed.set_conditions(cond)
+            report = verify(bed.plan, cond, probes=probes)
+            report["readback"] = readback
+            store.add_link_check(cid, cond.label, utc_now(), report)
+            reports.append(report)
+            failed += not report["ok"]
+            if not a.json:
+                print(format_report(report), flush=True)
+        store.finish_campaign(cid, "finished", utc_now())
+    if a.json:
+        print(json.dumps(reports, indent=1))
+    return 1 if failed else 0
 
 
 def cmd_down(a) -> int:
@@ -300,7 +378,7 @@ def cmd_pages(a) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "up": cmd_up, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
+COMMANDS = {"run": cmd_run, "up": cmd_up, "verify": cmd_verify, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
             "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench}
 
 

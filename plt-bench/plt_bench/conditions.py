@@ -19,25 +19,84 @@ ALL_SIZES = ("5KB", "500KB", "10MB", "50MB", "700MB")
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 UNSHAPED = "unshaped"
 
-# Delay, jitter and loss arrive with the link emulator; until then they are refused, never ignored.
-NOT_YET = "is not supported yet: this version shapes only the rate (delay, jitter and loss come with the link emulator)"
+
+
+JITTER_DISTS = ("uniform", "normal")
+LOSS_DIRECTIONS = ("both", "down", "up")
+WIRE_PACKET_BYTES = 1514  # what the qdisc counts for a full-size Ethernet frame
+MIN_QUEUE_PKTS = 64
 
 
 @dataclasses.dataclass(frozen=True)
 class Conditions:
-    """The link between client and server. rate None means unshaped."""
+    """The link between client and server. A rate of None means unshaped.
+
+    rtt_ms is split evenly over the two directions; jitter_ms applies to each direction (uniform
+    in [-j, +j] like netem, or normal with sd j); loss_pct is per packet, per direction it applies
+    to. reorder=False keeps packets in order despite jitter (linkem only). queue_pkts is the
+    bottleneck queue; None picks max(one bandwidth-delay product, 64 packets).
+    """
 
     rate_down_bps: int | None
     rate_up_bps: int | None
+    rtt_ms: float = 0.0
+    jitter_ms: float = 0.0
+    jitter_dist: str = "uniform"
+    loss_pct: float = 0.0
+    loss_direction: str = "both"
+    reorder: bool = True
+    queue_pkts: int | None = None
+
+    @property
+    def delay_ms(self) -> float:
+        """One-way delay added in each direction."""
+        return self.rtt_ms / 2.0
+
+    @property
+    def loss_down_pct(self) -> float:
+        return self.loss_pct if self.loss_direction in ("both", "down") else 0.0
+
+    @property
+    def loss_up_pct(self) -> float:
+        return self.loss_pct if self.loss_direction in ("both", "up") else 0.0
+
+    @property
+    def impaired(self) -> bool:
+        """Anything beyond a rate: delay, jitter or loss."""
+        return bool(self.rtt_ms or self.jitter_ms or self.loss_pct)
+
+    def queue_for(self, rate_bps: int | None) -> int:
+        """Bottleneck queue in packets for one direction: the configured one, or >= one BDP."""
+        if self.queue_pkts is not None:
+            return self.queue_pkts
+        if rate_bps is None:
+            return MIN_QUEUE_PKTS
+        bdp = rate_bps / 8.0 * (self.rtt_ms + 2 * self.jitter_ms) / 1000.0 / WIRE_PACKET_BYTES
+        return max(MIN_QUEUE_PKTS, int(bdp) + 1)
 
     @property
     def label(self) -> str:
         if self.rate_down_bps is None:
-            return UNSHAPED
-        down = units.format_rate(self.rate_down_bps)
-        if self.rate_up_bps == self.rate_down_bps:
-            return down
-        return f"{down}/{units.format_rate(self.rate_up_bps)}"
+            parts = [UNSHAPED]
+        elif self.rate_up_bps == self.rate_down_bps:
+            parts = [units.format_rate(self.rate_down_bps)]
+        else:
+            up = units.format_rate(self.rate_up_bps) if self.rate_up_bps else UNSHAPED
+            parts = [f"{units.format_rate(self.rate_down_bps)}/{up}"]
+        if self.rtt_ms:
+            parts.append(f"rtt{_num(self.rtt_ms)}ms")
+        if self.jitter_ms:
+            parts.append(f"jitter{_num(self.jitter_ms)}ms" + ("" if self.jitter_dist == "uniform" else "-normal")
+                         + ("" if self.reorder else "-inorder"))
+        if self.loss_pct:
+            parts.append(f"loss{_num(self.loss_pct)}%" + ("" if self.loss_direction == "both" else f"-{self.loss_direction}"))
+        if self.queue_pkts is not None:
+            parts.append(f"q{self.queue_pkts}")
+        return " ".join(parts)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,28 +184,99 @@ def parse_cc(text: str, option: str = "--cc") -> str:
     return cc
 
 
-def reject_unsupported(rtt: str | None, jitter: str | None, loss: str | None) -> None:
-    for option, value in (("--rtt", rtt), ("--jitter", jitter), ("--loss", loss)):
-        if value is not None:
-            raise UsageError(f"{option} {NOT_YET}; remove {option} {value}")
+def parse_durations(text: str, option: str) -> tuple[float, ...]:
+    items = units.split_list(text)
+    if not items:
+        raise UsageError(f"{option}: empty; expected {units.TIME_FORM}")
+    out: list[float] = []
+    for item in items:
+        v = 0.0 if item == "0" else units.parse_duration_ms(item, option)
+        if v > 60_000:
+            raise UsageError(f"{option}: '{item}' is more than 60s")
+        if v not in out:
+            out.append(v)
+    return tuple(out)
 
 
-def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: str | None = None) -> Grid:
+def parse_losses(text: str, option: str = "--loss") -> tuple[float, ...]:
+    items = units.split_list(text)
+    if not items:
+        raise UsageError(f"{option}: empty; expected a percentage: 0.1%, 5%")
+    out: list[float] = []
+    for item in items:
+        v = 0.0 if item == "0" else units.parse_percent(item, option)
+        if v >= 100:
+            raise UsageError(f"{option}: '{item}' would drop every packet; expected less than 100%")
+        if v not in out:
+            out.append(v)
+    return tuple(out)
+
+
+def parse_queue(text: str | None, option: str = "--queue") -> int | None:
+    if text is None or str(text).strip().lower() in ("auto", "bdp"):
+        return None
+    try:
+        n = int(str(text).strip())
+    except ValueError:
+        raise UsageError(f"{option}: '{text}' is not a packet count; expected a whole number of packets "
+                         f"(at least 2) or 'auto' (one bandwidth-delay product, at least {MIN_QUEUE_PKTS})") from None
+    if not 2 <= n <= 1_000_000:
+        raise UsageError(f"{option}: {n} is out of range; expected 2 to 1000000 packets or 'auto'")
+    return n
+
+
+def check_jitter(delay_ms: float, jitter_ms: float, dist: str, option: str = "--jitter") -> None:
+    """Refuse jitter the one-way delay cannot hold (delays would be cut at zero, changing the law)."""
+    limit = delay_ms if dist == "uniform" else delay_ms / 3.0
+    if jitter_ms > limit + 1e-9:
+        need = "the one-way delay (rtt/2)" if dist == "uniform" else "a third of the one-way delay (rtt/6)"
+        raise UsageError(f"{option}: {_num(jitter_ms)}ms of {dist} jitter per direction does not fit in a one-way "
+                         f"delay of {_num(delay_ms)}ms; {dist} jitter must be at most {need}: raise --rtt to at "
+                         f"least {_num(2 * jitter_ms * (1 if dist == 'uniform' else 3))}ms or lower --jitter")
+
+
+def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: str | None = None,
+              rtt: str | None = None, jitter: str | None = None, loss: str | None = None,
+              jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
+              queue: str | None = None) -> Grid:
     """Build a grid from the user's strings; raises UsageError before anything is created."""
     p = parse_protos(protos)
     downs = parse_rates(rates)
     s = parse_sizes(sizes)
     n = parse_runs(runs)
+    rtts = parse_durations(rtt, "--rtt") if rtt is not None else (0.0,)
+    jitters = parse_durations(jitter, "--jitter") if jitter is not None else (0.0,)
+    losses = parse_losses(loss) if loss is not None else (0.0,)
+    if jitter_dist not in JITTER_DISTS:
+        raise UsageError(f"--jitter-dist: unknown distribution '{jitter_dist}'; expected one of {', '.join(JITTER_DISTS)}")
+    if loss_direction not in LOSS_DIRECTIONS:
+        raise UsageError(f"--loss-direction: unknown direction '{loss_direction}'; expected one of {', '.join(LOSS_DIRECTIONS)}")
+    q = parse_queue(queue)
     if up_rates is not None:
         ups = parse_rates(up_rates, "--up-bw")
         if len(ups) != 1:
             raise UsageError("--up-bw: give one rate; it applies to every --bw")
-        if ups[0] is not None and None in downs:
+    conds = []
+    for d in downs:
+        up = d if up_rates is None else ups[0]
+        if up is not None and d is None:
             raise UsageError("--up-bw: cannot shape the uplink while --bw leaves the link unshaped")
-        conds = tuple(Conditions(d, ups[0] if d is not None else None) for d in downs)
-    else:
-        conds = tuple(Conditions(d, d) for d in downs)
-    return Grid(p, s, conds, n)
+        for r in rtts:
+            for j in jitters:
+                if j:
+                    check_jitter(r / 2.0, j, jitter_dist)
+                for lo in losses:
+                    conds.append(Conditions(d, up, r, j, jitter_dist, lo, loss_direction, reorder, q))
+    return Grid(p, s, tuple(conds), n)
+
+
+VERIFY_CHOICES = ("stop", "warn", "off")
+
+
+def grid_from_options(o, runs_default: int | str = 3) -> Grid:
+    """The grid from parsed CLI or pytest options (same names in both front ends)."""
+    return make_grid(o.proto or "both", o.bw or "100mbit", o.size or ",".join(DEFAULT_SIZES), o.runs or runs_default,
+                     o.up_bw, o.rtt, o.jitter, o.loss, o.jitter_dist, o.loss_direction, not o.no_reorder, o.queue)
 
 
 def ideal_seconds(size_bytes: int, rate_bps: int | None) -> float | None:

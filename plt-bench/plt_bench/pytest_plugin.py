@@ -1,7 +1,7 @@
 """pytest plugin: `pytest --proto quic --bw 100mbit` measures a grid; plain `pytest` runs the tests.
 
-The plugin is in measurement mode only when one of --proto, --bw, --up-bw, --size or --runs
-is given. Then the collected tests are deselected and replaced by one item per trial (cell x
+The plugin is in measurement mode only when one of --proto, --bw, --up-bw, --size, --runs,
+--rtt, --jitter, --loss or --queue is given. Then the collected tests are deselected and replaced by one item per trial (cell x
 repetition, protocols alternating), each a real page load on the embedded testbed; the
 session ends with a table of median, min and max PLT per cell.
 """
@@ -18,23 +18,30 @@ from .errors import PltBenchError, UsageError
 from .link import LINK_CHOICES
 
 MEASURE_OPTIONS = ("proto", "bw", "up_bw", "size", "runs")
+LINK_OPTIONS = ("rtt", "jitter", "loss", "queue")
 DEFAULT_RESULTS = cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite"
 
 
 def pytest_addoption(parser):
-    g = parser.getgroup("plt-bench", "plt-bench page-load measurement (any of --proto/--bw/--up-bw/--size/--runs "
-                                     "switches to measurement mode)")
+    g = parser.getgroup("plt-bench", "plt-bench page-load measurement (any of --proto/--bw/--up-bw/--size/--runs/"
+                                     "--rtt/--jitter/--loss/--queue switches to measurement mode)")
     g.addoption("--proto", default=None, help=f"protocol(s): {', '.join(PROTO_CHOICES)} (default: both)")
     g.addoption("--bw", default=None, help="downlink rate(s): 500kbit, 100mbit, 1gbit, 100Mbps, unshaped "
                                            "(default: 100mbit)")
     g.addoption("--up-bw", dest="up_bw", default=None, help="uplink rate if not the same as --bw")
     g.addoption("--size", default=None, help=f"page size(s), 1 KB = 1000 bytes (default: {','.join(DEFAULT_SIZES)})")
     g.addoption("--runs", default=None, help="repetitions of every cell (default: 3)")
-    g.addoption("--rtt", default=None, help="round-trip time: " + cond_mod.NOT_YET)
-    g.addoption("--jitter", default=None, help="jitter: " + cond_mod.NOT_YET)
-    g.addoption("--loss", default=None, help="loss: " + cond_mod.NOT_YET)
-    g.addoption("--cc", default="cubic", help="TCP congestion control: cubic (default), bbr, reno")
-    g.addoption("--link", default="auto", help=f"link backend: {', '.join(LINK_CHOICES)}")
+    from .cli import LINK_HELP
+    g.addoption("--rtt", default=None, help=LINK_HELP["rtt"])
+    g.addoption("--jitter", default=None, help=LINK_HELP["jitter"])
+    g.addoption("--jitter-dist", dest="jitter_dist", default="uniform", help=LINK_HELP["jitter_dist"])
+    g.addoption("--loss", default=None, help=LINK_HELP["loss"])
+    g.addoption("--loss-direction", dest="loss_direction", default="both", help=LINK_HELP["loss_direction"])
+    g.addoption("--no-reorder", dest="no_reorder", action="store_true", help=LINK_HELP["no_reorder"])
+    g.addoption("--queue", default=None, help=LINK_HELP["queue"])
+    g.addoption("--cc", default="cubic", help=LINK_HELP["cc"])
+    g.addoption("--link", default="auto", help=LINK_HELP["link"])
+    g.addoption("--verify", dest="verify_link", default="stop", help=LINK_HELP["verify"])
     g.addoption("--results", default=str(DEFAULT_RESULTS), help="results store")
 
 
@@ -43,12 +50,10 @@ class Measurement:
 
     def __init__(self, config):
         o = config.option
-        self.grid = cond_mod.make_grid(o.proto or "both", o.bw or "100mbit", o.size or ",".join(DEFAULT_SIZES),
-                                       o.runs or 3, o.up_bw)
+        self.grid = cond_mod.grid_from_options(o)
         self.cc = cond_mod.parse_cc(o.cc)
-        if o.link not in LINK_CHOICES:
-            raise UsageError(f"--link: unknown backend '{o.link}'; expected one of {', '.join(LINK_CHOICES)}")
-        self.link = o.link
+        self.link, self.verify_mode = o.link, o.verify_link
+        self.need_no_reorder = any(not c.reorder and c.jitter_ms for c in self.grid.conditions)
         self.results = Path(o.results)
         self.store = None
         self.bed = None
@@ -68,7 +73,8 @@ class Measurement:
         try:
             cmd.require_root()
             self.store = Store(self.results)
-            self.bed = Testbed(cmd.PROJECT_ROOT / "sites", cc=self.cc, link=self.link)
+            self.bed = Testbed(cmd.PROJECT_ROOT / "sites", cc=self.cc, link=self.link,
+                               need_no_reorder=self.need_no_reorder)
             self.bed.__enter__()
             self.bed.sites.ensure(self.grid.sizes)
             self.campaign_id = self.store.new_campaign("pytest", utc_now(), grid_dict(self.grid), self.bed.metadata())
@@ -91,13 +97,15 @@ _KEY = pytest.StashKey[Measurement]()
 
 def pytest_configure(config):
     o = config.option
-    if not any(getattr(o, k, None) is not None for k in MEASURE_OPTIONS):
-        for name in ("rtt", "jitter", "loss"):
-            if getattr(o, name) is not None:
-                raise pytest.UsageError(f"--{name} {cond_mod.NOT_YET}")
-        return
     try:
-        cond_mod.reject_unsupported(o.rtt, o.jitter, o.loss)
+        # these have defaults, so they are checked on every run, measurement or not
+        cond_mod.parse_cc(o.cc)
+        if o.link not in LINK_CHOICES:
+            raise UsageError(f"--link: unknown backend '{o.link}'; expected one of {', '.join(LINK_CHOICES)}")
+        if o.verify_link not in cond_mod.VERIFY_CHOICES:
+            raise UsageError(f"--verify: '{o.verify_link}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
+        if not any(getattr(o, k, None) is not None for k in MEASURE_OPTIONS + LINK_OPTIONS):
+            return
         config.stash[_KEY] = Measurement(config)
     except UsageError as e:
         raise pytest.UsageError(str(e)) from None
@@ -113,9 +121,11 @@ class TrialItem(pytest.Item):
         m = self.config.stash[_KEY]
         m.ensure_open()
         if m.bed.conditions != self.cell.conditions:
-            check = m.bed.set_conditions(self.cell.conditions)
-            from .metadata import utc_now
-            m.store.add_link_check(m.campaign_id, self.cell.conditions.label, utc_now(), check)
+            from .runner import apply_and_verify
+            from .verify import format_report
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            apply_and_verify(m.bed, m.store, m.campaign_id, self.cell.conditions, m.verify_mode,
+                             lambda r: reporter.write_line("\n" + format_report(r)))
         trial = run_cell_once(m.bed, m.store, m.campaign_id, m.seq, self.run_index, self.cell)
         m.seq += 1
         self.user_properties.append(("plt_ms", trial.plt_ms))

@@ -9,6 +9,7 @@ from typing import Callable
 
 from .browser import is_error_page, judge, timings
 from .conditions import Cell, Grid, ideal_seconds
+from .errors import LinkError
 from .metadata import utc_now
 from .pages import page_name
 from .store import Store, Trial
@@ -21,15 +22,58 @@ def page_timeout_s(size_bytes: int, rate_bps: int | None) -> float:
     return 3.0 * ideal + 20.0
 
 
+# A trial is only valid if the emulator kept time: at most this share of packets may be
+# released 1 ms or more after their due time (an overloaded emulator inflates the delay).
+MAX_LATE_SHARE = 0.01
+_LATE_1MS_BUCKETS = ("2000", "5000", "inf")  # upper bounds in us of the buckets that start at >= 1 ms
+
+
+def link_fidelity_problem(delta: dict | None) -> str | None:
+    """Why the emulator did not deliver the conditions during a trial, or None."""
+    if not delta:
+        return None
+    for name, d in delta.get("dirs", {}).items():
+        released = d.get("released", 0)
+        late = sum(d.get("late_hist_us", {}).get(k, 0) for k in _LATE_1MS_BUCKETS)
+        if released and late / released > MAX_LATE_SHARE:
+            return (f"link emulator fell behind: {late / released:.1%} of {name} packets released >= 1 ms late "
+                    f"(mean lateness {d.get('late_mean_us', 0):.0f} us); the trial did not run under its conditions")
+    if delta.get("enobufs"):
+        return f"link emulator lost packets to a full netlink socket ({delta['enobufs']} ENOBUFS)"
+    return None
+
+
+def link_delta(before: dict | None, after: dict | None) -> dict | None:
+    """The emulator's counters during one trial: after - before for counts, after for maxima."""
+    if not before or not after:
+        return after
+    out = {"cpu_s": round(after.get("cpu_s", 0) - before.get("cpu_s", 0), 6),
+           "enobufs": after.get("enobufs", 0) - before.get("enobufs", 0), "dirs": {}}
+    for name, a in after.get("dirs", {}).items():
+        b = before.get("dirs", {}).get(name, {})
+        d = {k: a[k] - b.get(k, 0) for k in ("packets", "bytes", "dropped", "released", "reordered", "early") if k in a}
+        d.update({k: a[k] for k in ("max_depth", "late_max_us", "early_max_us") if k in a})
+        d["late_hist_us"] = {k: v - b.get("late_hist_us", {}).get(k, 0) for k, v in a.get("late_hist_us", {}).items()}
+        if d.get("released"):
+            d["late_mean_us"] = round((a.get("late_sum_us", 0) - b.get("late_sum_us", 0)) / d["released"], 2)
+        out["dirs"][name] = d
+    return out
+
+
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
-               answer: dict, server_entries: list[dict] | None) -> Trial:
+               answer: dict, server_entries: list[dict] | None, link_dead: str | None = None,
+               link_stats: dict | None = None) -> Trial:
     """Build the immutable record of one load from the worker's answer and the server's log."""
     status, reason = judge(cell.proto, cell.size_bytes, answer, server_entries)
+    problem = link_dead or link_fidelity_problem(link_stats)
+    if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
+        status, reason = "failed", problem
     nav = answer.get("nav") or {}
     # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
     # (nav_json) for forensics, never as timings of the page.
     t = timings(nav) if nav and not is_error_page(answer) else {}
     srv = server_entries[0] if server_entries and len(server_entries) == 1 else {}
+    c = cell.conditions
     return Trial(
         campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=cell.size_bytes,
         page=page_name(cell.size_bytes), rate_down_bps=cell.conditions.rate_down_bps,
@@ -39,26 +83,53 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         next_hop_protocol=nav.get("nextHopProtocol"), response_status=nav.get("responseStatus"),
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
-        server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None, **t)
+        server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
+        rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms, jitter_dist=c.jitter_dist, loss_pct=c.loss_pct,
+        loss_direction=c.loss_direction, reorder=c.reorder, queue_pkts=c.queue_pkts,
+        link_json=json.dumps(link_stats) if link_stats else None, **t)
 
 
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,
                   timeout_s: float | None = None) -> Trial:
     page = page_name(cell.size_bytes)
     timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps)
+    if not bed.link.alive():  # never start a trial on a dead link
+        raise LinkError(bed.link.died_reason())
+    before = bed.link.snapshot()
     started = utc_now()
     t0 = time.monotonic()
     answer, uri = bed.load(cell.proto, page, timeout)
     wall = time.monotonic() - t0
+    dead = bed.link.died_reason()
+    stats = link_delta(before, bed.link.snapshot())
     entries = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
-                       answer, entries)
+                       answer, entries, dead, stats)
     store.add_trial(trial)
     return trial
 
 
+def apply_and_verify(bed: Testbed, store: Store, campaign_id: int, cond, verify_mode: str = "stop",
+                     on_verify: Callable[[dict], None] | None = None) -> dict:
+    """Apply conditions (read back from the kernel), then measure the live link unless told not to.
+    The figures are stored with the campaign; a link out of tolerance stops the run when verify_mode is 'stop'."""
+    from .verify import verify
+    check = bed.set_conditions(cond)
+    if verify_mode != "off":
+        report = verify(bed.plan, cond)
+        check = {**check, "verify": report}
+        if on_verify:
+            on_verify(report)
+    store.add_link_check(campaign_id, cond.label, utc_now(), check)
+    if verify_mode == "stop" and not check["verify"]["ok"]:
+        raise LinkError(f"the link is out of tolerance for {cond.label}: {', '.join(check['verify']['failed'])} "
+                        "(figures stored with the campaign; --verify warn runs anyway)")
+    return check
+
+
 def run_grid(bed: Testbed, store: Store, campaign_id: int, grid: Grid,
-             on_trial: Callable[[Trial, int, int], None] | None = None, timeout_s: float | None = None) -> list[Trial]:
+             on_trial: Callable[[Trial, int, int], None] | None = None, timeout_s: float | None = None,
+             verify_mode: str = "stop", on_verify: Callable[[dict], None] | None = None) -> list[Trial]:
     """Every cell `runs` times. Conditions change least often (each change is verified); within a
     repetition the protocols alternate for each size, so slow drift cannot favour one protocol."""
     bed.sites.ensure(grid.sizes)
@@ -66,8 +137,7 @@ def run_grid(bed: Testbed, store: Store, campaign_id: int, grid: Grid,
     total = len(grid.cells()) * grid.runs
     seq = 0
     for cond in grid.conditions:
-        check = bed.set_conditions(cond)
-        store.add_link_check(campaign_id, cond.label, utc_now(), check)
+        apply_and_verify(bed, store, campaign_id, cond, verify_mode, on_verify)
         for run_index in range(grid.runs):
             for size in grid.sizes:
                 for proto in grid.protos:

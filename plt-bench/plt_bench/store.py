@@ -3,6 +3,9 @@
 Schema history (SCHEMA_VERSION):
   1 - campaigns (metadata as JSON), trials (conditions, every timing, status, reason, the full
       Navigation Timing entry, the server's view), link_checks (the link read back per condition).
+  2 - trials gain the link's conditions as columns (rtt_ms, jitter_ms, jitter_dist, loss_pct,
+      loss_direction, reorder, queue_pkts) and link_json (the emulator's counters during the
+      trial); a version 1 store is migrated in place.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Iterable, TextIO
 
 from .errors import UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -39,7 +42,7 @@ CREATE TABLE IF NOT EXISTS trials (
   page TEXT NOT NULL,
   rate_down_bps INTEGER,             -- NULL: unshaped
   rate_up_bps INTEGER,
-  conditions TEXT NOT NULL,          -- label of the conditions, e.g. 100mbit
+  conditions TEXT NOT NULL,          -- label of the conditions, e.g. 100mbit rtt50ms loss1%
   status TEXT NOT NULL,              -- ok | failed
   reason TEXT,                       -- why it failed; NULL when ok
   started_utc TEXT NOT NULL,
@@ -53,7 +56,10 @@ CREATE TABLE IF NOT EXISTS trials (
   decoded_body_bytes INTEGER, encoded_body_bytes INTEGER, transfer_bytes INTEGER,
   server_proto TEXT, server_status INTEGER, server_bytes INTEGER,
   url TEXT NOT NULL,
-  nav_json TEXT                      -- the full PerformanceNavigationTiming entry
+  nav_json TEXT,                     -- the full PerformanceNavigationTiming entry
+  rtt_ms REAL, jitter_ms REAL, jitter_dist TEXT, loss_pct REAL, loss_direction TEXT, reorder INTEGER,
+  queue_pkts INTEGER,                -- NULL: automatic (>= one bandwidth-delay product)
+  link_json TEXT                     -- the link emulator's counters during this trial (linkem), or NULL
 );
 CREATE INDEX IF NOT EXISTS trials_campaign ON trials(campaign_id);
 CREATE TABLE IF NOT EXISTS link_checks (
@@ -104,6 +110,14 @@ class Trial:
     server_status: int | None = None
     server_bytes: int | None = None
     nav_json: str | None = None
+    rtt_ms: float = 0.0
+    jitter_ms: float = 0.0
+    jitter_dist: str = "uniform"
+    loss_pct: float = 0.0
+    loss_direction: str = "both"
+    reorder: bool = True
+    queue_pkts: int | None = None
+    link_json: str | None = None
 
 
 TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
@@ -116,6 +130,7 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=30)
             self.db.execute("PRAGMA journal_mode=WAL")
+            self._migrate()
             self.db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise UsageError(f"--results: cannot write the results store {self.path}: {e}") from None
@@ -126,6 +141,22 @@ class Store:
         elif row[0] != SCHEMA_VERSION:
             raise UsageError(f"--results: {self.path} has schema version {row[0]}; this plt-bench writes "
                              f"version {SCHEMA_VERSION}: choose another --results path")
+
+    _V2_COLUMNS = ("rtt_ms REAL DEFAULT 0", "jitter_ms REAL DEFAULT 0", "jitter_dist TEXT DEFAULT 'uniform'",
+                   "loss_pct REAL DEFAULT 0", "loss_direction TEXT DEFAULT 'both'", "reorder INTEGER DEFAULT 1",
+                   "queue_pkts INTEGER", "link_json TEXT")
+
+    def _migrate(self) -> None:
+        """Bring an older store up to SCHEMA_VERSION (1 -> 2: the link's conditions as columns)."""
+        try:
+            row = self.db.execute("SELECT version FROM schema_info").fetchone()
+        except sqlite3.OperationalError:
+            return  # a new store
+        if row and row[0] == 1:
+            for col in self._V2_COLUMNS:
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col}")
+            self.db.execute("UPDATE schema_info SET version = 2")
+            self.db.commit()
 
     def close(self) -> None:
         self.db.close()

@@ -22,9 +22,9 @@ from .topology import Topology
 
 class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
-                 persistent: bool = False, with_browser: bool = True):
+                 persistent: bool = False, with_browser: bool = True, need_no_reorder: bool = False):
         self.sites = Sites(sites_dir)
-        self.cc, self.link_name, self.index = cc, link, index
+        self.cc, self.link_name, self.index, self.need_no_reorder = cc, link, index, need_no_reorder
         self.persistent, self.with_browser = persistent, with_browser
         self.topology: Topology | None = None
         self.server: Server | None = None
@@ -55,7 +55,8 @@ class Testbed:
         self.topology = Topology.allocate(self.cc, self.index, self.persistent)
         self._stack.callback(self.topology.down)
         self.topology.create()
-        self.link = link_mod.choose(self.link_name, self.plan)
+        self.link = link_mod.choose(self.link_name, self.plan, self.need_no_reorder)
+        self._stack.callback(self.link.close)
         self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root)
         self._stack.callback(self.server.stop)
         self.server.start()
@@ -103,7 +104,7 @@ class Testbed:
         caddy = self.server.info()
         m.update({
             "link_backend": self.link.name,
-            "link_shapes": "rate (htb via tcconfig)",
+            "link_requested": self.link_name,
             "netem_available": link_mod.netem_available(),
             "congestion_control": self.cc,
             "caddy": caddy,

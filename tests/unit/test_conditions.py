@@ -32,22 +32,50 @@ def test_asymmetric_and_unshaped():
     (dict(protos="udp"), "--proto"), (dict(protos=""), "--proto"), (dict(rates="fast"), "--bw"),
     (dict(sizes="5XB"), "--size"), (dict(sizes="10B"), "--size"), (dict(sizes="3GB"), "--size"),
     (dict(runs="0"), "--runs"), (dict(runs="two"), "--runs"), (dict(up_rates="1mbit,2mbit"), "--up-bw"),
+    (dict(rtt="fast"), "--rtt"), (dict(rtt="90s"), "--rtt"), (dict(loss="-1%"), "--loss"), (dict(loss="100%"), "--loss"),
+    (dict(jitter_dist="pareto"), "--jitter-dist"), (dict(loss_direction="left"), "--loss-direction"),
+    (dict(queue="1"), "--queue"),
 ])
 def test_bad_grid_input_names_the_option(kw, option):
-    args = dict(protos="both", rates="10mbit", sizes="5KB", runs="1")
+    args = dict(protos="both", rates="10mbit", sizes="5KB", runs="1", rtt="50ms")
     args.update(kw)
     with pytest.raises(UsageError) as e:
         c.make_grid(**args)
     assert str(e.value).startswith(option)
 
 
-def test_delay_jitter_loss_are_refused_not_ignored():
-    c.reject_unsupported(None, None, None)
-    for kw, opt in ((dict(rtt="50ms", jitter=None, loss=None), "--rtt"),
-                    (dict(rtt=None, jitter="1ms", loss=None), "--jitter"),
-                    (dict(rtt=None, jitter=None, loss="1%"), "--loss")):
-        with pytest.raises(UsageError, match=opt):
-            c.reject_unsupported(**kw)
+def test_link_conditions_grid():
+    g = c.make_grid("both", "10mbit", "5KB", 1, rtt="50ms,112ms", jitter="0,10ms", loss="0,1%,10%")
+    assert len(g.conditions) == 2 * 2 * 3
+    cond = [x for x in g.conditions if x.rtt_ms == 112 and x.jitter_ms == 10 and x.loss_pct == 1][0]
+    assert cond.delay_ms == 56 and cond.loss_down_pct == cond.loss_up_pct == 1
+    assert cond.label == "10mbit rtt112ms jitter10ms loss1%"
+    one_way = c.make_grid("tcp", "10mbit", "5KB", 1, loss="5%", loss_direction="down").conditions[0]
+    assert (one_way.loss_down_pct, one_way.loss_up_pct) == (5, 0) and one_way.label.endswith("loss5%-down")
+    inorder = c.make_grid("tcp", "10mbit", "5KB", 1, rtt="100ms", jitter="10ms", jitter_dist="normal",
+                          reorder=False).conditions[0]
+    assert inorder.label == "10mbit rtt100ms jitter10ms-normal-inorder" and not inorder.reorder
+    assert not c.Conditions(10**7, 10**7).impaired and cond.impaired
+
+
+def test_queue_is_at_least_one_bdp():
+    cond = c.make_grid("tcp", "1gbit", "5KB", 1, rtt="50ms").conditions[0]
+    bdp = 10**9 / 8 * 0.050 / 1514
+    assert bdp <= cond.queue_for(10**9) <= bdp + 1
+    assert cond.queue_for(None) == c.MIN_QUEUE_PKTS
+    assert c.Conditions(10**7, 10**7).queue_for(10**7) == c.MIN_QUEUE_PKTS
+    assert c.make_grid("tcp", "1gbit", "5KB", 1, queue="500").conditions[0].queue_for(10**9) == 500
+
+
+@pytest.mark.parametrize("rtt,jitter,dist,ok", [("20ms", "10ms", "uniform", True), ("20ms", "11ms", "uniform", False),
+                                                 ("60ms", "10ms", "normal", True), ("60ms", "11ms", "normal", False),
+                                                 ("0", "1ms", "uniform", False)])
+def test_jitter_must_fit_in_the_delay(rtt, jitter, dist, ok):
+    if ok:
+        c.make_grid("tcp", "10mbit", "5KB", 1, rtt=rtt, jitter=jitter, jitter_dist=dist)
+    else:
+        with pytest.raises(UsageError, match="--jitter"):
+            c.make_grid("tcp", "10mbit", "5KB", 1, rtt=rtt, jitter=jitter, jitter_dist=dist)
 
 
 def test_congestion_control_choice():

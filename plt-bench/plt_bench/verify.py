@@ -1,0 +1,207 @@
+"""Proof that the live link does what it was told: real packets between client and server.
+
+- RTT, its spread and round-trip loss: ping, PROBES probes from the client to the server.
+- Downlink loss and reordering: a UDP iperf3 stream (server -> client) at half the downlink rate.
+- Rate: bulk TCP iperf3 transfers, downlink and uplink, compared with the rate less headers.
+
+Each figure is compared with what the conditions imply, with a tolerance that accounts for the
+sample size; a figure that cannot be judged (TCP cannot fill a lossy link) is reported as such,
+never passed silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import subprocess
+import time
+
+from . import cmd
+from .conditions import Conditions
+from .errors import LinkError
+
+TCP_PAYLOAD_PER_WIRE = 1448 / 1514  # MSS with timestamps / full Ethernet frame, as the qdisc counts it
+IPERF_PORT = 5201
+
+
+def jitter_sd_ms(cond: Conditions) -> float:
+    """Standard deviation of one direction's added delay."""
+    if not cond.jitter_ms:
+        return 0.0
+    return cond.jitter_ms / math.sqrt(3) if cond.jitter_dist == "uniform" else cond.jitter_ms
+
+
+def expected_rtt_loss(cond: Conditions) -> float:
+    return 1 - (1 - cond.loss_down_pct / 100) * (1 - cond.loss_up_pct / 100)
+
+
+def binomial_ok(observed: float, p: float, n: int, sigmas: float = 3.0) -> tuple[bool, float]:
+    """Is a fraction observed in n trials within `sigmas` standard errors of p (plus one count)?"""
+    tol = sigmas * math.sqrt(max(p * (1 - p), 0.0) / max(n, 1)) + 1.0 / max(n, 1)
+    return abs(observed - p) <= tol, tol
+
+
+def parse_ping(text: str) -> tuple[int, list[float]]:
+    """(probes sent, RTTs in ms of the replies) from ping's output."""
+    sent = re.search(r"(\d+) packets transmitted", text)
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", text)]
+    return (int(sent.group(1)) if sent else 0), rtts
+
+
+def _check(name: str, measured, expected, ok: bool | None, tolerance: str, unit: str = "") -> dict:
+    return {"name": name, "measured": measured, "expected": expected, "ok": ok, "tolerance": tolerance, "unit": unit}
+
+
+def check_ping(cond: Conditions, sent: int, rtts: list[float]) -> list[dict]:
+    checks = []
+    n = len(rtts)
+    lost = (sent - n) / sent if sent else 1.0
+    p = expected_rtt_loss(cond)
+    ok, tol = binomial_ok(lost, p, sent)
+    checks.append(_check("round-trip loss", round(lost * 100, 3), round(p * 100, 3), ok,
+                         f"+-{tol * 100:.2f} points (3 sigma, n={sent})", "%"))
+    if n < 10:
+        checks.append(_check("rtt mean", None, cond.rtt_ms, False, "needs at least 10 replies", "ms"))
+        return checks
+    mean, sd = statistics.fmean(rtts), statistics.stdev(rtts)
+    exp_sd = math.sqrt(2) * jitter_sd_ms(cond)
+    jitter_in_order = cond.jitter_ms and not cond.reorder
+    if jitter_in_order:
+        checks.append(_check("rtt mean", round(mean, 3), cond.rtt_ms, None,
+                             "not judged: in-order jitter delays packets behind earlier ones", "ms"))
+    else:
+        tol = 0.5 + 3 * sd / math.sqrt(n)
+        checks.append(_check("rtt mean", round(mean, 3), cond.rtt_ms, abs(mean - cond.rtt_ms) <= tol,
+                             f"+-{tol:.3f} (0.5 ms path + 3 standard errors)", "ms"))
+    if not cond.jitter_ms:
+        q = statistics.quantiles(rtts, n=4)
+        robust = (q[2] - q[0]) / 1.349  # one stray probe on a busy machine must not decide
+        checks.append(_check("rtt spread (IQR/1.349)", round(robust, 3), 0.0, robust <= 0.5,
+                             f"<= 0.5 (no jitter asked; plain sd {sd:.3f})", "ms"))
+    elif jitter_in_order:
+        checks.append(_check("rtt sd", round(sd, 3), round(exp_sd, 3), None, "not judged: in-order jitter", "ms"))
+    else:
+        se = exp_sd / math.sqrt(2 * (n - 1))
+        tol = max(0.05 * exp_sd, 3 * se)
+        checks.append(_check("rtt sd", round(sd, 3), round(exp_sd, 3), abs(sd - exp_sd) <= tol,
+                             f"+-{tol:.3f} (5% or 3 standard errors)", "ms"))
+    return checks
+
+
+def in_flight_packets(cond: Conditions, pps: float) -> int:
+    """Packets a jittered link may still hold, out of order, when iperf3 stops counting: iperf3
+    counts them as lost though the link delivers them."""
+    return int(math.ceil(pps * (2 * cond.jitter_ms + 1) / 1000.0)) if cond.jitter_ms else 0
+
+
+def check_udp(cond: Conditions, res: dict, in_flight: int = 0) -> list[dict]:
+    end = res.get("end", {})
+    s = end.get("sum", {})
+    n, lost = s.get("packets", 0), s.get("lost_packets", 0)
+    ooo = sum((st.get("udp") or {}).get("out_of_order", 0) or 0 for st in end.get("streams", []))
+    if not n:
+        return [_check("downlink loss (UDP)", None, cond.loss_down_pct, False, "no UDP packets measured", "%")]
+    p = cond.loss_down_pct / 100
+    counted = max(0, lost - in_flight) if lost > n * p else lost
+    ok, tol = binomial_ok(counted / n, p, n)
+    allowance = f", less up to {in_flight} packets in flight at the end" if in_flight else ""
+    checks = [_check("downlink loss (UDP)", round(lost / n * 100, 3), cond.loss_down_pct, ok,
+                     f"+-{tol * 100:.2f} points (3 sigma, n={n}{allowance})", "%")]
+    reorder = ooo / n
+    if cond.jitter_ms and cond.reorder:
+        checks.append(_check("downlink reordering (UDP)", round(reorder * 100, 3), None, None,
+                             "reported: jitter reorders packets, as netem does", "%"))
+    else:
+        checks.append(_check("downlink reordering (UDP)", round(reorder * 100, 3), 0.0, ooo == 0,
+                             "none (no jitter, or in-order jitter)", "%"))
+    return checks
+
+
+def check_tcp_rate(cond: Conditions, direction: str, rate_bps: int | None, bps: float | None) -> dict:
+    name = f"{direction} rate (TCP goodput / rate x 1448/1514)"
+    if rate_bps is None:
+        return _check(name, None, None, None, "not judged: unshaped")
+    expected = rate_bps * TCP_PAYLOAD_PER_WIRE
+    ratio = bps / expected if bps else 0.0
+    if cond.loss_pct or cond.jitter_ms:
+        return _check(name, round(ratio, 4), 1.0, None, "not judged: TCP cannot fill a lossy or jittered link")
+    return _check(name, round(ratio, 4), 1.0, 0.95 <= ratio <= 1.02, "0.95 to 1.02")
+
+
+class Iperf:
+    """An iperf3 server in the server namespace for the duration of a verification."""
+
+    def __init__(self, server_ns: str, server_ip: str):
+        self.ns, self.ip = server_ns, server_ip
+        self.proc = None
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(cmd.in_netns(self.ns, ["iperf3", "-s", "-B", self.ip, "-p", str(IPERF_PORT)]),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if f"{self.ip}:{IPERF_PORT}" in cmd.run(["ss", "-Hltn"], ns=self.ns).stdout:
+                return self
+            time.sleep(0.05)
+        raise LinkError("iperf3 server did not start")
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def iperf_client(client_ns: str, server_ip: str, args: list[str], seconds: float) -> dict:
+    res = cmd.run(["iperf3", "-c", server_ip, "-p", str(IPERF_PORT), "-J", *args], ns=client_ns, check=False,
+                  timeout=seconds + 60)
+    try:
+        return json.loads(res.stdout)
+    except ValueError:
+        return {"error": (res.stderr or res.stdout).strip()[-300:]}
+
+
+def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, tcp_seconds: float = 4.0) -> dict:
+    """Measure the live link of a testbed under cond; returns {'ok', 'checks', 'conditions', ...}."""
+    checks: list[dict] = []
+    t0 = time.monotonic()
+    ping = cmd.run(["ping", "-n", "-c", str(probes), "-i", f"{interval_s:g}", "-W", "2", plan.server_ip],
+                   ns=plan.client_ns, check=False, timeout=probes * interval_s + 60)
+    sent, rtts = parse_ping(ping.stdout)
+    checks += check_ping(cond, sent, rtts)
+    rate_down, rate_up = cond.rate_down_bps, cond.rate_up_bps
+    with Iperf(plan.server_ns, plan.server_ip):
+        udp_rate = int((rate_down or 200 * 10**6) * 0.5)
+        # -w: a receive buffer the size of rmem_max, so the receiving socket does not overflow at high rates
+        udp = iperf_client(plan.client_ns, plan.server_ip, ["-u", "-R", "-b", str(udp_rate), "-l", "1200", "-t", "2",
+                                                            "-w", "4M"], 2)
+        checks += check_udp(cond, udp, in_flight_packets(cond, udp_rate / 8 / 1200)) if "error" not in udp else [
+            _check("downlink loss (UDP)", None, cond.loss_down_pct, False, f"iperf3 failed: {udp['error']}")]
+        for direction, rate, extra in (("downlink", rate_down, ["-R"]), ("uplink", rate_up, [])):
+            if rate is None:
+                checks.append(check_tcp_rate(cond, direction, None, None))
+                continue
+            omit = 2 if cond.rtt_ms >= 20 else 1
+            res = iperf_client(plan.client_ns, plan.server_ip, [*extra, "-t", f"{tcp_seconds:g}", "-O", str(omit)],
+                               tcp_seconds + omit)
+            bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second")
+            checks.append(check_tcp_rate(cond, direction, rate, bps))
+    failed = [c["name"] for c in checks if c["ok"] is False]
+    return {"conditions": cond.label, "ok": not failed, "failed": failed, "checks": checks,
+            "probes": probes, "seconds": round(time.monotonic() - t0, 1)}
+
+
+def format_report(report: dict) -> str:
+    lines = [f"link {report['conditions']}: {'ok' if report['ok'] else 'OUT OF TOLERANCE: ' + ', '.join(report['failed'])}"
+             f" ({report['seconds']} s)"]
+    for c in report["checks"]:
+        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
+        m = "-" if c["measured"] is None else c["measured"]
+        e = "-" if c["expected"] is None else c["expected"]
+        lines.append(f"  {mark} {c['name']:<46} measured {m!s:>9} {c['unit']:<2} expected {e!s:>8} {c['unit']:<2} "
+                     f"({c['tolerance']})")
+    return "\n".join(lines)

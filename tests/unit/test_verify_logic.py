@@ -1,0 +1,97 @@
+"""The verification's judgement and the runner's link-fidelity rule, on synthetic figures."""
+import math
+
+import pytest
+
+from plt_bench import runner, verify
+from plt_bench.conditions import Conditions
+
+PING = """PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data.
+64 bytes from 198.19.0.2: icmp_seq=1 ttl=63 time=50.1 ms
+64 bytes from 198.19.0.2: icmp_seq=2 ttl=63 time=50.2 ms
+
+--- 198.19.0.2 ping statistics ---
+3 packets transmitted, 2 received, 33.3333% packet loss, time 2003ms
+"""
+
+
+def test_parse_ping():
+    assert verify.parse_ping(PING) == (3, [50.1, 50.2])
+
+
+def test_expected_round_trip_loss_and_jitter_sd():
+    c = Conditions(10**7, 10**7, rtt_ms=100, jitter_ms=10, loss_pct=10)
+    assert verify.expected_rtt_loss(c) == pytest.approx(0.19)
+    assert verify.jitter_sd_ms(c) == pytest.approx(10 / math.sqrt(3))
+    assert verify.jitter_sd_ms(Conditions(1, 1, rtt_ms=100, jitter_ms=10, jitter_dist="normal")) == 10
+    assert verify.expected_rtt_loss(Conditions(1, 1, loss_pct=10, loss_direction="up")) == pytest.approx(0.10)
+
+
+def test_ping_checks_pass_good_and_fail_bad_links():
+    c = Conditions(10**7, 10**7, rtt_ms=50)
+    good = verify.check_ping(c, 500, [50.1 + 0.01 * (i % 5) for i in range(500)])
+    assert all(x["ok"] for x in good)
+    spike = verify.check_ping(c, 500, [50.1 + 0.01 * (i % 5) for i in range(499)] + [62.0])
+    assert all(x["ok"] for x in spike)  # one stray probe does not fail the spread
+    spread = verify.check_ping(c, 500, [48.1 + (i % 5) for i in range(500)])
+    assert [x["name"] for x in spread if x["ok"] is False] == ["rtt spread (IQR/1.349)"]
+    slow = verify.check_ping(c, 500, [52.0] * 500)
+    assert [x["name"] for x in slow if x["ok"] is False] == ["rtt mean"]
+    lossy = verify.check_ping(c, 500, [50.1] * 400)
+    assert [x["name"] for x in lossy if x["ok"] is False] == ["round-trip loss"]
+
+
+def test_jitter_sd_check_has_teeth():
+    import random
+    rnd = random.Random(3)
+    c = Conditions(10**7, 10**7, rtt_ms=112, jitter_ms=10)
+    right = [112 + rnd.uniform(-10, 10) + rnd.uniform(-10, 10) for _ in range(2000)]
+    wrong = [112 + rnd.uniform(-5, 5) + rnd.uniform(-5, 5) for _ in range(2000)]
+    assert {x["name"]: x["ok"] for x in verify.check_ping(c, 2000, right)}["rtt sd"] is True
+    assert {x["name"]: x["ok"] for x in verify.check_ping(c, 2000, wrong)}["rtt sd"] is False
+
+
+def _udp(n, lost, ooo):
+    return {"end": {"sum": {"packets": n, "lost_packets": lost}, "streams": [{"udp": {"out_of_order": ooo}}]}}
+
+
+def test_udp_checks():
+    c = Conditions(10**7, 10**7, rtt_ms=50, loss_pct=5)
+    ok = {x["name"]: x["ok"] for x in verify.check_udp(c, _udp(10000, 500, 0), 0)}
+    assert ok == {"downlink loss (UDP)": True, "downlink reordering (UDP)": True}
+    bad = {x["name"]: x["ok"] for x in verify.check_udp(c, _udp(10000, 900, 3), 0)}
+    assert bad == {"downlink loss (UDP)": False, "downlink reordering (UDP)": False}
+    # packets still in flight when iperf3 stops counting are not losses
+    jit = Conditions(10**7, 10**7, rtt_ms=112, jitter_ms=10)
+    r = {x["name"]: x for x in verify.check_udp(jit, _udp(10975, 48, 9075), 60)}
+    assert r["downlink loss (UDP)"]["ok"] is True and r["downlink reordering (UDP)"]["ok"] is None
+    assert r["downlink reordering (UDP)"]["measured"] == pytest.approx(82.69, abs=0.01)
+
+
+def test_tcp_rate_is_judged_only_where_tcp_can_fill_the_link():
+    c = Conditions(10**8, 10**8, rtt_ms=50)
+    assert verify.check_tcp_rate(c, "downlink", 10**8, 10**8 * 1448 / 1514)["ok"] is True
+    assert verify.check_tcp_rate(c, "downlink", 10**8, 0.9 * 10**8 * 1448 / 1514)["ok"] is False
+    lossy = Conditions(10**8, 10**8, rtt_ms=50, loss_pct=1)
+    assert verify.check_tcp_rate(lossy, "downlink", 10**8, 10**6)["ok"] is None
+
+
+def _stats(released, late_1ms, cpu=1.0, late_sum=0.0, enobufs=0):
+    hist = {"10": released - late_1ms, "50": 0, "100": 0, "250": 0, "500": 0, "1000": 0, "2000": late_1ms,
+            "5000": 0, "inf": 0}
+    d = {"packets": released, "bytes": 0, "dropped": 0, "released": released, "reordered": 0, "early": 0,
+         "max_depth": 1, "late_max_us": 1500.0, "early_max_us": 0, "late_hist_us": hist, "late_sum_us": late_sum}
+    return {"cpu_s": cpu, "enobufs": enobufs, "dirs": {"down": d, "up": dict(d)}}
+
+
+def test_link_delta_and_fidelity():
+    before, after = _stats(1000, 0, 1.0, 5000.0), _stats(3000, 10, 1.5, 25000.0)
+    d = runner.link_delta(before, after)
+    assert d["dirs"]["down"]["released"] == 2000 and d["dirs"]["down"]["late_hist_us"]["2000"] == 10
+    assert d["dirs"]["down"]["late_mean_us"] == 10.0 and d["cpu_s"] == 0.5
+    assert runner.link_fidelity_problem(d) is None  # 0.5% late: within bounds
+    d2 = runner.link_delta(before, _stats(3000, 100, 1.5))
+    assert "fell behind" in runner.link_fidelity_problem(d2)
+    d3 = runner.link_delta(before, _stats(3000, 0, enobufs=2))
+    assert "ENOBUFS" in runner.link_fidelity_problem(d3)
+    assert runner.link_fidelity_problem(None) is None
