@@ -146,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--bw", default="100mbit")
     b.add_argument("--runs", default="3")
     _results_option(b)
+
+    bl = sub.add_parser("bench-link", help="benchmark the emulated link: accuracy and cost as ratios",
+                        description="Measures RTT accuracy, jitter, loss, rate at 10/100/1000 Mbit, the emulator's CPU "
+                                    "and 1 Gbit with 50 ms RTT on a testbed of its own. Prints ratios; asserts nothing.")
+    bl.add_argument("--link", default="auto", choices=LINK_CHOICES, help=LINK_HELP["link"])
+    bl.add_argument("--probes", default="1000", help="ping probes for the RTT figure (x3 for jitter and loss)")
     return p
 
 
@@ -243,6 +249,21 @@ def cmd_bench(a) -> int:
         print(f"  {proto}: PLT/ideal median {ratios[mid]:.3f} (min {ratios[0]:.3f}, max {ratios[-1]:.3f}); "
               f"overhead median {over[mid]:.3f} s (min {over[0]:.3f}, max {over[-1]:.3f}); n={len(ok)}")
     return rc
+
+
+def cmd_bench_link(a) -> int:
+    from . import benchlink
+    from .testbed import Testbed
+    try:
+        probes = int(a.probes)
+    except ValueError:
+        probes = 0
+    if not 100 <= probes <= 100_000:
+        raise UsageError(f"--probes: '{a.probes}' is not a whole number from 100 to 100000")
+    cmd.require_root()
+    with Testbed(SITES, link=a.link, with_browser=False) as bed:
+        benchlink.run(bed, lambda line: print(line, flush=True), probes)
+    return 0
 
 
 def cmd_up(a) -> int:
@@ -379,7 +400,8 @@ def cmd_pages(a) -> int:
 
 
 COMMANDS = {"run": cmd_run, "up": cmd_up, "verify": cmd_verify, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
-            "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench}
+            "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
+            "bench-link": cmd_bench_link}
 
 
 def main(argv: list[str] | None = None) -> int:

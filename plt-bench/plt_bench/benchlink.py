@@ -1,0 +1,112 @@
+"""Link benchmark: how close the emulated link comes to what it is told, printed as ratios.
+
+Not a test: it asserts nothing, it measures and prints `measured / target` figures. Targets:
+RTT mean within 0.2 ms and mdev <= 0.1 ms without jitter; jitter sd within 5% of theory; loss
+within 3 sigma of binomial; TCP rate within 2% at 10 Mbit, 100 Mbit and 1 Gbit; the emulator
+at most 5% of a core at 100 Mbit with 50 ms RTT; at least 95% of 1 Gbit with 50 ms RTT.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+from . import cmd
+from .conditions import Conditions
+from .verify import TCP_PAYLOAD_PER_WIRE, Iperf, iperf_client, jitter_sd_ms, parse_ping
+
+
+def _ping(bed, n: int, interval: str = "0.005") -> tuple[int, list[float]]:
+    res = cmd.run(["ping", "-n", "-c", str(n), "-i", interval, "-W", "2", bed.plan.server_ip],
+                  ns=bed.plan.client_ns, check=False, timeout=n * 0.05 + 120)
+    return parse_ping(res.stdout)
+
+
+def _busy_jiffies() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def _proc_cpu_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process (clock ticks, USER_HZ = 100)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / 100.0, int(fields[12]) / 100.0
+
+
+def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -> dict:
+    """A TCP transfer; goodput / (rate x 1448/1514), machine CPU and the emulator's CPU during it."""
+    omit = 2 if cond.rtt_ms >= 20 else 1
+    pid = bed.link.proc.pid if getattr(bed.link, "proc", None) else None
+    with Iperf(bed.plan.server_ns, bed.plan.server_ip):
+        e0, w0 = (_proc_cpu_s(pid) if pid else (0.0, 0.0)), time.monotonic()
+        res = iperf_client(bed.plan.client_ns, bed.plan.server_ip,
+                           (["-R"] if direction == "down" else []) + ["-t", f"{seconds:g}", "-O", str(omit)], seconds + omit)
+        e1, w1 = (_proc_cpu_s(pid) if pid else (0.0, 0.0)), time.monotonic()
+    bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second") or 0.0
+    rate = cond.rate_down_bps if direction == "down" else cond.rate_up_bps
+    wall = w1 - w0
+    return {"ratio": bps / (rate * TCP_PAYLOAD_PER_WIRE),
+            "emulator_core_share": ((e1[0] + e1[1]) - (e0[0] + e0[1])) / wall if pid else None,
+            "emulator_user_share": (e1[0] - e0[0]) / wall if pid else None}
+
+
+def run(bed, out=print, probes: int = 1000) -> dict:
+    """Every figure, printed as it comes; returns them."""
+    fig: dict = {"backend": bed.link.name}
+    out(f"link benchmark on backend {bed.link.name} (targets in brackets)")
+
+    c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
+    bed.set_conditions(c)
+    sent, rtts = _ping(bed, probes)
+    mean, sd = statistics.fmean(rtts), statistics.pstdev(rtts)
+    fig.update(rtt_mean_error_ms=mean - 50, rtt_mdev_ms=sd)
+    out(f"  RTT 50 ms, no jitter, {len(rtts)} probes: mean {mean:.3f} ms, error {mean - 50:+.3f} ms "
+        f"[|error| <= 0.2: ratio {abs(mean - 50) / 0.2:.2f}], mdev {sd:.3f} ms [<= 0.1: ratio {sd / 0.1:.2f}]")
+
+    for dist in ("uniform", "normal"):
+        c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=112, jitter_ms=10, jitter_dist=dist)
+        bed.set_conditions(c)
+        sent, rtts = _ping(bed, 3 * probes)
+        theory = math.sqrt(2) * jitter_sd_ms(c)
+        sd = statistics.stdev(rtts)
+        fig[f"jitter_{dist}_sd_ratio"] = sd / theory
+        out(f"  jitter 10 ms {dist} at RTT 112 ms, {len(rtts)} probes: RTT sd {sd:.3f} ms, theory {theory:.3f} ms, "
+            f"measured/theory {sd / theory:.3f} [0.95 to 1.05]")
+
+    for p in (1, 10):
+        c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=2, loss_pct=p, loss_direction="down")
+        bed.set_conditions(c)
+        sent, rtts = _ping(bed, 3 * probes, "0.002")
+        lost = (sent - len(rtts)) / sent
+        z = (lost - p / 100) / math.sqrt(p / 100 * (1 - p / 100) / sent)
+        fig[f"loss_{p}pct_z"] = z
+        out(f"  loss {p}% (downlink), {sent} probes: {lost:.3%} lost, measured/configured {lost / (p / 100):.3f}, "
+            f"z = {z:+.2f} [|z| <= 3]")
+
+    for rate in (10 * 10**6, 100 * 10**6, 10**9):
+        c = Conditions(rate, rate)
+        bed.set_conditions(c)
+        r = _tcp(bed, c)
+        fig[f"rate_{rate}_ratio"] = r["ratio"]
+        out(f"  rate {rate // 10**6} Mbit/s, TCP download: goodput / (rate x 1448/1514) = {r['ratio']:.4f} [0.98 to 1.02]")
+
+    c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
+    bed.set_conditions(c)
+    r = _tcp(bed, c)
+    fig.update(cpu_100mbit_emulator=r["emulator_core_share"], cpu_100mbit_emulator_user=r["emulator_user_share"])
+    if r["emulator_core_share"] is not None:
+        out(f"  emulator CPU at 100 Mbit, RTT 50 ms: {r['emulator_core_share']:.1%} of a core "
+            f"[<= 5%: ratio {r['emulator_core_share'] / 0.05:.2f}], of which user space {r['emulator_user_share']:.1%}; "
+            f"its system time includes the kernel's forwarding of every packet it releases (the verdict reinjects it "
+            f"into routing, htb and the veth in linkem's own system call)")
+    c = Conditions(10**9, 10**9, rtt_ms=50)
+    bed.set_conditions(c)
+    r = _tcp(bed, c, seconds=6)
+    fig.update(gbit_50ms_ratio=r["ratio"], cpu_1gbit_emulator=r["emulator_core_share"])
+    share = f", emulator {r['emulator_core_share']:.0%} of a core" if r["emulator_core_share"] is not None else ""
+    out(f"  1 Gbit/s with RTT 50 ms, TCP download: goodput / (rate x 1448/1514) = {r['ratio']:.4f} [>= 0.95]{share}")
+    return fig
