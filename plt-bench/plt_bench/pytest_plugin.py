@@ -122,10 +122,7 @@ class TrialItem(pytest.Item):
         m.ensure_open()
         if m.bed.conditions != self.cell.conditions:
             from .runner import apply_and_verify
-            from .verify import format_report
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            apply_and_verify(m.bed, m.store, m.campaign_id, self.cell.conditions, m.verify_mode,
-                             lambda r: reporter.write_line("\n" + format_report(r)))
+            apply_and_verify(m.bed, m.store, m.campaign_id, self.cell.conditions, m.verify_mode)
         trial = run_cell_once(m.bed, m.store, m.campaign_id, m.seq, self.run_index, self.cell)
         m.seq += 1
         self.user_properties.append(("plt_ms", trial.plt_ms))
@@ -161,6 +158,7 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = new
 
 
+@pytest.hookimpl(tryfirst=True)  # take the testbed down before anyone checks for leftovers
 def pytest_sessionfinish(session, exitstatus):
     m = session.config.stash.get(_KEY, None)
     if m is not None:
@@ -172,8 +170,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if m is None or m.store is None or m.campaign_id is None:
         return
     from .summary import format_table, summarize
+    from .verify import format_report
+    checks = [c["result"]["verify"] for c in m.store.link_checks(m.campaign_id) if "verify" in c["result"]]
+    if checks:
+        terminalreporter.section("plt-bench: the link, measured")
+        for report in checks:
+            terminalreporter.write_line(format_report(report))
     terminalreporter.section("plt-bench: page-load time per cell")
-    terminalreporter.write_line(f"campaign {m.campaign_id} in {m.results}")
+    terminalreporter.write_line(f"campaign {m.campaign_id} in {m.results} (link backend: "
+                                f"{m.store.campaign(m.campaign_id)['metadata'].get('link_backend')})")
     terminalreporter.write_line(format_table(summarize(m.store.trials([m.campaign_id]))))
     m.store.close()
     m.store = None
