@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 a failure (failed trials, a broken link, a missing tool
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -37,19 +38,6 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _grid_options(p: argparse.ArgumentParser, runs_default: int = 3) -> None:
-    g = p.add_argument_group("grid")
-    g.add_argument("--proto", default="both", help=f"protocol(s): {', '.join(PROTO_CHOICES)} (default: both)")
-    g.add_argument("--bw", default="100mbit",
-                   help="downlink rate(s), comma-separated: 500kbit, 100mbit, 1gbit (tc units) or 100Mbps "
-                        "(tcconfig, bit/s); 'unshaped' for no limit (default: 100mbit)")
-    g.add_argument("--up-bw", default=None, help="uplink rate, if not the same as --bw ('unshaped' for no limit)")
-    g.add_argument("--size", default=",".join(DEFAULT_SIZES),
-                   help=f"page size(s), comma-separated; 1 KB = 1000 bytes (default: {','.join(DEFAULT_SIZES)})")
-    g.add_argument("--runs", default=str(runs_default), help=f"repetitions of every cell (default: {runs_default})")
-    _link_options(p)
-
-
 LINK_HELP = {
     "rtt": "round-trip time(s) added by the link, comma-separated: 50ms, 112ms (split evenly over both directions)",
     "jitter": "jitter(s) per direction, e.g. 10ms: delay +- jitter (uniform, like netem) or sd (normal). Jitter "
@@ -66,21 +54,37 @@ LINK_HELP = {
 }
 
 
-def _link_options(p: argparse.ArgumentParser, verify: bool = True) -> None:
+def _link_options(p: argparse.ArgumentParser, verify: bool = True, defaults: bool = True) -> None:
+    """Link options; without defaults (run) an option left out keeps the campaign's value."""
+    d = (lambda v: v) if defaults else (lambda v: None)
     g = p.add_argument_group("link and hosts")
     g.add_argument("--rtt", default=None, help=LINK_HELP["rtt"])
     g.add_argument("--jitter", default=None, help=LINK_HELP["jitter"])
-    g.add_argument("--jitter-dist", default="uniform", help=LINK_HELP["jitter_dist"])
+    g.add_argument("--jitter-dist", default=d("uniform"), help=LINK_HELP["jitter_dist"])
     g.add_argument("--loss", default=None, help=LINK_HELP["loss"])
-    g.add_argument("--loss-direction", default="both", help=LINK_HELP["loss_direction"])
-    g.add_argument("--no-reorder", action="store_true", help=LINK_HELP["no_reorder"])
+    g.add_argument("--loss-direction", default=d("both"), help=LINK_HELP["loss_direction"])
+    g.add_argument("--no-reorder", action="store_true", default=d(False), help=LINK_HELP["no_reorder"])
     g.add_argument("--queue", default=None, help=LINK_HELP["queue"])
-    g.add_argument("--cc", default="cubic", help=LINK_HELP["cc"])
-    g.add_argument("--link", default="auto", choices=LINK_CHOICES, help=LINK_HELP["link"])
+    g.add_argument("--cc", default=d("cubic"), help=LINK_HELP["cc"])
+    g.add_argument("--link", default=d("auto"), choices=LINK_CHOICES, help=LINK_HELP["link"])
     if verify:
-        g.add_argument("--verify", default="stop", choices=cond_mod.VERIFY_CHOICES, help=LINK_HELP["verify"])
+        g.add_argument("--verify", default=d("stop"), choices=cond_mod.VERIFY_CHOICES, help=LINK_HELP["verify"])
     g.add_argument("--testbed", type=int, default=None, metavar="N",
                    help="testbed index 0-255 (names pbN-*, addresses 198.18.N.0/24 and 198.19.N.0/24); default: first free")
+
+
+def _preset_names() -> list[str]:
+    from .campaign import presets
+    return list(presets())
+
+
+def _stats_options(p: argparse.ArgumentParser) -> None:
+    from .stats import CORRECTIONS, TESTS
+    g = p.add_argument_group("statistics")
+    g.add_argument("--test", default="welch", choices=TESTS, help="QUIC vs TCP test (default: welch; mannwhitney needs "
+                                                                   "more than 5 runs per protocol to survive correction)")
+    g.add_argument("--correction", default="holm", choices=CORRECTIONS,
+                   help="multiple-comparison correction: holm (default) or bh (Benjamini-Hochberg)")
 
 
 def _results_option(p: argparse.ArgumentParser) -> None:
@@ -92,13 +96,35 @@ def build_parser() -> argparse.ArgumentParser:
                "(HTTP/1.1+TLS) through a shaped link, on network namespaces of this machine.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
-    r = sub.add_parser("run", help="measure a grid of page loads and print a summary table",
-                       description="Bring the testbed up, load every page of the grid over each protocol, store every "
-                                   "trial, print a summary, take the testbed down.")
-    _grid_options(r)
+    r = sub.add_parser("run", help="run a campaign (a preset or a file): resumable, with progress, report and figures",
+                       description="Run a campaign: a built-in preset (" + ", ".join(_preset_names()) + ") or a TOML "
+                                   "file; without one, the 'quick' preset. Options given here override the campaign's. "
+                                   "A rerun of an unfinished campaign resumes it; finished trials are not repeated. "
+                                   "At the end the report and figures are written to results/<name>-<id>/.")
+    r.add_argument("campaign", nargs="?", default=None, metavar="CAMPAIGN", help="preset name or campaign file (default: quick)")
+    g = r.add_argument_group("overrides of the campaign")
+    g.add_argument("--proto", default=None, help=f"protocol(s): {', '.join(PROTO_CHOICES)}")
+    g.add_argument("--bw", default=None, help="downlink rate(s): 500kbit, 100mbit, 1gbit (tc) or 100Mbps (tcconfig, "
+                                              "bit/s); 'unshaped' for no limit")
+    g.add_argument("--up-bw", default=None, help="uplink rate, if not the same as --bw ('unshaped' for no limit)")
+    g.add_argument("--size", default=None, help="page size(s), comma-separated; 1 KB = 1000 bytes")
+    g.add_argument("--runs", default=None, help="repetitions of every cell")
+    _link_options(r, defaults=False)
     _results_option(r)
-    r.add_argument("--name", default="run", help="campaign name stored with the results")
+    r.add_argument("--name", default=None, help="campaign name stored with the results (default: the campaign's)")
+    r.add_argument("--new", action="store_true", help="start a new campaign even if an unfinished one can be resumed")
     r.add_argument("--timeout", default=None, help="page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)")
+    _stats_options(r)
+
+    for cmdname, helptext in (("report", "statistics of a stored campaign: table, Markdown and CSV"),
+                              ("plot", "figures of a stored campaign: heatmap, loss, jitter, PLT vs size (PNG, SVG)")):
+        x = sub.add_parser(cmdname, help=helptext)
+        x.add_argument("campaign", nargs="?", default="latest", metavar="CAMPAIGN",
+                       help="a campaign number, 'latest' (default), or a preset/file name (its latest campaign)")
+        _results_option(x)
+        _stats_options(x)
+    sub.add_parser("campaigns", help="list the presets and the campaigns in the results store").add_argument(
+        "--results", default=str(DEFAULT_RESULTS), help=f"results store (default: {DEFAULT_RESULTS})")
 
     u = sub.add_parser("up", help="bring the testbed up and leave it running for your own tools",
                        description="Create the namespaces, start Caddy, shape the link, print where everything is. "
@@ -147,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--runs", default="3")
     _results_option(b)
 
+    bc = sub.add_parser("bench-campaign", help="benchmark: campaign overhead on the pages preset at >= 10 Mbit, one run",
+                        description="Runs the pages preset restricted to 10, 50, 100, 500 and 1000 Mbit with one run and "
+                                    "prints wall time against the sum of PLTs: the overhead per trial, with and without "
+                                    "the link verification. Prints ratios; asserts nothing.")
+    _results_option(bc)
+
     bl = sub.add_parser("bench-link", help="benchmark the emulated link: accuracy and cost as ratios",
                         description="Measures RTT accuracy, jitter, loss, rate at 10/100/1000 Mbit, the emulator's CPU "
                                     "and 1 Gbit with 50 ms RTT on a testbed of its own. Prints ratios; asserts nothing.")
@@ -176,69 +208,92 @@ def _parse_timeout(text):
     return t
 
 
-def _measure(a, grid, name: str, timeout_s=None) -> int:
-    from .metadata import utc_now
-    from .runner import grid_dict, run_grid
+RUN_OVERRIDES = ("proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "loss", "jitter_dist", "loss_direction",
+                 "queue", "cc", "link", "verify", "name")
+
+
+def _run_campaign(a, spec, timeout_s=None) -> int:
+    from . import campaign, report
+    from .metadata import machine, utc_now
     from .store import Store
-    from .summary import format_table, summarize
     from .testbed import Testbed
 
     cmd.require_root()
     store = Store(Path(a.results))  # fails before anything is created when the path is unwritable
+    cid = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
     status = "failed"
-    cid = None
+    counts = {"failed": 0}
     try:
-        with Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed, need_no_reorder=a.need_no_reorder) as bed:
-            cid = store.new_campaign(name, utc_now(), grid_dict(grid), bed.metadata())
-            print(f"campaign {cid}: {len(grid.cells()) * grid.runs} trials on testbed {bed.plan.prefix} "
-                  f"({bed.link.name}); results in {a.results}", flush=True)
+        with Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, need_no_reorder=spec.need_no_reorder) as bed:
+            meta = bed.metadata()
+            if cid is not None:
+                old = store.campaign(cid)["metadata"]
+                diff = campaign.key_metadata_diff(old, meta)
+                if diff:
+                    raise UsageError(f"CAMPAIGN: campaign {cid} ({spec.name}) cannot be resumed here, its trials would not "
+                                     f"be comparable: {'; '.join(diff)}. Run with --new to start a new campaign")
+                old.setdefault("sessions", []).append({"utc": utc_now(), "loadavg": meta["loadavg"],
+                                                       "git_commit": meta["git_commit"]})
+                store.update_metadata(cid, old)
+                store.reopen_campaign(cid)
+            else:
+                cid = store.new_campaign(spec.name, utc_now(), spec.as_dict(), meta, spec.spec_hash)
+            n = len(spec.plan())
+            print(f"campaign {cid} '{spec.name}': {spec.description or spec.source}\n"
+                  f"{n} trials ({len(spec.grid.conditions)} condition(s) x {len(spec.grid.sizes)} size(s) x "
+                  f"{len(spec.grid.protos)} protocol(s) x {spec.grid.runs} run(s)) on testbed {bed.plan.prefix}, "
+                  f"link {bed.link.name}; results in {a.results}", flush=True)
             t0 = time.monotonic()
-
-            def progress(t, i, n):
-                plt = f"{t.plt_ms:9.1f} ms" if t.plt_ms is not None and t.status == "ok" else "        -   "
-                why = f"  {t.reason}" if t.reason else ""
-                print(f"[{i:>{len(str(n))}}/{n}] {t.conditions:>9} {t.page:<20} {t.proto:<4} {t.status:<6} {plt}"
-                      f"  wall {t.wall_s:5.2f} s{why}", flush=True)
-
-            def verified(report):
-                from .verify import format_report
-                print(format_report(report), flush=True)
-
-            trials = run_grid(bed, store, cid, grid, progress, timeout_s, verify_mode=a.verify, on_verify=verified)
+            counts = campaign.run(bed, store, spec, cid, lambda line: print(line, flush=True), timeout_s)
             status = "finished"
-            print(f"\n{len(trials)} trials in {time.monotonic() - t0:.1f} s\n")
+            print(f"\n{counts['ok']} ok, {counts['failed']} failed, {counts['retried']} retried in "
+                  f"{time.monotonic() - t0:.1f} s\n")
     except (KeyboardInterrupt, Terminated):
         status = "interrupted"
+        if cid is not None:
+            print(f"\ninterrupted: campaign {cid} keeps every finished trial; run the same command again to resume",
+                  file=sys.stderr)
         raise
     finally:
         if cid is not None:
             store.finish_campaign(cid, status, utc_now())
-    print(format_table(summarize(store.trials([cid]))))
-    failed = sum(1 for t in store.trials([cid]) if t["status"] != "ok")
+    rep = report.build(store, [cid], a.test, a.correction)
+    print(report.format_text(rep))
+    directory = report.out_dir(Path(a.results), spec.name, cid)
+    files = report.write(rep, directory)
+    from . import plots
+    files += plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], directory, f"{spec.name} #{cid}")
+    print(f"\nreport and figures: {directory}/ ({', '.join(p.name for p in files)})")
     store.close()
-    if failed:
-        print(f"\n{failed} trial(s) failed; every attempt is in the store with its reason", file=sys.stderr)
+    if counts["failed"]:
+        print(f"{counts['failed']} trial(s) failed every attempt; each attempt is in the store with its reason",
+              file=sys.stderr)
         return 1
     return 0
 
 
 def cmd_run(a) -> int:
-    grid = _grid(a)
-    return _measure(a, grid, a.name, _parse_timeout(a.timeout))
+    from . import campaign
+    overrides = {k: getattr(a, k, None) for k in RUN_OVERRIDES}
+    overrides["no_reorder"] = a.no_reorder or None
+    spec = campaign.load(a.campaign or "quick", overrides)
+    if a.name:
+        spec = dataclasses.replace(spec, name=a.name)
+    return _run_campaign(a, spec, _parse_timeout(a.timeout))
 
 
 def cmd_bench(a) -> int:
+    from . import campaign
     from .conditions import ideal_seconds
     from .store import Store
-    for k, v in dict(cc="cubic", link="auto", testbed=None, verify="stop", up_bw=None, rtt=None, jitter=None,
-                     loss=None, jitter_dist="uniform", loss_direction="both", no_reorder=False, queue=None).items():
-        setattr(a, k, v)
-    grid = _grid(a, proto="both")
-    rc = _measure(a, grid, "bench")
+    spec = campaign.load("quick", {"size": a.size, "bw": a.bw, "runs": a.runs, "proto": "both"})
+    spec = dataclasses.replace(spec, name="bench")
+    a.testbed, a.new, a.test, a.correction = None, True, "welch", "holm"
+    rc = _run_campaign(a, spec)
     with Store(Path(a.results)) as store:
         trials = store.trials(store.resolve_campaign("latest"))
     print("\nbenchmark (targets: PLT/ideal <= 1.07, overhead <= 0.7 s)")
-    for proto in grid.protos:
+    for proto in spec.grid.protos:
         ok = [t for t in trials if t["proto"] == proto and t["status"] == "ok"]
         if not ok:
             print(f"  {proto}: no successful trial")
@@ -249,6 +304,93 @@ def cmd_bench(a) -> int:
         print(f"  {proto}: PLT/ideal median {ratios[mid]:.3f} (min {ratios[0]:.3f}, max {ratios[-1]:.3f}); "
               f"overhead median {over[mid]:.3f} s (min {over[0]:.3f}, max {over[-1]:.3f}); n={len(ok)}")
     return rc
+
+
+def cmd_bench_campaign(a) -> int:
+    from . import campaign
+    from .store import Store
+    spec = campaign.load("pages", {"bw": "10mbit,50mbit,100mbit,500mbit,1gbit", "runs": "1", "name": "bench-campaign"})
+    a.testbed, a.new, a.test, a.correction = None, True, "welch", "holm"
+    t0 = time.monotonic()
+    rc = _run_campaign(a, spec)
+    wall = time.monotonic() - t0
+    with Store(Path(a.results)) as store:
+        cid = store.resolve_campaign("latest")[0]
+        trials = store.trials([cid])
+        verify_s = sum(c["result"].get("verify", {}).get("seconds", 0) for c in store.link_checks(cid))
+    plt_s = sum(t["plt_ms"] / 1000 for t in trials if t["plt_ms"])
+    n = len(trials)
+    print(f"\ncampaign benchmark ({n} trials; target: under 0.7 s of overhead per trial)")
+    print(f"  wall {wall:.1f} s, sum of PLTs {plt_s:.1f} s, link verification {verify_s:.1f} s")
+    print(f"  overhead per trial: {(wall - plt_s - verify_s) / n:.3f} s without verification "
+          f"(ratio to target {(wall - plt_s - verify_s) / n / 0.7:.2f}), {(wall - plt_s) / n:.3f} s with it")
+    return rc
+
+
+def _stored_campaign(store, spec_text: str) -> list[int]:
+    """A campaign number, 'latest', 'all', or a preset/file name (its latest campaign)."""
+    from . import campaign
+    if spec_text in ("latest", "all") or spec_text.isdigit():
+        return store.resolve_campaign(spec_text)
+    name = campaign.load(spec_text).name
+    cid = store.latest_named(name)
+    if cid is None:
+        raise UsageError(f"CAMPAIGN: no campaign named '{name}' in {store.path}")
+    return [cid]
+
+
+def cmd_report(a) -> int:
+    from . import report
+    from .store import Store
+    path = Path(a.results)
+    if not path.is_file():
+        raise UsageError(f"--results: {path} does not exist")
+    with Store(path) as store:
+        ids = _stored_campaign(store, a.campaign)
+        rep = report.build(store, ids, a.test, a.correction)
+        print(report.format_text(rep))
+        c = store.campaign(ids[-1])
+        files = report.write(rep, report.out_dir(path, c["name"], ids[-1]))
+    print(f"\nwritten: {', '.join(str(f) for f in files)}")
+    return 0
+
+
+def cmd_plot(a) -> int:
+    from . import plots, report
+    from .store import Store
+    path = Path(a.results)
+    if not path.is_file():
+        raise UsageError(f"--results: {path} does not exist")
+    with Store(path) as store:
+        ids = _stored_campaign(store, a.campaign)
+        rep = report.build(store, ids, a.test, a.correction)
+        c = store.campaign(ids[-1])
+        files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], report.out_dir(path, c["name"], ids[-1]),
+                               f"{c['name']} #{ids[-1]}")
+    if not files:
+        print("nothing to draw: the campaign has no QUIC/TCP pair with successful trials")
+        return 1
+    for f in files:
+        print(f)
+    return 0
+
+
+def cmd_campaigns(a) -> int:
+    from . import campaign
+    from .store import Store
+    print("presets (campaigns/*.toml; copy one and edit it):")
+    for name, path in campaign.presets().items():
+        spec = campaign.load(name)
+        print(f"  {name:<10} {len(spec.plan()):>5} trials  {spec.description}")
+    path = Path(a.results)
+    if path.is_file():
+        with Store(path) as store:
+            print(f"\ncampaigns in {path}:")
+            for cid in store.campaign_ids():
+                c = store.campaign(cid)
+                n = len(store.trials([cid]))
+                print(f"  {cid:>4}  {c['name']:<12} {c['status']:<12} {n:>5} trials  started {c['started_utc']}")
+    return 0
 
 
 def cmd_bench_link(a) -> int:
@@ -399,9 +541,10 @@ def cmd_pages(a) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "up": cmd_up, "verify": cmd_verify, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
+COMMANDS = {"run": cmd_run, "report": cmd_report, "plot": cmd_plot, "campaigns": cmd_campaigns, "up": cmd_up,
+            "verify": cmd_verify, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
             "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
-            "bench-link": cmd_bench_link}
+            "bench-link": cmd_bench_link, "bench-campaign": cmd_bench_campaign}
 
 
 def main(argv: list[str] | None = None) -> int:

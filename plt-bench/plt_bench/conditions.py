@@ -46,6 +46,7 @@ class Conditions:
     loss_direction: str = "both"
     reorder: bool = True
     queue_pkts: int | None = None
+    name: str | None = None  # a named profile ("Cable", "3GFast"), if the conditions come from one
 
     @property
     def delay_ms(self) -> float:
@@ -92,7 +93,7 @@ class Conditions:
             parts.append(f"loss{_num(self.loss_pct)}%" + ("" if self.loss_direction == "both" else f"-{self.loss_direction}"))
         if self.queue_pkts is not None:
             parts.append(f"q{self.queue_pkts}")
-        return " ".join(parts)
+        return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
 
 
 def _num(x: float) -> str:

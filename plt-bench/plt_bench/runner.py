@@ -62,7 +62,7 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
 
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
                answer: dict, server_entries: list[dict] | None, link_dead: str | None = None,
-               link_stats: dict | None = None) -> Trial:
+               link_stats: dict | None = None, extra: dict | None = None) -> Trial:
     """Build the immutable record of one load from the worker's answer and the server's log."""
     status, reason = judge(cell.proto, cell.size_bytes, answer, server_entries)
     problem = link_dead or link_fidelity_problem(link_stats)
@@ -86,11 +86,12 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
         rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms, jitter_dist=c.jitter_dist, loss_pct=c.loss_pct,
         loss_direction=c.loss_direction, reorder=c.reorder, queue_pkts=c.queue_pkts,
-        link_json=json.dumps(link_stats) if link_stats else None, **t)
+        link_json=json.dumps(link_stats) if link_stats else None, **t, **(extra or {}))
 
 
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,
-                  timeout_s: float | None = None) -> Trial:
+                  timeout_s: float | None = None, extra: dict | None = None) -> Trial:
+    """One trial: load, judge, store. `extra` adds fields such as attempt, warmup or the machine's state."""
     page = page_name(cell.size_bytes)
     timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps)
     if not bed.link.alive():  # never start a trial on a dead link
@@ -104,7 +105,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     stats = link_delta(before, bed.link.snapshot())
     entries = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
-                       answer, entries, dead, stats)
+                       answer, entries, dead, stats, extra)
     store.add_trial(trial)
     return trial
 

@@ -6,6 +6,9 @@ Schema history (SCHEMA_VERSION):
   2 - trials gain the link's conditions as columns (rtt_ms, jitter_ms, jitter_dist, loss_pct,
       loss_direction, reorder, queue_pkts) and link_json (the emulator's counters during the
       trial); a version 1 store is migrated in place.
+  3 - campaigns gain spec_hash (a rerun of the same campaign resumes it); trials gain attempt
+      (retries keep every attempt), warmup, busy_pct and load1 (the machine before the trial)
+      and idle_wait_s (how long the idle gate waited).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Iterable, TextIO
 
 from .errors import UsageError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -30,7 +33,8 @@ CREATE TABLE IF NOT EXISTS campaigns (
   finished_utc TEXT,
   status TEXT NOT NULL,              -- running | finished | failed | interrupted
   grid_json TEXT NOT NULL,
-  metadata_json TEXT NOT NULL
+  metadata_json TEXT NOT NULL,
+  spec_hash TEXT                     -- the campaign's definition; equal hashes resume
 );
 CREATE TABLE IF NOT EXISTS trials (
   id INTEGER PRIMARY KEY,
@@ -59,7 +63,12 @@ CREATE TABLE IF NOT EXISTS trials (
   nav_json TEXT,                     -- the full PerformanceNavigationTiming entry
   rtt_ms REAL, jitter_ms REAL, jitter_dist TEXT, loss_pct REAL, loss_direction TEXT, reorder INTEGER,
   queue_pkts INTEGER,                -- NULL: automatic (>= one bandwidth-delay product)
-  link_json TEXT                     -- the link emulator's counters during this trial (linkem), or NULL
+  link_json TEXT,                    -- the link emulator's counters during this trial (linkem), or NULL
+  attempt INTEGER NOT NULL DEFAULT 1,-- 1, then 2, 3... for retries of a failed trial
+  warmup INTEGER NOT NULL DEFAULT 0, -- 1: a warm-up trial, kept but left out of the statistics
+  busy_pct REAL,                     -- CPU busy (all cores) just before the trial
+  load1 REAL,                        -- 1-minute load average just before the trial
+  idle_wait_s REAL                   -- time the idle gate waited before the trial
 );
 CREATE INDEX IF NOT EXISTS trials_campaign ON trials(campaign_id);
 CREATE TABLE IF NOT EXISTS link_checks (
@@ -118,6 +127,11 @@ class Trial:
     reorder: bool = True
     queue_pkts: int | None = None
     link_json: str | None = None
+    attempt: int = 1
+    warmup: bool = False
+    busy_pct: float | None = None
+    load1: float | None = None
+    idle_wait_s: float | None = None
 
 
 TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
@@ -146,16 +160,27 @@ class Store:
                    "loss_pct REAL DEFAULT 0", "loss_direction TEXT DEFAULT 'both'", "reorder INTEGER DEFAULT 1",
                    "queue_pkts INTEGER", "link_json TEXT")
 
+    _V3_TRIAL_COLUMNS = ("attempt INTEGER NOT NULL DEFAULT 1", "warmup INTEGER NOT NULL DEFAULT 0", "busy_pct REAL",
+                         "load1 REAL", "idle_wait_s REAL")
+
     def _migrate(self) -> None:
-        """Bring an older store up to SCHEMA_VERSION (1 -> 2: the link's conditions as columns)."""
+        """Bring an older store up to SCHEMA_VERSION, one version at a time."""
         try:
             row = self.db.execute("SELECT version FROM schema_info").fetchone()
         except sqlite3.OperationalError:
             return  # a new store
-        if row and row[0] == 1:
+        version = row[0] if row else SCHEMA_VERSION
+        if version == 1:  # 1 -> 2: the link's conditions as columns
             for col in self._V2_COLUMNS:
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col}")
-            self.db.execute("UPDATE schema_info SET version = 2")
+            version = 2
+        if version == 2:  # 2 -> 3: resumable campaigns, attempts, warm-ups, the machine's state
+            self.db.execute("ALTER TABLE campaigns ADD COLUMN spec_hash TEXT")
+            for col in self._V3_TRIAL_COLUMNS:
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col}")
+            version = 3
+        if row and version != row[0]:
+            self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()
 
     def close(self) -> None:
@@ -167,12 +192,27 @@ class Store:
     def __exit__(self, *exc):
         self.close()
 
-    def new_campaign(self, name: str, started_utc: str, grid: dict, metadata: dict) -> int:
+    def new_campaign(self, name: str, started_utc: str, grid: dict, metadata: dict, spec_hash: str | None = None) -> int:
         cur = self.db.execute(
-            "INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json) VALUES (?,?,?,?,?)",
-            (name, started_utc, "running", json.dumps(grid, sort_keys=True), json.dumps(metadata, sort_keys=True)))
+            "INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json, spec_hash) VALUES (?,?,?,?,?,?)",
+            (name, started_utc, "running", json.dumps(grid, sort_keys=True), json.dumps(metadata, sort_keys=True),
+             spec_hash))
         self.db.commit()
         return cur.lastrowid
+
+    def resumable(self, name: str, spec_hash: str) -> int | None:
+        """The latest unfinished campaign with this name and definition, if any."""
+        row = self.db.execute("SELECT id FROM campaigns WHERE name=? AND spec_hash=? AND status != 'finished' "
+                              "ORDER BY id DESC LIMIT 1", (name, spec_hash)).fetchone()
+        return row[0] if row else None
+
+    def latest_named(self, name: str) -> int | None:
+        row = self.db.execute("SELECT id FROM campaigns WHERE name=? ORDER BY id DESC LIMIT 1", (name,)).fetchone()
+        return row[0] if row else None
+
+    def reopen_campaign(self, campaign_id: int) -> None:
+        self.db.execute("UPDATE campaigns SET status='running', finished_utc=NULL WHERE id=?", (campaign_id,))
+        self.db.commit()
 
     def update_metadata(self, campaign_id: int, metadata: dict) -> None:
         self.db.execute("UPDATE campaigns SET metadata_json=? WHERE id=?", (json.dumps(metadata, sort_keys=True), campaign_id))
@@ -200,7 +240,8 @@ class Store:
         if row is None:
             raise UsageError(f"--campaign: no campaign {campaign_id} in {self.path}")
         return {"id": row[0], "name": row[1], "started_utc": row[2], "finished_utc": row[3], "status": row[4],
-                "grid": json.loads(row[5]), "metadata": json.loads(row[6])}
+                "grid": json.loads(row[5]), "metadata": json.loads(row[6]),
+                "spec_hash": self.db.execute("SELECT spec_hash FROM campaigns WHERE id=?", (campaign_id,)).fetchone()[0]}
 
     def campaign_ids(self) -> list[int]:
         return [r[0] for r in self.db.execute("SELECT id FROM campaigns ORDER BY id")]

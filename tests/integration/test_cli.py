@@ -76,7 +76,7 @@ def _finished_trials(results):
 
 def test_sigkill_then_clean_leaves_nothing(tmp_path):
     results = tmp_path / "r.sqlite"
-    p = _start_run(202, results, "--proto", "tcp", "--bw", "1mbit", "--size", "5KB,500KB", "--runs", "3")
+    p = _start_run(202, results, "--proto", "tcp", "--bw", "1mbit", "--size", "5KB,500KB", "--runs", "3", "--verify", "off")
     try:
         _wait_for_trial_in_flight("pb202", p)
         time.sleep(1.0)
@@ -95,7 +95,8 @@ def test_sigkill_then_clean_leaves_nothing(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_cleans_up_and_keeps_finished_trials(tmp_path, sig):
     results = tmp_path / "r.sqlite"
-    p = _start_run(203, results, "--proto", "both", "--bw", "10mbit", "--size", "5KB,10MB", "--runs", "2")
+    p = _start_run(203, results, "--proto", "both", "--bw", "10mbit", "--size", "5KB,10MB", "--runs", "2",
+                   "--verify", "off")
     try:
         _wait_for_trial_in_flight("pb203", p)
         # let at least one trial finish, then interrupt during a later one

@@ -37,6 +37,10 @@ def _ours():
     (["pages", "--size", "10B"], "--size: '10B' is too small"),
     (["export", "--results", "/nonexistent/r.sqlite"], "--results: /nonexistent/r.sqlite does not exist"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["run", "no-such-preset"], "CAMPAIGN: 'no-such-preset' is neither a preset"),
+    (["run", "pages", "--bw", "1gb"], "--bw: unknown rate unit 'gb'"),
+    (["report", "--results", "/nonexistent.sqlite"], "--results: /nonexistent.sqlite does not exist"),
+    (["run", "--test", "chi2"], "--test: invalid choice"),
 ])
 def test_bad_input_is_refused_before_anything_is_created(args, fragment):
     before = _ours()
@@ -64,6 +68,7 @@ def test_pytest_plugin_refuses_bad_options(args, fragment):
 
 
 def test_every_command_has_help():
-    for sub in ("run", "up", "verify", "down", "clean", "export", "summary", "pages", "bench"):
+    for sub in ("run", "report", "plot", "campaigns", "up", "verify", "down", "clean", "export", "summary", "pages",
+                "bench", "bench-link"):
         r = run_cli(sub, "--help", timeout=30)
         assert r.returncode == 0 and "usage: plt-bench" in r.stdout

@@ -68,3 +68,36 @@ def test_summary_ratio_to_ideal():
     rows = summarize([dict(_trial(1, i, plt=p).__dict__) for i, p in enumerate((8000.0, 8800.0, 8400.0))])
     assert rows[0]["median_ms"] == 8400.0 and rows[0]["ideal_ms"] == 8000.0
     assert rows[0]["ratio_to_ideal"] == pytest.approx(1.05)
+
+
+V1_SCHEMA = """
+CREATE TABLE schema_info (version INTEGER NOT NULL);
+INSERT INTO schema_info VALUES (1);
+CREATE TABLE campaigns (id INTEGER PRIMARY KEY, name TEXT NOT NULL, started_utc TEXT NOT NULL, finished_utc TEXT,
+  status TEXT NOT NULL, grid_json TEXT NOT NULL, metadata_json TEXT NOT NULL);
+CREATE TABLE trials (id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL, seq INTEGER NOT NULL, run_index INTEGER NOT NULL,
+  proto TEXT NOT NULL, size_bytes INTEGER NOT NULL, page TEXT NOT NULL, rate_down_bps INTEGER, rate_up_bps INTEGER,
+  conditions TEXT NOT NULL, status TEXT NOT NULL, reason TEXT, started_utc TEXT NOT NULL, finished_utc TEXT NOT NULL,
+  wall_s REAL NOT NULL, launch_s REAL, load_s REAL, quit_s REAL, plt_ms REAL, dns_ms REAL, connect_ms REAL, tls_ms REAL,
+  ttfb_ms REAL, response_end_ms REAL, dcl_ms REAL, next_hop_protocol TEXT, response_status INTEGER,
+  decoded_body_bytes INTEGER, encoded_body_bytes INTEGER, transfer_bytes INTEGER, server_proto TEXT,
+  server_status INTEGER, server_bytes INTEGER, url TEXT NOT NULL, nav_json TEXT);
+CREATE TABLE link_checks (id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL, conditions TEXT NOT NULL,
+  checked_utc TEXT NOT NULL, result_json TEXT NOT NULL);
+INSERT INTO campaigns VALUES (1, 'old', 't', 't', 'finished', '{}', '{}');
+INSERT INTO trials (campaign_id, seq, run_index, proto, size_bytes, page, conditions, status, started_utc, finished_utc,
+  wall_s, url, plt_ms) VALUES (1, 0, 0, 'tcp', 5000, 'index_5KB.html', '10mbit', 'ok', 't', 't', 1.0, 'u', 42.0);
+"""
+
+
+def test_a_version_1_store_is_migrated_and_keeps_its_trials(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(V1_SCHEMA)
+    db.close()
+    with st.Store(path) as s:
+        assert s.db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
+        (t,) = s.trials([1])
+        assert t["plt_ms"] == 42.0 and t["attempt"] == 1 and t["warmup"] == 0 and t["rtt_ms"] == 0
+        s.add_trial(_trial(1, 1, plt=50.0, attempt=2, warmup=True, busy_pct=3.0))
+        assert [x["attempt"] for x in s.trials([1])] == [1, 2]

@@ -1,0 +1,193 @@
+"""Figures of a campaign (seaborn/matplotlib; PNG and SVG). Every figure states its conditions,
+the link backend and the test behind its significance marks."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from .units import format_rate, format_size  # noqa: E402
+
+PROTO_COLORS = {"quic": "#c0392b", "tcp": "#2471a3"}
+
+
+def _save(fig, out_dir: Path, stem: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
+    fig.savefig(paths[0], dpi=130, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def _rate_label(bps) -> str:
+    return "unshaped" if bps is None or (isinstance(bps, float) and math.isnan(bps)) else format_rate(int(bps))
+
+
+def _other(rtt, jitter, loss) -> str:
+    parts = [f"RTT {rtt:g} ms" if rtt else "no added delay"]
+    if jitter:
+        parts.append(f"jitter {jitter:g} ms")
+    parts.append(f"loss {loss:g}%" if loss else "no loss")
+    return ", ".join(parts)
+
+
+def heatmap_matrix(rows: list[dict]) -> dict[tuple, dict]:
+    """Per (rtt, jitter, loss) group: sizes (rows), rates (columns), diff and significance matrices."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["rtt_ms"], r["jitter_ms"], r["loss_pct"])].append(r)
+    out = {}
+    for key, rs in groups.items():
+        sizes = sorted({r["size_bytes"] for r in rs})
+        rates = sorted({r["rate_down_bps"] for r in rs}, key=lambda b: (b is None, b or 0))
+        diff = np.full((len(sizes), len(rates)), np.nan)
+        sig = np.zeros((len(sizes), len(rates)), dtype=bool)
+        for r in rs:
+            i, j = sizes.index(r["size_bytes"]), rates.index(r["rate_down_bps"])
+            diff[i, j], sig[i, j] = r["diff_pct"], r["significant"]
+        out[key] = {"sizes": sizes, "rates": rates, "diff": diff, "significant": sig}
+    return out
+
+
+def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    paths = []
+    for (rtt, jitter, loss), m in sorted(heatmap_matrix(rows).items()):
+        diff, sig = m["diff"], m["significant"]
+        finite = np.abs(diff[np.isfinite(diff)])
+        lim = max(5.0, float(finite.max()) if finite.size else 5.0)
+        fig, ax = plt.subplots(figsize=(1.3 * len(m["rates"]) + 2.5, 0.8 * len(m["sizes"]) + 2.2))
+        shown = np.where(sig, diff, np.nan)  # white where not significant
+        sns.heatmap(shown, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, cbar_kws={"label": "QUIC vs TCP PLT (%)"},
+                    linewidths=0.5, linecolor="#dddddd", xticklabels=[_rate_label(b) for b in m["rates"]],
+                    yticklabels=[format_size(s) for s in m["sizes"]])
+        for i in range(diff.shape[0]):
+            for j in range(diff.shape[1]):
+                if np.isnan(diff[i, j]):
+                    text = "-"
+                else:
+                    text = f"{diff[i, j]:+.0f}%" if sig[i, j] else f"{diff[i, j]:+.0f}%\nn.s."
+                ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8,
+                        color="white" if sig[i, j] and abs(diff[i, j]) > 0.6 * lim else "black")
+        ax.set_xlabel("bandwidth")
+        ax.set_ylabel("page size")
+        t0 = rows[0]
+        ax.set_title(f"{title}: QUIC vs TCP page-load time\n{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
+                     f"red: QUIC faster, blue: TCP faster, white: not significant "
+                     f"({t0['test']}, {t0['correction']}-corrected, p < 0.05)", fontsize=9)
+        stem = "heatmap" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}")
+        paths += _save(fig, out_dir, stem)
+    return paths
+
+
+def loss_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    by = defaultdict(list)
+    for c in cells.values():
+        by[(c["rate_down_bps"], c["rtt_ms"], c["jitter_ms"])].append(c)
+    paths = []
+    for (rate, rtt, jitter), cs in by.items():
+        losses = sorted({c["loss_pct"] for c in cs})
+        if len(losses) < 2:
+            continue
+        sizes = sorted({c["size_bytes"] for c in cs})
+        fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
+        for ax, size in zip(axes[0], sizes):
+            for proto in ("quic", "tcp"):
+                pts = sorted((c["loss_pct"], c["median_ms"], c["ci_low_ms"], c["ci_high_ms"]) for c in cs
+                             if c["size_bytes"] == size and c["proto"] == proto)
+                if not pts:
+                    continue
+                x, y, lo, hi = (np.array(v, dtype=float) for v in zip(*pts))
+                ax.plot(x, y / 1000, "o-", color=PROTO_COLORS[proto], label=proto.upper())
+                ok = np.isfinite(lo) & np.isfinite(hi)
+                ax.fill_between(x[ok], lo[ok] / 1000, hi[ok] / 1000, color=PROTO_COLORS[proto], alpha=0.2)
+            ax.set_title(format_size(size))
+            ax.set_xlabel("packet loss (%)")
+            ax.set_ylabel("PLT (s), median and 95% CI")
+            ax.legend()
+        fig.suptitle(f"{title}: PLT vs loss at {_rate_label(rate)}, RTT {rtt:g} ms"
+                     f"{f', jitter {jitter:g} ms' if jitter else ''}; link: {meta.get('link_backend')}", fontsize=10)
+        fig.tight_layout()
+        paths += _save(fig, out_dir, f"loss_{_rate_label(rate)}_rtt{rtt:g}")
+    return paths
+
+
+def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    by = defaultdict(list)
+    for c in cells.values():
+        by[(c["rate_down_bps"], c["rtt_ms"], c["loss_pct"])].append(c)
+    paths = []
+    for (rate, rtt, loss), cs in by.items():
+        jitters = sorted({c["jitter_ms"] for c in cs})
+        if len(jitters) < 2:
+            continue
+        sizes = sorted({c["size_bytes"] for c in cs})
+        fig, axes = plt.subplots(1, len(sizes), figsize=(3.6 * len(sizes), 3.6), squeeze=False)
+        for ax, size in zip(axes[0], sizes):
+            width = 0.8 / len(jitters)
+            for k, jit in enumerate(jitters):
+                for p_i, proto in enumerate(("quic", "tcp")):
+                    c = next((c for c in cs if c["size_bytes"] == size and c["proto"] == proto and c["jitter_ms"] == jit), None)
+                    if c is None:
+                        continue
+                    y = c["median_ms"] / 1000
+                    err = [[max(0, y - c["ci_low_ms"] / 1000)], [max(0, c["ci_high_ms"] / 1000 - y)]] \
+                        if np.isfinite(c["ci_low_ms"]) else None
+                    ax.bar(p_i + k * width - 0.4 + width / 2, y, width, yerr=err, capsize=3, color=PROTO_COLORS[proto],
+                           alpha=1.0 if jit == 0 else 0.55, edgecolor="black", linewidth=0.5,
+                           label=f"jitter {jit:g} ms" if p_i == 0 else None)
+            ax.set_xticks([0, 1], ["QUIC", "TCP"])
+            ax.set_title(format_size(size))
+            ax.set_ylabel("PLT (s), median and 95% CI")
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{title}: PLT with and without jitter at {_rate_label(rate)}, RTT {rtt:g} ms"
+                     f"{f', loss {loss:g}%' if loss else ''} (jitter reorders packets); link: {meta.get('link_backend')}",
+                     fontsize=10)
+        fig.tight_layout()
+        paths += _save(fig, out_dir, f"jitter_{_rate_label(rate)}_rtt{rtt:g}")
+    return paths
+
+
+def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    by = defaultdict(list)
+    for c in cells.values():
+        by[(c["rtt_ms"], c["jitter_ms"], c["loss_pct"])].append(c)
+    paths = []
+    for (rtt, jitter, loss), cs in by.items():
+        if len({c["size_bytes"] for c in cs}) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        rates = sorted({c["rate_down_bps"] for c in cs}, key=lambda b: (b is None, b or 0))
+        palette = sns.color_palette("viridis", len(rates))
+        for color, rate in zip(palette, rates):
+            for proto, style in (("quic", "-"), ("tcp", "--")):
+                pts = sorted((c["size_bytes"], c["median_ms"]) for c in cs if c["rate_down_bps"] == rate and c["proto"] == proto)
+                if pts:
+                    x, y = zip(*pts)
+                    ax.plot(x, np.array(y) / 1000, style, marker="o", color=color,
+                            label=f"{_rate_label(rate)} {proto.upper()}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("page size (bytes)")
+        ax.set_ylabel("PLT (s), median")
+        ax.legend(fontsize=7, ncol=2)
+        ax.set_title(f"{title}: PLT vs page size per bandwidth (QUIC solid, TCP dashed)\n{_other(rtt, jitter, loss)}; "
+                     f"link: {meta.get('link_backend')}", fontsize=9)
+        paths += _save(fig, out_dir, "size" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_loss{loss:g}"))
+    return paths
+
+
+def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    paths = heatmaps(rows, meta, out_dir, title) if rows else []
+    paths += loss_plot(cells, meta, out_dir, title)
+    paths += jitter_plot(cells, meta, out_dir, title)
+    paths += size_plot(cells, meta, out_dir, title)
+    return paths

@@ -1,0 +1,107 @@
+"""A campaign's report: per-cell statistics and QUIC-vs-TCP comparisons, as a terminal table,
+Markdown and CSV, next to the campaign's figures in results/<name>-<id>/."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from . import stats
+from .metadata import KEY_FIELDS
+from .store import Store
+from .units import format_size
+
+
+def out_dir(results: Path, name: str, campaign_id: int) -> Path:
+    return Path(results).parent / f"{name}-{campaign_id}"
+
+
+def build(store: Store, campaign_ids: list[int], test: str = "welch", correction: str = "holm") -> dict:
+    """Statistics of one or more campaigns; refuses to pool campaigns whose key metadata differ."""
+    camps = [store.campaign(c) for c in campaign_ids]
+    first = camps[0]["metadata"]
+    for c in camps[1:]:
+        diff = [k for k in KEY_FIELDS if c["metadata"].get(k) != first.get(k)]
+        if diff:
+            from .errors import UsageError
+            raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
+                             "their trials are not pooled")
+    trials = store.trials(campaign_ids)
+    cells = stats.cells(trials)
+    rows = stats.compare(trials, test, correction)
+    warnings = [f"{c['conditions']} {format_size(c['size_bytes'])} {c['proto']}: {w}" for c in cells.values()
+                for w in c["warnings"]]
+    if test == "mannwhitney" and rows and all(min(r["n_quic"], r["n_tcp"]) <= 5 for r in rows) and len(rows) > 1:
+        warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
+                        "correcting for several cells: use more --runs or --test welch")
+    failed = [t for t in trials if t["status"] != "ok"]
+    return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
+            "warnings": warnings, "failed": failed, "test": test, "correction": correction}
+
+
+def _f(v, fmt="{:.1f}") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+
+
+def table(rep: dict) -> list[list[str]]:
+    head = ["link", "size", "n QUIC", "n TCP", "QUIC median ms [95% CI]", "TCP median ms [95% CI]", "diff %",
+            f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster"]
+    body = []
+    for r in rep["rows"]:
+        q = rep["cells"][(r["conditions"], r["size_bytes"], "quic")]
+        t = rep["cells"][(r["conditions"], r["size_bytes"], "tcp")]
+        body.append([r["conditions"], format_size(r["size_bytes"]), str(r["n_quic"]), str(r["n_tcp"]),
+                     f"{_f(q['median_ms'])} [{_f(q['ci_low_ms'])}, {_f(q['ci_high_ms'])}]",
+                     f"{_f(t['median_ms'])} [{_f(t['ci_low_ms'])}, {_f(t['ci_high_ms'])}]",
+                     _f(r["diff_pct"], "{:+.1f}"), _f(r["p_welch"] if rep["test"] == "welch" else r["p_mannwhitney"], "{:.3g}"),
+                     _f(r["p_adjusted"], "{:.3g}"), _f(r["cliffs_delta"], "{:+.2f}"), r["faster"]])
+    return [head, *body]
+
+
+def format_text(rep: dict) -> str:
+    rows = table(rep)
+    widths = [max(len(x) for x in col) for col in zip(*rows)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if rep["warnings"]:
+        lines += ["", "warnings:"] + [f"  {w}" for w in rep["warnings"]]
+    if rep["failed"]:
+        lines += ["", f"{len(rep['failed'])} failed attempt(s) kept in the store (left out of the statistics)"]
+    return "\n".join(lines)
+
+
+def markdown(rep: dict) -> str:
+    m = rep["metadata"]
+    rows = table(rep)
+    out = [f"# plt-bench report: {', '.join(str(c['id']) for c in rep['campaigns'])} ({rep['campaigns'][0]['name']})", "",
+           f"- link backend: {m.get('link_backend')} (netem in kernel: {m.get('netem_available')})",
+           f"- Chromium: {m.get('chromium')}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
+           f"- host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
+           f"- statistics: medians with bootstrap 95% CI; QUIC vs TCP by {rep['test']}, p-values {rep['correction']}-corrected "
+           f"over {len(rep['rows'])} comparisons; diff % = (QUIC - TCP) / TCP, negative: QUIC faster", "",
+           "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    if rep["warnings"]:
+        out += ["", "## Warnings", ""] + [f"- {w}" for w in rep["warnings"]]
+    return "\n".join(out) + "\n"
+
+
+def write(rep: dict, directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    md = directory / "report.md"
+    md.write_text(markdown(rep))
+    comp = directory / "comparison.csv"
+    with open(comp, "w", newline="") as f:
+        fields = list(rep["rows"][0]) if rep["rows"] else ["conditions"]
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rep["rows"])
+    cells = directory / "cells.csv"
+    with open(cells, "w", newline="") as f:
+        vals = list(rep["cells"].values())
+        fields = [k for k in (vals[0] if vals else {"conditions": 0}) if k != "warnings"]
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(vals)
+    return [md, comp, cells]

@@ -1,0 +1,147 @@
+"""Statistics of a campaign (scipy): per cell, and QUIC against TCP per cell.
+
+Per cell (conditions x size x protocol), over the ok, non-warm-up trials: n, median, mean, sd,
+95% confidence interval of the median (bootstrap), coefficient of variation (a warning above
+10%). QUIC against TCP, per conditions x size: % difference of the medians ((QUIC - TCP) / TCP:
+negative means QUIC is faster), Welch's t-test and the Mann-Whitney U test, their p-values
+corrected for the number of comparisons (Holm by default, or Benjamini-Hochberg), and effect
+sizes (Hedges' g; Cliff's delta).
+
+Note on small samples: a two-sided Mann-Whitney test on 5 + 5 trials cannot go below p = 0.008,
+so after correcting for many cells it can never be significant; the primary test is therefore
+Welch's t-test unless --test mannwhitney is asked for, and the report says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+from scipy import stats as sps
+
+CV_WARN = 0.10
+ALPHA = 0.05
+TESTS = ("welch", "mannwhitney")
+CORRECTIONS = ("holm", "bh")
+
+
+def usable(trials: list[dict]) -> list[dict]:
+    """The trials statistics are made of: ok and not warm-up."""
+    return [t for t in trials if t["status"] == "ok" and not t.get("warmup") and t["plt_ms"] is not None]
+
+
+def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    if len(x) < 3 or np.all(x == x[0]):
+        return (float("nan"), float("nan")) if len(x) < 3 else (float(x[0]), float(x[0]))
+    res = sps.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=2000, method="percentile",
+                        random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def cell_key(t: dict) -> tuple:
+    return (t["conditions"], t["size_bytes"], t["proto"])
+
+
+def cells(trials: list[dict]) -> dict[tuple, dict]:
+    """Per (conditions, size, proto): n, median, mean, sd, ci_low, ci_high, cv, warnings."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    meta: dict[tuple, dict] = {}
+    for t in usable(trials):
+        groups[cell_key(t)].append(float(t["plt_ms"]))
+        meta.setdefault(cell_key(t), t)
+    out = {}
+    for k, v in groups.items():
+        x = np.asarray(v)
+        sd = float(np.std(x, ddof=1)) if len(x) > 1 else float("nan")
+        lo, hi = median_ci(x)
+        cv = sd / float(np.mean(x)) if len(x) > 1 else float("nan")
+        warn = []
+        if len(x) > 1 and cv > CV_WARN:
+            warn.append(f"CV {cv:.0%} > {CV_WARN:.0%}: unstable; add --runs or check the machine's load (busy_pct)")
+        t0 = meta[k]
+        out[k] = {"conditions": k[0], "size_bytes": k[1], "proto": k[2], "n": len(x), "median_ms": float(np.median(x)),
+                  "mean_ms": float(np.mean(x)), "sd_ms": sd, "ci_low_ms": lo, "ci_high_ms": hi, "cv": cv,
+                  "warnings": warn, "rate_down_bps": t0["rate_down_bps"], "rtt_ms": t0.get("rtt_ms") or 0.0,
+                  "jitter_ms": t0.get("jitter_ms") or 0.0, "loss_pct": t0.get("loss_pct") or 0.0}
+    return out
+
+
+def holm(p: list[float]) -> list[float]:
+    """Holm-Bonferroni step-down adjusted p-values (NaN stays NaN)."""
+    idx = [i for i, v in enumerate(p) if not math.isnan(v)]
+    order = sorted(idx, key=lambda i: p[i])
+    m = len(order)
+    adj = [float("nan")] * len(p)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adj[i] = running
+    return adj
+
+
+def bh(p: list[float]) -> list[float]:
+    idx = [i for i, v in enumerate(p) if not math.isnan(v)]
+    adj = [float("nan")] * len(p)
+    if idx:
+        fixed = sps.false_discovery_control([p[i] for i in idx], method="bh")
+        for i, v in zip(idx, fixed):
+            adj[i] = float(v)
+    return adj
+
+
+def hedges_g(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return float("nan")
+    sp = math.sqrt(((na - 1) * np.var(a, ddof=1) + (nb - 1) * np.var(b, ddof=1)) / (na + nb - 2))
+    if sp == 0:
+        return float("nan")
+    return (float(np.mean(a)) - float(np.mean(b))) / sp * (1 - 3 / (4 * (na + nb) - 9))
+
+
+def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
+    """P(a > b) - P(a < b): -1 means every QUIC load was faster than every TCP load."""
+    if not len(a) or not len(b):
+        return float("nan")
+    gt = sum(int(x > y) for x in a for y in b)
+    lt = sum(int(x < y) for x in a for y in b)
+    return (gt - lt) / (len(a) * len(b))
+
+
+def compare(trials: list[dict], test: str = "welch", correction: str = "holm", alpha: float = ALPHA) -> list[dict]:
+    """QUIC against TCP for every (conditions, size) that has both."""
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {CORRECTIONS}")
+    per = cells(trials)
+    samples: dict[tuple, list[float]] = defaultdict(list)
+    for t in usable(trials):
+        samples[cell_key(t)].append(float(t["plt_ms"]))
+    rows = []
+    for (cond, size, proto), c in sorted(per.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if proto != "quic" or (cond, size, "tcp") not in per:
+            continue
+        q, tc = np.asarray(samples[(cond, size, "quic")]), np.asarray(samples[(cond, size, "tcp")])
+        ct = per[(cond, size, "tcp")]
+        welch = mw = float("nan")
+        if len(q) >= 2 and len(tc) >= 2:
+            if np.var(q) + np.var(tc) > 0:
+                welch = float(sps.ttest_ind(q, tc, equal_var=False).pvalue)
+            elif np.mean(q) != np.mean(tc):
+                welch = 0.0  # no spread at all and different values: as different as can be
+            mw = float(sps.mannwhitneyu(q, tc, alternative="two-sided").pvalue)
+        rows.append({"conditions": cond, "size_bytes": size, "rate_down_bps": c["rate_down_bps"], "rtt_ms": c["rtt_ms"],
+                     "jitter_ms": c["jitter_ms"], "loss_pct": c["loss_pct"], "n_quic": len(q), "n_tcp": len(tc),
+                     "median_quic_ms": c["median_ms"], "median_tcp_ms": ct["median_ms"],
+                     "diff_pct": (c["median_ms"] - ct["median_ms"]) / ct["median_ms"] * 100.0,
+                     "p_welch": welch, "p_mannwhitney": mw, "hedges_g": hedges_g(q, tc), "cliffs_delta": cliffs_delta(q, tc)})
+    primary = [r["p_welch"] if test == "welch" else r["p_mannwhitney"] for r in rows]
+    adjusted = holm(primary) if correction == "holm" else bh(primary)
+    for r, p in zip(rows, adjusted):
+        r["p_adjusted"] = p
+        r["test"], r["correction"] = test, correction
+        r["significant"] = bool(not math.isnan(p) and p < alpha)
+        r["faster"] = ("quic" if r["diff_pct"] < 0 else "tcp") if r["significant"] else "neither (not significant)"
+    return rows

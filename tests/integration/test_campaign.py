@@ -1,0 +1,74 @@
+"""A tiny real campaign: interrupted halfway with SIGINT, resumed without repeating a finished
+trial, and drawn."""
+import signal
+import sqlite3
+import subprocess
+import time
+
+from PIL import Image
+
+from ..conftest import CLI, ROOT, run_cli
+
+TINY = """
+name = "tiny"
+description = "2 sizes x 2 rates x 2 protocols x 2 runs"
+protos = ["quic", "tcp"]
+sizes = ["5KB", "500KB"]
+runs = 2
+retries = 1
+[link]
+bw = ["10mbit", "50mbit"]
+verify = "off"
+"""
+
+
+def _ok_trials(db_path):
+    db = sqlite3.connect(db_path)
+    try:
+        return db.execute("SELECT conditions, run_index, size_bytes, proto FROM trials WHERE status='ok'").fetchall()
+    finally:
+        db.close()
+
+
+def test_interrupt_resume_and_draw(tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY)
+    results = tmp_path / "r.sqlite"
+    p = subprocess.Popen([*CLI, "run", str(spec), "--results", str(results), "--testbed", "210"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            assert p.poll() is None, p.communicate()
+            if results.exists() and len(_ok_trials(results)) >= 8:
+                break
+            time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    first = _ok_trials(results)
+    assert 8 <= len(first) < 16, len(first)
+    assert "run the same command again to resume" in err
+
+    r = run_cli("run", str(spec), "--results", str(results), "--testbed", "210", timeout=400)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert f"resuming campaign 1: {len(first)} of 16 trials already done" in r.stdout
+    final = _ok_trials(results)
+    assert len(final) == 16 and len(set(final)) == 16  # every trial once: none repeated
+    assert set(first) <= set(final)
+    db = sqlite3.connect(results)
+    assert db.execute("SELECT COUNT(*), MIN(status), MAX(status) FROM campaigns").fetchone() == (1, "finished", "finished")
+    assert db.execute("SELECT COUNT(*) FROM trials WHERE busy_pct IS NULL OR load1 IS NULL").fetchone()[0] == 0
+    db.close()
+    heat = tmp_path / "tiny-1" / "heatmap.png"
+    with Image.open(heat) as im:
+        im.verify()
+    assert (tmp_path / "tiny-1" / "report.md").read_text().count("| 10mbit |") == 2
+
+    p2 = run_cli("plot", "1", "--results", str(results), timeout=120)
+    assert p2.returncode == 0 and "heatmap.png" in p2.stdout
+    rep = run_cli("report", str(spec), "--results", str(results), timeout=120)
+    assert rep.returncode == 0 and "50mbit" in rep.stdout

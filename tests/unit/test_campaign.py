@@ -1,0 +1,93 @@
+"""Campaign files, presets, the plan's order, resume bookkeeping."""
+import pytest
+
+from plt_bench import campaign
+from plt_bench.errors import UsageError
+
+
+def test_presets_load_and_match_the_seed():
+    p = campaign.presets()
+    assert {"pages", "loss", "jitter", "profiles", "quick"} <= set(p)
+    pages = campaign.load("pages")
+    assert [c.rate_down_bps for c in pages.grid.conditions] == [10**6, 5 * 10**6, 10**7, 5 * 10**7, 10**8, 5 * 10**8, 10**9]
+    assert pages.grid.sizes == (5000, 500_000, 10**7, 5 * 10**7) and len(pages.plan()) == 4 * 7 * 2 * 5
+    loss = campaign.load("loss")
+    assert [c.loss_pct for c in loss.grid.conditions] == [0, 0.1, 1, 5, 7, 10]
+    jit = campaign.load("jitter")
+    assert [(c.rtt_ms, c.jitter_ms) for c in jit.grid.conditions] == [(112, 0), (112, 10)]
+    prof = campaign.load("profiles")
+    cable = [c for c in prof.grid.conditions if c.name == "Cable"][0]
+    assert (cable.rate_down_bps, cable.rate_up_bps, cable.rtt_ms) == (5 * 10**6, 10**6, 28)
+    assert cable.label == "Cable (5mbit/1mbit rtt28ms)"
+    assert {"3GFast", "LTE", "DSL", "FIOS"} <= {c.name for c in prof.grid.conditions}
+
+
+def test_overrides_win_and_change_the_identity():
+    base = campaign.load("loss")
+    o = campaign.load("loss", {"bw": "100mbit", "rtt": "20ms", "runs": "2"})
+    assert {c.rate_down_bps for c in o.grid.conditions} == {10**8} and {c.rtt_ms for c in o.grid.conditions} == {20}
+    assert o.grid.runs == 2 and o.spec_hash != base.spec_hash
+    assert campaign.load("loss").spec_hash == base.spec_hash  # stable
+
+
+def _write(tmp_path, text):
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    return str(f)
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("name = 'x'\nbogus = 1\n", "unknown key(s) bogus"),
+    ("name = 'x\n", "not valid TOML"),
+    ("runs = 0\n", "--runs: 0 is out of range"),
+    ("retries = -1\n", "retries = -1"),
+    ("[link]\nbw = 'fast'\n", "--bw: 'fast' is not a rate"),
+    ("[link]\nspeed = '1mbit'\n", "[link] has unknown key(s) speed"),
+    ("[[profile]]\nname = 'a'\n", "profile 1 needs name and bw"),
+    ("[link]\nbw = '1mbit'\n[[profile]]\nname = 'a'\nbw = '1mbit'\n", "either [[profile]] entries or bw"),
+    ("[link]\nverify = 'sometimes'\n", "verify = 'sometimes'"),
+    ("[link]\nrtt = '10ms'\njitter = '20ms'\n", "--jitter: 20ms of uniform jitter"),
+])
+def test_bad_campaign_files_name_the_file_and_the_problem(tmp_path, text, fragment):
+    with pytest.raises(UsageError) as e:
+        campaign.load(_write(tmp_path, text))
+    assert "campaign file" in str(e.value) and fragment in str(e.value)
+
+
+def test_unknown_campaign():
+    with pytest.raises(UsageError, match="neither a preset"):
+        campaign.load("no-such-campaign")
+
+
+def test_plan_interleaves_protocols_in_a_seeded_random_order():
+    spec = campaign.load("pages", {"bw": "10mbit", "runs": "4"})
+    plan = spec.plan()
+    assert len(plan) == 4 * 4 * 2 and len(set((r, s, p) for _, r, s, p in plan)) == len(plan)
+    for i in range(0, len(plan), 2):  # each size: both protocols back to back
+        assert plan[i][2] == plan[i + 1][2] and {plan[i][3], plan[i + 1][3]} == {"quic", "tcp"}
+    orders = [[s for _, r, s, _ in plan if r == run][::2] for run in range(4)]
+    assert len({tuple(o) for o in orders}) > 1  # the order changes between repetitions
+    assert len({p for _, r, s, p in plan[::2]}) == 2  # QUIC does not always go first
+    assert spec.plan() == plan  # seeded: the same every time
+
+
+def test_todo_skips_finished_and_exhausted_trials():
+    spec = campaign.load("quick", {"size": "5KB", "runs": "2", "proto": "tcp"})
+    cond = spec.grid.conditions[0]
+    done = {(cond.label, 0, 5000, "tcp"): [{"status": "ok"}],
+            (cond.label, 1, 5000, "tcp"): [{"status": "failed"}]}
+    assert campaign.todo(spec, done) == [(cond, 1, 5000, "tcp")]  # retries = 1: one more attempt
+    done[(cond.label, 1, 5000, "tcp")].append({"status": "failed"})
+    assert campaign.todo(spec, done) == []
+
+
+def test_key_metadata_diff_and_eta():
+    a = {"host": "h", "kernel": "k", "link_backend": "linkem", "chromium": "156", "chromedriver": "156",
+         "caddy_version": "v2", "congestion_control": "cubic"}
+    assert campaign.key_metadata_diff(a, dict(a)) == []
+    assert campaign.key_metadata_diff(a, dict(a, chromium="157")) == ["chromium: '156' then, '157' now"]
+    spec = campaign.load("quick")
+    eta = campaign.Eta(verify_s=20)
+    est = eta.remaining_s(spec.plan(), 1)
+    assert 20 + 0.7 * len(spec.plan()) < est < 20 + 60 * len(spec.plan())
+    assert campaign.fmt_duration(3725) == "1h02m" and campaign.bar(5, 10, 10) == "[#####.....]"

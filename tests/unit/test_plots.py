@@ -1,0 +1,68 @@
+"""Figures drawn from a fixture store: the heatmap's cells and mask match the statistics; the files are images."""
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from plt_bench import plots, report, stats
+from plt_bench.store import Store, Trial
+
+SIZES = (5000, 500_000)
+RATES = (10**7, 10**8)
+# (size, rate) -> (QUIC mean, TCP mean): QUIC faster, TCP faster, equal, QUIC faster
+MEANS = {(5000, 10**7): (80, 100), (5000, 10**8): (120, 100), (500_000, 10**7): (500, 500), (500_000, 10**8): (90, 100)}
+
+
+@pytest.fixture
+def fixture_store(tmp_path):
+    rng = np.random.default_rng(7)
+    s = Store(tmp_path / "r.sqlite")
+    cid = s.new_campaign("fixture", "t", {}, {"link_backend": "linkem"})
+    seq = 0
+    for (size, rate), means in MEANS.items():
+        for proto, mean in zip(("quic", "tcp"), means):
+            for r, v in enumerate(rng.normal(mean, 1.0, 8)):
+                s.add_trial(Trial(campaign_id=cid, seq=seq, run_index=r, proto=proto, size_bytes=size, page="p",
+                                  rate_down_bps=rate, rate_up_bps=rate, conditions=f"{rate // 10**6}mbit", status="ok",
+                                  reason=None, started_utc="t", finished_utc="t", wall_s=1.0, url="u", plt_ms=float(v)))
+                seq += 1
+    yield s, cid, tmp_path
+    s.close()
+
+
+def test_heatmap_matches_the_statistics_and_files_are_images(fixture_store):
+    s, cid, tmp = fixture_store
+    rep = report.build(s, [cid])
+    m = plots.heatmap_matrix(rep["rows"])[(0.0, 0.0, 0.0)]
+    assert m["sizes"] == list(SIZES) and m["rates"] == list(RATES)
+    for r in rep["rows"]:
+        i, j = m["sizes"].index(r["size_bytes"]), m["rates"].index(r["rate_down_bps"])
+        assert m["diff"][i, j] == pytest.approx(r["diff_pct"]) and m["significant"][i, j] == r["significant"]
+    sig = {(r["size_bytes"], r["rate_down_bps"]): (r["significant"], r["faster"]) for r in rep["rows"]}
+    assert sig[(5000, 10**7)] == (True, "quic") and sig[(5000, 10**8)] == (True, "tcp")
+    assert sig[(500_000, 10**7)][0] is False  # equal means: white
+    files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], tmp / "fig", "fixture")
+    names = {f.name for f in files}
+    assert {"heatmap.png", "heatmap.svg", "size.png", "size.svg"} <= names
+    for f in files:
+        if f.suffix == ".png":
+            with Image.open(f) as im:
+                im.verify()
+                assert im.format == "PNG"
+        else:
+            assert ET.parse(f).getroot().tag.endswith("svg")
+    md = report.write(rep, tmp / "rep")
+    assert "| 10mbit | 5KB |" in md[0].read_text() and md[1].read_text().startswith("conditions,")
+
+
+def test_loss_and_jitter_plots_need_two_levels(tmp_path):
+    cells = {}
+    for loss in (0.0, 1.0, 5.0):
+        for proto in ("quic", "tcp"):
+            cells[(f"l{loss}", 5000, proto)] = {"conditions": f"l{loss}", "size_bytes": 5000, "proto": proto, "n": 5,
+                                                "median_ms": 100 + loss * 10, "ci_low_ms": 95.0, "ci_high_ms": 130.0 + loss,
+                                                "rate_down_bps": 10**7, "rtt_ms": 50.0, "jitter_ms": 0.0, "loss_pct": loss}
+    files = plots.loss_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
+    assert [f.suffix for f in files] == [".png", ".svg"]
+    assert plots.jitter_plot(cells, {}, tmp_path, "t") == []  # one jitter level: nothing to compare

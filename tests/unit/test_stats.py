@@ -1,0 +1,76 @@
+"""Statistics on synthetic samples with known answers."""
+import math
+
+import numpy as np
+import pytest
+
+from plt_bench import stats
+
+
+def _trials(cond, size, proto, values, **kw):
+    return [dict(conditions=cond, size_bytes=size, proto=proto, status="ok", warmup=False, plt_ms=float(v),
+                 rate_down_bps=10**7, rtt_ms=0.0, jitter_ms=0.0, loss_pct=0.0, **kw) for v in values]
+
+
+def test_identical_distributions_are_not_significant():
+    rng = np.random.default_rng(1)
+    trials = []
+    for i in range(10):  # ten cells where QUIC and TCP come from the same law
+        base = rng.normal(1000, 30, 20)
+        trials += _trials(f"c{i}", 5000, "quic", base[:10]) + _trials(f"c{i}", 5000, "tcp", base[10:])
+    rows = stats.compare(trials)
+    assert not any(r["significant"] for r in rows)
+    assert all(r["faster"].startswith("neither") for r in rows)
+
+
+def test_a_shifted_distribution_is_significant_and_its_sign_is_right():
+    rng = np.random.default_rng(2)
+    trials = _trials("c", 10**7, "quic", rng.normal(900, 20, 10)) + _trials("c", 10**7, "tcp", rng.normal(1000, 20, 10))
+    (row,) = stats.compare(trials)
+    assert row["significant"] and row["faster"] == "quic" and row["diff_pct"] < -5
+    assert row["p_welch"] < 1e-6 and row["p_mannwhitney"] < 0.001 and row["cliffs_delta"] == -1.0
+    assert row["hedges_g"] < -3
+
+
+def test_correction_moves_a_borderline_p():
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.02]) == [0.02]
+    raw = [0.01, 0.02, 0.03, 0.04, 0.2]
+    b, h = stats.bh(raw), stats.holm(raw)
+    assert all(x >= r for x, r in zip(h, raw)) and all(bb <= hh + 1e-12 for bb, hh in zip(b, h))
+    assert b[3] == pytest.approx(0.05)  # BH: 0.04 * 5 / 4
+    # a cell significant alone is not after correction over many cells
+    one = (_trials("x", 5000, "quic", [1030, 1000, 1060, 1010, 1050, 1020, 1040, 1000])
+           + _trials("x", 5000, "tcp", [1000, 990, 1010, 1020, 980, 1005, 995, 1000]))
+    alone = stats.compare(one)[0]
+    assert 0.001 < alone["p_welch"] < 0.05 and alone["significant"]  # borderline, significant on its own
+    crowd = list(one)
+    for i in range(30):
+        crowd += _trials(f"n{i}", 5000, "quic", [1000, 1010, 990]) + _trials(f"n{i}", 5000, "tcp", [1000, 1010, 990])
+    x = [r for r in stats.compare(crowd) if r["conditions"] == "x"][0]
+    assert x["p_welch"] == pytest.approx(alone["p_welch"])
+    assert x["p_adjusted"] > alone["p_adjusted"] and not x["significant"]  # ...but not among 31 cells
+    assert stats.holm([float("nan"), 0.01]) == [pytest.approx(float("nan"), nan_ok=True), 0.01]
+
+
+def test_cells_ci_warmups_failures_and_cv_warning():
+    vals = [1000, 1010, 990, 1005, 995, 1002, 998]
+    t = _trials("c", 5000, "tcp", vals)
+    t.append(dict(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
+    t.append(dict(t[0], plt_ms=None, status="failed"))  # so is a failure
+    c = stats.cells(t)[("c", 5000, "tcp")]
+    assert c["n"] == 7 and c["median_ms"] == 1000 and c["ci_low_ms"] <= 1000 <= c["ci_high_ms"]
+    assert not c["warnings"]
+    noisy = stats.cells(_trials("c", 5000, "tcp", [500, 1000, 1500, 700]))[("c", 5000, "tcp")]
+    assert noisy["warnings"] and "CV" in noisy["warnings"][0]
+    assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
+    assert math.isnan(stats.median_ci(np.array([1.0, 2.0]))[0])
+
+
+def test_mann_whitney_primary_and_bh():
+    rng = np.random.default_rng(4)
+    trials = _trials("c", 5000, "quic", rng.normal(800, 10, 12)) + _trials("c", 5000, "tcp", rng.normal(1000, 10, 12))
+    (row,) = stats.compare(trials, test="mannwhitney", correction="bh")
+    assert row["significant"] and row["p_adjusted"] == pytest.approx(row["p_mannwhitney"])
+    with pytest.raises(ValueError):
+        stats.compare(trials, test="ks")
