@@ -182,28 +182,46 @@ def wait_idle(max_busy: float = 0.25, window_s: float = 0.05, timeout_s: float =
 
 # -- progress ------------------------------------------------------------------------------------------
 class Eta:
-    """Remaining time from a model of each trial (payload-only ideal x the factor seen so far, plus the
-    overhead seen so far) and of each condition's verification."""
+    """Remaining time from a model of each trial, PLT ~ ideal x f + L, where the payload-only ideal
+    comes from size and rate, f is learnt from bandwidth-bound trials (ideal >= 0.2 s) and L, the
+    latency part, from the rest; plus the per-trial overhead seen so far and each remaining
+    condition's verification."""
 
     def __init__(self, verify_s: float = 22.0):
-        self.factors: list[float] = []
+        self.points: list[tuple[float, float]] = []  # (ideal s, plt s)
         self.overheads: list[float] = []
         self.verify_s = verify_s
 
+    @staticmethod
+    def _ideal(size: int, rate_bps: int | None) -> float:
+        return ideal_seconds(size, rate_bps or 10**9)
+
+    def observe_row(self, size: int, rate_bps: int | None, plt_ms: float, wall_s: float | None = None) -> None:
+        self.points.append((self._ideal(size, rate_bps), plt_ms / 1000.0))
+        if wall_s is not None:
+            self.overheads.append(wall_s - plt_ms / 1000.0)
+
     def observe(self, t: Trial) -> None:
         if t.status == "ok" and t.plt_ms:
-            ideal = ideal_seconds(t.size_bytes, t.rate_down_bps or 10**9)
-            self.factors.append(t.plt_ms / 1000.0 / max(ideal + 2 * t.rtt_ms / 1000.0, 1e-3))
-            self.overheads.append(t.wall_s - t.plt_ms / 1000.0)
+            self.observe_row(t.size_bytes, t.rate_down_bps, t.plt_ms, t.wall_s)
+
+    def model(self) -> tuple[float, float, float]:
+        def median(v, default):
+            v = sorted(v)
+            return v[len(v) // 2] if v else default
+        f = median([p / i for i, p in self.points if i >= 0.2], 1.08)
+        latency = max(0.0, median([p - f * i for i, p in self.points], 0.1))
+        overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.7
+        return f, latency, overhead
 
     def trial_s(self, cond: Conditions, size: int) -> float:
-        f = sorted(self.factors)[len(self.factors) // 2] if self.factors else 1.2
-        o = sum(self.overheads) / len(self.overheads) if self.overheads else 0.7
-        ideal = ideal_seconds(size, cond.rate_down_bps or 10**9) + 2 * cond.rtt_ms / 1000.0
-        return ideal * f + o
+        f, latency, overhead = self.model()
+        return self._ideal(size, cond.rate_down_bps) * f + max(latency, 3 * cond.rtt_ms / 1000.0) + overhead
 
     def remaining_s(self, todo: list[tuple[Conditions, int, int, str]], conditions_left: int) -> float:
-        return sum(self.trial_s(c, s) for c, _, s, _ in todo) + conditions_left * self.verify_s
+        f, latency, overhead = self.model()
+        return sum(self._ideal(s, c.rate_down_bps) * f + max(latency, 3 * c.rtt_ms / 1000.0) + overhead
+                   for c, _, s, _ in todo) + conditions_left * self.verify_s
 
 
 def fmt_duration(s: float) -> str:
@@ -253,8 +271,7 @@ def run(bed, store: Store, spec: Spec, campaign_id: int, out: Callable[[str], No
     for rows in done.values():
         for t in rows:
             if t["status"] == "ok":
-                eta.factors.append(t["plt_ms"] / 1000.0 / max(ideal_seconds(t["size_bytes"], t["rate_down_bps"] or 10**9)
-                                                               + 2 * (t["rtt_ms"] or 0) / 1000.0, 1e-3))
+                eta.observe_row(t["size_bytes"], t["rate_down_bps"], t["plt_ms"], t["wall_s"])
     if finished:
         out(f"resuming campaign {campaign_id}: {finished} of {total} trials already done")
     seq = max((t["seq"] for rows in done.values() for t in rows), default=-1) + 1

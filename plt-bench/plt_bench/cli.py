@@ -327,6 +327,14 @@ def cmd_bench_campaign(a) -> int:
     return rc
 
 
+def _existing(results: str) -> Path:
+    """A results store that must exist already (for reading)."""
+    path = Path(results)
+    if not path.is_file():
+        raise UsageError(f"--results: {path} does not exist")
+    return path
+
+
 def _stored_campaign(store, spec_text: str) -> list[int]:
     """A campaign number, 'latest', 'all', or a preset/file name (its latest campaign)."""
     from . import campaign
@@ -342,9 +350,7 @@ def _stored_campaign(store, spec_text: str) -> list[int]:
 def cmd_report(a) -> int:
     from . import report
     from .store import Store
-    path = Path(a.results)
-    if not path.is_file():
-        raise UsageError(f"--results: {path} does not exist")
+    path = _existing(a.results)
     with Store(path) as store:
         ids = _stored_campaign(store, a.campaign)
         rep = report.build(store, ids, a.test, a.correction)
@@ -358,9 +364,7 @@ def cmd_report(a) -> int:
 def cmd_plot(a) -> int:
     from . import plots, report
     from .store import Store
-    path = Path(a.results)
-    if not path.is_file():
-        raise UsageError(f"--results: {path} does not exist")
+    path = _existing(a.results)
     with Store(path) as store:
         ids = _stored_campaign(store, a.campaign)
         rep = report.build(store, ids, a.test, a.correction)
@@ -508,9 +512,7 @@ def cmd_clean(a) -> int:
 
 def cmd_export(a) -> int:
     from .store import Store
-    path = Path(a.results)
-    if not path.is_file():
-        raise UsageError(f"--results: {path} does not exist")
+    path = _existing(a.results)
     with Store(path) as store:
         ids = store.resolve_campaign(a.campaign)
         if a.out == "-":
@@ -525,9 +527,7 @@ def cmd_export(a) -> int:
 def cmd_summary(a) -> int:
     from .store import Store
     from .summary import format_table, summarize
-    path = Path(a.results)
-    if not path.is_file():
-        raise UsageError(f"--results: {path} does not exist")
+    path = _existing(a.results)
     with Store(path) as store:
         print(format_table(summarize(store.trials(store.resolve_campaign(a.campaign)))))
     return 0

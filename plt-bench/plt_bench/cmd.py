@@ -58,6 +58,18 @@ def run_all(commands: Sequence[Sequence[str]], **kw) -> None:
         run(argv, **kw)
 
 
+def stop_process(proc: subprocess.Popen | None, grace_s: float = 5.0) -> None:
+    """SIGTERM a child, SIGKILL it if it is still there after grace_s, and reap it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(grace_s)
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         raise EnvironmentProblem("plt-bench needs root (namespaces, tc, iptables): run it with sudo")

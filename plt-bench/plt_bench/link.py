@@ -329,15 +329,8 @@ class LinkemLink:
         return cmd.run(["iptables", "-w", *args], ns=self.plan.router_ns, check=check)
 
     def _stop(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(5)
-            self.proc = None
+        cmd.stop_process(self.proc)
+        self.proc = None
         if getattr(self, "_log", None):
             self._log.close()
             self._log = None

@@ -148,12 +148,7 @@ class Iperf:
         raise LinkError("iperf3 server did not start")
 
     def __exit__(self, *exc):
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        cmd.stop_process(self.proc)
 
 
 def iperf_client(client_ns: str, server_ip: str, args: list[str], seconds: float) -> dict:

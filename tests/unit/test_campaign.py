@@ -91,3 +91,16 @@ def test_key_metadata_diff_and_eta():
     est = eta.remaining_s(spec.plan(), 1)
     assert 20 + 0.7 * len(spec.plan()) < est < 20 + 60 * len(spec.plan())
     assert campaign.fmt_duration(3725) == "1h02m" and campaign.bar(5, 10, 10) == "[#####.....]"
+
+
+def test_eta_learns_bandwidth_and_latency_separately():
+    from plt_bench.conditions import Conditions
+    eta = campaign.Eta(verify_s=0)
+    c = Conditions(10**7, 10**7)
+    # a latency-bound small page must not inflate the estimate of a bandwidth-bound large one
+    eta.observe_row(5000, 10**7, 400.0, 0.9)       # ideal 4 ms, PLT 400 ms
+    eta.observe_row(10**7, 10**7, 8400.0, 8.9)     # ideal 8 s, PLT 8.4 s
+    f, latency, overhead = eta.model()
+    assert f == pytest.approx(1.05) and overhead == pytest.approx(0.5)
+    assert 8.0 * 1.05 < eta.trial_s(c, 10**7) < 8.0 * 1.05 + 1.0
+    assert eta.trial_s(c, 5000) < 1.5
