@@ -80,7 +80,11 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
         ax.set_xlabel("bandwidth")
         ax.set_ylabel("page size")
         t0 = rows[0]
-        ax.set_title(f"{title}: QUIC vs TCP page-load time\n{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
+        group = [r for r in rows if (r["rtt_ms"], r["jitter_ms"], r["loss_pct"]) == (rtt, jitter, loss)]
+        ns = sorted({min(r["n_quic"], r["n_tcp"]) for r in group})
+        n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]} to {ns[-1]}"
+        ax.set_title(f"{title}: QUIC vs TCP page-load time ({n_text} per protocol and cell)\n"
+                     f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
                      f"red: QUIC faster, blue: TCP faster, white: not significant "
                      f"({t0['test']}, {t0['correction']}-corrected, p < 0.05)", fontsize=9)
         stem = "heatmap" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}")

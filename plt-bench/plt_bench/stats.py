@@ -109,6 +109,13 @@ def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
     return (gt - lt) / (len(a) * len(b))
 
 
+def sort_key(r: dict) -> tuple:
+    """Numeric order: rate (unshaped last), RTT, jitter, loss, then size."""
+    rate = r.get("rate_down_bps")
+    return (rate is None, rate or 0, r.get("rtt_ms") or 0, r.get("jitter_ms") or 0, r.get("loss_pct") or 0,
+            r["conditions"], r["size_bytes"])
+
+
 def compare(trials: list[dict], test: str = "welch", correction: str = "holm", alpha: float = ALPHA) -> list[dict]:
     """QUIC against TCP for every (conditions, size) that has both."""
     if test not in TESTS:
@@ -137,6 +144,7 @@ def compare(trials: list[dict], test: str = "welch", correction: str = "holm", a
                      "median_quic_ms": c["median_ms"], "median_tcp_ms": ct["median_ms"],
                      "diff_pct": (c["median_ms"] - ct["median_ms"]) / ct["median_ms"] * 100.0,
                      "p_welch": welch, "p_mannwhitney": mw, "hedges_g": hedges_g(q, tc), "cliffs_delta": cliffs_delta(q, tc)})
+    rows.sort(key=sort_key)
     primary = [r["p_welch"] if test == "welch" else r["p_mannwhitney"] for r in rows]
     adjusted = holm(primary) if correction == "holm" else bh(primary)
     for r, p in zip(rows, adjusted):

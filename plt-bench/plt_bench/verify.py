@@ -162,8 +162,10 @@ def iperf_client(client_ns: str, server_ip: str, args: list[str], seconds: float
 
 def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, tcp_seconds: float = 4.0) -> dict:
     """Measure the live link of a testbed under cond; returns {'ok', 'checks', 'conditions', ...}."""
+    from .campaign import wait_idle
     checks: list[dict] = []
     t0 = time.monotonic()
+    idle = wait_idle(timeout_s=10.0)  # a browser still exiting would be measured as the link's fault
     ping = cmd.run(["ping", "-n", "-c", str(probes), "-i", f"{interval_s:g}", "-W", "2", plan.server_ip],
                    ns=plan.client_ns, check=False, timeout=probes * interval_s + 60)
     sent, rtts = parse_ping(ping.stdout)
@@ -181,13 +183,20 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
                 checks.append(check_tcp_rate(cond, direction, None, None))
                 continue
             omit = 2 if cond.rtt_ms >= 20 else 1
-            res = iperf_client(plan.client_ns, plan.server_ip, [*extra, "-t", f"{tcp_seconds:g}", "-O", str(omit)],
-                               tcp_seconds + omit)
-            bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second")
-            checks.append(check_tcp_rate(cond, direction, rate, bps))
+            tries = []
+            for _ in range(2):  # one more try when the first is out of tolerance; both are reported
+                res = iperf_client(plan.client_ns, plan.server_ip, [*extra, "-t", f"{tcp_seconds:g}", "-O", str(omit)],
+                                   tcp_seconds + omit)
+                bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second")
+                tries.append(check_tcp_rate(cond, direction, rate, bps))
+                if tries[-1]["ok"] is not False:
+                    break
+            if len(tries) > 1:
+                tries[-1]["tolerance"] += f"; second try, the first measured {tries[0]['measured']}"
+            checks.append(tries[-1])
     failed = [c["name"] for c in checks if c["ok"] is False]
     return {"conditions": cond.label, "ok": not failed, "failed": failed, "checks": checks,
-            "probes": probes, "seconds": round(time.monotonic() - t0, 1)}
+            "probes": probes, "seconds": round(time.monotonic() - t0, 1), "idle_gate": idle}
 
 
 def format_report(report: dict) -> str:

@@ -64,6 +64,8 @@ def test_queue_is_at_least_one_bdp():
     assert bdp <= cond.queue_for(10**9) <= bdp + 1
     assert cond.queue_for(None) == c.MIN_QUEUE_PKTS
     assert c.Conditions(10**7, 10**7).queue_for(10**7) == c.MIN_QUEUE_PKTS
+    # no added delay at 1 Gbit: the 4 ms floor, not 64 packets (0.8 ms), which TCP overflows
+    assert c.Conditions(10**9, 10**9).queue_for(10**9) == int(10**9 / 8 / 1000 / 1514 * 4) + 1 == 331
     assert c.make_grid("tcp", "1gbit", "5KB", 1, queue="500").conditions[0].queue_for(10**9) == 500
 
 
