@@ -26,8 +26,8 @@ from typing import Callable
 
 from . import cmd, conditions as cond_mod
 from .conditions import Cell, Conditions, Grid, ideal_seconds
-from .errors import LinkError, UsageError
-from .metadata import KEY_FIELDS, utc_now
+from .errors import UsageError
+from .metadata import KEY_FIELDS
 from .store import Store, Trial
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"

@@ -214,7 +214,7 @@ RUN_OVERRIDES = ("proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "loss"
 
 def _run_campaign(a, spec, timeout_s=None) -> int:
     from . import campaign, report
-    from .metadata import machine, utc_now
+    from .metadata import utc_now
     from .store import Store
     from .testbed import Testbed
 

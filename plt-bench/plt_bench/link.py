@@ -139,9 +139,6 @@ def check_rate(state: DirectionState, want_bps: int | None, what: str) -> None:
                         f"{state.shaped_rate_bps} ceil {state.shaped_ceil_bps}")
 
 
-# kept for callers and tests written against the rate-only version
-check_direction = check_rate
-
 
 def check_netem(state: DirectionState, delay_ms: float, jitter_ms: float, loss_pct: float, limit: int,
                 what: str) -> None:

@@ -1,4 +1,4 @@
-"""Running a grid of trials on a testbed, writing each trial as it ends."""
+"""One trial on a testbed (load, judge, store), and applying conditions with their verification."""
 
 from __future__ import annotations
 
@@ -126,28 +126,6 @@ def apply_and_verify(bed: Testbed, store: Store, campaign_id: int, cond, verify_
         raise LinkError(f"the link is out of tolerance for {cond.label}: {', '.join(check['verify']['failed'])} "
                         "(figures stored with the campaign; --verify warn runs anyway)")
     return check
-
-
-def run_grid(bed: Testbed, store: Store, campaign_id: int, grid: Grid,
-             on_trial: Callable[[Trial, int, int], None] | None = None, timeout_s: float | None = None,
-             verify_mode: str = "stop", on_verify: Callable[[dict], None] | None = None) -> list[Trial]:
-    """Every cell `runs` times. Conditions change least often (each change is verified); within a
-    repetition the protocols alternate for each size, so slow drift cannot favour one protocol."""
-    bed.sites.ensure(grid.sizes)
-    trials: list[Trial] = []
-    total = len(grid.cells()) * grid.runs
-    seq = 0
-    for cond in grid.conditions:
-        apply_and_verify(bed, store, campaign_id, cond, verify_mode, on_verify)
-        for run_index in range(grid.runs):
-            for size in grid.sizes:
-                for proto in grid.protos:
-                    trial = run_cell_once(bed, store, campaign_id, seq, run_index, Cell(proto, size, cond), timeout_s)
-                    trials.append(trial)
-                    seq += 1
-                    if on_trial:
-                        on_trial(trial, seq, total)
-    return trials
 
 
 def grid_dict(grid: Grid) -> dict:

@@ -1,6 +1,5 @@
 """The emulated link with real packets: delay, loss, protocol proof under impairment, a dying emulator."""
 import threading
-import time
 
 import pytest
 

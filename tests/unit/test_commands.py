@@ -2,7 +2,6 @@
 import json
 import re
 import subprocess
-import sys
 
 import pytest
 
@@ -81,16 +80,16 @@ def test_netem_read_back_parser():
         link.check_netem(link.DirectionState("pb0-rc", "htb", 10**7, 10**7, ()), 56, 10, 1, 4129, "downlink")
 
 
-def test_check_direction_trusts_only_the_kernel():
+def test_check_rate_trusts_only_the_kernel():
     ok = link.DirectionState("pb0-rc", "htb", 10**8, 10**8, ())
-    link.check_direction(ok, 10**8, "downlink")
+    link.check_rate(ok, 10**8, "downlink")
     with pytest.raises(LinkError, match="asked for"):
-        link.check_direction(ok, 10**7, "downlink")
+        link.check_rate(ok, 10**7, "downlink")
     with pytest.raises(LinkError, match="no htb rate"):  # tcset said 0, kernel has nothing
-        link.check_direction(link.DirectionState("pb0-rc", "noqueue", None, None, ()), 10**8, "downlink")
+        link.check_rate(link.DirectionState("pb0-rc", "noqueue", None, None, ()), 10**8, "downlink")
     with pytest.raises(LinkError, match="should be unshaped"):
-        link.check_direction(ok, None, "downlink")
-    link.check_direction(link.DirectionState("pb0-rc", "noqueue", None, None, ()), None, "downlink")
+        link.check_rate(ok, None, "downlink")
+    link.check_rate(link.DirectionState("pb0-rc", "noqueue", None, None, ()), None, "downlink")
 
 
 @pytest.mark.parametrize("rate", [500_000, 10**7, 10**8, 10**9])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from plt_bench import plots, report, stats
+from plt_bench import plots, report
 from plt_bench.store import Store, Trial
 
 SIZES = (5000, 500_000)
