@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
+import matplotlib.patches
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -74,9 +75,12 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
                 if np.isnan(diff[i, j]):
                     text = "-"
                 else:
-                    text = f"{diff[i, j]:+.0f}%" if sig[i, j] else f"{diff[i, j]:+.0f}%\nn.s."
+                    num = f"{diff[i, j]:+.1f}%" if abs(diff[i, j]) < 10 else f"{diff[i, j]:+.0f}%"
+                    text = num if sig[i, j] else f"{num}\nn.s."
                 ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8,
                         color="white" if sig[i, j] and abs(diff[i, j]) > 0.6 * lim else "black")
+                if sig[i, j]:  # a tiny significant difference is pale: the frame tells it from white (n.s.)
+                    ax.add_patch(matplotlib.patches.Rectangle((j, i), 1, 1, fill=False, edgecolor="black", lw=1.5))
         ax.set_xlabel("bandwidth")
         ax.set_ylabel("page size")
         t0 = rows[0]
@@ -85,7 +89,7 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
         n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]} to {ns[-1]}"
         ax.set_title(f"{title}: QUIC vs TCP page-load time ({n_text} per protocol and cell)\n"
                      f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
-                     f"red: QUIC faster, blue: TCP faster, white: not significant "
+                     f"red: QUIC faster, blue: TCP faster, framed: significant, white: not significant "
                      f"({t0['test']}, {t0['correction']}-corrected, p < 0.05)", fontsize=9)
         stem = "heatmap" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}")
         paths += _save(fig, out_dir, stem)

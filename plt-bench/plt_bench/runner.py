@@ -22,21 +22,29 @@ def page_timeout_s(size_bytes: int, rate_bps: int | None) -> float:
     return 3.0 * ideal + 20.0
 
 
-# A trial is only valid if the emulator kept time: at most this share of packets may be
-# released 1 ms or more after their due time (an overloaded emulator inflates the delay).
+# A trial is only valid if the emulator kept time: at most MAX_LATE_SHARE of the packets may be
+# released late by max(1 ms, 10% of the one-way delay) or more (an overloaded emulator inflates
+# the delay). The bound is rounded down to a boundary of linkem's histogram.
 MAX_LATE_SHARE = 0.01
-_LATE_1MS_BUCKETS = ("2000", "5000", "inf")  # upper bounds in us of the buckets that start at >= 1 ms
+# lower bound in ms of a lateness -> the histogram buckets (keyed by upper bound in us) at or above it
+_LATE_BUCKETS_FROM = {1: ("2000", "5000", "inf"), 2: ("5000", "inf"), 5: ("inf",)}
 
 
-def link_fidelity_problem(delta: dict | None) -> str | None:
+def late_bound_ms(one_way_delay_ms: float) -> int:
+    want = max(1.0, 0.1 * one_way_delay_ms)
+    return max(b for b in _LATE_BUCKETS_FROM if b <= want)
+
+
+def link_fidelity_problem(delta: dict | None, one_way_delay_ms: float = 0.0) -> str | None:
     """Why the emulator did not deliver the conditions during a trial, or None."""
     if not delta:
         return None
+    bound = late_bound_ms(one_way_delay_ms)
     for name, d in delta.get("dirs", {}).items():
         released = d.get("released", 0)
-        late = sum(d.get("late_hist_us", {}).get(k, 0) for k in _LATE_1MS_BUCKETS)
+        late = sum(d.get("late_hist_us", {}).get(k, 0) for k in _LATE_BUCKETS_FROM[bound])
         if released and late / released > MAX_LATE_SHARE:
-            return (f"link emulator fell behind: {late / released:.1%} of {name} packets released >= 1 ms late "
+            return (f"link emulator fell behind: {late / released:.1%} of {name} packets released >= {bound} ms late "
                     f"(mean lateness {d.get('late_mean_us', 0):.0f} us); the trial did not run under its conditions")
     if delta.get("enobufs"):
         return f"link emulator lost packets to a full netlink socket ({delta['enobufs']} ENOBUFS)"
@@ -65,7 +73,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
                link_stats: dict | None = None, extra: dict | None = None) -> Trial:
     """Build the immutable record of one load from the worker's answer and the server's log."""
     status, reason = judge(cell.proto, cell.size_bytes, answer, server_entries)
-    problem = link_dead or link_fidelity_problem(link_stats)
+    problem = link_dead or link_fidelity_problem(link_stats, cell.conditions.delay_ms)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     nav = answer.get("nav") or {}

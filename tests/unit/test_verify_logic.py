@@ -92,6 +92,9 @@ def test_link_delta_and_fidelity():
     assert runner.link_fidelity_problem(d) is None  # 0.5% late: within bounds
     d2 = runner.link_delta(before, _stats(3000, 100, 1.5))
     assert "fell behind" in runner.link_fidelity_problem(d2)
+    # with 25 ms one way, the bound is 2 ms: packets 1-2 ms late do not count
+    assert runner.late_bound_ms(25) == 2 and runner.late_bound_ms(0) == 1 and runner.late_bound_ms(60) == 5
+    assert runner.link_fidelity_problem(d2, 25.0) is None
     d3 = runner.link_delta(before, _stats(3000, 0, enobufs=2))
     assert "ENOBUFS" in runner.link_fidelity_problem(d3)
     assert runner.link_fidelity_problem(None) is None
