@@ -198,6 +198,16 @@ def _grid(a, **override):
     return grid
 
 
+def _whole(text: str, option: str, lo: int, hi: int) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = lo - 1
+    if not lo <= n <= hi:
+        raise UsageError(f"{option}: '{text}' is not a whole number from {lo} to {hi}")
+    return n
+
+
 def _parse_timeout(text):
     if text is None:
         return None
@@ -400,12 +410,7 @@ def cmd_campaigns(a) -> int:
 def cmd_bench_link(a) -> int:
     from . import benchlink
     from .testbed import Testbed
-    try:
-        probes = int(a.probes)
-    except ValueError:
-        probes = 0
-    if not 100 <= probes <= 100_000:
-        raise UsageError(f"--probes: '{a.probes}' is not a whole number from 100 to 100000")
+    probes = _whole(a.probes, "--probes", 100, 100_000)
     cmd.require_root()
     with Testbed(SITES, link=a.link, with_browser=False) as bed:
         benchlink.run(bed, lambda line: print(line, flush=True), probes)
@@ -451,12 +456,7 @@ def cmd_verify(a) -> int:
     from .testbed import Testbed
     from .verify import format_report, verify
     grid = _grid(a, proto="both", size="5KB", runs=1)
-    try:
-        probes = int(a.probes)
-    except ValueError:
-        probes = 0
-    if not 10 <= probes <= 100_000:
-        raise UsageError(f"--probes: '{a.probes}' is not a whole number from 10 to 100000")
+    probes = _whole(a.probes, "--probes", 10, 100_000)
     cmd.require_root()
     store = Store(Path(a.results))
     failed = 0

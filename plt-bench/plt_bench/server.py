@@ -166,15 +166,25 @@ class Server:
         m = re.search(r"failed to sufficiently increase (?:receive|send) buffer size[^\"]*", text)
         return m.group(0) if m else None
 
+    def _new_log_lines(self) -> str:
+        """Complete lines appended to the access log since the last call."""
+        try:
+            with open(self.access_log, "rb") as f:
+                f.seek(self._log_offset)
+                data = f.read()
+        except OSError:
+            return ""
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
+        self._log_offset += end
+        return data[:end].decode(errors="replace")
+
     def access_entries(self, uri: str, wait_s: float = 2.0) -> list[dict]:
-        """Access-log entries for one URI; the entry is written when the response ends, so wait briefly."""
+        """Access-log entries for one URI (trial URIs are unique, so earlier lines are read once and
+        dropped); the entry is written when the response ends, so wait briefly."""
         deadline = time.monotonic() + wait_s
+        found: list[dict] = []
         while True:
-            try:
-                text = self.access_log.read_text(errors="replace")
-            except OSError:
-                text = ""
-            found = [e for e in parse_access_log(text) if e["uri"] == uri]
+            found += [e for e in parse_access_log(self._new_log_lines()) if e["uri"] == uri]
             if found or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
