@@ -23,9 +23,12 @@ verify = "off"
 
 
 def _ok_trials(db_path):
+    """The ok trials so far; none while the run is still creating the store (file there, tables not yet)."""
     db = sqlite3.connect(db_path)
     try:
         return db.execute("SELECT conditions, run_index, size_bytes, proto FROM trials WHERE status='ok'").fetchall()
+    except sqlite3.OperationalError:
+        return []
     finally:
         db.close()
 

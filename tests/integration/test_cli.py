@@ -64,6 +64,14 @@ def _wait_for_trial_in_flight(prefix, proc, timeout=90):
     pytest.fail("no trial started")
 
 
+def _ready_trials(results):
+    """Finished trials so far; none while the run is still creating the store."""
+    try:
+        return _finished_trials(results)
+    except sqlite3.OperationalError:
+        return []
+
+
 def _finished_trials(results):
     db = sqlite3.connect(results)
     try:
@@ -102,7 +110,7 @@ def test_interrupted_run_cleans_up_and_keeps_finished_trials(tmp_path, sig):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not os.path.exists(results):
             time.sleep(0.2)
-        while time.monotonic() < deadline and not _finished_trials(results):
+        while time.monotonic() < deadline and not _ready_trials(results):
             time.sleep(0.2)
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
