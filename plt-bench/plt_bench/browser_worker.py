@@ -4,7 +4,7 @@ profile, loads one URL, reads the Navigation Timing entry, and quits.
 
 Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir"}
 Answer:  {"nav": {...} | null, "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
-          "chromium_pids": [...]}
+          "chromium_pids": [...], "cpu": {role: {"user_s", "system_s", "processes"}}}
 """
 
 from __future__ import annotations
@@ -79,6 +79,12 @@ def one_trial(req: dict) -> dict:
     except WebDriverException as e:
         out["error"] = f"browser did not start: {(e.msg or str(e)).strip().splitlines()[0]}"
     finally:
+        if driver is not None:  # the browser's CPU per role, read before quitting takes it away
+            from plt_bench.cpu import tree_cpu
+            try:
+                out["cpu"] = tree_cpu(driver.service.process.pid)
+            except Exception:  # CPU figures are informative; the trial stands without them
+                out["cpu"] = None
         t2 = time.monotonic()
         if driver is not None:
             try:

@@ -9,6 +9,7 @@ from typing import Callable
 
 from .browser import is_error_page, judge, timings
 from .conditions import Cell, Grid, ideal_seconds
+from .cpu import process_cpu
 from .errors import LinkError
 from .metadata import utc_now
 from .pages import page_name
@@ -97,6 +98,17 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         link_json=json.dumps(link_stats) if link_stats else None, **t, **(extra or {}))
 
 
+def cpu_by_role(browser: dict | None, caddy0, caddy1, link_stats: dict | None) -> dict | None:
+    """The trial's CPU seconds per role: the browser's tree, Caddy's difference, linkem's difference."""
+    out = dict(browser or {})
+    if caddy0 and caddy1:
+        out["caddy"] = {"user_s": round(caddy1[0] - caddy0[0], 3), "system_s": round(caddy1[1] - caddy0[1], 3),
+                        "processes": 1}
+    if link_stats and "cpu_s" in link_stats:
+        out["linkem"] = {"total_s": link_stats["cpu_s"], "processes": 1}
+    return out or None
+
+
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,
                   timeout_s: float | None = None, extra: dict | None = None) -> Trial:
     """One trial: load, judge, store. `extra` adds fields such as attempt, warmup or the machine's state."""
@@ -105,15 +117,19 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     if not bed.link.alive():  # never start a trial on a dead link
         raise LinkError(bed.link.died_reason())
     before = bed.link.snapshot()
+    caddy_pid = bed.server.proc.pid if bed.server.proc else None
+    caddy0 = process_cpu(caddy_pid)
     started = utc_now()
     t0 = time.monotonic()
     answer, uri = bed.load(cell.proto, page, timeout)
     wall = time.monotonic() - t0
+    caddy1 = process_cpu(caddy_pid)
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
+    cpu = cpu_by_role(answer.get("cpu"), caddy0, caddy1, stats)
     entries = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
-                       answer, entries, dead, stats, extra)
+                       answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None})
     store.add_trial(trial)
     return trial
 

@@ -9,6 +9,8 @@ Schema history (SCHEMA_VERSION):
   3 - campaigns gain spec_hash (a rerun of the same campaign resumes it); trials gain attempt
       (retries keep every attempt), warmup, busy_pct and load1 (the machine before the trial)
       and idle_wait_s (how long the idle gate waited).
+  4 - trials gain cpu_json: CPU seconds per role (browser, renderer, network, gpu, ... from the
+      browser's process tree; caddy and linkem across the trial).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Iterable, TextIO
 
 from .errors import UsageError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -68,7 +70,8 @@ CREATE TABLE IF NOT EXISTS trials (
   warmup INTEGER NOT NULL DEFAULT 0, -- 1: a warm-up trial, kept but left out of the statistics
   busy_pct REAL,                     -- CPU busy (all cores) just before the trial
   load1 REAL,                        -- 1-minute load average just before the trial
-  idle_wait_s REAL                   -- time the idle gate waited before the trial
+  idle_wait_s REAL,                  -- time the idle gate waited before the trial
+  cpu_json TEXT                      -- CPU seconds per role during the trial
 );
 CREATE INDEX IF NOT EXISTS trials_campaign ON trials(campaign_id);
 CREATE TABLE IF NOT EXISTS link_checks (
@@ -132,6 +135,7 @@ class Trial:
     busy_pct: float | None = None
     load1: float | None = None
     idle_wait_s: float | None = None
+    cpu_json: str | None = None
 
 
 TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
@@ -179,6 +183,9 @@ class Store:
             for col in self._V3_TRIAL_COLUMNS:
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col}")
             version = 3
+        if version == 3:  # 3 -> 4: CPU per role
+            self.db.execute("ALTER TABLE trials ADD COLUMN cpu_json TEXT")
+            version = 4
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -44,6 +44,22 @@ def test_10mb_at_10mbit_is_close_to_the_payload_ideal(bed, store, campaign, prot
     assert 1.0 <= ratio <= 1.15, f"{proto}: PLT {t.plt_ms:.0f} ms is {ratio:.3f} x the ideal"
 
 
+@pytest.mark.parametrize("proto", ["quic", "tcp"])
+def test_cpu_per_role_is_stored_with_each_trial(bed, store, campaign, proto):
+    import json
+    cond = shaped(bed, 100 * 10**6)
+    t = run_cell_once(bed, store, campaign, 0, 0, Cell(proto, 10**7, cond))
+    assert t.status == "ok", t.reason
+    cpu = json.loads(t.cpu_json)
+    for r in ("browser", "renderer", "network", "chromedriver", "caddy"):
+        assert r in cpu, (r, cpu)
+    # loading and parsing 10 MB costs measurable CPU in the renderer, the network service and Caddy
+    assert cpu["renderer"]["user_s"] + cpu["renderer"]["system_s"] > 0.01
+    assert cpu["network"]["user_s"] + cpu["network"]["system_s"] > 0.01
+    assert cpu["caddy"]["user_s"] + cpu["caddy"]["system_s"] > 0.005
+    assert all(v.get("user_s", 0) >= 0 and v.get("system_s", 0) >= 0 for v in cpu.values())
+
+
 def test_link_read_back_sees_what_the_kernel_has(bed):
     shaped(bed, 10 * 10**6)
     state = link.read_direction(bed.plan.router_ns, bed.plan.down_if)
