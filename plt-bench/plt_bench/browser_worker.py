@@ -4,7 +4,7 @@ profile, loads one URL, reads the Navigation Timing entry, and quits.
 
 Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir"}
 Answer:  {"nav": {...} | null, "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
-          "chromium_pids": [...], "cpu": {role: {"user_s", "system_s", "processes"}}}
+          "cpu": {role: {"user_s", "system_s", "processes"}}}
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def one_trial(req: dict) -> dict:
     from plt_bench.browser import CHROMEDRIVER, CHROMIUM
 
     out = {"nav": None, "final_url": None, "error": None, "error_code": None,
-           "launch_s": None, "load_s": None, "quit_s": None, "chromium_pids": []}
+           "launch_s": None, "load_s": None, "quit_s": None}
     opts = Options()
     opts.binary_location = CHROMIUM
     for a in req["args"]:
@@ -55,11 +55,6 @@ def one_trial(req: dict) -> dict:
     try:
         driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
         out["launch_s"] = time.monotonic() - t0
-        try:
-            import psutil
-            out["chromium_pids"] = [c.pid for c in psutil.Process(driver.service.process.pid).children(recursive=True)]
-        except Exception:  # pids are informative only
-            pass
         driver.set_page_load_timeout(req["timeout_s"])
         t1 = time.monotonic()
         try:

@@ -17,14 +17,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import random
-import time
 import tomllib
 from pathlib import Path
 from typing import Callable
 
 from . import cmd, conditions as cond_mod
+from .cpu import wait_idle
 from .conditions import Cell, Conditions, Grid, ideal_seconds
 from .errors import UsageError
 from .metadata import KEY_FIELDS
@@ -158,28 +157,6 @@ def load(name_or_path: str, overrides: dict | None = None) -> Spec:
                 cc=cc, link=backend, verify=verify, source=str(path))
 
 
-# -- the machine's state before a trial -----------------------------------------------------------------
-def _cpu_times() -> tuple[int, int]:
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4], sum(v)
-
-
-def wait_idle(max_busy: float = 0.25, window_s: float = 0.05, timeout_s: float = 5.0) -> dict:
-    """Wait until the CPUs are busy less than max_busy (share of all cores) over one window, or
-    timeout_s; return what was seen. Like WebPageTest's CPU gate before a test."""
-    t0 = time.monotonic()
-    while True:
-        b0, a0 = _cpu_times()
-        time.sleep(window_s)
-        b1, a1 = _cpu_times()
-        busy = (b1 - b0) / max(a1 - a0, 1)
-        waited = time.monotonic() - t0
-        if busy < max_busy or waited >= timeout_s:
-            return {"busy_pct": round(busy * 100, 1), "idle_wait_s": round(waited, 3), "load1": os.getloadavg()[0],
-                    "timed_out": busy >= max_busy}
-
-
 # -- progress ------------------------------------------------------------------------------------------
 class Eta:
     """Remaining time from a model of each trial, PLT ~ ideal x f + L, where the payload-only ideal
@@ -214,14 +191,16 @@ class Eta:
         overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.7
         return f, latency, overhead
 
-    def trial_s(self, cond: Conditions, size: int) -> float:
-        f, latency, overhead = self.model()
+    def _estimate(self, model: tuple[float, float, float], cond: Conditions, size: int) -> float:
+        f, latency, overhead = model
         return self._ideal(size, cond.rate_down_bps) * f + max(latency, 3 * cond.rtt_ms / 1000.0) + overhead
 
+    def trial_s(self, cond: Conditions, size: int) -> float:
+        return self._estimate(self.model(), cond, size)
+
     def remaining_s(self, todo: list[tuple[Conditions, int, int, str]], conditions_left: int) -> float:
-        f, latency, overhead = self.model()
-        return sum(self._ideal(s, c.rate_down_bps) * f + max(latency, 3 * c.rtt_ms / 1000.0) + overhead
-                   for c, _, s, _ in todo) + conditions_left * self.verify_s
+        model = self.model()
+        return sum(self._estimate(model, c, s) for c, _, s, _ in todo) + conditions_left * self.verify_s
 
 
 def fmt_duration(s: float) -> str:

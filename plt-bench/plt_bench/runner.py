@@ -9,7 +9,7 @@ from typing import Callable
 
 from .browser import is_error_page, judge, timings
 from .conditions import Cell, Grid, ideal_seconds
-from .cpu import process_cpu
+from .cpu import cpu_by_role, process_cpu
 from .errors import LinkError
 from .metadata import utc_now
 from .pages import page_name
@@ -96,17 +96,6 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms, jitter_dist=c.jitter_dist, loss_pct=c.loss_pct,
         loss_direction=c.loss_direction, reorder=c.reorder, queue_pkts=c.queue_pkts,
         link_json=json.dumps(link_stats) if link_stats else None, **t, **(extra or {}))
-
-
-def cpu_by_role(browser: dict | None, caddy0, caddy1, link_stats: dict | None) -> dict | None:
-    """The trial's CPU seconds per role: the browser's tree, Caddy's difference, linkem's difference."""
-    out = dict(browser or {})
-    if caddy0 and caddy1:
-        out["caddy"] = {"user_s": round(caddy1[0] - caddy0[0], 3), "system_s": round(caddy1[1] - caddy0[1], 3),
-                        "processes": 1}
-    if link_stats and "cpu_s" in link_stats:
-        out["linkem"] = {"total_s": link_stats["cpu_s"], "processes": 1}
-    return out or None
 
 
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,

@@ -242,13 +242,12 @@ class Store:
         self.db.commit()
 
     def campaign(self, campaign_id: int) -> dict:
-        row = self.db.execute("SELECT id, name, started_utc, finished_utc, status, grid_json, metadata_json "
+        row = self.db.execute("SELECT id, name, started_utc, finished_utc, status, grid_json, metadata_json, spec_hash "
                               "FROM campaigns WHERE id=?", (campaign_id,)).fetchone()
         if row is None:
             raise UsageError(f"--campaign: no campaign {campaign_id} in {self.path}")
         return {"id": row[0], "name": row[1], "started_utc": row[2], "finished_utc": row[3], "status": row[4],
-                "grid": json.loads(row[5]), "metadata": json.loads(row[6]),
-                "spec_hash": self.db.execute("SELECT spec_hash FROM campaigns WHERE id=?", (campaign_id,)).fetchone()[0]}
+                "grid": json.loads(row[5]), "metadata": json.loads(row[6]), "spec_hash": row[7]}
 
     def campaign_ids(self) -> list[int]:
         return [r[0] for r in self.db.execute("SELECT id FROM campaigns ORDER BY id")]

@@ -162,7 +162,7 @@ def iperf_client(client_ns: str, server_ip: str, args: list[str], seconds: float
 
 def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, tcp_seconds: float = 4.0) -> dict:
     """Measure the live link of a testbed under cond; returns {'ok', 'checks', 'conditions', ...}."""
-    from .campaign import wait_idle
+    from .cpu import wait_idle
     checks: list[dict] = []
     t0 = time.monotonic()
     idle = wait_idle(timeout_s=10.0)  # a browser still exiting would be measured as the link's fault

@@ -124,7 +124,7 @@ def test_htb_builder_sets_quantum_burst_and_queue():
     assert cmds[0] == ["tc", "qdisc", "add", "dev", "pb0-rc", "root", "handle", "1:", "htb", "default", "1"]
     cls = " ".join(cmds[1])
     assert "rate 1000000000bit ceil 1000000000bit quantum 1514 burst 62500b cburst 62500b" in cls
-    assert cmds[2][-4:] == ["pfifo", "limit", "4129"][-3:] or cmds[2][-3:] == ["pfifo", "limit", "4129"]
+    assert cmds[2] == ["tc", "qdisc", "add", "dev", "pb0-rc", "parent", "1:1", "handle", "10:", "pfifo", "limit", "4129"]
     assert link.htb_burst_bytes(10**7) == 3028 and link.htb_burst_bytes(10**9) == 62500
 
 

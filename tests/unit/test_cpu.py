@@ -1,5 +1,5 @@
 from plt_bench import cpu
-from plt_bench.runner import cpu_by_role
+from plt_bench.cpu import cpu_by_role
 
 
 def test_roles_from_chromium_command_lines():
