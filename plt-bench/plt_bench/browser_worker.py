@@ -2,9 +2,16 @@
 answer per line on stdout. Each request starts a fresh chromedriver + Chromium with a fresh
 profile, loads one URL, reads the Navigation Timing entry, and quits.
 
-Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir"}
+Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series"}
 Answer:  {"nav": {...} | null, "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
-          "cpu": {role: {"user_s", "system_s", "processes"}}}
+          "nav_t0": monotonic s when the navigation began,
+          "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
+                  "launch": the same for the browser's start-up, "sampler": {interval, samples, own cost}},
+          "cpu_series": [{"t_s", "role", "user_s", "system_s"}] (when cpu_series is asked for)}
+
+The CPU totals come from a full walk of chromedriver's process tree just before the navigation
+and just before quitting (the processes' totals vanish with them); the sampler reads the same
+tree every cpu_interval_s in between for the time series.
 """
 
 from __future__ import annotations
@@ -51,12 +58,14 @@ def one_trial(req: dict) -> dict:
     opts.add_experimental_option("prefs", req.get("prefs", {}))
     opts.page_load_strategy = "normal"
     t0 = time.monotonic()
-    driver = None
+    driver = sampler = cpu0 = None
     try:
         driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
         out["launch_s"] = time.monotonic() - t0
         driver.set_page_load_timeout(req["timeout_s"])
+        sampler, cpu0 = _start_cpu(driver, req)
         t1 = time.monotonic()
+        out["nav_t0"] = t1
         try:
             driver.get(req["url"])
         except TimeoutException:
@@ -75,11 +84,7 @@ def one_trial(req: dict) -> dict:
         out["error"] = f"browser did not start: {(e.msg or str(e)).strip().splitlines()[0]}"
     finally:
         if driver is not None:  # the browser's CPU per role, read before quitting takes it away
-            from plt_bench.cpu import tree_cpu
-            try:
-                out["cpu"] = tree_cpu(driver.service.process.pid)
-            except Exception:  # CPU figures are informative; the trial stands without them
-                out["cpu"] = None
+            _end_cpu(driver, sampler, cpu0, out)
         t2 = time.monotonic()
         if driver is not None:
             try:
@@ -89,6 +94,39 @@ def one_trial(req: dict) -> dict:
         out["quit_s"] = time.monotonic() - t2
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
     return out
+
+
+def _start_cpu(driver, req: dict):
+    """The tree's CPU before the navigation (the browser's start-up), and the sampler started."""
+    from plt_bench.cpu import Sampler, tree_cpu, tree_sources
+    try:
+        pid = driver.service.process.pid
+        sampler = Sampler(tree_sources(pid), req.get("cpu_interval_s", 0.1),
+                          keep_series=bool(req.get("cpu_series"))).start()
+        sampler.mark()  # the series' origin: the navigation begins now
+        # the totals' own reading, right after the sampler's (as at the end), so the two agree
+        return sampler, tree_cpu(pid)
+    except Exception:  # CPU figures are informative; the trial stands without them
+        return None, None
+
+
+def _end_cpu(driver, sampler, cpu0, out: dict) -> None:
+    from plt_bench.cpu import difference, tree_cpu
+    try:
+        if sampler is not None:
+            sampler.stop()
+        cpu1 = tree_cpu(driver.service.process.pid)
+    except Exception:
+        out["cpu"] = None
+        return
+    if cpu0 is None:
+        out["cpu"] = {"roles": cpu1, "launch": None}
+        return
+    out["cpu"] = {"roles": difference(cpu0, cpu1), "launch": cpu0}
+    if sampler is not None:
+        out["cpu"]["sampler"] = sampler.info()
+        if sampler.keep_series:
+            out["cpu_series"] = sampler.series()
 
 
 def main() -> int:

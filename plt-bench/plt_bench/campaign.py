@@ -24,13 +24,16 @@ from typing import Callable
 
 from . import cmd, conditions as cond_mod
 from .cpu import wait_idle
+from .capture import DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Cell, Conditions, Grid, ideal_seconds
 from .errors import UsageError
 from .metadata import KEY_FIELDS
 from .store import Store, Trial
+from .units import parse_size
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
-TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "warmup", "retries", "seed", "link", "profile"}
+TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "warmup", "retries", "seed", "link", "profile",
+            "capture", "cpu_interval", "capture_limit"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -50,11 +53,15 @@ class Spec:
     link: str = "auto"
     verify: str = "stop"
     source: str = ""
+    capture: tuple[str, ...] = ()     # capture kinds (plt_bench.capture.KINDS)
+    cpu_interval_s: float = 0.1
+    capture_limit_bytes: int = DEFAULT_LIMIT_BYTES
 
     def as_dict(self) -> dict:
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": list(self.grid.sizes),
                 "conditions": [dataclasses.asdict(c) for c in self.grid.conditions], "runs": self.grid.runs,
-                "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link}
+                "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link,
+                **({"capture": list(self.capture)} if self.capture else {})}
 
     @property
     def spec_hash(self) -> str:
@@ -152,7 +159,18 @@ def load(name_or_path: str, overrides: dict | None = None) -> Spec:
     verify = str(overrides.get("verify", link.get("verify", "stop")))
     if verify not in cond_mod.VERIFY_CHOICES:
         raise UsageError(f"{where}: verify = {verify!r}; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
+    try:
+        capture = parse_kinds(overrides.get("capture", data.get("capture")),
+                              "--capture" if "capture" in overrides else "capture")
+        interval = parse_interval_s(overrides.get("cpu_interval", data.get("cpu_interval")),
+                                    "--cpu-interval" if "cpu_interval" in overrides else "cpu_interval")
+        limit_text = overrides.get("capture_limit", data.get("capture_limit"))
+        limit = DEFAULT_LIMIT_BYTES if limit_text is None else parse_size(
+            str(limit_text), "--capture-limit" if "capture_limit" in overrides else "capture_limit")
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from None
     return Spec(name=name, description=str(data.get("description", "")), grid=grid,
+                capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=as_int("warmup", 0, 0, 100), retries=as_int("retries", 1, 0, 10), seed=as_int("seed", 1, 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path))
 

@@ -73,6 +73,22 @@ def _link_options(p: argparse.ArgumentParser, verify: bool = True, defaults: boo
                    help="testbed index 0-255 (names pbN-*, addresses 198.18.N.0/24 and 198.19.N.0/24); default: first free")
 
 
+CAPTURE_HELP = {
+    "capture": "capture run: 'all', or a comma-separated list of cpu (CPU time series per role), pcap (tcpdump in "
+               "the client namespace), keylog (TLS keys: Wireshark decrypts TCP and QUIC), qlog (Caddy's, QUIC "
+               "trials), netlog (Chromium's); files go to results/captures/<campaign>/<trial>/",
+    "cpu_interval": "CPU sampling interval during every trial (default: 100ms)",
+    "capture_limit": "warn when a campaign's capture files would take more than this (default: 2GB)",
+}
+
+
+def _capture_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("CPU and captures")
+    g.add_argument("--capture", default=None, metavar="KINDS", help=CAPTURE_HELP["capture"])
+    g.add_argument("--cpu-interval", default=None, help=CAPTURE_HELP["cpu_interval"])
+    g.add_argument("--capture-limit", default=None, help=CAPTURE_HELP["capture_limit"])
+
+
 def _preset_names() -> list[str]:
     from .campaign import presets
     return list(presets())
@@ -114,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--name", default=None, help="campaign name stored with the results (default: the campaign's)")
     r.add_argument("--new", action="store_true", help="start a new campaign even if an unfinished one can be resumed")
     r.add_argument("--timeout", default=None, help="page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)")
+    _capture_options(r)
     _stats_options(r)
 
     for cmdname, helptext in (("report", "statistics of a stored campaign: table, Markdown and CSV"),
@@ -179,6 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the link verification. Prints ratios; asserts nothing.")
     _results_option(bc)
 
+    bs = sub.add_parser("bench-sampler", help="benchmark: the CPU sampler's own cost, in % of one core",
+                        description="Loads the 50MB page at 100mbit over each protocol with the CPU time series on, "
+                                    "and prints the samplers' own CPU time over the time they ran (target: at most 1%% "
+                                    "of one core at 100 ms). Prints ratios; asserts nothing.")
+    bs.add_argument("--runs", default="3")
+    bs.add_argument("--cpu-interval", default="100ms", help=CAPTURE_HELP["cpu_interval"])
+    _results_option(bs)
+
     bl = sub.add_parser("bench-link", help="benchmark the emulated link: accuracy and cost as ratios",
                         description="Measures RTT accuracy, jitter, loss, rate at 10/100/1000 Mbit, the emulator's CPU "
                                     "and 1 Gbit with 50 ms RTT on a testbed of its own. Prints ratios; asserts nothing.")
@@ -219,7 +244,7 @@ def _parse_timeout(text):
 
 
 RUN_OVERRIDES = ("proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "loss", "jitter_dist", "loss_direction",
-                 "queue", "cc", "link", "verify", "name")
+                 "queue", "cc", "link", "verify", "name", "capture", "cpu_interval", "capture_limit")
 
 
 def _run_campaign(a, spec, timeout_s=None) -> int:
@@ -228,13 +253,21 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
     from .store import Store
     from .testbed import Testbed
 
+    from .capture import Settings, check_space
     cmd.require_root()
     store = Store(Path(a.results))  # fails before anything is created when the path is unwritable
+    capture = Settings(spec.capture, Path(a.results).resolve().parent / "captures", spec.cpu_interval_s,
+                       spec.capture_limit_bytes)
     cid = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
+    need, warning = check_space(spec.capture, [(p, s) for _, _, s, p in spec.plan()], capture.root,
+                                spec.capture_limit_bytes)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     status = "failed"
     counts = {"failed": 0}
     try:
-        with Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, need_no_reorder=spec.need_no_reorder) as bed:
+        with Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, need_no_reorder=spec.need_no_reorder,
+                     capture=capture) as bed:
             meta = bed.metadata()
             if cid is not None:
                 old = store.campaign(cid)["metadata"]
@@ -253,6 +286,9 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
                   f"{n} trials ({len(spec.grid.conditions)} condition(s) x {len(spec.grid.sizes)} size(s) x "
                   f"{len(spec.grid.protos)} protocol(s) x {spec.grid.runs} run(s)) on testbed {bed.plan.prefix}, "
                   f"link {bed.link.name}; results in {a.results}", flush=True)
+            if spec.capture:
+                print(f"capture: {', '.join(spec.capture)}, CPU every {spec.cpu_interval_s * 1000:.0f} ms"
+                      + (f"; files (about {need / 1e6:,.0f} MB) in {capture.root}/{cid}/" if need else ""), flush=True)
             t0 = time.monotonic()
             counts = campaign.run(bed, store, spec, cid, lambda line: print(line, flush=True), timeout_s)
             status = "finished"
@@ -272,7 +308,8 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
     directory = report.out_dir(Path(a.results), spec.name, cid)
     files = report.write(rep, directory)
     from . import plots
-    files += plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], directory, f"{spec.name} #{cid}")
+    files += plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], directory, f"{spec.name} #{cid}",
+                            rep["cpu_series"], rep["cpu_per_mb"])
     print(f"\nreport and figures: {directory}/ ({', '.join(p.name for p in files)})")
     store.close()
     if counts["failed"]:
@@ -313,6 +350,33 @@ def cmd_bench(a) -> int:
         mid = len(ok) // 2
         print(f"  {proto}: PLT/ideal median {ratios[mid]:.3f} (min {ratios[0]:.3f}, max {ratios[-1]:.3f}); "
               f"overhead median {over[mid]:.3f} s (min {over[0]:.3f}, max {over[-1]:.3f}); n={len(ok)}")
+    return rc
+
+
+def cmd_bench_sampler(a) -> int:
+    from . import campaign
+    from .store import Store
+    spec = campaign.load("quick", {"size": "50MB", "bw": "100mbit", "runs": a.runs, "proto": "both",
+                                   "capture": "cpu", "cpu_interval": a.cpu_interval, "name": "bench-sampler"})
+    a.testbed, a.new, a.test, a.correction = None, True, "welch", "holm"
+    rc = _run_campaign(a, spec)
+    with Store(Path(a.results)) as store:
+        trials = store.trials(store.resolve_campaign("latest"))
+    print(f"\nsampler benchmark (interval {spec.cpu_interval_s * 1000:.0f} ms; target: at most 1% of one core)")
+    for side in ("sampler", "server_sampler"):
+        own = window = ticks = 0.0
+        for t in trials:
+            info = json.loads(t["cpu_json"] or "{}").get(side) or {}
+            own += info.get("own_cpu_s", 0.0)
+            window += info.get("window_s", 0.0)
+            ticks += info.get("samples", 0)
+        name = "browser tree (worker)" if side == "sampler" else "Caddy + linkem (runner)"
+        if window:
+            print(f"  {name}: {own:.3f} s of CPU over {window:.1f} s sampled, {ticks:.0f} samples: "
+                  f"{100 * own / window:.2f}% of one core (ratio to target {100 * own / window:.2f}), "
+                  f"{1e6 * own / max(ticks, 1):.0f} us per sample")
+        else:
+            print(f"  {name}: no sampler figures in the trials")
     return rc
 
 
@@ -380,7 +444,7 @@ def cmd_plot(a) -> int:
         rep = report.build(store, ids, a.test, a.correction)
         c = store.campaign(ids[-1])
         files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], report.out_dir(path, c["name"], ids[-1]),
-                               f"{c['name']} #{ids[-1]}")
+                               f"{c['name']} #{ids[-1]}", rep["cpu_series"], rep["cpu_per_mb"])
     if not files:
         print("nothing to draw: the campaign has no QUIC/TCP pair with successful trials")
         return 1
@@ -544,7 +608,7 @@ def cmd_pages(a) -> int:
 COMMANDS = {"run": cmd_run, "report": cmd_report, "plot": cmd_plot, "campaigns": cmd_campaigns, "up": cmd_up,
             "verify": cmd_verify, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
             "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
-            "bench-link": cmd_bench_link, "bench-campaign": cmd_bench_campaign}
+            "bench-link": cmd_bench_link, "bench-sampler": cmd_bench_sampler, "bench-campaign": cmd_bench_campaign}
 
 
 def main(argv: list[str] | None = None) -> int:

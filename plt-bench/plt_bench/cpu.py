@@ -85,12 +85,194 @@ def wait_idle(max_busy: float = 0.25, window_s: float = 0.05, timeout_s: float =
                     "timed_out": busy >= max_busy}
 
 
-def cpu_by_role(browser: dict | None, caddy0, caddy1, link_stats: dict | None) -> dict | None:
-    """The trial's CPU seconds per role: the browser's tree, Caddy's difference, linkem's difference."""
-    out = dict(browser or {})
-    if caddy0 and caddy1:
-        out["caddy"] = {"user_s": round(caddy1[0] - caddy0[0], 3), "system_s": round(caddy1[1] - caddy0[1], 3),
-                        "processes": 1}
-    if link_stats and "cpu_s" in link_stats:
-        out["linkem"] = {"total_s": link_stats["cpu_s"], "processes": 1}
-    return out or None
+def cpu_by_role(browser: dict | None, server0: dict, server1: dict, link_stats: dict | None,
+                server_sampler: dict | None = None) -> dict | None:
+    """The trial's CPU: the browser's roles from the navigation on (and its start-up apart), Caddy
+    and linkem as differences of the server-side sampler's first and last readings."""
+    roles = dict((browser or {}).get("roles") or {})
+    for r, (u1, s1) in server1.items():
+        u0, s0 = server0.get(r, (0.0, 0.0))
+        roles[r] = {"user_s": round(u1 - u0, 3), "system_s": round(s1 - s0, 3), "processes": 1}
+    if "linkem" in roles and link_stats and "cpu_s" in link_stats:
+        roles["linkem"]["self_reported_s"] = link_stats["cpu_s"]
+    if not roles:
+        return None
+    out = {"roles": roles, "launch": (browser or {}).get("launch")}
+    if browser and browser.get("sampler"):
+        out["sampler"] = browser["sampler"]
+    if server_sampler:
+        out["server_sampler"] = server_sampler
+    return out
+
+
+# -- sampling during a trial -----------------------------------------------------------------------
+class Sampler:
+    """psutil sampler: every `interval_s`, the cumulative user and system CPU seconds per role.
+
+    `sources()` returns the processes to watch as [(role, psutil.Process)]. A page load grows the
+    tree (Chromium starts a new renderer for the site), so it is called again whenever a new PID
+    appears on the machine: listing /proc costs ~50 us, walking it for children ~1 ms, reading one
+    process's times ~20 us. The last sample always rescans. A process that exits keeps its last
+    reading, so every role's cumulative time is monotone.
+
+    Each sample is (t monotonic s, {role: (user_s, system_s)}), cumulative since the process
+    started; `mark()` takes a sample on demand (the baseline before navigation, the last one
+    before quitting). The thread's own CPU time is kept (`own_cpu_s`) to benchmark its cost.
+    """
+
+    def __init__(self, sources, interval_s: float = 0.1, keep_series: bool = True):
+        import threading
+        self.sources, self.interval_s, self.keep_series = sources, interval_s, keep_series
+        self.samples: list[tuple[float, dict[str, tuple[float, float]]]] = []
+        self.own_cpu_s = 0.0
+        self.ticks = 0
+        self._t_start = time.monotonic()
+        self._t_stop: float | None = None
+        self._procs: dict[int, tuple[str, object]] = {}
+        self._last: dict[int, tuple[str, float, float]] = {}
+        self._pids: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
+
+    def _scan(self) -> None:
+        try:
+            found = self.sources()
+        except Exception:  # a source that vanished: keep what is known
+            return
+        for r, p in found:
+            self._procs.setdefault(p.pid, (r, p))
+
+    def _new_pids(self) -> bool:
+        pids = {x for x in os.listdir("/proc") if x.isdigit()}
+        new = bool(pids - self._pids)
+        self._pids = pids
+        return new
+
+    def _sample(self, rescan: bool = False) -> tuple[float, dict[str, tuple[float, float]]]:
+        import psutil
+        if self._new_pids() or rescan:
+            self._scan()
+        for pid, (r, p) in list(self._procs.items()):
+            try:
+                t = p.cpu_times()
+            except psutil.Error:  # gone: its last reading stays
+                del self._procs[pid]
+                continue
+            self._last[pid] = (r, t.user, t.system)
+        out: dict[str, list[float]] = {}
+        for r, u, s in self._last.values():
+            acc = out.setdefault(r, [0.0, 0.0])
+            acc[0] += u
+            acc[1] += s
+        return time.monotonic(), {r: (round(u, 3), round(s, 3)) for r, (u, s) in out.items()}
+
+    def mark(self, rescan: bool = False) -> tuple[float, dict[str, tuple[float, float]]]:
+        """Take a sample now (and keep it in the series)."""
+        with self._lock:
+            c0 = time.thread_time()
+            s = self._sample(rescan)
+            self.ticks += 1
+            if self.keep_series or not self.samples:
+                self.samples.append(s)
+            else:
+                self.samples[-1:] = [s]
+            self.own_cpu_s += time.thread_time() - c0
+        return s
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.mark()
+
+    def info(self) -> dict:
+        """The sampler's own figures: interval, samples taken, its CPU and the time it ran."""
+        end = self._t_stop if self._t_stop is not None else time.monotonic()
+        return {"interval_s": self.interval_s, "samples": self.ticks, "own_cpu_s": round(self.own_cpu_s, 4),
+                "window_s": round(end - self._t_start, 3)}
+
+    def start(self) -> "Sampler":
+        self._t_start = time.monotonic()
+        with self._lock:
+            self._new_pids()
+            self._scan()
+        self._thread.start()
+        return self
+
+    def stop(self) -> tuple[float, dict[str, tuple[float, float]]]:
+        """Stop the thread and take a last sample."""
+        self._stop.set()
+        self._thread.join()
+        last = self.mark(rescan=True)
+        self._t_stop = time.monotonic()
+        return last
+
+    def series(self, since: float | None = None) -> list[dict]:
+        """Rows {t_s, role, user_s, system_s}: time from `since` (the first sample by default) and CPU
+        seconds since then, per role."""
+        if not self.samples:
+            return []
+        base_t = self.samples[0][0] if since is None else since
+        # the reading at or just before the origin (nothing of the trial ran before it)
+        base = next((v for t, v in reversed(self.samples) if t <= base_t), self.samples[0][1])
+        rows = []
+        for t, v in self.samples:
+            if t < base_t:
+                continue
+            for r, (u, s) in sorted(v.items()):
+                u0, s0 = base.get(r, (0.0, 0.0))
+                rows.append({"t_s": round(t - base_t, 4), "role": r, "user_s": round(u - u0, 3),
+                             "system_s": round(s - s0, 3)})
+        return rows
+
+
+def tree_sources(root_pid: int):
+    """Sources for a Sampler: a process and its descendants, each with its role."""
+    import psutil
+    cache: dict[int, str] = {}
+
+    def sources():
+        root = psutil.Process(root_pid)
+        out = []
+        for p in (root, *root.children(recursive=True)):
+            if p.pid not in cache:
+                try:
+                    cache[p.pid] = role(p.cmdline())
+                except psutil.Error:
+                    continue
+            out.append((cache[p.pid], p))
+        return out
+    return sources
+
+
+def fixed_sources(pids: dict[str, int | None]):
+    """Sources for a Sampler: named single processes (Caddy, linkem)."""
+    import psutil
+    procs = []
+    for r, pid in pids.items():
+        if pid:
+            try:
+                procs.append((r, psutil.Process(pid)))
+            except psutil.Error:
+                pass
+    return lambda: procs
+
+
+def difference(before: dict[str, dict] | None, after: dict[str, dict]) -> dict[str, dict]:
+    """Per-role CPU (tree_cpu form) of `after` minus `before` (roles absent before started at 0)."""
+    before = before or {}
+    out = {}
+    for r, a in after.items():
+        b = before.get(r, {})
+        out[r] = {"user_s": round(max(0.0, a["user_s"] - b.get("user_s", 0.0)), 3),
+                  "system_s": round(max(0.0, a["system_s"] - b.get("system_s", 0.0)), 3),
+                  "processes": a.get("processes", 1)}
+    return out
+
+
+def roles_of(cpu_json: str | dict | None) -> dict[str, dict]:
+    """The per-role totals of a stored cpu_json (schema 4: flat; schema 5: under 'roles')."""
+    import json
+    if not cpu_json:
+        return {}
+    d = json.loads(cpu_json) if isinstance(cpu_json, str) else cpu_json
+    return d.get("roles", d) if isinstance(d.get("roles"), dict) else d

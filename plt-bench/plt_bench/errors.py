@@ -27,3 +27,7 @@ class ServerError(PltBenchError):
 
 class BrowserError(PltBenchError):
     """The browser worker could not be started or stopped answering (not a failed trial: those are records)."""
+
+
+class CaptureError(PltBenchError):
+    """A capture (tcpdump, qlog, key log) could not be started or finished."""

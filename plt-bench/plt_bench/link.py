@@ -254,6 +254,10 @@ class TcconfigLink:
             out[what] = dataclasses.asdict(state)
         return out
 
+    def pid(self) -> int | None:
+        """The emulator's process, if the backend has one (its CPU is sampled with the trial's)."""
+        return None
+
     def alive(self) -> bool:
         return True
 
@@ -399,6 +403,9 @@ class LinkemLink:
             raise LinkError(f"NFQUEUE rules are set although the conditions need none: {rules.strip()}")
         out["iptables"] = cmd.run(["iptables", "-V"]).stdout.strip()
         return out
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def alive(self) -> bool:
         return self.cond is None or not self.cond.impaired or (self.proc is not None and self.proc.poll() is None)

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
+import matplotlib.lines
 import matplotlib.patches
 
 matplotlib.use("Agg")
@@ -193,9 +194,103 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
     return paths
 
 
-def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+ROLE_COLORS = {"browser": "#7f8c8d", "renderer": "#8e44ad", "network": "#d35400", "gpu": "#16a085",
+               "caddy": "#2c3e50", "linkem": "#b7950b", "other": "#bdc3c7"}
+
+
+def _rolling(values: list[float], n: int) -> np.ndarray:
+    """Mean over the last n values (fewer at the start)."""
+    v = np.asarray(values, dtype=float)
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    idx = np.arange(1, len(v) + 1)
+    lo = np.maximum(idx - n, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def cpu_time_plot(series: dict[str, dict], meta: dict, out_dir: Path, title: str, smooth_s: float = 0.5) -> list[Path]:
+    """CPU utilization over time, % of one core per role; user (top) and system (bottom); a QUIC and a
+    TCP capture trial side by side (the seed's Part 3). `series`: proto -> {"trial": row, "samples": [...]}.
+    Lines are means over `smooth_s` (the kernel counts CPU in 10 ms ticks, so one 100 ms interval is
+    quantized to 10%)."""
+    from .stats import cpu_percent, cpu_role
+    protos = [p for p in ("quic", "tcp") if p in series]
+    if not protos:
+        return []
+    interval = meta.get("cpu_interval_s") or 0.1
+    n = max(1, round(smooth_s / interval))
+    fig, axes = plt.subplots(2, len(protos), figsize=(6.2 * len(protos), 6.8), sharey=True, sharex="col",
+                             squeeze=False)
+    shown = []
+    for col, proto in enumerate(protos):
+        t = series[proto]["trial"]
+        merged: dict[tuple, dict] = {}
+        for s in series[proto]["samples"]:  # fold the minor Chromium roles into "other"
+            k = (cpu_role(s["role"]), s["t_s"])
+            m = merged.setdefault(k, {"role": k[0], "t_s": s["t_s"], "user_s": 0.0, "system_s": 0.0})
+            m["user_s"] += s["user_s"]
+            m["system_s"] += s["system_s"]
+        pct = cpu_percent(list(merged.values()))
+        for row, key in enumerate(("user_pct", "system_pct")):
+            ax = axes[row][col]
+            for role, color in ROLE_COLORS.items():
+                pts = sorted((p["t_s"], p[key]) for p in pct if p["role"] == role)
+                if not pts or max(v for _, v in pts) < 1.0:
+                    continue
+                x, y = zip(*pts)
+                ax.plot(x, _rolling(list(y), n), "-", color=color, lw=1.3, label=role)
+                if role not in shown:
+                    shown.append(role)
+            if t.get("plt_ms"):
+                ax.axvline(t["plt_ms"] / 1000, color="black", lw=0.8, ls=":")
+            ax.grid(alpha=0.3)
+            ax.set_ylabel(f"{key.split('_')[0]} CPU, % of one core" if col == 0 else "")
+        axes[0][col].set_title(f"{proto.upper()}: {format_size(t['size_bytes'])} at {_rate_label(t['rate_down_bps'])}, "
+                               f"PLT {t['plt_ms'] / 1000:.2f} s (dotted; trial {t['seq']})", fontsize=9)
+        axes[1][col].set_xlabel("time since navigation start (s)")
+    handles = [matplotlib.lines.Line2D([], [], color=ROLE_COLORS[r], lw=2) for r in shown]
+    fig.legend(handles, shown, loc="lower center", ncol=len(shown), fontsize=8, frameon=False)
+    fig.suptitle(f"{title}: CPU utilization per role over time (sampled every {interval * 1000:.0f} ms, "
+                 f"mean over {n * interval:.1f} s)\nlink: {meta.get('link_backend')}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return _save(fig, out_dir, "cpu_time")
+
+
+def cpu_per_mb_plot(per_mb: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """Bars: CPU seconds per MB of page by role, QUIC and TCP side by side, user and system stacked."""
+    if not per_mb:
+        return []
+    roles = [r for r in (*ROLE_COLORS,) if any(x["role"] == r for x in per_mb)]
+    fig, ax = plt.subplots(figsize=(1.2 * len(roles) + 3, 4.4))
+    width = 0.38
+    for k, proto in enumerate(("quic", "tcp")):
+        rows = {x["role"]: x for x in per_mb if x["proto"] == proto}
+        if not rows:
+            continue
+        xs = np.arange(len(roles)) + (k - 0.5) * width
+        user = np.array([rows[r]["user_s_per_mb"] * 1000 if r in rows else 0 for r in roles])
+        system = np.array([rows[r]["system_s_per_mb"] * 1000 if r in rows else 0 for r in roles])
+        ax.bar(xs, user, width, color=PROTO_COLORS[proto], label=f"{proto.upper()} user")
+        ax.bar(xs, system, width, bottom=user, color=PROTO_COLORS[proto], alpha=0.45, hatch="//",
+               label=f"{proto.upper()} system")
+        for x, tot in zip(xs, user + system):
+            ax.text(x, tot, f"{tot:.1f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(np.arange(len(roles)), roles)
+    ax.set_ylabel("CPU ms per MB of page")
+    ax.legend(fontsize=7)
+    mb = {x["proto"]: x["mb"] for x in per_mb}
+    ax.set_title(f"{title}: CPU per MB transferred, by role ({', '.join(f'{p.upper()} {v:,.0f} MB' for p, v in mb.items())}"
+                 f" over all ok trials)\nlink: {meta.get('link_backend')}; the browser roles count from navigation start",
+                 fontsize=9)
+    fig.tight_layout()
+    return _save(fig, out_dir, "cpu_per_mb")
+
+
+def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str,
+             cpu_series: dict | None = None, per_mb: list[dict] | None = None) -> list[Path]:
     paths = heatmaps(rows, meta, out_dir, title) if rows else []
     paths += loss_plot(cells, meta, out_dir, title)
     paths += jitter_plot(cells, meta, out_dir, title)
     paths += size_plot(cells, meta, out_dir, title)
+    paths += cpu_time_plot(cpu_series or {}, meta, out_dir, title)
+    paths += cpu_per_mb_plot(per_mb or [], meta, out_dir, title)
     return paths

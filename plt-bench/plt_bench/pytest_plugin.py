@@ -1,13 +1,14 @@
 """pytest plugin: `pytest --proto quic --bw 100mbit` measures a grid; plain `pytest` runs the tests.
 
 The plugin is in measurement mode only when one of --proto, --bw, --up-bw, --size, --runs,
---rtt, --jitter, --loss or --queue is given. Then the collected tests are deselected and replaced by one item per trial (cell x
+--captures, --rtt, --jitter, --loss or --queue is given. Then the collected tests are deselected and replaced by one item per trial (cell x
 repetition, protocols alternating), each a real page load on the embedded testbed; the
 session ends with a table of median, min and max PLT per cell.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from .conditions import Cell, DEFAULT_SIZES, PROTO_CHOICES
 from .errors import PltBenchError, UsageError
 from .link import LINK_CHOICES
 
-MEASURE_OPTIONS = ("proto", "bw", "up_bw", "size", "runs")
+MEASURE_OPTIONS = ("proto", "bw", "up_bw", "size", "runs", "plt_captures")
 LINK_OPTIONS = ("rtt", "jitter", "loss", "queue")
 DEFAULT_RESULTS = cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite"
 
@@ -43,6 +44,10 @@ def pytest_addoption(parser):
     g.addoption("--link", default="auto", help=LINK_HELP["link"])
     g.addoption("--verify", dest="verify_link", default="stop", help=LINK_HELP["verify"])
     g.addoption("--results", default=str(DEFAULT_RESULTS), help="results store")
+    from .cli import CAPTURE_HELP
+    # pytest owns --capture (output capturing), so the capture run is --captures here
+    g.addoption("--captures", dest="plt_captures", default=None, metavar="KINDS", help=CAPTURE_HELP["capture"])
+    g.addoption("--cpu-interval", dest="cpu_interval", default=None, help=CAPTURE_HELP["cpu_interval"])
 
 
 class Measurement:
@@ -55,6 +60,11 @@ class Measurement:
         self.link, self.verify_mode = o.link, o.verify_link
         self.need_no_reorder = any(not c.reorder and c.jitter_ms for c in self.grid.conditions)
         self.results = Path(o.results)
+        from .capture import check_space, make_settings
+        self.capture = make_settings(o.plt_captures, o.cpu_interval, None, self.results,
+                                     ("--captures", "--cpu-interval", "--capture-limit"))
+        trials = [(p, s) for p in self.grid.protos for s in self.grid.sizes] * self.grid.runs * len(self.grid.conditions)
+        self.capture_warning = check_space(self.capture.kinds, trials, self.capture.root, self.capture.limit_bytes)[1]
         self.store = None
         self.bed = None
         self.campaign_id = None
@@ -74,7 +84,7 @@ class Measurement:
             cmd.require_root()
             self.store = Store(self.results)
             self.bed = Testbed(cmd.PROJECT_ROOT / "sites", cc=self.cc, link=self.link,
-                               need_no_reorder=self.need_no_reorder)
+                               need_no_reorder=self.need_no_reorder, capture=self.capture)
             self.bed.__enter__()
             self.bed.sites.ensure(self.grid.sizes)
             self.campaign_id = self.store.new_campaign("pytest", utc_now(), grid_dict(self.grid), self.bed.metadata())
@@ -100,13 +110,17 @@ def pytest_configure(config):
     try:
         # these have defaults, so they are checked on every run, measurement or not
         cond_mod.parse_cc(o.cc)
+        from .capture import parse_interval_s
+        parse_interval_s(o.cpu_interval)
         if o.link not in LINK_CHOICES:
             raise UsageError(f"--link: unknown backend '{o.link}'; expected one of {', '.join(LINK_CHOICES)}")
         if o.verify_link not in cond_mod.VERIFY_CHOICES:
             raise UsageError(f"--verify: '{o.verify_link}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
         if not any(getattr(o, k, None) is not None for k in MEASURE_OPTIONS + LINK_OPTIONS):
             return
-        config.stash[_KEY] = Measurement(config)
+        m = config.stash[_KEY] = Measurement(config)
+        if m.capture_warning:
+            print(m.capture_warning, file=sys.stderr)
     except UsageError as e:
         raise pytest.UsageError(str(e)) from None
 

@@ -37,7 +37,39 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
                         "correcting for several cells: use more --runs or --test welch")
     failed = [t for t in trials if t["status"] != "ok"]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
-            "warnings": warnings, "failed": failed, "test": test, "correction": correction}
+            "warnings": warnings, "failed": failed, "test": test, "correction": correction,
+            "cpu": stats.cpu_table(trials), "cpu_per_mb": stats.cpu_per_mb(trials),
+            "cpu_series": cpu_series(store, trials)}
+
+
+def cpu_series(store: Store, trials: list[dict]) -> dict[str, dict]:
+    """Per protocol, the CPU time series of one capture trial to draw: the first ok trial of the
+    largest page that has samples."""
+    out = {}
+    for proto in ("quic", "tcp"):
+        cands = sorted((t for t in stats.usable(trials) if t["proto"] == proto),
+                       key=lambda t: (-t["size_bytes"], t["campaign_id"], t["seq"]))
+        for t in cands:
+            samples = store.cpu_samples(t["id"])
+            if samples:
+                out[proto] = {"trial": t, "samples": samples}
+                break
+    return out
+
+
+def cpu_lines(rep: dict) -> list[list[str]]:
+    """CPU seconds per MB across the campaign, per protocol and role (user + system)."""
+    head = ["protocol", "role", "trials", "MB", "CPU ms/MB", "user ms/MB", "system ms/MB"]
+    body = [[r["proto"], r["role"], str(r["trials"]), f"{r['mb']:,.0f}", f"{r['cpu_s_per_mb'] * 1000:.2f}",
+             f"{r['user_s_per_mb'] * 1000:.2f}", f"{r['system_s_per_mb'] * 1000:.2f}"] for r in rep["cpu_per_mb"]]
+    return [head, *body]
+
+
+def _columns(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(x) for x in col) for col in zip(*rows)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
 
 
 def _f(v, fmt="{:.1f}") -> str:
@@ -60,10 +92,10 @@ def table(rep: dict) -> list[list[str]]:
 
 
 def format_text(rep: dict) -> str:
-    rows = table(rep)
-    widths = [max(len(x) for x in col) for col in zip(*rows)]
-    lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = _columns(table(rep))
+    if rep["cpu_per_mb"]:
+        lines += ["", "CPU per MB of page (browser roles from navigation start; caddy and linkem across the trial):"]
+        lines += ["  " + x for x in _columns(cpu_lines(rep))]
     if rep["warnings"]:
         lines += ["", "warnings:"] + [f"  {w}" for w in rep["warnings"]]
     if rep["failed"]:
@@ -82,6 +114,13 @@ def markdown(rep: dict) -> str:
            f"over {len(rep['rows'])} comparisons; diff % = (QUIC - TCP) / TCP, negative: QUIC faster", "",
            "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    if rep["cpu_per_mb"]:
+        cl = cpu_lines(rep)
+        out += ["", "## CPU per MB of page", "",
+                "Sum of CPU seconds over the sum of MB of all ok trials, per protocol and role. Chromium's roles "
+                "count from navigation start (start-up apart); Caddy and linkem across the trial. Per cell: cpu.csv.",
+                "", "| " + " | ".join(cl[0]) + " |", "|" + "---|" * len(cl[0])]
+        out += ["| " + " | ".join(r) + " |" for r in cl[1:]]
     if rep["warnings"]:
         out += ["", "## Warnings", ""] + [f"- {w}" for w in rep["warnings"]]
     return "\n".join(out) + "\n"
@@ -104,4 +143,12 @@ def write(rep: dict, directory: Path) -> list[Path]:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         w.writerows(vals)
-    return [md, comp, cells]
+    files = [md, comp, cells]
+    if rep["cpu"]:
+        cpu = directory / "cpu.csv"
+        with open(cpu, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rep["cpu"][0]), lineterminator="\n")
+            w.writeheader()
+            w.writerows(rep["cpu"])
+        files.append(cpu)
+    return files

@@ -9,7 +9,8 @@ from typing import Callable
 
 from .browser import is_error_page, judge, timings
 from .conditions import Cell, Grid, ideal_seconds
-from .cpu import cpu_by_role, process_cpu
+from .capture import TrialCapture, trial_folder
+from .cpu import Sampler, cpu_by_role, fixed_sources
 from .errors import LinkError
 from .metadata import utc_now
 from .pages import page_name
@@ -100,26 +101,48 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
 
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,
                   timeout_s: float | None = None, extra: dict | None = None) -> Trial:
-    """One trial: load, judge, store. `extra` adds fields such as attempt, warmup or the machine's state."""
+    """One trial: load, judge, store. `extra` adds fields such as attempt, warmup or the machine's state.
+
+    CPU: the worker samples the browser's process tree; here a sampler reads Caddy and linkem at the
+    same interval on the same (monotonic) clock. Capture runs keep the time series and the files."""
     page = page_name(cell.size_bytes)
     timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps)
     if not bed.link.alive():  # never start a trial on a dead link
         raise LinkError(bed.link.died_reason())
-    before = bed.link.snapshot()
-    caddy_pid = bed.server.proc.pid if bed.server.proc else None
-    caddy0 = process_cpu(caddy_pid)
-    started = utc_now()
-    t0 = time.monotonic()
-    answer, uri = bed.load(cell.proto, page, timeout)
-    wall = time.monotonic() - t0
-    caddy1 = process_cpu(caddy_pid)
+    settings = bed.capture
+    cap = None
+    if settings.files:
+        cap = TrialCapture(settings.kinds, trial_folder(settings.root, campaign_id, seq, cell.proto, page),
+                           bed.plan.client_ns, bed.plan.client_if, bed.qlog_spool)
+        cap.start()
+    try:
+        before = bed.link.snapshot()
+        sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
+                                         "linkem": bed.link.pid()}),
+                          settings.cpu_interval_s, keep_series="cpu" in settings.kinds).start()
+        first = sampler.mark()
+        started = utc_now()
+        t0 = time.monotonic()
+        answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None)
+        wall = time.monotonic() - t0
+        last = sampler.stop()
+    except BaseException:
+        if cap:
+            cap.abort()
+        raise
+    artifacts = cap.stop() if cap else []
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
-    cpu = cpu_by_role(answer.get("cpu"), caddy0, caddy1, stats)
+    cpu = cpu_by_role(answer.get("cpu"), first[1], last[1], stats, sampler.info())
     entries = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None})
-    store.add_trial(trial)
+    trial_id = store.add_trial(trial)
+    if "cpu" in settings.kinds:
+        nav_t0 = answer.get("nav_t0") or t0
+        store.add_cpu_samples(trial_id, (answer.get("cpu_series") or []) + sampler.series(since=nav_t0))
+    if artifacts:
+        store.add_artifacts(trial_id, artifacts)
     return trial
 
 

@@ -110,8 +110,9 @@ def parse_access_log(text: str) -> list[dict]:
 class Server:
     """One Caddy process inside a namespace, serving a folder of pages."""
 
-    def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, host: str = HOST):
+    def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, host: str = HOST, env: dict | None = None):
         self.ns, self.bind_ip, self.run_dir, self.sites, self.host = ns, bind_ip, run_dir, Path(sites), host
+        self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
         self.path, self.source = locate_caddy()
         self.config_path = run_dir / "Caddyfile"
         self.log_path = run_dir / "caddy.log"
@@ -129,7 +130,8 @@ class Server:
             TEMPLATE.read_text(), host=self.host, bind=self.bind_ip, cert=self.cert.cert, key=self.cert.key,
             sites=self.sites.resolve(), access_log=self.access_log))
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
-               "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config")}
+               "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config"),
+               **self.extra_env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 cmd.in_netns(self.ns, [self.path, "run", "--config", str(self.config_path), "--adapter", "caddyfile"]),

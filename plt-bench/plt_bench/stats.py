@@ -153,3 +153,83 @@ def compare(trials: list[dict], test: str = "welch", correction: str = "holm", a
         r["significant"] = bool(not math.isnan(p) and p < alpha)
         r["faster"] = ("quic" if r["diff_pct"] < 0 else "tcp") if r["significant"] else "neither (not significant)"
     return rows
+
+
+# -- CPU --------------------------------------------------------------------------------------------------
+# Roles shown one by one; the rest of Chromium (zygote, utility, chromedriver, ...) is "other".
+CPU_ROLES = ("browser", "renderer", "network", "gpu", "caddy", "linkem")
+
+
+def cpu_role(role: str) -> str:
+    return role if role in CPU_ROLES else "other"
+
+
+def cpu_rows(trials: list[dict]) -> list[dict]:
+    """One row per usable trial and role: CPU seconds (user, system) and seconds per MB of page."""
+    from .cpu import roles_of
+    out = []
+    for t in usable(trials):
+        agg: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for r, v in roles_of(t.get("cpu_json")).items():
+            a = agg[cpu_role(r)]
+            a[0] += v.get("user_s", 0.0)
+            a[1] += v.get("system_s", 0.0)
+        mb = t["size_bytes"] / 1e6
+        for r, (u, s) in agg.items():
+            out.append({"conditions": t["conditions"], "size_bytes": t["size_bytes"], "proto": t["proto"], "role": r,
+                        "user_s": u, "system_s": s, "cpu_s": u + s, "cpu_s_per_mb": (u + s) / mb})
+    return out
+
+
+def cpu_table(trials: list[dict]) -> list[dict]:
+    """Per conditions x size x protocol x role: n and the medians of CPU seconds and of seconds per MB."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in cpu_rows(trials):
+        groups[(r["conditions"], r["size_bytes"], r["proto"], r["role"])].append(r)
+    out = []
+    for (cond, size, proto, role), rs in groups.items():
+        out.append({"conditions": cond, "size_bytes": size, "proto": proto, "role": role, "n": len(rs),
+                    "user_s": float(np.median([r["user_s"] for r in rs])),
+                    "system_s": float(np.median([r["system_s"] for r in rs])),
+                    "cpu_s": float(np.median([r["cpu_s"] for r in rs])),
+                    "cpu_s_per_mb": float(np.median([r["cpu_s_per_mb"] for r in rs]))})
+    order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
+    return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["proto"], order[r["role"]]))
+
+
+def cpu_per_mb(trials: list[dict]) -> list[dict]:
+    """Per protocol x role across a campaign: CPU seconds per MB transferred (sum of CPU over sum of
+    MB, so big pages weigh by their bytes), with user and system apart."""
+    acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    mb: dict[str, float] = defaultdict(float)
+    for t in usable(trials):
+        mb[t["proto"]] += t["size_bytes"] / 1e6
+    for r in cpu_rows(trials):
+        a = acc[(r["proto"], r["role"])]
+        a[0] += r["user_s"]
+        a[1] += r["system_s"]
+        a[3] += 1
+    order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
+    return sorted(({"proto": p, "role": r, "trials": int(n), "mb": mb[p], "user_s_per_mb": u / mb[p],
+                    "system_s_per_mb": s / mb[p], "cpu_s_per_mb": (u + s) / mb[p]}
+                   for (p, r), (u, s, _, n) in acc.items()), key=lambda x: (x["proto"], order[x["role"]]))
+
+
+def cpu_percent(series: list[dict]) -> list[dict]:
+    """Cumulative CPU samples {t_s, role, user_s, system_s} -> utilization per interval in % of one
+    core: {t_s (interval end), role, user_pct, system_pct}. Samples closer than 1 ms are merged."""
+    by: dict[str, list[dict]] = defaultdict(list)
+    for s in series:
+        by[s["role"]].append(s)
+    out = []
+    for role, ss in by.items():
+        ss = sorted(ss, key=lambda s: s["t_s"])
+        prev = ss[0]
+        for s in ss[1:]:
+            dt = s["t_s"] - prev["t_s"]
+            if dt < 0.001:
+                continue
+            out.append({"t_s": s["t_s"], "role": role, "user_pct": 100 * (s["user_s"] - prev["user_s"]) / dt,
+                        "system_pct": 100 * (s["system_s"] - prev["system_s"]) / dt})
+            prev = s
+    return out

@@ -11,6 +11,10 @@ Schema history (SCHEMA_VERSION):
       and idle_wait_s (how long the idle gate waited).
   4 - trials gain cpu_json: CPU seconds per role (browser, renderer, network, gpu, ... from the
       browser's process tree; caddy and linkem across the trial).
+  5 - cpu_json becomes {"roles": ..., "launch": ..., "sampler": ...}: the browser's roles count from
+      the start of the navigation (its start-up is under "launch"); version 4 rows stay flat
+      (cpu.roles_of reads both). New tables: cpu_samples (the CPU time series of capture runs) and
+      artifacts (capture files beside the trial: pcap, keylog, qlog, netlog).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Iterable, TextIO
 
 from .errors import UsageError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -74,6 +78,22 @@ CREATE TABLE IF NOT EXISTS trials (
   cpu_json TEXT                      -- CPU seconds per role during the trial
 );
 CREATE INDEX IF NOT EXISTS trials_campaign ON trials(campaign_id);
+CREATE TABLE IF NOT EXISTS cpu_samples (
+  trial_id INTEGER NOT NULL REFERENCES trials(id),
+  role TEXT NOT NULL,                -- browser, renderer, network, gpu, ..., caddy, linkem
+  t_s REAL NOT NULL,                 -- seconds since the navigation began
+  user_s REAL NOT NULL,              -- CPU seconds since the navigation began (cumulative)
+  system_s REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cpu_samples_trial ON cpu_samples(trial_id);
+CREATE TABLE IF NOT EXISTS artifacts (
+  trial_id INTEGER NOT NULL REFERENCES trials(id),
+  kind TEXT NOT NULL,                -- pcap | keylog | qlog | netlog
+  path TEXT NOT NULL,                -- relative to the store's folder
+  bytes INTEGER NOT NULL,
+  note TEXT                          -- e.g. tcpdump's packet counts
+);
+CREATE INDEX IF NOT EXISTS artifacts_trial ON artifacts(trial_id);
 CREATE TABLE IF NOT EXISTS link_checks (
   id INTEGER PRIMARY KEY,
   campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
@@ -186,6 +206,8 @@ class Store:
         if version == 3:  # 3 -> 4: CPU per role
             self.db.execute("ALTER TABLE trials ADD COLUMN cpu_json TEXT")
             version = 4
+        if version == 4:  # 4 -> 5: new tables only (created below); old cpu_json rows stay readable
+            version = 5
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()
@@ -236,6 +258,38 @@ class Store:
         self.db.commit()
         return cur.lastrowid
 
+    def add_cpu_samples(self, trial_id: int, rows: list[dict]) -> None:
+        self.db.executemany("INSERT INTO cpu_samples (trial_id, role, t_s, user_s, system_s) VALUES (?,?,?,?,?)",
+                            [(trial_id, r["role"], r["t_s"], r["user_s"], r["system_s"]) for r in rows])
+        self.db.commit()
+
+    def cpu_samples(self, trial_id: int) -> list[dict]:
+        cur = self.db.execute("SELECT role, t_s, user_s, system_s FROM cpu_samples WHERE trial_id=? "
+                              "ORDER BY role, t_s", (trial_id,))
+        return [{"role": r, "t_s": t, "user_s": u, "system_s": s} for r, t, u, s in cur]
+
+    def add_artifacts(self, trial_id: int, artifacts) -> None:
+        """Capture files of a trial; paths are stored relative to the store's folder."""
+        base = self.path.parent.resolve()
+        rows = []
+        for a in artifacts:
+            p = Path(a.path).resolve()
+            rows.append((trial_id, a.kind, str(p.relative_to(base)) if p.is_relative_to(base) else str(p), a.bytes,
+                         a.note))
+        self.db.executemany("INSERT INTO artifacts (trial_id, kind, path, bytes, note) VALUES (?,?,?,?,?)", rows)
+        self.db.commit()
+
+    def artifacts(self, trial_id: int) -> list[dict]:
+        """A trial's capture files, with absolute paths."""
+        base = self.path.parent.resolve()
+        cur = self.db.execute("SELECT kind, path, bytes, note FROM artifacts WHERE trial_id=? ORDER BY kind, path",
+                              (trial_id,))
+        return [{"kind": k, "path": str(base / p), "bytes": b, "note": n} for k, p, b, n in cur]
+
+    def trial_ids(self, campaign_id: int) -> dict[int, int]:
+        """seq -> trial id of a campaign."""
+        return dict(self.db.execute("SELECT seq, id FROM trials WHERE campaign_id=?", (campaign_id,)).fetchall())
+
     def add_link_check(self, campaign_id: int, conditions: str, checked_utc: str, result: dict) -> None:
         self.db.execute("INSERT INTO link_checks (campaign_id, conditions, checked_utc, result_json) VALUES (?,?,?,?)",
                         (campaign_id, conditions, checked_utc, json.dumps(result, sort_keys=True)))
@@ -274,9 +328,9 @@ class Store:
         if not ids:
             return []
         marks = ",".join("?" for _ in ids)
-        cur = self.db.execute(f"SELECT {','.join(TRIAL_FIELDS)} FROM trials WHERE campaign_id IN ({marks}) "
+        cur = self.db.execute(f"SELECT id, {','.join(TRIAL_FIELDS)} FROM trials WHERE campaign_id IN ({marks}) "
                               f"ORDER BY campaign_id, seq", ids)
-        return [dict(zip(TRIAL_FIELDS, row)) for row in cur]
+        return [dict(zip(["id", *TRIAL_FIELDS], row)) for row in cur]
 
     def link_checks(self, campaign_id: int) -> list[dict]:
         cur = self.db.execute("SELECT conditions, checked_utc, result_json FROM link_checks WHERE campaign_id=? "

@@ -11,8 +11,11 @@ import contextlib
 import uuid
 from pathlib import Path
 
+import shutil
+
 from . import cmd, link as link_mod
 from .browser import PREFS, BrowserWorker, chromium_args
+from .capture import Settings, chromium_capture_args
 from .conditions import Conditions
 from .metadata import machine, utc_now
 from .pages import Sites
@@ -22,8 +25,11 @@ from .topology import Topology
 
 class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
-                 persistent: bool = False, with_browser: bool = True, need_no_reorder: bool = False):
+                 persistent: bool = False, with_browser: bool = True, need_no_reorder: bool = False,
+                 capture: Settings | None = None):
         self.sites = Sites(sites_dir)
+        self.capture = capture or Settings()
+        self.qlog_spool: Path | None = None
         self.cc, self.link_name, self.index, self.need_no_reorder = cc, link, index, need_no_reorder
         self.persistent, self.with_browser = persistent, with_browser
         self.topology: Topology | None = None
@@ -57,7 +63,13 @@ class Testbed:
         self.topology.create()
         self.link = link_mod.choose(self.link_name, self.plan, self.need_no_reorder)
         self._stack.callback(self.link.close)
-        self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root)
+        env = {}
+        if "qlog" in self.capture.kinds:  # quic-go writes one qlog per connection here; trials move theirs out
+            self.qlog_spool = self.capture.root / f".qlog-spool-{self.plan.prefix}"
+            self.qlog_spool.mkdir(parents=True, exist_ok=True)
+            self._stack.callback(shutil.rmtree, self.qlog_spool, True)
+            env["QLOGDIR"] = str(self.qlog_spool)
+        self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root, env=env)
         self._stack.callback(self.server.stop)
         self.server.start()
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
@@ -88,13 +100,17 @@ class Testbed:
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
 
-    def load(self, proto: str, page: str, timeout_s: float) -> tuple[dict, str]:
-        """One fresh-browser load; returns the worker's answer and the URI the server should log."""
+    def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None) -> tuple[dict, str]:
+        """One fresh-browser load; returns the worker's answer and the URI the server should log.
+        With a capture folder, Chromium writes its key log and net-log there (as the settings ask)."""
         tag = uuid.uuid4().hex[:16]
         uri = f"/{page}?trial={tag}"
         profile = self.plan.run_dir / "profiles" / tag
+        args = chromium_args(proto, HOST, self.plan.server_ip, self.server.cert.spki_sha256_b64, str(profile))
+        if capture_dir is not None:
+            args += chromium_capture_args(self.capture.kinds, capture_dir)
         req = {"url": self.url(page, tag), "timeout_s": timeout_s, "profile_dir": str(profile), "prefs": PREFS,
-               "args": chromium_args(proto, HOST, self.plan.server_ip, self.server.cert.spki_sha256_b64, str(profile))}
+               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds}
         ans = self.worker.load(req, timeout_s + 60)
         return ans, uri
 
@@ -114,5 +130,7 @@ class Testbed:
             "chromedriver": self.worker_versions.get("chromedriver"),
             "topology": self.plan.describe(),
             "testbed_up_utc": utc_now(),
+            "capture": list(self.capture.kinds),
+            "cpu_interval_s": self.capture.cpu_interval_s,
         })
         return m

@@ -50,7 +50,8 @@ def test_cpu_per_role_is_stored_with_each_trial(bed, store, campaign, proto):
     cond = shaped(bed, 100 * 10**6)
     t = run_cell_once(bed, store, campaign, 0, 0, Cell(proto, 10**7, cond))
     assert t.status == "ok", t.reason
-    cpu = json.loads(t.cpu_json)
+    full = json.loads(t.cpu_json)
+    cpu = full["roles"]
     for r in ("browser", "renderer", "network", "chromedriver", "caddy"):
         assert r in cpu, (r, cpu)
     # loading and parsing 10 MB costs measurable CPU in the renderer, the network service and Caddy
@@ -58,6 +59,9 @@ def test_cpu_per_role_is_stored_with_each_trial(bed, store, campaign, proto):
     assert cpu["network"]["user_s"] + cpu["network"]["system_s"] > 0.01
     assert cpu["caddy"]["user_s"] + cpu["caddy"]["system_s"] > 0.005
     assert all(v.get("user_s", 0) >= 0 and v.get("system_s", 0) >= 0 for v in cpu.values())
+    # the browser's start-up is kept apart, not charged to the page
+    assert full["launch"]["browser"]["user_s"] + full["launch"]["browser"]["system_s"] > 0.01
+    assert full["sampler"]["samples"] >= 2 and full["server_sampler"]["samples"] >= 2
 
 
 def test_link_read_back_sees_what_the_kernel_has(bed):

@@ -1,3 +1,8 @@
+import json
+import subprocess
+import sys
+import time
+
 from plt_bench import cpu
 from plt_bench.cpu import cpu_by_role
 
@@ -15,9 +20,72 @@ def test_roles_from_chromium_command_lines():
     assert cpu.role([]) == "other"
 
 
-def test_cpu_by_role_adds_caddy_and_linkem():
-    out = cpu_by_role({"renderer": {"user_s": 0.5, "system_s": 0.1, "processes": 1}}, (1.0, 2.0), (1.5, 2.25),
-                      {"cpu_s": 0.2})
-    assert out["caddy"] == {"user_s": 0.5, "system_s": 0.25, "processes": 1}
-    assert out["linkem"]["total_s"] == 0.2 and out["renderer"]["user_s"] == 0.5
-    assert cpu_by_role(None, None, None, None) is None
+def test_cpu_by_role_adds_caddy_and_linkem_from_the_server_sampler():
+    browser = {"roles": {"renderer": {"user_s": 0.5, "system_s": 0.1, "processes": 1}},
+               "launch": {"browser": {"user_s": 0.3, "system_s": 0.1, "processes": 1}}, "sampler": {"samples": 5}}
+    out = cpu_by_role(browser, {"caddy": (1.0, 2.0), "linkem": (0.0, 0.0)},
+                      {"caddy": (1.5, 2.25), "linkem": (0.1, 0.3)}, {"cpu_s": 0.4}, {"samples": 6})
+    assert out["roles"]["caddy"] == {"user_s": 0.5, "system_s": 0.25, "processes": 1}
+    assert out["roles"]["linkem"]["system_s"] == 0.3 and out["roles"]["linkem"]["self_reported_s"] == 0.4
+    assert out["roles"]["renderer"]["user_s"] == 0.5 and out["launch"]["browser"]["user_s"] == 0.3
+    assert out["sampler"] == {"samples": 5} and out["server_sampler"] == {"samples": 6}
+    assert cpu_by_role(None, {}, {}, None) is None
+
+
+def test_roles_of_reads_schema_4_and_5_rows():
+    flat = {"renderer": {"user_s": 1.0, "system_s": 0.0, "processes": 1}}
+    assert cpu.roles_of(json.dumps(flat)) == flat
+    assert cpu.roles_of(json.dumps({"roles": flat, "launch": None})) == flat
+    assert cpu.roles_of(None) == {}
+
+
+def test_difference_per_role():
+    a = {"renderer": {"user_s": 1.0, "system_s": 0.5, "processes": 2}}
+    b = {"renderer": {"user_s": 1.5, "system_s": 0.5, "processes": 3}, "gpu": {"user_s": 0.1, "system_s": 0.0}}
+    d = cpu.difference(a, b)
+    assert d["renderer"] == {"user_s": 0.5, "system_s": 0.0, "processes": 3}
+    assert d["gpu"]["user_s"] == 0.1
+
+
+def _burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_sampler_follows_a_real_busy_process_and_stays_monotone():
+    """A real child burning ~0.3 s of CPU: the sampler's cumulative series is monotone, spaced by
+    the interval, and its last value matches the process's own total."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nend=time.process_time()+0.3\n"
+                             "while time.process_time()<end: pass\ntime.sleep(0.3)"])
+    try:
+        import psutil
+        p = psutil.Process(proc.pid)
+        s = cpu.Sampler(lambda: [("busy", p)], interval_s=0.05).start()
+        s.mark()
+        time.sleep(0.5)
+        t_end = p.cpu_times()
+        s.stop()
+    finally:
+        proc.wait()
+    rows = [r for r in s.series() if r["role"] == "busy"]
+    assert len(rows) >= 8
+    assert all(b["t_s"] > a["t_s"] and b["user_s"] >= a["user_s"] and b["system_s"] >= a["system_s"]
+               for a, b in zip(rows, rows[1:]))
+    # the child sleeps after burning, so the final sample and its total differ by a tick or two at most
+    assert abs(rows[-1]["user_s"] + rows[-1]["system_s"] - (t_end.user + t_end.system)) <= 0.03
+    info = s.info()
+    assert info["samples"] == len(s.samples) and info["window_s"] >= 0.5 and info["own_cpu_s"] >= 0
+
+
+def test_sampler_keeps_the_last_reading_of_a_process_that_exits():
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nend=time.process_time()+0.2\n"
+                             "while time.process_time()<end: pass"])
+    import psutil
+    p = psutil.Process(proc.pid)
+    s = cpu.Sampler(lambda: [("gone", p)], interval_s=0.02).start()
+    proc.wait()
+    time.sleep(0.1)
+    s.stop()
+    last = s.samples[-1][1]["gone"]
+    assert last[0] + last[1] >= 0.1  # the reading before it exited stays in the cumulative total

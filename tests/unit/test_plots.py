@@ -66,3 +66,38 @@ def test_loss_and_jitter_plots_need_two_levels(tmp_path):
     files = plots.loss_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
     assert [f.suffix for f in files] == [".png", ".svg"]
     assert plots.jitter_plot(cells, {}, tmp_path, "t") == []  # one jitter level: nothing to compare
+
+
+def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
+    """CPU per MB from cpu_json totals (ratio of sums) and the CPU-over-time figure from stored samples."""
+    import json
+    s = Store(tmp_path / "c.sqlite")
+    cid = s.new_campaign("cpu", "t", {}, {"link_backend": "linkem", "cpu_interval_s": 0.1})
+    costs = {"quic": {"renderer": (0.4, 0.4), "network": (0.3, 0.2), "caddy": (0.2, 0.3), "zygote": (0.0, 0.01)},
+             "tcp": {"renderer": (0.4, 0.4), "network": (0.1, 0.3), "caddy": (0.01, 0.02)}}
+    for seq, proto in enumerate(("quic", "tcp")):
+        roles = {r: {"user_s": u, "system_s": sy, "processes": 1} for r, (u, sy) in costs[proto].items()}
+        tid = s.add_trial(Trial(campaign_id=cid, seq=seq, run_index=0, proto=proto, size_bytes=10**7, page="p",
+                                rate_down_bps=10**8, rate_up_bps=10**8, conditions="100mbit", status="ok", reason=None,
+                                started_utc="t", finished_utc="t", wall_s=2.0, url="u", plt_ms=900.0,
+                                cpu_json=json.dumps({"roles": roles, "launch": None})))
+        rows = [{"role": r, "t_s": k * 0.1, "user_s": u * k / 10, "system_s": sy * k / 10}
+                for r, (u, sy) in costs[proto].items() for k in range(11)]
+        s.add_cpu_samples(tid, rows)
+    rep = report.build(s, [cid])
+    per = {(r["proto"], r["role"]): r for r in rep["cpu_per_mb"]}
+    assert per[("quic", "caddy")]["cpu_s_per_mb"] == pytest.approx(0.05)  # 0.5 s over 10 MB
+    assert per[("tcp", "network")]["system_s_per_mb"] == pytest.approx(0.03)
+    assert per[("quic", "other")]["cpu_s_per_mb"] == pytest.approx(0.001)  # zygote folds into other
+    assert set(rep["cpu_series"]) == {"quic", "tcp"}
+    files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], tmp_path / "fig", "cpu",
+                           rep["cpu_series"], rep["cpu_per_mb"])
+    names = {f.name for f in files}
+    assert {"cpu_time.png", "cpu_time.svg", "cpu_per_mb.png", "cpu_per_mb.svg"} <= names
+    with Image.open(tmp_path / "fig" / "cpu_time.png") as im:
+        im.verify()
+    written = report.write(rep, tmp_path / "rep")
+    assert any(f.name == "cpu.csv" for f in written)
+    assert "## CPU per MB of page" in (tmp_path / "rep" / "report.md").read_text()
+    assert "CPU per MB of page" in report.format_text(rep)
+    s.close()

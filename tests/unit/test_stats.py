@@ -74,3 +74,24 @@ def test_mann_whitney_primary_and_bh():
     assert row["significant"] and row["p_adjusted"] == pytest.approx(row["p_mannwhitney"])
     with pytest.raises(ValueError):
         stats.compare(trials, test="ks")
+
+
+def test_cpu_percent_from_cumulative_samples():
+    series = [{"role": "caddy", "t_s": t, "user_s": u, "system_s": sy}
+              for t, u, sy in ((0.0, 0.0, 0.0), (0.1, 0.05, 0.01), (0.2, 0.05, 0.03), (0.2004, 0.06, 0.03))]
+    pct = stats.cpu_percent(series)
+    assert [round(p["user_pct"]) for p in pct] == [50, 0]  # the sample 0.4 ms after the last is merged away
+    assert [round(p["system_pct"]) for p in pct] == [10, 20]
+
+
+def test_cpu_per_mb_weighs_by_bytes():
+    import json
+
+    def t(proto, size, cpu_s):
+        return {"status": "ok", "warmup": 0, "plt_ms": 1.0, "proto": proto, "size_bytes": size, "conditions": "c",
+                "cpu_json": json.dumps({"roles": {"renderer": {"user_s": cpu_s, "system_s": 0.0}}})}
+    rows = stats.cpu_per_mb([t("quic", 10**6, 0.1), t("quic", 9 * 10**6, 0.9), t("tcp", 10**6, 0.5)])
+    q = next(r for r in rows if r["proto"] == "quic")
+    assert q["cpu_s_per_mb"] == pytest.approx(0.1) and q["mb"] == 10 and q["trials"] == 2
+    table = stats.cpu_table([t("quic", 10**6, 0.1), t("quic", 10**6, 0.3), t("quic", 10**6, 0.2)])
+    assert table[0]["n"] == 3 and table[0]["cpu_s"] == pytest.approx(0.2)

@@ -100,3 +100,14 @@ def test_a_version_1_store_is_migrated_and_keeps_its_trials(tmp_path):
         assert t["plt_ms"] == 42.0 and t["attempt"] == 1 and t["warmup"] == 0 and t["rtt_ms"] == 0
         s.add_trial(_trial(1, 1, plt=50.0, attempt=2, warmup=True, busy_pct=3.0))
         assert [x["attempt"] for x in s.trials([1])] == [1, 2]
+        # version 5's tables exist after the migration and take rows
+        tid = s.trials([1])[-1]["id"]
+        s.add_cpu_samples(tid, [{"role": "caddy", "t_s": 0.1, "user_s": 0.01, "system_s": 0.02}])
+        assert s.cpu_samples(tid) == [{"role": "caddy", "t_s": 0.1, "user_s": 0.01, "system_s": 0.02}]
+        from plt_bench.capture import Artifact
+        f = tmp_path / "captures" / "1" / "x.pcap"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"x")
+        s.add_artifacts(tid, [Artifact("pcap", f, 1, "1 packets")])
+        assert s.db.execute("SELECT path FROM artifacts").fetchone()[0] == "captures/1/x.pcap"  # relative
+        assert s.artifacts(tid)[0]["path"] == str(f.resolve())

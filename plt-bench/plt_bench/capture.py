@@ -1,0 +1,278 @@
+"""Capture runs: what a trial leaves beside its row for later analysis.
+
+Kinds (`--capture KINDS`, `capture = [...]` in a campaign):
+  cpu     the CPU time series per role (the sampler's readings, kept in the store)
+  pcap    tcpdump in the client namespace, on its link to the router: every packet of the trial
+  keylog  Chromium's TLS key log (SSLKEYLOGFILE format; TLS over TCP and QUIC), which lets
+          Wireshark and tshark decrypt the pcap
+  qlog    Caddy's qlog (quic-go, QLOGDIR) of the trial's QUIC connection
+  netlog  Chromium's net-log (chrome://net-export format)
+
+Files live in results/captures/<campaign>/<seq>-<proto>-<page>/ and the store lists them
+(table artifacts, paths relative to the store's folder).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from . import cmd
+from .errors import CaptureError, UsageError
+
+KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog")
+FILE_KINDS = ("pcap", "keylog", "qlog", "netlog")
+DEFAULT_LIMIT_BYTES = 2 * 10**9
+FILENAMES = {"pcap": "client.pcap", "keylog": "keys.log", "netlog": "netlog.json"}
+
+# Bytes written per byte of page, measured here (10MB page at 100 Mbit: pcap 10.7 MB for either
+# protocol, qlog 4.0 MB, net-log 7.1 MB over QUIC and 1.2 MB over TCP): a full-size pcap holds
+# every frame plus a record header; quic-go's qlog has a JSON line per packet; Chromium's net-log
+# logs every QUIC packet but only socket reads over TCP.
+BYTES_PER_PAGE_BYTE = {"pcap": 1.08, "qlog": 0.40, ("netlog", "quic"): 0.71, ("netlog", "tcp"): 0.12, "keylog": 0.0}
+FIXED_BYTES = {"pcap": 50_000, "qlog": 20_000, "netlog": 600_000, "keylog": 2_000}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a testbed captures: the kinds, where the files go, the CPU sampling interval."""
+
+    kinds: tuple[str, ...] = ()
+    root: Path | None = None          # results/captures
+    cpu_interval_s: float = 0.1
+    limit_bytes: int = DEFAULT_LIMIT_BYTES
+
+    @property
+    def files(self) -> bool:
+        return any(k in FILE_KINDS for k in self.kinds)
+
+
+def parse_kinds(text: str | list | None, option: str = "--capture") -> tuple[str, ...]:
+    """'all', 'none' or a comma-separated list of KINDS (a list from a campaign file)."""
+    if text is None:
+        return ()
+    items = [str(x).strip().lower() for x in (text if isinstance(text, list) else str(text).split(","))]
+    items = [x for x in items if x]
+    if items in (["all"], ["yes"], ["true"]):
+        return KINDS
+    if items in (["none"], ["no"], ["false"], []):
+        return ()
+    bad = [x for x in items if x not in KINDS]
+    if bad:
+        raise UsageError(f"{option}: unknown capture kind(s) {', '.join(bad)}; expected 'all', 'none' or a "
+                         f"comma-separated list of {', '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in items)
+
+
+def parse_interval_s(text: str | None, option: str = "--cpu-interval") -> float:
+    """The CPU sampling interval, 10 ms to 10 s (default 100 ms)."""
+    if text is None:
+        return 0.1
+    from .units import parse_duration_ms
+    ms = parse_duration_ms(text, option)
+    if not 10 <= ms <= 10_000:
+        raise UsageError(f"{option}: '{text}' is outside 10ms to 10s")
+    return ms / 1000.0
+
+
+def make_settings(kinds: str | list | None, interval: str | None, limit: str | None, results: Path,
+                  names: tuple[str, str, str] = ("--capture", "--cpu-interval", "--capture-limit")) -> Settings:
+    """Settings from options (or campaign keys), validated; files go to <results folder>/captures."""
+    from .units import parse_size
+    return Settings(kinds=parse_kinds(kinds, names[0]), root=Path(results).resolve().parent / "captures",
+                    cpu_interval_s=parse_interval_s(interval, names[1]),
+                    limit_bytes=DEFAULT_LIMIT_BYTES if limit is None else parse_size(limit, names[2]))
+
+
+def estimate_bytes(kinds: tuple[str, ...], proto: str, size_bytes: int) -> int:
+    """Bytes one trial's capture files will take, roughly (see BYTES_PER_PAGE_BYTE)."""
+    total = 0
+    for k in kinds:
+        if k not in FILE_KINDS or (k == "qlog" and proto != "quic"):
+            continue
+        ratio = BYTES_PER_PAGE_BYTE.get(k, BYTES_PER_PAGE_BYTE.get((k, proto), 0.0))
+        total += int(size_bytes * ratio) + FIXED_BYTES[k]
+    return total
+
+
+def check_space(kinds: tuple[str, ...], trials: list[tuple[str, int]], folder: Path,
+                limit_bytes: int = DEFAULT_LIMIT_BYTES) -> tuple[int, str | None]:
+    """(estimated bytes, warning or None) for the planned trials [(proto, size)]. Raises when the
+    estimate does not fit on the disk at all (with a margin of 1 GB for the store and pages)."""
+    need = sum(estimate_bytes(kinds, p, s) for p, s in trials)
+    if not need:
+        return 0, None
+    probe = folder
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    mb = lambda b: f"{b / 1e6:,.0f} MB"  # noqa: E731
+    if need + 10**9 > free:
+        raise UsageError(f"--capture: the captures would take about {mb(need)} but {probe} has {mb(free)} free; "
+                         "capture fewer kinds (e.g. --capture cpu,keylog) or fewer/smaller pages")
+    if need > limit_bytes:
+        return need, (f"warning: the captures will take about {mb(need)}, over the {mb(limit_bytes)} limit "
+                      f"(--capture-limit); {mb(free)} are free. The largest part is "
+                      f"{'the pcap' if 'pcap' in kinds else 'the qlog' if 'qlog' in kinds else 'the net-log'}; "
+                      "--capture cpu,keylog keeps the CPU series without it")
+    return need, None
+
+
+def chromium_capture_args(kinds: tuple[str, ...], folder: Path) -> list[str]:
+    """Chromium flags writing the key log and the net-log of one trial into its folder (pure)."""
+    args = []
+    if "keylog" in kinds:
+        args.append(f"--ssl-key-log-file={folder / FILENAMES['keylog']}")
+    if "netlog" in kinds:
+        args += [f"--log-net-log={folder / FILENAMES['netlog']}", "--net-log-capture-mode=Default"]
+    return args
+
+
+def tcpdump_argv(iface: str, path: Path, buffer_kib: int = 65536) -> list[str]:
+    """tcpdump writing every whole packet of an interface to a pcap (pure). -Z root: Debian's
+    tcpdump otherwise drops to its own user, which cannot write under results/. Not immediate
+    mode: waking per packet costs enough CPU at 100 Mbit to make linkem fall behind on 2 cores
+    (measured); see Tcpdump.stop for the price."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", iface):
+        raise UsageError(f"interface name {iface!r} is not valid")
+    return ["tcpdump", "-i", iface, "-n", "-s", "0", "-B", str(buffer_kib), "-Z", "root", "-w", str(path)]
+
+
+_STATS_RE = re.compile(r"(\d+) packets? captured.*?(\d+) packets? received by filter.*?(\d+) packets? dropped by kernel",
+                       re.S)
+
+
+def parse_tcpdump_stats(stderr: str) -> dict | None:
+    m = _STATS_RE.search(stderr)
+    if not m:
+        return None
+    return {"captured": int(m.group(1)), "received": int(m.group(2)), "dropped": int(m.group(3))}
+
+
+@dataclasses.dataclass
+class Artifact:
+    kind: str
+    path: Path  # absolute
+    bytes: int
+    note: str | None = None
+
+
+class Tcpdump:
+    """One tcpdump in a namespace, started before the trial and stopped after it."""
+
+    def __init__(self, ns: str | None, iface: str, path: Path, log_path: Path):
+        self.argv = cmd.in_netns(ns, tcpdump_argv(iface, path))
+        self.path, self.log_path = path, log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self._log, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:  # tcpdump says "listening on" once the socket is bound
+            if self.proc.poll() is not None:
+                raise CaptureError(f"tcpdump exited with {self.proc.returncode}: {self._stderr()}")
+            if "listening on" in self._stderr():
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise CaptureError(f"tcpdump did not start listening within {timeout_s:.0f}s: {self._stderr()}")
+
+    def _stderr(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace").strip()
+        except OSError:
+            return ""
+
+    # The kernel hands packets to tcpdump in blocks, retired when full or after tcpdump's 1 s
+    # timeout; a block still filling when tcpdump is stopped is lost (the end of the trial, seen
+    # here). So stop() lingers past one timeout first.
+    LINGER_S = 1.1
+
+    def stop(self, linger: bool = True) -> dict | None:
+        """Stop it (after the block timeout; SIGINT flushes the file) and return its packet counts."""
+        if self.proc is None:
+            return None
+        if linger and self.proc.poll() is None:
+            time.sleep(self.LINGER_S)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                cmd.stop_process(self.proc)
+        self.proc = None
+        self._log.close()
+        return parse_tcpdump_stats(self._stderr())
+
+
+class TrialCapture:
+    """The capture of one trial: its folder, tcpdump around the load, Caddy's qlog moved in after.
+
+    qlog: Caddy writes every QUIC connection's qlog into `qlog_spool` (QLOGDIR, fixed when Caddy
+    starts); each trial's browser is fresh, so the files that appear during a trial are its own.
+    The spool is on the same file system as the trial folders, so a rename moves a file even while
+    quic-go is still finishing it."""
+
+    def __init__(self, kinds: tuple[str, ...], folder: Path, client_ns: str | None, client_iface: str,
+                 qlog_spool: Path | None):
+        self.kinds, self.folder, self.qlog_spool = kinds, folder, qlog_spool
+        self.tcpdump = None
+        if "pcap" in kinds:
+            self.tcpdump = Tcpdump(client_ns, client_iface, folder / FILENAMES["pcap"], folder / "tcpdump.log")
+        self._spool_before: set[str] = set()
+        self.pcap_stats: dict | None = None
+
+    def start(self) -> None:
+        old = os.umask(0o077)  # key logs decrypt the traffic: keep the folder private
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        finally:
+            os.umask(old)
+        if self.qlog_spool is not None:
+            self._spool_before = set(os.listdir(self.qlog_spool))
+        if self.tcpdump:
+            self.tcpdump.start()
+
+    def stop(self, wait_qlog_s: float = 1.0) -> list[Artifact]:
+        """Stop the capture and list the trial's files."""
+        if self.tcpdump:
+            self.pcap_stats = self.tcpdump.stop()
+        out: list[Artifact] = []
+        if "qlog" in self.kinds and self.qlog_spool is not None:
+            deadline = time.monotonic() + wait_qlog_s
+            new: set[str] = set()
+            while time.monotonic() < deadline:
+                new = set(os.listdir(self.qlog_spool)) - self._spool_before
+                if new:
+                    break
+                time.sleep(0.05)
+            for name in sorted(new):
+                os.rename(self.qlog_spool / name, self.folder / name)
+                out.append(Artifact("qlog", self.folder / name, (self.folder / name).stat().st_size))
+        for kind in ("pcap", "keylog", "netlog"):
+            p = self.folder / FILENAMES[kind]
+            if kind in self.kinds and p.exists():
+                note = None
+                if kind == "pcap" and self.pcap_stats:
+                    s = self.pcap_stats
+                    note = f"{s['captured']} packets captured, {s['dropped']} dropped by the kernel"
+                out.append(Artifact(kind, p, p.stat().st_size, note))
+        (self.folder / "tcpdump.log").unlink(missing_ok=True)
+        return out
+
+    def abort(self) -> None:
+        if self.tcpdump:
+            self.tcpdump.stop(linger=False)
+
+
+def trial_folder(captures_root: Path, campaign_id: int, seq: int, proto: str, page: str) -> Path:
+    stem = page.rsplit(".", 1)[0]
+    return captures_root / str(campaign_id) / f"{seq:05d}-{proto}-{stem}"

@@ -1,0 +1,169 @@
+"""Capture runs, read back by real tools: tshark dissects the pcap and decrypts it with Chromium's key
+log; the qlog and the net-log parse; the CPU series agree with the per-process totals."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from plt_bench.capture import KINDS, Settings
+from plt_bench.cmd import PROJECT_ROOT
+from plt_bench.conditions import Cell, Conditions
+from plt_bench.cpu import roles_of
+from plt_bench.runner import run_cell_once
+from plt_bench.store import Store
+from plt_bench import testbed
+
+PAGE = 500_000  # dissected with tshark
+BIG = 10**7     # ~1 s of load: CPU totals large enough to compare at 10% (the kernel counts in 10 ms ticks)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    """One QUIC and one TCP trial of the 500KB page with every capture kind, in a store of their own."""
+    results = tmp_path_factory.mktemp("capture-results")
+    with Store(results / "c.sqlite") as store, \
+            testbed.Testbed(PROJECT_ROOT / "sites", capture=Settings(KINDS, results / "captures")) as bed:
+        bed.sites.ensure([PAGE, BIG])
+        # rate only: with added delay, linkem shares 2 cores with tcpdump, the net-log and the qlog and
+        # sometimes falls behind (such trials are failed and retried by campaigns; not this test's subject)
+        cond = Conditions(100 * 10**6, 100 * 10**6)
+        bed.set_conditions(cond)
+        cid = store.new_campaign("capture-test", "now", {}, bed.metadata())
+        trials = {}
+        for seq, (proto, size) in enumerate((("quic", PAGE), ("tcp", PAGE), ("quic", BIG), ("tcp", BIG))):
+            t = run_cell_once(bed, store, cid, seq, 0, Cell(proto, size, cond))
+            assert t.status == "ok", t.reason
+            row = store.trials([cid])[-1]
+            arts = store.artifacts(row["id"])
+            trials[proto if size == PAGE else f"{proto}-big"] = {
+                "row": row, "artifacts": {a["kind"]: a for a in arts}, "all_artifacts": arts,
+                "samples": store.cpu_samples(row["id"])}
+        spool_during = list(results.glob("captures/.qlog-spool-*"))
+    yield {"trials": trials, "results": results, "spool_during": spool_during,
+           "spool_left": list(results.glob("captures/.qlog-spool-*"))}
+
+
+def tshark(pcap: str, keylog: str | None, display_filter: str, *fields: str) -> list[list[str]]:
+    # out-of-order reassembly: a loss at the bottleneck queue otherwise leaves the TLS record that
+    # holds the response unreassembled (off by default in Wireshark 4.0)
+    argv = ["tshark", "-r", pcap, "-n", "-o", "tcp.reassemble_out_of_order:TRUE", "-Y", display_filter]
+    if keylog:
+        argv += ["-o", f"tls.keylog_file:{keylog}"]
+    if fields:
+        argv += ["-T", "fields", *[x for f in fields for x in ("-e", f)]]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return [line.split("\t") for line in res.stdout.splitlines() if line.strip()]
+
+
+def test_every_capture_file_is_referenced_by_the_store_and_lives_under_results(captured):
+    results = captured["results"].resolve()
+    for key, tr in captured["trials"].items():
+        proto, size = key.split("-")[0], tr["row"]["size_bytes"]
+        want = {"pcap", "keylog", "netlog"} | ({"qlog"} if proto == "quic" else set())
+        assert set(tr["artifacts"]) == want, (proto, tr["artifacts"])
+        for a in tr["all_artifacts"]:
+            p = Path(a["path"])
+            assert p.is_file() and p.stat().st_size == a["bytes"] > 0, a
+            assert p.resolve().is_relative_to(results / "captures"), p
+            assert f"-{proto}-index_{'500KB' if size == PAGE else '10MB'}" in p.parent.name
+        assert "0 dropped by the kernel" in tr["artifacts"]["pcap"]["note"]
+        keylog = Path(tr["artifacts"]["keylog"]["path"])
+        assert oct(keylog.parent.stat().st_mode & 0o777) == "0o700"  # keys decrypt the traffic: private folder
+    assert len(captured["spool_during"]) == 1 and captured["spool_left"] == []  # the qlog spool goes with the testbed
+
+
+def test_quic_trial_dissects_as_quic_and_decrypts_to_http3(captured):
+    tr = captured["trials"]["quic"]
+    pcap, keys = tr["artifacts"]["pcap"]["path"], tr["artifacts"]["keylog"]["path"]
+    assert len(tshark(pcap, None, "quic")) > 300  # 500 KB in ~1250-byte datagrams
+    # the whole transfer is in the capture, up to its last packet
+    down = sum(int(x[0]) for x in tshark(pcap, None, "udp.srcport == 443", "udp.length"))
+    assert down >= PAGE, down
+    assert tshark(pcap, None, "http3") == []  # encrypted: nothing above QUIC without the keys
+    frames = tshark(pcap, keys, "http3", "ip.src", "http3.frame_type")
+    types = {(src, ft) for src, fts in frames for ft in fts.split(",") if ft}
+    server = tr["row"]["url"] and next(src for src, _ in types if src.startswith("198.19."))
+    client = next(src for src, _ in types if src.startswith("198.18."))
+    assert (client, "1") in types and (server, "1") in types  # HEADERS both ways: request and response
+    assert (server, "4") in types  # the server's SETTINGS
+
+
+def test_tcp_trial_dissects_as_tls_and_decrypts_to_http11(captured):
+    tr = captured["trials"]["tcp"]
+    pcap, keys = tr["artifacts"]["pcap"]["path"], tr["artifacts"]["keylog"]["path"]
+    assert tshark(pcap, None, "tls.handshake.type == 1")  # a Client Hello
+    assert tshark(pcap, None, "http") == []  # encrypted without the keys
+    uri = tr["row"]["url"].split("plt.test", 1)[1]
+    req = tshark(pcap, keys, "http.request", "http.request.method", "http.request.uri", "http.request.version")
+    # the page, then (after the load event) Chromium's own /favicon.ico, which the server answers 404
+    assert req[0] == ["GET", uri, "HTTP/1.1"] and all(r[1] == "/favicon.ico" for r in req[1:]), req
+    resp = tshark(pcap, keys, "http.response", "http.response.code", "http.response.version", "http.content_length")
+    assert resp[0] == ["200", "HTTP/1.1", str(PAGE)], resp
+
+
+def test_qlog_is_the_servers_trace_of_the_trials_connection(captured):
+    path = captured["trials"]["quic"]["artifacts"]["qlog"]["path"]
+    records = [json.loads(r) for r in Path(path).read_text().split("\x1e") if r.strip()]
+    head = records[0]
+    assert head["trace"]["vantage_point"]["type"] == "server"
+    names = {r.get("name") for r in records[1:]}
+    assert {"transport:packet_sent", "transport:packet_received"} <= names, sorted(n for n in names if n)[:20]
+    sent = sum(r["data"].get("raw", {}).get("payload_length", 0) for r in records[1:]
+               if r.get("name") == "transport:packet_sent")
+    assert sent >= PAGE  # the page went out in the packets the qlog records
+
+
+def test_netlog_is_complete_json_with_the_trials_url(captured):
+    for key, tr in captured["trials"].items():
+        data = json.loads(Path(tr["artifacts"]["netlog"]["path"]).read_text())
+        assert {"constants", "events"} <= set(data)
+        assert tr["row"]["url"] in json.dumps(data["events"]), key
+
+
+def test_cpu_samples_exist_for_every_role_are_monotone_and_add_up_to_the_totals(captured):
+    for key, tr in captured["trials"].items():
+        totals = roles_of(tr["row"]["cpu_json"])
+        by_role = {}
+        for s in tr["samples"]:
+            by_role.setdefault(s["role"], []).append(s)
+        for role in ("browser", "renderer", "network", "gpu", "caddy"):
+            assert role in by_role and role in totals, (key, role, sorted(by_role))
+        assert set(by_role) <= set(totals) | {"linkem"}
+        for role, ss in by_role.items():
+            ss.sort(key=lambda s: s["t_s"])
+            assert len(ss) >= 3, (key, role)
+            for a, b in zip(ss, ss[1:]):
+                assert b["t_s"] > a["t_s"] and b["user_s"] >= a["user_s"] and b["system_s"] >= a["system_s"], (key, role)
+        if not key.endswith("-big"):
+            continue
+        # The sampler's last reading against the independent walk of the process tree: within 10%
+        # per role and in sum, or, for a small role, the kernel's resolution (a 10 ms tick per field
+        # of each of its processes at each end).
+        for role, ss in by_role.items():
+            last = ss[-1]["user_s"] + ss[-1]["system_s"]
+            total = totals[role]["user_s"] + totals[role]["system_s"]
+            ticks = 0.01 * 2 * 2 * totals[role].get("processes", 1)
+            assert abs(last - total) <= max(0.10 * total, ticks) + 1e-9, (key, role, last, total)
+        browser_roles = [r for r in by_role if r not in ("caddy", "linkem")]
+        s_sum = sum(by_role[r][-1]["user_s"] + by_role[r][-1]["system_s"] for r in browser_roles)
+        t_sum = sum(totals[r]["user_s"] + totals[r]["system_s"] for r in browser_roles)
+        assert t_sum > 0.5 and abs(s_sum - t_sum) <= 0.10 * t_sum, (key, s_sum, t_sum)
+
+
+def test_sampler_costs_little(captured):
+    """Correctness bound only (the target, 1% of a core, is measured by plt-bench bench-sampler)."""
+    for key, tr in captured["trials"].items():
+        cpu = json.loads(tr["row"]["cpu_json"])
+        for side in ("sampler", "server_sampler"):
+            info = cpu[side]
+            assert info["samples"] >= 3 and info["window_s"] > 0
+            assert info["own_cpu_s"] < 0.2 * info["window_s"], (key, side, info)
+
+
+def test_tcpdump_is_gone_after_the_trials(captured):
+    mine = subprocess.run(["pgrep", "-f", f"tcpdump .*{captured['results']}"], capture_output=True, text=True)
+    assert mine.stdout.strip() == "", mine.stdout
+    assert os.path.isdir(captured["results"] / "captures")
