@@ -163,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     _link_options(v, verify=False)
     _results_option(v)
 
+    dr = sub.add_parser("doctor", help="what this machine can do (root, netem, NFQUEUE, IFB, Chromium, Caddy, disk...) "
+                                       "and what to do about each missing piece")
+    dr.add_argument("--json", action="store_true", help="print the checks as JSON")
+
     d = sub.add_parser("down", help="take down testbeds started with 'up'")
     d.add_argument("--testbed", type=int, default=None, metavar="N", help="only testbed N (default: all started by 'up')")
 
@@ -562,6 +566,16 @@ def cmd_down(a) -> int:
     return 0
 
 
+def cmd_doctor(a) -> int:
+    from . import doctor
+    checks = doctor.run_checks(SITES, list(cond_mod.parse_sizes(",".join(cond_mod.ALL_SIZES))))
+    if a.json:
+        print(json.dumps([dataclasses.asdict(c) for c in checks], indent=1))
+    else:
+        print(doctor.format_checks(checks))
+    return 1 if any(c.essential and c.status == "missing" for c in checks) else 0
+
+
 def cmd_clean(a) -> int:
     cmd.require_root()
     rep = topology.clean(force=a.force)
@@ -606,7 +620,7 @@ def cmd_pages(a) -> int:
 
 
 COMMANDS = {"run": cmd_run, "report": cmd_report, "plot": cmd_plot, "campaigns": cmd_campaigns, "up": cmd_up,
-            "verify": cmd_verify, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
+            "verify": cmd_verify, "doctor": cmd_doctor, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
             "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
             "bench-link": cmd_bench_link, "bench-sampler": cmd_bench_sampler, "bench-campaign": cmd_bench_campaign}
 

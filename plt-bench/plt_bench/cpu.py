@@ -120,9 +120,10 @@ class Sampler:
     before quitting). The thread's own CPU time is kept (`own_cpu_s`) to benchmark its cost.
     """
 
-    def __init__(self, sources, interval_s: float = 0.1, keep_series: bool = True):
+    def __init__(self, sources, interval_s: float = 0.1, keep_series: bool = True, grows: bool = True):
         import threading
         self.sources, self.interval_s, self.keep_series = sources, interval_s, keep_series
+        self.grows = grows  # False: a fixed set of processes (Caddy, linkem), no watching for new PIDs
         self.samples: list[tuple[float, dict[str, tuple[float, float]]]] = []
         self.own_cpu_s = 0.0
         self.ticks = 0
@@ -151,7 +152,7 @@ class Sampler:
 
     def _sample(self, rescan: bool = False) -> tuple[float, dict[str, tuple[float, float]]]:
         import psutil
-        if self._new_pids() or rescan:
+        if rescan or (self.grows and self._new_pids()):
             self._scan()
         for pid, (r, p) in list(self._procs.items()):
             try:

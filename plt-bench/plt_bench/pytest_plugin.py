@@ -121,8 +121,8 @@ def pytest_configure(config):
         m = config.stash[_KEY] = Measurement(config)
         if m.capture_warning:
             print(m.capture_warning, file=sys.stderr)
-    except UsageError as e:
-        raise pytest.UsageError(str(e)) from None
+    except UsageError as e:  # exit 2 like the CLI (pytest's own usage errors exit 4)
+        pytest.exit(str(e), returncode=2)
 
 
 class TrialItem(pytest.Item):

@@ -119,7 +119,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         before = bed.link.snapshot()
         sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
-                          settings.cpu_interval_s, keep_series="cpu" in settings.kinds).start()
+                          settings.cpu_interval_s, keep_series="cpu" in settings.kinds, grows=False).start()
         first = sampler.mark()
         started = utc_now()
         t0 = time.monotonic()

@@ -1,18 +1,37 @@
 """Bad input: a message naming the option and the accepted form, exit 2, and nothing created."""
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ..conftest import ROOT, run_cli
 
 
-def _ours():
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return sorted(l.split()[0] for l in out.splitlines() if l.startswith("pb"))
+def _state():
+    """What plt-bench could have changed on the system: namespaces, host links and qdiscs, host
+    iptables rules, our run folder, our processes."""
+    def out(argv):
+        return subprocess.run(argv, capture_output=True, text=True).stdout
+    return {
+        "netns": sorted(l.split()[0] for l in out(["ip", "netns", "list"]).splitlines()),
+        "links": sorted(l.split(":")[1].strip() for l in out(["ip", "-o", "link"]).splitlines()),
+        "qdiscs": out(["tc", "qdisc", "show"]),
+        "iptables": out(["iptables", "-S"]) + out(["iptables", "-t", "mangle", "-S"]),
+        "run": sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else [],
+        "procs": sorted(l for l in out(["pgrep", "-af", "caddy run|linkem|chromedriver"]).splitlines()
+                        if "pgrep" not in l),
+    }
 
 
-@pytest.mark.parametrize("args,fragment", [
+def _campaign_file(tmp_path, text):
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    return str(f)
+
+
+CLI = [
     (["run", "--bw", "100"], "--bw: '100' is not a rate; expected a number with a unit"),
     (["run", "--bw", "100mbps"], "--bw: '100mbps' is ambiguous"),
     (["run", "--bw", "0mbit"], "--bw: '0mbit' is out of range"),
@@ -25,6 +44,7 @@ def _ours():
     (["run", "--jitter-dist", "pareto"], "--jitter-dist: unknown distribution 'pareto'"),
     (["run", "--loss", "1"], "--loss: '1' is not a percentage"),
     (["run", "--loss", "150%"], "--loss: '150%' is over 100%"),
+    (["run", "--loss=-1%"], "--loss: '-1%' is not a percentage"),
     (["run", "--loss", "100%"], "--loss: '100%' would drop every packet"),
     (["run", "--loss-direction", "sideways"], "--loss-direction: unknown direction 'sideways'"),
     (["run", "--queue", "many"], "--queue: 'many' is not a packet count"),
@@ -33,6 +53,10 @@ def _ours():
     (["run", "--cc", "vegas"], "--cc: unknown congestion control 'vegas'"),
     (["run", "--link", "netem2"], "--link: invalid choice"),
     (["run", "--timeout", "soon"], "--timeout: 'soon' is not a duration"),
+    (["run", "--capture", "pcapng"], "--capture: unknown capture kind(s) pcapng"),
+    (["run", "--cpu-interval", "1ms"], "--cpu-interval: '1ms' is outside 10ms to 10s"),
+    (["run", "--capture", "pcap", "--capture-limit", "lots"], "--capture-limit: 'lots' is not a size"),
+    (["run", "--results", "/proc/plt-bench/r.sqlite"], "--results: cannot write the results store"),
     (["up", "--bw", "1mbit,2mbit"], "'up' takes one value of each"),
     (["pages", "--size", "10B"], "--size: '10B' is too small"),
     (["export", "--results", "/nonexistent/r.sqlite"], "--results: /nonexistent/r.sqlite does not exist"),
@@ -41,17 +65,10 @@ def _ours():
     (["run", "pages", "--bw", "1gb"], "--bw: unknown rate unit 'gb'"),
     (["report", "--results", "/nonexistent.sqlite"], "--results: /nonexistent.sqlite does not exist"),
     (["run", "--test", "chi2"], "--test: invalid choice"),
-])
-def test_bad_input_is_refused_before_anything_is_created(args, fragment):
-    before = _ours()
-    r = run_cli(*args, timeout=60)
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    assert fragment in r.stderr, r.stderr
-    assert r.stderr.count("Traceback") == 0
-    assert _ours() == before
+    (["down", "--testbed", "300"], "--testbed"),
+]
 
-
-@pytest.mark.parametrize("args,fragment", [
+PYTEST = [
     (["--bw", "fast"], "--bw: 'fast' is not a rate"),
     (["--proto", "sctp"], "--proto: unknown protocol 'sctp'"),
     (["--size", "5KB", "--rtt", "10"], "--rtt: '10' is not a duration"),
@@ -60,15 +77,63 @@ def test_bad_input_is_refused_before_anything_is_created(args, fragment):
     (["--verify", "later"], "--verify: 'later'"),
     (["--cc", "vegas"], "--cc: unknown congestion control 'vegas'"),
     (["--link", "dummynet"], "--link: unknown backend 'dummynet'"),
-])
-def test_pytest_plugin_refuses_bad_options(args, fragment):
-    r = subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 4, (r.stdout, r.stderr)
-    assert fragment in r.stderr
+    (["--captures", "everything"], "--captures: unknown capture kind(s) everything"),
+    (["--cpu-interval", "fast"], "--cpu-interval: 'fast' is not a duration"),
+    (["--size", "700XB"], "--size: '700XB' is not a size"),
+]
+
+CAMPAIGN_FILES = [
+    ("name = 'x'\nruns = [", "not valid TOML"),
+    ("name = 'x'\nrepeats = 3\n", "unknown key(s) repeats"),
+    ("runs = -1\n", "runs"),
+    ("[link]\nbw = 'fast'\n", "--bw: 'fast' is not a rate"),
+    ("[link]\nspeed = '1gbit'\n", "[link] has unknown key(s) speed"),
+    ("sizes = ['3XB']\n", "'3XB' is not a size"),
+    ("[link]\nloss = '150%'\n", "'150%' is over 100%"),
+    ("capture = ['x']\n", "capture: unknown capture kind(s) x"),
+    ("warmup = 1000\n", "warmup = 1000; expected a whole number from 0 to 100"),
+    ("[[profile]]\nbw = '1mbit'\n", "profile 1 needs name and bw"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", CLI + [(["pytest", *a], f) for a, f in PYTEST] +
+                         [(["campaign-file", t], f) for t, f in CAMPAIGN_FILES])
+def test_bad_input_is_refused_with_its_name_and_form_exit_2_and_no_change(args, fragment, tmp_path):
+    """One table: the CLI, the pytest options and campaign files."""
+    if os.geteuid() != 0:
+        pytest.skip("the system snapshot reads iptables: run the suite as root")
+    before = _state()
+    if args[0] == "pytest":
+        r = subprocess.run([sys.executable, "-m", "pytest", *args[1:]], capture_output=True, text=True, cwd=ROOT,
+                           timeout=60)
+    elif args[0] == "campaign-file":
+        r = run_cli("run", _campaign_file(tmp_path, args[1]), "--results", str(tmp_path / "r.sqlite"), timeout=60)
+    else:
+        r = run_cli(*args, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert fragment in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert _state() == before
+    assert not (tmp_path / "r.sqlite").exists() or args[0] != "campaign-file"
+
+
+def test_the_table_is_at_least_25_bad_inputs_across_the_three_surfaces():
+    assert len(CLI) + len(PYTEST) + len(CAMPAIGN_FILES) >= 25 and PYTEST and CAMPAIGN_FILES
+
+
+def test_not_root_is_refused_with_a_clear_message(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to another user")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+                        "plt_bench.cli", "run", "--results", str(tmp_path / "r.sqlite")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "plt-bench")})
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert "root" in r.stderr, r.stderr
 
 
 def test_every_command_has_help():
     for sub in ("run", "report", "plot", "campaigns", "up", "verify", "down", "clean", "export", "summary", "pages",
-                "bench", "bench-link"):
+                "bench", "bench-link", "bench-campaign", "bench-sampler", "doctor"):
         r = run_cli(sub, "--help", timeout=30)
         assert r.returncode == 0 and "usage: plt-bench" in r.stdout

@@ -1,0 +1,162 @@
+"""`plt-bench doctor`: what this machine can do, and what to do about each missing piece.
+
+Every kernel probe runs in a scratch namespace of ours (pbprobe-PID), never on a host interface,
+and the namespace is removed before the probe returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+
+from . import cmd
+
+SETUP = "run scripts/setup as root (it installs and builds everything, idempotently)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    status: str          # ok | missing | warn | info
+    detail: str
+    fix: str = ""
+    essential: bool = True
+
+
+def _version(argv: list[str], pattern: str = r"(\d+(?:\.\d+)+)") -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(pattern, out.stdout + out.stderr)
+    return m.group(1) if m else None
+
+
+def _probe_ns(steps: list[list[str]]) -> tuple[bool, str]:
+    """Run commands in a scratch namespace; (all succeeded, the first error)."""
+    ns = f"pbprobe-{os.getpid()}"
+    res = cmd.run(["ip", "netns", "add", ns], check=False)
+    if res.returncode != 0:
+        return False, (res.stderr or "ip netns add failed").strip()
+    try:
+        for argv in steps:
+            r = cmd.run(argv, ns=ns, check=False)
+            if r.returncode != 0:
+                return False, (r.stderr or r.stdout).strip().splitlines()[-1] if (r.stderr or r.stdout).strip() else "failed"
+        return True, ""
+    finally:
+        cmd.run(["ip", "netns", "del", ns], check=False)
+
+
+def kernel_checks() -> list[Check]:
+    out = []
+    ok, err = _probe_ns([["ip", "link", "set", "lo", "up"],
+                         ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]])
+    out.append(Check("sch_netem", "ok" if ok else "warn",
+                     "tc netem works: the tcconfig backend is used" if ok else
+                     f"no netem ({err}): the linkem backend (userspace, NFQUEUE) is used instead",
+                     "" if ok else "nothing to do: linkem stands in; to use tcconfig, load sch_netem "
+                     "(modprobe sch_netem, or a kernel with CONFIG_NET_SCH_NETEM)", essential=False))
+    ok_htb, err = _probe_ns([["ip", "link", "set", "lo", "up"],
+                             ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb"]])
+    out.append(Check("htb", "ok" if ok_htb else "missing", "tc htb works (rate limits)" if ok_htb else err,
+                     "" if ok_htb else "a kernel with CONFIG_NET_SCH_HTB"))
+    ok_nfq, err = _probe_ns([["iptables", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", "0"]])
+    out.append(Check("NFQUEUE", "ok" if ok_nfq else ("missing" if not ok else "warn"),
+                     "iptables NFQUEUE works (linkem can run)" if ok_nfq else err,
+                     "" if ok_nfq else "install iptables and a kernel with CONFIG_NETFILTER_NETLINK_QUEUE",
+                     essential=not ok))
+    ok_ifb, err = _probe_ns([["ip", "link", "add", "pbifb0", "type", "ifb"]])
+    out.append(Check("IFB", "ok" if ok_ifb else "warn", "ifb devices work (ingress shaping with tcconfig)" if ok_ifb
+                     else err, "" if ok_ifb else "modprobe ifb (only needed to shape a client's ingress with tcconfig)",
+                     essential=False))
+    return out
+
+
+def tool_checks() -> list[Check]:
+    from .browser import CHROMEDRIVER, CHROMIUM
+    out = []
+    chromium = _version([CHROMIUM, "--version"]) if os.path.exists(CHROMIUM) else None
+    driver = _version([CHROMEDRIVER, "--version"]) if os.path.exists(CHROMEDRIVER) else None
+    out.append(Check("Chromium", "ok" if chromium else "missing", chromium or f"{CHROMIUM} not found",
+                     "" if chromium else f"apt install chromium ({SETUP})"))
+    out.append(Check("chromedriver", "ok" if driver else "missing", driver or f"{CHROMEDRIVER} not found",
+                     "" if driver else f"apt install chromium-driver ({SETUP})"))
+    if chromium and driver:
+        same = chromium.split(".")[0] == driver.split(".")[0]
+        out.append(Check("Chromium = chromedriver", "ok" if same else "missing",
+                         f"major versions {chromium.split('.')[0]} and {driver.split('.')[0]}",
+                         "" if same else "apt install --only-upgrade chromium chromium-driver (same version)"))
+    from .server import locate_caddy, caddy_info, CADDY_VERSION
+    try:
+        path, source = locate_caddy()
+        info = caddy_info(path)
+        own = info.get("version") == CADDY_VERSION
+        out.append(Check("Caddy", "ok" if own else "warn",
+                         f"{info.get('version')} (quic-go {info.get('quic_go', '?')}), {source}",
+                         "" if own else f"{SETUP}: it builds Caddy {CADDY_VERSION} with qlog support"))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        out.append(Check("Caddy", "missing", str(e), SETUP))
+    linkem = cmd.TOOLS_BIN / "linkem"
+    out.append(Check("linkem", "ok" if linkem.is_file() else "missing",
+                     str(linkem) if linkem.is_file() else "not built", "" if linkem.is_file() else SETUP))
+    for name, why, essential in (("tcpdump", "pcap captures", False), ("tshark", "reading captures (tests)", False),
+                                 ("iperf3", "link verification", True), ("ethtool", "offloads off", True),
+                                 ("iptables", "NFQUEUE rules (linkem)", True)):
+        p = cmd.which(name)
+        out.append(Check(name, "ok" if p else "missing", p or f"not found ({why})",
+                         "" if p else f"apt install {name} ({SETUP})", essential))
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
+    gov = _version([go, "version"], r"go(\d+\.\d+(?:\.\d+)?)") if go else None
+    out.append(Check("Go", "ok" if gov else "info", f"go {gov}" if gov else "not found (only needed to build Caddy)",
+                     "" if gov else "apt install golang-go, or keep the Caddy build already in .tools/bin",
+                     essential=False))
+    cargo = shutil.which("cargo") or (os.path.expanduser("~/.cargo/bin/cargo")
+                                      if os.path.exists(os.path.expanduser("~/.cargo/bin/cargo")) else None)
+    cv = _version([cargo, "--version"]) if cargo else None
+    out.append(Check("cargo", "ok" if cv else "info", f"cargo {cv}" if cv else "not found (only needed to build linkem)",
+                     "" if cv else "apt install cargo, or keep the linkem build already in .tools/bin",
+                     essential=False))
+    return out
+
+
+def disk_check(sites_dir, sizes: list[int]) -> Check:
+    """Free disk for the pages still to generate (plus 1 GB for results)."""
+    from .pages import page_name
+    missing = sum(s for s in sizes if not (sites_dir / page_name(s)).is_file())
+    probe = sites_dir if sites_dir.exists() else sites_dir.parent
+    free = shutil.disk_usage(probe).free
+    ok = free >= missing + 10**9
+    return Check("disk", "ok" if ok else "missing",
+                 f"{free / 1e9:.1f} GB free at {probe}; pages still to generate: {missing / 1e6:,.0f} MB",
+                 "" if ok else "free some space, or generate fewer pages (--size)")
+
+
+def run_checks(sites_dir, sizes: list[int]) -> list[Check]:
+    root = os.geteuid() == 0
+    out = [Check("root", "ok" if root else "missing", "running as root" if root else f"running as uid {os.geteuid()}",
+                 "" if root else "run as root (sudo): namespaces, tc and iptables need it")]
+    if root:
+        out += kernel_checks()
+    else:
+        out.append(Check("kernel probes", "info", "skipped: they need root", "run plt-bench doctor as root",
+                         essential=False))
+    out += tool_checks()
+    out.append(disk_check(sites_dir, sizes))
+    return out
+
+
+def format_checks(checks: list[Check]) -> str:
+    w = max(len(c.name) for c in checks)
+    lines = []
+    for c in checks:
+        lines.append(f"{c.status:<8} {c.name:<{w}}  {c.detail}")
+        if c.fix:
+            lines.append(f"{'':<8} {'':<{w}}  -> {c.fix}")
+    bad = [c.name for c in checks if c.essential and c.status == "missing"]
+    lines.append("")
+    lines.append("ready: plt-bench can run here" if not bad else f"not ready: {', '.join(bad)} missing")
+    return "\n".join(lines)
