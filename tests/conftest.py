@@ -14,6 +14,28 @@ def run_cli(*args, timeout=300, **kw):
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kw)
 
 
+def system_state() -> dict:
+    """What plt-bench could change on this machine: namespaces, host links and qdiscs, host iptables
+    rules (filter and mangle), our run folder, our processes (root only: iptables -S needs it)."""
+    def out(argv):
+        return subprocess.run(argv, capture_output=True, text=True).stdout
+    return {
+        "netns": sorted(l.split()[0] for l in out(["ip", "netns", "list"]).splitlines()),
+        "links": sorted(l.split(":")[1].strip() for l in out(["ip", "-o", "link"]).splitlines()),
+        "qdiscs": out(["tc", "qdisc", "show"]),
+        "iptables": out(["iptables", "-S"]) + out(["iptables", "-t", "mangle", "-S"]),
+        "run": sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else [],
+        "procs": sorted(l for l in out(["pgrep", "-af", "caddy run|linkem|chromedriver|tcpdump -i pb"]).splitlines()
+                        if "pgrep" not in l),
+        # the sysctls the testbed sets inside its namespaces: the host's must not move
+        "sysctls": {k: Path("/proc/sys", k).read_text().strip() for k in HOST_SYSCTLS if Path("/proc/sys", k).exists()},
+    }
+
+
+HOST_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem", "net/ipv4/tcp_congestion_control",
+                "net/core/rmem_max", "net/core/wmem_max", "net/ipv6/conf/all/disable_ipv6")
+
+
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() == 0:
         return

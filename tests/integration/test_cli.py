@@ -11,7 +11,7 @@ import pytest
 from plt_bench import cmd, topology
 from plt_bench import testbed
 
-from ..conftest import CLI, ROOT, run_cli
+from ..conftest import CLI, ROOT, run_cli, system_state
 
 
 def _mine(prefix):
@@ -81,50 +81,68 @@ def _finished_trials(results):
         db.close()
 
 
-def test_sigkill_then_clean_leaves_nothing(tmp_path):
+def _kill_worker(prefix):
+    """An exception inside a trial: the browser worker dies under the runner."""
+    for pid in topology._our_processes(prefix):
+        try:
+            if "plt_bench.browser_worker" in open(f"/proc/{pid}/cmdline").read().replace("\0", " "):
+                os.kill(pid, signal.SIGKILL)
+                return True
+        except OSError:
+            pass
+    return False
+
+
+@pytest.mark.parametrize("ending", ["normal", "exception", "SIGINT", "SIGTERM", "SIGKILL+clean"])
+def test_every_ending_leaves_the_host_as_it_was_and_the_store_intact(tmp_path, ending):
+    """linkem is in the path (delay and loss: NFQUEUE rules, a userspace process); whatever the
+    ending, nothing of the run remains on the host and every finished trial is in an intact store."""
+    index = 203
+    prefix = f"pb{index}"
     results = tmp_path / "r.sqlite"
-    p = _start_run(202, results, "--proto", "tcp", "--bw", "1mbit", "--size", "5KB,500KB", "--runs", "3", "--verify", "off")
+    before = system_state()
+    sizes = "5KB" if ending == "normal" else "5KB,10MB"
+    p = _start_run(index, results, "--proto", "both", "--bw", "10mbit", "--rtt", "20ms", "--loss", "0.1%",
+                   "--size", sizes, "--runs", "2", "--verify", "off")
     try:
-        _wait_for_trial_in_flight("pb202", p)
-        time.sleep(1.0)
-        p.send_signal(signal.SIGKILL)
-        p.wait(10)
+        if ending != "normal":
+            _wait_for_trial_in_flight(prefix, p)
+            deadline = time.monotonic() + 90  # at least one finished trial, then end it during a later one
+            while time.monotonic() < deadline and not _ready_trials(results):
+                time.sleep(0.2)
+            assert _ready_trials(results), "no trial finished"
+            if ending == "exception":
+                assert _kill_worker(prefix)
+            else:
+                p.send_signal({"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL+clean": signal.SIGKILL}[ending])
+        out, err = p.communicate(timeout=240)
     finally:
         if p.poll() is None:
             p.kill()
-    assert not _nothing("pb202"), "a SIGKILLed run leaves its testbed (that is what clean is for)"
-    r = run_cli("clean", timeout=120)
-    assert r.returncode == 0 and "removed pb202" in r.stdout, r.stdout + r.stderr
-    assert _nothing("pb202")
-    assert run_cli("clean", timeout=60).returncode == 0  # safe to rerun
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_run_cleans_up_and_keeps_finished_trials(tmp_path, sig):
-    results = tmp_path / "r.sqlite"
-    p = _start_run(203, results, "--proto", "both", "--bw", "10mbit", "--size", "5KB,10MB", "--runs", "2",
-                   "--verify", "off")
-    try:
-        _wait_for_trial_in_flight("pb203", p)
-        # let at least one trial finish, then interrupt during a later one
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not os.path.exists(results):
-            time.sleep(0.2)
-        while time.monotonic() < deadline and not _ready_trials(results):
-            time.sleep(0.2)
-        p.send_signal(sig)
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 130, err
-    assert "interrupted" in err
-    assert _nothing("pb203")
-    rows = dict(_finished_trials(results))
-    assert rows.get("ok", 0) >= 1
-    db = sqlite3.connect(results)
-    assert db.execute("SELECT status FROM campaigns").fetchone()[0] == "interrupted"
-    db.close()
+            p.wait(10)
+    if ending == "SIGKILL+clean":
+        assert not _nothing(prefix), "a SIGKILLed run leaves its testbed (that is what clean is for)"
+        r = run_cli("clean", timeout=120)
+        assert r.returncode == 0 and f"removed {prefix}" in r.stdout, r.stdout + r.stderr
+        assert run_cli("clean", timeout=60).returncode == 0  # safe to rerun
+    else:
+        want = {"normal": 0, "exception": 1, "SIGINT": 130, "SIGTERM": 130}[ending]
+        assert p.returncode == want, (p.returncode, err)
+        if ending == "exception":
+            assert "browser worker" in err and "Traceback" not in err, err
+        if ending in ("SIGINT", "SIGTERM"):
+            assert "interrupted" in err
+    assert _nothing(prefix)
+    after = system_state()
+    assert after == before, {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    rows = dict(_finished_trials(results))  # PRAGMA integrity_check is ok
+    assert rows.get("ok", 0) >= (4 if ending == "normal" else 1), rows
+    if ending != "SIGKILL+clean":
+        db = sqlite3.connect(results)
+        status = db.execute("SELECT status FROM campaigns").fetchone()[0]
+        db.close()
+        assert status == {"normal": "finished", "exception": "failed", "SIGINT": "interrupted",
+                          "SIGTERM": "interrupted"}[ending]
 
 
 @pytest.mark.parametrize("cc", ["reno", "cubic"])

@@ -2,27 +2,10 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT, run_cli
-
-
-def _state():
-    """What plt-bench could have changed on the system: namespaces, host links and qdiscs, host
-    iptables rules, our run folder, our processes."""
-    def out(argv):
-        return subprocess.run(argv, capture_output=True, text=True).stdout
-    return {
-        "netns": sorted(l.split()[0] for l in out(["ip", "netns", "list"]).splitlines()),
-        "links": sorted(l.split(":")[1].strip() for l in out(["ip", "-o", "link"]).splitlines()),
-        "qdiscs": out(["tc", "qdisc", "show"]),
-        "iptables": out(["iptables", "-S"]) + out(["iptables", "-t", "mangle", "-S"]),
-        "run": sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else [],
-        "procs": sorted(l for l in out(["pgrep", "-af", "caddy run|linkem|chromedriver"]).splitlines()
-                        if "pgrep" not in l),
-    }
+from ..conftest import ROOT, run_cli, system_state
 
 
 def _campaign_file(tmp_path, text):
@@ -102,7 +85,7 @@ def test_bad_input_is_refused_with_its_name_and_form_exit_2_and_no_change(args, 
     """One table: the CLI, the pytest options and campaign files."""
     if os.geteuid() != 0:
         pytest.skip("the system snapshot reads iptables: run the suite as root")
-    before = _state()
+    before = system_state()
     if args[0] == "pytest":
         r = subprocess.run([sys.executable, "-m", "pytest", *args[1:]], capture_output=True, text=True, cwd=ROOT,
                            timeout=60)
@@ -113,7 +96,7 @@ def test_bad_input_is_refused_with_its_name_and_form_exit_2_and_no_change(args, 
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert fragment in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    assert _state() == before
+    assert system_state() == before
     assert not (tmp_path / "r.sqlite").exists() or args[0] != "campaign-file"
 
 
