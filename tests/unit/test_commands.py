@@ -197,7 +197,8 @@ def test_caddy_config_binds_only_the_server_address(tmp_path):
                                 access_log=tmp_path / "a.log")
     assert "admin off" in text and "protocols h1 h3" in text and "auto_https off" in text
     assert "bind 198.19.4.2" in text and "https://plt.test:443" in text
-    assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in text and "$" not in text
+    assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in text and "${" not in text  # every placeholder filled
+    assert "@notpage not path_regexp ^/index_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\\.html$\n" in text  # the pages only
     with pytest.raises(Exception, match="cannot hold"):
         server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="x", cert=tmp_path / "a b",
                              key=tmp_path, sites=tmp_path, access_log=tmp_path)
