@@ -81,11 +81,16 @@ def parse_interval_s(text: str | None, option: str = "--cpu-interval") -> float:
     return ms / 1000.0
 
 
+def captures_root(results: Path) -> Path:
+    """Where a results store's capture files go: <its folder>/captures."""
+    return Path(results).resolve().parent / "captures"
+
+
 def make_settings(kinds: str | list | None, interval: str | None, limit: str | None, results: Path,
                   names: tuple[str, str, str] = ("--capture", "--cpu-interval", "--capture-limit")) -> Settings:
     """Settings from options (or campaign keys), validated; files go to <results folder>/captures."""
     from .units import parse_size
-    return Settings(kinds=parse_kinds(kinds, names[0]), root=Path(results).resolve().parent / "captures",
+    return Settings(kinds=parse_kinds(kinds, names[0]), root=captures_root(results),
                     cpu_interval_s=parse_interval_s(interval, names[1]),
                     limit_bytes=DEFAULT_LIMIT_BYTES if limit is None else parse_size(limit, names[2]))
 

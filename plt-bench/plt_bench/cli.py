@@ -257,11 +257,10 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
     from .store import Store
     from .testbed import Testbed
 
-    from .capture import Settings, check_space
+    from .capture import Settings, captures_root, check_space
     cmd.require_root()
     store = Store(Path(a.results))  # fails before anything is created when the path is unwritable
-    capture = Settings(spec.capture, Path(a.results).resolve().parent / "captures", spec.cpu_interval_s,
-                       spec.capture_limit_bytes)
+    capture = Settings(spec.capture, captures_root(a.results), spec.cpu_interval_s, spec.capture_limit_bytes)
     cid = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
     need, warning = check_space(spec.capture, [(p, s) for _, _, s, p in spec.plan()], capture.root,
                                 spec.capture_limit_bytes)

@@ -144,33 +144,34 @@ def parse_protos(text: str, option: str = "--proto") -> tuple[str, ...]:
     return tuple(out)
 
 
-def parse_rates(text: str, option: str = "--bw") -> tuple[int | None, ...]:
-    """A comma-separated list of rates; 'unshaped' (or 'none') leaves the link unshaped."""
+def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:
+    """A comma-separated list, each item parsed (and checked) by parse_one, duplicates dropped."""
     items = units.split_list(text)
     if not items:
-        raise UsageError(f"{option}: empty; expected {units.RATE_FORM}, or '{UNSHAPED}'")
-    out: list[int | None] = []
+        raise UsageError(f"{option}: empty; expected {form}")
+    out: list = []
     for item in items:
-        r = None if item.lower() in (UNSHAPED, "none") else units.parse_rate(item, option)
-        if r not in out:
-            out.append(r)
+        v = parse_one(item)
+        if v not in out:
+            out.append(v)
     return tuple(out)
 
 
+def parse_rates(text: str, option: str = "--bw") -> tuple[int | None, ...]:
+    """A comma-separated list of rates; 'unshaped' (or 'none') leaves the link unshaped."""
+    return _parse_list(text, option, f"{units.RATE_FORM}, or '{UNSHAPED}'",
+                       lambda item: None if item.lower() in (UNSHAPED, "none") else units.parse_rate(item, option))
+
+
 def parse_sizes(text: str, option: str = "--size") -> tuple[int, ...]:
-    items = units.split_list(text)
-    if not items:
-        raise UsageError(f"{option}: empty; expected {units.SIZE_FORM}")
-    out: list[int] = []
-    for item in items:
+    def one(item):
         s = units.parse_size(item, option)
         if s < MIN_PAGE_BYTES:
             raise UsageError(f"{option}: '{item}' is too small; a page is at least {MIN_PAGE_BYTES} bytes")
         if s > MAX_PAGE_BYTES:
             raise UsageError(f"{option}: '{item}' is too large; a page is at most {units.format_size(MAX_PAGE_BYTES)}")
-        if s not in out:
-            out.append(s)
-    return tuple(out)
+        return s
+    return _parse_list(text, option, units.SIZE_FORM, one)
 
 
 def parse_runs(text: str | int, option: str = "--runs") -> int:
@@ -191,31 +192,21 @@ def parse_cc(text: str, option: str = "--cc") -> str:
 
 
 def parse_durations(text: str, option: str) -> tuple[float, ...]:
-    items = units.split_list(text)
-    if not items:
-        raise UsageError(f"{option}: empty; expected {units.TIME_FORM}")
-    out: list[float] = []
-    for item in items:
+    def one(item):
         v = 0.0 if item == "0" else units.parse_duration_ms(item, option)
         if v > 60_000:
             raise UsageError(f"{option}: '{item}' is more than 60s")
-        if v not in out:
-            out.append(v)
-    return tuple(out)
+        return v
+    return _parse_list(text, option, units.TIME_FORM, one)
 
 
 def parse_losses(text: str, option: str = "--loss") -> tuple[float, ...]:
-    items = units.split_list(text)
-    if not items:
-        raise UsageError(f"{option}: empty; expected a percentage: 0.1%, 5%")
-    out: list[float] = []
-    for item in items:
+    def one(item):
         v = 0.0 if item == "0" else units.parse_percent(item, option)
         if v >= 100:
             raise UsageError(f"{option}: '{item}' would drop every packet; expected less than 100%")
-        if v not in out:
-            out.append(v)
-    return tuple(out)
+        return v
+    return _parse_list(text, option, "a percentage: 0.1%, 5%", one)
 
 
 def parse_queue(text: str | None, option: str = "--queue") -> int | None:

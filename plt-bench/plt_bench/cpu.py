@@ -52,18 +52,6 @@ def tree_cpu(root_pid: int) -> dict[str, dict[str, float]]:
             for k, v in out.items()}
 
 
-def process_cpu(pid: int | None) -> tuple[float, float] | None:
-    """(user, system) CPU seconds of one process, or None if it is gone."""
-    import psutil
-    if pid is None:
-        return None
-    try:
-        t = psutil.Process(pid).cpu_times()
-    except psutil.Error:
-        return None
-    return t.user, t.system
-
-
 def _cpu_times() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]

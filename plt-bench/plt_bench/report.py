@@ -45,15 +45,14 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
 def cpu_series(store: Store, trials: list[dict]) -> dict[str, dict]:
     """Per protocol, the CPU time series of one capture trial to draw: the first ok trial of the
     largest page that has samples."""
+    ok = stats.usable(trials)
+    sampled = store.sampled(t["id"] for t in ok)  # one query, not one per trial
     out = {}
     for proto in ("quic", "tcp"):
-        cands = sorted((t for t in stats.usable(trials) if t["proto"] == proto),
+        cands = sorted((t for t in ok if t["proto"] == proto and t["id"] in sampled),
                        key=lambda t: (-t["size_bytes"], t["campaign_id"], t["seq"]))
-        for t in cands:
-            samples = store.cpu_samples(t["id"])
-            if samples:
-                out[proto] = {"trial": t, "samples": samples}
-                break
+        if cands:
+            out[proto] = {"trial": cands[0], "samples": store.cpu_samples(cands[0]["id"])}
     return out
 
 

@@ -268,6 +268,15 @@ class Store:
                               "ORDER BY role, t_s", (trial_id,))
         return [{"role": r, "t_s": t, "user_s": u, "system_s": s} for r, t, u, s in cur]
 
+    def sampled(self, trial_ids: Iterable[int]) -> set[int]:
+        """The trials among these that have a CPU time series."""
+        ids = list(trial_ids)
+        if not ids:
+            return set()
+        marks = ",".join("?" for _ in ids)
+        return {r[0] for r in self.db.execute(f"SELECT DISTINCT trial_id FROM cpu_samples WHERE trial_id IN ({marks})",
+                                              ids)}
+
     def add_artifacts(self, trial_id: int, artifacts) -> None:
         """Capture files of a trial; paths are stored relative to the store's folder."""
         base = self.path.parent.resolve()
