@@ -85,7 +85,7 @@ def test_quic_trial_dissects_as_quic_and_decrypts_to_http3(captured):
     assert tshark(pcap, None, "http3") == []  # encrypted: nothing above QUIC without the keys
     frames = tshark(pcap, keys, "http3", "ip.src", "http3.frame_type")
     types = {(src, ft) for src, fts in frames for ft in fts.split(",") if ft}
-    server = tr["row"]["url"] and next(src for src, _ in types if src.startswith("198.19."))
+    server = next(src for src, _ in types if src.startswith("198.19."))
     client = next(src for src, _ in types if src.startswith("198.18."))
     assert (client, "1") in types and (server, "1") in types  # HEADERS both ways: request and response
     assert (server, "4") in types  # the server's SETTINGS
@@ -134,7 +134,8 @@ def test_cpu_samples_exist_for_every_role_are_monotone_and_add_up_to_the_totals(
         assert set(by_role) <= set(totals) | {"linkem"}
         for role, ss in by_role.items():
             ss.sort(key=lambda s: s["t_s"])
-            assert len(ss) >= 3, (key, role)
+            # the origin and the last reading at least; a 500KB load can end before the first 100 ms tick
+            assert len(ss) >= (5 if key.endswith("-big") else 2), (key, role)
             for a, b in zip(ss, ss[1:]):
                 assert b["t_s"] > a["t_s"] and b["user_s"] >= a["user_s"] and b["system_s"] >= a["system_s"], (key, role)
         if not key.endswith("-big"):
@@ -159,7 +160,7 @@ def test_sampler_costs_little(captured):
         cpu = json.loads(tr["row"]["cpu_json"])
         for side in ("sampler", "server_sampler"):
             info = cpu[side]
-            assert info["samples"] >= 3 and info["window_s"] > 0
+            assert info["samples"] >= (5 if key.endswith("-big") else 2) and info["window_s"] > 0
             assert info["own_cpu_s"] < 0.2 * info["window_s"], (key, side, info)
 
 
