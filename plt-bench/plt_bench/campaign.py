@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Callable
 
-from . import cmd, conditions as cond_mod
+from . import cmd, conditions as cond_mod, hostnet
 from .cpu import wait_idle
 from .capture import DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Cell, Conditions, Grid, ideal_seconds
@@ -33,7 +33,7 @@ from .units import parse_size
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "warmup", "retries", "seed", "link", "profile",
-            "capture", "cpu_interval", "capture_limit"}
+            "capture", "cpu_interval", "capture_limit", "server", "iface"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -56,12 +56,15 @@ class Spec:
     capture: tuple[str, ...] = ()     # capture kinds (plt_bench.capture.KINDS)
     cpu_interval_s: float = 0.1
     capture_limit_bytes: int = DEFAULT_LIMIT_BYTES
+    server: str | None = None         # two machines: the server's address ('plt-bench serve --addr')
+    iface: str | None = None          # two machines: this machine's interface towards it
 
     def as_dict(self) -> dict:
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": list(self.grid.sizes),
                 "conditions": [dataclasses.asdict(c) for c in self.grid.conditions], "runs": self.grid.runs,
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link,
-                **({"capture": list(self.capture)} if self.capture else {})}
+                **({"capture": list(self.capture)} if self.capture else {}),
+                **({"server": self.server} if self.server else {})}
 
     @property
     def spec_hash(self) -> str:
@@ -167,9 +170,15 @@ def load(name_or_path: str, overrides: dict | None = None) -> Spec:
         limit_text = overrides.get("capture_limit", data.get("capture_limit"))
         limit = DEFAULT_LIMIT_BYTES if limit_text is None else parse_size(
             str(limit_text), "--capture-limit" if "capture_limit" in overrides else "capture_limit")
+        server = overrides.get("server", data.get("server"))
+        server = None if server is None else hostnet.parse_ipv4(str(server), "--server" if "server" in overrides
+                                                                 else "server")
+        iface = overrides.get("iface", data.get("iface"))
+        iface = None if iface is None else hostnet.check_iface_name(str(iface), "--iface" if "iface" in overrides
+                                                                    else "iface")
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from None
-    return Spec(name=name, description=str(data.get("description", "")), grid=grid,
+    return Spec(server=server, iface=iface, name=name, description=str(data.get("description", "")), grid=grid,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=as_int("warmup", 0, 0, 100), retries=as_int("retries", 1, 0, 10), seed=as_int("seed", 1, 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path))

@@ -139,14 +139,15 @@ def chromium_capture_args(kinds: tuple[str, ...], folder: Path) -> list[str]:
     return args
 
 
-def tcpdump_argv(iface: str, path: Path, buffer_kib: int = 65536) -> list[str]:
+def tcpdump_argv(iface: str, path: Path, buffer_kib: int = 65536, filter_file: Path | None = None) -> list[str]:
     """tcpdump writing every whole packet of an interface to a pcap (pure). -Z root: Debian's
     tcpdump otherwise drops to its own user, which cannot write under results/. Not immediate
     mode: waking per packet costs enough CPU at 100 Mbit to make linkem fall behind on 2 cores
     (measured); see Tcpdump.stop for the price."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", iface):
         raise UsageError(f"interface name {iface!r} is not valid")
-    return ["tcpdump", "-i", iface, "-n", "-s", "0", "-B", str(buffer_kib), "-Z", "root", "-w", str(path)]
+    argv = ["tcpdump", "-i", iface, "-n", "-s", "0", "-B", str(buffer_kib), "-Z", "root", "-w", str(path)]
+    return argv + (["-F", str(filter_file)] if filter_file else [])
 
 
 _STATS_RE = re.compile(r"(\d+) packets? captured.*?(\d+) packets? received by filter.*?(\d+) packets? dropped by kernel",
@@ -171,8 +172,8 @@ class Artifact:
 class Tcpdump:
     """One tcpdump in a namespace, started before the trial and stopped after it."""
 
-    def __init__(self, ns: str | None, iface: str, path: Path, log_path: Path):
-        self.argv = cmd.in_netns(ns, tcpdump_argv(iface, path))
+    def __init__(self, ns: str | None, iface: str, path: Path, log_path: Path, filter_file: Path | None = None):
+        self.argv = cmd.in_netns(ns, tcpdump_argv(iface, path, filter_file=filter_file))
         self.path, self.log_path = path, log_path
         self.proc: subprocess.Popen | None = None
 
@@ -227,11 +228,12 @@ class TrialCapture:
     quic-go is still finishing it."""
 
     def __init__(self, kinds: tuple[str, ...], folder: Path, client_ns: str | None, client_iface: str,
-                 qlog_spool: Path | None):
+                 qlog_spool: Path | None, pcap_filter: Path | None = None):
         self.kinds, self.folder, self.qlog_spool = kinds, folder, qlog_spool
         self.tcpdump = None
         if "pcap" in kinds:
-            self.tcpdump = Tcpdump(client_ns, client_iface, folder / FILENAMES["pcap"], folder / "tcpdump.log")
+            self.tcpdump = Tcpdump(client_ns, client_iface, folder / FILENAMES["pcap"], folder / "tcpdump.log",
+                                   pcap_filter)
         self._spool_before: set[str] = set()
         self.pcap_stats: dict | None = None
 

@@ -89,6 +89,26 @@ def _capture_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--capture-limit", default=None, help=CAPTURE_HELP["capture_limit"])
 
 
+TWO_MACHINE_HELP = {
+    "server": "two machines: the server's address, where 'plt-bench serve --addr ADDR' runs (campaign key: server); "
+              "this machine is the client",
+    "server_pin": "the pin 'plt-bench serve' printed (base64 SHA-256 of its certificate's public key)",
+    "server_token": "the control token 'plt-bench serve' printed (64 hex digits)",
+    "control_port": "the server's control port (default: 4443)",
+    "iface": "this machine's interface towards the server: the only one the testbed shapes, and only for the test "
+             "traffic (required when the link is shaped; campaign key: iface)",
+}
+
+
+def _two_machine_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("two machines (see 'plt-bench serve')")
+    g.add_argument("--server", default=None, metavar="ADDR", help=TWO_MACHINE_HELP["server"])
+    g.add_argument("--server-pin", default=None, metavar="PIN", help=TWO_MACHINE_HELP["server_pin"])
+    g.add_argument("--server-token", default=None, metavar="TOKEN", help=TWO_MACHINE_HELP["server_token"])
+    g.add_argument("--control-port", default=None, metavar="N", help=TWO_MACHINE_HELP["control_port"])
+    g.add_argument("--iface", default=None, metavar="IFACE", help=TWO_MACHINE_HELP["iface"])
+
+
 def _preset_names() -> list[str]:
     from .campaign import presets
     return list(presets())
@@ -131,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--new", action="store_true", help="start a new campaign even if an unfinished one can be resumed")
     r.add_argument("--timeout", default=None, help="page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)")
     _capture_options(r)
+    _two_machine_options(r)
     _stats_options(r)
 
     for cmdname, helptext in (("report", "statistics of a stored campaign: table, Markdown and CSV"),
@@ -162,6 +183,21 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the reports as JSON")
     _link_options(v, verify=False)
     _results_option(v)
+
+    sv = sub.add_parser("serve", help="two machines: serve the pages from this machine to a client running "
+                                      "'plt-bench run --server'",
+                        description="Start Caddy on --addr (HTTP/3 on UDP 443, HTTP/1.1+TLS on TCP 443) with a fresh "
+                                    "certificate, and the control channel on --addr:--control-port; print the pin and "
+                                    "token the client needs, and serve until Ctrl-C or SIGTERM. Changes nothing on this "
+                                    "machine's interfaces: with the linkem backend the client shapes the link.")
+    sv.add_argument("--addr", required=True, help="this machine's address towards the client, e.g. 10.0.0.1")
+    sv.add_argument("--iface", default=None, help="the interface holding --addr; needed only if it carries the "
+                                                  "default route (the testbed refuses that one unless named)")
+    sv.add_argument("--size", default=",".join(DEFAULT_SIZES), help="pages to serve (generated if missing; default: "
+                                                                    f"{','.join(DEFAULT_SIZES)})")
+    sv.add_argument("--control-port", default=str(4443), help=TWO_MACHINE_HELP["control_port"])
+    sv.add_argument("--testbed", type=int, default=None, metavar="N", help="run folder index (default: first free)")
+    sv.add_argument("--info-file", default=None, help="also write addr, pin, token and port as JSON to this file (0600)")
 
     dr = sub.add_parser("doctor", help="what this machine can do (root, netem, NFQUEUE, IFB, Chromium, Caddy, disk...) "
                                        "and what to do about each missing piece")
@@ -248,19 +284,34 @@ def _parse_timeout(text):
 
 
 RUN_OVERRIDES = ("proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "loss", "jitter_dist", "loss_direction",
-                 "queue", "cc", "link", "verify", "name", "capture", "cpu_interval", "capture_limit")
+                 "queue", "cc", "link", "verify", "name", "capture", "cpu_interval", "capture_limit", "server", "iface")
+
+
+def _testbed(a, spec, capture):
+    """The embedded testbed, or the client's side of two machines when the campaign names a server."""
+    from .remote import make_ref
+    from .testbed import RemoteTestbed, Testbed
+    ref = make_ref(spec.server, getattr(a, "server_pin", None), getattr(a, "server_token", None),
+                   getattr(a, "control_port", None), spec.iface)
+    if ref is None:
+        return Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, need_no_reorder=spec.need_no_reorder,
+                       capture=capture)
+    bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=a.testbed, capture=capture,
+                        cc=spec.cc)
+    bed.check()
+    return bed
 
 
 def _run_campaign(a, spec, timeout_s=None) -> int:
     from . import campaign, report
     from .metadata import utc_now
     from .store import Store
-    from .testbed import Testbed
 
     from .capture import Settings, captures_root, check_space
     cmd.require_root()
-    store = Store(Path(a.results))  # fails before anything is created when the path is unwritable
     capture = Settings(spec.capture, captures_root(a.results), spec.cpu_interval_s, spec.capture_limit_bytes)
+    bed = _testbed(a, spec, capture)  # bad two-machine options fail here, before anything is made
+    store = Store(Path(a.results))  # fails before anything is created when the path is unwritable
     cid = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
     need, warning = check_space(spec.capture, [(p, s) for _, _, s, p in spec.plan()], capture.root,
                                 spec.capture_limit_bytes)
@@ -269,8 +320,7 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
     status = "failed"
     counts = {"failed": 0}
     try:
-        with Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, need_no_reorder=spec.need_no_reorder,
-                     capture=capture) as bed:
+        with bed:
             meta = bed.metadata()
             if cid is not None:
                 old = store.campaign(cid)["metadata"]
@@ -289,6 +339,9 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
                   f"{n} trials ({len(spec.grid.conditions)} condition(s) x {len(spec.grid.sizes)} size(s) x "
                   f"{len(spec.grid.protos)} protocol(s) x {spec.grid.runs} run(s)) on testbed {bed.plan.prefix}, "
                   f"link {bed.link.name}; results in {a.results}", flush=True)
+            if spec.server:
+                print(f"two machines: server {spec.server} ({bed.hello.get('host')}), this machine's {bed.plan.iface} "
+                      f"shaped at its {bed.link.placement}", flush=True)
             if spec.capture:
                 print(f"capture: {', '.join(spec.capture)}, CPU every {spec.cpu_interval_s * 1000:.0f} ms"
                       + (f"; files (about {need / 1e6:,.0f} MB) in {capture.root}/{cid}/" if need else ""), flush=True)
@@ -533,7 +586,7 @@ def cmd_verify(a) -> int:
         cid = store.new_campaign("verify", utc_now(), grid_dict(grid), bed.metadata())
         for cond in grid.conditions:
             readback = bed.set_conditions(cond)
-            report = verify(bed.plan, cond, probes=probes)
+            report = verify(bed.plan, cond, probes=probes, **bed.verify_args())
             report["readback"] = readback
             store.add_link_check(cid, cond.label, utc_now(), report)
             reports.append(report)
@@ -563,6 +616,36 @@ def cmd_down(a) -> int:
     if not prefixes:
         print("no testbed started by 'plt-bench up' is running")
     return 0
+
+
+def cmd_serve(a) -> int:
+    from . import hostnet
+    from .remote import ServeSession, parse_port, write_private
+    addr = hostnet.parse_ipv4(a.addr, "--addr")
+    if a.iface is not None:
+        hostnet.require_iface(a.iface)
+    sizes = cond_mod.parse_sizes(a.size)
+    port = parse_port(a.control_port)
+    cmd.require_root()
+    session = ServeSession(addr, a.iface, SITES, sizes, port, a.testbed)
+    try:
+        info = session.open()
+        if a.info_file:
+            write_private(Path(a.info_file), json.dumps(info, indent=1) + "\n")
+        print(f"serving {len(info['pages'])} page(s) from {SITES} on https://{addr}:443 (HTTP/3 on UDP, HTTP/1.1+TLS "
+              f"on TCP), control channel on {addr}:{port}\n"
+              f"pin:   {info['pin']}\ntoken: {info['token']}\n"
+              f"(also in {info['run_dir']}/server.json, mode 0600)\n\n"
+              f"on the client:\n  plt-bench run --iface <its interface towards {addr}> {info['client_options']}\n\n"
+              "Ctrl-C stops the server and removes everything it made.", flush=True)
+        while True:
+            time.sleep(3600)
+    except (KeyboardInterrupt, Terminated):  # the normal way to stop serving
+        session.close()
+        print("stopped: Caddy, the control channel and the run folder are gone", flush=True)
+        return 0
+    finally:
+        session.close()
 
 
 def cmd_doctor(a) -> int:
@@ -619,7 +702,7 @@ def cmd_pages(a) -> int:
 
 
 COMMANDS = {"run": cmd_run, "report": cmd_report, "plot": cmd_plot, "campaigns": cmd_campaigns, "up": cmd_up,
-            "verify": cmd_verify, "doctor": cmd_doctor, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
+            "verify": cmd_verify, "doctor": cmd_doctor, "serve": cmd_serve, "down": cmd_down, "clean": cmd_clean, "export": cmd_export,
             "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
             "bench-link": cmd_bench_link, "bench-sampler": cmd_bench_sampler, "bench-campaign": cmd_bench_campaign}
 

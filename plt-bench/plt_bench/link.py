@@ -114,6 +114,7 @@ def read_direction(ns: str, dev: str) -> DirectionState:
         flows = parse_filter_flowids(cmd.run(["tc", "filter", "show", "dev", dev], ns=ns).stdout)
         if not flows and "default" in root:  # no filter: everything goes to the default class
             flows = [f"{root['handle']}{root['default']:x}"]
+        flows = list(dict.fromkeys(flows))  # several filters may lead to one class
         shaped = [(f, classes[f]) for f in flows if f in classes]
         if len(shaped) == 1:
             shaped_class = shaped[0][0]
@@ -303,12 +304,18 @@ def nfqueue_rule(in_dev: str, queue: int) -> list[str]:
     return ["-i", in_dev, "-j", "NFQUEUE", "--queue-num", str(queue)]
 
 
-def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1) -> list[str]:
-    def spec(name: str, queue: int, loss_pct: float) -> str:
-        return (f"{name}:queue={queue},delay_us={round(cond.delay_ms * 1000)},jitter_us={round(cond.jitter_ms * 1000)},"
-                f"dist={cond.jitter_dist},loss={loss_pct / 100:.6g},reorder={int(cond.reorder)}")
-    return [binary, "--dir", spec("down", QUEUE_DOWN, cond.loss_down_pct), "--dir", spec("up", QUEUE_UP, cond.loss_up_pct),
-            "--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY)]
+def linkem_dirs(cond: Conditions) -> list[tuple[str, int, float, float]]:
+    """(name, queue, one-way delay ms, loss %) of each direction linkem runs in the router."""
+    return [("down", QUEUE_DOWN, cond.delay_ms, cond.loss_down_pct), ("up", QUEUE_UP, cond.delay_ms, cond.loss_up_pct)]
+
+
+def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
+                dirs: list[tuple[str, int, float, float]] | None = None) -> list[str]:
+    argv = [binary]
+    for name, queue, delay_ms, loss_pct in dirs or linkem_dirs(cond):
+        argv += ["--dir", f"{name}:queue={queue},delay_us={round(delay_ms * 1000)},jitter_us={round(cond.jitter_ms * 1000)},"
+                          f"dist={cond.jitter_dist},loss={loss_pct / 100:.6g},reorder={int(cond.reorder)}"]
+    return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY)]
 
 
 class LinkemLink:
@@ -321,13 +328,14 @@ class LinkemLink:
         if not binary.is_file():
             raise LinkError(f"linkem is not built ({binary}): run scripts/setup (it builds linkem with cargo)")
         self.plan, self.binary, self.seed = plan, binary, seed
+        self.ns = getattr(plan, "router_ns", None)  # the router's namespace; None: this host (two machines)
         self.stats_path = plan.run_dir / "linkem.json"
         self.log_path = plan.run_dir / "linkem.log"
         self.proc: subprocess.Popen | None = None
         self.cond: Conditions | None = None
 
     def _iptables(self, *args: str, check: bool = True):
-        return cmd.run(["iptables", "-w", *args], ns=self.plan.router_ns, check=check)
+        return cmd.run(["iptables", "-w", *args], ns=self.ns, check=check)
 
     def _stop(self) -> None:
         cmd.stop_process(self.proc)
@@ -339,8 +347,8 @@ class LinkemLink:
     def _start(self, cond: Conditions) -> None:
         self.stats_path.unlink(missing_ok=True)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd.in_netns(self.plan.router_ns, linkem_argv(str(self.binary), cond, self.stats_path,
-                                                                                  self.seed)),
+        self.proc = subprocess.Popen(cmd.in_netns(self.ns, linkem_argv(str(self.binary), cond, self.stats_path, self.seed,
+                                                                        self.dirs(cond))),
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -350,6 +358,9 @@ class LinkemLink:
                 return
             time.sleep(0.01)
         raise LinkError(f"linkem did not bind its queues within 5s: {self._log_tail()}")
+
+    def dirs(self, cond: Conditions) -> list[tuple[str, int, float, float]]:
+        return linkem_dirs(cond)
 
     def _log_tail(self) -> str:
         try:
@@ -388,21 +399,25 @@ class LinkemLink:
         if cond.impaired:
             if sorted(int(q) for q, _ in queued) != [QUEUE_DOWN, QUEUE_UP] or any("bypass" in rest for _, rest in queued):
                 raise LinkError(f"the router's NFQUEUE rules are not as set: {rules.strip()}")
-            if not self.alive():
-                raise LinkError(f"linkem is not running: {self.died_reason()}")
-            stats = self.snapshot() or {}
-            for name, q, loss in (("down", QUEUE_DOWN, cond.loss_down_pct), ("up", QUEUE_UP, cond.loss_up_pct)):
-                d = stats.get("dirs", {}).get(name, {})
-                want = (q, round(cond.delay_ms * 1000), round(cond.jitter_ms * 1000), cond.reorder)
-                got = (d.get("queue"), d.get("delay_us"), d.get("jitter_us"), d.get("reorder"))
-                if want != got or abs(d.get("loss", -1) - loss / 100) > 1e-9:
-                    raise LinkError(f"linkem's {name} direction runs {d}, expected queue/delay/jitter/reorder {want} "
-                                    f"and loss {loss / 100}")
-            out["linkem"] = {"pid": self.proc.pid, "binary": str(self.binary), "fifo_priority": LINKEM_FIFO_PRIORITY}
+            out["linkem"] = self.check_running(cond)
         elif queued:
             raise LinkError(f"NFQUEUE rules are set although the conditions need none: {rules.strip()}")
         out["iptables"] = cmd.run(["iptables", "-V"]).stdout.strip()
         return out
+
+    def check_running(self, cond: Conditions) -> dict:
+        """linkem runs each direction as asked (read from its own report), or LinkError."""
+        if not self.alive():
+            raise LinkError(f"linkem is not running: {self.died_reason()}")
+        stats = self.snapshot() or {}
+        for name, q, delay_ms, loss in self.dirs(cond):
+            d = stats.get("dirs", {}).get(name, {})
+            want = (q, round(delay_ms * 1000), round(cond.jitter_ms * 1000), cond.reorder)
+            got = (d.get("queue"), d.get("delay_us"), d.get("jitter_us"), d.get("reorder"))
+            if want != got or abs(d.get("loss", -1) - loss / 100) > 1e-9:
+                raise LinkError(f"linkem's {name} direction runs {d}, expected queue/delay/jitter/reorder {want} "
+                                f"and loss {loss / 100}")
+        return {"pid": self.proc.pid, "binary": str(self.binary), "fifo_priority": LINKEM_FIFO_PRIORITY}
 
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None

@@ -113,10 +113,11 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     cap = None
     if settings.files:
         cap = TrialCapture(settings.kinds, trial_folder(settings.root, campaign_id, seq, cell.proto, page),
-                           bed.plan.client_ns, bed.plan.client_if, bed.qlog_spool)
+                           bed.plan.client_ns, bed.plan.client_if, bed.qlog_spool, bed.pcap_filter)
         cap.start()
     try:
         before = bed.link.snapshot()
+        remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
         sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
                           settings.cpu_interval_s, keep_series="cpu" in settings.kinds, grows=False).start()
@@ -126,6 +127,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None)
         wall = time.monotonic() - t0
         last = sampler.stop()
+        remote1 = bed.remote_cpu()
     except BaseException:
         if cap:
             cap.abort()
@@ -133,7 +135,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     artifacts = cap.stop() if cap else []
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
-    cpu = cpu_by_role(answer.get("cpu"), first[1], last[1], stats, sampler.info())
+    cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats, sampler.info())
     entries = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None})
@@ -153,7 +155,7 @@ def apply_and_verify(bed: Testbed, store: Store, campaign_id: int, cond, verify_
     from .verify import verify
     check = bed.set_conditions(cond)
     if verify_mode != "off":
-        report = verify(bed.plan, cond)
+        report = verify(bed.plan, cond, **bed.verify_args())
         check = {**check, "verify": report}
         if on_verify:
             on_verify(report)

@@ -38,6 +38,7 @@ class Testbed:
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
         self.conditions: Conditions | None = None
+        self.pcap_filter: Path | None = None  # tcpdump's filter file, where the interface carries other traffic
         self._stack = contextlib.ExitStack()
 
     @property
@@ -114,6 +115,14 @@ class Testbed:
         ans = self.worker.load(req, timeout_s + 60)
         return ans, uri
 
+    def remote_cpu(self) -> dict:
+        """CPU readings of processes on another machine ({role: (user_s, system_s)}); none here."""
+        return {}
+
+    def verify_args(self) -> dict:
+        """What the link check needs beyond the plan (an iperf3 server elsewhere, the jitter's legs)."""
+        return {}
+
     # -- metadata ------------------------------------------------------------------------------
     def metadata(self) -> dict:
         m = machine()
@@ -132,5 +141,100 @@ class Testbed:
             "testbed_up_utc": utc_now(),
             "capture": list(self.capture.kinds),
             "cpu_interval_s": self.capture.cpu_interval_s,
+        })
+        return m
+
+
+class RemoteTestbed(Testbed):
+    """Two machines: this host is the client, the server runs `plt-bench serve` (remote.py).
+
+    Everything is checked before anything is changed: the options, the route to the server, the
+    interface, the control channel's token and the certificate's pin."""
+
+    def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
+                 index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True):
+        super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser)
+        self.ref, self.iface_opt, self.all_conditions = server, iface, list(conditions)
+        self._plan = None
+        self.hello: dict = {}
+        self.control = None
+
+    @property
+    def plan(self):
+        return self._plan
+
+    def check(self) -> None:
+        """Every refusal that needs no change on the system (usage errors exit 2 before anything is made)."""
+        from .errors import UsageError
+        from .remote import HostLinkem
+        if self.link_name == "tcconfig":
+            raise UsageError("--link: with --server the link runs on the client's ingress (linkem); tcconfig/netem on "
+                             "the server's egress is not built yet: use --link auto or linkem")
+        if "qlog" in self.capture.kinds:
+            raise UsageError("--capture: qlog is Caddy's, written on the server machine; with --server choose from "
+                             "cpu, pcap, keylog, netlog")
+        HostLinkem.check_conditions(self.all_conditions)
+
+    def open(self) -> None:
+        from . import hostnet
+        from .control import Control
+        from .errors import UsageError
+        from .remote import HostLinkem, RemotePlan, RemoteServer, RemoteSites
+        cmd.require_root()
+        self.check()
+        addr = self.ref.addr
+        route = hostnet.route_to(addr)
+        if not route.get("dev"):
+            raise UsageError(f"--server: this machine has no route to {addr}")
+        if route.get("type") == "local" or route.get("dev") == "lo":
+            raise UsageError(f"--server: {addr} is an address of this machine; expected the server's, on the other "
+                             "machine")
+        shaping = any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
+        if shaping and self.iface_opt is None:
+            raise UsageError(f"--iface: the link is shaped on this machine's interface towards {addr}, and the testbed "
+                             f"shapes only an interface you name: add --iface {route['dev']}")
+        iface = hostnet.pick_iface(route["dev"], self.iface_opt, f"traffic to the server {addr}")
+        if shaping:
+            hostnet.check_untouched(iface)
+        self.control = Control(addr, self.ref.control_port, self.ref.token)
+        self._stack.callback(self.control.close)
+        self.hello = self.control.call("hello")
+        if self.hello.get("pin") != self.ref.pin:
+            raise UsageError(f"--server-pin: the server's certificate has pin {self.hello.get('pin')}, not "
+                             f"{self.ref.pin}; copy the pin the running 'plt-bench serve' printed")
+        self.topology = Topology.allocate(self.cc, self.index)
+        self._stack.callback(self.topology.down)
+        self._plan = RemotePlan(self.topology.plan.index, iface, addr, route.get("prefsrc") or "")
+        self.topology.write_state(role="client", server=addr, iface=iface)
+        self.link = HostLinkem(self._plan, lambda host: self.topology.write_state(host=host))
+        self._stack.callback(self.link.close)
+        self.link.open()
+        self.server = RemoteServer(self.control, self.hello)
+        self.sites = RemoteSites(self.hello.get("pages") or {}, addr)
+        self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
+        self.pcap_filter.write_text(f"host {addr}\n")
+        if self.with_browser:
+            self.worker = BrowserWorker(None, self._plan.run_dir / "browser-worker.log")
+            self._stack.callback(self.worker.stop)
+            self.worker_versions = self.worker.start().get("versions", {})
+
+    def remote_cpu(self) -> dict:
+        return self.server.cpu()
+
+    def verify_args(self) -> dict:
+        from .remote import RemoteIperf
+        return {"iperf": RemoteIperf(self.control), "legs": self.link.jitter_legs, "user_latency": True}
+
+    def metadata(self) -> dict:
+        m = super().metadata()
+        sysctl = self.hello.get("sysctl") or {}
+        m.update({
+            "mode": "two machines",
+            "link_placement": self.link.placement,
+            # the sender's algorithm is the server's; the testbed leaves real hosts' sysctls alone
+            "congestion_control": (sysctl.get("net.ipv4.tcp_congestion_control") or "unknown"),
+            "congestion_control_requested": self.cc,
+            "server": {k: self.hello.get(k) for k in ("host", "kernel", "cpu_count", "loadavg", "plt_bench",
+                                                      "git_commit", "iface", "sysctl")},
         })
         return m

@@ -54,7 +54,8 @@ def _check(name: str, measured, expected, ok: bool | None, tolerance: str, unit:
     return {"name": name, "measured": measured, "expected": expected, "ok": ok, "tolerance": tolerance, "unit": unit}
 
 
-def check_ping(cond: Conditions, sent: int, rtts: list[float]) -> list[dict]:
+def check_ping(cond: Conditions, sent: int, rtts: list[float], legs: int = 2) -> list[dict]:
+    """legs: how many times a round trip draws the jitter (2 in the router; 1 when all of it is on the downlink)."""
     checks = []
     n = len(rtts)
     lost = (sent - n) / sent if sent else 1.0
@@ -66,7 +67,7 @@ def check_ping(cond: Conditions, sent: int, rtts: list[float]) -> list[dict]:
         checks.append(_check("rtt mean", None, cond.rtt_ms, False, "needs at least 10 replies", "ms"))
         return checks
     mean, sd = statistics.fmean(rtts), statistics.stdev(rtts)
-    exp_sd = math.sqrt(2) * jitter_sd_ms(cond)
+    exp_sd = math.sqrt(legs) * jitter_sd_ms(cond)
     jitter_in_order = cond.jitter_ms and not cond.reorder
     if jitter_in_order:
         checks.append(_check("rtt mean", round(mean, 3), cond.rtt_ms, None,
@@ -133,12 +134,14 @@ def check_tcp_rate(cond: Conditions, direction: str, rate_bps: int | None, bps: 
 class Iperf:
     """An iperf3 server in the server namespace for the duration of a verification."""
 
-    def __init__(self, server_ns: str, server_ip: str):
-        self.ns, self.ip = server_ns, server_ip
+    def __init__(self, server_ns: str | None, server_ip: str, log=None):
+        self.ns, self.ip, self.log = server_ns, server_ip, log  # log: marks it as ours (clean finds it by its path)
         self.proc = None
 
     def __enter__(self):
-        self.proc = subprocess.Popen(cmd.in_netns(self.ns, ["iperf3", "-s", "-B", self.ip, "-p", str(IPERF_PORT)]),
+        extra = ["--logfile", str(self.log)] if self.log else []
+        self.proc = subprocess.Popen(cmd.in_netns(self.ns, ["iperf3", "-s", "-B", self.ip, "-p", str(IPERF_PORT),
+                                                            *extra]),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -160,18 +163,22 @@ def iperf_client(client_ns: str, server_ip: str, args: list[str], seconds: float
         return {"error": (res.stderr or res.stdout).strip()[-300:]}
 
 
-def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, tcp_seconds: float = 4.0) -> dict:
-    """Measure the live link of a testbed under cond; returns {'ok', 'checks', 'conditions', ...}."""
+def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, tcp_seconds: float = 4.0,
+           iperf=None, legs: int = 2, user_latency: bool = False) -> dict:
+    """Measure the live link of a testbed under cond; returns {'ok', 'checks', 'conditions', ...}.
+    iperf: the iperf3 server's context (default: one in the server namespace). user_latency: ping
+    -U, where the delay is on the client's own ingress: ping's kernel receive timestamp is taken
+    before netfilter, so it would not see the delay the browser sees."""
     from .cpu import wait_idle
     checks: list[dict] = []
     t0 = time.monotonic()
     idle = wait_idle(timeout_s=10.0)  # a browser still exiting would be measured as the link's fault
-    ping = cmd.run(["ping", "-n", "-c", str(probes), "-i", f"{interval_s:g}", "-W", "2", plan.server_ip],
+    ping = cmd.run(["ping", "-n", *(["-U"] if user_latency else []), "-c", str(probes), "-i", f"{interval_s:g}", "-W", "2", plan.server_ip],
                    ns=plan.client_ns, check=False, timeout=probes * interval_s + 60)
     sent, rtts = parse_ping(ping.stdout)
-    checks += check_ping(cond, sent, rtts)
+    checks += check_ping(cond, sent, rtts, legs)
     rate_down, rate_up = cond.rate_down_bps, cond.rate_up_bps
-    with Iperf(plan.server_ns, plan.server_ip):
+    with iperf or Iperf(plan.server_ns, plan.server_ip):
         udp_rate = int((rate_down or 200 * 10**6) * 0.5)
         # -w: a receive buffer the size of rmem_max, so the receiving socket does not overflow at high rates
         udp = iperf_client(plan.client_ns, plan.server_ip, ["-u", "-R", "-b", str(udp_rate), "-l", "1200", "-t", "2",

@@ -1,0 +1,386 @@
+"""Two machines: `plt-bench serve` on the server, the client's side of a campaign on the other.
+
+Server: Caddy on --addr (a fresh self-signed certificate, key 0600 in the run folder), the pages,
+and the control channel (control.py) on --addr:--control-port. It prints the certificate's pin
+and the control token; the user carries both to the client (the documented route: copy the two
+lines it prints, or the 0600 info file it writes).
+
+Client: the browser and, with the linkem backend, the whole link on the client's own ingress:
+an IFB with htb for the downlink rate, linkem through NFQUEUE in mangle PREROUTING for the
+delay, jitter and loss, and an htb on --iface's egress for the uplink rate. Delay, jitter and
+loss all go on the downlink (packets the client receives), because a drop on a sender's own
+output path returns EPERM to quic-go, which closes the connection. Only the test traffic from
+and to the server's address is shaped (hostnet.py); SSH and the control channel are not.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import re
+import threading
+from pathlib import Path
+
+from . import cmd, hostnet
+from .conditions import Conditions
+from .control import Control, ControlServer, new_token
+from .errors import LinkError, ServerError, UsageError
+from .link import LinkemLink, check_rate, htb_commands, read_direction
+from .pages import Sites, page_name
+from .server import HOST, Server
+from .topology import Topology
+
+QUEUE_BASE = 0x5042  # NFQUEUE numbers are per namespace; on a real host keep clear of 0 and 1
+
+
+def parse_pin(text: str, option: str = "--server-pin") -> str:
+    try:
+        ok = len(base64.b64decode(text or "", validate=True)) == 32 and len(text) == 44
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UsageError(f"{option}: expected the base64 SHA-256 pin of the server's public key (44 characters, "
+                         "printed by 'plt-bench serve' as pin: ...)")
+    return text
+
+
+def parse_port(text, option: str = "--control-port") -> int:
+    try:
+        n = int(text)
+    except (TypeError, ValueError):
+        n = 0
+    if not 1024 <= n <= 65535 or n in hostnet.SHAPED_PORTS:
+        raise UsageError(f"{option}: '{text}' is not a port for the control channel; expected 1024 to 65535, "
+                         f"not {' or '.join(map(str, hostnet.SHAPED_PORTS))} (test traffic)")
+    return n
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerRef:
+    """Where the server is and how the client knows it: --server, --server-pin, --server-token."""
+
+    addr: str
+    pin: str
+    token: str
+    control_port: int = hostnet.SERVER_PORT_DEFAULT_CONTROL
+
+
+def page_files(root: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in sorted(root.glob("index_*.html")) if p.is_file()}
+
+
+# -- server side -------------------------------------------------------------------------------------
+class ServeSession:
+    """Caddy and the control channel on this machine's --addr, until close()."""
+
+    def __init__(self, addr: str, iface: str | None, sites_dir: Path, sizes, control_port: int,
+                 index: int | None = None):
+        self.addr, self.sites, self.sizes, self.port, self.index = addr, Sites(sites_dir), sizes, control_port, index
+        dev = hostnet.local_iface_of(addr)
+        if dev is None:
+            raise UsageError(f"--addr: {addr} is not an address of this machine; expected one of its own "
+                             "addresses, on the interface that joins it to the client (see 'ip -4 addr')")
+        self.iface = hostnet.pick_iface(dev, iface, f"--addr {addr}")
+        self.topology: Topology | None = None
+        self.server: Server | None = None
+        self.control: ControlServer | None = None
+        self.token = new_token()
+        self.iperf = None
+        self._iperf_lock = threading.Lock()
+
+    def open(self) -> dict:
+        cmd.require_root()
+        self.sites.ensure(self.sizes)
+        self.topology = Topology.allocate(index=self.index)
+        self.topology.write_state(role="serve", addr=self.addr, iface=self.iface)
+        self.server = Server(None, self.addr, self.topology.plan.run_dir, self.sites.root)
+        self.server.start()
+        self.control = ControlServer(self.addr, self.port, self.token, {
+            "hello": self.hello, "cpu": self.cpu, "access": self.access,
+            "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop}, on_close=self.iperf_stop).start()
+        info = self.info()
+        path = self.topology.plan.run_dir / "server.json"
+        write_private(path, json.dumps(info, indent=1) + "\n")
+        return info
+
+    def info(self) -> dict:
+        return {"addr": self.addr, "iface": self.iface, "pin": self.server.cert.spki_sha256_b64, "token": self.token,
+                "control_port": self.port, "pages": page_files(self.sites.root), "run_dir": str(self.topology.plan.run_dir),
+                "client_options": f"--server {self.addr} --server-pin {self.server.cert.spki_sha256_b64} "
+                                  f"--server-token {self.token}"
+                                  + (f" --control-port {self.port}" if self.port != hostnet.SERVER_PORT_DEFAULT_CONTROL
+                                     else "")}
+
+    def close(self) -> None:
+        if self.control:
+            self.control.close()
+        self.iperf_stop()
+        if self.server:
+            self.server.stop()
+        if self.topology:
+            self.topology.down()
+
+    # -- operations of the control channel --------------------------------------------------------
+    def hello(self) -> dict:
+        from .metadata import machine
+        m = machine()
+        return {"pin": self.server.cert.spki_sha256_b64, "pages": page_files(self.sites.root),
+                "caddy": self.server.info(), "quic_buffer_warning": self.server.quic_buffer_warning(),
+                "host": m["host"], "kernel": m["kernel"], "cpu_count": m["cpu_count"], "loadavg": m["loadavg"],
+                "plt_bench": m["plt_bench"], "git_commit": m["git_commit"], "iface": self.iface,
+                "sysctl": read_sysctls(("net.ipv4.tcp_congestion_control", "net.core.rmem_max", "net.core.wmem_max",
+                                        "net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem"))}
+
+    def cpu(self) -> dict:
+        import psutil
+        t = psutil.Process(self.server.proc.pid).cpu_times()
+        return {"caddy": [t.user, t.system]}
+
+    def access(self, uri: str, wait_s: float = 2.0) -> dict:
+        return {"entries": self.server.access_entries(str(uri), float(min(wait_s, 10.0)))}
+
+    def iperf_start(self) -> dict:
+        from .verify import Iperf
+        with self._iperf_lock:
+            if self.iperf is None:
+                self.iperf = Iperf(None, self.addr, log=self.topology.plan.run_dir / "iperf3.log").__enter__()
+        return {}
+
+    def iperf_stop(self) -> dict:
+        with self._iperf_lock:
+            if self.iperf is not None:
+                self.iperf.__exit__(None, None, None)
+                self.iperf = None
+        return {}
+
+
+def write_private(path: Path, text: str) -> None:
+    """A file only root can read (the token and the pin)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
+def read_sysctls(names) -> dict:
+    out = {}
+    for n in names:
+        try:
+            out[n] = Path("/proc/sys", *n.split(".")).read_text().split("\n")[0].replace("\t", " ")
+        except OSError:
+            out[n] = None
+    return out
+
+
+# -- client side -------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RemotePlan:
+    """The names the runner, the captures and the link check use, for a client on a real host."""
+
+    index: int
+    iface: str
+    server_ip: str
+    client_ip: str
+
+    client_ns = None
+    server_ns = None
+
+    @property
+    def prefix(self) -> str:
+        return f"pb{self.index}"
+
+    @property
+    def run_dir(self) -> Path:
+        from .topology import RUN_DIR
+        return RUN_DIR / self.prefix
+
+    @property
+    def client_if(self) -> str:
+        return self.iface
+
+    @property
+    def ifb(self) -> str:
+        return hostnet.ifb_name(self.prefix)
+
+    @property
+    def chain(self) -> str:
+        return hostnet.chain_name(self.prefix)
+
+    @property
+    def queue(self) -> int:
+        return QUEUE_BASE + self.index
+
+    def describe(self) -> dict:
+        return {"mode": "two machines", "prefix": self.prefix, "iface": self.iface, "ifb": self.ifb,
+                "addresses": {"client": self.client_ip, "server": self.server_ip},
+                "shaped": {"ports": list(hostnet.SHAPED_PORTS), "icmp": True}}
+
+
+class HostLinkem(LinkemLink):
+    """The link on the client's ingress (module docstring), changes recorded before they are made."""
+
+    placement = "client ingress (IFB + htb, NFQUEUE in mangle PREROUTING); all delay, jitter and loss on the downlink"
+    jitter_legs = 1  # one jitter sample per round trip, not two as in the router
+
+    def __init__(self, plan: RemotePlan, record):
+        super().__init__(plan)
+        self.record = record  # writes the 'host' entry of the state file
+        self.host: dict = {}
+
+    @staticmethod
+    def check_conditions(conds: list[Conditions]) -> None:
+        for c in conds:
+            if c.loss_up_pct:
+                raise UsageError(f"--loss-direction: {c.label} drops packets on the uplink, which the client would do "
+                                 "on its own output path (quic-go sees EPERM and closes the connection); with "
+                                 "--server use --loss-direction down")
+
+    def _note(self, **kw) -> None:
+        self.host.update(kw)
+        self.record(dict(self.host))
+
+    def open(self) -> None:
+        p = self.plan
+        hostnet.check_untouched(p.iface)
+        self._note(netns=hostnet.netns_id(), iface=p.iface, gro=hostnet.gro_state(p.iface))
+        if self.host["gro"] == "on":  # a GRO super-packet would pass the rate and a drop as one packet
+            cmd.run(["ethtool", "-K", p.iface, "gro", "off"])
+        self._note(ifb=p.ifb)
+        cmd.run(["ip", "link", "add", p.ifb, "type", "ifb"])
+        cmd.run(["ip", "link", "set", p.ifb, "up"])
+        self._note(chain=p.chain, ingress=True, root=True)
+        self._iptables("-t", "mangle", "-N", p.chain)
+        self._iptables("-t", "mangle", "-A", *hostnet.jump_rule(p.iface, p.chain))
+
+    def dirs(self, cond: Conditions):
+        return [("down", self.plan.queue, cond.rtt_ms, cond.loss_down_pct)]
+
+    def _clear(self) -> None:
+        p = self.plan
+        self._stop()
+        self._iptables("-t", "mangle", "-F", p.chain)
+        if hostnet.has_ingress(p.iface):
+            cmd.run(["tc", "qdisc", "del", "dev", p.iface, "ingress"])
+        root = hostnet.root_qdisc(p.iface)
+        if root and root["handle"] == hostnet.ROOT_HANDLE:
+            cmd.run(["tc", "qdisc", "del", "dev", p.iface, "root"])
+        cmd.run(["tc", "qdisc", "del", "dev", p.ifb, "root"], check=False)
+
+    def apply(self, cond: Conditions) -> dict:
+        self.check_conditions([cond])
+        p = self.plan
+        self._clear()
+        if cond.rate_down_bps is not None:
+            cmd.run_all(htb_commands(p.ifb, cond.rate_down_bps, cond.queue_for(cond.rate_down_bps)))
+            cmd.run_all(hostnet.ingress_redirect_commands(p.iface, p.ifb, p.server_ip))
+        if cond.rate_up_bps is not None:
+            cmd.run_all(hostnet.egress_rate_commands(p.iface, p.server_ip, cond.rate_up_bps,
+                                                     cond.queue_for(cond.rate_up_bps)))
+        if cond.impaired:
+            self._start(cond)
+            for rule in hostnet.nfqueue_rules(p.server_ip, p.queue):
+                self._iptables("-t", "mangle", "-A", p.chain, *rule)
+        self.cond = cond
+        return self.verify(cond)
+
+    def verify(self, cond: Conditions) -> dict:
+        p = self.plan
+        out = {"backend": self.name, "placement": self.placement, "conditions": cond.label}
+        for what, dev, rate in (("downlink", p.ifb, cond.rate_down_bps), ("uplink", p.iface, cond.rate_up_bps)):
+            state = read_direction(None, dev)
+            check_rate(state, rate, what)
+            if rate is not None and state.queue_pkts != cond.queue_for(rate):
+                raise LinkError(f"{what} ({dev}): asked for a queue of {cond.queue_for(rate)} packets, "
+                                f"the kernel has {state.queue_pkts}")
+            out[what] = dataclasses.asdict(state)
+        redirects = cmd.run(["tc", "filter", "show", "dev", p.iface, "parent", "ffff:"], check=False).stdout
+        n_redirect = len(re.findall(rf"redirect to device {re.escape(p.ifb)}\)", redirects, re.I))
+        want = len(hostnet.u32_matches(p.server_ip, "src")) if cond.rate_down_bps is not None else 0
+        if n_redirect != want:
+            raise LinkError(f"downlink: {n_redirect} ingress filters lead to {p.ifb}, expected {want}")
+        rules = self._iptables("-t", "mangle", "-S", p.chain).stdout
+        queued = re.findall(rf"-j NFQUEUE --queue-num {p.queue}\b(.*)", rules)
+        if cond.impaired:
+            if len(queued) != len(hostnet.nfqueue_rules(p.server_ip, p.queue)) or any("bypass" in r for r in queued):
+                raise LinkError(f"the NFQUEUE rules of {p.chain} are not as set: {rules.strip()}")
+            out["linkem"] = self.check_running(cond)
+        elif queued:
+            raise LinkError(f"NFQUEUE rules are set although the conditions need none: {rules.strip()}")
+        jump = self._iptables("-t", "mangle", "-S", "PREROUTING").stdout
+        if f"-A {' '.join(hostnet.jump_rule(p.iface, p.chain))}" not in jump:
+            raise LinkError(f"the jump from mangle PREROUTING to {p.chain} is missing")
+        out["iptables"] = cmd.run(["iptables", "-V"]).stdout.strip()
+        return out
+
+    def close(self) -> None:
+        self._stop()
+        hostnet.undo(self.host)
+
+
+class RemoteServer:
+    """The client's view of the remote Caddy: its pin, its access log and CPU through the control channel."""
+
+    proc = None  # not a process of this machine: its CPU comes from cpu()
+
+    def __init__(self, control: Control, hello: dict):
+        self.control, self.hello = control, hello
+        self.cert = dataclasses.make_dataclass("Pin", ["spki_sha256_b64"])(hello["pin"])
+
+    def info(self) -> dict:
+        return {**self.hello.get("caddy", {}), "where": "remote"}
+
+    def quic_buffer_warning(self) -> str | None:
+        return self.hello.get("quic_buffer_warning")
+
+    def access_entries(self, uri: str, wait_s: float = 2.0) -> list[dict]:
+        return self.control.call("access", timeout_s=wait_s + 30, uri=uri, wait_s=wait_s)["entries"]
+
+    def cpu(self) -> dict:
+        return {k: tuple(v) for k, v in self.control.call("cpu").items() if k != "ok"}
+
+
+class RemoteSites:
+    def __init__(self, pages: dict, addr: str):
+        self.pages, self.addr = pages, addr
+
+    def ensure(self, sizes) -> None:
+        missing = [s for s in sizes if self.pages.get(page_name(s)) != s]
+        if missing:
+            from .units import format_size
+            names = ",".join(format_size(s) for s in missing)
+            raise UsageError(f"--size: the server at {self.addr} does not have {', '.join(page_name(s) for s in missing)};"
+                             f" restart it with the pages: plt-bench serve --addr {self.addr} --size {names}")
+
+
+class RemoteIperf:
+    """iperf3 -s on the server for the link check, started and stopped through the control channel."""
+
+    def __init__(self, control: Control):
+        self.control = control
+
+    def __enter__(self):
+        self.control.call("iperf_start")
+        return self
+
+    def __exit__(self, *exc):
+        self.control.call("iperf_stop")
+
+
+def make_ref(addr: str | None, pin: str | None, token: str | None, control_port, iface: str | None) -> ServerRef | None:
+    """The server the options name, or None (the embedded testbed); refuses half of a pair."""
+    from .control import check_token
+    if addr is None:
+        for option, value in (("--server-pin", pin), ("--server-token", token), ("--control-port", control_port),
+                              ("--iface", iface)):
+            if value is not None:
+                raise UsageError(f"{option}: only with --server ADDR (two machines); the embedded testbed needs none")
+        return None
+    if pin is None or token is None:
+        missing = "--server-pin" if pin is None else "--server-token"
+        raise UsageError(f"{missing}: required with --server; 'plt-bench serve' prints it on the server")
+    if iface is not None:
+        hostnet.check_iface_name(iface)
+    return ServerRef(addr, parse_pin(pin), check_token(token),
+                     hostnet.SERVER_PORT_DEFAULT_CONTROL if control_port is None else parse_port(control_port))
