@@ -14,21 +14,26 @@ def run_cli(*args, timeout=300, **kw):
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kw)
 
 
-def system_state() -> dict:
-    """What plt-bench could change on this machine: namespaces, host links and qdiscs, host iptables
-    rules (filter and mangle), our run folder, our processes (root only: iptables -S needs it)."""
+def system_state(ns: str | None = None) -> dict:
+    """What plt-bench could change on this machine (or in namespace ns, a stand-in machine):
+    namespaces, links and their qdiscs and GRO, iptables rules (filter and mangle), our run folder,
+    our processes, sysctls (root only: iptables -S needs it)."""
     def out(argv):
+        argv = argv if ns is None else ["ip", "netns", "exec", ns, *argv]
         return subprocess.run(argv, capture_output=True, text=True).stdout
+    links = sorted(l.split(":")[1].strip().split("@")[0] for l in out(["ip", "-o", "link"]).splitlines())
     return {
         "netns": sorted(l.split()[0] for l in out(["ip", "netns", "list"]).splitlines()),
-        "links": sorted(l.split(":")[1].strip() for l in out(["ip", "-o", "link"]).splitlines()),
+        "links": links,
         "qdiscs": out(["tc", "qdisc", "show"]),
+        "gro": {dev: [l for l in out(["ethtool", "-k", dev]).splitlines() if l.startswith("generic-receive")]
+                for dev in links},
         "iptables": out(["iptables", "-S"]) + out(["iptables", "-t", "mangle", "-S"]),
         "run": sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else [],
-        "procs": sorted(l for l in out(["pgrep", "-af", "caddy run|linkem|chromedriver|tcpdump -i pb"]).splitlines()
+        "procs": sorted(l for l in out(["pgrep", "-af", "caddy run|linkem|chromedriver|tcpdump -i|iperf3 -s"]).splitlines()
                         if "pgrep" not in l),
         # the sysctls the testbed sets inside its namespaces: the host's must not move
-        "sysctls": {k: Path("/proc/sys", k).read_text().strip() for k in HOST_SYSCTLS if Path("/proc/sys", k).exists()},
+        "sysctls": {k: out(["cat", f"/proc/sys/{k}"]).strip() for k in HOST_SYSCTLS},
     }
 
 

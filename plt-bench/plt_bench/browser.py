@@ -132,7 +132,8 @@ class BrowserWorker:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 30.0) -> dict:
-        argv = cmd.in_netns(self.ns, [sys.executable, "-m", "plt_bench.browser_worker"])
+        # the log path in the argv marks the worker as this testbed's (clean finds it by its run folder)
+        argv = cmd.in_netns(self.ns, [sys.executable, "-m", "plt_bench.browser_worker", str(self.log_path)])
         env = dict(os.environ)
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
         self._log = open(self.log_path, "ab")

@@ -17,6 +17,7 @@ tree every cpu_interval_s in between for the time series.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -60,7 +61,11 @@ def one_trial(req: dict) -> dict:
     t0 = time.monotonic()
     driver = sampler = cpu0 = None
     try:
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+        # the log path (next to the profile, in the testbed's run folder) marks chromedriver as ours,
+        # so `plt-bench clean` finds it even outside a namespace of ours (two machines)
+        os.makedirs(os.path.dirname(req["profile_dir"]), exist_ok=True)
+        service = Service(CHROMEDRIVER, service_args=["--log-level=SEVERE", f"--log-path={req['profile_dir']}.chromedriver.log"])
+        driver = webdriver.Chrome(service=service, options=opts)
         out["launch_s"] = time.monotonic() - t0
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
@@ -93,6 +98,10 @@ def one_trial(req: dict) -> dict:
                 pass
         out["quit_s"] = time.monotonic() - t2
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
+        try:
+            os.unlink(f"{req['profile_dir']}.chromedriver.log")
+        except OSError:
+            pass
     return out
 
 

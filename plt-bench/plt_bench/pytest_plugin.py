@@ -1,9 +1,10 @@
 """pytest plugin: `pytest --proto quic --bw 100mbit` measures a grid; plain `pytest` runs the tests.
 
 The plugin is in measurement mode only when one of --proto, --bw, --up-bw, --size, --runs,
---captures, --rtt, --jitter, --loss or --queue is given. Then the collected tests are deselected and replaced by one item per trial (cell x
-repetition, protocols alternating), each a real page load on the embedded testbed; the
-session ends with a table of median, min and max PLT per cell.
+--captures, --server, --rtt, --jitter, --loss or --queue is given. Then the collected tests are
+deselected and replaced by one item per trial (cell x repetition, protocols alternating), each a
+real page load on the embedded testbed (or, with --server, against 'plt-bench serve' on another
+machine); the session ends with a table of median, min and max PLT per cell.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .conditions import Cell, DEFAULT_SIZES, PROTO_CHOICES
 from .errors import PltBenchError, UsageError
 from .link import LINK_CHOICES
 
-MEASURE_OPTIONS = ("proto", "bw", "up_bw", "size", "runs", "plt_captures")
+MEASURE_OPTIONS = ("proto", "bw", "up_bw", "size", "runs", "plt_captures", "plt_server")
 LINK_OPTIONS = ("rtt", "jitter", "loss", "queue")
 DEFAULT_RESULTS = cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite"
 
@@ -48,6 +49,12 @@ def pytest_addoption(parser):
     # pytest owns --capture (output capturing), so the capture run is --captures here
     g.addoption("--captures", dest="plt_captures", default=None, metavar="KINDS", help=CAPTURE_HELP["capture"])
     g.addoption("--cpu-interval", dest="cpu_interval", default=None, help=CAPTURE_HELP["cpu_interval"])
+    from .cli import TWO_MACHINE_HELP
+    g.addoption("--server", dest="plt_server", default=None, metavar="ADDR", help=TWO_MACHINE_HELP["server"])
+    g.addoption("--server-pin", dest="server_pin", default=None, help=TWO_MACHINE_HELP["server_pin"])
+    g.addoption("--server-token", dest="server_token", default=None, help=TWO_MACHINE_HELP["server_token"])
+    g.addoption("--control-port", dest="control_port", default=None, help=TWO_MACHINE_HELP["control_port"])
+    g.addoption("--iface", dest="plt_iface", default=None, help=TWO_MACHINE_HELP["iface"])
 
 
 class Measurement:
@@ -65,6 +72,11 @@ class Measurement:
                                      ("--captures", "--cpu-interval", "--capture-limit"))
         trials = [(p, s) for p in self.grid.protos for s in self.grid.sizes] * self.grid.runs * len(self.grid.conditions)
         self.capture_warning = check_space(self.capture.kinds, trials, self.capture.root, self.capture.limit_bytes)[1]
+        from . import hostnet
+        from .remote import make_ref
+        server = None if o.plt_server is None else hostnet.parse_ipv4(o.plt_server, "--server")
+        self.ref = make_ref(server, o.server_pin, o.server_token, o.control_port, o.plt_iface)
+        self.iface = o.plt_iface
         self.store = None
         self.bed = None
         self.campaign_id = None
@@ -79,12 +91,17 @@ class Measurement:
         from .metadata import utc_now
         from .runner import grid_dict
         from .store import Store
-        from .testbed import Testbed
+        from .testbed import RemoteTestbed, Testbed
         try:
             cmd.require_root()
+            if self.ref is not None:
+                self.bed = RemoteTestbed(self.ref, self.iface, list(self.grid.conditions), link=self.link, cc=self.cc,
+                                         capture=self.capture)
+                self.bed.check()
+            else:
+                self.bed = Testbed(cmd.PROJECT_ROOT / "sites", cc=self.cc, link=self.link,
+                                   need_no_reorder=self.need_no_reorder, capture=self.capture)
             self.store = Store(self.results)
-            self.bed = Testbed(cmd.PROJECT_ROOT / "sites", cc=self.cc, link=self.link,
-                               need_no_reorder=self.need_no_reorder, capture=self.capture)
             self.bed.__enter__()
             self.bed.sites.ensure(self.grid.sizes)
             self.campaign_id = self.store.new_campaign("pytest", utc_now(), grid_dict(self.grid), self.bed.metadata())
@@ -117,6 +134,9 @@ def pytest_configure(config):
         if o.verify_link not in cond_mod.VERIFY_CHOICES:
             raise UsageError(f"--verify: '{o.verify_link}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
         if not any(getattr(o, k, None) is not None for k in MEASURE_OPTIONS + LINK_OPTIONS):
+            for k, name in (("server_pin", "--server-pin"), ("server_token", "--server-token"), ("plt_iface", "--iface")):
+                if getattr(o, k, None) is not None:
+                    raise UsageError(f"{name}: only with --server ADDR (two machines); the embedded testbed needs none")
             return
         m = config.stash[_KEY] = Measurement(config)
         if m.capture_warning:

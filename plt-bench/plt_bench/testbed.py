@@ -170,6 +170,9 @@ class RemoteTestbed(Testbed):
         if self.link_name == "tcconfig":
             raise UsageError("--link: with --server the link runs on the client's ingress (linkem); tcconfig/netem on "
                              "the server's egress is not built yet: use --link auto or linkem")
+        if self.iface_opt is not None:
+            from . import hostnet
+            hostnet.require_iface(self.iface_opt)
         if "qlog" in self.capture.kinds:
             raise UsageError("--capture: qlog is Caddy's, written on the server machine; with --server choose from "
                              "cpu, pcap, keylog, netlog")

@@ -14,6 +14,9 @@ def _campaign_file(tmp_path, text):
     return str(f)
 
 
+PIN = "2r1iJ0T0zs93/lZNjz/oiobphZ3j5fOPKDzm2p1dTSI="  # the form of a pin and a token; no server is ever reached with them
+TOKEN = "abababababababababababababababababababababababababababababababab"
+
 CLI = [
     (["run", "--bw", "100"], "--bw: '100' is not a rate; expected a number with a unit"),
     (["run", "--bw", "100mbps"], "--bw: '100mbps' is ambiguous"),
@@ -49,6 +52,21 @@ CLI = [
     (["report", "--results", "/nonexistent.sqlite"], "--results: /nonexistent.sqlite does not exist"),
     (["run", "--test", "chi2"], "--test: invalid choice"),
     (["down", "--testbed", "300"], "--testbed"),
+    # two machines (the namespaced ones, which need a server, are in tests/integration/test_two_machines.py)
+    (["run", "--server-pin", PIN], "--server-pin: only with --server ADDR"),
+    (["run", "--iface", "eth1"], "--iface: only with --server ADDR"),
+    (["run", "--server", "10.0.0.300", "--server-pin", PIN, "--server-token", TOKEN], "--server: '10.0.0.300' is not an IPv4 address"),
+    (["run", "--server", "127.0.0.1", "--server-pin", PIN, "--server-token", TOKEN], "--server: 127.0.0.1 cannot be a testbed host"),
+    (["run", "--server", "192.0.2.1", "--server-token", TOKEN], "--server-pin: required with --server"),
+    (["run", "--server", "192.0.2.1", "--server-pin", "abc", "--server-token", TOKEN], "--server-pin: expected the base64 SHA-256 pin"),
+    (["run", "--server", "192.0.2.1", "--server-pin", PIN, "--server-token", "secret"], "--server-token: expected the 64 hex digits"),
+    (["run", "--server", "192.0.2.1", "--server-pin", PIN, "--server-token", TOKEN, "--iface", "eth0;reboot"], "--iface: 'eth0;reboot' is not an interface name"),
+    (["run", "--server", "192.0.2.1", "--server-pin", PIN, "--server-token", TOKEN, "--iface", "nosuch0"], "--iface: there is no interface 'nosuch0'"),
+    (["run", "--server", "192.0.2.1", "--server-pin", PIN, "--server-token", TOKEN, "--control-port", "443"], "--control-port: '443' is not a port"),
+    (["serve", "--addr", "192.0.2.1"], "--addr: 192.0.2.1 is not an address of this machine"),
+    (["serve", "--addr", "10.1.2"], "--addr: '10.1.2' is not an IPv4 address"),
+    (["serve", "--addr", "192.0.2.1", "--iface", "nosuch0"], "--iface: there is no interface 'nosuch0'"),
+    (["serve", "--addr", "192.0.2.1", "--control-port", "80"], "--control-port: '80' is not a port"),
 ]
 
 PYTEST = [
@@ -63,6 +81,8 @@ PYTEST = [
     (["--captures", "everything"], "--captures: unknown capture kind(s) everything"),
     (["--cpu-interval", "fast"], "--cpu-interval: 'fast' is not a duration"),
     (["--size", "700XB"], "--size: '700XB' is not a size"),
+    (["--server", "192.0.2.1", "--server-pin", PIN], "--server-token: required with --server"),
+    (["--iface", "eth1", "--bw", "10mbit"], "--iface: only with --server ADDR"),
 ]
 
 CAMPAIGN_FILES = [
@@ -76,6 +96,8 @@ CAMPAIGN_FILES = [
     ("capture = ['x']\n", "capture: unknown capture kind(s) x"),
     ("warmup = 1000\n", "warmup = 1000; expected a whole number from 0 to 100"),
     ("[[profile]]\nbw = '1mbit'\n", "profile 1 needs name and bw"),
+    ("server = 'server.lab'\n", "server: 'server.lab' is not an IPv4 address"),
+    ("server = '10.0.0.1'\niface = 'eth 1'\n", "iface: 'eth 1' is not an interface name"),
 ]
 
 
@@ -113,6 +135,6 @@ def test_not_root_is_refused_with_a_clear_message(tmp_path):
 
 def test_every_command_has_help():
     for sub in ("run", "report", "plot", "campaigns", "up", "verify", "down", "clean", "export", "summary", "pages",
-                "bench", "bench-link", "bench-campaign", "bench-sampler", "doctor"):
+                "bench", "bench-link", "bench-campaign", "bench-sampler", "doctor", "serve"):
         r = run_cli(sub, "--help", timeout=30)
         assert r.returncode == 0 and "usage: plt-bench" in r.stdout

@@ -1,0 +1,268 @@
+"""Two machines, played by two namespaces joined by a veth: 'plt-bench serve' runs in one, 'plt-bench run
+--server' in the other, through the same CLI a user runs on two real hosts.
+
+Each stand-in machine also has a second interface carrying its default route (its "way in", like
+SSH on a lab machine), which the testbed must refuse unless named. The veth has segmentation
+offloads off, as a wire between two NICs would have (a NIC cuts TSO super-packets before the wire)."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from plt_bench import topology
+
+from ..conftest import CLI, ROOT, system_state
+
+SRV, CLT = "pltm-srv", "pltm-cli"  # the stand-in machines (not plt-bench's: the test makes and removes them)
+SRV_IP, CLT_IP = "10.77.0.1", "10.77.0.2"
+SRV_MGMT, CLT_MGMT = "10.78.0.1", "10.78.0.2"
+SIZES = "5KB,500KB"
+
+
+def _sh(*argv, ns=None, check=True):
+    full = list(argv) if ns is None else ["ip", "netns", "exec", ns, *argv]
+    return subprocess.run(full, capture_output=True, text=True, check=check)
+
+
+def _kill_in(ns):
+    pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
+    for p in pids:
+        try:
+            os.kill(int(p), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def machines():
+    for ns in (SRV, CLT):
+        _sh("ip", "netns", "del", ns, check=False)
+    try:
+        _sh("ip", "netns", "add", SRV)
+        _sh("ip", "netns", "add", CLT)
+        _sh("ip", "link", "add", "m-srv", "netns", SRV, "type", "veth", "peer", "name", "m-cli", "netns", CLT)
+        _sh("ip", "link", "add", "mgmt-srv", "netns", SRV, "type", "veth", "peer", "name", "mgmt-cli", "netns", CLT)
+        for ns, dev, addr in ((SRV, "m-srv", SRV_IP), (CLT, "m-cli", CLT_IP), (SRV, "mgmt-srv", SRV_MGMT),
+                              (CLT, "mgmt-cli", CLT_MGMT)):
+            _sh("ip", "addr", "add", f"{addr}/24", "dev", dev, ns=ns)
+            _sh("ip", "link", "set", dev, "up", ns=ns)
+            _sh("ip", "link", "set", "lo", "up", ns=ns)
+        for ns, dev in ((SRV, "m-srv"), (CLT, "m-cli")):
+            _sh("ethtool", "-K", dev, "tso", "off", "gso", "off", "tx-udp-segmentation", "off", ns=ns)
+        _sh("ip", "route", "add", "default", "via", CLT_MGMT, "dev", "mgmt-srv", ns=SRV)
+        _sh("ip", "route", "add", "default", "via", SRV_MGMT, "dev", "mgmt-cli", ns=CLT)
+        yield
+    finally:
+        for ns in (SRV, CLT):
+            _kill_in(ns)
+            _sh("ip", "netns", "del", ns, check=False)
+
+
+def _cli(ns, *args, timeout=300):
+    return subprocess.run(["ip", "netns", "exec", ns, *CLI, *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def server(machines, tmp_path_factory):
+    """'plt-bench serve' on the server machine for the module; on SIGINT it must leave it as it was."""
+    before = system_state(SRV)
+    info_file = tmp_path_factory.mktemp("serve") / "info.json"
+    proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_IP, "--size", SIZES,
+                             "--info-file", str(info_file)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while not info_file.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "serve did not come up"
+        time.sleep(0.1)
+    info = None
+    while info is None:  # written after Caddy and the control channel are up; read once it is whole
+        try:
+            info = json.loads(info_file.read_text())
+        except ValueError:
+            time.sleep(0.05)
+    assert oct(info_file.stat().st_mode & 0o777) == "0o600"
+    yield info
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "stopped" in out
+    assert system_state(SRV) == before
+
+
+def _client_options(info, iface="m-cli"):
+    return ["--server", info["addr"], "--server-pin", info["pin"], "--server-token", info["token"],
+            *(["--iface", iface] if iface else [])]
+
+
+def test_serve_prints_what_the_client_needs_and_listens_only_on_its_address(server):
+    assert server["addr"] == SRV_IP and server["iface"] == "m-srv"
+    assert {"index_5KB.html", "index_500KB.html"} <= set(server["pages"])
+    listening = _sh("ss", "-Hltun", ns=SRV).stdout
+    ours = [l.split()[4] for l in listening.splitlines()]
+    assert f"{SRV_IP}:443" in ours and f"{SRV_IP}:4443" in ours
+    assert all(a.startswith(SRV_IP + ":") for a in ours), listening  # no wildcard, nothing on the other interface
+
+
+def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client_as_it_was(server, tmp_path):
+    before = system_state(CLT)
+    results = tmp_path / "r.sqlite"
+    r = _cli(CLT, "run", "quick", *_client_options(server), "--bw", "20mbit", "--rtt", "40ms", "--loss", "1%",
+             "--loss-direction", "down", "--size", SIZES, "--runs", "1", "--results", str(results), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert system_state(CLT) == before
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    trials = db.execute("SELECT * FROM trials").fetchall()
+    assert len(trials) == 4 and all(t["status"] == "ok" for t in trials)
+    for t in trials:
+        # the browser's and the server's word for the protocol (the access log, over the control channel)
+        want = {"quic": ("h3", "HTTP/3.0"), "tcp": ("http/1.1", "HTTP/1.1")}[t["proto"]]
+        assert (t["next_hop_protocol"], t["server_proto"]) == want
+        assert t["server_bytes"] == t["size_bytes"] and t["server_status"] == 200
+        # a page at 20 Mbit behind 40 ms cannot load faster than its bytes and one round trip allow
+        assert t["plt_ms"] >= t["size_bytes"] * 8 / 20e6 * 1000 + 40
+        roles = json.loads(t["cpu_json"])["roles"]
+        assert roles["caddy"]["user_s"] + roles["caddy"]["system_s"] >= 0 and "linkem" in roles
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+    assert meta["mode"] == "two machines" and meta["topology"]["iface"] == "m-cli"
+    assert meta["server"]["iface"] == "m-srv" and meta["link_backend"] == "linkem"
+    check = json.loads(db.execute("SELECT result_json FROM link_checks").fetchone()[0])
+    assert check["verify"]["ok"], check["verify"]
+    rtt = next(c for c in check["verify"]["checks"] if c["name"] == "rtt mean")
+    assert abs(rtt["measured"] - 40) < 2
+    assert check["downlink"]["shaped_rate_bps"] == check["uplink"]["shaped_rate_bps"] == 20 * 10**6
+
+
+PROBE = r"""
+import json, socket, sys, time
+from plt_bench.conditions import Conditions
+from plt_bench.remote import ServerRef
+from plt_bench.testbed import RemoteTestbed
+info = json.loads(sys.argv[1])
+cond = Conditions(10**7, 10**7, rtt_ms=200.0)
+def connect_ms(addr, port):
+    t = time.monotonic()
+    s = socket.create_connection((addr, port), timeout=10)
+    ms = (time.monotonic() - t) * 1000
+    s.close()
+    return ms
+with RemoteTestbed(ServerRef(info["addr"], info["pin"], info["token"]), "m-cli", [cond], with_browser=False) as bed:
+    bed.set_conditions(cond)
+    t = time.monotonic()
+    bed.control.call("cpu")
+    control = (time.monotonic() - t) * 1000
+    out = {"port22": connect_ms(info["addr"], 22), "port443": connect_ms(info["addr"], 443), "control": control}
+print(json.dumps(out))
+"""
+
+
+def test_only_the_test_traffic_is_shaped_not_ssh_nor_the_control_channel(server):
+    """With 200 ms of RTT on the link, a TCP handshake to port 22 (SSH's) and a control call take
+    well under a millisecond or so; a handshake to Caddy's port takes the 200 ms."""
+    ssh = subprocess.Popen(["ip", "netns", "exec", SRV, sys.executable, "-c",
+                            "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);"
+                            f"s.bind(('{SRV_IP}', 22)); s.listen(8); time.sleep(120)"])
+    try:
+        time.sleep(0.5)
+        r = subprocess.run(["ip", "netns", "exec", CLT, sys.executable, "-c", PROBE, json.dumps(server)],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT / "plt-bench")})
+        assert r.returncode == 0, r.stderr
+        m = json.loads(r.stdout)
+    finally:
+        ssh.kill()
+        ssh.wait()
+    assert m["port443"] >= 195, m
+    assert m["port22"] < 50 and m["control"] < 100, m
+
+
+BAD = [
+    # (machine, args, fragment): each exit 2, nothing changed on either machine, the server still serving
+    (CLT, ["--iface", "mgmt-cli"], "--iface: traffic to the server 10.77.0.1 goes through m-cli, not mgmt-cli"),
+    (CLT, [None], "--iface: the link is shaped on this machine's interface towards 10.77.0.1"),
+    (CLT, ["--token-wrong"], "--server-token: the server at 10.77.0.1:4443 refused it"),
+    (CLT, ["--pin-wrong"], "--server-pin: the server's certificate has pin"),
+    (CLT, ["--size", "123KB"], "--size: the server at 10.77.0.1 does not have index_123KB.html"),
+    (CLT, ["--loss", "1%"], "drops packets on the uplink, which the client would do on its own output path"),
+    (CLT, ["--capture", "qlog"], "--capture: qlog is Caddy's, written on the server machine"),
+    (CLT, ["--link", "tcconfig"], "--link: with --server the link runs on the client's ingress"),
+    (CLT, ["--server-at", SRV_MGMT, "--bw", "unshaped"], "--iface: traffic to the server 10.78.0.1 goes through "
+                                                         "mgmt-cli, which carries this machine's default route"),
+    (CLT, ["--server-at", CLT_IP], "--server: 10.77.0.2 is an address of this machine"),
+    (SRV, ["serve", "--addr", SRV_MGMT], "--iface: --addr 10.78.0.1 goes through mgmt-srv, which carries this "
+                                         "machine's default route"),
+    (SRV, ["serve", "--addr", SRV_IP, "--iface", "mgmt-srv"], "--iface: --addr 10.77.0.1 goes through m-srv, not "
+                                                              "mgmt-srv"),
+    (SRV, ["serve", "--addr", SRV_IP, "--control-port", "4443"], "--control-port: cannot listen on 10.77.0.1:4443"),
+]
+
+
+@pytest.mark.parametrize("ns,args,fragment", BAD, ids=[f"{i}" for i in range(len(BAD))])
+def test_bad_two_machine_input_is_refused_before_anything_changes(server, ns, args, fragment, tmp_path):
+    before = (system_state(SRV), system_state(CLT))
+    if args[0] == "serve":
+        r = _cli(ns, *args, timeout=120)
+    else:
+        info = dict(server)
+        opts, iface, extra = [], "m-cli", list(args)
+        if extra and extra[0] is None:
+            iface, extra = None, []
+        if extra and extra[0] == "--token-wrong":
+            info["token"], extra = "0" * 64, []
+        if extra and extra[0] == "--pin-wrong":
+            info["pin"], extra = "A" * 43 + "=", []
+        if extra and extra[0] == "--server-at":
+            info["addr"], iface, extra = extra[1], None, extra[2:]
+        if extra and extra[0] == "--iface":
+            iface, extra = extra[1], extra[2:]
+        opts = _client_options(info, iface)
+        r = _cli(ns, "run", "quick", *opts, "--bw", "20mbit", "--size", SIZES, "--runs", "1", *extra,
+                 "--results", str(tmp_path / "r.sqlite"), timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert fragment in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (system_state(SRV), system_state(CLT)) == before
+
+
+def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
+    """SIGKILL leaves the IFB, the qdiscs, the iptables chain, GRO off and linkem in the client machine;
+    'plt-bench clean', run on the host (not in the client's namespace), finds and undoes exactly that."""
+    before = system_state(CLT)
+    _sh("ethtool", "-K", "m-cli", "gro", "on", ns=CLT)  # so that putting GRO back is checked too
+    before_gro = system_state(CLT)
+    proc = subprocess.Popen(["ip", "netns", "exec", CLT, *CLI, "run", "quick", *_client_options(server),
+                             "--bw", "5mbit", "--rtt", "20ms", "--size", "500KB", "--runs", "20", "--verify", "off",
+                             "--results", str(tmp_path / "r.sqlite")], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not [l for l in _sh("pgrep", "-af", "chromium", check=False).stdout.splitlines() if "/run/plt-bench/pb" in l]:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no trial started"
+            time.sleep(0.2)
+        shaped = system_state(CLT)
+        assert shaped != before_gro and any(l.endswith("-ifb") for l in shaped["links"])
+        assert "off" in shaped["gro"]["m-cli"][0]
+        proc.kill()
+        proc.wait()
+        r = subprocess.run([*CLI, "clean"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert r.returncode == 0 and "removed pb" in r.stdout, r.stdout + r.stderr
+        after = system_state(CLT)
+        assert after == before_gro, {k: (before_gro[k], after[k]) for k in after if after[k] != before_gro[k]}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _sh("ethtool", "-K", "m-cli", "gro", "off", ns=CLT)
+    assert system_state(CLT) == before
+    # nothing of the client's run is left: only the server's Caddy (its run folder) is still ours
+    left = topology.leftovers()
+    assert len(left["run_dirs"]) == 1 and left["run_dirs"][0] in server["run_dir"], left
+    assert all(server["run_dir"] in open(f"/proc/{p}/cmdline").read().replace("\0", " ") for p in left["processes"]), left
