@@ -135,14 +135,16 @@ def chain_name(prefix: str) -> str:
     return f"PLTB-{prefix}"
 
 
-def u32_matches(peer: str, peer_is: str) -> list[list[str]]:
-    """u32 match lists for the test traffic: TCP and UDP on SHAPED_PORTS at the peer, and ICMP.
-    peer_is 'src': packets from the peer (its source port); 'dst': packets to it."""
+def u32_matches(peer: str, peer_is: str, port_is: str | None = None) -> list[list[str]]:
+    """u32 match lists for the test traffic: TCP and UDP on SHAPED_PORTS, and ICMP, to or from the peer.
+    peer_is 'src': packets from the peer, 'dst': packets to it; port_is: which port is the test
+    port (default: the peer's, i.e. the peer is the server)."""
+    port_is = port_is or ("sport" if peer_is == "src" else "dport")
     out = []
     for port in SHAPED_PORTS:
         for proto in (6, 17):
             out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", str(proto), "0xff",
-                        "match", "ip", "sport" if peer_is == "src" else "dport", str(port), "0xffff"])
+                        "match", "ip", port_is, str(port), "0xffff"])
     out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", "1", "0xff"])
     return out
 
@@ -156,21 +158,65 @@ def ingress_redirect_commands(iface: str, ifb: str, server: str) -> list[list[st
     return cmds
 
 
-def egress_rate_commands(iface: str, server: str, rate_bps: int, queue_pkts: int) -> list[list[str]]:
-    """htb at iface's root: test packets to the server share one class at the rate; everything else
-    (no filter matches, htb's default 0) goes out directly, unshaped."""
+UNSHAPED_HTB_BPS = 10 * 10**9  # the class's rate when only delay, jitter or loss is asked for
+
+
+def egress_rate_commands(iface: str, server: str, rate_bps: int | None, queue_pkts: int,
+                         leaf: list[str] | None = None, matches: list[list[str]] | None = None) -> list[list[str]]:
+    """htb at iface's root: test packets (to the server, or `matches`) share one class at the rate,
+    with a pfifo queue or the given leaf (netem ...); everything else (no filter matches, htb's
+    default 0) goes out directly, unshaped."""
     from .link import htb_burst_bytes, HTB_QUANTUM
-    burst = f"{htb_burst_bytes(rate_bps)}b"
+    rate = rate_bps or UNSHAPED_HTB_BPS
+    burst = f"{htb_burst_bytes(rate)}b"
     major = ROOT_HANDLE.rstrip(":")
     cmds = [["tc", "qdisc", "add", "dev", iface, "root", "handle", ROOT_HANDLE, "htb"],
             ["tc", "class", "add", "dev", iface, "parent", ROOT_HANDLE, "classid", f"{major}:1", "htb",
-             "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit", "quantum", str(HTB_QUANTUM), "burst", burst,
+             "rate", f"{rate}bit", "ceil", f"{rate}bit", "quantum", str(HTB_QUANTUM), "burst", burst,
              "cburst", burst],
-            ["tc", "qdisc", "add", "dev", iface, "parent", f"{major}:1", "handle", "5043:", "pfifo", "limit",
-             str(queue_pkts)]]
-    for i, m in enumerate(u32_matches(server, "dst")):
+            ["tc", "qdisc", "add", "dev", iface, "parent", f"{major}:1", "handle", "5043:",
+             *(leaf or ["pfifo", "limit", str(queue_pkts)])]]
+    for i, m in enumerate(matches or u32_matches(server, "dst")):
         cmds.append(["tc", "filter", "add", "dev", iface, "parent", ROOT_HANDLE, "protocol", "ip", "prio", str(i + 1),
                      "u32", *m, "flowid", f"{major}:1"])
+    return cmds
+
+
+def netem_leaf(delay_ms: float, jitter_ms: float, dist: str, loss_pct: float, limit: int) -> list[str]:
+    """A netem qdisc's arguments: one direction's delay, jitter, loss and queue limit."""
+    args = ["netem", "limit", str(limit), "delay", f"{round(delay_ms * 1000)}us"]
+    if jitter_ms:
+        args += [f"{round(jitter_ms * 1000)}us"] + (["distribution", "normal"] if dist == "normal" else [])
+    if loss_pct:
+        args += ["loss", f"{loss_pct:g}%"]
+    return args
+
+
+def server_shaping_commands(iface: str, ifb: str, client: str, cond) -> list[list[str]]:
+    """The seed's placement, on the server: the downlink on iface's egress, the uplink on an IFB fed
+    by iface's ingress, each an htb class (rate) with a netem leaf (RTT/2, jitter, loss) or a pfifo.
+    Only the test traffic to and from the client is classified; the rest passes unshaped."""
+    def leaf(rate, loss):
+        if not cond.impaired:
+            return None
+        return netem_leaf(cond.delay_ms, cond.jitter_ms, cond.jitter_dist, loss, cond.queue_for(rate))
+    cmds = []
+    if cond.rate_down_bps is not None or cond.impaired:
+        cmds += egress_rate_commands(iface, client, cond.rate_down_bps, cond.queue_for(cond.rate_down_bps),
+                                     leaf(cond.rate_down_bps, cond.loss_down_pct), u32_matches(client, "dst", "sport"))
+    if cond.rate_up_bps is not None or cond.impaired:
+        from .link import htb_burst_bytes, HTB_QUANTUM
+        rate = cond.rate_up_bps or UNSHAPED_HTB_BPS
+        burst = f"{htb_burst_bytes(rate)}b"
+        up_leaf = leaf(cond.rate_up_bps, cond.loss_up_pct) or ["pfifo", "limit", str(cond.queue_for(cond.rate_up_bps))]
+        cmds += [["tc", "qdisc", "add", "dev", ifb, "root", "handle", "1:", "htb", "default", "1"],
+                 ["tc", "class", "add", "dev", ifb, "parent", "1:", "classid", "1:1", "htb", "rate", f"{rate}bit",
+                  "ceil", f"{rate}bit", "quantum", str(HTB_QUANTUM), "burst", burst, "cburst", burst],
+                 ["tc", "qdisc", "add", "dev", ifb, "parent", "1:1", "handle", "10:", *up_leaf],
+                 ["tc", "qdisc", "add", "dev", iface, "handle", "ffff:", "ingress"]]
+        for i, m in enumerate(u32_matches(client, "src", "dport")):
+            cmds.append(["tc", "filter", "add", "dev", iface, "parent", "ffff:", "protocol", "ip", "prio", str(i + 1),
+                         "u32", *m, "action", "mirred", "egress", "redirect", "dev", ifb])
     return cmds
 
 

@@ -83,12 +83,15 @@ class ServeSession:
             raise UsageError(f"--addr: {addr} is not an address of this machine; expected one of its own "
                              "addresses, on the interface that joins it to the client (see 'ip -4 addr')")
         self.iface = hostnet.pick_iface(dev, iface, f"--addr {addr}")
+        self.may_shape = iface is not None  # the server shapes (netem) only an interface named with --iface
+        self.host: dict = {}  # what shaping changed on this machine, recorded before it is made
         self.topology: Topology | None = None
         self.server: Server | None = None
         self.control: ControlServer | None = None
         self.token = new_token()
         self.iperf = None
         self._iperf_lock = threading.Lock()
+        self.owner: int | None = None
 
     def open(self) -> dict:
         cmd.require_root()
@@ -99,7 +102,8 @@ class ServeSession:
         self.server.start()
         self.control = ControlServer(self.addr, self.port, self.token, {
             "hello": self.hello, "cpu": self.cpu, "access": self.access,
-            "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop}, on_close=self.iperf_stop).start()
+            "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop, "apply": self.apply, "clear": self.clear},
+            on_close=self._client_gone).start()
         info = self.info()
         path = self.topology.plan.run_dir / "server.json"
         write_private(path, json.dumps(info, indent=1) + "\n")
@@ -116,11 +120,32 @@ class ServeSession:
     def close(self) -> None:
         if self.control:
             self.control.close()
+            self.control = None
         self.iperf_stop()
         if self.server:
             self.server.stop()
+            self.server = None
+        hostnet.undo(self.host)
         if self.topology:
             self.topology.down()
+            self.topology = None
+
+    def _claim(self) -> None:
+        """The connection (one thread each) that shapes this server or runs its iperf3 owns them until
+        it ends; another client is refused meanwhile, so it cannot undo the first one's link."""
+        me = threading.get_ident()
+        if self.owner not in (None, me):
+            raise ValueError("another client is running a campaign against this server; wait for it to end")
+        self.owner = me
+
+    def _client_gone(self) -> None:
+        """A connection ended: if it owned the shaping and iperf3 (its run finished or died), remove them."""
+        if self.owner == threading.get_ident():
+            self.iperf_stop()
+            hostnet.undo(self.host)  # the interface as it was: qdiscs, IFB, GRO
+            self.host = {}
+            self.topology.write_state(host={})
+            self.owner = None
 
     # -- operations of the control channel --------------------------------------------------------
     def hello(self) -> dict:
@@ -128,10 +153,73 @@ class ServeSession:
         m = machine()
         return {"pin": self.server.cert.spki_sha256_b64, "pages": page_files(self.sites.root),
                 "caddy": self.server.info(), "quic_buffer_warning": self.server.quic_buffer_warning(),
+                "netem": self._netem(), "may_shape": self.may_shape,
                 "host": m["host"], "kernel": m["kernel"], "cpu_count": m["cpu_count"], "loadavg": m["loadavg"],
                 "plt_bench": m["plt_bench"], "git_commit": m["git_commit"], "iface": self.iface,
                 "sysctl": read_sysctls(("net.ipv4.tcp_congestion_control", "net.core.rmem_max", "net.core.wmem_max",
                                         "net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem"))}
+
+    @staticmethod
+    def _netem() -> bool:
+        from .link import netem_available
+        return netem_available()
+
+    # shaping on this machine (the tcconfig/netem backend): the client asks, the server does and reads back
+    def _note(self, **kw) -> None:
+        self.host.update(kw)
+        self.topology.write_state(host=dict(self.host))
+
+    def apply(self, conditions: dict, client: str) -> dict:
+        if not self.may_shape:
+            raise ValueError("this server shapes only an interface named with --iface: restart it with "
+                             f"'plt-bench serve --addr {self.addr} --iface {self.iface}'")
+        self._claim()
+        cond = Conditions(**conditions)
+        client = hostnet.parse_ipv4(str(client), "client")
+        if hostnet.route_to(client).get("dev") != self.iface:
+            raise ValueError(f"the client {client} is not reached through {self.iface}")
+        if cond.impaired and not self._netem():
+            raise ValueError("this server's kernel has no sch_netem: delay, jitter and loss need the linkem backend")
+        p = self.topology.plan.prefix
+        if not self.host:
+            hostnet.check_untouched(self.iface)
+            self._note(netns=hostnet.netns_id(), iface=self.iface, gro=hostnet.gro_state(self.iface))
+            if self.host["gro"] == "on":
+                cmd.run(["ethtool", "-K", self.iface, "gro", "off"])
+            self._note(ifb=hostnet.ifb_name(p))
+            cmd.run(["ip", "link", "add", hostnet.ifb_name(p), "type", "ifb"])
+            cmd.run(["ip", "link", "set", hostnet.ifb_name(p), "up"])
+            self._note(root=True, ingress=True)
+        self._clear()
+        cmd.run_all(hostnet.server_shaping_commands(self.iface, hostnet.ifb_name(p), client, cond))
+        return self.verify(cond)
+
+    def verify(self, cond: Conditions) -> dict:
+        from .link import check_netem, check_rate, read_direction
+        out = {"backend": "tcconfig", "conditions": cond.label}
+        ifb = hostnet.ifb_name(self.topology.plan.prefix)
+        for what, dev, rate, loss in (("downlink", self.iface, cond.rate_down_bps, cond.loss_down_pct),
+                                      ("uplink", ifb, cond.rate_up_bps, cond.loss_up_pct)):
+            state = read_direction(None, dev)
+            check_rate(state, rate, what)
+            if cond.impaired:
+                check_netem(state, cond.delay_ms, cond.jitter_ms, loss, cond.queue_for(rate), what)
+            out[what] = dataclasses.asdict(state)
+        return out
+
+    def _clear(self) -> None:
+        if not self.host:
+            return
+        if hostnet.has_ingress(self.iface):
+            cmd.run(["tc", "qdisc", "del", "dev", self.iface, "ingress"], check=False)
+        root = hostnet.root_qdisc(self.iface)
+        if root and root["handle"] == hostnet.ROOT_HANDLE:
+            cmd.run(["tc", "qdisc", "del", "dev", self.iface, "root"], check=False)
+        cmd.run(["tc", "qdisc", "del", "dev", self.host["ifb"], "root"], check=False)
+
+    def clear(self) -> dict:
+        self._clear()
+        return {}
 
     def cpu(self) -> dict:
         import psutil
@@ -143,6 +231,7 @@ class ServeSession:
 
     def iperf_start(self) -> dict:
         from .verify import Iperf
+        self._claim()
         with self._iperf_lock:
             if self.iperf is None:
                 self.iperf = Iperf(None, self.addr, log=self.topology.plan.run_dir / "iperf3.log").__enter__()
@@ -317,6 +406,45 @@ class HostLinkem(LinkemLink):
     def close(self) -> None:
         self._stop()
         hostnet.undo(self.host)
+
+
+class ServerNetemLink:
+    """The seed's placement: tc (htb + netem) on the server, its egress for the downlink and an IFB on
+    its ingress for the uplink, set and read back by `plt-bench serve` through the control channel.
+    tc is driven directly, not through tcset: tcconfig cannot put several ports of one address in one
+    class, and the link must hold the test traffic only (never SSH)."""
+
+    name = "tcconfig"
+    placement = "server egress (htb + netem), the uplink on the server's ingress through an IFB"
+    jitter_legs = 2
+    supports_no_reorder = False
+
+    def __init__(self, plan: RemotePlan, control: Control):
+        self.plan, self.control = plan, control
+
+    def apply(self, cond: Conditions) -> dict:
+        if not cond.reorder and cond.jitter_ms:
+            raise UsageError("--no-reorder: netem reorders jittered packets; in-order jitter needs --link linkem")
+        ans = self.control.call("apply", conditions=dataclasses.asdict(cond), client=self.plan.client_ip)
+        return {k: v for k, v in ans.items() if k != "ok"} | {"placement": self.placement}
+
+    def pid(self) -> int | None:
+        return None
+
+    def alive(self) -> bool:
+        return True
+
+    def died_reason(self) -> str | None:
+        return None
+
+    def snapshot(self) -> dict | None:
+        return None
+
+    def close(self) -> None:
+        try:
+            self.control.call("clear")
+        except ServerError:
+            pass  # the server removes a client's shaping when its connection ends anyway
 
 
 class RemoteServer:

@@ -153,7 +153,8 @@ class RemoteTestbed(Testbed):
 
     def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True):
-        super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser)
+        super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
+                         need_no_reorder=any(not c.reorder and c.jitter_ms for c in conditions))
         self.ref, self.iface_opt, self.all_conditions = server, iface, list(conditions)
         self._plan = None
         self.hello: dict = {}
@@ -167,22 +168,41 @@ class RemoteTestbed(Testbed):
         """Every refusal that needs no change on the system (usage errors exit 2 before anything is made)."""
         from .errors import UsageError
         from .remote import HostLinkem
-        if self.link_name == "tcconfig":
-            raise UsageError("--link: with --server the link runs on the client's ingress (linkem); tcconfig/netem on "
-                             "the server's egress is not built yet: use --link auto or linkem")
         if self.iface_opt is not None:
             from . import hostnet
             hostnet.require_iface(self.iface_opt)
         if "qlog" in self.capture.kinds:
             raise UsageError("--capture: qlog is Caddy's, written on the server machine; with --server choose from "
                              "cpu, pcap, keylog, netlog")
-        HostLinkem.check_conditions(self.all_conditions)
+        if self.link_name == "linkem":
+            HostLinkem.check_conditions(self.all_conditions)
+
+    def _backend(self) -> str:
+        """tcconfig (netem on the server, where the seed put it) if the server can and may shape; else
+        linkem on this machine's ingress. Refusals name what to change."""
+        from .errors import UsageError
+        from .remote import HostLinkem
+        impaired = any(c.impaired for c in self.all_conditions)
+        server_can = (self.hello.get("netem") or not impaired) and self.hello.get("may_shape")
+        backend = self.link_name if self.link_name != "auto" else ("tcconfig" if server_can else "linkem")
+        if backend == "tcconfig":
+            if not self.hello.get("may_shape"):
+                raise UsageError(f"--link tcconfig: the server shapes only an interface named on its side; restart it "
+                                 f"with 'plt-bench serve --addr {self.ref.addr} --iface {self.hello.get('iface')}'")
+            if impaired and not self.hello.get("netem"):
+                raise UsageError("--link tcconfig: the server's kernel has no sch_netem, so it cannot add delay, jitter "
+                                 "or loss; use --link linkem (on this machine's ingress)")
+            if self.need_no_reorder:
+                raise UsageError("--no-reorder: netem reorders jittered packets; in-order jitter needs --link linkem")
+        else:
+            HostLinkem.check_conditions(self.all_conditions)
+        return backend
 
     def open(self) -> None:
         from . import hostnet
         from .control import Control
         from .errors import UsageError
-        from .remote import HostLinkem, RemotePlan, RemoteServer, RemoteSites
+        from .remote import HostLinkem, RemotePlan, RemoteServer, RemoteSites, ServerNetemLink
         cmd.require_root()
         self.check()
         addr = self.ref.addr
@@ -192,26 +212,31 @@ class RemoteTestbed(Testbed):
         if route.get("type") == "local" or route.get("dev") == "lo":
             raise UsageError(f"--server: {addr} is an address of this machine; expected the server's, on the other "
                              "machine")
-        shaping = any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
-        if shaping and self.iface_opt is None:
-            raise UsageError(f"--iface: the link is shaped on this machine's interface towards {addr}, and the testbed "
-                             f"shapes only an interface you name: add --iface {route['dev']}")
         iface = hostnet.pick_iface(route["dev"], self.iface_opt, f"traffic to the server {addr}")
-        if shaping:
-            hostnet.check_untouched(iface)
         self.control = Control(addr, self.ref.control_port, self.ref.token)
         self._stack.callback(self.control.close)
         self.hello = self.control.call("hello")
         if self.hello.get("pin") != self.ref.pin:
             raise UsageError(f"--server-pin: the server's certificate has pin {self.hello.get('pin')}, not "
                              f"{self.ref.pin}; copy the pin the running 'plt-bench serve' printed")
+        backend = self._backend()
+        shaping = backend == "linkem" and any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
+        if shaping and self.iface_opt is None:
+            raise UsageError(f"--iface: the link is shaped on this machine's interface towards {addr}, and the testbed "
+                             f"shapes only an interface you name: add --iface {route['dev']}")
+        if shaping:
+            hostnet.check_untouched(iface)
         self.topology = Topology.allocate(self.cc, self.index)
         self._stack.callback(self.topology.down)
         self._plan = RemotePlan(self.topology.plan.index, iface, addr, route.get("prefsrc") or "")
         self.topology.write_state(role="client", server=addr, iface=iface)
-        self.link = HostLinkem(self._plan, lambda host: self.topology.write_state(host=host))
-        self._stack.callback(self.link.close)
-        self.link.open()
+        if backend == "linkem":
+            self.link = HostLinkem(self._plan, lambda host: self.topology.write_state(host=host))
+            self._stack.callback(self.link.close)
+            self.link.open()
+        else:
+            self.link = ServerNetemLink(self._plan, self.control)
+            self._stack.callback(self.link.close)
         self.server = RemoteServer(self.control, self.hello)
         self.sites = RemoteSites(self.hello.get("pages") or {}, addr)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
