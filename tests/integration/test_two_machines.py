@@ -276,6 +276,7 @@ def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
             time.sleep(0.2)
         shaped = system_state(CLT)
         assert shaped != before_gro and any(l.endswith("-ifb") for l in shaped["links"])
+        prefix = next(l for l in shaped["links"] if l.endswith("-ifb"))[:-len("-ifb")]
         assert "off" in shaped["gro"]["m-cli"][0]
         proc.kill()
         proc.wait()
@@ -288,7 +289,30 @@ def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
             proc.kill()
         _sh("ethtool", "-K", "m-cli", "gro", "off", ns=CLT)
     assert system_state(CLT) == before
-    # nothing of the client's run is left: only the server's Caddy (its run folder) is still ours
+    # nothing of the client's run is left: no run folder, no process (browser worker, chromedriver,
+    # Chromium, linkem) that names it
     left = topology.leftovers()
-    assert len(left["run_dirs"]) == 1 and left["run_dirs"][0] in server["run_dir"], left
-    assert all(server["run_dir"] in open(f"/proc/{p}/cmdline").read().replace("\0", " ") for p in left["processes"]), left
+    assert prefix not in left["run_dirs"], left
+    assert not topology._our_processes(prefix), left
+
+
+def test_a_killed_server_is_cleaned_up_by_clean(server, tmp_path):
+    """A second 'serve' (on the other interface, named, so the default-route rule lets it) is killed with
+    SIGKILL: its Caddy and run folder remain until 'plt-bench clean' removes them, and only them."""
+    before = system_state(SRV)
+    info_file = tmp_path / "info.json"
+    proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_MGMT, "--iface", "mgmt-srv",
+                             "--control-port", "4444", "--size", "5KB", "--info-file", str(info_file)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not info_file.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    left = system_state(SRV)
+    assert left != before and any(f"{SRV_MGMT}" in open(f"/proc/{p}/cmdline").read() or "Caddyfile" in
+                                  open(f"/proc/{p}/cmdline").read() for p in topology.leftovers()["processes"])
+    r = subprocess.run([*CLI, "clean"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and "removed pb" in r.stdout, r.stdout + r.stderr
+    assert system_state(SRV) == before  # the module's own server is untouched (its owner is alive)
