@@ -155,6 +155,19 @@ def check_netem(state: DirectionState, delay_ms: float, jitter_ms: float, loss_p
         raise LinkError(f"{what} ({state.dev}): asked for a netem limit of {limit} packets, netem has {n.get('limit')}")
 
 
+def check_netem_directions(ns: str | None, directions, cond: Conditions) -> dict:
+    """Each (name, device, rate, loss %) read back: htb rate, and netem's delay, jitter, loss and limit
+    when cond is impaired; LinkError on the first that differs. Returns the states by name."""
+    out = {}
+    for what, dev, rate, loss in directions:
+        state = read_direction(ns, dev)
+        check_rate(state, rate, what)
+        if cond.impaired:
+            check_netem(state, cond.delay_ms, cond.jitter_ms, loss, cond.queue_for(rate), what)
+        out[what] = dataclasses.asdict(state)
+    return out
+
+
 # -- netem probe -----------------------------------------------------------------------------------
 _NETEM: dict[str, bool] = {}
 
@@ -183,8 +196,25 @@ def _directions(plan: Plan, cond: Conditions) -> list[tuple[str, str, int | None
             ("uplink", plan.up_if, cond.rate_up_bps, cond.loss_up_pct)]
 
 
+class KernelLink:
+    """A link that lives in the kernel only (qdiscs): no emulator process to sample, watch or read."""
+
+    def pid(self) -> int | None:
+        """The emulator's process, if the backend has one (its CPU is sampled with the trial's)."""
+        return None
+
+    def alive(self) -> bool:
+        return True
+
+    def died_reason(self) -> str | None:
+        return None
+
+    def snapshot(self) -> dict | None:
+        return None
+
+
 # -- tcconfig --------------------------------------------------------------------------------------
-class TcconfigLink:
+class TcconfigLink(KernelLink):
     """tcset on each of the router's egress veths: htb rate, netem delay (rtt/2), jitter, loss, limit."""
 
     name = "tcconfig"
@@ -246,27 +276,8 @@ class TcconfigLink:
 
     def verify(self, cond: Conditions) -> dict:
         """Read the qdisc state back; raise LinkError unless it is what cond asks for."""
-        out = {"backend": self.name, "conditions": cond.label}
-        for what, dev, rate, loss in _directions(self.plan, cond):
-            state = read_direction(self.plan.router_ns, dev)
-            check_rate(state, rate, what)
-            if cond.impaired:
-                check_netem(state, cond.delay_ms, cond.jitter_ms, loss, cond.queue_for(rate), what)
-            out[what] = dataclasses.asdict(state)
-        return out
-
-    def pid(self) -> int | None:
-        """The emulator's process, if the backend has one (its CPU is sampled with the trial's)."""
-        return None
-
-    def alive(self) -> bool:
-        return True
-
-    def died_reason(self) -> str | None:
-        return None
-
-    def snapshot(self) -> dict | None:
-        return None
+        return {"backend": self.name, "conditions": cond.label,
+                **check_netem_directions(self.plan.router_ns, _directions(self.plan, cond), cond)}
 
     def close(self) -> None:
         for _, dev, _, _ in _directions(self.plan, Conditions(None, None)):

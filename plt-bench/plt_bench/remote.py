@@ -27,9 +27,9 @@ from . import cmd, hostnet
 from .conditions import Conditions
 from .control import Control, ControlServer, new_token
 from .errors import LinkError, ServerError, UsageError
-from .link import LinkemLink, check_rate, htb_commands, read_direction
+from .link import KernelLink, LinkemLink, check_rate, htb_commands, read_direction
 from .pages import Sites, page_name
-from .server import HOST, Server
+from .server import Server
 from .topology import Topology
 
 QUEUE_BASE = 0x5042  # NFQUEUE numbers are per namespace; on a real host keep clear of 0 and 1
@@ -195,17 +195,11 @@ class ServeSession:
         return self.verify(cond)
 
     def verify(self, cond: Conditions) -> dict:
-        from .link import check_netem, check_rate, read_direction
-        out = {"backend": "tcconfig", "conditions": cond.label}
+        from .link import check_netem_directions
         ifb = hostnet.ifb_name(self.topology.plan.prefix)
-        for what, dev, rate, loss in (("downlink", self.iface, cond.rate_down_bps, cond.loss_down_pct),
-                                      ("uplink", ifb, cond.rate_up_bps, cond.loss_up_pct)):
-            state = read_direction(None, dev)
-            check_rate(state, rate, what)
-            if cond.impaired:
-                check_netem(state, cond.delay_ms, cond.jitter_ms, loss, cond.queue_for(rate), what)
-            out[what] = dataclasses.asdict(state)
-        return out
+        return {"backend": "tcconfig", "conditions": cond.label, **check_netem_directions(None, (
+            ("downlink", self.iface, cond.rate_down_bps, cond.loss_down_pct),
+            ("uplink", ifb, cond.rate_up_bps, cond.loss_up_pct)), cond)}
 
     def _clear(self) -> None:
         if not self.host:
@@ -408,7 +402,7 @@ class HostLinkem(LinkemLink):
         hostnet.undo(self.host)
 
 
-class ServerNetemLink:
+class ServerNetemLink(KernelLink):
     """The seed's placement: tc (htb + netem) on the server, its egress for the downlink and an IFB on
     its ingress for the uplink, set and read back by `plt-bench serve` through the control channel.
     tc is driven directly, not through tcset: tcconfig cannot put several ports of one address in one
@@ -427,18 +421,6 @@ class ServerNetemLink:
             raise UsageError("--no-reorder: netem reorders jittered packets; in-order jitter needs --link linkem")
         ans = self.control.call("apply", conditions=dataclasses.asdict(cond), client=self.plan.client_ip)
         return {k: v for k, v in ans.items() if k != "ok"} | {"placement": self.placement}
-
-    def pid(self) -> int | None:
-        return None
-
-    def alive(self) -> bool:
-        return True
-
-    def died_reason(self) -> str | None:
-        return None
-
-    def snapshot(self) -> dict | None:
-        return None
 
     def close(self) -> None:
         try:

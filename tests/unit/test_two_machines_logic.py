@@ -121,3 +121,29 @@ def test_the_token_never_crosses_the_wire():
     token, nonce = new_token(), "00" * 16
     mac = answer_for(token, nonce)
     assert token not in mac and mac != answer_for(token, "01" * 16) and mac != answer_for(new_token(), nonce)
+
+
+def test_the_servers_netem_link_classifies_the_clients_test_traffic_both_ways():
+    cond = Conditions(20 * 10**6, 10 * 10**6, rtt_ms=50.0, jitter_ms=2.0, jitter_dist="normal", loss_pct=1.0,
+                      loss_direction="up")
+    cmds = hostnet.server_shaping_commands("eth1", "pb2-ifb", "10.0.0.2", cond)
+    text = [" ".join(c) for c in cmds]
+    down_leaf = next(t for t in text if "dev eth1 parent 5042:1" in t)
+    assert "netem limit" in down_leaf and "delay 25000us 2000us distribution normal" in down_leaf
+    assert "loss" not in down_leaf  # the loss is the uplink's only
+    up_leaf = next(t for t in text if "dev pb2-ifb parent 1:1" in t)
+    assert "delay 25000us 2000us distribution normal loss 1%" in up_leaf
+    assert any("dev pb2-ifb parent 1: classid 1:1 htb rate 10000000bit" in t for t in text)
+    egress = [t for t in text if "filter add dev eth1 parent 5042:" in t]
+    ingress = [t for t in text if "filter add dev eth1 parent ffff:" in t]
+    assert len(egress) == len(ingress) == 5
+    assert all("match ip dst 10.0.0.2/32" in t and "flowid 5042:1" in t for t in egress)
+    assert sorted(t.split("sport ")[1].split()[0] for t in egress if "sport" in t) == ["443", "443", "5201", "5201"]
+    assert all("match ip src 10.0.0.2/32" in t and t.endswith("redirect dev pb2-ifb") for t in ingress)
+    assert sorted(t.split("dport ")[1].split()[0] for t in ingress if "dport" in t) == ["443", "443", "5201", "5201"]
+
+
+def test_a_rate_only_server_link_needs_no_netem():
+    cmds = hostnet.server_shaping_commands("eth1", "pb2-ifb", "10.0.0.2", Conditions(10**8, 10**8))
+    assert not any("netem" in c for c in cmds) and sum("pfifo" in c for c in cmds) == 2
+    assert hostnet.server_shaping_commands("eth1", "pb2-ifb", "10.0.0.2", Conditions(None, None)) == []
