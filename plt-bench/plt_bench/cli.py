@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import cmd, conditions as cond_mod, topology
+from . import cmd, conditions as cond_mod, hostnet, topology
 from .conditions import DEFAULT_SIZES, PROTO_CHOICES
 from .errors import PltBenchError, UsageError
 from .link import LINK_CHOICES
@@ -195,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "default route (the testbed refuses that one unless named)")
     sv.add_argument("--size", default=",".join(DEFAULT_SIZES), help="pages to serve (generated if missing; default: "
                                                                     f"{','.join(DEFAULT_SIZES)})")
-    sv.add_argument("--control-port", default=str(4443), help=TWO_MACHINE_HELP["control_port"])
+    sv.add_argument("--control-port", default=str(hostnet.SERVER_PORT_DEFAULT_CONTROL),
+                    help=TWO_MACHINE_HELP["control_port"])
     sv.add_argument("--testbed", type=int, default=None, metavar="N", help="run folder index (default: first free)")
     sv.add_argument("--info-file", default=None, help="also write addr, pin, token and port as JSON to this file (0600)")
 
@@ -619,7 +620,6 @@ def cmd_down(a) -> int:
 
 
 def cmd_serve(a) -> int:
-    from . import hostnet
     from .remote import ServeSession, parse_port, write_private
     addr = hostnet.parse_ipv4(a.addr, "--addr")
     if a.iface is not None:

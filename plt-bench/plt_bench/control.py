@@ -145,6 +145,7 @@ class Control:
             raise ServerError(f"control channel to {self.where} closed ({op}): did 'plt-bench serve' stop?")
         if "error" in ans:
             raise ServerError(f"the server at {self.where} could not {op}: {ans['error']}")
+        ans.pop("ok", None)
         return ans
 
     def close(self) -> None:

@@ -265,6 +265,31 @@ def gro_state(iface: str) -> str | None:
     return m.group(1) if m else None
 
 
+# -- preparing and clearing (both sides) -------------------------------------------------------------
+def prepare(iface: str, ifb: str, note) -> None:
+    """Ready iface for shaping: refuse a configured one, GRO off, our IFB up. `note(**changes)`
+    records each change in the state file before it is made."""
+    check_untouched(iface)
+    gro = gro_state(iface)
+    note(netns=netns_id(), iface=iface, gro=gro)
+    if gro == "on":  # a GRO super-packet would pass the rate and a drop as one packet
+        cmd.run(["ethtool", "-K", iface, "gro", "off"])
+    note(ifb=ifb)
+    cmd.run(["ip", "link", "add", ifb, "type", "ifb"])
+    cmd.run(["ip", "link", "set", ifb, "up"])
+    note(root=True, ingress=True)
+
+
+def clear(iface: str, ifb: str) -> None:
+    """Remove the shaping of one set of conditions (iface's ingress and our root, the IFB's root), keep the rest."""
+    if has_ingress(iface):
+        cmd.run(["tc", "qdisc", "del", "dev", iface, "ingress"], check=False)
+    root = root_qdisc(iface)
+    if root and root["handle"] == ROOT_HANDLE:
+        cmd.run(["tc", "qdisc", "del", "dev", iface, "root"], check=False)
+    cmd.run(["tc", "qdisc", "del", "dev", ifb, "root"], check=False)
+
+
 # -- undoing ----------------------------------------------------------------------------------------
 def undo(host: dict) -> list[str]:
     """Undo the changes recorded in a state file's 'host' entry; safe to repeat. Runs them in the

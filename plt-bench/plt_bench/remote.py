@@ -182,14 +182,7 @@ class ServeSession:
             raise ValueError("this server's kernel has no sch_netem: delay, jitter and loss need the linkem backend")
         p = self.topology.plan.prefix
         if not self.host:
-            hostnet.check_untouched(self.iface)
-            self._note(netns=hostnet.netns_id(), iface=self.iface, gro=hostnet.gro_state(self.iface))
-            if self.host["gro"] == "on":
-                cmd.run(["ethtool", "-K", self.iface, "gro", "off"])
-            self._note(ifb=hostnet.ifb_name(p))
-            cmd.run(["ip", "link", "add", hostnet.ifb_name(p), "type", "ifb"])
-            cmd.run(["ip", "link", "set", hostnet.ifb_name(p), "up"])
-            self._note(root=True, ingress=True)
+            hostnet.prepare(self.iface, hostnet.ifb_name(p), self._note)
         self._clear()
         cmd.run_all(hostnet.server_shaping_commands(self.iface, hostnet.ifb_name(p), client, cond))
         return self.verify(cond)
@@ -202,14 +195,8 @@ class ServeSession:
             ("uplink", ifb, cond.rate_up_bps, cond.loss_up_pct)), cond)}
 
     def _clear(self) -> None:
-        if not self.host:
-            return
-        if hostnet.has_ingress(self.iface):
-            cmd.run(["tc", "qdisc", "del", "dev", self.iface, "ingress"], check=False)
-        root = hostnet.root_qdisc(self.iface)
-        if root and root["handle"] == hostnet.ROOT_HANDLE:
-            cmd.run(["tc", "qdisc", "del", "dev", self.iface, "root"], check=False)
-        cmd.run(["tc", "qdisc", "del", "dev", self.host["ifb"], "root"], check=False)
+        if self.host:
+            hostnet.clear(self.iface, self.host["ifb"])
 
     def clear(self) -> dict:
         self._clear()
@@ -306,6 +293,7 @@ class HostLinkem(LinkemLink):
 
     placement = "client ingress (IFB + htb, NFQUEUE in mangle PREROUTING); all delay, jitter and loss on the downlink"
     jitter_legs = 1  # one jitter sample per round trip, not two as in the router
+    ping_user_latency = True  # ping's kernel receive timestamp precedes the delay (verify.verify)
 
     def __init__(self, plan: RemotePlan, record):
         super().__init__(plan)
@@ -326,14 +314,8 @@ class HostLinkem(LinkemLink):
 
     def open(self) -> None:
         p = self.plan
-        hostnet.check_untouched(p.iface)
-        self._note(netns=hostnet.netns_id(), iface=p.iface, gro=hostnet.gro_state(p.iface))
-        if self.host["gro"] == "on":  # a GRO super-packet would pass the rate and a drop as one packet
-            cmd.run(["ethtool", "-K", p.iface, "gro", "off"])
-        self._note(ifb=p.ifb)
-        cmd.run(["ip", "link", "add", p.ifb, "type", "ifb"])
-        cmd.run(["ip", "link", "set", p.ifb, "up"])
-        self._note(chain=p.chain, ingress=True, root=True)
+        hostnet.prepare(p.iface, p.ifb, self._note)
+        self._note(chain=p.chain)
         self._iptables("-t", "mangle", "-N", p.chain)
         self._iptables("-t", "mangle", "-A", *hostnet.jump_rule(p.iface, p.chain))
 
@@ -341,15 +323,9 @@ class HostLinkem(LinkemLink):
         return [("down", self.plan.queue, cond.rtt_ms, cond.loss_down_pct)]
 
     def _clear(self) -> None:
-        p = self.plan
         self._stop()
-        self._iptables("-t", "mangle", "-F", p.chain)
-        if hostnet.has_ingress(p.iface):
-            cmd.run(["tc", "qdisc", "del", "dev", p.iface, "ingress"])
-        root = hostnet.root_qdisc(p.iface)
-        if root and root["handle"] == hostnet.ROOT_HANDLE:
-            cmd.run(["tc", "qdisc", "del", "dev", p.iface, "root"])
-        cmd.run(["tc", "qdisc", "del", "dev", p.ifb, "root"], check=False)
+        self._iptables("-t", "mangle", "-F", self.plan.chain)
+        hostnet.clear(self.plan.iface, self.plan.ifb)
 
     def apply(self, cond: Conditions) -> dict:
         self.check_conditions([cond])
@@ -411,16 +387,15 @@ class ServerNetemLink(KernelLink):
     name = "tcconfig"
     placement = "server egress (htb + netem), the uplink on the server's ingress through an IFB"
     jitter_legs = 2
+    ping_user_latency = False
     supports_no_reorder = False
 
     def __init__(self, plan: RemotePlan, control: Control):
         self.plan, self.control = plan, control
 
     def apply(self, cond: Conditions) -> dict:
-        if not cond.reorder and cond.jitter_ms:
-            raise UsageError("--no-reorder: netem reorders jittered packets; in-order jitter needs --link linkem")
-        ans = self.control.call("apply", conditions=dataclasses.asdict(cond), client=self.plan.client_ip)
-        return {k: v for k, v in ans.items() if k != "ok"} | {"placement": self.placement}
+        return self.control.call("apply", conditions=dataclasses.asdict(cond), client=self.plan.client_ip) | {
+            "placement": self.placement}
 
     def close(self) -> None:
         try:
@@ -448,7 +423,7 @@ class RemoteServer:
         return self.control.call("access", timeout_s=wait_s + 30, uri=uri, wait_s=wait_s)["entries"]
 
     def cpu(self) -> dict:
-        return {k: tuple(v) for k, v in self.control.call("cpu").items() if k != "ok"}
+        return {k: tuple(v) for k, v in self.control.call("cpu").items()}
 
 
 class RemoteSites:

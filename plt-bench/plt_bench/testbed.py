@@ -251,7 +251,8 @@ class RemoteTestbed(Testbed):
 
     def verify_args(self) -> dict:
         from .remote import RemoteIperf
-        return {"iperf": RemoteIperf(self.control), "legs": self.link.jitter_legs, "user_latency": True}
+        return {"iperf": RemoteIperf(self.control), "legs": self.link.jitter_legs,
+                "user_latency": self.link.ping_user_latency}
 
     def metadata(self) -> dict:
         m = super().metadata()

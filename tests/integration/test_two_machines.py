@@ -133,7 +133,10 @@ def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client
         # a page at 20 Mbit behind 40 ms cannot load faster than its bytes and one round trip allow
         assert t["plt_ms"] >= t["size_bytes"] * 8 / 20e6 * 1000 + 40
         roles = json.loads(t["cpu_json"])["roles"]
-        assert roles["caddy"]["user_s"] + roles["caddy"]["system_s"] >= 0 and "linkem" in roles
+        assert "caddy" in roles and "linkem" in roles
+    # Caddy's CPU, read on the server over the control channel, adds up to something (10 ms ticks)
+    caddy = [json.loads(t["cpu_json"])["roles"]["caddy"] for t in trials]
+    assert sum(c["user_s"] + c["system_s"] for c in caddy) > 0, caddy
     meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
     assert meta["mode"] == "two machines" and meta["topology"]["iface"] == "m-cli"
     assert meta["server"]["iface"] == "m-srv" and meta["link_backend"] == "linkem"

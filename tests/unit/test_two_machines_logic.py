@@ -117,10 +117,10 @@ def test_the_control_channel_serves_only_who_knows_the_token(control_server):
         Control("127.0.0.1", port, new_token())
 
 
-def test_the_token_never_crosses_the_wire():
+def test_the_login_answer_depends_on_the_token_and_the_nonce():
     token, nonce = new_token(), "00" * 16
     mac = answer_for(token, nonce)
-    assert token not in mac and mac != answer_for(token, "01" * 16) and mac != answer_for(new_token(), nonce)
+    assert mac != answer_for(token, "01" * 16) and mac != answer_for(new_token(), nonce)
 
 
 def test_the_servers_netem_link_classifies_the_clients_test_traffic_both_ways():
