@@ -41,6 +41,23 @@ HOST_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem",
                 "net/core/rmem_max", "net/core/wmem_max", "net/ipv6/conf/all/disable_ipv6")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--link-backends", default="available",
+                     help="the link backends the integration tests run on: 'available' (every one this kernel "
+                          "can run: netem needs sch_netem; the VM test covers netem where it is missing) or a "
+                          "comma-separated list of netem, linkem")
+
+
+def link_backends(config) -> list[str]:
+    want = config.getoption("--link-backends")
+    if want != "available":
+        return want.split(",")
+    if os.geteuid() != 0:
+        return ["linkem"]
+    from plt_bench.link import netem_available
+    return ["netem", "linkem"] if netem_available() else ["linkem"]
+
+
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() == 0:
         return

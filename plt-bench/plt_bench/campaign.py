@@ -22,7 +22,8 @@ import tomllib
 from pathlib import Path
 from typing import Callable
 
-from . import cmd, conditions as cond_mod, hostnet
+from . import cmd, conditions as cond_mod
+from .link import host as hostnet
 from .cpu import wait_idle
 from .capture import DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Cell, Conditions, Grid, ideal_seconds
@@ -69,10 +70,6 @@ class Spec:
     @property
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
-
-    @property
-    def need_no_reorder(self) -> bool:
-        return any(not c.reorder and c.jitter_ms for c in self.grid.conditions)
 
     def plan(self) -> list[tuple[Conditions, int, int, str]]:
         """Every trial, in the order it runs: (conditions, run index, size, protocol)."""
@@ -267,7 +264,7 @@ def run(bed, store: Store, spec: Spec, campaign_id: int, out: Callable[[str], No
         timeout_s: float | None = None, idle_gate: bool = True) -> dict:
     """Run (or resume) a campaign on an open testbed; every trial is stored as it ends."""
     from .runner import apply_and_verify, run_cell_once
-    from .verify import format_report
+    from .link.verify import format_report
     bed.sites.ensure(spec.grid.sizes)
     done = attempts_so_far(store, campaign_id)
     plan = todo(spec, done)

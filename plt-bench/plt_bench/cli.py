@@ -14,7 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import cmd, conditions as cond_mod, hostnet, topology
+from . import cmd, conditions as cond_mod, topology
+from .control import SERVER_PORT_DEFAULT_CONTROL
+from .link import host as hostnet
 from .conditions import DEFAULT_SIZES, PROTO_CHOICES
 from .errors import PltBenchError, UsageError
 from .link import LINK_CHOICES
@@ -48,7 +50,8 @@ LINK_HELP = {
     "no_reorder": "keep packets in order despite jitter (linkem backend only)",
     "queue": "bottleneck queue in packets, or auto (default: one bandwidth-delay product, at least 64)",
     "cc": "TCP congestion control of client and server: cubic (default), bbr, reno",
-    "link": "link backend: auto (default: tcconfig where the kernel has sch_netem, else linkem), tcconfig, linkem",
+    "link": "link backend: auto (default: netem where it can run, else linkem), netem (the kernel's; tcconfig "
+            "configures it in the router), linkem (userspace); tcconfig is another name for netem",
     "verify": "measure the link (ping, iperf3) before each condition's trials: stop (default) on a link out of "
               "tolerance, warn and go on, or off",
 }
@@ -195,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "default route (the testbed refuses that one unless named)")
     sv.add_argument("--size", default=",".join(DEFAULT_SIZES), help="pages to serve (generated if missing; default: "
                                                                     f"{','.join(DEFAULT_SIZES)})")
-    sv.add_argument("--control-port", default=str(hostnet.SERVER_PORT_DEFAULT_CONTROL),
+    sv.add_argument("--control-port", default=str(SERVER_PORT_DEFAULT_CONTROL),
                     help=TWO_MACHINE_HELP["control_port"])
     sv.add_argument("--testbed", type=int, default=None, metavar="N", help="run folder index (default: first free)")
     sv.add_argument("--info-file", default=None, help="also write addr, pin, token and port as JSON to this file (0600)")
@@ -260,7 +263,6 @@ def _grid(a, **override):
         setattr(a, k, override.get(k, getattr(a, k, None)))
     a.cc = cond_mod.parse_cc(a.cc)
     grid = cond_mod.grid_from_options(a)
-    a.need_no_reorder = any(not c.reorder and c.jitter_ms for c in grid.conditions)
     return grid
 
 
@@ -295,7 +297,7 @@ def _testbed(a, spec, capture):
     ref = make_ref(spec.server, getattr(a, "server_pin", None), getattr(a, "server_token", None),
                    getattr(a, "control_port", None), spec.iface)
     if ref is None:
-        return Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, need_no_reorder=spec.need_no_reorder,
+        return Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, conditions=spec.grid.conditions,
                        capture=capture)
     bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=a.testbed, capture=capture,
                         cc=spec.cc)
@@ -339,10 +341,10 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
             print(f"campaign {cid} '{spec.name}': {spec.description or spec.source}\n"
                   f"{n} trials ({len(spec.grid.conditions)} condition(s) x {len(spec.grid.sizes)} size(s) x "
                   f"{len(spec.grid.protos)} protocol(s) x {spec.grid.runs} run(s)) on testbed {bed.plan.prefix}, "
-                  f"link {bed.link.name}; results in {a.results}", flush=True)
+                  f"link {bed.link.backend} ({bed.link.tool}, {bed.link.placement}); results in {a.results}", flush=True)
             if spec.server:
                 print(f"two machines: server {spec.server} ({bed.hello.get('host')}), this machine's {bed.plan.iface} "
-                      f"shaped at its {bed.link.placement}", flush=True)
+                      f"shaped at its {bed.link.detail}", flush=True)
             if spec.capture:
                 print(f"capture: {', '.join(spec.capture)}, CPU every {spec.cpu_interval_s * 1000:.0f} ms"
                       + (f"; files (about {need / 1e6:,.0f} MB) in {capture.root}/{cid}/" if need else ""), flush=True)
@@ -529,7 +531,7 @@ def cmd_campaigns(a) -> int:
 
 
 def cmd_bench_link(a) -> int:
-    from . import benchlink
+    from .link import bench as benchlink
     from .testbed import Testbed
     probes = _whole(a.probes, "--probes", 100, 100_000)
     cmd.require_root()
@@ -544,7 +546,7 @@ def cmd_up(a) -> int:
     if len(grid.conditions) != 1:
         raise UsageError("--bw, --rtt, --jitter, --loss: 'up' takes one value of each")
     bed = Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed, persistent=True, with_browser=False,
-                  need_no_reorder=a.need_no_reorder)
+                  conditions=grid.conditions)
     with bed:
         bed.sites.ensure(grid.sizes)
         check = bed.set_conditions(grid.conditions[0])
@@ -575,7 +577,7 @@ def cmd_verify(a) -> int:
     from .runner import grid_dict
     from .store import Store
     from .testbed import Testbed
-    from .verify import format_report, verify
+    from .link.verify import format_report, verify
     grid = _grid(a, proto="both", size="5KB", runs=1)
     probes = _whole(a.probes, "--probes", 10, 100_000)
     cmd.require_root()
@@ -583,7 +585,7 @@ def cmd_verify(a) -> int:
     failed = 0
     reports = []
     with Testbed(SITES, cc=a.cc, link=a.link, index=a.testbed, with_browser=False,
-                 need_no_reorder=a.need_no_reorder) as bed:
+                 conditions=grid.conditions) as bed:
         cid = store.new_campaign("verify", utc_now(), grid_dict(grid), bed.metadata())
         for cond in grid.conditions:
             readback = bed.set_conditions(cond)

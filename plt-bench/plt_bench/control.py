@@ -22,6 +22,8 @@ import threading
 
 from .errors import ServerError, UsageError
 
+SERVER_PORT_DEFAULT_CONTROL = 4443
+
 MAX_LINE = 1 << 20
 TOKEN_RE = re.compile(r"^[0-9a-f]{64}$")
 

@@ -7,6 +7,7 @@ and the namespace is removed before the probe returns.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 import shutil
@@ -26,13 +27,28 @@ class Check:
     essential: bool = True
 
 
+VERSION_TIMEOUT_S = 120  # Chromium's --version took over 20 s under software emulation (scripts/netem-vm)
+
+
 def _version(argv: list[str], pattern: str = r"(\d+(?:\.\d+)+)") -> str | None:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = re.search(pattern, out.stdout + out.stderr)
     return m.group(1) if m else None
+
+
+def program_check(name: str, path: str, fix: str) -> tuple[Check, str | None]:
+    """A program's version, telling apart 'not installed' from 'installed but did not answer'."""
+    if not os.path.exists(path):
+        return Check(name, "missing", f"{path} not found", fix), None
+    version = _version([path, "--version"])
+    if version is None:
+        return Check(name, "missing", f"{path} is installed but did not print its version within "
+                                      f"{VERSION_TIMEOUT_S} s (is the machine very slow or overloaded?)",
+                     f"run '{path} --version' by hand to see why; reinstall it if it fails ({SETUP})"), None
+    return Check(name, "ok", version), version
 
 
 def _probe_ns(steps: list[list[str]]) -> tuple[bool, str]:
@@ -79,12 +95,10 @@ def kernel_checks() -> list[Check]:
 def tool_checks() -> list[Check]:
     from .browser import CHROMEDRIVER, CHROMIUM
     out = []
-    chromium = _version([CHROMIUM, "--version"]) if os.path.exists(CHROMIUM) else None
-    driver = _version([CHROMEDRIVER, "--version"]) if os.path.exists(CHROMEDRIVER) else None
-    out.append(Check("Chromium", "ok" if chromium else "missing", chromium or f"{CHROMIUM} not found",
-                     "" if chromium else f"apt install chromium ({SETUP})"))
-    out.append(Check("chromedriver", "ok" if driver else "missing", driver or f"{CHROMEDRIVER} not found",
-                     "" if driver else f"apt install chromium-driver ({SETUP})"))
+    check, chromium = program_check("Chromium", CHROMIUM, f"apt install chromium ({SETUP})")
+    out.append(check)
+    check, driver = program_check("chromedriver", CHROMEDRIVER, f"apt install chromium-driver ({SETUP})")
+    out.append(check)
     if chromium and driver:
         same = chromium.split(".")[0] == driver.split(".")[0]
         out.append(Check("Chromium = chromedriver", "ok" if same else "missing",
@@ -123,6 +137,25 @@ def tool_checks() -> list[Check]:
     return out
 
 
+def netem_vm_check() -> Check:
+    """Whether scripts/netem-vm can run Debian's own kernel (with sch_netem) here, from what is
+    installed; booting it is left to 'scripts/netem-vm --check' (30 s or more)."""
+
+    script = cmd.PROJECT_ROOT / "scripts" / "netem-vm"
+    kernels = [k for k in glob.glob("/boot/vmlinuz-*-amd64")
+               if glob.glob(f"/lib/modules/{k.removeprefix('/boot/vmlinuz-')}/**/sch_netem.ko*", recursive=True)]
+    have = {"a Debian kernel with sch_netem": bool(kernels), "qemu-system-x86_64": bool(shutil.which("qemu-system-x86_64")),
+            "virtme-ng": (cmd.PROJECT_ROOT / ".tools" / "vm" / "venv" / "bin" / "vng").is_file()}
+    lacking = [k for k, v in have.items() if not v]
+    if not lacking:
+        return Check("netem VM", "ok", f"{script.name} can boot {max(kernels)} (netem); "
+                                       f"'scripts/netem-vm --check' boots it", essential=False)
+    return Check("netem VM", "info", f"not installed ({', '.join(lacking)} missing): needed only to run the netem "
+                                     "backend where this kernel lacks sch_netem",
+                 "scripts/netem-vm --install (qemu-system-x86, linux-image-amd64, busybox-static, virtme-ng)",
+                 essential=False)
+
+
 def disk_check(sites_dir, sizes: list[int]) -> Check:
     """Free disk for the pages still to generate (plus 1 GB for results)."""
     from .pages import page_name
@@ -145,6 +178,7 @@ def run_checks(sites_dir, sizes: list[int]) -> list[Check]:
         out.append(Check("kernel probes", "info", "skipped: they need root", "run plt-bench doctor as root",
                          essential=False))
     out += tool_checks()
+    out.append(netem_vm_check())
     out.append(disk_check(sites_dir, sizes))
     return out
 

@@ -17,7 +17,7 @@ import pytest
 from . import cmd, conditions as cond_mod
 from .conditions import Cell, DEFAULT_SIZES, PROTO_CHOICES
 from .errors import PltBenchError, UsageError
-from .link import LINK_CHOICES
+from .link import canonical as link_canonical
 
 MEASURE_OPTIONS = ("proto", "bw", "up_bw", "size", "runs", "plt_captures", "plt_server")
 LINK_OPTIONS = ("rtt", "jitter", "loss", "queue")
@@ -65,14 +65,13 @@ class Measurement:
         self.grid = cond_mod.grid_from_options(o)
         self.cc = cond_mod.parse_cc(o.cc)
         self.link, self.verify_mode = o.link, o.verify_link
-        self.need_no_reorder = any(not c.reorder and c.jitter_ms for c in self.grid.conditions)
         self.results = Path(o.results)
         from .capture import check_space, make_settings
         self.capture = make_settings(o.plt_captures, o.cpu_interval, None, self.results,
                                      ("--captures", "--cpu-interval", "--capture-limit"))
         trials = [(p, s) for p in self.grid.protos for s in self.grid.sizes] * self.grid.runs * len(self.grid.conditions)
         self.capture_warning = check_space(self.capture.kinds, trials, self.capture.root, self.capture.limit_bytes)[1]
-        from . import hostnet
+        from .link import host as hostnet
         from .remote import make_ref
         server = None if o.plt_server is None else hostnet.parse_ipv4(o.plt_server, "--server")
         self.ref = make_ref(server, o.server_pin, o.server_token, o.control_port, o.plt_iface)
@@ -100,7 +99,7 @@ class Measurement:
                 self.bed.check()
             else:
                 self.bed = Testbed(cmd.PROJECT_ROOT / "sites", cc=self.cc, link=self.link,
-                                   need_no_reorder=self.need_no_reorder, capture=self.capture)
+                                   conditions=self.grid.conditions, capture=self.capture)
             self.store = Store(self.results)
             self.bed.__enter__()
             self.bed.sites.ensure(self.grid.sizes)
@@ -129,8 +128,7 @@ def pytest_configure(config):
         cond_mod.parse_cc(o.cc)
         from .capture import parse_interval_s
         parse_interval_s(o.cpu_interval)
-        if o.link not in LINK_CHOICES:
-            raise UsageError(f"--link: unknown backend '{o.link}'; expected one of {', '.join(LINK_CHOICES)}")
+        link_canonical(o.link)
         if o.verify_link not in cond_mod.VERIFY_CHOICES:
             raise UsageError(f"--verify: '{o.verify_link}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
         if not any(getattr(o, k, None) is not None for k in MEASURE_OPTIONS + LINK_OPTIONS):
@@ -204,7 +202,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if m is None or m.store is None or m.campaign_id is None:
         return
     from .summary import format_table, summarize
-    from .verify import format_report
+    from .link.verify import format_report
     checks = [c["result"]["verify"] for c in m.store.link_checks(m.campaign_id) if "verify" in c["result"]]
     if checks:
         terminalreporter.section("plt-bench: the link, measured")

@@ -19,20 +19,20 @@ import base64
 import dataclasses
 import json
 import os
-import re
 import threading
 from pathlib import Path
 
-from . import cmd, hostnet
+from . import cmd
 from .conditions import Conditions
-from .control import Control, ControlServer, new_token
-from .errors import LinkError, ServerError, UsageError
-from .link import KernelLink, LinkemLink, check_rate, htb_commands, read_direction
+from .control import SERVER_PORT_DEFAULT_CONTROL, Control, ControlServer, new_token
+from .errors import UsageError
+from .link import host as hostnet
+from .link.commands import SHAPED_PORTS
+from .link.linkem import QUEUE_BASE
+from .link.netem import ServerNetem
 from .pages import Sites, page_name
 from .server import Server
 from .topology import Topology
-
-QUEUE_BASE = 0x5042  # NFQUEUE numbers are per namespace; on a real host keep clear of 0 and 1
 
 
 def parse_pin(text: str, option: str = "--server-pin") -> str:
@@ -51,9 +51,9 @@ def parse_port(text, option: str = "--control-port") -> int:
         n = int(text)
     except (TypeError, ValueError):
         n = 0
-    if not 1024 <= n <= 65535 or n in hostnet.SHAPED_PORTS:
+    if not 1024 <= n <= 65535 or n in SHAPED_PORTS:
         raise UsageError(f"{option}: '{text}' is not a port for the control channel; expected 1024 to 65535, "
-                         f"not {' or '.join(map(str, hostnet.SHAPED_PORTS))} (test traffic)")
+                         f"not {' or '.join(map(str, SHAPED_PORTS))} (test traffic)")
     return n
 
 
@@ -64,7 +64,7 @@ class ServerRef:
     addr: str
     pin: str
     token: str
-    control_port: int = hostnet.SERVER_PORT_DEFAULT_CONTROL
+    control_port: int = SERVER_PORT_DEFAULT_CONTROL
 
 
 def page_files(root: Path) -> dict[str, int]:
@@ -114,7 +114,7 @@ class ServeSession:
                 "control_port": self.port, "pages": page_files(self.sites.root), "run_dir": str(self.topology.plan.run_dir),
                 "client_options": f"--server {self.addr} --server-pin {self.server.cert.spki_sha256_b64} "
                                   f"--server-token {self.token}"
-                                  + (f" --control-port {self.port}" if self.port != hostnet.SERVER_PORT_DEFAULT_CONTROL
+                                  + (f" --control-port {self.port}" if self.port != SERVER_PORT_DEFAULT_CONTROL
                                      else "")}
 
     def close(self) -> None:
@@ -164,7 +164,7 @@ class ServeSession:
         from .link import netem_available
         return netem_available()
 
-    # shaping on this machine (the tcconfig/netem backend): the client asks, the server does and reads back
+    # shaping on this machine (the netem backend, link.netem.ServerNetem): the client asks, the server does
     def _note(self, **kw) -> None:
         self.host.update(kw)
         self.topology.write_state(host=dict(self.host))
@@ -184,15 +184,7 @@ class ServeSession:
         if not self.host:
             hostnet.prepare(self.iface, hostnet.ifb_name(p), self._note)
         self._clear()
-        cmd.run_all(hostnet.server_shaping_commands(self.iface, hostnet.ifb_name(p), client, cond))
-        return self.verify(cond)
-
-    def verify(self, cond: Conditions) -> dict:
-        from .link import check_netem_directions
-        ifb = hostnet.ifb_name(self.topology.plan.prefix)
-        return {"backend": "tcconfig", "conditions": cond.label, **check_netem_directions(None, (
-            ("downlink", self.iface, cond.rate_down_bps, cond.loss_down_pct),
-            ("uplink", ifb, cond.rate_up_bps, cond.loss_up_pct)), cond)}
+        return ServerNetem(self.iface, hostnet.ifb_name(p)).apply(cond, client)
 
     def _clear(self) -> None:
         if self.host:
@@ -285,123 +277,7 @@ class RemotePlan:
     def describe(self) -> dict:
         return {"mode": "two machines", "prefix": self.prefix, "iface": self.iface, "ifb": self.ifb,
                 "addresses": {"client": self.client_ip, "server": self.server_ip},
-                "shaped": {"ports": list(hostnet.SHAPED_PORTS), "icmp": True}}
-
-
-class HostLinkem(LinkemLink):
-    """The link on the client's ingress (module docstring), changes recorded before they are made."""
-
-    placement = "client ingress (IFB + htb, NFQUEUE in mangle PREROUTING); all delay, jitter and loss on the downlink"
-    jitter_legs = 1  # one jitter sample per round trip, not two as in the router
-    ping_user_latency = True  # ping's kernel receive timestamp precedes the delay (verify.verify)
-
-    def __init__(self, plan: RemotePlan, record):
-        super().__init__(plan)
-        self.record = record  # writes the 'host' entry of the state file
-        self.host: dict = {}
-
-    @staticmethod
-    def check_conditions(conds: list[Conditions]) -> None:
-        for c in conds:
-            if c.loss_up_pct:
-                raise UsageError(f"--loss-direction: {c.label} drops packets on the uplink, which the client would do "
-                                 "on its own output path (quic-go sees EPERM and closes the connection); with "
-                                 "--server use --loss-direction down")
-
-    def _note(self, **kw) -> None:
-        self.host.update(kw)
-        self.record(dict(self.host))
-
-    def open(self) -> None:
-        p = self.plan
-        hostnet.prepare(p.iface, p.ifb, self._note)
-        self._note(chain=p.chain)
-        self._iptables("-t", "mangle", "-N", p.chain)
-        self._iptables("-t", "mangle", "-A", *hostnet.jump_rule(p.iface, p.chain))
-
-    def dirs(self, cond: Conditions):
-        return [("down", self.plan.queue, cond.rtt_ms, cond.loss_down_pct)]
-
-    def _clear(self) -> None:
-        self._stop()
-        self._iptables("-t", "mangle", "-F", self.plan.chain)
-        hostnet.clear(self.plan.iface, self.plan.ifb)
-
-    def apply(self, cond: Conditions) -> dict:
-        self.check_conditions([cond])
-        p = self.plan
-        self._clear()
-        if cond.rate_down_bps is not None:
-            cmd.run_all(htb_commands(p.ifb, cond.rate_down_bps, cond.queue_for(cond.rate_down_bps)))
-            cmd.run_all(hostnet.ingress_redirect_commands(p.iface, p.ifb, p.server_ip))
-        if cond.rate_up_bps is not None:
-            cmd.run_all(hostnet.egress_rate_commands(p.iface, p.server_ip, cond.rate_up_bps,
-                                                     cond.queue_for(cond.rate_up_bps)))
-        if cond.impaired:
-            self._start(cond)
-            for rule in hostnet.nfqueue_rules(p.server_ip, p.queue):
-                self._iptables("-t", "mangle", "-A", p.chain, *rule)
-        self.cond = cond
-        return self.verify(cond)
-
-    def verify(self, cond: Conditions) -> dict:
-        p = self.plan
-        out = {"backend": self.name, "placement": self.placement, "conditions": cond.label}
-        for what, dev, rate in (("downlink", p.ifb, cond.rate_down_bps), ("uplink", p.iface, cond.rate_up_bps)):
-            state = read_direction(None, dev)
-            check_rate(state, rate, what)
-            if rate is not None and state.queue_pkts != cond.queue_for(rate):
-                raise LinkError(f"{what} ({dev}): asked for a queue of {cond.queue_for(rate)} packets, "
-                                f"the kernel has {state.queue_pkts}")
-            out[what] = dataclasses.asdict(state)
-        redirects = cmd.run(["tc", "filter", "show", "dev", p.iface, "parent", "ffff:"], check=False).stdout
-        n_redirect = len(re.findall(rf"redirect to device {re.escape(p.ifb)}\)", redirects, re.I))
-        want = len(hostnet.u32_matches(p.server_ip, "src")) if cond.rate_down_bps is not None else 0
-        if n_redirect != want:
-            raise LinkError(f"downlink: {n_redirect} ingress filters lead to {p.ifb}, expected {want}")
-        rules = self._iptables("-t", "mangle", "-S", p.chain).stdout
-        queued = re.findall(rf"-j NFQUEUE --queue-num {p.queue}\b(.*)", rules)
-        if cond.impaired:
-            if len(queued) != len(hostnet.nfqueue_rules(p.server_ip, p.queue)) or any("bypass" in r for r in queued):
-                raise LinkError(f"the NFQUEUE rules of {p.chain} are not as set: {rules.strip()}")
-            out["linkem"] = self.check_running(cond)
-        elif queued:
-            raise LinkError(f"NFQUEUE rules are set although the conditions need none: {rules.strip()}")
-        jump = self._iptables("-t", "mangle", "-S", "PREROUTING").stdout
-        if f"-A {' '.join(hostnet.jump_rule(p.iface, p.chain))}" not in jump:
-            raise LinkError(f"the jump from mangle PREROUTING to {p.chain} is missing")
-        out["iptables"] = cmd.run(["iptables", "-V"]).stdout.strip()
-        return out
-
-    def close(self) -> None:
-        self._stop()
-        hostnet.undo(self.host)
-
-
-class ServerNetemLink(KernelLink):
-    """The seed's placement: tc (htb + netem) on the server, its egress for the downlink and an IFB on
-    its ingress for the uplink, set and read back by `plt-bench serve` through the control channel.
-    tc is driven directly, not through tcset: tcconfig cannot put several ports of one address in one
-    class, and the link must hold the test traffic only (never SSH)."""
-
-    name = "tcconfig"
-    placement = "server egress (htb + netem), the uplink on the server's ingress through an IFB"
-    jitter_legs = 2
-    ping_user_latency = False
-    supports_no_reorder = False
-
-    def __init__(self, plan: RemotePlan, control: Control):
-        self.plan, self.control = plan, control
-
-    def apply(self, cond: Conditions) -> dict:
-        return self.control.call("apply", conditions=dataclasses.asdict(cond), client=self.plan.client_ip) | {
-            "placement": self.placement}
-
-    def close(self) -> None:
-        try:
-            self.control.call("clear")
-        except ServerError:
-            pass  # the server removes a client's shaping when its connection ends anyway
+                "shaped": {"ports": list(SHAPED_PORTS), "icmp": True}}
 
 
 class RemoteServer:
@@ -468,4 +344,4 @@ def make_ref(addr: str | None, pin: str | None, token: str | None, control_port,
     if iface is not None:
         hostnet.check_iface_name(iface)
     return ServerRef(addr, parse_pin(pin), check_token(token),
-                     hostnet.SERVER_PORT_DEFAULT_CONTROL if control_port is None else parse_port(control_port))
+                     SERVER_PORT_DEFAULT_CONTROL if control_port is None else parse_port(control_port))

@@ -152,7 +152,7 @@ def apply_and_verify(bed: Testbed, store: Store, campaign_id: int, cond, verify_
                      on_verify: Callable[[dict], None] | None = None) -> dict:
     """Apply conditions (read back from the kernel), then measure the live link unless told not to.
     The figures are stored with the campaign; a link out of tolerance stops the run when verify_mode is 'stop'."""
-    from .verify import verify
+    from .link.verify import verify
     check = bed.set_conditions(cond)
     if verify_mode != "off":
         report = verify(bed.plan, cond, **bed.verify_args())

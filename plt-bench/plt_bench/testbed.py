@@ -8,10 +8,10 @@ removes what is left: every process inside our namespaces, the namespaces, the r
 from __future__ import annotations
 
 import contextlib
+import shutil
 import uuid
 from pathlib import Path
-
-import shutil
+from typing import Sequence
 
 from . import cmd, link as link_mod
 from .browser import PREFS, BrowserWorker, chromium_args
@@ -25,16 +25,16 @@ from .topology import Topology
 
 class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
-                 persistent: bool = False, with_browser: bool = True, need_no_reorder: bool = False,
+                 persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None):
         self.sites = Sites(sites_dir)
         self.capture = capture or Settings()
         self.qlog_spool: Path | None = None
-        self.cc, self.link_name, self.index, self.need_no_reorder = cc, link, index, need_no_reorder
+        self.cc, self.link_name, self.index, self.all_conditions = cc, link, index, list(conditions)
         self.persistent, self.with_browser = persistent, with_browser
         self.topology: Topology | None = None
         self.server: Server | None = None
-        self.link = None
+        self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
         self.conditions: Conditions | None = None
@@ -59,10 +59,12 @@ class Testbed:
 
     def open(self) -> None:
         cmd.require_root()
+        choice = link_mod.resolve("embedded", self.link_name, self.all_conditions,
+                                  link_mod.Capabilities(netem=link_mod.netem_available()))
         self.topology = Topology.allocate(self.cc, self.index, self.persistent)
         self._stack.callback(self.topology.down)
         self.topology.create()
-        self.link = link_mod.choose(self.link_name, self.plan, self.need_no_reorder)
+        self.link = link_mod.make(choice, plan=self.plan)
         self._stack.callback(self.link.close)
         env = {}
         if "qlog" in self.capture.kinds:  # quic-go writes one qlog per connection here; trials move theirs out
@@ -128,7 +130,7 @@ class Testbed:
         m = machine()
         caddy = self.server.info()
         m.update({
-            "link_backend": self.link.name,
+            **self.link.describe(),
             "link_requested": self.link_name,
             "netem_available": link_mod.netem_available(),
             "congestion_control": self.cc,
@@ -154,8 +156,8 @@ class RemoteTestbed(Testbed):
     def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True):
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
-                         need_no_reorder=any(not c.reorder and c.jitter_ms for c in conditions))
-        self.ref, self.iface_opt, self.all_conditions = server, iface, list(conditions)
+                         conditions=conditions)
+        self.ref, self.iface_opt = server, iface
         self._plan = None
         self.hello: dict = {}
         self.control = None
@@ -167,42 +169,29 @@ class RemoteTestbed(Testbed):
     def check(self) -> None:
         """Every refusal that needs no change on the system (usage errors exit 2 before anything is made)."""
         from .errors import UsageError
-        from .remote import HostLinkem
         if self.iface_opt is not None:
-            from . import hostnet
-            hostnet.require_iface(self.iface_opt)
+            link_mod.host.require_iface(self.iface_opt)
+        link_mod.canonical(self.link_name)
         if "qlog" in self.capture.kinds:
             raise UsageError("--capture: qlog is Caddy's, written on the server machine; with --server choose from "
                              "cpu, pcap, keylog, netlog")
-        if self.link_name == "linkem":
-            HostLinkem.check_conditions(self.all_conditions)
+        if link_mod.canonical(self.link_name) == "linkem":
+            link_mod.HostLinkem.check_conditions(self.all_conditions)
 
-    def _backend(self) -> str:
-        """tcconfig (netem on the server, where the seed put it) if the server can and may shape; else
-        linkem on this machine's ingress. Refusals name what to change."""
-        from .errors import UsageError
-        from .remote import HostLinkem
-        impaired = any(c.impaired for c in self.all_conditions)
-        server_can = (self.hello.get("netem") or not impaired) and self.hello.get("may_shape")
-        backend = self.link_name if self.link_name != "auto" else ("tcconfig" if server_can else "linkem")
-        if backend == "tcconfig":
-            if not self.hello.get("may_shape"):
-                raise UsageError(f"--link tcconfig: the server shapes only an interface named on its side; restart it "
-                                 f"with 'plt-bench serve --addr {self.ref.addr} --iface {self.hello.get('iface')}'")
-            if impaired and not self.hello.get("netem"):
-                raise UsageError("--link tcconfig: the server's kernel has no sch_netem, so it cannot add delay, jitter "
-                                 "or loss; use --link linkem (on this machine's ingress)")
-            if self.need_no_reorder:
-                raise UsageError("--no-reorder: netem reorders jittered packets; in-order jitter needs --link linkem")
-        else:
-            HostLinkem.check_conditions(self.all_conditions)
-        return backend
+    def _choose_link(self) -> link_mod.Choice:
+        """netem on the server (the seed's placement) if it can and may shape; else linkem on this
+        machine's ingress (link.resolve). Refusals name what to change."""
+        choice = link_mod.resolve("two-machines", self.link_name, self.all_conditions, link_mod.Capabilities(
+            netem=bool(self.hello.get("netem")), server_may_shape=bool(self.hello.get("may_shape"))))
+        if choice.backend == "linkem":
+            link_mod.HostLinkem.check_conditions(self.all_conditions)
+        return choice
 
     def open(self) -> None:
-        from . import hostnet
         from .control import Control
         from .errors import UsageError
-        from .remote import HostLinkem, RemotePlan, RemoteServer, RemoteSites, ServerNetemLink
+        from .remote import RemotePlan, RemoteServer, RemoteSites
+        hostnet = link_mod.host
         cmd.require_root()
         self.check()
         addr = self.ref.addr
@@ -219,8 +208,8 @@ class RemoteTestbed(Testbed):
         if self.hello.get("pin") != self.ref.pin:
             raise UsageError(f"--server-pin: the server's certificate has pin {self.hello.get('pin')}, not "
                              f"{self.ref.pin}; copy the pin the running 'plt-bench serve' printed")
-        backend = self._backend()
-        shaping = backend == "linkem" and any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
+        choice = self._choose_link()
+        shaping = choice.backend == "linkem" and any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
         if shaping and self.iface_opt is None:
             raise UsageError(f"--iface: the link is shaped on this machine's interface towards {addr}, and the testbed "
                              f"shapes only an interface you name: add --iface {route['dev']}")
@@ -230,13 +219,10 @@ class RemoteTestbed(Testbed):
         self._stack.callback(self.topology.down)
         self._plan = RemotePlan(self.topology.plan.index, iface, addr, route.get("prefsrc") or "")
         self.topology.write_state(role="client", server=addr, iface=iface)
-        if backend == "linkem":
-            self.link = HostLinkem(self._plan, lambda host: self.topology.write_state(host=host))
-            self._stack.callback(self.link.close)
-            self.link.open()
-        else:
-            self.link = ServerNetemLink(self._plan, self.control)
-            self._stack.callback(self.link.close)
+        self.link = link_mod.make(choice, plan=self._plan, control=self.control,
+                                  record=lambda host: self.topology.write_state(host=host))
+        self._stack.callback(self.link.close)
+        self.link.open()
         self.server = RemoteServer(self.control, self.hello)
         self.sites = RemoteSites(self.hello.get("pages") or {}, addr)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
@@ -259,7 +245,6 @@ class RemoteTestbed(Testbed):
         sysctl = self.hello.get("sysctl") or {}
         m.update({
             "mode": "two machines",
-            "link_placement": self.link.placement,
             # the sender's algorithm is the server's; the testbed leaves real hosts' sysctls alone
             "congestion_control": (sysctl.get("net.ipv4.tcp_congestion_control") or "unknown"),
             "congestion_control_requested": self.cc,

@@ -342,7 +342,7 @@ def teardown(prefix: str) -> list[str]:
     namespaces = [ns for ns in existing_namespaces() if NS_RE.match(ns) and NS_RE.match(ns).group(1) == prefix]
     kill_namespace_processes(namespaces)
     _kill(_our_processes(prefix))
-    from .hostnet import undo  # two machines: the host's own interface, IFB, iptables chain
+    from .link.host import undo  # two machines: the host's own interface, IFB, iptables chain
     undo(read_state(prefix).get("host") or {})
     removed = []
     for ns in namespaces:

@@ -6,9 +6,18 @@ from plt_bench.store import Store
 from plt_bench.testbed import Testbed
 
 
+from ..conftest import link_backends
+
+
+def pytest_generate_tests(metafunc):
+    """Every test on the shared testbed runs on each link backend selected (--link-backends)."""
+    if "link_backend" in metafunc.fixturenames:
+        metafunc.parametrize("link_backend", link_backends(metafunc.config), scope="session")
+
+
 @pytest.fixture(scope="session")
-def bed():
-    with Testbed(PROJECT_ROOT / "sites") as b:
+def bed(link_backend):
+    with Testbed(PROJECT_ROOT / "sites", link=link_backend) as b:
         b.sites.ensure([5000, 500_000, 10**7])
         yield b
 

@@ -2,6 +2,7 @@
 import pytest
 
 from plt_bench import cmd, link
+from plt_bench.link import readback
 from plt_bench.conditions import Cell, ideal_seconds
 from plt_bench.errors import LinkError
 from plt_bench.runner import run_cell_once
@@ -66,10 +67,10 @@ def test_cpu_per_role_is_stored_with_each_trial(bed, store, campaign, proto):
 
 def test_link_read_back_sees_what_the_kernel_has(bed):
     shaped(bed, 10 * 10**6)
-    state = link.read_direction(bed.plan.router_ns, bed.plan.down_if)
+    state = readback.read_direction(bed.plan.router_ns, bed.plan.down_if)
     assert state.root_kind == "htb" and state.shaped_rate_bps == 10**7
     # change the rate behind the testbed's back: verification must notice
-    classid = [c for c, v in link.parse_htb_classes(
+    classid = [c for c, v in readback.parse_htb_classes(
         cmd.run(["tc", "class", "show", "dev", bed.plan.down_if], ns=bed.plan.router_ns).stdout).items()
         if v["rate_bps"] == 10**7][0]
     cmd.run(["tc", "class", "change", "dev", bed.plan.down_if, "classid", classid,
@@ -83,7 +84,8 @@ def test_link_read_back_sees_what_the_kernel_has(bed):
 
 def test_netem_detection_and_metadata(bed):
     m = bed.metadata()
-    assert m["link_backend"] == link.resolve("auto") and isinstance(m["netem_available"], bool)
+    assert m["link_backend"] == bed.link.backend and isinstance(m["netem_available"], bool)
+    assert m["link_backend"] == link.resolve("embedded", "auto", [], link.Capabilities(m["netem_available"])).backend
     assert m["congestion_control"] == "cubic" and m["caddy_version"] and m["chromium"].startswith("Chromium")
     assert m["chromedriver"].startswith("ChromeDriver") and m["kernel"] and m["tcconfig"] == "0.30.1"
     assert "git_commit" in m and "git_dirty" in m

@@ -1,13 +1,11 @@
-"""Command builders and parsers: topology plan, tc read-back, tcconfig (real, --tc-command), Caddy, Chromium."""
+"""Command builders and parsers: topology plan, Caddy, Chromium (the link's: test_link_commands.py)."""
 import json
-import re
 import subprocess
 
 import pytest
 
-from plt_bench import browser, link, server, topology
-from plt_bench.conditions import Conditions
-from plt_bench.errors import LinkError, UsageError
+from plt_bench import browser, server, topology
+from plt_bench.errors import UsageError
 
 
 def test_plan_names_fit_linux_limits_and_carry_the_prefix():
@@ -37,158 +35,6 @@ def test_plan_commands_build_three_namespaces_with_offloads_off_and_congctl():
     assert ("pb3-router", ["sysctl", "-qw", "net.ipv4.ip_forward=1"]) in cmds
     # nothing is run in the root namespace except creating namespaces and veths inside them
     assert all(ns is not None or a[:3] in (["ip", "netns", "add"], ["ip", "link", "add"]) for ns, a in cmds)
-
-
-HTB_CLASSES = """class htb 1cc1:1 root prio 0 rate 10Gbit ceil 10Gbit burst 0b cburst 0b 
-class htb 1cc1:2 root prio 0 rate 123456Kbit ceil 123456Kbit burst 1604b cburst 1604b 
-"""
-FILTERS = """filter parent 1cc1: protocol ip pref 5 u32 chain 0 
-filter parent 1cc1: protocol ip pref 5 u32 chain 0 fh 800: ht divisor 1 
-filter parent 1cc1: protocol ip pref 5 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1cc1:2 not_in_hw 
-"""
-QDISCS = """qdisc htb 1cc1: root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000
-qdisc netem 2114: parent 1cc1:2 limit 1000
-"""
-
-
-def test_tc_parsers():
-    assert link.parse_tc_rate("100Mbit") == 10**8 and link.parse_tc_rate("8Kbit") == 8000
-    assert link.parse_tc_rate("1Gbit") == 10**9 and link.parse_tc_rate("2500bit") == 2500
-    classes = link.parse_htb_classes(HTB_CLASSES)
-    assert classes["1cc1:2"]["rate_bps"] == 123_456_000 and classes["1cc1:1"]["rate_bps"] == 10**10
-    assert link.parse_filter_flowids(FILTERS) == ["1cc1:2"]
-    q = link.parse_qdiscs(QDISCS)
-    assert q[0] == {"kind": "htb", "handle": "1cc1:", "parent": "root", "default": 1}
-    assert q[1]["kind"] == "netem" and q[1]["limit"] == 1000
-
-
-def test_netem_read_back_parser():
-    text = ("qdisc htb 1a1a: root refcnt 2 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000\n"
-            "qdisc netem 2114: parent 1a1a:2 limit 4129 delay 56ms  10ms loss 1%\n"
-            "qdisc pfifo 10: parent 1:1 limit 64p\n")
-    q = link.parse_qdiscs(text)
-    assert q[1] == {"kind": "netem", "handle": "2114:", "parent": "1a1a:2", "limit": 4129, "delay_ms": 56.0,
-                    "jitter_ms": 10.0, "loss_pct": 1.0}
-    assert q[2]["limit"] == 64
-    state = link.DirectionState("pb0-rc", "htb", 10**7, 10**7, ("netem",), None, q[1])
-    link.check_netem(state, 56, 10, 1, 4129, "downlink")
-    for args, msg in (((50, 10, 1, 4129), "delay"), ((56, 5, 1, 4129), "jitter"), ((56, 10, 2, 4129), "loss"),
-                      ((56, 10, 1, 100), "limit")):
-        with pytest.raises(LinkError, match=msg):
-            link.check_netem(state, *args, "downlink")
-    with pytest.raises(LinkError, match="sch_netem"):
-        link.check_netem(link.DirectionState("pb0-rc", "htb", 10**7, 10**7, ()), 56, 10, 1, 4129, "downlink")
-
-
-def test_check_rate_trusts_only_the_kernel():
-    ok = link.DirectionState("pb0-rc", "htb", 10**8, 10**8, ())
-    link.check_rate(ok, 10**8, "downlink")
-    with pytest.raises(LinkError, match="asked for"):
-        link.check_rate(ok, 10**7, "downlink")
-    with pytest.raises(LinkError, match="no htb rate"):  # tcset said 0, kernel has nothing
-        link.check_rate(link.DirectionState("pb0-rc", "noqueue", None, None, ()), 10**8, "downlink")
-    with pytest.raises(LinkError, match="should be unshaped"):
-        link.check_rate(ok, None, "downlink")
-    link.check_rate(link.DirectionState("pb0-rc", "noqueue", None, None, ()), None, "downlink")
-
-
-@pytest.mark.parametrize("rate", [500_000, 10**7, 10**8, 10**9])
-def test_tcconfig_generates_the_rate_we_ask_for(rate):
-    """Real tcconfig, dry run (--tc-command): the htb class it would create has exactly our rate."""
-    argv = link.TcconfigLink.tcset_argv("lo", rate) + ["--tc-command"]
-    assert argv[1:3] == ["-m", "plt_bench._tcset"] and "--overwrite" in argv
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    classes = [l for l in out.stdout.splitlines() if " class add " in l and "ceil" in l]
-    assert len(classes) == 1
-    m = re.search(r"rate (\S+?)Kbit ceil (\S+?)Kbit", classes[0], re.I)
-    assert float(m.group(1)) * 1000 == rate and float(m.group(2)) * 1000 == rate
-
-
-def test_link_registry(monkeypatch):
-    monkeypatch.setitem(link._NETEM, "v", True)
-    assert link.resolve("auto") == "tcconfig"
-    assert link.resolve("auto", need_no_reorder=True) == "linkem"
-    monkeypatch.setitem(link._NETEM, "v", False)
-    assert link.resolve("auto") == "linkem" and link.resolve("tcconfig") == "tcconfig"
-    with pytest.raises(UsageError, match="--link"):
-        link.resolve("dummynet")
-    with pytest.raises(UsageError, match="--no-reorder"):
-        link.resolve("tcconfig", need_no_reorder=True)
-    d = link._directions(topology.Plan(0), Conditions(10**8, 10**7, loss_pct=5, loss_direction="up"))
-    assert d == [("downlink", "pb0-rc", 10**8, 0.0), ("uplink", "pb0-rs", 10**7, 5.0)]
-
-
-def test_htb_builder_sets_quantum_burst_and_queue():
-    cmds = link.htb_commands("pb0-rc", 10**9, 4129)
-    assert cmds[0] == ["tc", "qdisc", "add", "dev", "pb0-rc", "root", "handle", "1:", "htb", "default", "1"]
-    cls = " ".join(cmds[1])
-    assert "rate 1000000000bit ceil 1000000000bit quantum 1514 burst 62500b cburst 62500b" in cls
-    assert cmds[2] == ["tc", "qdisc", "add", "dev", "pb0-rc", "parent", "1:1", "handle", "10:", "pfifo", "limit", "4129"]
-    assert link.htb_burst_bytes(10**7) == 3028 and link.htb_burst_bytes(10**9) == 62500
-
-
-def test_nfqueue_rules_never_bypass():
-    rule = link.nfqueue_rule("pb0-rs", 0)
-    assert rule == ["-i", "pb0-rs", "-j", "NFQUEUE", "--queue-num", "0"]
-    assert not any("bypass" in x for x in rule)
-
-
-def test_linkem_argv_carries_every_condition(tmp_path):
-    cond = Conditions(10**7, 10**7, rtt_ms=100, jitter_ms=10, jitter_dist="normal", loss_pct=1.5,
-                      loss_direction="down", reorder=False)
-    argv = link.linkem_argv("/x/linkem", cond, tmp_path / "s.json", seed=7)
-    assert argv[0] == "/x/linkem"
-    dirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--dir"]
-    assert dirs == ["down:queue=0,delay_us=50000,jitter_us=10000,dist=normal,loss=0.015,reorder=0",
-                    "up:queue=1,delay_us=50000,jitter_us=10000,dist=normal,loss=0,reorder=0"]
-    assert argv[argv.index("--seed") + 1] == "7" and argv[argv.index("--maxlen") + 1] == "65536"
-    assert int(argv[argv.index("--fifo") + 1]) > 0
-
-
-@pytest.mark.parametrize("cond", [
-    Conditions(10**7, 10**7),
-    Conditions(10**8, 10**8, rtt_ms=50),
-    Conditions(10**8, 10**8, rtt_ms=112, jitter_ms=10, jitter_dist="normal"),
-    Conditions(10**9, 10**9, rtt_ms=100, loss_pct=1),
-    Conditions(10**7, 10**6, rtt_ms=40, jitter_ms=5, loss_pct=7, loss_direction="down", queue_pkts=500),
-    Conditions(None, None, rtt_ms=20, loss_pct=0.1),
-])
-def test_tcconfig_generates_every_condition(cond):
-    """Real tcconfig, dry run (--tc-command), per direction: rate, burst, delay (rtt/2), jitter, loss, limit."""
-    for what, dev, rate, loss in link._directions(topology.Plan(0), cond):
-        argv = link.TcconfigLink.tcset_argv("lo", rate, cond.delay_ms, cond.jitter_ms, loss, cond.queue_for(rate))
-        out = subprocess.run(argv + ["--tc-command"], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        lines = out.stdout.splitlines()
-        if rate is not None:
-            cls = [l for l in lines if " class add " in l and "ceil" in l][0]
-            m = re.search(r"rate (\S+?)Kbit ceil (\S+?)Kbit burst (\d+)b", cls, re.I)
-            assert float(m.group(1)) * 1000 == rate and float(m.group(2)) * 1000 == rate
-            assert int(m.group(3)) >= link.htb_burst_bytes(rate)
-        netem = [l for l in lines if " netem" in l]
-        assert len(netem) == 1
-        n = netem[0]
-        if cond.delay_ms:
-            assert f"delay {cond.delay_ms:.1f}ms" in n
-        if cond.jitter_ms:
-            assert f" {cond.jitter_ms:.1f}ms distribution normal" in n
-        if loss:
-            assert re.search(rf"loss {loss:.6f}%", n)
-        else:
-            assert "loss" not in n
-        assert f"limit {cond.queue_for(rate)}" in n
-
-
-def test_uniform_jitter_fixup_has_no_distribution():
-    argv = link.TcconfigLink.uniform_jitter_argv("pb0-rc", "1a1a:2", "2114:", 56, 10, 1, 4129)
-    assert argv == ["tc", "qdisc", "change", "dev", "pb0-rc", "parent", "1a1a:2", "handle", "2114:", "netem",
-                    "limit", "4129", "delay", "56000us", "10000us", "loss", "1%"]
-
-
-def test_tcconfig_refuses_in_order_jitter():
-    with pytest.raises(UsageError, match="linkem"):
-        link.TcconfigLink(topology.Plan(0)).apply(Conditions(10**7, 10**7, rtt_ms=50, jitter_ms=5, reorder=False))
 
 
 def test_caddy_config_binds_only_the_server_address(tmp_path):

@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from plt_bench import runner, verify
+from plt_bench import runner
+from plt_bench.link import verify
 from plt_bench.conditions import Conditions
 
 PING = """PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data.

@@ -1,4 +1,4 @@
-"""Two-machine mode: a host's real interfaces, and the changes the testbed makes to them.
+"""Two machines: a host's real interface, and the changes the link makes to it.
 
 The testbed changes only the interface the user named (--iface), and only for the test
 traffic: packets to or from the server's address on the ports the testbed uses (443 for
@@ -24,13 +24,12 @@ import os
 import re
 from pathlib import Path
 
-from . import cmd
-from .errors import UsageError
+from .. import cmd
+from ..errors import UsageError
+from .commands import HOST_ROOT_HANDLE as ROOT_HANDLE, ifb_commands, jump_rule
+from .readback import parse_qdiscs
 
 IFACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
-ROOT_HANDLE = "5042:"  # "PB": the htb we put at the root of --iface
-SHAPED_PORTS = (443, 5201)  # Caddy (TCP and UDP), iperf3 of the link check
-SERVER_PORT_DEFAULT_CONTROL = 4443
 _DEFAULT_ROOT_KINDS = ("noqueue", "pfifo_fast", "mq", "fq_codel", "fq", "pfifo")
 
 
@@ -126,7 +125,6 @@ def _netns_name_of(ident: str) -> str | None:
     return None
 
 
-# -- qdiscs and filters (pure command builders) ----------------------------------------------------
 def ifb_name(prefix: str) -> str:
     return f"{prefix}-ifb"
 
@@ -135,109 +133,8 @@ def chain_name(prefix: str) -> str:
     return f"PLTB-{prefix}"
 
 
-def u32_matches(peer: str, peer_is: str, port_is: str | None = None) -> list[list[str]]:
-    """u32 match lists for the test traffic: TCP and UDP on SHAPED_PORTS, and ICMP, to or from the peer.
-    peer_is 'src': packets from the peer, 'dst': packets to it; port_is: which port is the test
-    port (default: the peer's, i.e. the peer is the server)."""
-    port_is = port_is or ("sport" if peer_is == "src" else "dport")
-    out = []
-    for port in SHAPED_PORTS:
-        for proto in (6, 17):
-            out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", str(proto), "0xff",
-                        "match", "ip", port_is, str(port), "0xffff"])
-    out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", "1", "0xff"])
-    return out
-
-
-def ingress_redirect_commands(iface: str, ifb: str, server: str) -> list[list[str]]:
-    """Packets from the server on the test ports, arriving on iface, go through the IFB's qdisc (the downlink rate)."""
-    cmds = [["tc", "qdisc", "add", "dev", iface, "handle", "ffff:", "ingress"]]
-    for i, m in enumerate(u32_matches(server, "src")):
-        cmds.append(["tc", "filter", "add", "dev", iface, "parent", "ffff:", "protocol", "ip", "prio", str(i + 1),
-                     "u32", *m, "action", "mirred", "egress", "redirect", "dev", ifb])
-    return cmds
-
-
-UNSHAPED_HTB_BPS = 10 * 10**9  # the class's rate when only delay, jitter or loss is asked for
-
-
-def egress_rate_commands(iface: str, server: str, rate_bps: int | None, queue_pkts: int,
-                         leaf: list[str] | None = None, matches: list[list[str]] | None = None) -> list[list[str]]:
-    """htb at iface's root: test packets (to the server, or `matches`) share one class at the rate,
-    with a pfifo queue or the given leaf (netem ...); everything else (no filter matches, htb's
-    default 0) goes out directly, unshaped."""
-    from .link import htb_burst_bytes, HTB_QUANTUM
-    rate = rate_bps or UNSHAPED_HTB_BPS
-    burst = f"{htb_burst_bytes(rate)}b"
-    major = ROOT_HANDLE.rstrip(":")
-    cmds = [["tc", "qdisc", "add", "dev", iface, "root", "handle", ROOT_HANDLE, "htb"],
-            ["tc", "class", "add", "dev", iface, "parent", ROOT_HANDLE, "classid", f"{major}:1", "htb",
-             "rate", f"{rate}bit", "ceil", f"{rate}bit", "quantum", str(HTB_QUANTUM), "burst", burst,
-             "cburst", burst],
-            ["tc", "qdisc", "add", "dev", iface, "parent", f"{major}:1", "handle", "5043:",
-             *(leaf or ["pfifo", "limit", str(queue_pkts)])]]
-    for i, m in enumerate(matches or u32_matches(server, "dst")):
-        cmds.append(["tc", "filter", "add", "dev", iface, "parent", ROOT_HANDLE, "protocol", "ip", "prio", str(i + 1),
-                     "u32", *m, "flowid", f"{major}:1"])
-    return cmds
-
-
-def netem_leaf(delay_ms: float, jitter_ms: float, dist: str, loss_pct: float, limit: int) -> list[str]:
-    """A netem qdisc's arguments: one direction's delay, jitter, loss and queue limit."""
-    args = ["netem", "limit", str(limit), "delay", f"{round(delay_ms * 1000)}us"]
-    if jitter_ms:
-        args += [f"{round(jitter_ms * 1000)}us"] + (["distribution", "normal"] if dist == "normal" else [])
-    if loss_pct:
-        args += ["loss", f"{loss_pct:g}%"]
-    return args
-
-
-def server_shaping_commands(iface: str, ifb: str, client: str, cond) -> list[list[str]]:
-    """The seed's placement, on the server: the downlink on iface's egress, the uplink on an IFB fed
-    by iface's ingress, each an htb class (rate) with a netem leaf (RTT/2, jitter, loss) or a pfifo.
-    Only the test traffic to and from the client is classified; the rest passes unshaped."""
-    def leaf(rate, loss):
-        if not cond.impaired:
-            return None
-        return netem_leaf(cond.delay_ms, cond.jitter_ms, cond.jitter_dist, loss, cond.queue_for(rate))
-    cmds = []
-    if cond.rate_down_bps is not None or cond.impaired:
-        cmds += egress_rate_commands(iface, client, cond.rate_down_bps, cond.queue_for(cond.rate_down_bps),
-                                     leaf(cond.rate_down_bps, cond.loss_down_pct), u32_matches(client, "dst", "sport"))
-    if cond.rate_up_bps is not None or cond.impaired:
-        from .link import htb_burst_bytes, HTB_QUANTUM
-        rate = cond.rate_up_bps or UNSHAPED_HTB_BPS
-        burst = f"{htb_burst_bytes(rate)}b"
-        up_leaf = leaf(cond.rate_up_bps, cond.loss_up_pct) or ["pfifo", "limit", str(cond.queue_for(cond.rate_up_bps))]
-        cmds += [["tc", "qdisc", "add", "dev", ifb, "root", "handle", "1:", "htb", "default", "1"],
-                 ["tc", "class", "add", "dev", ifb, "parent", "1:", "classid", "1:1", "htb", "rate", f"{rate}bit",
-                  "ceil", f"{rate}bit", "quantum", str(HTB_QUANTUM), "burst", burst, "cburst", burst],
-                 ["tc", "qdisc", "add", "dev", ifb, "parent", "1:1", "handle", "10:", *up_leaf],
-                 ["tc", "qdisc", "add", "dev", iface, "handle", "ffff:", "ingress"]]
-        for i, m in enumerate(u32_matches(client, "src", "dport")):
-            cmds.append(["tc", "filter", "add", "dev", iface, "parent", "ffff:", "protocol", "ip", "prio", str(i + 1),
-                         "u32", *m, "action", "mirred", "egress", "redirect", "dev", ifb])
-    return cmds
-
-
-def nfqueue_rules(server: str, queue: int) -> list[list[str]]:
-    """Rules of our chain: test packets from the server to linkem's queue (no --queue-bypass:
-    without linkem they are dropped, never passed undelayed)."""
-    rules = []
-    for port in SHAPED_PORTS:
-        for proto in ("tcp", "udp"):
-            rules.append(["-s", server, "-p", proto, "--sport", str(port), "-j", "NFQUEUE", "--queue-num", str(queue)])
-    rules.append(["-s", server, "-p", "icmp", "-j", "NFQUEUE", "--queue-num", str(queue)])
-    return rules
-
-
-def jump_rule(iface: str, chain: str) -> list[str]:
-    return ["PREROUTING", "-i", iface, "-j", chain]
-
-
 # -- reading the interface --------------------------------------------------------------------------
 def root_qdisc(iface: str, ns: str | None = None) -> dict | None:
-    from .link import parse_qdiscs
     q = parse_qdiscs(cmd.run(["tc", "qdisc", "show", "dev", iface], ns=ns, check=False).stdout)
     return next((x for x in q if x["parent"] == "root"), None)
 
@@ -275,8 +172,7 @@ def prepare(iface: str, ifb: str, note) -> None:
     if gro == "on":  # a GRO super-packet would pass the rate and a drop as one packet
         cmd.run(["ethtool", "-K", iface, "gro", "off"])
     note(ifb=ifb)
-    cmd.run(["ip", "link", "add", ifb, "type", "ifb"])
-    cmd.run(["ip", "link", "set", ifb, "up"])
+    cmd.run_all(ifb_commands(ifb))
     note(root=True, ingress=True)
 
 

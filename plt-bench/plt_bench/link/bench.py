@@ -12,8 +12,8 @@ import math
 import statistics
 import time
 
-from . import cmd
-from .conditions import Conditions
+from .. import cmd
+from ..conditions import Conditions
 from .verify import TCP_PAYLOAD_PER_WIRE, Iperf, iperf_client, jitter_sd_ms, parse_ping
 
 
@@ -40,7 +40,7 @@ def _proc_cpu_s(pid: int) -> tuple[float, float]:
 def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -> dict:
     """A TCP transfer; goodput / (rate x 1448/1514), machine CPU and the emulator's CPU during it."""
     omit = 2 if cond.rtt_ms >= 20 else 1
-    pid = bed.link.proc.pid if getattr(bed.link, "proc", None) else None
+    pid = bed.link.pid()
     with Iperf(bed.plan.server_ns, bed.plan.server_ip):
         e0, w0 = (_proc_cpu_s(pid) if pid else (0.0, 0.0)), time.monotonic()
         res = iperf_client(bed.plan.client_ns, bed.plan.server_ip,
@@ -56,8 +56,8 @@ def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -
 
 def run(bed, out=print, probes: int = 1000) -> dict:
     """Every figure, printed as it comes; returns them."""
-    fig: dict = {"backend": bed.link.name}
-    out(f"link benchmark on backend {bed.link.name} (targets in brackets)")
+    fig: dict = {"backend": bed.link.backend}
+    out(f"link benchmark on backend {bed.link.backend} ({bed.link.tool}, {bed.link.placement}; targets in brackets)")
 
     c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
     bed.set_conditions(c)

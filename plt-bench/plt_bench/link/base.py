@@ -1,0 +1,57 @@
+"""What every link backend is: one interface, whatever shapes and wherever it shapes.
+
+A backend is built for one testbed, then `apply(cond)` sets the conditions and returns
+what it read back (raising LinkError if the kernel or the emulator disagrees), `close()` removes everything it made. The names say honestly what shaped
+and where; they go into every campaign's metadata:
+- backend: which emulator adds delay, jitter and loss ('netem' in the kernel, or 'linkem');
+- tool: what configured it ('tcconfig', 'tc', 'linkem');
+- placement: where it sits ('router' of the embedded testbed, 'server' or 'client' host).
+"""
+
+from __future__ import annotations
+
+from ..conditions import Conditions
+
+
+class Link:
+    backend: str = ""
+    tool: str = ""
+    placement: str = ""
+    detail: str = ""          # the placement in words, for the metadata and the console
+    jitter_legs = 2           # how many times a round trip draws the jitter (verify's expected RTT spread)
+    ping_user_latency = False  # ping -U: the kernel's receive timestamp precedes a delay on the receiver's ingress
+    supports_no_reorder = False
+
+    def open(self) -> None:
+        """Prepare what outlives one set of conditions (nothing, for most backends)."""
+
+    def apply(self, cond: Conditions) -> dict:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """The link's entries of the metadata."""
+        return {"link_backend": self.backend, "link_tool": self.tool, "link_placement": self.placement,
+                "link_detail": self.detail}
+
+    # an emulator process, if the backend has one: its CPU is sampled with each trial, its death fails it
+    def pid(self) -> int | None:
+        return None
+
+    def alive(self) -> bool:
+        return True
+
+    def died_reason(self) -> str | None:
+        return None
+
+    def snapshot(self) -> dict | None:
+        return None
+
+
+def router_directions(plan, cond: Conditions) -> list[tuple[str, str, int | None, float]]:
+    """(name, egress device, rate, loss %) of each direction in the embedded testbed's router: the
+    downlink leaves the router towards the client, the uplink towards the server."""
+    return [("downlink", plan.down_if, cond.rate_down_bps, cond.loss_down_pct),
+            ("uplink", plan.up_if, cond.rate_up_bps, cond.loss_up_pct)]

@@ -1,0 +1,195 @@
+"""Pure builders of every command the link runs: tc (htb, pfifo, netem, IFB redirects, u32
+filters), iptables (NFQUEUE), and tcconfig's own tcset/tcdel commands. Each returns argv lists
+and changes nothing, so all of it is unit-tested without root.
+
+One htb shape serves every placement: a root htb, one class at the rate (explicit quantum and a
+0.5 ms burst: accurate from 1 Mbit to 1 Gbit) and one leaf under it, a pfifo queue or a netem
+qdisc. Where the interface also carries other traffic (a real host), u32 filters put only the
+test traffic into the class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+
+HTB_QUANTUM = 1514
+UNSHAPED_HTB_BPS = 10 * 10**9  # the class's rate when only delay, jitter or loss is asked for
+SHAPED_PORTS = (443, 5201)  # Caddy (TCP and UDP), iperf3 of the link check
+HOST_ROOT_HANDLE = "5042:"  # "PB": the htb we put at the root of a real host's interface
+QUEUE_DOWN, QUEUE_UP = 0, 1  # the router's NFQUEUE numbers (per network namespace)
+
+
+def htb_burst_bytes(rate_bps: int) -> int:
+    """htb's bucket: 0.5 ms at the rate, at least two full frames. tc's default (about one frame)
+    loses every sending chance a late timer misses: measured here, TCP reached 0.90 of 1 Gbit with
+    it, 0.999 with 64 KB."""
+    return max(2 * 1514, rate_bps // 8 // 2000)
+
+
+def pfifo_leaf(queue_pkts: int) -> list[str]:
+    """The bottleneck queue of a rate-only direction."""
+    return ["pfifo", "limit", str(queue_pkts)]
+
+
+def netem_leaf(delay_ms: float, jitter_ms: float, dist: str, loss_pct: float, limit: int) -> list[str]:
+    """A netem qdisc's arguments: one direction's delay, jitter (netem's default distribution is
+    uniform; 'normal' names its table), loss and queue limit."""
+    args = ["netem", "limit", str(limit), "delay", f"{round(delay_ms * 1000)}us"]
+    if jitter_ms:
+        args += [f"{round(jitter_ms * 1000)}us"] + (["distribution", "normal"] if dist == "normal" else [])
+    if loss_pct:
+        args += ["loss", f"{loss_pct:g}%"]
+    return args
+
+
+def htb_commands(dev: str, rate_bps: int | None, leaf: list[str], root: str = "1:",
+                 default_class: bool = True) -> list[list[str]]:
+    """htb at dev's root with one class (rate, or unshaped) and `leaf` under it. default_class:
+    everything goes through the class; otherwise only what a filter sends there (the rest passes)."""
+    rate = rate_bps or UNSHAPED_HTB_BPS
+    burst = f"{htb_burst_bytes(rate)}b"
+    major = root.rstrip(":")
+    return [["tc", "qdisc", "add", "dev", dev, "root", "handle", root, "htb", *(["default", "1"] if default_class else [])],
+            ["tc", "class", "add", "dev", dev, "parent", root, "classid", f"{major}:1", "htb", "rate", f"{rate}bit",
+             "ceil", f"{rate}bit", "quantum", str(HTB_QUANTUM), "burst", burst, "cburst", burst],
+            ["tc", "qdisc", "add", "dev", dev, "parent", f"{major}:1", "handle", f"{int(major, 16) + 1:x}:", *leaf]]
+
+
+# -- test traffic on a real host's interface ------------------------------------------------------
+def u32_matches(peer: str, peer_is: str, port_is: str | None = None) -> list[list[str]]:
+    """u32 match lists for the test traffic: TCP and UDP on SHAPED_PORTS, and ICMP, to or from the peer.
+    peer_is 'src': packets from the peer, 'dst': packets to it; port_is: which port is the test
+    port (default: the peer's, i.e. the peer is the server)."""
+    port_is = port_is or ("sport" if peer_is == "src" else "dport")
+    out = []
+    for port in SHAPED_PORTS:
+        for proto in (6, 17):
+            out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", str(proto), "0xff",
+                        "match", "ip", port_is, str(port), "0xffff"])
+    out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", "1", "0xff"])
+    return out
+
+
+def classify_commands(dev: str, root: str, matches: list[list[str]]) -> list[list[str]]:
+    """Filters that send the matched packets into the htb class root:1."""
+    major = root.rstrip(":")
+    return [["tc", "filter", "add", "dev", dev, "parent", root, "protocol", "ip", "prio", str(i + 1), "u32", *m,
+             "flowid", f"{major}:1"] for i, m in enumerate(matches)]
+
+
+def ingress_redirect_commands(iface: str, ifb: str, matches: list[list[str]]) -> list[list[str]]:
+    """The matched packets arriving on iface go through the IFB's qdisc (its egress shapes them)."""
+    cmds = [["tc", "qdisc", "add", "dev", iface, "handle", "ffff:", "ingress"]]
+    for i, m in enumerate(matches):
+        cmds.append(["tc", "filter", "add", "dev", iface, "parent", "ffff:", "protocol", "ip", "prio", str(i + 1),
+                     "u32", *m, "action", "mirred", "egress", "redirect", "dev", ifb])
+    return cmds
+
+
+def ifb_commands(ifb: str) -> list[list[str]]:
+    return [["ip", "link", "add", ifb, "type", "ifb"], ["ip", "link", "set", ifb, "up"]]
+
+
+def host_egress_commands(iface: str, rate_bps: int | None, leaf: list[str], matches: list[list[str]]) -> list[list[str]]:
+    """htb at a host interface's root (our handle): the matched test packets share one class at the
+    rate with `leaf`; everything else (no filter matches) goes out directly, unshaped."""
+    return (htb_commands(iface, rate_bps, leaf, HOST_ROOT_HANDLE, default_class=False)
+            + classify_commands(iface, HOST_ROOT_HANDLE, matches))
+
+
+def server_netem_commands(iface: str, ifb: str, client: str, cond) -> list[list[str]]:
+    """The seed's placement, on the server: the downlink on iface's egress, the uplink on an IFB fed
+    by iface's ingress, each an htb class (rate) with a netem leaf (RTT/2, jitter, loss) or a pfifo.
+    Only the test traffic to and from the client is classified; the rest passes unshaped."""
+    def leaf(rate, loss):
+        if not cond.impaired:
+            return pfifo_leaf(cond.queue_for(rate))
+        return netem_leaf(cond.delay_ms, cond.jitter_ms, cond.jitter_dist, loss, cond.queue_for(rate))
+    cmds = []
+    if cond.rate_down_bps is not None or cond.impaired:
+        cmds += host_egress_commands(iface, cond.rate_down_bps, leaf(cond.rate_down_bps, cond.loss_down_pct),
+                                     u32_matches(client, "dst", "sport"))
+    if cond.rate_up_bps is not None or cond.impaired:
+        cmds += htb_commands(ifb, cond.rate_up_bps, leaf(cond.rate_up_bps, cond.loss_up_pct))
+        cmds += ingress_redirect_commands(iface, ifb, u32_matches(client, "src", "dport"))
+    return cmds
+
+
+# -- iptables: packets to linkem's NFQUEUE --------------------------------------------------------
+def router_nfqueue_rule(in_dev: str, queue: int) -> list[str]:
+    """Forwarded packets arriving on in_dev go to linkem's queue. No --queue-bypass: without a
+    listener the kernel drops them, so a dead emulator stops traffic instead of passing it."""
+    return ["-i", in_dev, "-j", "NFQUEUE", "--queue-num", str(queue)]
+
+
+def host_nfqueue_rules(server: str, queue: int) -> list[list[str]]:
+    """Rules of our chain on a client host: test packets from the server to linkem's queue (no
+    --queue-bypass: without linkem they are dropped, never passed undelayed)."""
+    rules = []
+    for port in SHAPED_PORTS:
+        for proto in ("tcp", "udp"):
+            rules.append(["-s", server, "-p", proto, "--sport", str(port), "-j", "NFQUEUE", "--queue-num", str(queue)])
+    rules.append(["-s", server, "-p", "icmp", "-j", "NFQUEUE", "--queue-num", str(queue)])
+    return rules
+
+
+def jump_rule(iface: str, chain: str) -> list[str]:
+    return ["PREROUTING", "-i", iface, "-j", chain]
+
+
+# -- tcconfig: the netem backend's router commands, as tcconfig itself builds them ----------------
+def _tcconfig(main_module: str, argv: list[str]) -> list[list[str]]:
+    """Run a tcconfig command in this process with --tc-command (it only prints the commands it
+    would run) and return them as argv lists, the program by its name ('tc', 'ip'). In-process
+    because importing tcconfig costs 0.8 s here and 48 s under the netem VM's emulation."""
+    import importlib
+    import subprocrunner
+    mod = importlib.import_module(f"tcconfig.{main_module}")
+    mod.verify_netem_module = lambda: None  # it asks lsmod, which fails where modules are built in
+    dry = subprocrunner.SubprocessRunner.default_is_dry_run
+    out, saved_argv = io.StringIO(), sys.argv
+    sys.argv = [main_module, *argv, "--tc-command"]
+    try:
+        with contextlib.redirect_stdout(out):
+            rc = mod.main()
+    finally:
+        sys.argv = saved_argv
+        subprocrunner.SubprocessRunner.default_is_dry_run = dry
+    if rc not in (0, None):
+        raise ValueError(f"tcconfig's {main_module} refused {' '.join(argv)} (exit {rc})")
+    cmds = [line.split() for line in out.getvalue().splitlines() if line.strip()]
+    return [[os.path.basename(c[0]), *c[1:]] for c in cmds]
+
+
+def tcset_commands(dev: str, rate_bps: int | None, delay_ms: float = 0.0, jitter_ms: float = 0.0,
+                   jitter_dist: str = "uniform", loss_pct: float = 0.0, limit: int | None = None) -> list[list[str]]:
+    """tcconfig's commands for one direction: htb at the rate with a netem leaf (delay, jitter,
+    loss, limit). tcconfig always writes 'distribution normal'; for uniform jitter that token is
+    dropped, which leaves netem's own default, uniform."""
+    argv = [dev]
+    if rate_bps is not None:
+        argv += ["--rate", f"{rate_bps // 1000}Kbps", "--burst", str(htb_burst_bytes(rate_bps))]
+    if delay_ms:
+        argv += ["--delay", f"{round(delay_ms * 1000)}us"]
+    if jitter_ms:
+        argv += ["--delay-distro", f"{round(jitter_ms * 1000)}us"]
+    if loss_pct:
+        argv += ["--loss", f"{loss_pct:g}%"]
+    if limit is not None:
+        argv += ["--limit", str(limit)]
+    cmds = _tcconfig("tcset", argv)
+    if jitter_dist == "uniform":
+        for c in cmds:
+            if "netem" in c and "distribution" in c:
+                i = c.index("distribution")
+                del c[i:i + 2]
+    return cmds
+
+
+def tcdel_commands(dev: str) -> list[list[str]]:
+    """tcconfig's commands that remove its shaping of dev (only those on dev: it also names an IFB
+    it would have made for --direction incoming, which the router never uses)."""
+    return [c for c in _tcconfig("tcdel", [dev, "--all"]) if dev in c]

@@ -1,0 +1,274 @@
+"""The linkem backend, for kernels without sch_netem: the rate stays in the kernel (htb with an
+explicit quantum, a pfifo bottleneck queue); delay, jitter and loss come from linkem, our
+userspace emulator (Rust, linkem/), fed by iptables NFQUEUE rules. No --queue-bypass and no
+fail-open: if linkem dies, traffic stops and the trial fails, it never runs unshaped.
+
+- In the embedded testbed's router (LinkemLink, placement 'router'): one queue a direction, from
+  the FORWARD chain; each direction gets RTT/2, jitter and its loss.
+- On a two-machine client (HostLinkem, placement 'client'): on the client's own ingress, an IFB
+  with htb for the downlink rate, linkem through NFQUEUE in mangle PREROUTING for the delay,
+  jitter and loss, an htb on --iface's egress for the uplink rate. All the delay, jitter and loss
+  go on the downlink (packets the client receives): a drop on a sender's own output path returns
+  EPERM to quic-go, which closes the connection. Only the test traffic is shaped. Every change
+  to the host is recorded in the testbed's state file before it is made (host.undo undoes it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .. import cmd
+from ..conditions import Conditions
+from ..errors import LinkError, UsageError
+from . import host as hostnet
+from .base import Link, router_directions
+from .commands import (QUEUE_DOWN, QUEUE_UP, htb_commands, host_egress_commands, host_nfqueue_rules,
+                       ingress_redirect_commands, jump_rule, pfifo_leaf, router_nfqueue_rule, u32_matches)
+from .readback import check_directions
+
+LINKEM_BIN = cmd.TOOLS_BIN / "linkem"
+LINKEM_FIFO_PRIORITY = 10
+QUEUE_BASE = 0x5042  # a client host's NFQUEUE number is QUEUE_BASE + the testbed index (clear of 0 and 1)
+
+
+def linkem_dirs(cond: Conditions) -> list[tuple[str, int, float, float]]:
+    """(name, queue, one-way delay ms, loss %) of each direction linkem runs in the router."""
+    return [("down", QUEUE_DOWN, cond.delay_ms, cond.loss_down_pct), ("up", QUEUE_UP, cond.delay_ms, cond.loss_up_pct)]
+
+
+def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
+                dirs: list[tuple[str, int, float, float]] | None = None) -> list[str]:
+    argv = [binary]
+    for name, queue, delay_ms, loss_pct in dirs or linkem_dirs(cond):
+        argv += ["--dir", f"{name}:queue={queue},delay_us={round(delay_ms * 1000)},jitter_us={round(cond.jitter_ms * 1000)},"
+                          f"dist={cond.jitter_dist},loss={loss_pct / 100:.6g},reorder={int(cond.reorder)}"]
+    return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY)]
+
+
+class LinkemLink(Link):
+    """The router's link: htb rate in the kernel; delay, jitter and loss in linkem through NFQUEUE."""
+
+    backend, tool, placement = "linkem", "linkem", "router"
+    detail = "router egress veths (htb), linkem on NFQUEUE in the router's FORWARD chain"
+    supports_no_reorder = True
+
+    def __init__(self, plan, binary: Path = LINKEM_BIN, seed: int = 1):
+        if not binary.is_file():
+            raise LinkError(f"linkem is not built ({binary}): run scripts/setup (it builds linkem with cargo)")
+        self.plan, self.binary, self.seed = plan, binary, seed
+        self.ns = getattr(plan, "router_ns", None)  # the router's namespace; None: this host (two machines)
+        self.stats_path = plan.run_dir / "linkem.json"
+        self.log_path = plan.run_dir / "linkem.log"
+        self.proc: subprocess.Popen | None = None
+        self.cond: Conditions | None = None
+
+    def _iptables(self, *args: str, check: bool = True):
+        return cmd.run(["iptables", "-w", *args], ns=self.ns, check=check)
+
+    def _stop(self) -> None:
+        cmd.stop_process(self.proc)
+        self.proc = None
+        if getattr(self, "_log", None):
+            self._log.close()
+            self._log = None
+
+    def _start(self, cond: Conditions) -> None:
+        self.stats_path.unlink(missing_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd.in_netns(self.ns, linkem_argv(str(self.binary), cond, self.stats_path, self.seed,
+                                                                        self.dirs(cond))),
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LinkError(f"linkem exited with {self.proc.returncode}: {self._log_tail()}")
+            if self.stats_path.exists():  # written once every queue is bound
+                return
+            time.sleep(0.01)
+        raise LinkError(f"linkem did not bind its queues within 5s: {self._log_tail()}")
+
+    def dirs(self, cond: Conditions) -> list[tuple[str, int, float, float]]:
+        return linkem_dirs(cond)
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-3:]) or "(empty log)"
+        except OSError:
+            return "(no log)"
+
+    def apply(self, cond: Conditions) -> dict:
+        ns = self.plan.router_ns
+        self._stop()
+        self._iptables("-F", "FORWARD")
+        for what, dev, rate, _ in router_directions(self.plan, cond):
+            # start from the veth's own default: an htb root cannot be changed in place
+            cmd.run(["tc", "qdisc", "del", "dev", dev, "root"], ns=ns, check=False)
+            if rate is not None:
+                cmd.run_all(htb_commands(dev, rate, pfifo_leaf(cond.queue_for(rate))), ns=ns)
+        if cond.impaired:
+            self._start(cond)
+            self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_server_if, QUEUE_DOWN))
+            self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_client_if, QUEUE_UP))
+        self.cond = cond
+        return self.verify(cond)
+
+    def verify(self, cond: Conditions) -> dict:
+        out = {"backend": self.backend, "conditions": cond.label,
+               **check_directions(self.plan.router_ns, router_directions(self.plan, cond), cond, netem=False)}
+        rules = self._iptables("-S", "FORWARD").stdout
+        queued = re.findall(r"-j NFQUEUE --queue-num (\d+)(.*)", rules)
+        if cond.impaired:
+            if sorted(int(q) for q, _ in queued) != [QUEUE_DOWN, QUEUE_UP] or any("bypass" in rest for _, rest in queued):
+                raise LinkError(f"the router's NFQUEUE rules are not as set: {rules.strip()}")
+            out["linkem"] = self.check_running(cond)
+        elif queued:
+            raise LinkError(f"NFQUEUE rules are set although the conditions need none: {rules.strip()}")
+        out["iptables"] = cmd.run(["iptables", "-V"]).stdout.strip()
+        return out
+
+    def check_running(self, cond: Conditions) -> dict:
+        """linkem runs each direction as asked (read from its own report), or LinkError."""
+        if not self.alive():
+            raise LinkError(f"linkem is not running: {self.died_reason()}")
+        stats = self.snapshot() or {}
+        for name, q, delay_ms, loss in self.dirs(cond):
+            d = stats.get("dirs", {}).get(name, {})
+            want = (q, round(delay_ms * 1000), round(cond.jitter_ms * 1000), cond.reorder)
+            got = (d.get("queue"), d.get("delay_us"), d.get("jitter_us"), d.get("reorder"))
+            if want != got or abs(d.get("loss", -1) - loss / 100) > 1e-9:
+                raise LinkError(f"linkem's {name} direction runs {d}, expected queue/delay/jitter/reorder {want} "
+                                f"and loss {loss / 100}")
+        return {"pid": self.proc.pid, "binary": str(self.binary), "fifo_priority": LINKEM_FIFO_PRIORITY}
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def alive(self) -> bool:
+        return self.cond is None or not self.cond.impaired or (self.proc is not None and self.proc.poll() is None)
+
+    def died_reason(self) -> str | None:
+        if self.alive():
+            return None
+        code = self.proc.poll() if self.proc else None
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return f"link emulator (linkem) died ({how}); traffic through the router is stopped, never passed unshaped"
+
+    def snapshot(self) -> dict | None:
+        """linkem's counters now (it writes them on SIGUSR1)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        try:
+            before = self.stats_path.stat().st_mtime_ns
+        except OSError:
+            before = 0
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                if self.stats_path.stat().st_mtime_ns != before:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.002)
+        try:
+            return json.loads(self.stats_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        self._stop()
+        self._iptables("-F", "FORWARD", check=False)
+
+
+class HostLinkem(LinkemLink):
+    """The link on the client's ingress (module docstring), changes recorded before they are made."""
+
+    placement = "client"
+    detail = "client ingress (IFB + htb, NFQUEUE in mangle PREROUTING); all delay, jitter and loss on the downlink"
+    jitter_legs = 1  # one jitter sample per round trip, not two as in the router
+    ping_user_latency = True  # ping's kernel receive timestamp precedes the delay (verify.verify)
+
+    def __init__(self, plan, record):
+        super().__init__(plan)
+        self.record = record  # writes the 'host' entry of the state file
+        self.host: dict = {}
+
+    @staticmethod
+    def check_conditions(conds: list[Conditions]) -> None:
+        for c in conds:
+            if c.loss_up_pct:
+                raise UsageError(f"--loss-direction: {c.label} drops packets on the uplink, which the client would do "
+                                 "on its own output path (quic-go sees EPERM and closes the connection); with "
+                                 "--server use --loss-direction down")
+
+    def _note(self, **kw) -> None:
+        self.host.update(kw)
+        self.record(dict(self.host))
+
+    def open(self) -> None:
+        p = self.plan
+        hostnet.prepare(p.iface, p.ifb, self._note)
+        self._note(chain=p.chain)
+        self._iptables("-t", "mangle", "-N", p.chain)
+        self._iptables("-t", "mangle", "-A", *jump_rule(p.iface, p.chain))
+
+    def dirs(self, cond: Conditions):
+        return [("down", self.plan.queue, cond.rtt_ms, cond.loss_down_pct)]
+
+    def _clear(self) -> None:
+        self._stop()
+        self._iptables("-t", "mangle", "-F", self.plan.chain)
+        hostnet.clear(self.plan.iface, self.plan.ifb)
+
+    def apply(self, cond: Conditions) -> dict:
+        self.check_conditions([cond])
+        p = self.plan
+        self._clear()
+        if cond.rate_down_bps is not None:
+            cmd.run_all(htb_commands(p.ifb, cond.rate_down_bps, pfifo_leaf(cond.queue_for(cond.rate_down_bps))))
+            cmd.run_all(ingress_redirect_commands(p.iface, p.ifb, u32_matches(p.server_ip, "src")))
+        if cond.rate_up_bps is not None:
+            cmd.run_all(host_egress_commands(p.iface, cond.rate_up_bps, pfifo_leaf(cond.queue_for(cond.rate_up_bps)),
+                                             u32_matches(p.server_ip, "dst")))
+        if cond.impaired:
+            self._start(cond)
+            for rule in host_nfqueue_rules(p.server_ip, p.queue):
+                self._iptables("-t", "mangle", "-A", p.chain, *rule)
+        self.cond = cond
+        return self.verify(cond)
+
+    def verify(self, cond: Conditions) -> dict:
+        p = self.plan
+        out = {"backend": self.backend, "placement": self.placement, "conditions": cond.label,
+               **check_directions(None, (("downlink", p.ifb, cond.rate_down_bps, 0.0),
+                                         ("uplink", p.iface, cond.rate_up_bps, 0.0)), cond, netem=False)}
+        redirects = cmd.run(["tc", "filter", "show", "dev", p.iface, "parent", "ffff:"], check=False).stdout
+        n_redirect = len(re.findall(rf"redirect to device {re.escape(p.ifb)}\)", redirects, re.I))
+        want = len(u32_matches(p.server_ip, "src")) if cond.rate_down_bps is not None else 0
+        if n_redirect != want:
+            raise LinkError(f"downlink: {n_redirect} ingress filters lead to {p.ifb}, expected {want}")
+        rules = self._iptables("-t", "mangle", "-S", p.chain).stdout
+        queued = re.findall(rf"-j NFQUEUE --queue-num {p.queue}\b(.*)", rules)
+        if cond.impaired:
+            if len(queued) != len(host_nfqueue_rules(p.server_ip, p.queue)) or any("bypass" in r for r in queued):
+                raise LinkError(f"the NFQUEUE rules of {p.chain} are not as set: {rules.strip()}")
+            out["linkem"] = self.check_running(cond)
+        elif queued:
+            raise LinkError(f"NFQUEUE rules are set although the conditions need none: {rules.strip()}")
+        jump = self._iptables("-t", "mangle", "-S", "PREROUTING").stdout
+        if f"-A {' '.join(jump_rule(p.iface, p.chain))}" not in jump:
+            raise LinkError(f"the jump from mangle PREROUTING to {p.chain} is missing")
+        out["iptables"] = cmd.run(["iptables", "-V"]).stdout.strip()
+        return out
+
+    def close(self) -> None:
+        self._stop()
+        hostnet.undo(self.host)
+
+

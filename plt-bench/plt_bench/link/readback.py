@@ -1,0 +1,161 @@
+"""Reading the link back from the kernel, and judging it against what was asked.
+
+Nothing a tool reports is trusted (tcset prints an error and exits 0 on a kernel without netem):
+after every change the qdiscs, classes and filters are read back and compared with the
+conditions; any difference is a LinkError. netem's distribution table is not reported by the
+kernel (tc prints none), so a jitter's distribution is judged live, by the RTT spread (verify).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .. import cmd
+from ..conditions import Conditions
+from ..errors import LinkError
+
+# -- parsing tc's output --------------------------------------------------------------------
+_TC_RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)bit$")
+_TC_MULT = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_TC_TIME_RE = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
+_TC_TIME_MULT = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def parse_tc_rate(text: str) -> int:
+    """tc's printed rate ('100Mbit', '123456Kbit', '8Kbit', '1Gbit') in bits per second."""
+    m = _TC_RATE_RE.match(text)
+    if not m:
+        raise ValueError(f"not a tc rate: {text!r}")
+    return round(float(m.group(1)) * _TC_MULT[m.group(2)])
+
+
+def parse_tc_time_ms(text: str) -> float:
+    m = _TC_TIME_RE.match(text)
+    if not m:
+        raise ValueError(f"not a tc time: {text!r}")
+    return float(m.group(1)) * _TC_TIME_MULT[m.group(2)]
+
+
+def parse_htb_classes(text: str) -> dict[str, dict]:
+    """`tc class show` output -> {classid: {'rate_bps', 'ceil_bps', 'parent'}} for htb classes."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"class htb (\S+) (?:root|parent (\S+))\b.*?\brate (\S+) ceil (\S+)", line.strip())
+        if m:
+            out[m.group(1)] = {"parent": m.group(2), "rate_bps": parse_tc_rate(m.group(3)),
+                               "ceil_bps": parse_tc_rate(m.group(4))}
+    return out
+
+
+def parse_qdiscs(text: str) -> list[dict]:
+    """`tc qdisc show` output -> [{'kind', 'handle', 'parent', 'limit', 'default', 'delay_ms', 'jitter_ms', 'loss_pct'}]."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        m = re.match(r"qdisc (\S+) (\S+) (root|parent (\S+))", line)
+        if not m:
+            continue
+        q = {"kind": m.group(1), "handle": m.group(2), "parent": "root" if m.group(3) == "root" else m.group(4)}
+        if (lim := re.search(r"\blimit (\d+)p?\b", line)):
+            q["limit"] = int(lim.group(1))
+        if (d := re.search(r"\bdefault (0x[0-9a-f]+|\d+)", line)):
+            q["default"] = int(d.group(1), 0)
+        if q["kind"] == "netem":
+            dm = re.search(r"\bdelay (\S+)(?:\s+(\d\S*))?", line)
+            q["delay_ms"] = parse_tc_time_ms(dm.group(1)) if dm else 0.0
+            q["jitter_ms"] = parse_tc_time_ms(dm.group(2)) if dm and dm.group(2) else 0.0
+            lm = re.search(r"\bloss (\d+(?:\.\d+)?)%", line)
+            q["loss_pct"] = float(lm.group(1)) if lm else 0.0
+        out.append(q)
+    return out
+
+
+def parse_filter_flowids(text: str) -> list[str]:
+    return re.findall(r"\bflowid (\S+)", text)
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectionState:
+    """What the kernel says about one egress interface."""
+
+    dev: str
+    root_kind: str | None
+    shaped_rate_bps: int | None
+    shaped_ceil_bps: int | None
+    leaf_kinds: tuple[str, ...]
+    queue_pkts: int | None = None
+    netem: dict | None = None
+
+
+def read_direction(ns: str, dev: str) -> DirectionState:
+    q = parse_qdiscs(cmd.run(["tc", "qdisc", "show", "dev", dev], ns=ns).stdout)
+    root = next((x for x in q if x["parent"] == "root"), None)
+    rate = ceil = None
+    shaped_class = None
+    if root and root["kind"] == "htb":
+        classes = parse_htb_classes(cmd.run(["tc", "class", "show", "dev", dev], ns=ns).stdout)
+        flows = parse_filter_flowids(cmd.run(["tc", "filter", "show", "dev", dev], ns=ns).stdout)
+        if not flows and "default" in root:  # no filter: everything goes to the default class
+            flows = [f"{root['handle']}{root['default']:x}"]
+        flows = list(dict.fromkeys(flows))  # several filters may lead to one class
+        shaped = [(f, classes[f]) for f in flows if f in classes]
+        if len(shaped) == 1:
+            shaped_class = shaped[0][0]
+            rate, ceil = shaped[0][1]["rate_bps"], shaped[0][1]["ceil_bps"]
+    leaves = [x for x in q if x["parent"] != "root"]
+    leaf = next((x for x in leaves if x["parent"] == shaped_class), None)
+    netem = next((x for x in q if x["kind"] == "netem"), None)
+    return DirectionState(dev, root["kind"] if root else None, rate, ceil, tuple(x["kind"] for x in leaves),
+                          leaf.get("limit") if leaf else None, netem)
+
+
+def check_rate(state: DirectionState, want_bps: int | None, what: str) -> None:
+    """Raise LinkError unless the interface is rate-limited exactly as asked (or not at all)."""
+    if want_bps is None:
+        if state.shaped_rate_bps is not None:
+            raise LinkError(f"{what} ({state.dev}) should be unshaped but has a {state.root_kind} rate")
+        return
+    if state.root_kind != "htb" or state.shaped_rate_bps is None:
+        raise LinkError(f"{what} ({state.dev}): no htb rate is in place although the tool reported success "
+                        f"(root qdisc: {state.root_kind})")
+    if state.shaped_rate_bps != want_bps or state.shaped_ceil_bps != want_bps:
+        raise LinkError(f"{what} ({state.dev}): asked for {want_bps} bit/s, the kernel has rate "
+                        f"{state.shaped_rate_bps} ceil {state.shaped_ceil_bps}")
+
+
+
+def check_netem(state: DirectionState, delay_ms: float, jitter_ms: float, loss_pct: float, limit: int,
+                what: str) -> None:
+    n = state.netem
+    if n is None:
+        raise LinkError(f"{what} ({state.dev}): no netem qdisc is in place although tcset reported success; "
+                        "this kernel may lack sch_netem: use --link linkem")
+    for name, want, got, tol in (("delay", delay_ms, n["delay_ms"], 0.001), ("jitter", jitter_ms, n["jitter_ms"], 0.001),
+                                 ("loss", loss_pct, n["loss_pct"], 1e-6)):
+        if abs(want - got) > tol:
+            raise LinkError(f"{what} ({state.dev}): asked for {name} {want:g}, netem has {got:g}")
+    if n.get("limit") != limit:
+        raise LinkError(f"{what} ({state.dev}): asked for a netem limit of {limit} packets, netem has {n.get('limit')}")
+
+
+def check_queue(state: DirectionState, want_pkts: int, what: str) -> None:
+    if state.queue_pkts != want_pkts:
+        raise LinkError(f"{what} ({state.dev}): asked for a queue of {want_pkts} packets, the kernel has "
+                        f"{state.queue_pkts}")
+
+
+def check_directions(ns: str | None, directions, cond: Conditions, netem: bool) -> dict:
+    """Each direction, (name, device, rate, loss %), read back: the htb rate; with netem doing the
+    impairments, netem's delay, jitter, loss and limit, else the pfifo queue under a rate.
+    LinkError on the first that differs. Returns the states by name."""
+    out = {}
+    for what, dev, rate, loss in directions:
+        state = read_direction(ns, dev)
+        check_rate(state, rate, what)
+        if netem and cond.impaired:
+            check_netem(state, cond.delay_ms, cond.jitter_ms, loss, cond.queue_for(rate), what)
+        elif rate is not None:
+            check_queue(state, cond.queue_for(rate), what)
+        out[what] = dataclasses.asdict(state)
+    return out

@@ -1,0 +1,95 @@
+"""Which backend shapes, and where: one decision for the embedded testbed and for two machines.
+
+    resolve(topology, requested, conditions, capabilities) -> Choice(backend, placement)
+
+- topology 'embedded' (three namespaces on this machine): the link is in the router. netem where
+  this kernel has sch_netem, linkem otherwise.
+- topology 'two-machines': netem on the server (the seed's placement) where `plt-bench serve`
+  was given --iface (it may shape) and its kernel has sch_netem (or only a rate is asked for);
+  otherwise linkem on this client's ingress.
+- In-order jitter (--no-reorder) is linkem's alone: netem reorders jittered packets.
+Every refusal is a UsageError naming the option and what to change, raised before anything is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from .. import cmd
+from ..conditions import Conditions
+from ..errors import UsageError
+
+BACKENDS = ("netem", "linkem")
+ALIASES = {"tcconfig": "netem"}  # the mission's name for the netem backend (tcconfig configures the router)
+LINK_CHOICES = ("auto", *BACKENDS, *ALIASES)
+PLACEMENTS = {"embedded": {"netem": "router", "linkem": "router"},
+              "two-machines": {"netem": "server", "linkem": "client"}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What the machines can do: netem where it would run (this kernel for the router; the
+    server's in two-machine mode), and whether the server may shape (serve was given --iface)."""
+
+    netem: bool
+    server_may_shape: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    backend: str    # netem | linkem
+    placement: str  # router | server | client
+
+
+def canonical(requested: str) -> str:
+    """--link's value as a backend name (or 'auto'); UsageError for an unknown one."""
+    name = ALIASES.get(requested, requested)
+    if name not in ("auto", *BACKENDS):
+        raise UsageError(f"--link: unknown backend '{requested}'; expected one of {', '.join(LINK_CHOICES)}")
+    return name
+
+
+def resolve(topology: str, requested: str, conditions: list[Conditions], caps: Capabilities) -> Choice:
+    name = canonical(requested)
+    no_reorder = any(c.jitter_ms and not c.reorder for c in conditions)
+    impaired = any(c.impaired for c in conditions)
+    if topology == "embedded":
+        if name == "auto":
+            name = "netem" if caps.netem and not no_reorder else "linkem"
+        elif name == "netem" and not caps.netem:
+            raise UsageError(f"--link {requested}: this kernel has no sch_netem (tcconfig always adds a netem qdisc); "
+                             "use --link linkem, or run inside Debian's kernel: scripts/netem-vm plt-bench ...")
+    elif topology == "two-machines":
+        server_can = caps.server_may_shape and (caps.netem or not impaired)
+        if name == "auto":
+            name = "netem" if server_can and not no_reorder else "linkem"
+        elif name == "netem":
+            if not caps.server_may_shape:
+                raise UsageError(f"--link {requested}: the server shapes only an interface named on its side; restart "
+                                 "it with 'plt-bench serve --addr ADDR --iface IFACE'")
+            if impaired and not caps.netem:
+                raise UsageError(f"--link {requested}: the server's kernel has no sch_netem, so it cannot add delay, "
+                                 "jitter or loss; use --link linkem (on this machine's ingress)")
+    else:
+        raise ValueError(f"unknown topology {topology!r}")
+    if name == "netem" and no_reorder:
+        raise UsageError("--no-reorder: netem reorders jittered packets; in-order jitter needs --link linkem")
+    return Choice(name, PLACEMENTS[topology][name])
+
+
+_NETEM: dict[str, bool] = {}
+
+
+def netem_available() -> bool:
+    """Probe sch_netem once, in a scratch namespace of ours (never on a host interface)."""
+    if "v" not in _NETEM:
+        ns = f"pbprobe-{os.getpid()}"
+        cmd.run(["ip", "netns", "add", ns])
+        try:
+            cmd.run(["ip", "link", "set", "lo", "up"], ns=ns)
+            res = cmd.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"], ns=ns, check=False)
+            _NETEM["v"] = res.returncode == 0
+        finally:
+            cmd.run(["ip", "netns", "del", ns], check=False)
+    return _NETEM["v"]

@@ -1,0 +1,253 @@
+"""The link's pure parts, without root: the command builders (tcconfig's own, dry run, in-process),
+the read-back parsers and checks, and the choice of backend and placement."""
+import re
+
+import pytest
+
+from plt_bench import link, topology
+from plt_bench.conditions import Conditions
+from plt_bench.errors import LinkError, UsageError
+from plt_bench.link import commands, readback
+from plt_bench.link.base import router_directions
+
+HTB_CLASSES = """class htb 1cc1:1 root prio 0 rate 10Gbit ceil 10Gbit burst 0b cburst 0b 
+class htb 1cc1:2 root prio 0 rate 123456Kbit ceil 123456Kbit burst 1604b cburst 1604b 
+"""
+FILTERS = """filter parent 1cc1: protocol ip pref 5 u32 chain 0 
+filter parent 1cc1: protocol ip pref 5 u32 chain 0 fh 800: ht divisor 1 
+filter parent 1cc1: protocol ip pref 5 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1cc1:2 not_in_hw 
+"""
+QDISCS = """qdisc htb 1cc1: root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000
+qdisc netem 2114: parent 1cc1:2 limit 1000
+"""
+
+
+def test_tc_parsers():
+    assert readback.parse_tc_rate("100Mbit") == 10**8 and readback.parse_tc_rate("8Kbit") == 8000
+    assert readback.parse_tc_rate("1Gbit") == 10**9 and readback.parse_tc_rate("2500bit") == 2500
+    classes = readback.parse_htb_classes(HTB_CLASSES)
+    assert classes["1cc1:2"]["rate_bps"] == 123_456_000 and classes["1cc1:1"]["rate_bps"] == 10**10
+    assert readback.parse_filter_flowids(FILTERS) == ["1cc1:2"]
+    q = readback.parse_qdiscs(QDISCS)
+    assert q[0] == {"kind": "htb", "handle": "1cc1:", "parent": "root", "default": 1}
+    assert q[1]["kind"] == "netem" and q[1]["limit"] == 1000
+
+
+def test_netem_read_back_parser_and_check():
+    text = ("qdisc htb 1a1a: root refcnt 2 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000\n"
+            "qdisc netem 2114: parent 1a1a:2 limit 4129 delay 56ms  10ms loss 1%\n"
+            "qdisc pfifo 10: parent 1:1 limit 64p\n")
+    q = readback.parse_qdiscs(text)
+    assert q[1] == {"kind": "netem", "handle": "2114:", "parent": "1a1a:2", "limit": 4129, "delay_ms": 56.0,
+                    "jitter_ms": 10.0, "loss_pct": 1.0}
+    assert q[2]["limit"] == 64
+    state = readback.DirectionState("pb0-rc", "htb", 10**7, 10**7, ("netem",), None, q[1])
+    readback.check_netem(state, 56, 10, 1, 4129, "downlink")
+    for args, msg in (((50, 10, 1, 4129), "delay"), ((56, 5, 1, 4129), "jitter"), ((56, 10, 2, 4129), "loss"),
+                      ((56, 10, 1, 100), "limit")):
+        with pytest.raises(LinkError, match=msg):
+            readback.check_netem(state, *args, "downlink")
+    with pytest.raises(LinkError, match="sch_netem"):
+        readback.check_netem(readback.DirectionState("pb0-rc", "htb", 10**7, 10**7, ()), 56, 10, 1, 4129, "downlink")
+
+
+def test_check_rate_and_queue_trust_only_the_kernel():
+    ok = readback.DirectionState("pb0-rc", "htb", 10**8, 10**8, ("pfifo",), 200)
+    readback.check_rate(ok, 10**8, "downlink")
+    readback.check_queue(ok, 200, "downlink")
+    with pytest.raises(LinkError, match="asked for"):
+        readback.check_rate(ok, 10**7, "downlink")
+    with pytest.raises(LinkError, match="queue of 100 packets"):
+        readback.check_queue(ok, 100, "downlink")
+    with pytest.raises(LinkError, match="no htb rate"):  # a tool said 0, the kernel has nothing
+        readback.check_rate(readback.DirectionState("pb0-rc", "noqueue", None, None, ()), 10**8, "downlink")
+    with pytest.raises(LinkError, match="should be unshaped"):
+        readback.check_rate(ok, None, "downlink")
+    readback.check_rate(readback.DirectionState("pb0-rc", "noqueue", None, None, ()), None, "downlink")
+
+
+def _only(cmds, pred):
+    found = [c for c in cmds if pred(c)]
+    assert len(found) == 1, cmds
+    return " ".join(found[0])
+
+
+@pytest.mark.parametrize("cond", [
+    Conditions(10**7, 10**7),
+    Conditions(500_000, 500_000, rtt_ms=50),
+    Conditions(10**8, 10**8, rtt_ms=112, jitter_ms=10, jitter_dist="normal"),
+    Conditions(10**8, 10**8, rtt_ms=112, jitter_ms=10),  # uniform
+    Conditions(10**9, 10**9, rtt_ms=100, loss_pct=1),
+    Conditions(10**7, 10**6, rtt_ms=40, jitter_ms=5, loss_pct=7, loss_direction="down", queue_pkts=500),
+    Conditions(None, None, rtt_ms=20, loss_pct=0.1),
+])
+def test_tcconfig_builds_every_condition(cond):
+    """tcconfig itself (dry run, in-process), per router direction: rate, burst, delay (RTT/2), jitter and
+    its distribution, loss, limit; programs by name, every command for that device only."""
+    for what, dev, rate, loss in router_directions(topology.Plan(0), cond):
+        cmds = commands.tcset_commands(dev, rate, cond.delay_ms, cond.jitter_ms, cond.jitter_dist, loss,
+                                       cond.queue_for(rate))
+        assert all(c[0] == "tc" and dev in c for c in cmds), cmds
+        assert not any(c[2] == "del" for c in cmds)  # removal is tcdel's, run first
+        if rate is not None:
+            cls = _only(cmds, lambda c: c[:3] == ["tc", "class", "add"] and "ceil" in c)
+            m = re.search(r"rate (\S+?)Kbit ceil (\S+?)Kbit burst (\d+)b", cls, re.I)
+            assert float(m.group(1)) * 1000 == rate and float(m.group(2)) * 1000 == rate
+            assert int(m.group(3)) >= commands.htb_burst_bytes(rate)
+        n = _only(cmds, lambda c: "netem" in c)
+        if cond.delay_ms:
+            assert f"delay {cond.delay_ms:.1f}ms" in n
+        if cond.jitter_ms:
+            assert f" {cond.jitter_ms:.1f}ms" in n
+            assert ("distribution normal" in n) == (cond.jitter_dist == "normal")  # uniform: netem's default
+        assert "distribution" not in n or cond.jitter_dist == "normal"
+        assert (re.search(rf"loss {loss:.6f}%", n) is not None) if loss else "loss" not in n
+        assert f"limit {cond.queue_for(rate)}" in n
+
+
+def test_tcdel_removes_only_the_device_it_is_given():
+    cmds = commands.tcdel_commands("pb0-rc")
+    assert cmds and all("pb0-rc" in c for c in cmds)
+    assert ["tc", "qdisc", "del", "dev", "pb0-rc", "root"] in cmds
+
+
+def test_one_htb_shape_with_quantum_burst_and_leaf():
+    cmds = commands.htb_commands("pb0-rc", 10**9, commands.pfifo_leaf(4129))
+    assert cmds[0] == ["tc", "qdisc", "add", "dev", "pb0-rc", "root", "handle", "1:", "htb", "default", "1"]
+    cls = " ".join(cmds[1])
+    assert "rate 1000000000bit ceil 1000000000bit quantum 1514 burst 62500b cburst 62500b" in cls
+    assert cmds[2][:8] == ["tc", "qdisc", "add", "dev", "pb0-rc", "parent", "1:1", "handle"]
+    assert cmds[2][-3:] == ["pfifo", "limit", "4129"]
+    assert commands.htb_burst_bytes(10**7) == 3028 and commands.htb_burst_bytes(10**9) == 62500
+    netem = commands.htb_commands("pb0-ifb", None, commands.netem_leaf(25, 2, "normal", 1, 300))
+    assert "rate 10000000000bit" in " ".join(netem[1])  # unshaped class: delay only
+    assert netem[2][-10:] == ["netem", "limit", "300", "delay", "25000us", "2000us", "distribution", "normal",
+                              "loss", "1%"]
+    assert commands.netem_leaf(25, 2, "uniform", 0, 300) == ["netem", "limit", "300", "delay", "25000us", "2000us"]
+
+
+def test_router_nfqueue_rule_never_bypasses():
+    rule = commands.router_nfqueue_rule("pb0-rs", 0)
+    assert rule == ["-i", "pb0-rs", "-j", "NFQUEUE", "--queue-num", "0"]
+
+
+def test_linkem_argv_carries_every_condition(tmp_path):
+    from plt_bench.link.linkem import linkem_argv
+    cond = Conditions(10**7, 10**7, rtt_ms=100, jitter_ms=10, jitter_dist="normal", loss_pct=1.5,
+                      loss_direction="down", reorder=False)
+    argv = linkem_argv("/x/linkem", cond, tmp_path / "s.json", seed=7)
+    assert argv[0] == "/x/linkem"
+    dirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--dir"]
+    assert dirs == ["down:queue=0,delay_us=50000,jitter_us=10000,dist=normal,loss=0.015,reorder=0",
+                    "up:queue=1,delay_us=50000,jitter_us=10000,dist=normal,loss=0,reorder=0"]
+    assert argv[argv.index("--seed") + 1] == "7" and argv[argv.index("--maxlen") + 1] == "65536"
+    assert int(argv[argv.index("--fifo") + 1]) > 0
+
+
+# -- which backend, where ---------------------------------------------------------------------------
+JITTER_IN_ORDER = Conditions(10**7, 10**7, rtt_ms=50, jitter_ms=5, reorder=False)
+DELAY = Conditions(10**7, 10**7, rtt_ms=50)
+RATE = Conditions(10**7, 10**7)
+C = link.Capabilities
+
+
+@pytest.mark.parametrize("topo,requested,conds,caps,want", [
+    ("embedded", "auto", [DELAY], C(netem=True), ("netem", "router")),
+    ("embedded", "auto", [DELAY], C(netem=False), ("linkem", "router")),
+    ("embedded", "auto", [JITTER_IN_ORDER], C(netem=True), ("linkem", "router")),
+    ("embedded", "tcconfig", [RATE], C(netem=True), ("netem", "router")),
+    ("embedded", "linkem", [DELAY], C(netem=True), ("linkem", "router")),
+    ("two-machines", "auto", [DELAY], C(netem=True, server_may_shape=True), ("netem", "server")),
+    ("two-machines", "auto", [DELAY], C(netem=False, server_may_shape=True), ("linkem", "client")),
+    ("two-machines", "auto", [RATE], C(netem=False, server_may_shape=True), ("netem", "server")),
+    ("two-machines", "auto", [DELAY], C(netem=True, server_may_shape=False), ("linkem", "client")),
+    ("two-machines", "netem", [RATE], C(netem=False, server_may_shape=True), ("netem", "server")),
+])
+def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want):
+    assert link.resolve(topo, requested, conds, caps) == link.Choice(*want)
+
+
+@pytest.mark.parametrize("topo,requested,conds,caps,msg", [
+    ("embedded", "dummynet", [RATE], C(netem=True), "--link: unknown backend 'dummynet'"),
+    ("embedded", "netem", [RATE], C(netem=False), "this kernel has no sch_netem.*netem-vm"),
+    ("embedded", "tcconfig", [JITTER_IN_ORDER], C(netem=True), "--no-reorder"),
+    ("two-machines", "netem", [RATE], C(netem=True, server_may_shape=False), "serve --addr ADDR --iface"),
+    ("two-machines", "tcconfig", [DELAY], C(netem=False, server_may_shape=True), "server's kernel has no sch_netem"),
+    ("two-machines", "netem", [JITTER_IN_ORDER], C(netem=True, server_may_shape=True), "--no-reorder"),
+])
+def test_resolve_refuses_with_the_option_and_the_fix(topo, requested, conds, caps, msg):
+    with pytest.raises(UsageError, match=msg):
+        link.resolve(topo, requested, conds, caps)
+
+
+def test_every_choice_has_one_backend_with_honest_names():
+    for topo, placements in link.resolve.__globals__["PLACEMENTS"].items():
+        for backend, placement in placements.items():
+            cls = link.BACKENDS[(backend, placement)]
+            assert (cls.backend, cls.placement) == (backend, placement) and cls.tool and cls.detail
+    assert link.BACKENDS[("netem", "router")].tool == "tcconfig" and link.BACKENDS[("netem", "server")].tool == "tc"
+    assert router_directions(topology.Plan(0), Conditions(10**8, 10**7, loss_pct=5, loss_direction="up")) == [
+        ("downlink", "pb0-rc", 10**8, 0.0), ("uplink", "pb0-rs", 10**7, 5.0)]
+
+
+# -- a real host's interface: only the test traffic ---------------------------------------------------
+def test_the_ingress_redirect_takes_only_the_servers_test_ports_and_icmp():
+    cmds = commands.ingress_redirect_commands("eth1", "pb3-ifb", commands.u32_matches("10.0.0.1", "src"))
+    assert cmds[0] == ["tc", "qdisc", "add", "dev", "eth1", "handle", "ffff:", "ingress"]
+    filters = cmds[1:]
+    assert len(filters) == 5 and len({f[f.index("prio") + 1] for f in filters}) == 5
+    for f in filters:
+        assert f[:7] == ["tc", "filter", "add", "dev", "eth1", "parent", "ffff:"]
+        assert f[-6:] == ["action", "mirred", "egress", "redirect", "dev", "pb3-ifb"]
+        text = " ".join(f)
+        assert "match ip src 10.0.0.1/32" in text
+    ports = sorted(" ".join(f).split("match ip sport ")[1].split()[0] for f in filters if "sport" in " ".join(f))
+    assert ports == ["443", "443", "5201", "5201"]
+    assert not any("22 " in " ".join(f) for f in filters)
+    assert sum("protocol 1 0xff" in " ".join(f) for f in filters) == 1  # ICMP, for the link check's ping
+
+
+def test_the_uplink_rate_classifies_test_packets_and_lets_the_rest_pass_unshaped():
+    cmds = commands.host_egress_commands("eth1", 20 * 10**6, commands.pfifo_leaf(100), commands.u32_matches("10.0.0.1", "dst"))
+    root = cmds[0]
+    assert root == ["tc", "qdisc", "add", "dev", "eth1", "root", "handle", "5042:", "htb"]  # no default: direct, unshaped
+    assert "rate" in cmds[1] and cmds[1][cmds[1].index("rate") + 1] == "20000000bit"
+    assert cmds[2][-2:] == ["limit", "100"]
+    for f in cmds[3:]:
+        text = " ".join(f)
+        assert "match ip dst 10.0.0.1/32" in text and text.endswith("flowid 5042:1")
+
+
+def test_nfqueue_rules_match_the_server_only_and_never_bypass():
+    rules = commands.host_nfqueue_rules("10.0.0.1", 20549)
+    assert len(rules) == 5
+    for r in rules:
+        assert r[:2] == ["-s", "10.0.0.1"] and r[-4:] == ["-j", "NFQUEUE", "--queue-num", "20549"]
+        assert "--queue-bypass" not in r
+    assert commands.jump_rule("eth1", "PLTB-pb3") == ["PREROUTING", "-i", "eth1", "-j", "PLTB-pb3"]
+
+
+def test_the_servers_netem_link_classifies_the_clients_test_traffic_both_ways():
+    cond = Conditions(20 * 10**6, 10 * 10**6, rtt_ms=50.0, jitter_ms=2.0, jitter_dist="normal", loss_pct=1.0,
+                      loss_direction="up")
+    cmds = commands.server_netem_commands("eth1", "pb2-ifb", "10.0.0.2", cond)
+    text = [" ".join(c) for c in cmds]
+    down_leaf = next(t for t in text if "dev eth1 parent 5042:1" in t)
+    assert "netem limit" in down_leaf and "delay 25000us 2000us distribution normal" in down_leaf
+    assert "loss" not in down_leaf  # the loss is the uplink's only
+    up_leaf = next(t for t in text if "dev pb2-ifb parent 1:1" in t)
+    assert "delay 25000us 2000us distribution normal loss 1%" in up_leaf
+    assert any("dev pb2-ifb parent 1: classid 1:1 htb rate 10000000bit" in t for t in text)
+    egress = [t for t in text if "filter add dev eth1 parent 5042:" in t]
+    ingress = [t for t in text if "filter add dev eth1 parent ffff:" in t]
+    assert len(egress) == len(ingress) == 5
+    assert all("match ip dst 10.0.0.2/32" in t and "flowid 5042:1" in t for t in egress)
+    assert sorted(t.split("sport ")[1].split()[0] for t in egress if "sport" in t) == ["443", "443", "5201", "5201"]
+    assert all("match ip src 10.0.0.2/32" in t and t.endswith("redirect dev pb2-ifb") for t in ingress)
+    assert sorted(t.split("dport ")[1].split()[0] for t in ingress if "dport" in t) == ["443", "443", "5201", "5201"]
+
+
+def test_a_rate_only_server_link_needs_no_netem():
+    cmds = commands.server_netem_commands("eth1", "pb2-ifb", "10.0.0.2", Conditions(10**8, 10**8))
+    assert not any("netem" in c for c in cmds) and sum("pfifo" in c for c in cmds) == 2
+    assert commands.server_netem_commands("eth1", "pb2-ifb", "10.0.0.2", Conditions(None, None)) == []
