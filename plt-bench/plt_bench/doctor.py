@@ -72,10 +72,11 @@ def kernel_checks() -> list[Check]:
     ok, err = _probe_ns([["ip", "link", "set", "lo", "up"],
                          ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]])
     out.append(Check("sch_netem", "ok" if ok else "warn",
-                     "tc netem works: the tcconfig backend is used" if ok else
+                     "tc netem works: the netem backend (configured by tcconfig) is used" if ok else
                      f"no netem ({err}): the linkem backend (userspace, NFQUEUE) is used instead",
-                     "" if ok else "nothing to do: linkem stands in; to use tcconfig, load sch_netem "
-                     "(modprobe sch_netem, or a kernel with CONFIG_NET_SCH_NETEM)", essential=False))
+                     "" if ok else "nothing to do: linkem stands in; for the netem backend, load sch_netem "
+                     "(modprobe sch_netem, or a kernel with CONFIG_NET_SCH_NETEM), or run it inside Debian's "
+                     "kernel: scripts/netem-vm", essential=False))
     ok_htb, err = _probe_ns([["ip", "link", "set", "lo", "up"],
                              ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb"]])
     out.append(Check("htb", "ok" if ok_htb else "missing", "tc htb works (rate limits)" if ok_htb else err,

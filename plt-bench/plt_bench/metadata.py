@@ -11,7 +11,7 @@ from importlib import metadata as importlib_metadata
 
 from . import __version__, cmd
 
-KEY_FIELDS = ("host", "kernel", "link_backend", "chromium", "chromedriver", "caddy_version", "congestion_control")
+KEY_FIELDS = ("host", "kernel", "link_backend", "link_placement", "chromium", "chromedriver", "caddy_version", "congestion_control")
 
 
 def utc_now() -> str:

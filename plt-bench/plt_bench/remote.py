@@ -5,12 +5,10 @@ and the control channel (control.py) on --addr:--control-port. It prints the cer
 and the control token; the user carries both to the client (the documented route: copy the two
 lines it prints, or the 0600 info file it writes).
 
-Client: the browser and, with the linkem backend, the whole link on the client's own ingress:
-an IFB with htb for the downlink rate, linkem through NFQUEUE in mangle PREROUTING for the
-delay, jitter and loss, and an htb on --iface's egress for the uplink rate. Delay, jitter and
-loss all go on the downlink (packets the client receives), because a drop on a sender's own
-output path returns EPERM to quic-go, which closes the connection. Only the test traffic from
-and to the server's address is shaped (hostnet.py); SSH and the control channel are not.
+Client: the browser, the control channel's client side (RemoteServer, RemoteSites, RemoteIperf)
+and the link, which lives in link/: netem on the server (link.netem.ServerNetem, asked for over
+the control channel) or linkem on this client's ingress (link.linkem.HostLinkem); only the test
+traffic is shaped, never SSH or the control channel (link.host).
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ def markdown(rep: dict) -> str:
     m = rep["metadata"]
     rows = table(rep)
     out = [f"# plt-bench report: {', '.join(str(c['id']) for c in rep['campaigns'])} ({rep['campaigns'][0]['name']})", "",
-           f"- link backend: {m.get('link_backend')} (netem in kernel: {m.get('netem_available')})",
+           f"- link: {m.get('link_backend')} ({m.get('link_tool')}, placement {m.get('link_placement')}; "
+           f"netem in kernel: {m.get('netem_available')})",
            f"- Chromium: {m.get('chromium')}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
            f"- host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
            f"- statistics: medians with bootstrap 95% CI; QUIC vs TCP by {rep['test']}, p-values {rep['correction']}-corrected "

@@ -8,6 +8,7 @@ removes what is left: every process inside our namespaces, the namespaces, the r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import uuid
 from pathlib import Path
@@ -38,6 +39,7 @@ class Testbed:
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
         self.conditions: Conditions | None = None
+        self.timing = link_mod.verify.Timing()  # this machine's own timing error, measured at open
         self.pcap_filter: Path | None = None  # tcpdump's filter file, where the interface carries other traffic
         self._stack = contextlib.ExitStack()
 
@@ -66,6 +68,7 @@ class Testbed:
         self.topology.create()
         self.link = link_mod.make(choice, plan=self.plan)
         self._stack.callback(self.link.close)
+        self.timing = link_mod.verify.measure_timing(self.plan)
         env = {}
         if "qlog" in self.capture.kinds:  # quic-go writes one qlog per connection here; trials move theirs out
             self.qlog_spool = self.capture.root / f".qlog-spool-{self.plan.prefix}"
@@ -122,8 +125,8 @@ class Testbed:
         return {}
 
     def verify_args(self) -> dict:
-        """What the link check needs beyond the plan (an iperf3 server elsewhere, the jitter's legs)."""
-        return {}
+        """What the link check needs beyond the plan (an iperf3 server elsewhere, the jitter's legs, the path)."""
+        return {"timing": self.timing}
 
     # -- metadata ------------------------------------------------------------------------------
     def metadata(self) -> dict:
@@ -143,6 +146,7 @@ class Testbed:
             "testbed_up_utc": utc_now(),
             "capture": list(self.capture.kinds),
             "cpu_interval_s": self.capture.cpu_interval_s,
+            "timing": dataclasses.asdict(self.timing),
         })
         return m
 
@@ -223,6 +227,7 @@ class RemoteTestbed(Testbed):
                                   record=lambda host: self.topology.write_state(host=host))
         self._stack.callback(self.link.close)
         self.link.open()
+        self.timing = link_mod.verify.measure_timing(self._plan, user_latency=self.link.ping_user_latency)
         self.server = RemoteServer(self.control, self.hello)
         self.sites = RemoteSites(self.hello.get("pages") or {}, addr)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
@@ -238,7 +243,7 @@ class RemoteTestbed(Testbed):
     def verify_args(self) -> dict:
         from .remote import RemoteIperf
         return {"iperf": RemoteIperf(self.control), "legs": self.link.jitter_legs,
-                "user_latency": self.link.ping_user_latency}
+                "user_latency": self.link.ping_user_latency, "timing": self.timing}
 
     def metadata(self) -> dict:
         m = super().metadata()

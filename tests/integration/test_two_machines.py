@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from plt_bench import topology
+from plt_bench import link, topology
 
 from ..conftest import CLI, ROOT, system_state
 
@@ -238,25 +238,34 @@ def test_bad_two_machine_input_is_refused_before_anything_changes(server, ns, ar
     assert (system_state(SRV), system_state(CLT)) == before
 
 
-def test_a_rate_is_shaped_on_the_servers_side_with_the_tc_backend_and_undone_when_the_client_leaves(server, tmp_path):
-    """The seed's placement, through 'serve --iface': htb on the server's egress (downlink) and on an
-    IFB on its ingress (uplink). This kernel has no sch_netem, so only a rate can be shaped there;
-    the link check measures it both ways with iperf3 through the same classifier."""
+@pytest.mark.vm
+def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves(server, tmp_path):
+    """The seed's placement, through 'serve --iface': htb + netem on the server's egress (downlink) and on
+    an IFB on its ingress (uplink), only the test traffic. Where the kernel has sch_netem (inside the
+    netem VM) with delay and loss both ways, read back and measured; elsewhere a rate only. The link
+    check measures it with ping and iperf3 through the same classifier."""
+    netem = link.netem_available()
+    impair = ["--rtt", "40ms", "--loss", "1%"] if netem else []
     before_srv, before_clt = system_state(SRV), system_state(CLT)
     results = tmp_path / "r.sqlite"
-    r = _cli(CLT, "run", "quick", *_client_options(server, None), "--link", "tcconfig", "--bw", "20mbit",
-             "--up-bw", "10mbit", "--size", "500KB", "--runs", "1", "--results", str(results), timeout=600)
+    r = _cli(CLT, "run", "quick", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
+             "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--results", str(results), timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (system_state(SRV), system_state(CLT)) == (before_srv, before_clt)
     db = sqlite3.connect(results)
     meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
-    assert meta["link_backend"] == "tcconfig" and meta["link_placement"].startswith("server egress")
+    assert (meta["link_backend"], meta["link_tool"], meta["link_placement"]) == ("netem", "tc", "server")
     check = json.loads(db.execute("SELECT result_json FROM link_checks").fetchone()[0])
     assert check["downlink"]["dev"] == "m-srv" and check["downlink"]["shaped_rate_bps"] == 20 * 10**6
     assert check["uplink"]["dev"].endswith("-ifb") and check["uplink"]["shaped_rate_bps"] == 10 * 10**6
+    if netem:  # RTT/2 and the loss on each direction, as the kernel reports them
+        for d in ("downlink", "uplink"):
+            assert (check[d]["netem"]["delay_ms"], check[d]["netem"]["loss_pct"]) == (20.0, 1.0), check[d]
     assert check["verify"]["ok"], check["verify"]
-    rates = {c["name"].split()[0]: c for c in check["verify"]["checks"] if "rate" in c["name"]}
-    assert rates["downlink"]["ok"] and rates["uplink"]["ok"], rates
+    judged = {c["name"].split(" (")[0]: c for c in check["verify"]["checks"]}
+    assert judged["downlink rate"]["ok"] is not False and judged["uplink rate"]["ok"] is not False
+    if netem:
+        assert judged["rtt mean"]["ok"] and judged["round-trip loss"]["ok"], judged
     statuses = db.execute("SELECT status, server_proto FROM trials").fetchall()
     assert sorted(statuses) == [("ok", "HTTP/1.1"), ("ok", "HTTP/3.0")]
 

@@ -64,6 +64,11 @@ def test_check_rate_and_queue_trust_only_the_kernel():
     with pytest.raises(LinkError, match="should be unshaped"):
         readback.check_rate(ok, None, "downlink")
     readback.check_rate(readback.DirectionState("pb0-rc", "noqueue", None, None, ()), None, "downlink")
+    # delay without a rate: the class that carries netem limits nothing (tcconfig: 32 Gbit/s, ours: 10)
+    for unlimited in (32 * 10**9, commands.UNSHAPED_HTB_BPS):
+        readback.check_rate(readback.DirectionState("pb0-rc", "htb", unlimited, unlimited, ("netem",)), None, "x")
+    with pytest.raises(LinkError, match="should be unshaped"):
+        readback.check_rate(readback.DirectionState("pb0-rc", "htb", 10**9, 10**9, ("netem",)), None, "x")
 
 
 def _only(cmds, pred):

@@ -99,3 +99,18 @@ def test_link_delta_and_fidelity():
     d3 = runner.link_delta(before, _stats(3000, 0, enobufs=2))
     assert "ENOBUFS" in runner.link_fidelity_problem(d3)
     assert runner.link_fidelity_problem(None) is None
+
+
+def test_late_timers_widen_the_rtt_window_upwards_only_and_by_what_was_measured():
+    """A delay is a timer: measured late by 0.5 ms here (as under the netem VM), each of the two delay
+    stages may add up to that, so 51 ms passes for 50 ms; nothing makes a delay early, so 49 ms fails."""
+    c = Conditions(10**8, 10**8, rtt_ms=50)
+    t = verify.Timing(path_rtt_ms=0.3, path_rtt_sd_ms=0.05, timer_late_ms=0.5, timer_late_sd_ms=0.2)
+
+    def mean_ok(rtts, timing=t, cond=c):
+        return {x["name"]: x["ok"] for x in verify.check_ping(cond, len(rtts), rtts, 2, timing)}["rtt mean"]
+    assert mean_ok([51.2 + 0.01 * (i % 5) for i in range(500)])
+    assert not mean_ok([51.2 + 0.01 * (i % 5) for i in range(500)], verify.Timing())  # the same on a host: late
+    assert not mean_ok([49.0] * 500) and not mean_ok([52.0] * 500)
+    # no delay asked: no timer, no allowance
+    assert not mean_ok([1.3] * 500, t, Conditions(10**8, 10**8))

@@ -15,7 +15,7 @@ Embedded (three namespaces): `make(choice, plan=...)`; two machines: the client 
 plan, the control channel and the state-file recorder.
 """
 
-from . import host
+from . import host, verify
 from .base import Link
 from .linkem import HostLinkem, LinkemLink
 from .netem import RouterNetem, ServerNetemLink
@@ -36,4 +36,4 @@ def make(choice: Choice, **context) -> Link:
     return cls(context["plan"])
 
 
-__all__ = ["LINK_CHOICES", "host", "Capabilities", "Choice", "Link", "canonical", "make", "netem_available", "resolve"]
+__all__ = ["LINK_CHOICES", "host", "verify", "Capabilities", "Choice", "Link", "canonical", "make", "netem_available", "resolve"]

@@ -14,6 +14,7 @@ import re
 from .. import cmd
 from ..conditions import Conditions
 from ..errors import LinkError
+from .commands import UNSHAPED_HTB_BPS
 
 # -- parsing tc's output --------------------------------------------------------------------
 _TC_RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)bit$")
@@ -111,9 +112,11 @@ def read_direction(ns: str, dev: str) -> DirectionState:
 
 
 def check_rate(state: DirectionState, want_bps: int | None, what: str) -> None:
-    """Raise LinkError unless the interface is rate-limited exactly as asked (or not at all)."""
+    """Raise LinkError unless the interface is rate-limited exactly as asked (or not at all). Unshaped
+    with delay, an htb class still carries the netem leaf: at UNSHAPED_HTB_BPS or more (tcconfig
+    uses the device's speed, or 32 Gbit/s) it limits nothing and counts as unshaped."""
     if want_bps is None:
-        if state.shaped_rate_bps is not None:
+        if state.shaped_rate_bps is not None and state.shaped_rate_bps < UNSHAPED_HTB_BPS:
             raise LinkError(f"{what} ({state.dev}) should be unshaped but has a {state.root_kind} rate")
         return
     if state.root_kind != "htb" or state.shaped_rate_bps is None:
