@@ -201,7 +201,7 @@ class ServeSession:
         return {"entries": self.server.access_entries(str(uri), float(min(wait_s, 10.0)))}
 
     def iperf_start(self) -> dict:
-        from .verify import Iperf
+        from .link.verify import Iperf
         self._claim()
         with self._iperf_lock:
             if self.iperf is None:

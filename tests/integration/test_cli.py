@@ -167,3 +167,39 @@ def test_congestion_control_is_the_one_configured(cc):
             curl.wait()
         algos = {w for w in seen.split() if w in ("reno", "cubic", "bbr")}
         assert algos == {cc}, seen
+
+
+@pytest.mark.vm
+def test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run(tmp_path, link_backend):
+    """`plt-bench run --link tcconfig` (the netem backend's other name) or `--link linkem`, as a user
+    types it: the trials' campaign says which emulator shaped, with what and where; SIGKILLed after a
+    trial, then `plt-bench clean`: nothing of the run remains and the finished trials are intact."""
+    index, prefix = 204, "pb204"
+    results = tmp_path / "r.sqlite"
+    before = system_state()
+    p = _start_run(index, results, "--link", {"netem": "tcconfig", "linkem": "linkem"}[link_backend],
+                   "--proto", "both", "--bw", "10mbit", "--rtt", "50ms", "--loss", "1%", "--size", "5KB",
+                   "--runs", "3", "--verify", "off")
+    try:
+        deadline = time.monotonic() + 900  # the netem VM's emulation is slow to start a testbed
+        while time.monotonic() < deadline and not dict(_ready_trials(results)).get("ok"):
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.5)
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    r = run_cli("clean", timeout=600)
+    assert r.returncode == 0 and f"removed {prefix}" in r.stdout, r.stdout + r.stderr
+    assert _nothing(prefix) and system_state() == before
+    db = sqlite3.connect(results)
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+    ok = db.execute("SELECT proto, next_hop_protocol, rtt_ms, loss_pct FROM trials WHERE status = 'ok'").fetchall()
+    db.close()
+    assert (meta["link_backend"], meta["link_tool"], meta["link_placement"]) == (
+        link_backend, {"netem": "tcconfig", "linkem": "linkem"}[link_backend], "router")
+    assert meta["netem_available"] or link_backend == "linkem"
+    assert ok and all(hop == {"quic": "h3", "tcp": "http/1.1"}[proto] and (rtt, loss) == (50, 1)
+                      for proto, hop, rtt, loss in ok), ok

@@ -18,7 +18,7 @@ from plt_bench import link
 
 from ..conftest import ROOT
 
-VM_TESTS = ["tests/integration/test_link.py", "tests/integration/test_two_machines.py"]
+VM_TESTS = ["tests/integration/test_link.py", "tests/integration/test_cli.py", "tests/integration/test_two_machines.py"]
 # the vm tests that have nothing to do on netem (the kernel's: no emulator process to kill)
 NOT_FOR_NETEM = {"test_a_dying_emulator_fails_the_trial_and_stops_the_next[netem]"}
 
@@ -52,5 +52,6 @@ def test_the_netem_backend_passes_inside_a_netem_kernel():
     for must in ("test_read_back_is_exactly_what_was_asked", "test_rtt_50ms_against_the_machines_own_timing",
                  "test_jitter_follows_its_distribution_live", "test_500kb_under_delay_and_loss_proves_its_protocol",
                  "test_verify_passes_a_true_link_and_catches_a_false_claim", "test_closing_a_testbed_leaves_nothing",
-                 "test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves"):
+                 "test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves",
+                 "test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run"):
         assert any(k.startswith(must) and v == "passed" for k, v in outcome.items()), (must, outcome)

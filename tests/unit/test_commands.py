@@ -113,3 +113,14 @@ def test_judge_needs_every_proof(change, server_entries, reason):
         assert (status, why) == ("ok", None)
     else:
         assert status == "failed" and reason in why
+
+
+def test_every_veth_end_steers_each_flow_to_one_cpu():
+    """RPS on all four veth ends (no reordering by per-CPU backlogs), with a mask sysfs accepts."""
+    assert topology.cpu_mask(1) == "1" and topology.cpu_mask(2) == "3" and topology.cpu_mask(32) == "ffffffff"
+    assert topology.cpu_mask(40) == "ff,ffffffff" and topology.cpu_mask(64) == "ffffffff,ffffffff"
+    p = topology.Plan(3)
+    rps = [(ns, a[-1]) for ns, a in p.create_commands() if a[:2] == ["sh", "-c"]]
+    assert sorted((ns, cmd.split("/")[4]) for ns, cmd in rps) == sorted(
+        [("pb3-client", "pb3-c"), ("pb3-router", "pb3-rc"), ("pb3-router", "pb3-rs"), ("pb3-server", "pb3-s")])
+    assert all(c.startswith("echo ") and c.endswith("/queues/rx-0/rps_cpus") for _, c in rps)
