@@ -249,7 +249,8 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     before_srv, before_clt = system_state(SRV), system_state(CLT)
     results = tmp_path / "r.sqlite"
     r = _cli(CLT, "run", "quick", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
-             "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--results", str(results), timeout=1500)
+             "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--timeout", "120s", "--results", str(results),
+             timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (system_state(SRV), system_state(CLT)) == (before_srv, before_clt)
     db = sqlite3.connect(results)
