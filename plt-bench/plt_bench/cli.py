@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the link verification. Prints ratios; asserts nothing.")
     _results_option(bc)
 
-    bs = sub.add_parser("bench-sampler", help="benchmark: the CPU sampler's own cost, in % of one core",
+    bs = sub.add_parser("bench-sampler", help="benchmark: the CPU sampler's own cost, in %% of one core",
                         description="Loads the 50MB page at 100mbit over each protocol with the CPU time series on, "
                                     "and prints the samplers' own CPU time over the time they ran (target: at most 1%% "
                                     "of one core at 100 ms). Prints ratios; asserts nothing.")

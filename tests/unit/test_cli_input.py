@@ -138,3 +138,16 @@ def test_every_command_has_help():
                 "bench", "bench-link", "bench-campaign", "bench-sampler", "doctor", "serve"):
         r = run_cli(sub, "--help", timeout=30)
         assert r.returncode == 0 and "usage: plt-bench" in r.stdout
+
+
+def test_the_help_of_every_command_renders():
+    """argparse formats help texts with %: a bare % (as in 'in % of one core') made 'plt-bench --help' a
+    traceback. Every command's help is rendered here, the top level's included."""
+    import argparse
+    from plt_bench import cli
+    parser = cli.build_parser()
+    text = parser.format_help()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert all(name in text for name in subs.choices)
+    for name, sub in subs.choices.items():
+        assert sub.format_help().startswith("usage:"), name
