@@ -1,7 +1,8 @@
 """plt-bench command line: a thin layer that parses, calls the library and maps errors to exit codes.
 
-Exit codes: 0 success; 1 a failure (failed trials, a broken link, a missing tool); 2 bad input;
-130 interrupted (SIGINT or SIGTERM), after cleaning up.
+Exit codes: 0 success; 1 a failure (failed trials, a broken testbed, a missing tool); 2 bad input;
+128 + the signal after cleaning up when a signal ended it: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP,
+131 SIGQUIT (plt_bench.signals).
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import signal
 import sys
 import time
 from pathlib import Path
 
-from . import cmd, conditions as cond_mod, topology
+from . import cmd, conditions as cond_mod, signals, topology
 from .control import SERVER_PORT_DEFAULT_CONTROL
 from .link import host as hostnet
 from .conditions import DEFAULT_SIZES, PROTO_CHOICES
@@ -23,14 +23,6 @@ from .link import LINK_CHOICES
 
 DEFAULT_RESULTS = cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite"
 SITES = cmd.PROJECT_ROOT / "sites"
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread so every cleanup runs as for Ctrl-C."""
-
-
-def _on_sigterm(signum, frame):
-    raise Terminated()
 
 
 class Parser(argparse.ArgumentParser):
@@ -353,7 +345,7 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
             status = "finished"
             print(f"\n{counts['ok']} ok, {counts['failed']} failed, {counts['retried']} retried in "
                   f"{time.monotonic() - t0:.1f} s\n")
-    except (KeyboardInterrupt, Terminated):
+    except (KeyboardInterrupt, signals.Interrupted):
         status = "interrupted"
         if cid is not None:
             print(f"\ninterrupted: campaign {cid} keeps every finished trial; run the same command again to resume",
@@ -642,7 +634,7 @@ def cmd_serve(a) -> int:
               "Ctrl-C stops the server and removes everything it made.", flush=True)
         while True:
             time.sleep(3600)
-    except (KeyboardInterrupt, Terminated):  # the normal way to stop serving
+    except (KeyboardInterrupt, signals.Interrupted):  # the normal way to stop serving
         session.close()
         print("stopped: Caddy, the control channel and the run folder are gone", flush=True)
         return 0
@@ -710,9 +702,9 @@ COMMANDS = {"run": cmd_run, "report": cmd_report, "plot": cmd_plot, "campaigns":
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signals.install()  # first: a signal while the parser loads its modules is an ending like any other
     try:
+        args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except UsageError as e:
         print(f"Error: {e}", file=sys.stderr)
@@ -720,9 +712,9 @@ def main(argv: list[str] | None = None) -> int:
     except PltBenchError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
-    except (KeyboardInterrupt, Terminated):
+    except (KeyboardInterrupt, signals.Interrupted) as e:
         print("\ninterrupted: the testbed was taken down; finished trials are in the store", file=sys.stderr)
-        return 130
+        return e.exit_code if isinstance(e, signals.Interrupted) else 130
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ def run(argv: Sequence[str], *, ns: str | None = None, check: bool = True, timeo
         input: str | None = None, env: dict | None = None) -> Result:
     full = in_netns(ns, argv)
     try:
+        # a session of its own: Ctrl-C at the terminal reaches plt-bench alone, which cleans up; a
+        # `tc` or `ip netns del` of that cleanup is never killed half-way by the same keypress
         p = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input,
-                           env=env, check=False)
+                           env=env, check=False, start_new_session=True)
     except FileNotFoundError:
         raise EnvironmentProblem(f"'{full[0]}' is not installed; run scripts/setup") from None
     except subprocess.TimeoutExpired:

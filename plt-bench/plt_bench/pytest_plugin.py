@@ -137,6 +137,10 @@ def pytest_configure(config):
                     raise UsageError(f"{name}: only with --server ADDR (two machines); the embedded testbed needs none")
             return
         m = config.stash[_KEY] = Measurement(config)
+        # SIGTERM, SIGHUP, SIGQUIT and a repeated Ctrl-C end the session as one Ctrl-C does: pytest
+        # unwinds, the testbed is taken down (pytest_sessionfinish), later signals wait for that
+        from . import signals
+        signals.install(raise_as=lambda signum: KeyboardInterrupt())
         if m.capture_warning:
             print(m.capture_warning, file=sys.stderr)
     except UsageError as e:  # exit 2 like the CLI (pytest's own usage errors exit 4)

@@ -1,0 +1,86 @@
+"""The signals a user can end plt-bench with, and one way to end on all of them.
+
+Ctrl-C (SIGINT), SIGTERM, SIGHUP (an SSH session that drops) and SIGQUIT (Ctrl-\\) all raise
+`Interrupted` in the main thread, so every cleanup runs as for an exception: the testbed is
+taken down, the campaign is marked interrupted. The first signal starts the cleanup; every
+later one is noted and otherwise ignored, so pressing Ctrl-C again cannot cut a cleanup short
+and leave namespaces behind. Only the front ends (CLI, pytest plugin) install the handlers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class Interrupted(BaseException):
+    """A terminating signal; BaseException, so `except Exception` in a cleanup never swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, as a shell reports a process ended by it (Ctrl-C: 130)."""
+        return 128 + self.signum
+
+
+_first: int | None = None
+
+
+def _say(text: str) -> None:
+    try:
+        os.write(2, text.encode())
+    except OSError:  # the terminal is gone (SIGHUP): nobody to tell
+        pass
+
+
+def _detach_from_terminal() -> None:
+    """After SIGHUP the terminal (or the SSH session's pipe) is gone and writing to it fails (EIO,
+    EPIPE): cleanup must not trip on a print. A regular file (a log) keeps the last words."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        try:
+            mode = os.fstat(fd).st_mode
+            if os.isatty(fd) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
+
+
+def _handler(signum, frame):
+    global _first
+    if _first is None:
+        _first = signum
+        if signum == signal.SIGHUP:
+            _detach_from_terminal()
+        raise Interrupted(signum)
+    _say(f"\n{signal.Signals(signum).name}: plt-bench is cleaning up; it stops as soon as everything it made is gone\n")
+
+
+def install(raise_as=None) -> None:
+    """Handle every terminating signal. raise_as(signum) builds the exception to raise instead of
+    Interrupted (the pytest plugin raises KeyboardInterrupt, which pytest unwinds cleanly)."""
+    global _first
+    _first = None
+    handler = _handler
+    if raise_as is not None:
+        def handler(signum, frame):
+            try:
+                _handler(signum, frame)
+            except Interrupted as e:
+                raise raise_as(e.signum) from None
+    for sig in TERMINATING:
+        if signal.getsignal(sig) is signal.SIG_IGN:  # nohup, a background job: the user chose to ignore it
+            continue
+        signal.signal(sig, handler)
+
+
+def first() -> int | None:
+    """The signal that started the ending, if any."""
+    return _first
