@@ -163,6 +163,12 @@ class BrowserWorker:
             raise BrowserError(f"browser worker died (log: {self.log_path})") from None
         return self._read(timeout_s)
 
+    def died_reason(self) -> str | None:
+        """Why the worker is gone, or None while it runs (or before it started)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"the browser worker exited with {self.proc.returncode} (log: {self.log_path})"
+
     def stop(self) -> None:
         if self.proc is None:
             return

@@ -31,3 +31,9 @@ class BrowserError(PltBenchError):
 
 class CaptureError(PltBenchError):
     """A capture (tcpdump, qlog, key log) could not be started or finished."""
+
+
+class TestbedBroken(PltBenchError):
+    """A process the testbed needs (Caddy, the link emulator, the browser worker) has died, or a trial's
+    process would not end: no further trial can be trusted. The run stops (exit 1); the campaign
+    keeps its finished trials and resumes when run again."""

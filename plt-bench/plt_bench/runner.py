@@ -11,9 +11,10 @@ from .browser import is_error_page, judge, timings
 from .conditions import Cell, Grid, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
-from .errors import LinkError
+from .errors import LinkError, TestbedBroken
 from .metadata import utc_now
 from .pages import page_name
+from .server import overlapping
 from .store import Store, Trial
 from .testbed import Testbed
 
@@ -70,12 +71,23 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
     return out
 
 
+def foreign_traffic_problem(foreign: list[dict]) -> str | None:
+    """Why a trial that shared the link with other requests' responses does not count, or None."""
+    if not foreign:
+        return None
+    e = foreign[0]
+    return (f"other traffic on the link during the trial: the server answered {len(foreign)} other request(s) "
+            f"in its time (first: {e.get('uri')}, {e.get('size')} bytes); the trial did not run alone")
+
+
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
                answer: dict, server_entries: list[dict] | None, link_dead: str | None = None,
-               link_stats: dict | None = None, extra: dict | None = None) -> Trial:
-    """Build the immutable record of one load from the worker's answer and the server's log."""
+               link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None) -> Trial:
+    """Build the immutable record of one load from the worker's answer and the server's log (its
+    entries for this trial's URI; `foreign`: responses to other requests that overlapped the trial)."""
     status, reason = judge(cell.proto, cell.size_bytes, answer, server_entries)
-    problem = link_dead or link_fidelity_problem(link_stats, cell.conditions.delay_ms)
+    problem = link_dead or foreign_traffic_problem(foreign or []) or link_fidelity_problem(
+        link_stats, cell.conditions.delay_ms)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     nav = answer.get("nav") or {}
@@ -107,8 +119,12 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     same interval on the same (monotonic) clock. Capture runs keep the time series and the files."""
     page = page_name(cell.size_bytes)
     timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps)
-    if not bed.link.alive():  # never start a trial on a dead link
+    if not bed.link.alive():  # never start a trial on a dead link, nor with any other part dead
         raise LinkError(bed.link.died_reason())
+    broken = bed.broken()
+    if broken:
+        raise TestbedBroken(broken)
+    bed.quiesce()  # nothing of an earlier trial may still be loading
     settings = bed.capture
     cap = None
     if settings.files:
@@ -123,9 +139,10 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
                           settings.cpu_interval_s, keep_series="cpu" in settings.kinds, grows=False).start()
         first = sampler.mark()
         started = utc_now()
-        t0 = time.monotonic()
+        t0, t0_unix = time.monotonic(), time.time()
         answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None)
         wall = time.monotonic() - t0
+        t1_unix = time.time()
         last = sampler.stop()
         remote1 = bed.remote_cpu()
     except BaseException:
@@ -133,12 +150,20 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
             cap.abort()
         raise
     artifacts = cap.stop() if cap else []
+    broken = bed.broken()
+    if broken and not bed.link.died_reason():  # a dead server or worker: the trial says nothing of the link
+        raise TestbedBroken(broken)
+    if answer.get("strays_left"):
+        raise TestbedBroken(f"processes {answer['strays_left']} of the trial would not die")
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
     cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats, sampler.info())
-    entries = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
+    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
+    entries = [e for e in logged if e["uri"] == uri]
+    foreign = overlapping(logged, uri, t0_unix, t1_unix)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
-                       answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None})
+                       answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None},
+                       foreign)
     trial_id = store.add_trial(trial)
     if "cpu" in settings.kinds:
         nav_t0 = answer.get("nav_t0") or t0

@@ -94,16 +94,38 @@ def render_config(template: str, *, host: str, bind: str, cert: Path, key: Path,
 
 
 def parse_access_log(text: str) -> list[dict]:
-    """Caddy's JSON access log lines -> [{'uri', 'proto', 'status', 'size'}]."""
+    """Caddy's JSON access log lines -> [{'uri', 'proto', 'status', 'size', 'end_unix_s', 'duration_s',
+    'referer'}] (Caddy writes a line when a response ends, with its wall-clock end and its duration)."""
     out = []
     for line in text.splitlines():
         try:
             e = json.loads(line)
         except ValueError:
             continue
+        if not isinstance(e, dict):
+            continue
         req = e.get("request") or {}
+        referer = ((req.get("headers") or {}).get("Referer") or [None])[0]
         out.append({"uri": req.get("uri"), "proto": req.get("proto"), "status": e.get("status"),
-                    "size": e.get("size")})
+                    "size": e.get("size"), "end_unix_s": e.get("ts"), "duration_s": e.get("duration"),
+                    "referer": referer})
+    return out
+
+
+def overlapping(entries: list[dict], uri: str, start_unix_s: float, end_unix_s: float) -> list[dict]:
+    """Responses to other requests that were on the wire during [start, end]: a trial that shared the
+    link with them did not run under its conditions. The page's own requests are not others: its
+    URI, and what the page asked for (Chromium's /favicon.ico, whose Referer is the page's URI).
+    An entry without times counts as overlapping."""
+    out = []
+    for e in entries:
+        if e["uri"] == uri or (e.get("referer") or "").endswith(uri):
+            continue
+        end, dur = e.get("end_unix_s"), e.get("duration_s")
+        if isinstance(end, (int, float)) and isinstance(dur, (int, float)):
+            if end < start_unix_s or end - dur > end_unix_s:
+                continue
+        out.append(e)
     return out
 
 
@@ -181,18 +203,27 @@ class Server:
         return data[:end].decode(errors="replace")
 
     def access_entries(self, uri: str, wait_s: float = 2.0) -> list[dict]:
-        """Access-log entries for one URI (trial URIs are unique, so earlier lines are read once and
-        dropped); the entry is written when the response ends, so wait briefly."""
+        """Every access-log entry written since the last call, once one for `uri` is among them (the
+        entry is written when the response ends, so wait briefly). The caller tells its own trial's
+        (URIs are unique per trial) from others', which are evidence of foreign traffic."""
         deadline = time.monotonic() + wait_s
         found: list[dict] = []
         while True:
-            found += [e for e in parse_access_log(self._new_log_lines()) if e["uri"] == uri]
-            if found or time.monotonic() >= deadline:
+            found += parse_access_log(self._new_log_lines())
+            if any(e["uri"] == uri for e in found) or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def died_reason(self) -> str | None:
+        """Why Caddy is not serving, or None while it runs."""
+        if self.proc is None or self.alive():
+            return None
+        code = self.proc.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return f"Caddy exited ({how}; log: {self.log_tail()})"
 
     def stop(self) -> None:
         cmd.stop_process(self.proc)

@@ -68,13 +68,12 @@ def install(raise_as=None) -> None:
     Interrupted (the pytest plugin raises KeyboardInterrupt, which pytest unwinds cleanly)."""
     global _first
     _first = None
-    handler = _handler
-    if raise_as is not None:
-        def handler(signum, frame):
-            try:
-                _handler(signum, frame)
-            except Interrupted as e:
-                raise raise_as(e.signum) from None
+    def translated(signum, frame):
+        try:
+            _handler(signum, frame)
+        except Interrupted as e:
+            raise raise_as(e.signum) from None
+    handler = _handler if raise_as is None else translated
     for sig in TERMINATING:
         if signal.getsignal(sig) is signal.SIG_IGN:  # nohup, a background job: the user chose to ignore it
             continue

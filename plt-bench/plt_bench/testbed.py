@@ -21,7 +21,7 @@ from .conditions import Conditions
 from .metadata import machine, utc_now
 from .pages import Sites
 from .server import HOST, Server
-from .topology import Topology
+from .topology import Topology, pids_in
 
 
 class Testbed:
@@ -102,6 +102,27 @@ class Testbed:
         return result
 
     # -- trials --------------------------------------------------------------------------------
+    def broken(self) -> str | None:
+        """What of the testbed has died (Caddy, the link emulator, the browser worker), or None."""
+        for part in (self.server, self.link, self.worker):
+            reason = part.died_reason() if part is not None and hasattr(part, "died_reason") else None
+            if reason:
+                return reason
+        return None
+
+    def quiesce(self) -> int:
+        """Before a trial: no process but the browser worker in the client namespace (the worker ends
+        every trial's processes itself; this is the check that it did). Returns how many were killed;
+        raises TestbedBroken if one would not die."""
+        from . import procs
+        from .errors import TestbedBroken
+        keep = {self.worker.proc.pid} if self.worker and self.worker.proc else set()
+        strays = [p for p in pids_in(self.plan.client_ns) if p not in keep and procs.alive(p)]
+        left = procs.kill_and_reap(strays) if strays else []
+        if left:
+            raise TestbedBroken(f"processes {left} in {self.plan.client_ns} would not die; no trial can run beside them")
+        return len(strays)
+
     def url(self, page: str, tag: str | None = None) -> str:
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
@@ -239,6 +260,11 @@ class RemoteTestbed(Testbed):
 
     def remote_cpu(self) -> dict:
         return self.server.cpu()
+
+    def quiesce(self) -> int:
+        """The browser runs in this machine's own namespace among the user's processes: the worker
+        ends every trial's processes (its descendants and whatever names the trial's profile)."""
+        return 0
 
     def verify_args(self) -> dict:
         from .remote import RemoteIperf

@@ -282,7 +282,7 @@ class Topology:
         self.created = False
 
 
-def _pids_in(ns: str) -> list[int]:
+def pids_in(ns: str) -> list[int]:
     res = cmd.run(["ip", "netns", "pids", ns], check=False)
     return [int(x) for x in res.stdout.split() if x.isdigit()]
 
@@ -291,7 +291,7 @@ def kill_namespace_processes(namespaces: list[str]) -> None:
     """SIGTERM every process inside our namespaces, then SIGKILL what is left (twice: a dying
     parent may have started a child in between)."""
     for _ in range(2):
-        pids = [p for ns in namespaces for p in _pids_in(ns)]
+        pids = [p for ns in namespaces for p in pids_in(ns)]
         if not pids:
             return
         _kill(pids)

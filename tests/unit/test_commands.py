@@ -60,11 +60,35 @@ def test_spki_hash_matches_openssl(tmp_path):
 
 
 def test_access_log_parser():
-    lines = [json.dumps({"request": {"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0"}, "status": 200, "size": 5000}),
-             "not json", json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1"}, "status": 404, "size": 0})]
+    page = "https://plt.test/index_5KB.html?trial=ab"
+    lines = [json.dumps({"request": {"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0"}, "status": 200, "size": 5000,
+                         "ts": 100.5, "duration": 0.25}),
+             "not json", "[1, 2]",
+             json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1", "headers": {"Referer": [page]}},
+                         "status": 404, "size": 0})]
     e = server.parse_access_log("\n".join(lines))
-    assert e == [{"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "status": 200, "size": 5000},
-                 {"uri": "/favicon.ico", "proto": "HTTP/1.1", "status": 404, "size": 0}]
+    assert e == [{"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "status": 200, "size": 5000,
+                  "end_unix_s": 100.5, "duration_s": 0.25, "referer": None},
+                 {"uri": "/favicon.ico", "proto": "HTTP/1.1", "status": 404, "size": 0, "end_unix_s": None,
+                  "duration_s": None, "referer": page}]
+
+
+def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not():
+    mine = "/index_10MB.html?trial=new"
+
+    def entry(uri, end, dur, referer=None):
+        return {"uri": uri, "end_unix_s": end, "duration_s": dur, "referer": referer, "size": 1}
+    entries = [entry(mine, 20.0, 8.0),
+               entry("/favicon.ico", 20.1, 0.0, "https://plt.test" + mine),      # the page's own
+               entry("/index_10MB.html?trial=old", 11.9, 8.0),                    # ended before the trial
+               entry("/index_10MB.html?trial=orphan", 21.0, 12.0),                # on the wire with it
+               entry("/index_5KB.html?trial=after", 30.0, 1.0),                   # began after it
+               entry("/index_5KB.html?trial=untimed", None, None)]                # no times: counted
+    foreign = server.overlapping(entries, mine, 12.0, 20.2)
+    assert [e["uri"] for e in foreign] == ["/index_10MB.html?trial=orphan", "/index_5KB.html?trial=untimed"]
+    from plt_bench.runner import foreign_traffic_problem
+    assert foreign_traffic_problem([]) is None
+    assert "other traffic on the link during the trial" in foreign_traffic_problem(foreign)
 
 
 def test_chromium_flags_per_protocol():
@@ -124,3 +148,13 @@ def test_every_veth_end_steers_each_flow_to_one_cpu():
     assert sorted((ns, cmd.split("/")[4]) for ns, cmd in rps) == sorted(
         [("pb3-client", "pb3-c"), ("pb3-router", "pb3-rc"), ("pb3-router", "pb3-rs"), ("pb3-server", "pb3-s")])
     assert all(c.startswith("echo ") and c.endswith("/queues/rx-0/rps_cpus") for _, c in rps)
+
+
+def test_descendants_follow_parent_links_through_reparented_orphans():
+    from plt_bench.procs import descendants
+    # 10 the worker; 11 chromedriver (killed: gone); 12 Chromium reparented to the worker (subreaper);
+    # 13 its renderer; 20 a stranger; 21 the stranger's child
+    parents = {10: 1, 12: 10, 13: 12, 14: 13, 20: 1, 21: 20}
+    assert descendants(parents, 10) == {12, 13, 14}
+    assert descendants(parents, 14) == set()
+    assert descendants({5: 5}, 5) == set()  # a loop cannot hang it

@@ -1,0 +1,141 @@
+"""Faults during a campaign, made with real processes killed or stopped, as a user's machine would
+make them: what counts as ok must still have run alone under its conditions, and a testbed with a
+dead part stops the run, resumable, with nothing left behind."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from plt_bench import procs, topology
+
+from ..conftest import CLI, ROOT, system_state
+from .test_cli import _nothing
+
+
+def _run(index, results, *extra):
+    return subprocess.Popen([*CLI, "run", "--testbed", str(index), "--results", str(results), "--verify", "off",
+                             *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _find(prefix, word, timeout=120, proc=None):
+    """PIDs of this testbed's processes whose command line has `word`, once there are some."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None:
+            assert proc.poll() is None, proc.communicate()
+        found = [p for p in topology._our_processes(prefix) if word in (procs.cmdline(p) or "")]
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(f"no {word} of {prefix} appeared")
+
+
+def _trials(results):
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in db.execute("SELECT * FROM trials ORDER BY seq")]
+    finally:
+        db.close()
+
+
+def _campaign_status(results):
+    db = sqlite3.connect(results)
+    try:
+        return db.execute("SELECT status FROM campaigns ORDER BY id DESC").fetchone()[0]
+    finally:
+        db.close()
+
+
+def _unix(utc_text):
+    from datetime import datetime
+    return datetime.fromisoformat(utc_text.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_killed_chromedriver_leaves_no_browser_loading_into_the_next_trial(tmp_path):
+    """kill -9 of chromedriver 3 s into a 10 MB trial at 10 Mbit: its Chromium is orphaned and, left
+    alone, went on downloading through the retry (stored ok at 13.9 s against 8.5 s alone). Now every
+    process of a trial is ended before the next starts, and no trial stored ok overlaps a response
+    to any other request in Caddy's access log (read through a handle opened while the run lived)."""
+    index, prefix = 211, "pb211"
+    results = tmp_path / "r.sqlite"
+    before = system_state()
+    p = _run(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1", "--proto", "tcp")
+    try:
+        driver = _find(prefix, "chromedriver", proc=p)
+        chromium = _find(prefix, "--user-data-dir", proc=p)
+        access_log = open(f"{topology.RUN_DIR}/{prefix}/access.log")
+        time.sleep(3)
+        os.kill(driver[0], signal.SIGKILL)
+        starts = {c: procs.start_time(c) for c in chromium}
+        deadline = time.monotonic() + 30  # the worker ends the orphans as the failed trial ends
+        while time.monotonic() < deadline and any(procs.same_process(c, s) and procs.alive(c) for c, s in starts.items()):
+            time.sleep(0.05)
+        assert not any(procs.same_process(c, s) and procs.alive(c) for c, s in starts.items()), \
+            "the killed chromedriver's Chromium is still running"
+        out, err = p.communicate(timeout=300)
+        log = [json.loads(line) for line in access_log.read().splitlines() if line.strip()]
+        access_log.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    trials = _trials(results)
+    assert [t["status"] for t in trials][:1] == ["failed"], trials
+    ok = [t for t in trials if t["status"] == "ok"]
+    for t in ok:  # nothing else on the wire while an ok trial ran
+        tag = t["url"].split("?", 1)[1]
+        start, end = _unix(t["started_utc"]), _unix(t["finished_utc"])
+        own = [e for e in log if tag in e["request"]["uri"] + str(e["request"]["headers"].get("Referer"))]  # + favicon
+        others = [e for e in log if e not in own and e["ts"] >= start and e["ts"] - e["duration"] <= end]
+        assert not others, (t["seq"], others)
+    assert p.returncode in (0, 1), err
+    assert "Traceback" not in err, err
+    assert _nothing(prefix) and system_state() == before
+
+
+def test_a_dead_caddy_stops_the_run_as_broken_and_the_campaign_resumes(tmp_path):
+    """kill -9 of Caddy after the first trial: the run stops with exit 1 naming Caddy (it used to fail
+    every remaining trial and mark the campaign finished); the campaign stays resumable, and the
+    same command run again resumes it and finishes it; nothing is left behind either time."""
+    index, prefix = 212, "pb212"
+    results = tmp_path / "r.sqlite"
+    before = system_state()
+    args = ("--size", "5KB", "--bw", "20mbit", "--runs", "3", "--proto", "both")
+    p = _run(index, results, *args)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not any(t["status"] == "ok" for t in _ready(results)):
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.1)
+        caddy = _find(prefix, "Caddyfile", proc=p)
+        os.kill(caddy[0], signal.SIGKILL)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    assert p.returncode == 1, (p.returncode, err)
+    assert "Caddy exited (killed by signal 9" in err and "Traceback" not in err, err
+    assert _campaign_status(results) != "finished"
+    done = _trials(results)
+    assert done and all(t["status"] == "ok" for t in done), done  # a trial on a broken testbed is not stored
+    assert _nothing(prefix) and system_state() == before
+    p = _run(index, results, *args)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert f"resuming campaign 1: {len(done)} of 6 trials already done" in out, out
+    assert _campaign_status(results) == "finished"
+    assert sum(t["status"] == "ok" for t in _trials(results)) == 6
+    assert _nothing(prefix) and system_state() == before
+
+
+def _ready(results):
+    try:
+        return _trials(results)
+    except sqlite3.OperationalError:
+        return []
