@@ -120,6 +120,8 @@ fn arm(tfd: i32, at_ns: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The counters as JSON (lifetime figures), with each direction's maxima since the last mark
+/// under "since_mark"; the caller resets the marks after a snapshot taken on SIGUSR1.
 fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Instant, running: bool) {
     let mut s = String::new();
     let cpu = unsafe {
@@ -137,10 +139,12 @@ fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Ins
             .map(|(b, n)| format!("\"{}\":{}", if *b == u64::MAX { "inf".to_string() } else { b.to_string() }, n)).collect();
         let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
                            \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
-                           \"reordered\":{},{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}}}}",
+                           \"reordered\":{},{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
+                           \"since_mark\":{{\"late_max_us\":{:.1},\"early_max_us\":{:.1},\"max_depth\":{}}}}}",
                        if i > 0 { "," } else { "" }, d.p.name, d.p.queue, d.p.delay_ns / 1000, d.p.jitter_ns / 1000,
                        d.p.dist, d.p.loss, d.p.reorder, c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
-                       c.reordered, early, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","));
+                       c.reordered, early, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
+                       c.mark.late_max_ns as f64 / 1000.0, c.mark.early_max_ns as f64 / 1000.0, c.mark.max_depth);
     }
     s.push_str("}}\n");
     let tmp = format!("{path}.tmp");
@@ -207,6 +211,9 @@ fn run(c: Config) -> io::Result<()> {
                 let got = unsafe { libc::read(sfd, &mut si as *mut _ as *mut libc::c_void, sz) };
                 if got == sz as isize && si.ssi_signo == libc::SIGUSR1 as u32 {
                     write_stats(&c.stats, &dirs, &sock, &started, true); // a snapshot on request
+                    for d in dirs.iter_mut() {
+                        d.c.mark = sched::Marked::default(); // the next snapshot's maxima are its own
+                    }
                     continue;
                 }
                 write_stats(&c.stats, &dirs, &sock, &started, false);

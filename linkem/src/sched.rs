@@ -44,6 +44,16 @@ pub struct Counters {
     pub early: u64,
     pub early_max_ns: u64,
     pub reordered: u64,
+    /// The maxima since the last mark (a snapshot on SIGUSR1): one trial's own worst, where the
+    /// lifetime maxima above would carry one trial's stall into every later trial's figures.
+    pub mark: Marked,
+}
+
+#[derive(Default, Clone, Debug, PartialEq)]
+pub struct Marked {
+    pub late_max_ns: u64,
+    pub early_max_ns: u64,
+    pub max_depth: u64,
 }
 
 pub struct Direction {
@@ -99,6 +109,7 @@ impl Direction {
         self.seq += 1;
         self.heap.push(Reverse((at, self.seq, id)));
         self.c.max_depth = self.c.max_depth.max(self.heap.len() as u64);
+        self.c.mark.max_depth = self.c.mark.max_depth.max(self.heap.len() as u64);
         Action::Hold(at)
     }
 
@@ -125,9 +136,11 @@ impl Direction {
                 self.c.late_hist[b] += 1;
                 self.c.late_sum_ns += late as i128;
                 self.c.late_max_ns = self.c.late_max_ns.max(late);
+                self.c.mark.late_max_ns = self.c.mark.late_max_ns.max(late);
             } else {
                 self.c.early += 1;
                 self.c.early_max_ns = self.c.early_max_ns.max(t - now);
+                self.c.mark.early_max_ns = self.c.mark.early_max_ns.max(t - now);
                 self.c.late_sum_ns -= (t - now) as i128;
             }
             if seq < self.last_released_seq {
@@ -259,6 +272,20 @@ mod tests {
         assert_eq!((d.c.early, d.c.early_max_ns), (1, 10_000));
         assert_eq!((d.c.released, d.depth()), (2, 0));
         assert_eq!(d.c.max_depth, 2);
+    }
+
+    #[test]
+    fn the_mark_holds_the_worst_since_it_was_taken_not_since_start() {
+        let mut d = dir(1.0, 0.0, Dist::Uniform, 0.0, true);
+        let mut out = vec![];
+        d.on_packet(0, 1, 1500);
+        d.due(2_001_000_000, 0, &mut out); // a 2 s stall (kill -STOP)
+        assert_eq!(d.c.mark.late_max_ns, 2_000_000_000);
+        d.c.mark = Marked::default(); // a snapshot: the trial with the stall ends here
+        d.on_packet(3_000_000_000, 2, 1500);
+        d.due(3_001_000_500, 0, &mut out); // 0.5 us late
+        assert_eq!(d.c.mark, Marked { late_max_ns: 500, early_max_ns: 0, max_depth: 1 });
+        assert_eq!(d.c.late_max_ns, 2_000_000_000); // the lifetime figure keeps it
     }
 
     #[test]

@@ -38,12 +38,30 @@ def late_bound_ms(one_way_delay_ms: float) -> int:
     return max(b for b in _LATE_BUCKETS_FROM if b <= want)
 
 
-def link_fidelity_problem(delta: dict | None, one_way_delay_ms: float = 0.0) -> str | None:
-    """Why the emulator did not deliver the conditions during a trial, or None."""
+# ... and no packet may be held back long: a stall (the emulator descheduled or stopped) delays the
+# whole page by up to its length while only a handful of packets are late. The worst lateness must
+# stay under max(STALL_FLOOR_MS, STALL_SHARE of the load's time): a 2 s stall in a 10 s load is
+# refused; a scheduling hiccup of a few ms on a busy machine is not.
+STALL_FLOOR_MS = 20.0
+STALL_SHARE = 0.05
+
+
+def stall_bound_ms(load_ms: float) -> float:
+    return max(STALL_FLOOR_MS, STALL_SHARE * load_ms)
+
+
+def link_fidelity_problem(delta: dict | None, one_way_delay_ms: float = 0.0, load_ms: float = 0.0) -> str | None:
+    """Why the emulator did not deliver the conditions during a trial (its own figures: `delta` from
+    link_delta), or None. Judged by the share of packets late and by the worst lateness."""
     if not delta:
         return None
     bound = late_bound_ms(one_way_delay_ms)
+    stall = stall_bound_ms(load_ms)
     for name, d in delta.get("dirs", {}).items():
+        worst_ms = d.get("late_max_us", 0) / 1000.0
+        if worst_ms >= stall:
+            return (f"link emulator stalled: a {name} packet was released {worst_ms:.0f} ms late, over the "
+                    f"{stall:.0f} ms a load of {load_ms:.0f} ms allows; the trial did not run under its conditions")
         released = d.get("released", 0)
         late = sum(d.get("late_hist_us", {}).get(k, 0) for k in _LATE_BUCKETS_FROM[bound])
         if released and late / released > MAX_LATE_SHARE:
@@ -55,7 +73,9 @@ def link_fidelity_problem(delta: dict | None, one_way_delay_ms: float = 0.0) -> 
 
 
 def link_delta(before: dict | None, after: dict | None) -> dict | None:
-    """The emulator's counters during one trial: after - before for counts, after for maxima."""
+    """The emulator's counters during one trial: after - before for counts; for maxima, the trial's
+    own (linkem's "since_mark": the worst since the snapshot taken before the trial), never the
+    lifetime ones, which would carry one trial's stall into every later trial's figures."""
     if not before or not after:
         return after
     out = {"cpu_s": round(after.get("cpu_s", 0) - before.get("cpu_s", 0), 6),
@@ -64,6 +84,7 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
         b = before.get("dirs", {}).get(name, {})
         d = {k: a[k] - b.get(k, 0) for k in ("packets", "bytes", "dropped", "released", "reordered", "early") if k in a}
         d.update({k: a[k] for k in ("max_depth", "late_max_us", "early_max_us") if k in a})
+        d.update(a.get("since_mark") or {})
         d["late_hist_us"] = {k: v - b.get("late_hist_us", {}).get(k, 0) for k, v in a.get("late_hist_us", {}).items()}
         if d.get("released"):
             d["late_mean_us"] = round((a.get("late_sum_us", 0) - b.get("late_sum_us", 0)) / d["released"], 2)
@@ -82,12 +103,13 @@ def foreign_traffic_problem(foreign: list[dict]) -> str | None:
 
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
                answer: dict, server_entries: list[dict] | None, link_dead: str | None = None,
-               link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None) -> Trial:
+               link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None,
+               ) -> Trial:
     """Build the immutable record of one load from the worker's answer and the server's log (its
     entries for this trial's URI; `foreign`: responses to other requests that overlapped the trial)."""
     status, reason = judge(cell.proto, cell.size_bytes, answer, server_entries)
     problem = link_dead or foreign_traffic_problem(foreign or []) or link_fidelity_problem(
-        link_stats, cell.conditions.delay_ms)
+        link_stats, cell.conditions.delay_ms, 1000.0 * wall_s)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     nav = answer.get("nav") or {}

@@ -77,11 +77,13 @@ def test_tcp_rate_is_judged_only_where_tcp_can_fill_the_link():
     assert verify.check_tcp_rate(lossy, "downlink", 10**8, 10**6)["ok"] is None
 
 
-def _stats(released, late_1ms, cpu=1.0, late_sum=0.0, enobufs=0):
+def _stats(released, late_1ms, cpu=1.0, late_sum=0.0, enobufs=0, worst_since_mark_us=None):
     hist = {"10": released - late_1ms, "50": 0, "100": 0, "250": 0, "500": 0, "1000": 0, "2000": late_1ms,
             "5000": 0, "inf": 0}
     d = {"packets": released, "bytes": 0, "dropped": 0, "released": released, "reordered": 0, "early": 0,
          "max_depth": 1, "late_max_us": 1500.0, "early_max_us": 0, "late_hist_us": hist, "late_sum_us": late_sum}
+    if worst_since_mark_us is not None:
+        d["since_mark"] = {"late_max_us": worst_since_mark_us, "early_max_us": 0.0, "max_depth": 1}
     return {"cpu_s": cpu, "enobufs": enobufs, "dirs": {"down": d, "up": dict(d)}}
 
 
@@ -99,6 +101,25 @@ def test_link_delta_and_fidelity():
     d3 = runner.link_delta(before, _stats(3000, 0, enobufs=2))
     assert "ENOBUFS" in runner.link_fidelity_problem(d3)
     assert runner.link_fidelity_problem(None) is None
+
+
+def test_a_stall_fails_a_trial_by_its_own_worst_lateness_not_a_lifetime_one():
+    """kill -STOP of linkem for 2 s in a 10 Mbit trial: 8 of 6956 packets late (0.11%, under the share
+    rule) but the worst 2 s late: refused. The next trial's own worst (since its snapshot) is small,
+    though linkem's lifetime maximum still says 2 s: accepted."""
+    before = _stats(1000, 0)
+    stalled = runner.link_delta(before, _stats(7956, 8, worst_since_mark_us=2_000_000.0))
+    why = runner.link_fidelity_problem(stalled, 10.0, 10_410.0)
+    assert why and "stalled" in why and "2000 ms late" in why and "520 ms" in why, why
+    after = _stats(9000, 8, worst_since_mark_us=900.0)
+    after["dirs"]["down"]["late_max_us"] = 2_000_000.0  # the lifetime figure
+    clean = runner.link_delta(_stats(7956, 8), after)
+    assert clean["dirs"]["down"]["late_max_us"] == 900.0
+    assert runner.link_fidelity_problem(clean, 10.0, 8_463.0) is None
+    # the bound: 20 ms at least, else 5% of the load
+    assert runner.stall_bound_ms(100.0) == 20.0 and runner.stall_bound_ms(10_000.0) == 500.0
+    assert "stalled" in runner.link_fidelity_problem(runner.link_delta(before, _stats(3000, 0, worst_since_mark_us=25_000.0)),
+                                                     0.0, 200.0)
 
 
 def test_late_timers_widen_the_rtt_window_upwards_only_and_by_what_was_measured():
