@@ -29,7 +29,7 @@ def system_state(ns: str | None = None) -> dict:
         "gro": {dev: [l for l in out(["ethtool", "-k", dev]).splitlines() if l.startswith("generic-receive")]
                 for dev in links},
         "iptables": out(["iptables", "-S"]) + out(["iptables", "-t", "mangle", "-S"]),
-        "run": sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else [],
+        "run": sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else None,
         "procs": sorted(l for l in out(["pgrep", "-af", "caddy run|linkem|chromedriver|tcpdump -i|iperf3 -s"]).splitlines()
                         if "pgrep" not in l),
         # the sysctls the testbed sets inside its namespaces: the host's must not move

@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import re
 import tomllib
 from pathlib import Path
 from typing import Callable
@@ -86,6 +87,18 @@ class Spec:
         return out
 
 
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_FORM = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def check_name(name, option: str) -> str:
+    """A campaign name: it names report folders (results/<name>-<id>/), so nothing that could reach
+    outside them ('..', '/', NUL) and nothing empty."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or not name.isascii():
+        raise UsageError(f"{option}: {name!r} is not a campaign name; expected {NAME_FORM}")
+    return name
+
+
 def presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.toml"))}
 
@@ -102,27 +115,34 @@ def load(name_or_path: str, overrides: dict | None = None) -> Spec:
         raise UsageError(f"CAMPAIGN: '{name_or_path}' is neither a preset ({', '.join(presets())}) nor a campaign file")
     where = f"campaign file {path}"
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{where}: not UTF-8 text (byte {e.start}); a campaign file is TOML, which is UTF-8") from None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"{where}: not valid TOML: {e}") from None
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected {', '.join(sorted(TOP_KEYS))}")
     link = data.get("link", {})
-    if not isinstance(link, dict) or set(link) - LINK_KEYS:
+    if not isinstance(link, dict):
+        raise UsageError(f"{where}: link = {link!r}; expected a [link] table with keys {', '.join(sorted(LINK_KEYS))}")
+    if set(link) - LINK_KEYS:
         raise UsageError(f"{where}: [link] has unknown key(s) {', '.join(sorted(set(link) - LINK_KEYS))}; "
                          f"expected {', '.join(sorted(LINK_KEYS))}")
     profiles = data.get("profile", [])
+    if not isinstance(profiles, list):
+        raise UsageError(f"{where}: profile = {profiles!r}; expected [[profile]] tables, each with name and bw")
     if profiles and any(k in link for k in ("bw", "up_bw", "rtt", "jitter", "loss")):
         raise UsageError(f"{where}: give either [[profile]] entries or bw/rtt/jitter/loss under [link], not both")
-    name = str(overrides.get("name", data.get("name", path.stem)))
+    name = check_name(overrides["name"], "--name") if "name" in overrides else check_name(
+        data.get("name", path.stem), f"{where}: name")
 
     def get(key, default):
         return overrides.get(key, link.get(key, data.get(key, default)))
 
     def as_int(key, default, lo, hi):
         v = overrides.get(key, data.get(key, default))
-        if not isinstance(v, int) or not lo <= v <= hi:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise UsageError(f"{where}: {key} = {v!r}; expected a whole number from {lo} to {hi}")
         return v
 
@@ -156,6 +176,11 @@ def load(name_or_path: str, overrides: dict | None = None) -> Spec:
         raise UsageError(f"{where}: {e}") from None
     cc = cond_mod.parse_cc(str(get("cc", "cubic")))
     backend = str(overrides.get("link", link.get("backend", "auto")))
+    try:
+        from .link import canonical
+        canonical(backend)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}" if "link" not in overrides else str(e)) from None
     verify = str(overrides.get("verify", link.get("verify", "stop")))
     if verify not in cond_mod.VERIFY_CHOICES:
         raise UsageError(f"{where}: verify = {verify!r}; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")

@@ -64,7 +64,7 @@ def _link_options(p: argparse.ArgumentParser, verify: bool = True, defaults: boo
     g.add_argument("--link", default=d("auto"), choices=LINK_CHOICES, help=LINK_HELP["link"])
     if verify:
         g.add_argument("--verify", default=d("stop"), choices=cond_mod.VERIFY_CHOICES, help=LINK_HELP["verify"])
-    g.add_argument("--testbed", type=int, default=None, metavar="N",
+    g.add_argument("--testbed", type=topology.testbed_index, default=None, metavar="N",
                    help="testbed index 0-255 (names pbN-*, addresses 198.18.N.0/24 and 198.19.N.0/24); default: first free")
 
 
@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                     f"{','.join(DEFAULT_SIZES)})")
     sv.add_argument("--control-port", default=str(SERVER_PORT_DEFAULT_CONTROL),
                     help=TWO_MACHINE_HELP["control_port"])
-    sv.add_argument("--testbed", type=int, default=None, metavar="N", help="run folder index (default: first free)")
+    sv.add_argument("--testbed", type=topology.testbed_index, default=None, metavar="N", help="run folder index (default: first free)")
     sv.add_argument("--info-file", default=None, help="also write addr, pin, token and port as JSON to this file (0600)")
 
     dr = sub.add_parser("doctor", help="what this machine can do (root, netem, NFQUEUE, IFB, Chromium, Caddy, disk...) "
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     d = sub.add_parser("down", help="take down testbeds started with 'up'")
-    d.add_argument("--testbed", type=int, default=None, metavar="N", help="only testbed N (default: all started by 'up')")
+    d.add_argument("--testbed", type=topology.testbed_index, default=None, metavar="N", help="only testbed N (default: all started by 'up')")
 
     c = sub.add_parser("clean", help="remove whatever a killed run left behind (only plt-bench's own); safe to rerun")
     c.add_argument("--force", action="store_true", help="also remove testbeds whose owning run is still alive")
@@ -298,37 +298,49 @@ def _testbed(a, spec, capture):
 
 
 def _run_campaign(a, spec, timeout_s=None) -> int:
+    """Everything is checked before anything is made: the options, the two-machine refs, the store's
+    path and schema, the disk space. The store is created only once the testbed is up, so a refusal
+    (a wrong pin, a link that cannot be built) leaves no file behind; a refused resume leaves the
+    old campaign's status as it was."""
     from . import campaign, report
     from .metadata import utc_now
-    from .store import Store
+    from .store import Store, check_writable
 
     from .capture import Settings, captures_root, check_space
     cmd.require_root()
     capture = Settings(spec.capture, captures_root(a.results), spec.cpu_interval_s, spec.capture_limit_bytes)
     bed = _testbed(a, spec, capture)  # bad two-machine options fail here, before anything is made
-    store = Store(Path(a.results))  # fails before anything is created when the path is unwritable
-    cid = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
+    check_writable(Path(a.results))
     need, warning = check_space(spec.capture, [(p, s) for _, _, s, p in spec.plan()], capture.root,
                                 spec.capture_limit_bytes)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     status = "failed"
     counts = {"failed": 0}
+    store = cid = None
     try:
         with bed:
+            store = Store(Path(a.results))
             meta = bed.metadata()
-            if cid is not None:
-                old = store.campaign(cid)["metadata"]
+            resume = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
+            if resume is not None:
+                old = store.campaign(resume)["metadata"]
                 diff = campaign.key_metadata_diff(old, meta)
                 if diff:
-                    raise UsageError(f"CAMPAIGN: campaign {cid} ({spec.name}) cannot be resumed here, its trials would not "
-                                     f"be comparable: {'; '.join(diff)}. Run with --new to start a new campaign")
+                    raise UsageError(f"CAMPAIGN: campaign {resume} ({spec.name}) cannot be resumed here, its trials would "
+                                     f"not be comparable: {'; '.join(diff)}. Run with --new to start a new campaign")
                 old.setdefault("sessions", []).append({"utc": utc_now(), "loadavg": meta["loadavg"],
                                                        "git_commit": meta["git_commit"]})
-                store.update_metadata(cid, old)
-                store.reopen_campaign(cid)
+                store.update_metadata(resume, old)
+                store.reopen_campaign(resume)
+                cid = resume
             else:
+                stale = store.unfinished_named(spec.name)
                 cid = store.new_campaign(spec.name, utc_now(), spec.as_dict(), meta, spec.spec_hash)
+                if stale:
+                    print(f"note: campaign(s) {', '.join(map(str, stale))} named '{spec.name}' are unfinished with "
+                          f"another definition (runs, sizes, link...) and stay as they are; this is campaign {cid}. "
+                          "Rerun with their exact options to resume one", file=sys.stderr, flush=True)
             n = len(spec.plan())
             print(f"campaign {cid} '{spec.name}': {spec.description or spec.source}\n"
                   f"{n} trials ({len(spec.grid.conditions)} condition(s) x {len(spec.grid.sizes)} size(s) x "
@@ -351,9 +363,16 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
             print(f"\ninterrupted: campaign {cid} keeps every finished trial; run the same command again to resume",
                   file=sys.stderr)
         raise
+    except PltBenchError:
+        if cid is not None:
+            print(f"campaign {cid} stopped; it keeps every finished trial: run the same command again to resume",
+                  file=sys.stderr)
+        raise
     finally:
         if cid is not None:
             store.finish_campaign(cid, status, utc_now())
+        if store is not None and status != "finished":
+            store.close()
     rep = report.build(store, [cid], a.test, a.correction)
     print(report.format_text(rep))
     directory = report.out_dir(Path(a.results), spec.name, cid)
@@ -452,12 +471,20 @@ def cmd_bench_campaign(a) -> int:
     return rc
 
 
-def _existing(results: str) -> Path:
-    """A results store that must exist already (for reading)."""
-    path = Path(results)
-    if not path.is_file():
-        raise UsageError(f"--results: {path} does not exist")
-    return path
+def _reader(results: str):
+    """A results store that must exist already, opened for reading only (an archived, read-only
+    store reads as well as a live one)."""
+    from .store import Store
+    return Store(Path(results), read_only=True)
+
+
+def _write_files(write, directory: Path) -> list[Path]:
+    """Report or figure files, or a message naming the folder that cannot take them."""
+    from .errors import PltBenchError
+    try:
+        return write()
+    except OSError as e:
+        raise PltBenchError(f"the report files could not be written to {directory}: {e.strerror or e}") from None
 
 
 def _stored_campaign(store, spec_text: str) -> list[int]:
@@ -474,28 +501,27 @@ def _stored_campaign(store, spec_text: str) -> list[int]:
 
 def cmd_report(a) -> int:
     from . import report
-    from .store import Store
-    path = _existing(a.results)
-    with Store(path) as store:
+    with _reader(a.results) as store:
         ids = _stored_campaign(store, a.campaign)
         rep = report.build(store, ids, a.test, a.correction)
         print(report.format_text(rep))
         c = store.campaign(ids[-1])
-        files = report.write(rep, report.out_dir(path, c["name"], ids[-1]))
+        directory = report.out_dir(store.path, c["name"], ids[-1])
+        files = _write_files(lambda: report.write(rep, directory), directory)
     print(f"\nwritten: {', '.join(str(f) for f in files)}")
     return 0
 
 
 def cmd_plot(a) -> int:
     from . import plots, report
-    from .store import Store
-    path = _existing(a.results)
-    with Store(path) as store:
+    with _reader(a.results) as store:
         ids = _stored_campaign(store, a.campaign)
         rep = report.build(store, ids, a.test, a.correction)
         c = store.campaign(ids[-1])
-        files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], report.out_dir(path, c["name"], ids[-1]),
-                               f"{c['name']} #{ids[-1]}", rep["cpu_series"], rep["cpu_per_mb"])
+        directory = report.out_dir(store.path, c["name"], ids[-1])
+        files = _write_files(lambda: plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], directory,
+                                                    f"{c['name']} #{ids[-1]}", rep["cpu_series"], rep["cpu_per_mb"]),
+                             directory)
     if not files:
         print("nothing to draw: the campaign has no QUIC/TCP pair with successful trials")
         return 1
@@ -513,7 +539,7 @@ def cmd_campaigns(a) -> int:
         print(f"  {name:<10} {len(spec.plan()):>5} trials  {spec.description}")
     path = Path(a.results)
     if path.is_file():
-        with Store(path) as store:
+        with Store(path, read_only=True) as store:
             print(f"\ncampaigns in {path}:")
             for cid in store.campaign_ids():
                 c = store.campaign(cid)
@@ -620,6 +646,11 @@ def cmd_serve(a) -> int:
         hostnet.require_iface(a.iface)
     sizes = cond_mod.parse_sizes(a.size)
     port = parse_port(a.control_port)
+    if a.info_file is not None:
+        info_path = Path(a.info_file)
+        if info_path.is_dir() or not info_path.parent.is_dir():
+            raise UsageError(f"--info-file: {info_path} is a folder; expected a file path" if info_path.is_dir() else
+                             f"--info-file: the folder {info_path.parent} does not exist")
     cmd.require_root()
     session = ServeSession(addr, a.iface, SITES, sizes, port, a.testbed)
     try:
@@ -665,24 +696,27 @@ def cmd_clean(a) -> int:
 
 
 def cmd_export(a) -> int:
-    from .store import Store
-    path = _existing(a.results)
-    with Store(path) as store:
+    out = None if a.out == "-" else Path(a.out)
+    if out is not None and (out.is_dir() or not out.parent.is_dir()):
+        raise UsageError(f"--out: {out} is a folder; expected a file path" if out.is_dir() else
+                         f"--out: the folder {out.parent} does not exist")
+    with _reader(a.results) as store:
         ids = store.resolve_campaign(a.campaign)
-        if a.out == "-":
+        if out is None:
             n = store.export_csv(ids, sys.stdout, a.nav)
         else:
-            with open(a.out, "w", newline="") as f:
-                n = store.export_csv(ids, f, a.nav)
+            try:
+                with open(out, "w", newline="") as f:
+                    n = store.export_csv(ids, f, a.nav)
+            except OSError as e:
+                raise UsageError(f"--out: cannot write {out}: {e.strerror or e}") from None
     print(f"exported {n} trials", file=sys.stderr)
     return 0
 
 
 def cmd_summary(a) -> int:
-    from .store import Store
     from .summary import format_table, summarize
-    path = _existing(a.results)
-    with Store(path) as store:
+    with _reader(a.results) as store:
         print(format_table(summarize(store.trials(store.resolve_campaign(a.campaign)))))
     return 0
 

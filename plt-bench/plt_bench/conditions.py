@@ -174,9 +174,16 @@ def parse_sizes(text: str, option: str = "--size") -> tuple[int, ...]:
     return _parse_list(text, option, units.SIZE_FORM, one)
 
 
+def _ascii_int(text) -> int:
+    """A whole number written in ASCII digits ("５" and TOML's true are not numbers here)."""
+    if isinstance(text, bool) or not str(text).strip().isascii():
+        raise ValueError(text)
+    return int(str(text).strip())
+
+
 def parse_runs(text: str | int, option: str = "--runs") -> int:
     try:
-        n = int(str(text).strip())
+        n = _ascii_int(text)
     except ValueError:
         raise UsageError(f"{option}: '{text}' is not a whole number; expected 1 to 1000") from None
     if not 1 <= n <= 1000:
@@ -213,7 +220,7 @@ def parse_queue(text: str | None, option: str = "--queue") -> int | None:
     if text is None or str(text).strip().lower() in ("auto", "bdp"):
         return None
     try:
-        n = int(str(text).strip())
+        n = _ascii_int(text)
     except ValueError:
         raise UsageError(f"{option}: '{text}' is not a packet count; expected a whole number of packets "
                          f"(at least 2) or 'auto' (one bandwidth-delay product, at least {MIN_QUEUE_PKTS} packets "

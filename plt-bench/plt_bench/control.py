@@ -25,6 +25,11 @@ from .errors import ServerError, UsageError
 SERVER_PORT_DEFAULT_CONTROL = 4443
 
 MAX_LINE = 1 << 20
+# At most this many connections at once (a client needs one; more are refused at once), and an
+# unauthenticated one has this long to log in: 3,000 idle connections once held 3,005 threads.
+MAX_CONNECTIONS = 8
+LOGIN_TIMEOUT_S = 10.0
+IDLE_TIMEOUT_S = 600.0
 TOKEN_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -53,7 +58,10 @@ def _recv(f) -> dict | None:
         return None
     if not line.endswith(b"\n"):
         raise ValueError("line too long")
-    return json.loads(line)
+    obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError("a control message is a JSON object")
+    return obj
 
 
 class ControlServer:
@@ -62,17 +70,38 @@ class ControlServer:
     def __init__(self, addr: str, port: int, token: str, ops: dict, on_close=None):
         self.token, self.ops, self.on_close = token, ops, on_close
         self.lock = threading.Lock()  # one client's request at a time: the access log is read once
+        self.open_connections = 0
+        self._count = threading.Lock()
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
-            timeout = 600
+            timeout = LOGIN_TIMEOUT_S
 
             def handle(self):
-                outer._handle(self.rfile, self.wfile)
+                outer._handle(self.rfile, self.wfile, self.connection)
+
+            def finish(self):
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+                finally:
+                    with outer._count:
+                        outer.open_connections -= 1
 
         class TCPServer(socketserver.ThreadingTCPServer):
             allow_reuse_address = True
             daemon_threads = True
+
+            def verify_request(self, request, client_address):
+                with outer._count:
+                    if outer.open_connections >= MAX_CONNECTIONS:
+                        return False  # closed at once, no thread
+                    outer.open_connections += 1
+                    return True
+
+            def handle_error(self, request, client_address):  # never a traceback on the console
+                pass
 
         try:
             self.server = TCPServer((addr, port), Handler)
@@ -88,14 +117,18 @@ class ControlServer:
         self.server.shutdown()
         self.server.server_close()
 
-    def _handle(self, rfile, wfile) -> None:
+    def _handle(self, rfile, wfile, conn=None) -> None:
         nonce = secrets.token_hex(16)
+        authenticated = False
         try:
             _send(wfile, {"nonce": nonce})
             auth = _recv(rfile)
             if not auth or not hmac.compare_digest(str(auth.get("mac", "")), answer_for(self.token, nonce)):
                 _send(wfile, {"error": "authentication failed: wrong token"})
                 return
+            authenticated = True
+            if conn is not None:
+                conn.settimeout(IDLE_TIMEOUT_S)
             _send(wfile, {"ok": True})
             while (req := _recv(rfile)) is not None:
                 op = self.ops.get(req.get("op"))
@@ -110,7 +143,7 @@ class ControlServer:
         except (OSError, ValueError):
             return
         finally:
-            if self.on_close:
+            if self.on_close and authenticated:  # a stranger's connection ending changes nothing
                 self.on_close()
 
 

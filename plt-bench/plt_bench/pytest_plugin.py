@@ -66,6 +66,8 @@ class Measurement:
         self.cc = cond_mod.parse_cc(o.cc)
         self.link, self.verify_mode = o.link, o.verify_link
         self.results = Path(o.results)
+        from .store import check_writable
+        check_writable(self.results)  # a path that cannot be written is bad input (exit 2), refused now
         from .capture import check_space, make_settings
         self.capture = make_settings(o.plt_captures, o.cpu_interval, None, self.results,
                                      ("--captures", "--cpu-interval", "--capture-limit"))
@@ -131,6 +133,12 @@ def pytest_configure(config):
         link_canonical(o.link)
         if o.verify_link not in cond_mod.VERIFY_CHOICES:
             raise UsageError(f"--verify: '{o.verify_link}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
+        if o.jitter_dist not in cond_mod.JITTER_DISTS:
+            raise UsageError(f"--jitter-dist: unknown distribution '{o.jitter_dist}'; expected one of "
+                             f"{', '.join(cond_mod.JITTER_DISTS)}")
+        if o.loss_direction not in cond_mod.LOSS_DIRECTIONS:
+            raise UsageError(f"--loss-direction: unknown direction '{o.loss_direction}'; expected one of "
+                             f"{', '.join(cond_mod.LOSS_DIRECTIONS)}")
         if not any(getattr(o, k, None) is not None for k in MEASURE_OPTIONS + LINK_OPTIONS):
             for k, name in (("server_pin", "--server-pin"), ("server_token", "--server-token"), ("plt_iface", "--iface")):
                 if getattr(o, k, None) is not None:

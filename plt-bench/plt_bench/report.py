@@ -13,8 +13,15 @@ from .store import Store
 from .units import format_size
 
 
+DEFAULT_STORE_STEM = "plt-bench"
+
+
 def out_dir(results: Path, name: str, campaign_id: int) -> Path:
-    return Path(results).parent / f"{name}-{campaign_id}"
+    """results/<name>-<id>/ beside the default store; beside any other store the folder carries the
+    store's name too (<store>-<name>-<id>), so two stores in one folder never share a report folder."""
+    results = Path(results)
+    prefix = "" if results.stem == DEFAULT_STORE_STEM else f"{results.stem}-"
+    return results.parent / f"{prefix}{name}-{campaign_id}"
 
 
 def build(store: Store, campaign_ids: list[int], test: str = "welch", correction: str = "holm") -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Iterable, TextIO
@@ -161,9 +162,83 @@ class Trial:
 TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot change the file: mode=ro, or immutable=1 where even the WAL's
+    shared-memory file cannot be made (a store on read-only media or in a folder we may not write)."""
+    from urllib.parse import quote
+    uri = f"file:{quote(str(path.resolve()))}"
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=30)
+
+
+def stored_version(path: Path) -> int | None:
+    """The schema version of an existing store, read without changing anything; None if it has none."""
+    db = _connect_read_only(path)
+    try:
+        row = db.execute("SELECT version FROM schema_info").fetchone()
+        return row[0] if row else None
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        db.close()
+
+
+def check_writable(path: Path, option: str = "--results") -> None:
+    """Refuse, changing nothing, a store path that cannot be written (the nearest existing folder is
+    not writable, or the path is a folder), or an existing store of a newer schema."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option}: {path} is a folder; expected the path of a results file, e.g. {path}/plt-bench.sqlite")
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    try:  # root passes access(2) everywhere, even in /proc: only trying tells (and leaves nothing)
+        if not folder.is_dir():
+            raise NotADirectoryError(folder)
+        import tempfile
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as e:
+        raise UsageError(f"{option}: cannot write the results store {path}: {folder} is not a writable folder "
+                         f"({e.strerror or e})") from None
+    if path.exists():
+        _check_version(path, option, writing=True)
+
+
+def _check_version(path: Path, option: str, writing: bool) -> None:
+    try:
+        version = stored_version(path)
+    except sqlite3.DatabaseError as e:
+        raise UsageError(f"{option}: {path} is not a plt-bench results store ({e})") from None
+    if version is not None and version > SCHEMA_VERSION:
+        raise UsageError(f"{option}: {path} has schema version {version}, newer than this plt-bench's "
+                         f"{SCHEMA_VERSION}: use the plt-bench that wrote it, or choose another --results path")
+    if version is not None and version < SCHEMA_VERSION and not writing:
+        raise UsageError(f"{option}: {path} has the older schema version {version} and cannot be written to bring it "
+                         f"to {SCHEMA_VERSION}: copy it somewhere writable and open it once with this plt-bench")
+
+
 class Store:
-    def __init__(self, path: Path):
+    """The results store. read_only opens an existing store without changing it in any way (reports of
+    an archived store); otherwise a newer schema is refused before anything is written."""
+
+    def __init__(self, path: Path, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            if not self.path.is_file():
+                raise UsageError(f"--results: {self.path} does not exist")
+            _check_version(self.path, "--results", writing=False)
+            try:
+                self.db = _connect_read_only(self.path)
+                self.db.execute("SELECT version FROM schema_info").fetchone()
+            except sqlite3.Error as e:
+                raise UsageError(f"--results: {self.path} is not a plt-bench results store ({e})") from None
+            return
+        check_writable(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=30)
@@ -234,6 +309,11 @@ class Store:
         row = self.db.execute("SELECT id FROM campaigns WHERE name=? AND spec_hash=? AND status != 'finished' "
                               "ORDER BY id DESC LIMIT 1", (name, spec_hash)).fetchone()
         return row[0] if row else None
+
+    def unfinished_named(self, name: str) -> list[int]:
+        """Every unfinished campaign with this name, whatever its definition."""
+        return [r[0] for r in self.db.execute("SELECT id FROM campaigns WHERE name=? AND status != 'finished' ORDER BY id",
+                                              (name,))]
 
     def latest_named(self, name: str) -> int | None:
         row = self.db.execute("SELECT id FROM campaigns WHERE name=? ORDER BY id DESC LIMIT 1", (name,)).fetchone()

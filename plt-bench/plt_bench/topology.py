@@ -23,6 +23,18 @@ from pathlib import Path
 from . import cmd
 from .errors import TopologyError, UsageError
 
+def testbed_index(text: str) -> int:
+    """--testbed's value: a whole number from 0 to MAX_INDEX (argparse type; pure)."""
+    import argparse
+    try:
+        n = int(text.strip()) if text.strip().isascii() else -1
+    except ValueError:
+        n = -1
+    if not 0 <= n <= MAX_INDEX or not text.strip().isascii():
+        raise argparse.ArgumentTypeError(f"'{text}' is not a testbed index; expected a whole number from 0 to {MAX_INDEX}")
+    return n
+
+
 PREFIX_RE = re.compile(r"^pb(\d{1,3})$")
 NS_RE = re.compile(r"^(pb\d{1,3})-(client|router|server)$")
 PROBE_RE = re.compile(r"^pbprobe-(\d+)$")  # link.netem_available's scratch namespace
@@ -239,6 +251,8 @@ class Topology:
     @classmethod
     def allocate(cls, cc: str = "cubic", index: int | None = None, persistent: bool = False) -> "Topology":
         """Claim a free testbed index (or the one given) by creating its run folder atomically."""
+        if index is not None:
+            Plan(index, cc)  # an index out of range is refused before anything is made
         RUN_DIR.mkdir(parents=True, exist_ok=True)
         taken = set(our_prefixes())
         candidates = [index] if index is not None else range(MAX_INDEX + 1)
@@ -251,6 +265,7 @@ class Topology:
             except FileExistsError:
                 continue
             return cls(plan, persistent)
+        _remove_empty_run_dir()
         if index is not None:
             raise UsageError(f"--testbed: testbed {index} (pb{index}) exists already; "
                              f"take it down with 'plt-bench down --testbed {index}' or choose another")
@@ -368,11 +383,15 @@ def teardown(prefix: str) -> list[str]:
             raise TopologyError(f"could not remove namespace {ns}: {res.stderr.strip()}")
         removed.append(ns)
     shutil.rmtree(RUN_DIR / prefix, ignore_errors=True)
+    _remove_empty_run_dir()
+    return removed
+
+
+def _remove_empty_run_dir() -> None:
     try:
         RUN_DIR.rmdir()
-    except OSError:
+    except OSError:  # not empty: another testbed's
         pass
-    return removed
 
 
 def clean(force: bool = False) -> dict:

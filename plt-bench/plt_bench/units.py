@@ -11,7 +11,7 @@ import re
 
 from .errors import UsageError
 
-_NUM = r"(?P<num>\d+(?:\.\d+)?|\.\d+)"
+_NUM = r"(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"  # ASCII digits only: "５KB" is refused
 
 # tc units (case-insensitive in tc): bit, kbit, mbit, gbit, tbit; tcconfig units: Kbps, Mbps, Gbps, bps,
 # and the explicit bit/s forms. tc reads "kbps"/"mbps" as *bytes* per second while tcconfig reads

@@ -231,11 +231,12 @@ def test_bad_two_machine_input_is_refused_before_anything_changes(server, ns, ar
             iface, extra = extra[1], extra[2:]
         opts = _client_options(info, iface)
         r = _cli(ns, "run", "quick", *opts, "--bw", "20mbit", "--size", SIZES, "--runs", "1", *extra,
-                 "--results", str(tmp_path / "r.sqlite"), timeout=120)
+                 "--results", str(tmp_path / "new" / "r.sqlite"), timeout=120)
     assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     assert fragment in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert (system_state(SRV), system_state(CLT)) == before
+    assert not (tmp_path / "new").exists(), "a refused run made the store's folder"
 
 
 @pytest.mark.vm

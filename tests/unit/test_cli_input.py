@@ -10,7 +10,7 @@ from ..conftest import ROOT, run_cli, system_state
 
 def _campaign_file(tmp_path, text):
     f = tmp_path / "c.toml"
-    f.write_text(text)
+    f.write_bytes(text) if isinstance(text, bytes) else f.write_text(text)
     return str(f)
 
 
@@ -67,6 +67,21 @@ CLI = [
     (["serve", "--addr", "10.1.2"], "--addr: '10.1.2' is not an IPv4 address"),
     (["serve", "--addr", "192.0.2.1", "--iface", "nosuch0"], "--iface: there is no interface 'nosuch0'"),
     (["serve", "--addr", "192.0.2.1", "--control-port", "80"], "--control-port: '80' is not a port"),
+    # issue 13: refused before anything is made (no store, no folder, no /run/plt-bench, no testbed)
+    (["run", "--testbed", "300"], "--testbed: '300' is not a testbed index; expected a whole number from 0 to 255"),
+    (["run", "--testbed=-1"], "--testbed: '-1' is not a testbed index"),
+    (["up", "--testbed", "256"], "--testbed: '256' is not a testbed index"),
+    (["run", "--name", "../../../../some/other/place"], "--name: '../../../../some/other/place' is not a campaign name"),
+    (["run", "--name", "a/b"], "--name: 'a/b' is not a campaign name"),
+    (["run", "--name", ""], "--name: '' is not a campaign name"),
+    (["run", "--size", "５KB"], "--size: '５KB' is not a size"),
+    (["run", "--runs", "５"], "--runs: '５' is not a whole number"),
+    (["run", "--rtt", "20ms", "--jitter", "5ms", "--no-reorder", "--link", "tcconfig"], "--link linkem"),  # either kernel
+    (["run", "--size", "1GB", "--runs", "1000", "--capture", "pcap"], "--capture: the captures would take about"),
+    (["run", "--results", "/tmp"], "--results: /tmp is a folder"),
+    (["export", "--out", "/tmp"], "--out: /tmp is a folder; expected a file path"),
+    (["export", "--out", "/nonexistent/x.csv"], "--out: the folder /nonexistent does not exist"),
+    (["serve", "--addr", "192.0.2.1", "--info-file", "/nonexistent/x"], "--info-file: the folder /nonexistent does not exist"),
 ]
 
 PYTEST = [
@@ -83,6 +98,9 @@ PYTEST = [
     (["--size", "700XB"], "--size: '700XB' is not a size"),
     (["--server", "192.0.2.1", "--server-pin", PIN], "--server-token: required with --server"),
     (["--iface", "eth1", "--bw", "10mbit"], "--iface: only with --server ADDR"),
+    (["--bw", "10mbit", "--results", "/proc/plt-bench/r.sqlite"], "--results: cannot write the results store"),
+    (["--jitter-dist", "pareto"], "--jitter-dist: unknown distribution 'pareto'"),
+    (["--loss-direction", "sideways"], "--loss-direction: unknown direction 'sideways'"),
 ]
 
 CAMPAIGN_FILES = [
@@ -98,6 +116,16 @@ CAMPAIGN_FILES = [
     ("[[profile]]\nbw = '1mbit'\n", "profile 1 needs name and bw"),
     ("server = 'server.lab'\n", "server: 'server.lab' is not an IPv4 address"),
     ("server = '10.0.0.1'\niface = 'eth 1'\n", "iface: 'eth 1' is not an interface name"),
+    ("name = '../../../../some/other/place'\n", "name: '../../../../some/other/place' is not a campaign name"),
+    ("name = ''\n", "name: '' is not a campaign name"),
+    ('name = "a\\u0000b"\n', "name: 'a\\x00b' is not a campaign name"),
+    ("name = 5\n", "name: 5 is not a campaign name"),
+    ("link = 5\n", "link = 5; expected a [link] table"),
+    ("profile = 5\n", "profile = 5; expected [[profile]] tables"),
+    ("warmup = true\n", "warmup = True; expected a whole number from 0 to 100"),
+    ("runs = true\n", "--runs: 'True' is not a whole number"),
+    ("[link]\nbackend = 'bogus'\n", "--link: unknown backend 'bogus'"),
+    (b"name = 'caf\xe9'\n", "not UTF-8 text"),
 ]
 
 
@@ -108,18 +136,24 @@ def test_bad_input_is_refused_with_its_name_and_form_exit_2_and_no_change(args, 
     if os.geteuid() != 0:
         pytest.skip("the system snapshot reads iptables: run the suite as root")
     before = system_state()
+    fresh = tmp_path / "new" / "r.sqlite"  # where a refused run must not make a store, nor its folder
+    default_store = ROOT / "results" / "plt-bench.sqlite"
+    default_before = default_store.stat().st_mtime_ns if default_store.exists() else None
     if args[0] == "pytest":
-        r = subprocess.run([sys.executable, "-m", "pytest", *args[1:]], capture_output=True, text=True, cwd=ROOT,
-                           timeout=60)
+        extra = [] if "--results" in args else ["--results", str(fresh)]
+        r = subprocess.run([sys.executable, "-m", "pytest", *args[1:], *extra], capture_output=True, text=True,
+                           cwd=ROOT, timeout=60)
     elif args[0] == "campaign-file":
-        r = run_cli("run", _campaign_file(tmp_path, args[1]), "--results", str(tmp_path / "r.sqlite"), timeout=60)
+        r = run_cli("run", _campaign_file(tmp_path, args[1]), "--results", str(fresh), timeout=60)
     else:
-        r = run_cli(*args, timeout=60)
+        extra = ["--results", str(fresh)] if args[0] == "run" and "--results" not in args else []
+        r = run_cli(*args, *extra, timeout=60)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert fragment in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert system_state() == before
-    assert not (tmp_path / "r.sqlite").exists() or args[0] != "campaign-file"
+    assert not (tmp_path / "new").exists(), "a refused command made the store's folder"
+    assert (default_store.stat().st_mtime_ns if default_store.exists() else None) == default_before
 
 
 def test_not_root_is_refused_with_a_clear_message(tmp_path):
