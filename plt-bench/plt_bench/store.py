@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import os
 import sqlite3
 from pathlib import Path
 from typing import Iterable, TextIO

@@ -168,3 +168,32 @@ def test_a_stalled_link_emulator_fails_the_trial_and_not_the_next(tmp_path):
         assert json.loads(t["link_json"])["dirs"]["down"]["late_max_us"] < 1_500_000, t["link_json"]
     assert p.returncode in (0, 1) and "Traceback" not in err, err
     assert _nothing(prefix)
+
+
+def test_an_archived_read_only_store_is_read_by_summary_report_and_export(tmp_path):
+    """A store on a read-only mount (an archive): summary and export read it; report prints its
+    statistics and says, without a traceback, that its files cannot be written there."""
+    from plt_bench.store import Store
+    from ..unit.test_store import _trial
+    live, archive = tmp_path / "live", tmp_path / "archive"
+    live.mkdir()
+    archive.mkdir()
+    with Store(live / "r.sqlite") as s:
+        cid = s.new_campaign("archived", "now", {"runs": 1}, {"kernel": "k"})
+        s.add_trial(_trial(cid, 0, plt=8400.0))
+        s.add_trial(_trial(cid, 1, proto="tcp", plt=8300.0))
+        s.finish_campaign(cid, "finished", "later")
+    subprocess.run(["mount", "--bind", str(live), str(archive)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(archive)], check=True)
+        store = str(archive / "r.sqlite")
+        r = subprocess.run([*CLI, "summary", "--results", store], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 0 and "8400" in r.stdout.replace(",", ""), r.stdout + r.stderr
+        r = subprocess.run([*CLI, "export", "--results", store], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 0 and len(r.stdout.splitlines()) == 3, r.stdout + r.stderr
+        r = subprocess.run([*CLI, "report", "--results", store], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert "Traceback" not in r.stderr, r.stderr
+        assert r.returncode == 1 and "could not be written" in r.stderr and "Read-only file system" in r.stderr, r.stderr
+        assert sorted(p.name for p in live.iterdir()) == ["r.sqlite"]
+    finally:
+        subprocess.run(["umount", str(archive)], check=False)

@@ -56,6 +56,50 @@ def test_schema_version_mismatch_is_refused(tmp_path):
         st.Store(path)
 
 
+def test_a_newer_store_is_refused_without_a_byte_changed(tmp_path):
+    """A store of schema 6 (a newer plt-bench's) once gained WAL mode and four tables before the
+    refusal: now its version is read through a read-only connection first."""
+    import hashlib
+    path = tmp_path / "r.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE schema_info (version INTEGER)")
+    db.execute("INSERT INTO schema_info VALUES (6)")
+    db.commit()
+    db.close()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    for read_only in (False, True):
+        with pytest.raises(UsageError, match="schema version 6, newer than this plt-bench's"):
+            st.Store(path, read_only=read_only)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]  # no -wal, no -shm
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["schema_info"]
+    db.close()
+
+
+def test_a_store_is_read_without_being_changed(tmp_path):
+    """summary, report, export open the store read-only: an archived store (read-only media, a folder
+    nobody may write) reads as a live one, and reading changes nothing."""
+    import hashlib
+    path = tmp_path / "r.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("t", "now", {"runs": 1}, {"kernel": "k"})
+        s.add_trial(_trial(cid, 0, plt=8400.0))
+        s.finish_campaign(cid, "finished", "later")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    with st.Store(path, read_only=True) as s:
+        assert [t["plt_ms"] for t in s.trials(s.resolve_campaign("latest"))] == [8400.0]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            s.db.execute("DELETE FROM trials")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    with pytest.raises(UsageError, match="does not exist"):
+        st.Store(tmp_path / "none.sqlite", read_only=True)
+    (tmp_path / "junk.sqlite").write_text("not a database at all, but long enough to be read as a header..." * 10)
+    with pytest.raises(UsageError, match="not a plt-bench results store"):
+        st.Store(tmp_path / "junk.sqlite", read_only=True)
+
+
 def test_unwritable_results_path_fails_fast(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
