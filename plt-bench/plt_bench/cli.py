@@ -623,7 +623,7 @@ def cmd_verify(a) -> int:
 def cmd_down(a) -> int:
     cmd.require_root()
     prefixes = [f"pb{a.testbed}"] if a.testbed is not None else [
-        p for p in topology.our_prefixes() if topology.read_state(p).get("persistent")]
+        p for p in topology.our_prefixes() if topology.read_state(p).get("up")]
     if a.testbed is not None:
         st = topology.read_state(prefixes[0])
         if prefixes[0] not in topology.our_prefixes():
@@ -690,7 +690,9 @@ def cmd_clean(a) -> int:
         print(f"removed {p}")
     for p in rep["kept"]:
         print(f"kept {p}: its run is still alive (use --force to remove it anyway)")
-    if not rep["removed"] and not rep["kept"]:
+    for p in rep["up"]:
+        print(f"kept {p}: brought up by 'plt-bench up' (take it down with 'plt-bench down --testbed {p[2:]}')")
+    if not rep["removed"] and not rep["kept"] and not rep["up"]:
         print("nothing of plt-bench's to clean")
     return 0
 

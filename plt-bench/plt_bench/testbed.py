@@ -90,7 +90,8 @@ class Testbed:
         self._stack.close()
 
     def detach(self) -> None:
-        """Leave everything up (plt-bench up): forget the cleanups, keep the state file for `down`."""
+        """Leave everything up (plt-bench up): forget the cleanups, hand the testbed over to `down`."""
+        self.topology.hand_over()
         self._stack.pop_all()
 
     # -- link ----------------------------------------------------------------------------------

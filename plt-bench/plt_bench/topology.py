@@ -245,7 +245,7 @@ class Topology:
 
     def __init__(self, plan: Plan, persistent: bool = False):
         self.plan = plan
-        self.persistent = persistent  # 'plt-bench up': no owning process
+        self.persistent = persistent  # 'plt-bench up': owned by its process until it is up, then by nobody
         self.created = False
 
     @classmethod
@@ -275,9 +275,20 @@ class Topology:
         state = read_state(self.plan.prefix)
         state.update({"prefix": self.plan.prefix, "topology": self.plan.describe(),
                       "persistent": self.persistent, **extra})
-        if not self.persistent:
+        if not state.get("up"):  # until 'up' hands it over, the process making it owns it
             state["owner_pid"] = os.getpid()
             state["owner_start"] = process_start_time(os.getpid())
+        path = self.plan.run_dir / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, path)
+
+    def hand_over(self) -> None:
+        """'plt-bench up' succeeded: the testbed now belongs to nobody but 'down' (clean keeps it)."""
+        self.write_state(up=True)
+        state = read_state(self.plan.prefix)
+        state.pop("owner_pid", None)
+        state.pop("owner_start", None)
         path = self.plan.run_dir / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
@@ -312,29 +323,42 @@ def kill_namespace_processes(namespaces: list[str]) -> None:
         _kill(pids)
 
 
+# The programs a testbed starts. A process is ours only if it runs one of them: a user's `tail -F
+# /run/plt-bench/pb150/access.log` names our run folder too, and teardown once killed it.
+OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "linkem", "tcpdump", "iperf3"})
+
+
+def is_our_program(exe: str | None, cmdline: str) -> bool:
+    """exe (the resolved /proc/PID/exe) is one of the testbed's programs, or the browser worker (pure)."""
+    if not exe:
+        return False
+    name = os.path.basename(exe.removesuffix(" (deleted)"))
+    if name in OUR_PROGRAMS:
+        return True
+    return name.startswith("python") and " -m plt_bench.browser_worker " in f" {cmdline} "
+
+
 def _our_processes(prefix: str | None = None) -> list[int]:
-    """PIDs whose command line carries our signature: a path in a run folder of ours (Caddy's
-    config, Chromium's profile) or the browser worker. Finds them even outside a namespace."""
-    marks = [f"{RUN_DIR}/{prefix}/" if prefix else f"{RUN_DIR}/", "plt_bench.browser_worker"]
+    """PIDs of the testbed's own programs (OUR_PROGRAMS, the browser worker) whose command line carries
+    our signature, a path in a run folder of ours (Caddy's config, Chromium's profile, the worker's
+    log), or that run in a namespace of ours. Finds them even outside a namespace."""
+    from . import procs
+    mark = f"{RUN_DIR}/{prefix}/" if prefix else f"{RUN_DIR}/"
+    inodes = _ns_inodes(prefix) if prefix else set()
     found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
+    for pid in procs.all_pids():
+        if pid == os.getpid():
+            continue
+        line = procs.cmdline(pid)
+        if not line or not (mark in line or (inodes and procs.netns_of(pid) in inodes)):
             continue
         try:
-            cmdline = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
-        if any(m in cmdline for m in marks):
-            if prefix is None or marks[0] in cmdline or _netns_of(int(d.name)) in _ns_inodes(prefix):
-                found.append(int(d.name))
+        if is_our_program(exe, line):
+            found.append(pid)
     return found
-
-
-def _netns_of(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/net")
-    except OSError:
-        return None
 
 
 def _ns_inodes(prefix: str) -> set[str]:
@@ -395,10 +419,14 @@ def _remove_empty_run_dir() -> None:
 
 
 def clean(force: bool = False) -> dict:
-    """Remove every testbed of ours whose owning run is gone (all of them with force)."""
-    report = {"removed": [], "kept": []}
+    """Remove every testbed of ours that is really abandoned: its owning run is gone, and it is not
+    one that 'plt-bench up' brought up for the user ('down' removes those). force: all of them."""
+    report = {"removed": [], "kept": [], "up": []}
     for prefix in our_prefixes():
         state = read_state(prefix)
+        if not force and state.get("up"):
+            report["up"].append(prefix)
+            continue
         if not force and owner_alive(state):
             report["kept"].append(prefix)
             continue

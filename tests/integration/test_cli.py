@@ -216,3 +216,25 @@ def test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run(tmp_
     assert meta["netem_available"] or link_backend == "linkem"
     assert ok and all(hop == {"quic": "h3", "tcp": "http/1.1"}[proto] and (rtt, loss) == (50, 1)
                       for proto, hop, rtt, loss in ok), ok
+
+
+def test_clean_keeps_an_up_testbed_and_down_kills_only_the_testbeds_own_processes():
+    """A testbed brought `up` is the user's until `down`: `clean` keeps it (it has no owner process, and
+    was once taken for abandoned). A user's `tail -F` on its access log names the run folder in its
+    command line, as the testbed's own processes do; neither `clean` nor `down` may kill it."""
+    r = run_cli("up", "--testbed", "205", timeout=120)
+    assert r.returncode == 0, r.stderr
+    tail = subprocess.Popen(["tail", "-F", f"{topology.RUN_DIR}/pb205/access.log"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        c = run_cli("clean", timeout=120)
+        assert c.returncode == 0 and "kept pb205: brought up by 'plt-bench up'" in c.stdout, c.stdout
+        assert "pb205-client" in topology.existing_namespaces() and _mine("pb205")["processes"]
+        d = run_cli("down", "--testbed", "205", timeout=120)
+        assert d.returncode == 0 and "removed testbed pb205" in d.stdout, d.stdout + d.stderr
+        assert _nothing("pb205")
+        assert tail.poll() is None, "down killed a process that is not the testbed's"
+    finally:
+        tail.kill()
+        tail.wait()
+        run_cli("down", "--testbed", "205", timeout=120)

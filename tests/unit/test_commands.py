@@ -158,3 +158,16 @@ def test_descendants_follow_parent_links_through_reparented_orphans():
     assert descendants(parents, 10) == {12, 13, 14}
     assert descendants(parents, 14) == set()
     assert descendants({5: 5}, 5) == set()  # a loop cannot hang it
+
+
+def test_only_the_testbeds_own_programs_are_ours():
+    from plt_bench.topology import is_our_program
+    run = "/run/plt-bench/pb150/"
+    assert is_our_program("/usr/lib/chromium/chromium", f"chromium --user-data-dir={run}profiles/x")
+    assert is_our_program("/work/main/.tools/bin/caddy", f"caddy run --config {run}Caddyfile")
+    assert is_our_program("/usr/bin/python3.11", f"python -m plt_bench.browser_worker {run}browser-worker.log")
+    assert is_our_program("/work/main/.tools/bin/linkem (deleted)", "linkem --stats x")  # rebuilt under it
+    assert not is_our_program("/usr/bin/tail", f"tail -F {run}access.log")
+    assert not is_our_program("/usr/bin/python3.11", f"python3 my_reader.py {run}access.log")
+    assert not is_our_program("/usr/bin/grep", "grep plt_bench.browser_worker")
+    assert not is_our_program(None, "caddy run")
