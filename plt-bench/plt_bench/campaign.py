@@ -35,7 +35,7 @@ from .units import parse_size
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "warmup", "retries", "seed", "link", "profile",
-            "capture", "cpu_interval", "capture_limit", "server", "iface"}
+            "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -60,6 +60,7 @@ class Spec:
     capture_limit_bytes: int = DEFAULT_LIMIT_BYTES
     server: str | None = None         # two machines: the server's address ('plt-bench serve --addr')
     iface: str | None = None          # two machines: this machine's interface towards it
+    server_token_file: str | None = None  # two machines: where the control token is (not part of the definition)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": list(self.grid.sizes),
@@ -200,7 +201,10 @@ def load(name_or_path: str, overrides: dict | None = None) -> Spec:
                                                                     else "iface")
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from None
-    return Spec(server=server, iface=iface, name=name, description=str(data.get("description", "")), grid=grid,
+    token_file = overrides.get("server_token_file", data.get("server_token_file"))
+    if token_file is not None and not isinstance(token_file, str):
+        raise UsageError(f"{where}: server_token_file = {token_file!r}; expected the path of a file holding the token")
+    return Spec(server=server, iface=iface, server_token_file=token_file, name=name, description=str(data.get("description", "")), grid=grid,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=as_int("warmup", 0, 0, 100), retries=as_int("retries", 1, 0, 10), seed=as_int("seed", 1, 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path))

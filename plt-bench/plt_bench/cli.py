@@ -88,7 +88,10 @@ TWO_MACHINE_HELP = {
     "server": "two machines: the server's address, where 'plt-bench serve --addr ADDR' runs (campaign key: server); "
               "this machine is the client",
     "server_pin": "the pin 'plt-bench serve' printed (base64 SHA-256 of its certificate's public key)",
-    "server_token": "the control token 'plt-bench serve' printed (64 hex digits)",
+    "server_token": "the control token 'plt-bench serve' printed (64 hex digits); visible to every user of this "
+                    "machine in ps: prefer --server-token-file or PLT_BENCH_SERVER_TOKEN",
+    "server_token_file": "a file only you can read (mode 0600) holding the token, or serve's --info-file JSON "
+                         "(campaign key: server_token_file); or set PLT_BENCH_SERVER_TOKEN",
     "control_port": "the server's control port (default: 4443)",
     "iface": "this machine's interface towards the server: the only one the testbed shapes, and only for the test "
              "traffic (required when the link is shaped; campaign key: iface)",
@@ -100,6 +103,7 @@ def _two_machine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--server", default=None, metavar="ADDR", help=TWO_MACHINE_HELP["server"])
     g.add_argument("--server-pin", default=None, metavar="PIN", help=TWO_MACHINE_HELP["server_pin"])
     g.add_argument("--server-token", default=None, metavar="TOKEN", help=TWO_MACHINE_HELP["server_token"])
+    g.add_argument("--server-token-file", default=None, metavar="FILE", help=TWO_MACHINE_HELP["server_token_file"])
     g.add_argument("--control-port", default=None, metavar="N", help=TWO_MACHINE_HELP["control_port"])
     g.add_argument("--iface", default=None, metavar="IFACE", help=TWO_MACHINE_HELP["iface"])
 
@@ -279,15 +283,19 @@ def _parse_timeout(text):
 
 
 RUN_OVERRIDES = ("proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "loss", "jitter_dist", "loss_direction",
-                 "queue", "cc", "link", "verify", "name", "capture", "cpu_interval", "capture_limit", "server", "iface")
+                 "queue", "cc", "link", "verify", "name", "capture", "cpu_interval", "capture_limit", "server", "iface",
+                 "server_token_file")
 
 
 def _testbed(a, spec, capture):
     """The embedded testbed, or the client's side of two machines when the campaign names a server."""
     from .remote import make_ref
     from .testbed import RemoteTestbed, Testbed
+    from .remote import TOKEN_ARGV_WARNING
     ref = make_ref(spec.server, getattr(a, "server_pin", None), getattr(a, "server_token", None),
-                   getattr(a, "control_port", None), spec.iface)
+                   getattr(a, "control_port", None), spec.iface, spec.server_token_file)
+    if ref is not None and ref.token_source == "argv":
+        print(TOKEN_ARGV_WARNING, file=sys.stderr, flush=True)
     if ref is None:
         return Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, conditions=spec.grid.conditions,
                        capture=capture)
@@ -320,6 +328,7 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
     store = cid = None
     try:
         with bed:
+            bed.sites.ensure(spec.grid.sizes)  # two machines: a page the server lacks is refused here, storeless
             store = Store(Path(a.results))
             meta = bed.metadata()
             resume = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
@@ -661,7 +670,9 @@ def cmd_serve(a) -> int:
               f"on TCP), control channel on {addr}:{port}\n"
               f"pin:   {info['pin']}\ntoken: {info['token']}\n"
               f"(also in {info['run_dir']}/server.json, mode 0600)\n\n"
-              f"on the client:\n  plt-bench run --iface <its interface towards {addr}> {info['client_options']}\n\n"
+              f"on the client, with the token in a file only you can read (or in PLT_BENCH_SERVER_TOKEN):\n"
+              f"  plt-bench run --iface <its interface towards {addr}> --server {addr} --server-pin {info['pin']} "
+              f"--server-token-file <FILE>\n\n"
               "Ctrl-C stops the server and removes everything it made.", flush=True)
         while True:
             time.sleep(3600)

@@ -53,6 +53,7 @@ def pytest_addoption(parser):
     g.addoption("--server", dest="plt_server", default=None, metavar="ADDR", help=TWO_MACHINE_HELP["server"])
     g.addoption("--server-pin", dest="server_pin", default=None, help=TWO_MACHINE_HELP["server_pin"])
     g.addoption("--server-token", dest="server_token", default=None, help=TWO_MACHINE_HELP["server_token"])
+    g.addoption("--server-token-file", dest="server_token_file", default=None, help=TWO_MACHINE_HELP["server_token_file"])
     g.addoption("--control-port", dest="control_port", default=None, help=TWO_MACHINE_HELP["control_port"])
     g.addoption("--iface", dest="plt_iface", default=None, help=TWO_MACHINE_HELP["iface"])
 
@@ -76,7 +77,10 @@ class Measurement:
         from .link import host as hostnet
         from .remote import make_ref
         server = None if o.plt_server is None else hostnet.parse_ipv4(o.plt_server, "--server")
-        self.ref = make_ref(server, o.server_pin, o.server_token, o.control_port, o.plt_iface)
+        self.ref = make_ref(server, o.server_pin, o.server_token, o.control_port, o.plt_iface, o.server_token_file)
+        if self.ref is not None and self.ref.token_source == "argv":
+            from .remote import TOKEN_ARGV_WARNING
+            print(TOKEN_ARGV_WARNING, file=sys.stderr)
         self.iface = o.plt_iface
         self.store = None
         self.bed = None
@@ -140,7 +144,8 @@ def pytest_configure(config):
             raise UsageError(f"--loss-direction: unknown direction '{o.loss_direction}'; expected one of "
                              f"{', '.join(cond_mod.LOSS_DIRECTIONS)}")
         if not any(getattr(o, k, None) is not None for k in MEASURE_OPTIONS + LINK_OPTIONS):
-            for k, name in (("server_pin", "--server-pin"), ("server_token", "--server-token"), ("plt_iface", "--iface")):
+            for k, name in (("server_pin", "--server-pin"), ("server_token", "--server-token"),
+                            ("server_token_file", "--server-token-file"), ("plt_iface", "--iface")):
                 if getattr(o, k, None) is not None:
                     raise UsageError(f"{name}: only with --server ADDR (two machines); the embedded testbed needs none")
             return

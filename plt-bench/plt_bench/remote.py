@@ -55,14 +55,43 @@ def parse_port(text, option: str = "--control-port") -> int:
     return n
 
 
+TOKEN_ENV = "PLT_BENCH_SERVER_TOKEN"
+TOKEN_ARGV_WARNING = (f"warning: --server-token on the command line is visible to every user of this machine (ps); "
+                      f"put the token in a file only you can read and pass --server-token-file FILE, or set "
+                      f"{TOKEN_ENV}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerRef:
-    """Where the server is and how the client knows it: --server, --server-pin, --server-token."""
+    """Where the server is and how the client knows it: --server, --server-pin, and the token from
+    --server-token-file, the environment (PLT_BENCH_SERVER_TOKEN) or --server-token."""
 
     addr: str
     pin: str
     token: str
     control_port: int = SERVER_PORT_DEFAULT_CONTROL
+    token_source: str = "file"  # file | environment | argv (the last is visible to every user: warn)
+
+
+def read_token_file(path_text: str, option: str = "--server-token-file") -> str:
+    """The token from a file only its owner may read: the bare 64 hex digits, or the JSON that
+    'plt-bench serve --info-file' writes."""
+    from .control import check_token
+    path = Path(path_text)
+    try:
+        st = path.stat()
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{option}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    if st.st_mode & 0o077:
+        raise UsageError(f"{option}: {path} can be read by other users (mode {st.st_mode & 0o777:04o}); "
+                         f"make it yours alone: chmod 600 {path}")
+    if text.startswith("{"):
+        try:
+            text = str(json.loads(text).get("token", ""))
+        except (ValueError, AttributeError):
+            raise UsageError(f"{option}: {path} is neither a token nor serve's --info-file JSON") from None
+    return check_token(text, option)
 
 
 def page_files(root: Path) -> dict[str, int]:
@@ -327,19 +356,32 @@ class RemoteIperf:
         self.control.call("iperf_stop")
 
 
-def make_ref(addr: str | None, pin: str | None, token: str | None, control_port, iface: str | None) -> ServerRef | None:
-    """The server the options name, or None (the embedded testbed); refuses half of a pair."""
+def make_ref(addr: str | None, pin: str | None, token: str | None, control_port, iface: str | None,
+             token_file: str | None = None, environ: dict | None = None) -> ServerRef | None:
+    """The server the options name, or None (the embedded testbed); refuses half of a pair. The
+    token comes from token_file, else --server-token, else the environment (PLT_BENCH_SERVER_TOKEN)."""
     from .control import check_token
+    env_token = (os.environ if environ is None else environ).get(TOKEN_ENV)
     if addr is None:
-        for option, value in (("--server-pin", pin), ("--server-token", token), ("--control-port", control_port),
-                              ("--iface", iface)):
+        for option, value in (("--server-pin", pin), ("--server-token", token), ("--server-token-file", token_file),
+                              ("--control-port", control_port), ("--iface", iface)):
             if value is not None:
                 raise UsageError(f"{option}: only with --server ADDR (two machines); the embedded testbed needs none")
         return None
-    if pin is None or token is None:
-        missing = "--server-pin" if pin is None else "--server-token"
-        raise UsageError(f"{missing}: required with --server; 'plt-bench serve' prints it on the server")
+    if token is not None and token_file is not None:
+        raise UsageError("--server-token-file: give the token one way, not with --server-token as well")
+    if pin is None:
+        raise UsageError("--server-pin: required with --server; 'plt-bench serve' prints it on the server")
+    if token_file is not None:
+        token, source = read_token_file(token_file), "file"
+    elif token is not None:
+        token, source = check_token(token), "argv"
+    elif env_token is not None:
+        token, source = check_token(env_token.strip(), TOKEN_ENV), "environment"
+    else:
+        raise UsageError(f"--server-token-file: required with --server (or set {TOKEN_ENV}); 'plt-bench serve' "
+                         "prints the token and writes it to its --info-file")
     if iface is not None:
         hostnet.check_iface_name(iface)
-    return ServerRef(addr, parse_pin(pin), check_token(token),
-                     SERVER_PORT_DEFAULT_CONTROL if control_port is None else parse_port(control_port))
+    return ServerRef(addr, parse_pin(pin), token,
+                     SERVER_PORT_DEFAULT_CONTROL if control_port is None else parse_port(control_port), source)

@@ -88,6 +88,7 @@ def server(machines, tmp_path_factory):
         except ValueError:
             time.sleep(0.05)
     assert oct(info_file.stat().st_mode & 0o777) == "0o600"
+    info["info_file"] = str(info_file)
     yield info
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -113,9 +114,13 @@ def test_serve_prints_what_the_client_needs_and_listens_only_on_its_address(serv
 def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client_as_it_was(server, tmp_path):
     before = system_state(CLT)
     results = tmp_path / "r.sqlite"
-    r = _cli(CLT, "run", "quick", *_client_options(server), "--bw", "20mbit", "--rtt", "40ms", "--loss", "1%",
-             "--loss-direction", "down", "--size", SIZES, "--runs", "1", "--results", str(results), timeout=600)
+    # the token from serve's --info-file (mode 0600), not the command line, where every user's ps sees it
+    opts = [o for o in _client_options(server) if o != server["token"] and o != "--server-token"]
+    r = _cli(CLT, "run", "quick", *opts, "--server-token-file", server["info_file"], "--bw", "20mbit", "--rtt", "40ms",
+             "--loss", "1%", "--loss-direction", "down", "--size", SIZES, "--runs", "1", "--results", str(results),
+             timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "visible to every user" not in r.stderr
     assert system_state(CLT) == before
     db = sqlite3.connect(results)
     db.row_factory = sqlite3.Row
@@ -330,3 +335,24 @@ def test_a_killed_server_is_cleaned_up_by_clean(server, tmp_path):
     r = subprocess.run([*CLI, "clean"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0 and "removed pb" in r.stdout, r.stdout + r.stderr
     assert system_state(SRV) == before  # the module's own server is untouched (its owner is alive)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_a_serve_ended_by_a_dropped_session_leaves_the_server_machine_as_it_was(server, tmp_path, sig):
+    """SIGHUP (the SSH session that ran 'serve' drops) used to leave Caddy listening on --addr:443 and
+    server.json with the token; it now ends serve as Ctrl-C does, and only the second serve's things go."""
+    before = system_state(SRV)
+    info_file = tmp_path / "info.json"
+    proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_MGMT, "--iface", "mgmt-srv",
+                             "--control-port", "4444", "--size", "5KB", "--info-file", str(info_file)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not info_file.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    run_dir = json.loads(info_file.read_text() or "{}").get("run_dir") if info_file.stat().st_size else None
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert system_state(SRV) == before
+    assert run_dir is None or not os.path.exists(run_dir)

@@ -96,7 +96,7 @@ PYTEST = [
     (["--captures", "everything"], "--captures: unknown capture kind(s) everything"),
     (["--cpu-interval", "fast"], "--cpu-interval: 'fast' is not a duration"),
     (["--size", "700XB"], "--size: '700XB' is not a size"),
-    (["--server", "192.0.2.1", "--server-pin", PIN], "--server-token: required with --server"),
+    (["--server", "192.0.2.1", "--server-pin", PIN], "--server-token-file: required with --server"),
     (["--iface", "eth1", "--bw", "10mbit"], "--iface: only with --server ADDR"),
     (["--bw", "10mbit", "--results", "/proc/plt-bench/r.sqlite"], "--results: cannot write the results store"),
     (["--jitter-dist", "pareto"], "--jitter-dist: unknown distribution 'pareto'"),

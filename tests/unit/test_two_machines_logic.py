@@ -36,7 +36,7 @@ def test_pin_token_and_port_forms():
     assert make_ref(None, None, None, None, None) is None
     with pytest.raises(UsageError, match="--iface: only with --server"):
         make_ref(None, None, None, None, "eth1")
-    with pytest.raises(UsageError, match="--server-token: required"):
+    with pytest.raises(UsageError, match="--server-token-file: required"):
         make_ref("10.0.0.1", PIN, None, None, None)
     ref = make_ref("10.0.0.1", PIN, "ab" * 32, None, "eth1")
     assert (ref.addr, ref.control_port) == ("10.0.0.1", 4443)
@@ -86,3 +86,33 @@ def test_the_login_answer_depends_on_the_token_and_the_nonce():
     token, nonce = new_token(), "00" * 16
     mac = answer_for(token, nonce)
     assert mac != answer_for(token, "01" * 16) and mac != answer_for(new_token(), nonce)
+
+
+def test_the_token_comes_from_a_private_file_the_environment_or_argv_with_a_warning(tmp_path):
+    import json
+    import os
+    import pytest
+    from plt_bench.errors import UsageError
+    from plt_bench.remote import TOKEN_ENV, make_ref
+    pin = "2r1iJ0T0zs93/lZNjz/oiobphZ3j5fOPKDzm2p1dTSI="
+    token = "ab" * 32
+    bare, info = tmp_path / "token", tmp_path / "info.json"
+    bare.write_text(token + "\n")
+    info.write_text(json.dumps({"addr": "10.0.0.1", "token": token}))
+    for f in (bare, info):
+        os.chmod(f, 0o600)
+        ref = make_ref("10.0.0.1", pin, None, None, None, str(f), environ={})
+        assert (ref.token, ref.token_source) == (token, "file")
+    assert make_ref("10.0.0.1", pin, None, None, None, environ={TOKEN_ENV: token}).token_source == "environment"
+    assert make_ref("10.0.0.1", pin, token, None, None, environ={}).token_source == "argv"
+    os.chmod(bare, 0o644)
+    with pytest.raises(UsageError, match=r"can be read by other users \(mode 0644\); make it yours alone: chmod 600"):
+        make_ref("10.0.0.1", pin, None, None, None, str(bare), environ={})
+    with pytest.raises(UsageError, match="not with --server-token as well"):
+        make_ref("10.0.0.1", pin, token, None, None, str(info), environ={})
+    with pytest.raises(UsageError, match="--server-token-file: required with --server"):
+        make_ref("10.0.0.1", pin, None, None, None, environ={})
+    with pytest.raises(UsageError, match="--server-token-file: cannot read"):
+        make_ref("10.0.0.1", pin, None, None, None, str(tmp_path / "none"), environ={})
+    with pytest.raises(UsageError, match=f"{TOKEN_ENV}: expected the 64 hex digits"):
+        make_ref("10.0.0.1", pin, None, None, None, environ={TOKEN_ENV: "secret"})
