@@ -330,7 +330,11 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
         with bed:
             bed.sites.ensure(spec.grid.sizes)  # two machines: a page the server lacks is refused here, storeless
             store = Store(Path(a.results))
-            meta = bed.metadata()
+            from . import procs
+            for gone in store.mark_abandoned(procs.owner_alive):
+                print(f"note: campaign {gone} was left 'running' by a run that is gone (killed); marked interrupted",
+                      file=sys.stderr, flush=True)
+            meta = {**bed.metadata(), "owner": procs.me()}
             resume = None if getattr(a, "new", False) else store.resumable(spec.name, spec.spec_hash)
             if resume is not None:
                 old = store.campaign(resume)["metadata"]
@@ -340,6 +344,7 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
                                      f"not be comparable: {'; '.join(diff)}. Run with --new to start a new campaign")
                 old.setdefault("sessions", []).append({"utc": utc_now(), "loadavg": meta["loadavg"],
                                                        "git_commit": meta["git_commit"]})
+                old["owner"] = meta["owner"]
                 store.update_metadata(resume, old)
                 store.reopen_campaign(resume)
                 cid = resume
@@ -385,10 +390,10 @@ def _run_campaign(a, spec, timeout_s=None) -> int:
     rep = report.build(store, [cid], a.test, a.correction)
     print(report.format_text(rep))
     directory = report.out_dir(Path(a.results), spec.name, cid)
-    files = report.write(rep, directory)
     from . import plots
-    files += plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], directory, f"{spec.name} #{cid}",
-                            rep["cpu_series"], rep["cpu_per_mb"])
+    files = _write_files(lambda: report.write(rep, directory) + plots.draw_all(
+        rep["rows"], rep["cells"], rep["metadata"], directory, f"{spec.name} #{cid}", rep["cpu_series"],
+        rep["cpu_per_mb"]), directory)
     print(f"\nreport and figures: {directory}/ ({', '.join(p.name for p in files)})")
     store.close()
     if counts["failed"]:

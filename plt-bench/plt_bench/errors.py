@@ -37,3 +37,7 @@ class TestbedBroken(PltBenchError):
     """A process the testbed needs (Caddy, the link emulator, the browser worker) has died, or a trial's
     process would not end: no further trial can be trusted. The run stops (exit 1); the campaign
     keeps its finished trials and resumes when run again."""
+
+
+class StoreError(PltBenchError):
+    """The results store could not be written (a full disk, an I/O error); what was stored before stays."""

@@ -136,3 +136,17 @@ def reap_children() -> None:
             return
         if pid == 0:
             return
+
+
+def me() -> dict:
+    """This process as an owner record: host, PID and start time (a recycled PID is not us)."""
+    import socket
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": start_time(os.getpid())}
+
+
+def owner_alive(owner: dict) -> bool:
+    """The owner record's process still runs; on another host nobody here can tell, so yes."""
+    import socket
+    if owner.get("host") != socket.gethostname():
+        return True
+    return same_process(int(owner.get("pid") or 0), owner.get("start"))

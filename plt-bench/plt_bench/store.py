@@ -26,7 +26,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable, TextIO
 
-from .errors import UsageError
+from .errors import StoreError, UsageError
 
 SCHEMA_VERSION = 5
 
@@ -220,6 +220,25 @@ def _check_version(path: Path, option: str, writing: bool) -> None:
                          f"to {SCHEMA_VERSION}: copy it somewhere writable and open it once with this plt-bench")
 
 
+def _writing(method):
+    """A write to the store: a full disk or an I/O error is a message naming the store (what was
+    committed before stays), not sqlite's traceback."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as e:
+            try:
+                self.db.rollback()
+            except sqlite3.Error:
+                pass
+            raise StoreError(f"the results store {self.path} could not be written ({e}); everything stored before "
+                             "this is kept") from None
+    return wrapper
+
+
 class Store:
     """The results store. read_only opens an existing store without changing it in any way (reports of
     an archived store); otherwise a newer schema is refused before anything is written."""
@@ -295,6 +314,7 @@ class Store:
     def __exit__(self, *exc):
         self.close()
 
+    @_writing
     def new_campaign(self, name: str, started_utc: str, grid: dict, metadata: dict, spec_hash: str | None = None) -> int:
         cur = self.db.execute(
             "INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json, spec_hash) VALUES (?,?,?,?,?,?)",
@@ -309,6 +329,19 @@ class Store:
                               "ORDER BY id DESC LIMIT 1", (name, spec_hash)).fetchone()
         return row[0] if row else None
 
+    @_writing
+    def mark_abandoned(self, owner_alive) -> list[int]:
+        """Campaigns still 'running' whose run is gone (SIGKILL, a power cut): marked 'interrupted'.
+        owner_alive(metadata['owner']) tells; a campaign without an owner record is left as it is."""
+        out = []
+        for cid, meta in self.db.execute("SELECT id, metadata_json FROM campaigns WHERE status = 'running'").fetchall():
+            owner = (json.loads(meta or "{}") or {}).get("owner")
+            if owner and not owner_alive(owner):
+                self.db.execute("UPDATE campaigns SET status = 'interrupted' WHERE id = ?", (cid,))
+                out.append(cid)
+        self.db.commit()
+        return out
+
     def unfinished_named(self, name: str) -> list[int]:
         """Every unfinished campaign with this name, whatever its definition."""
         return [r[0] for r in self.db.execute("SELECT id FROM campaigns WHERE name=? AND status != 'finished' ORDER BY id",
@@ -318,18 +351,22 @@ class Store:
         row = self.db.execute("SELECT id FROM campaigns WHERE name=? ORDER BY id DESC LIMIT 1", (name,)).fetchone()
         return row[0] if row else None
 
+    @_writing
     def reopen_campaign(self, campaign_id: int) -> None:
         self.db.execute("UPDATE campaigns SET status='running', finished_utc=NULL WHERE id=?", (campaign_id,))
         self.db.commit()
 
+    @_writing
     def update_metadata(self, campaign_id: int, metadata: dict) -> None:
         self.db.execute("UPDATE campaigns SET metadata_json=? WHERE id=?", (json.dumps(metadata, sort_keys=True), campaign_id))
         self.db.commit()
 
+    @_writing
     def finish_campaign(self, campaign_id: int, status: str, finished_utc: str) -> None:
         self.db.execute("UPDATE campaigns SET status=?, finished_utc=? WHERE id=?", (status, finished_utc, campaign_id))
         self.db.commit()
 
+    @_writing
     def add_trial(self, t: Trial) -> int:
         cols = ",".join(TRIAL_FIELDS)
         marks = ",".join("?" for _ in TRIAL_FIELDS)
@@ -337,6 +374,7 @@ class Store:
         self.db.commit()
         return cur.lastrowid
 
+    @_writing
     def add_cpu_samples(self, trial_id: int, rows: list[dict]) -> None:
         self.db.executemany("INSERT INTO cpu_samples (trial_id, role, t_s, user_s, system_s) VALUES (?,?,?,?,?)",
                             [(trial_id, r["role"], r["t_s"], r["user_s"], r["system_s"]) for r in rows])
@@ -356,6 +394,7 @@ class Store:
         return {r[0] for r in self.db.execute(f"SELECT DISTINCT trial_id FROM cpu_samples WHERE trial_id IN ({marks})",
                                               ids)}
 
+    @_writing
     def add_artifacts(self, trial_id: int, artifacts) -> None:
         """Capture files of a trial; paths are stored relative to the store's folder."""
         base = self.path.parent.resolve()
@@ -378,6 +417,7 @@ class Store:
         """seq -> trial id of a campaign."""
         return dict(self.db.execute("SELECT seq, id FROM trials WHERE campaign_id=?", (campaign_id,)).fetchall())
 
+    @_writing
     def add_link_check(self, campaign_id: int, conditions: str, checked_utc: str, result: dict) -> None:
         self.db.execute("INSERT INTO link_checks (campaign_id, conditions, checked_utc, result_json) VALUES (?,?,?,?)",
                         (campaign_id, conditions, checked_utc, json.dumps(result, sort_keys=True)))

@@ -197,3 +197,43 @@ def test_an_archived_read_only_store_is_read_by_summary_report_and_export(tmp_pa
         assert sorted(p.name for p in live.iterdir()) == ["r.sqlite"]
     finally:
         subprocess.run(["umount", str(archive)], check=False)
+
+
+def test_a_full_disk_stops_the_run_with_a_message_and_keeps_what_was_stored(tmp_path):
+    """The store's disk fills up after the first trial (a small tmpfs, then a file taking the rest):
+    the run stops with exit 1 and a message naming the store, not sqlite's traceback; the testbed is
+    taken down; the trials stored before are intact."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    try:
+        results = disk / "r.sqlite"
+        before = system_state()
+        p = _run(214, results, "--size", "5KB", "--bw", "20mbit", "--runs", "3", "--proto", "both")
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and not any(t["status"] == "ok" for t in _ready(results)):
+                assert p.poll() is None, p.communicate()
+                time.sleep(0.1)
+            with open(disk / "filler", "wb", buffering=0) as f:  # take every byte left
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                except OSError:
+                    pass
+            out, err = p.communicate(timeout=240)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        assert p.returncode == 1, (p.returncode, out[-2000:], err[-2000:])
+        assert "Traceback" not in err, err
+        assert f"the results store {results} could not be written" in err or "could not be written" in err, err
+        assert _nothing("pb214") and system_state() == before
+        (disk / "filler").unlink()
+        db = sqlite3.connect(results)
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT COUNT(*) FROM trials WHERE status = 'ok'").fetchone()[0] >= 1
+        db.close()
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

@@ -155,3 +155,21 @@ def test_a_version_1_store_is_migrated_and_keeps_its_trials(tmp_path):
         s.add_artifacts(tid, [Artifact("pcap", f, 1, "1 packets")])
         assert s.db.execute("SELECT path FROM artifacts").fetchone()[0] == "captures/1/x.pcap"  # relative
         assert s.artifacts(tid)[0]["path"] == str(f.resolve())
+
+
+def test_a_campaign_left_running_by_a_killed_run_is_marked_interrupted(tmp_path):
+    from plt_bench import procs
+    me = procs.me()
+    gone = {**me, "pid": me["pid"], "start": "0"}  # this PID with another start time: a recycled PID
+    elsewhere = {**me, "host": me["host"] + "-other"}
+    assert procs.owner_alive(me) and not procs.owner_alive(gone) and procs.owner_alive(elsewhere)
+    with st.Store(tmp_path / "r.sqlite") as s:
+        alive = s.new_campaign("a", "t", {}, {"owner": me})
+        killed = s.new_campaign("b", "t", {}, {"owner": gone})
+        remote = s.new_campaign("c", "t", {}, {"owner": elsewhere})
+        old = s.new_campaign("d", "t", {}, {})  # before owners were recorded: left as it is
+        done = s.new_campaign("e", "t", {}, {"owner": gone})
+        s.finish_campaign(done, "finished", "t")
+        assert s.mark_abandoned(procs.owner_alive) == [killed]
+        assert [s.campaign(c)["status"] for c in (alive, killed, remote, old, done)] == [
+            "running", "interrupted", "running", "running", "finished"]
