@@ -238,3 +238,21 @@ def test_clean_keeps_an_up_testbed_and_down_kills_only_the_testbeds_own_processe
         tail.kill()
         tail.wait()
         run_cli("down", "--testbed", "205", timeout=120)
+
+
+@pytest.mark.parametrize("after_s", [0.15, 0.4, 1.0, 2.5])
+def test_ctrl_c_while_the_run_is_starting_is_an_ending_not_a_traceback(tmp_path, after_s):
+    """SIGINT in the first seconds (loading modules, parsing, building the testbed) printed a raw
+    KeyboardInterrupt; now it ends the run as at any other time: no traceback, nothing left. The
+    `plt-bench` command itself (its entry point installs the handlers before loading the CLI); only
+    the interpreter's own first ~20 ms, before any plt-bench code runs, are out of its reach."""
+    before = system_state()
+    p = subprocess.Popen([str(ROOT / ".venv" / "bin" / "plt-bench"), "run", "--testbed", "206", "--results",
+                          str(tmp_path / "r.sqlite"), "--size", "5KB", "--runs", "1", "--verify", "off"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(after_s)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert p.returncode in (130, 0), (p.returncode, err)  # 0: it had finished before the signal came
+    assert _nothing("pb206") and system_state() == before
