@@ -66,10 +66,11 @@ def test_interrupt_resume_and_draw(tmp_path):
     assert db.execute("SELECT COUNT(*), MIN(status), MAX(status) FROM campaigns").fetchone() == (1, "finished", "finished")
     assert db.execute("SELECT COUNT(*) FROM trials WHERE busy_pct IS NULL OR load1 IS NULL").fetchone()[0] == 0
     db.close()
-    heat = tmp_path / "tiny-1" / "heatmap.png"
+    folder = tmp_path / "r-tiny-1"  # beside r.sqlite (not the default store): the store's name first
+    heat = folder / "heatmap.png"
     with Image.open(heat) as im:
         im.verify()
-    assert (tmp_path / "tiny-1" / "report.md").read_text().count("| 10mbit |") == 2
+    assert (folder / "report.md").read_text().count("| 10mbit |") == 2
 
     p2 = run_cli("plot", "1", "--results", str(results), timeout=120)
     assert p2.returncode == 0 and "heatmap.png" in p2.stdout

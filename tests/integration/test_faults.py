@@ -1,6 +1,7 @@
 """Faults during a campaign, made with real processes killed or stopped, as a user's machine would
 make them: what counts as ok must still have run alone under its conditions, and a testbed with a
 dead part stops the run, resumable, with nothing left behind."""
+import contextlib
 import json
 import os
 import signal
@@ -12,13 +13,33 @@ import pytest
 
 from plt_bench import procs, topology
 
-from ..conftest import CLI, ROOT, system_state
+from ..conftest import CLI, ROOT, run_cli, system_state
 from .test_cli import _nothing
 
 
 def _run(index, results, *extra):
     return subprocess.Popen([*CLI, "run", "--testbed", str(index), "--results", str(results), "--verify", "off",
                              *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@contextlib.contextmanager
+def _running(index, results, *extra):
+    """A run; if the test ends before it does, it is killed and what it left is cleaned."""
+    p = _run(index, results, *extra)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+            run_cli("clean", timeout=120)
+
+
+def _until_first_ok(p, results, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not any(t["status"] == "ok" for t in _ready(results)):
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.1)
 
 
 def _find(prefix, word, timeout=120, proc=None):
@@ -64,8 +85,8 @@ def test_a_killed_chromedriver_leaves_no_browser_loading_into_the_next_trial(tmp
     index, prefix = 211, "pb211"
     results = tmp_path / "r.sqlite"
     before = system_state()
-    p = _run(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1", "--proto", "tcp")
-    try:
+    with _running(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1",
+                  "--proto", "tcp") as p:
         driver = _find(prefix, "chromedriver", proc=p)
         chromium = _find(prefix, "--user-data-dir", proc=p)
         access_log = open(f"{topology.RUN_DIR}/{prefix}/access.log")
@@ -80,10 +101,6 @@ def test_a_killed_chromedriver_leaves_no_browser_loading_into_the_next_trial(tmp
         out, err = p.communicate(timeout=300)
         log = [json.loads(line) for line in access_log.read().splitlines() if line.strip()]
         access_log.close()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
     trials = _trials(results)
     assert [t["status"] for t in trials][:1] == ["failed"], trials
     ok = [t for t in trials if t["status"] == "ok"]
@@ -106,19 +123,11 @@ def test_a_dead_caddy_stops_the_run_as_broken_and_the_campaign_resumes(tmp_path)
     results = tmp_path / "r.sqlite"
     before = system_state()
     args = ("--size", "5KB", "--bw", "20mbit", "--runs", "3", "--proto", "both")
-    p = _run(index, results, *args)
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not any(t["status"] == "ok" for t in _ready(results)):
-            assert p.poll() is None, p.communicate()
-            time.sleep(0.1)
+    with _running(index, results, *args) as p:
+        _until_first_ok(p, results)
         caddy = _find(prefix, "Caddyfile", proc=p)
         os.kill(caddy[0], signal.SIGKILL)
         out, err = p.communicate(timeout=180)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
     assert p.returncode == 1, (p.returncode, err)
     assert "Caddy exited (killed by signal 9" in err and "Traceback" not in err, err
     assert _campaign_status(results) != "finished"
@@ -147,8 +156,8 @@ def test_a_stalled_link_emulator_fails_the_trial_and_not_the_next(tmp_path):
     retry's own figures (not linkem's lifetime maximum) show no such stall, and it counts."""
     index, prefix = 213, "pb213"
     results = tmp_path / "r.sqlite"
-    p = _run(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1", "--proto", "tcp")
-    try:
+    with _running(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1",
+                  "--proto", "tcp") as p:
         _find(prefix, "--user-data-dir", proc=p)
         linkem = [x for x in _find(prefix, "linkem", proc=p) if "/linkem" in (procs.cmdline(x) or "").split()[0]]
         time.sleep(2)
@@ -156,10 +165,6 @@ def test_a_stalled_link_emulator_fails_the_trial_and_not_the_next(tmp_path):
         time.sleep(2)
         os.kill(linkem[0], signal.SIGCONT)
         out, err = p.communicate(timeout=300)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
     trials = _trials(results)
     assert trials[0]["status"] == "failed" and "link emulator stalled" in trials[0]["reason"], trials[0]["reason"]
     worst = json.loads(trials[0]["link_json"])["dirs"]["down"]["late_max_us"]
@@ -209,12 +214,8 @@ def test_a_full_disk_stops_the_run_with_a_message_and_keeps_what_was_stored(tmp_
     try:
         results = disk / "r.sqlite"
         before = system_state()
-        p = _run(214, results, "--size", "5KB", "--bw", "20mbit", "--runs", "3", "--proto", "both")
-        try:
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline and not any(t["status"] == "ok" for t in _ready(results)):
-                assert p.poll() is None, p.communicate()
-                time.sleep(0.1)
+        with _running(214, results, "--size", "5KB", "--bw", "20mbit", "--runs", "3", "--proto", "both") as p:
+            _until_first_ok(p, results)
             with open(disk / "filler", "wb", buffering=0) as f:  # take every byte left
                 try:
                     while True:
@@ -222,10 +223,6 @@ def test_a_full_disk_stops_the_run_with_a_message_and_keeps_what_was_stored(tmp_
                 except OSError:
                     pass
             out, err = p.communicate(timeout=240)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait(10)
         assert p.returncode == 1, (p.returncode, out[-2000:], err[-2000:])
         assert "Traceback" not in err, err
         assert f"the results store {results} could not be written" in err or "could not be written" in err, err
