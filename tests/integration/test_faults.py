@@ -234,3 +234,30 @@ def test_a_full_disk_stops_the_run_with_a_message_and_keeps_what_was_stored(tmp_
         db.close()
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_refused_resume_leaves_the_old_campaign_as_it_was_and_a_changed_definition_says_so(tmp_path):
+    """An interrupted campaign recorded on another kernel: resuming it here is refused (exit 2) and it
+    stays 'interrupted' (it used to be flipped to 'failed'), with no campaign added. With --runs
+    changed the definition differs: a new campaign starts, and the run says the old one is left."""
+    from plt_bench import campaign
+    from plt_bench.runner import grid_dict
+    from plt_bench.store import Store
+    results = tmp_path / "r.sqlite"
+    opts = ["--size", "5KB", "--bw", "20mbit", "--runs", "1", "--proto", "quic", "--verify", "off"]
+    spec = campaign.load("quick", {"size": "5KB", "bw": "20mbit", "runs": "1", "proto": "quic", "verify": "off"})
+    with Store(results) as s:
+        old = s.new_campaign(spec.name, "then", grid_dict(spec.grid), {"kernel": "another-kernel"}, spec.spec_hash)
+        s.finish_campaign(old, "interrupted", "then")
+    before = system_state()
+    r = run_cli("run", "--testbed", "215", "--results", str(results), *opts, timeout=300)
+    assert r.returncode == 2 and "cannot be resumed here" in r.stderr and "kernel" in r.stderr, r.stderr
+    assert system_state() == before
+    db = sqlite3.connect(results)
+    assert db.execute("SELECT id, status FROM campaigns").fetchall() == [(old, "interrupted")]
+    db.close()
+    opts[opts.index("--runs") + 1] = "2"
+    r = run_cli("run", "--testbed", "215", "--results", str(results), *opts, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"note: campaign(s) {old} named 'quick' are unfinished with another definition" in r.stderr, r.stderr
+    assert system_state() == before
