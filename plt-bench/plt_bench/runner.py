@@ -40,28 +40,28 @@ def late_bound_ms(one_way_delay_ms: float) -> int:
 
 # ... and no packet may be held back long: a stall (the emulator descheduled or stopped) delays the
 # whole page by up to its length while only a handful of packets are late. The worst lateness must
-# stay under max(STALL_FLOOR_MS, STALL_SHARE of the load's time): a 2 s stall in a 10 s load is
-# refused; a scheduling hiccup of a few ms on a busy machine is not.
+# stay under max(STALL_FLOOR_MS, STALL_SHARE of the trial's wall time): a 2 s stall in a 10 s trial
+# is refused; a scheduling hiccup of a few ms on a busy machine is not.
 STALL_FLOOR_MS = 20.0
 STALL_SHARE = 0.05
 
 
-def stall_bound_ms(load_ms: float) -> float:
-    return max(STALL_FLOOR_MS, STALL_SHARE * load_ms)
+def stall_bound_ms(trial_ms: float) -> float:
+    return max(STALL_FLOOR_MS, STALL_SHARE * trial_ms)
 
 
-def link_fidelity_problem(delta: dict | None, one_way_delay_ms: float = 0.0, load_ms: float = 0.0) -> str | None:
+def link_fidelity_problem(delta: dict | None, one_way_delay_ms: float = 0.0, trial_ms: float = 0.0) -> str | None:
     """Why the emulator did not deliver the conditions during a trial (its own figures: `delta` from
     link_delta), or None. Judged by the share of packets late and by the worst lateness."""
     if not delta:
         return None
     bound = late_bound_ms(one_way_delay_ms)
-    stall = stall_bound_ms(load_ms)
+    stall = stall_bound_ms(trial_ms)
     for name, d in delta.get("dirs", {}).items():
         worst_ms = d.get("late_max_us", 0) / 1000.0
         if worst_ms >= stall:
             return (f"link emulator stalled: a {name} packet was released {worst_ms:.0f} ms late, over the "
-                    f"{stall:.0f} ms a load of {load_ms:.0f} ms allows; the trial did not run under its conditions")
+                    f"{stall:.0f} ms a trial of {trial_ms:.0f} ms allows; the trial did not run under its conditions")
         released = d.get("released", 0)
         late = sum(d.get("late_hist_us", {}).get(k, 0) for k in _LATE_BUCKETS_FROM[bound])
         if released and late / released > MAX_LATE_SHARE:
