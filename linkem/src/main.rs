@@ -123,14 +123,25 @@ fn arm(tfd: i32, at_ns: u64) -> io::Result<()> {
 /// The counters as JSON (lifetime figures), with each direction's maxima since the last mark
 /// under "since_mark"; the caller resets the marks after a snapshot taken on SIGUSR1.
 fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Instant, running: bool) {
-    let mut s = String::new();
     let cpu = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_SELF, &mut ru);
         ru.ru_utime.tv_sec as f64 + ru.ru_utime.tv_usec as f64 / 1e6 + ru.ru_stime.tv_sec as f64 + ru.ru_stime.tv_usec as f64 / 1e6
     };
+    let s = stats_json(std::process::id(), running, started.elapsed().as_secs_f64(), cpu, sock.enobufs, dirs);
+    let tmp = format!("{path}.tmp");
+    if std::fs::write(&tmp, s).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// The stats file's text (pure). Its shape is a contract with the Python reader
+/// (plt_bench.link.linkem.parse_stats): tests/stats-sample.json is this function's output for
+/// fixed counters, checked here and parsed there, so neither side can change it alone.
+fn stats_json(pid: u32, running: bool, uptime_s: f64, cpu_s: f64, enobufs: u64, dirs: &[Direction]) -> String {
+    let mut s = String::new();
     let _ = write!(s, "{{\"pid\":{},\"running\":{},\"uptime_s\":{:.3},\"cpu_s\":{:.4},\"enobufs\":{},\"dirs\":{{",
-                   std::process::id(), running, started.elapsed().as_secs_f64(), cpu, sock.enobufs);
+                   pid, running, uptime_s, cpu_s, enobufs);
     for (i, d) in dirs.iter().enumerate() {
         let c = &d.c;
         let mean_late_us = if c.released > 0 { c.late_sum_ns as f64 / c.released as f64 / 1000.0 } else { 0.0 };
@@ -147,10 +158,7 @@ fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Ins
                        c.mark.late_max_ns as f64 / 1000.0, c.mark.early_max_ns as f64 / 1000.0, c.mark.max_depth);
     }
     s.push_str("}}\n");
-    let tmp = format!("{path}.tmp");
-    if std::fs::write(&tmp, s).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
-    }
+    s
 }
 
 fn run(c: Config) -> io::Result<()> {
@@ -277,5 +285,44 @@ fn main() {
     if let Err(e) = run(c) {
         eprintln!("linkem: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sched::Marked;
+
+    /// Two directions with fixed counters, as after a short run with one 2 s stall.
+    fn sample_dirs() -> Vec<Direction> {
+        let mut down = Direction::new(Params { name: "down".into(), queue: 42, delay_ns: 25_000_000, jitter_ns: 5_000_000,
+                                               dist: Dist::Uniform, loss: 0.01, reorder: true }, 1);
+        down.c.packets = 7000;
+        down.c.bytes = 10_150_000;
+        down.c.dropped = 70;
+        down.c.released = 6930;
+        down.c.max_depth = 120;
+        down.c.late_hist = [6000, 800, 100, 20, 0, 0, 2, 0, 8];
+        down.c.late_sum_ns = 16_500_000_000;
+        down.c.late_max_ns = 2_000_100_000;
+        down.c.early = 3;
+        down.c.early_max_ns = 40_000;
+        down.c.reordered = 12;
+        down.c.mark = Marked { late_max_ns: 2_000_100_000, early_max_ns: 40_000, max_depth: 120 };
+        let up = Direction::new(Params { name: "up".into(), queue: 43, delay_ns: 25_000_000, jitter_ns: 0,
+                                         dist: Dist::Normal, loss: 0.0, reorder: false }, 2);
+        vec![down, up]
+    }
+
+    #[test]
+    fn the_stats_file_is_the_sample_the_python_reader_is_tested_on() {
+        let got = stats_json(4242, true, 12.5, 0.75, 1, &sample_dirs());
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stats-sample.json");
+        if std::env::var("LINKEM_WRITE_SAMPLE").is_ok() {
+            std::fs::write(path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(path).expect("tests/stats-sample.json (LINKEM_WRITE_SAMPLE=1 writes it)");
+        assert_eq!(got, want, "the stats file changed: update plt_bench.link.linkem.parse_stats with it, then \
+                               rewrite the sample with LINKEM_WRITE_SAMPLE=1 cargo test");
     }
 }

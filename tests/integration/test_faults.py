@@ -87,7 +87,7 @@ def test_a_killed_chromedriver_leaves_no_browser_loading_into_the_next_trial(tmp
     before = system_state()
     with _running(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1",
                   "--proto", "tcp") as p:
-        driver = _find(prefix, "chromedriver", proc=p)
+        driver = _find(prefix, "--log-path", proc=p)  # the trial's chromedriver, not a `chromedriver --version`
         chromium = _find(prefix, "--user-data-dir", proc=p)
         access_log = open(f"{topology.RUN_DIR}/{prefix}/access.log")
         time.sleep(3)
@@ -160,7 +160,15 @@ def test_a_stalled_link_emulator_fails_the_trial_and_not_the_next(tmp_path):
                   "--proto", "tcp") as p:
         _find(prefix, "--user-data-dir", proc=p)
         linkem = [x for x in _find(prefix, "linkem", proc=p) if "/linkem" in (procs.cmdline(x) or "").split()[0]]
-        time.sleep(2)
+        stats = topology.RUN_DIR / prefix / "linkem.json"
+        deadline = time.monotonic() + 60  # stop it mid-download (Chromium's start-up moves no packet)
+        while time.monotonic() < deadline:
+            try:
+                if json.loads(stats.read_text())["dirs"]["down"]["packets"] > 1000:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
         os.kill(linkem[0], signal.SIGSTOP)
         time.sleep(2)
         os.kill(linkem[0], signal.SIGCONT)

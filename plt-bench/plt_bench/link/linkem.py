@@ -15,7 +15,6 @@ fail-open: if linkem dies, traffic stops and the trial fails, it never runs unsh
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -31,6 +30,7 @@ from .base import Link, router_directions
 from .commands import (QUEUE_DOWN, QUEUE_UP, htb_commands, host_egress_commands, host_nfqueue_rules,
                        ingress_redirect_commands, jump_rule, pfifo_leaf, router_nfqueue_rule, u32_matches)
 from .readback import check_directions
+from .stats import parse_stats
 
 LINKEM_BIN = cmd.TOOLS_BIN / "linkem"
 LINKEM_FIFO_PRIORITY = 10
@@ -177,9 +177,10 @@ class LinkemLink(Link):
                 pass
             time.sleep(0.002)
         try:
-            return json.loads(self.stats_path.read_text())
-        except (OSError, ValueError):
+            text = self.stats_path.read_text()
+        except OSError:
             return None
+        return parse_stats(text)
 
     def close(self) -> None:
         self._stop()

@@ -1,0 +1,96 @@
+"""What linkem writes to its stats file, as typed shapes, and the strict reader that holds Python to it.
+
+linkem (Rust, linkem/src/main.rs: stats_json) writes one JSON object: lifetime counters per
+direction, plus each direction's maxima since the last snapshot ("since_mark"). The shapes below
+are the contract: parse_stats refuses a file with a key missing, an unknown key or a wrong type,
+so a linkem built from other sources cannot feed the trial judgement figures it misreads.
+linkem/tests/stats-sample.json is stats_json's output for fixed counters, checked by a Rust test
+and parsed by tests/unit/test_linkem_contract.py: neither side can change alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TypedDict, get_type_hints
+
+from ..errors import LinkError
+
+# upper bounds of the lateness histogram's buckets, in microseconds (the last is open)
+LATE_HIST_KEYS = ("10", "50", "100", "250", "500", "1000", "2000", "5000", "inf")
+
+
+class SinceMark(TypedDict):
+    """A direction's worst since the snapshot before this one (one trial's own figures)."""
+    late_max_us: float   # the latest a packet was released after its due time
+    early_max_us: float  # the earliest (linkem releases up to one expected timer wake-up early)
+    max_depth: int       # the most packets held at once
+
+
+class DirectionStats(TypedDict):
+    """One direction's settings and lifetime counters."""
+    queue: int           # its NFQUEUE number
+    delay_us: int        # one-way delay
+    jitter_us: int
+    dist: str            # Uniform | Normal
+    loss: float          # drop probability, 0 to 1
+    reorder: bool        # False: a packet never overtakes the one before it
+    packets: int         # arrived
+    bytes: int
+    dropped: int
+    released: int
+    depth: int           # held now
+    max_depth: int
+    reordered: int       # released before a packet that arrived earlier
+    early: int           # released ahead of their due time
+    early_max_us: float
+    late_mean_us: float  # mean lateness over released packets (early ones count negative)
+    late_sum_us: float
+    late_max_us: float
+    late_hist_us: dict   # {LATE_HIST_KEYS: packets released that late}
+    since_mark: SinceMark
+
+
+class Stats(TypedDict):
+    """The whole file."""
+    pid: int
+    running: bool        # False in the last write, at exit
+    uptime_s: float
+    cpu_s: float         # linkem's own user + system CPU time
+    enobufs: int         # verdicts lost to a full netlink socket
+    dirs: dict           # {direction name: DirectionStats}
+
+
+def _check(obj, shape, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise LinkError(f"linkem's stats: {where} is not an object")
+    hints = get_type_hints(shape)
+    missing, unknown = sorted(set(hints) - set(obj)), sorted(set(obj) - set(hints))
+    if missing or unknown:
+        raise LinkError(f"linkem's stats: {where} has {'missing ' + ', '.join(missing) if missing else ''}"
+                        f"{'; ' if missing and unknown else ''}{'unknown ' + ', '.join(unknown) if unknown else ''}: "
+                        "the linkem binary and plt-bench disagree (run scripts/setup to rebuild linkem)")
+    for key, want in hints.items():
+        v = obj[key]
+        ok = {int: isinstance(v, int) and not isinstance(v, bool), float: isinstance(v, (int, float))
+              and not isinstance(v, bool), bool: isinstance(v, bool), str: isinstance(v, str),
+              dict: isinstance(v, dict)}.get(want)
+        if ok is None:  # a nested shape
+            _check(v, want, f"{where}.{key}")
+        elif not ok:
+            raise LinkError(f"linkem's stats: {where}.{key} = {v!r}, expected {want.__name__}")
+
+
+def parse_stats(text: str) -> Stats:
+    """linkem's stats file, checked against the shapes above; LinkError if it does not match."""
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise LinkError(f"linkem's stats are not JSON: {e}") from None
+    _check(obj, Stats, "the file")
+    for name, d in obj["dirs"].items():
+        _check(d, DirectionStats, f"dirs.{name}")
+        hist = d["late_hist_us"]
+        if list(hist) != list(LATE_HIST_KEYS) or not all(isinstance(n, int) for n in hist.values()):
+            raise LinkError(f"linkem's stats: dirs.{name}.late_hist_us has buckets {list(hist)}, "
+                            f"expected {list(LATE_HIST_KEYS)} with packet counts")
+    return obj
