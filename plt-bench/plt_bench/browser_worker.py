@@ -117,8 +117,10 @@ def _sweep(profile_dir: str, out: dict) -> None:
     """End every process of the trial: the worker's descendants and whatever names the profile."""
     from plt_bench import procs
     procs.reap_children()  # the browser's exited processes, reparented here
-    strays = {p for p in procs.descendants(procs.parent_map(), os.getpid()) | set(procs.with_marker(profile_dir))
-              if procs.alive(p)}
+    table = procs.table()  # one walk of /proc: parents, states and command lines
+    mine = procs.descendants({p: row[0] for p, row in table.items()}, os.getpid())
+    mine |= {p for p, row in table.items() if profile_dir in row[2] and p != os.getpid()}
+    strays = {p for p in mine if table[p][1] != "Z"}
     left = procs.kill_and_reap(strays, reap=True) if strays else []
     out["strays_killed"] = len(strays)
     out["strays_left"] = left

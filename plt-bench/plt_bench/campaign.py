@@ -95,7 +95,7 @@ NAME_FORM = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or
 def check_name(name, option: str) -> str:
     """A campaign name: it names report folders (results/<name>-<id>/), so nothing that could reach
     outside them ('..', '/', NUL) and nothing empty."""
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or not name.isascii():
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):  # [A-Za-z0-9] ranges: ASCII only
         raise UsageError(f"{option}: {name!r} is not a campaign name; expected {NAME_FORM}")
     return name
 
@@ -291,10 +291,10 @@ def todo(spec: Spec, done: dict[tuple, list[dict]]) -> list[tuple[Conditions, in
 
 def run(bed, store: Store, spec: Spec, campaign_id: int, out: Callable[[str], None] = print,
         timeout_s: float | None = None, idle_gate: bool = True) -> dict:
-    """Run (or resume) a campaign on an open testbed; every trial is stored as it ends."""
+    """Run (or resume) a campaign on an open testbed whose pages the caller has ensured
+    (bed.sites.ensure, before the store is made); every trial is stored as it ends."""
     from .runner import apply_and_verify, run_cell_once
     from .link.verify import format_report
-    bed.sites.ensure(spec.grid.sizes)
     done = attempts_so_far(store, campaign_id)
     plan = todo(spec, done)
     total = len(spec.plan())

@@ -47,12 +47,13 @@ def all_pids() -> list[int]:
     return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
 
 
-def parent_map(pids: Iterable[int] | None = None) -> dict[int, int]:
+def table() -> dict[int, tuple[int, str, str]]:
+    """Every process as {pid: (ppid, state letter, command line)}, in one walk of /proc."""
     out = {}
-    for pid in all_pids() if pids is None else pids:
-        f = _stat_fields(pid)
-        if f:
-            out[pid] = int(f[1])
+    for pid in all_pids():
+        f, line = _stat_fields(pid), cmdline(pid)
+        if f and line is not None:
+            out[pid] = (int(f[1]), f[0], line)
     return out
 
 
@@ -77,12 +78,6 @@ def cmdline(pid: int) -> str | None:
         return None
 
 
-def with_marker(marker: str, exclude: Iterable[int] = ()) -> list[int]:
-    """Processes whose command line contains marker (a path of ours), this one excluded."""
-    skip = {os.getpid(), *exclude}
-    return [pid for pid in all_pids() if pid not in skip and marker in (cmdline(pid) or "")]
-
-
 def netns_of(pid: int) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/net")
@@ -90,10 +85,12 @@ def netns_of(pid: int) -> str | None:
         return None
 
 
-def kill_and_reap(pids: Iterable[int], grace_s: float = 0.0, timeout_s: float = 10.0, reap: bool = False) -> list[int]:
+def kill_and_reap(pids: Iterable[int], grace_s: float = 0.0, timeout_s: float = 10.0, reap: bool = False,
+                  until_reaped: bool = False) -> list[int]:
     """SIGTERM (when grace_s > 0) then SIGKILL each process; return the ones still there after
     timeout_s (a process stuck in the kernel), which the caller must not ignore. A zombie counts as
-    gone. reap: also wait for every exited child of this process (a subreaper's duty; a process that
+    gone, unless until_reaped: then it is waited for until its parent (or init) reaps it, so that
+    nothing of ours is listed when the caller returns (teardown). reap: also wait for every exited child of this process (a subreaper's duty; a process that
     keeps Popen objects of its own must not, or they lose their exit codes)."""
     pids = set(pids)
     starts = {p: start_time(p) for p in pids}
@@ -108,7 +105,7 @@ def kill_and_reap(pids: Iterable[int], grace_s: float = 0.0, timeout_s: float = 
         while True:
             if reap:
                 reap_children()
-            alive = {p for p in pids if same_process(p, starts[p]) and not _zombie(p)}
+            alive = {p for p in pids if same_process(p, starts[p]) and (until_reaped or not _zombie(p))}
             if not alive or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)

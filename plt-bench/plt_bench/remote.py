@@ -322,6 +322,10 @@ class RemoteServer:
     def quic_buffer_warning(self) -> str | None:
         return self.hello.get("quic_buffer_warning")
 
+    def died_reason(self) -> str | None:
+        """Caddy runs on the other machine: a death there shows as a failing control call, not here."""
+        return None
+
     def access_entries(self, uri: str, wait_s: float = 2.0) -> list[dict]:
         return self.control.call("access", timeout_s=wait_s + 30, uri=uri, wait_s=wait_s)["entries"]
 

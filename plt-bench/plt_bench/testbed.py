@@ -106,7 +106,7 @@ class Testbed:
     def broken(self) -> str | None:
         """What of the testbed has died (Caddy, the link emulator, the browser worker), or None."""
         for part in (self.server, self.link, self.worker):
-            reason = part.died_reason() if part is not None and hasattr(part, "died_reason") else None
+            reason = part.died_reason() if part is not None else None
             if reason:
                 return reason
         return None

@@ -16,8 +16,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import time
 from pathlib import Path
 
 from . import cmd
@@ -26,11 +24,9 @@ from .errors import TopologyError, UsageError
 def testbed_index(text: str) -> int:
     """--testbed's value: a whole number from 0 to MAX_INDEX (argparse type; pure)."""
     import argparse
-    try:
-        n = int(text.strip()) if text.strip().isascii() else -1
-    except ValueError:
-        n = -1
-    if not 0 <= n <= MAX_INDEX or not text.strip().isascii():
+    t = text.strip()
+    n = int(t) if t.isascii() and t.isdigit() else -1  # ASCII digits only ("５" is not an index)
+    if not 0 <= n <= MAX_INDEX:
         raise argparse.ArgumentTypeError(f"'{text}' is not a testbed index; expected a whole number from 0 to {MAX_INDEX}")
     return n
 
@@ -217,27 +213,10 @@ def read_state(prefix: str) -> dict:
 
 
 def owner_alive(state: dict) -> bool:
+    """The run that owns the testbed still runs (a recycled PID is not it: its start time differs)."""
+    from . import procs
     pid = state.get("owner_pid")
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A recycled PID is not our owner: compare the process start time we recorded.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            start = f.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return False
-    return str(state.get("owner_start")) == start
-
-
-def process_start_time(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[19]
+    return bool(pid) and procs.same_process(int(pid), state.get("owner_start"))
 
 
 class Topology:
@@ -277,7 +256,8 @@ class Topology:
                       "persistent": self.persistent, **extra})
         if not state.get("up"):  # until 'up' hands it over, the process making it owns it
             state["owner_pid"] = os.getpid()
-            state["owner_start"] = process_start_time(os.getpid())
+            from . import procs
+            state["owner_start"] = procs.start_time(os.getpid())
         path = self.plan.run_dir / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
@@ -379,15 +359,9 @@ def leftovers() -> dict:
 
 
 def _kill(pids: list[int], grace_s: float = 3.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
-            time.sleep(0.05)
+    """SIGTERM, then SIGKILL what is left after grace_s (procs.kill_and_reap)."""
+    from . import procs
+    procs.kill_and_reap(pids, grace_s=grace_s, timeout_s=grace_s, until_reaped=True)
 
 
 def teardown(prefix: str) -> list[str]:
