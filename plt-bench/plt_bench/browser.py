@@ -15,8 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from . import cmd
 from .errors import BrowserError
+
+if TYPE_CHECKING:
+    from .records import WorkerAnswer
 
 # Debian's /usr/bin/chromium is a shell wrapper that adds flags of its own (remote extensions,
 # GPU rasterization); the testbed starts the real binary with exactly the flags below.
@@ -151,8 +156,9 @@ class BrowserWorker:
             raise BrowserError(f"browser worker exited with {self.proc.wait()} (log: {self.log_path})")
         return json.loads(line)
 
-    def load(self, request: dict, timeout_s: float) -> dict:
-        """Send one trial; return the worker's answer. Raises BrowserError only if the worker is broken."""
+    def load(self, request: dict, timeout_s: float) -> "WorkerAnswer":
+        """Send one trial; return the worker's answer (checked against records.WorkerAnswer). Raises
+        BrowserError only if the worker is broken or answers in another shape."""
         if self.proc is None or self.proc.poll() is not None:
             raise BrowserError("browser worker is not running")
         assert self.proc.stdin
@@ -161,7 +167,11 @@ class BrowserWorker:
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise BrowserError(f"browser worker died (log: {self.log_path})") from None
-        return self._read(timeout_s)
+        from .records import check_answer
+        try:
+            return check_answer(self._read(timeout_s))
+        except ValueError as e:
+            raise BrowserError(f"{e} (log: {self.log_path})") from None
 
     def died_reason(self) -> str | None:
         """Why the worker is gone, or None while it runs (or before it started)."""

@@ -81,7 +81,7 @@ def one_trial(req: dict) -> dict:
         try:
             driver.get(req["url"])
         except TimeoutException:
-            out["error"] = f"timeout: the page did not load within {req['timeout_s']:.0f}s"
+            out["error"] = f"timeout: the page did not load within {req['timeout_s']:g}s"
         except WebDriverException as e:
             msg = (e.msg or str(e)).strip().splitlines()[0]
             out["error"] = f"navigation error: {msg}"

@@ -29,6 +29,7 @@ from .errors import CaptureError, UsageError
 KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog")
 FILE_KINDS = ("pcap", "keylog", "qlog", "netlog")
 DEFAULT_LIMIT_BYTES = 2 * 10**9
+DEFAULT_INTERVAL_S = 0.1
 FILENAMES = {"pcap": "client.pcap", "keylog": "keys.log", "netlog": "netlog.json"}
 
 # Bytes written per byte of page, measured here (10MB page at 100 Mbit: pcap 10.7 MB for either
@@ -45,7 +46,7 @@ class Settings:
 
     kinds: tuple[str, ...] = ()
     root: Path | None = None          # results/captures
-    cpu_interval_s: float = 0.1
+    cpu_interval_s: float = DEFAULT_INTERVAL_S
     limit_bytes: int = DEFAULT_LIMIT_BYTES
 
     @property
@@ -71,9 +72,9 @@ def parse_kinds(text: str | list | None, option: str = "--capture") -> tuple[str
 
 
 def parse_interval_s(text: str | None, option: str = "--cpu-interval") -> float:
-    """The CPU sampling interval, 10 ms to 10 s (default 100 ms)."""
+    """The CPU sampling interval, 10 ms to 10 s (None: DEFAULT_INTERVAL_S)."""
     if text is None:
-        return 0.1
+        return DEFAULT_INTERVAL_S
     from .units import parse_duration_ms
     ms = parse_duration_ms(text, option)
     if not 10 <= ms <= 10_000:
@@ -84,15 +85,6 @@ def parse_interval_s(text: str | None, option: str = "--cpu-interval") -> float:
 def captures_root(results: Path) -> Path:
     """Where a results store's capture files go: <its folder>/captures."""
     return Path(results).resolve().parent / "captures"
-
-
-def make_settings(kinds: str | list | None, interval: str | None, limit: str | None, results: Path,
-                  names: tuple[str, str, str] = ("--capture", "--cpu-interval", "--capture-limit")) -> Settings:
-    """Settings from options (or campaign keys), validated; files go to <results folder>/captures."""
-    from .units import parse_size
-    return Settings(kinds=parse_kinds(kinds, names[0]), root=captures_root(results),
-                    cpu_interval_s=parse_interval_s(interval, names[1]),
-                    limit_bytes=DEFAULT_LIMIT_BYTES if limit is None else parse_size(limit, names[2]))
 
 
 def estimate_bytes(kinds: tuple[str, ...], proto: str, size_bytes: int) -> int:

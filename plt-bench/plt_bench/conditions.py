@@ -278,12 +278,6 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
 VERIFY_CHOICES = ("stop", "warn", "off")
 
 
-def grid_from_options(o, runs_default: int | str = 3) -> Grid:
-    """The grid from parsed CLI or pytest options (same names in both front ends)."""
-    return make_grid(o.proto or "both", o.bw or "100mbit", o.size or ",".join(DEFAULT_SIZES), o.runs or runs_default,
-                     o.up_bw, o.rtt, o.jitter, o.loss, o.jitter_dist, o.loss_direction, not o.no_reorder, o.queue)
-
-
 def ideal_seconds(size_bytes: int, rate_bps: int | None) -> float | None:
     """Payload-only ideal transfer time: 8 x size / rate (no headers, no handshake)."""
     if rate_bps is None:

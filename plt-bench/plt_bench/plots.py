@@ -240,12 +240,12 @@ def cpu_time_plot(series: dict[str, dict], meta: dict, out_dir: Path, title: str
                 ax.plot(x, _rolling(list(y), n), "-", color=color, lw=1.3, label=role)
                 if role not in shown:
                     shown.append(role)
-            if t.get("plt_ms"):
-                ax.axvline(t["plt_ms"] / 1000, color="black", lw=0.8, ls=":")
+            if t.plt_ms:
+                ax.axvline(t.plt_ms / 1000, color="black", lw=0.8, ls=":")
             ax.grid(alpha=0.3)
             ax.set_ylabel(f"{key.split('_')[0]} CPU, % of one core" if col == 0 else "")
-        axes[0][col].set_title(f"{proto.upper()}: {format_size(t['size_bytes'])} at {_rate_label(t['rate_down_bps'])}, "
-                               f"PLT {t['plt_ms'] / 1000:.2f} s (dotted; trial {t['seq']})", fontsize=9)
+        axes[0][col].set_title(f"{proto.upper()}: {format_size(t.size_bytes)} at {_rate_label(t.conditions.rate_down_bps)}, "
+                               f"PLT {t.plt_ms / 1000:.2f} s (dotted; trial {t.seq})", fontsize=9)
         axes[1][col].set_xlabel("time since navigation start (s)")
     handles = [matplotlib.lines.Line2D([], [], color=ROLE_COLORS[r], lw=2) for r in shown]
     fig.legend(handles, shown, loc="lower center", ncol=len(shown), fontsize=8, frameon=False)

@@ -99,6 +99,19 @@ def page_files(root: Path) -> dict[str, int]:
 
 
 # -- server side -------------------------------------------------------------------------------------
+def check_serve_options(addr: str, iface: str | None, size: str, control_port: str, info_file: str | None):
+    """serve's options, checked before anything is made: (address, page sizes, control port)."""
+    from .conditions import parse_sizes
+    addr = hostnet.parse_ipv4(addr, "--addr")
+    if iface is not None:
+        hostnet.require_iface(iface)
+    sizes, port = parse_sizes(size), parse_port(control_port)
+    if info_file is not None:
+        from .store import check_out_file
+        check_out_file(Path(info_file), "--info-file")
+    return addr, sizes, port
+
+
 class ServeSession:
     """Caddy and the control channel on this machine's --addr, until close()."""
 
@@ -143,6 +156,18 @@ class ServeSession:
                                   f"--server-token {self.token}"
                                   + (f" --control-port {self.port}" if self.port != SERVER_PORT_DEFAULT_CONTROL
                                      else "")}
+
+    def instructions(self, info: dict) -> str:
+        """What serve prints once it serves: where, the pin and token, and the client's command."""
+        addr = self.addr
+        return (f"serving {len(info['pages'])} page(s) from {self.sites.root} on https://{addr}:443 (HTTP/3 on UDP, "
+                f"HTTP/1.1+TLS on TCP), control channel on {addr}:{self.port}\n"
+                f"pin:   {info['pin']}\ntoken: {info['token']}\n"
+                f"(also in {info['run_dir']}/server.json, mode 0600)\n\n"
+                f"on the client, with the token in a file only you can read (or in PLT_BENCH_SERVER_TOKEN):\n"
+                f"  plt-bench run --iface <its interface towards {addr}> --server {addr} --server-pin {info['pin']} "
+                f"--server-token-file <FILE>\n\n"
+                "Ctrl-C stops the server and removes everything it made.")
 
     def close(self) -> None:
         if self.control:

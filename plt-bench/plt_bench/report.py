@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import stats
 from .metadata import KEY_FIELDS
+from .records import Trial
 from .store import Store
 from .units import format_size
 
@@ -22,6 +23,15 @@ def out_dir(results: Path, name: str, campaign_id: int) -> Path:
     results = Path(results)
     prefix = "" if results.stem == DEFAULT_STORE_STEM else f"{results.stem}-"
     return results.parent / f"{prefix}{name}-{campaign_id}"
+
+
+def write_files(write, directory: Path) -> list[Path]:
+    """Report or figure files, or a message naming the folder that cannot take them."""
+    try:
+        return write()
+    except OSError as e:
+        from .errors import PltBenchError
+        raise PltBenchError(f"the report files could not be written to {directory}: {e.strerror or e}") from None
 
 
 def build(store: Store, campaign_ids: list[int], test: str = "welch", correction: str = "holm") -> dict:
@@ -42,24 +52,24 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     if test == "mannwhitney" and rows and all(min(r["n_quic"], r["n_tcp"]) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
-    failed = [t for t in trials if t["status"] != "ok"]
+    failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_per_mb": stats.cpu_per_mb(trials),
             "cpu_series": cpu_series(store, trials)}
 
 
-def cpu_series(store: Store, trials: list[dict]) -> dict[str, dict]:
+def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:
     """Per protocol, the CPU time series of one capture trial to draw: the first ok trial of the
     largest page that has samples."""
     ok = stats.usable(trials)
-    sampled = store.sampled(t["id"] for t in ok)  # one query, not one per trial
+    sampled = store.sampled(t.trial_id for t in ok)  # one query, not one per trial
     out = {}
     for proto in ("quic", "tcp"):
-        cands = sorted((t for t in ok if t["proto"] == proto and t["id"] in sampled),
-                       key=lambda t: (-t["size_bytes"], t["campaign_id"], t["seq"]))
+        cands = sorted((t for t in ok if t.proto == proto and t.trial_id in sampled),
+                       key=lambda t: (-t.size_bytes, t.campaign_id, t.seq))
         if cands:
-            out[proto] = {"trial": cands[0], "samples": store.cpu_samples(cands[0]["id"])}
+            out[proto] = {"trial": cands[0], "samples": store.cpu_samples(cands[0].trial_id)}
     return out
 
 

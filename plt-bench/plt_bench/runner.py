@@ -8,14 +8,15 @@ import time
 from typing import Callable
 
 from .browser import is_error_page, judge, timings
-from .conditions import Cell, Grid, ideal_seconds
+from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
 from .errors import LinkError, TestbedBroken
 from .metadata import utc_now
 from .pages import page_name
 from .server import overlapping
-from .store import Store, Trial
+from .records import Trial, WorkerAnswer
+from .store import Store
 from .testbed import Testbed
 
 
@@ -102,7 +103,7 @@ def foreign_traffic_problem(foreign: list[dict]) -> str | None:
 
 
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
-               answer: dict, server_entries: list[dict] | None, link_dead: str | None = None,
+               answer: WorkerAnswer, server_entries: list[dict] | None, link_dead: str | None = None,
                link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None,
                ) -> Trial:
     """Build the immutable record of one load from the worker's answer and the server's log (its
@@ -117,19 +118,15 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     # (nav_json) for forensics, never as timings of the page.
     t = timings(nav) if nav and not is_error_page(answer) else {}
     srv = server_entries[0] if server_entries and len(server_entries) == 1 else {}
-    c = cell.conditions
     return Trial(
         campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=cell.size_bytes,
-        page=page_name(cell.size_bytes), rate_down_bps=cell.conditions.rate_down_bps,
-        rate_up_bps=cell.conditions.rate_up_bps, conditions=cell.conditions.label, status=status, reason=reason,
+        page=page_name(cell.size_bytes), conditions=cell.conditions, status=status, reason=reason,
         started_utc=started, finished_utc=utc_now(), wall_s=wall_s, url=url,
         launch_s=answer.get("launch_s"), load_s=answer.get("load_s"), quit_s=answer.get("quit_s"),
         next_hop_protocol=nav.get("nextHopProtocol"), response_status=nav.get("responseStatus"),
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
-        rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms, jitter_dist=c.jitter_dist, loss_pct=c.loss_pct,
-        loss_direction=c.loss_direction, reorder=c.reorder, queue_pkts=c.queue_pkts,
         link_json=json.dumps(link_stats) if link_stats else None, **t, **(extra or {}))
 
 
@@ -187,6 +184,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
                        answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None},
                        foreign)
     trial_id = store.add_trial(trial)
+    trial = dataclasses.replace(trial, trial_id=trial_id)
     if "cpu" in settings.kinds:
         nav_t0 = answer.get("nav_t0") or t0
         store.add_cpu_samples(trial_id, (answer.get("cpu_series") or []) + sampler.series(since=nav_t0))
@@ -211,8 +209,3 @@ def apply_and_verify(bed: Testbed, store: Store, campaign_id: int, cond, verify_
         raise LinkError(f"the link is out of tolerance for {cond.label}: {', '.join(check['verify']['failed'])} "
                         "(figures stored with the campaign; --verify warn runs anyway)")
     return check
-
-
-def grid_dict(grid: Grid) -> dict:
-    return {"protos": list(grid.protos), "sizes": list(grid.sizes),
-            "conditions": [dataclasses.asdict(c) for c in grid.conditions], "runs": grid.runs}

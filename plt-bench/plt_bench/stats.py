@@ -20,15 +20,17 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats as sps
 
+from .records import Trial
+
 CV_WARN = 0.10
 ALPHA = 0.05
 TESTS = ("welch", "mannwhitney")
 CORRECTIONS = ("holm", "bh")
 
 
-def usable(trials: list[dict]) -> list[dict]:
-    """The trials statistics are made of: ok and not warm-up."""
-    return [t for t in trials if t["status"] == "ok" and not t.get("warmup") and t["plt_ms"] is not None]
+def usable(trials: list[Trial]) -> list[Trial]:
+    """The trials statistics are made of (Trial.counts: ok, timed, not a warm-up)."""
+    return [t for t in trials if t.counts]
 
 
 def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
@@ -39,17 +41,18 @@ def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[f
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def cell_key(t: dict) -> tuple:
-    return (t["conditions"], t["size_bytes"], t["proto"])
+def cell_key(t: Trial) -> tuple:
+    """(conditions' label, size, protocol): the label holds every field of the conditions."""
+    return (t.label, t.size_bytes, t.proto)
 
 
-def cells(trials: list[dict]) -> dict[tuple, dict]:
+def cells(trials: list[Trial]) -> dict[tuple, dict]:
     """Per (conditions, size, proto): n, median, mean, sd, ci_low, ci_high, cv, warnings."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, dict] = {}
     for t in usable(trials):
-        groups[cell_key(t)].append(float(t["plt_ms"]))
-        meta.setdefault(cell_key(t), t)
+        groups[cell_key(t)].append(float(t.plt_ms))
+        meta.setdefault(cell_key(t), t.conditions)
     out = {}
     for k, v in groups.items():
         x = np.asarray(v)
@@ -59,11 +62,11 @@ def cells(trials: list[dict]) -> dict[tuple, dict]:
         warn = []
         if len(x) > 1 and cv > CV_WARN:
             warn.append(f"CV {cv:.0%} > {CV_WARN:.0%}: unstable; add --runs or check the machine's load (busy_pct)")
-        t0 = meta[k]
+        c = meta[k]
         out[k] = {"conditions": k[0], "size_bytes": k[1], "proto": k[2], "n": len(x), "median_ms": float(np.median(x)),
                   "mean_ms": float(np.mean(x)), "sd_ms": sd, "ci_low_ms": lo, "ci_high_ms": hi, "cv": cv,
-                  "warnings": warn, "rate_down_bps": t0["rate_down_bps"], "rtt_ms": t0.get("rtt_ms") or 0.0,
-                  "jitter_ms": t0.get("jitter_ms") or 0.0, "loss_pct": t0.get("loss_pct") or 0.0}
+                  "warnings": warn, "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
+                  "loss_pct": c.loss_pct}
     return out
 
 
@@ -116,7 +119,7 @@ def sort_key(r: dict) -> tuple:
             r["conditions"], r["size_bytes"])
 
 
-def compare(trials: list[dict], test: str = "welch", correction: str = "holm", alpha: float = ALPHA) -> list[dict]:
+def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", alpha: float = ALPHA) -> list[dict]:
     """QUIC against TCP for every (conditions, size) that has both."""
     if test not in TESTS:
         raise ValueError(f"test must be one of {TESTS}")
@@ -125,7 +128,7 @@ def compare(trials: list[dict], test: str = "welch", correction: str = "holm", a
     per = cells(trials)
     samples: dict[tuple, list[float]] = defaultdict(list)
     for t in usable(trials):
-        samples[cell_key(t)].append(float(t["plt_ms"]))
+        samples[cell_key(t)].append(float(t.plt_ms))
     rows = []
     for (cond, size, proto), c in sorted(per.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         if proto != "quic" or (cond, size, "tcp") not in per:
@@ -164,24 +167,24 @@ def cpu_role(role: str) -> str:
     return role if role in CPU_ROLES else "other"
 
 
-def cpu_rows(trials: list[dict]) -> list[dict]:
+def cpu_rows(trials: list[Trial]) -> list[dict]:
     """One row per usable trial and role: CPU seconds (user, system) and seconds per MB of page."""
     from .cpu import roles_of
     out = []
     for t in usable(trials):
         agg: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        for r, v in roles_of(t.get("cpu_json")).items():
+        for r, v in roles_of(t.cpu_json).items():
             a = agg[cpu_role(r)]
             a[0] += v.get("user_s", 0.0)
             a[1] += v.get("system_s", 0.0)
-        mb = t["size_bytes"] / 1e6
+        mb = t.size_bytes / 1e6
         for r, (u, s) in agg.items():
-            out.append({"conditions": t["conditions"], "size_bytes": t["size_bytes"], "proto": t["proto"], "role": r,
+            out.append({"conditions": t.label, "size_bytes": t.size_bytes, "proto": t.proto, "role": r,
                         "user_s": u, "system_s": s, "cpu_s": u + s, "cpu_s_per_mb": (u + s) / mb})
     return out
 
 
-def cpu_table(trials: list[dict]) -> list[dict]:
+def cpu_table(trials: list[Trial]) -> list[dict]:
     """Per conditions x size x protocol x role: n and the medians of CPU seconds and of seconds per MB."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in cpu_rows(trials):
@@ -197,13 +200,13 @@ def cpu_table(trials: list[dict]) -> list[dict]:
     return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["proto"], order[r["role"]]))
 
 
-def cpu_per_mb(trials: list[dict]) -> list[dict]:
+def cpu_per_mb(trials: list[Trial]) -> list[dict]:
     """Per protocol x role across a campaign: CPU seconds per MB transferred (sum of CPU over sum of
     MB, so big pages weigh by their bytes), with user and system apart."""
     acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
     mb: dict[str, float] = defaultdict(float)
     for t in usable(trials):
-        mb[t["proto"]] += t["size_bytes"] / 1e6
+        mb[t.proto] += t.size_bytes / 1e6
     for r in cpu_rows(trials):
         a = acc[(r["proto"], r["role"])]
         a[0] += r["user_s"]

@@ -15,22 +15,26 @@ Schema history (SCHEMA_VERSION):
       the start of the navigation (its start-up is under "launch"); version 4 rows stay flat
       (cpu.roles_of reads both). New tables: cpu_samples (the CPU time series of capture runs) and
       artifacts (capture files beside the trial: pcap, keylog, qlog, netlog).
+  6 - the table trials is made from the record (plt_bench.records.Trial); trials gain
+      conditions_name (a named profile's name: until now only inside the label), so a trial's
+      conditions are whole in their columns and cells are found by fields, not by the label.
 """
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import sqlite3
 from pathlib import Path
 from typing import Iterable, TextIO
 
+from . import records
 from .errors import StoreError, UsageError
+from .records import Trial
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
-SCHEMA = """
+SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS campaigns (
   id INTEGER PRIMARY KEY,
@@ -42,41 +46,7 @@ CREATE TABLE IF NOT EXISTS campaigns (
   metadata_json TEXT NOT NULL,
   spec_hash TEXT                     -- the campaign's definition; equal hashes resume
 );
-CREATE TABLE IF NOT EXISTS trials (
-  id INTEGER PRIMARY KEY,
-  campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
-  seq INTEGER NOT NULL,              -- order within the campaign
-  run_index INTEGER NOT NULL,        -- repetition of this cell, from 0
-  proto TEXT NOT NULL,               -- quic | tcp
-  size_bytes INTEGER NOT NULL,
-  page TEXT NOT NULL,
-  rate_down_bps INTEGER,             -- NULL: unshaped
-  rate_up_bps INTEGER,
-  conditions TEXT NOT NULL,          -- label of the conditions, e.g. 100mbit rtt50ms loss1%
-  status TEXT NOT NULL,              -- ok | failed
-  reason TEXT,                       -- why it failed; NULL when ok
-  started_utc TEXT NOT NULL,
-  finished_utc TEXT NOT NULL,
-  wall_s REAL NOT NULL,              -- whole trial: browser start, load, quit
-  launch_s REAL, load_s REAL, quit_s REAL,
-  plt_ms REAL,                       -- loadEventEnd - startTime
-  dns_ms REAL, connect_ms REAL, tls_ms REAL, ttfb_ms REAL, response_end_ms REAL, dcl_ms REAL,
-  next_hop_protocol TEXT,
-  response_status INTEGER,
-  decoded_body_bytes INTEGER, encoded_body_bytes INTEGER, transfer_bytes INTEGER,
-  server_proto TEXT, server_status INTEGER, server_bytes INTEGER,
-  url TEXT NOT NULL,
-  nav_json TEXT,                     -- the full PerformanceNavigationTiming entry
-  rtt_ms REAL, jitter_ms REAL, jitter_dist TEXT, loss_pct REAL, loss_direction TEXT, reorder INTEGER,
-  queue_pkts INTEGER,                -- NULL: automatic (>= one bandwidth-delay product)
-  link_json TEXT,                    -- the link emulator's counters during this trial (linkem), or NULL
-  attempt INTEGER NOT NULL DEFAULT 1,-- 1, then 2, 3... for retries of a failed trial
-  warmup INTEGER NOT NULL DEFAULT 0, -- 1: a warm-up trial, kept but left out of the statistics
-  busy_pct REAL,                     -- CPU busy (all cores) just before the trial
-  load1 REAL,                        -- 1-minute load average just before the trial
-  idle_wait_s REAL,                  -- time the idle gate waited before the trial
-  cpu_json TEXT                      -- CPU seconds per role during the trial
-);
+{trials}
 CREATE INDEX IF NOT EXISTS trials_campaign ON trials(campaign_id);
 CREATE TABLE IF NOT EXISTS cpu_samples (
   trial_id INTEGER NOT NULL REFERENCES trials(id),
@@ -104,61 +74,19 @@ CREATE TABLE IF NOT EXISTS link_checks (
 """
 
 
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """One page load, ok or failed. Units are in the field names."""
-
-    campaign_id: int
-    seq: int
-    run_index: int
-    proto: str
-    size_bytes: int
-    page: str
-    rate_down_bps: int | None
-    rate_up_bps: int | None
-    conditions: str
-    status: str
-    reason: str | None
-    started_utc: str
-    finished_utc: str
-    wall_s: float
-    url: str
-    launch_s: float | None = None
-    load_s: float | None = None
-    quit_s: float | None = None
-    plt_ms: float | None = None
-    dns_ms: float | None = None
-    connect_ms: float | None = None
-    tls_ms: float | None = None
-    ttfb_ms: float | None = None
-    response_end_ms: float | None = None
-    dcl_ms: float | None = None
-    next_hop_protocol: str | None = None
-    response_status: int | None = None
-    decoded_body_bytes: int | None = None
-    encoded_body_bytes: int | None = None
-    transfer_bytes: int | None = None
-    server_proto: str | None = None
-    server_status: int | None = None
-    server_bytes: int | None = None
-    nav_json: str | None = None
-    rtt_ms: float = 0.0
-    jitter_ms: float = 0.0
-    jitter_dist: str = "uniform"
-    loss_pct: float = 0.0
-    loss_direction: str = "both"
-    reorder: bool = True
-    queue_pkts: int | None = None
-    link_json: str | None = None
-    attempt: int = 1
-    warmup: bool = False
-    busy_pct: float | None = None
-    load1: float | None = None
-    idle_wait_s: float | None = None
-    cpu_json: str | None = None
+def trials_table() -> str:
+    """CREATE TABLE trials, made from the record (plt_bench.records.Trial): one column per field,
+    the conditions' fields as columns of their own, each field's documentation as a comment."""
+    lines = ["  id INTEGER PRIMARY KEY,"]
+    cols = records.columns()
+    for i, (name, decl, text) in enumerate(cols):
+        if name == "campaign_id":
+            decl += " REFERENCES campaigns(id)"
+        lines.append(f"  {name} {decl}{',' if i < len(cols) - 1 else ''}  -- {text}")
+    return "CREATE TABLE IF NOT EXISTS trials (\n" + "\n".join(lines) + "\n);"
 
 
-TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
+SCHEMA = SCHEMA_TEMPLATE.replace("{trials}", trials_table())
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
@@ -205,6 +133,14 @@ def check_writable(path: Path, option: str = "--results") -> None:
                          f"({e.strerror or e})") from None
     if path.exists():
         _check_version(path, option, writing=True)
+
+
+def check_out_file(path: Path, option: str) -> Path:
+    """An output file's path, refused before anything is read or made if it cannot be one."""
+    if path.is_dir() or not path.parent.is_dir():
+        raise UsageError(f"{option}: {path} is a folder; expected a file path" if path.is_dir() else
+                         f"{option}: the folder {path.parent} does not exist")
+    return path
 
 
 def _check_version(path: Path, option: str, writing: bool) -> None:
@@ -301,6 +237,11 @@ class Store:
             version = 4
         if version == 4:  # 4 -> 5: new tables only (created below); old cpu_json rows stay readable
             version = 5
+        if version == 5:  # 5 -> 6: the profile's name as a column ("Cable (10mbit rtt28ms)" -> Cable)
+            self.db.execute("ALTER TABLE trials ADD COLUMN conditions_name TEXT")
+            self.db.execute("UPDATE trials SET conditions_name = substr(conditions, 1, instr(conditions, ' (') - 1) "
+                            "WHERE conditions LIKE '% (%)'")
+            version = 6
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()
@@ -368,9 +309,9 @@ class Store:
 
     @_writing
     def add_trial(self, t: Trial) -> int:
-        cols = ",".join(TRIAL_FIELDS)
-        marks = ",".join("?" for _ in TRIAL_FIELDS)
-        cur = self.db.execute(f"INSERT INTO trials ({cols}) VALUES ({marks})", [getattr(t, f) for f in TRIAL_FIELDS])
+        row = t.row()
+        cur = self.db.execute(f"INSERT INTO trials ({','.join(row)}) VALUES ({','.join('?' for _ in row)})",
+                              list(row.values()))
         self.db.commit()
         return cur.lastrowid
 
@@ -451,26 +392,34 @@ class Store:
             raise UsageError(f"--campaign: no campaign {cid} in {self.path}")
         return [cid]
 
-    def trials(self, campaign_ids: Iterable[int]) -> list[dict]:
+    def trials(self, campaign_ids: Iterable[int]) -> list[Trial]:
+        """The campaigns' trials as records, in the order they ran."""
         ids = list(campaign_ids)
         if not ids:
             return []
         marks = ",".join("?" for _ in ids)
-        cur = self.db.execute(f"SELECT id, {','.join(TRIAL_FIELDS)} FROM trials WHERE campaign_id IN ({marks}) "
+        cur = self.db.execute(f"SELECT id, {','.join(records.COLUMNS)} FROM trials WHERE campaign_id IN ({marks}) "
                               f"ORDER BY campaign_id, seq", ids)
-        return [dict(zip(["id", *TRIAL_FIELDS], row)) for row in cur]
+        return [Trial.from_row(dict(zip(["id", *records.COLUMNS], row))) for row in cur]
 
     def link_checks(self, campaign_id: int) -> list[dict]:
         cur = self.db.execute("SELECT conditions, checked_utc, result_json FROM link_checks WHERE campaign_id=? "
                               "ORDER BY id", (campaign_id,))
         return [{"conditions": c, "checked_utc": t, "result": json.loads(r)} for c, t, r in cur]
 
-    def export_csv(self, campaign_ids: Iterable[int], out: TextIO, with_nav: bool = False) -> int:
-        fields = [f for f in TRIAL_FIELDS if with_nav or f != "nav_json"]
+    def export_csv(self, campaign_ids: Iterable[int], out: TextIO | Path, with_nav: bool = False) -> int:
+        """Trials as CSV to a stream or a file (check_out_file first); how many were written."""
+        if isinstance(out, Path):
+            try:
+                with open(out, "w", newline="") as f:
+                    return self.export_csv(campaign_ids, f, with_nav)
+            except OSError as e:
+                raise UsageError(f"--out: cannot write {out}: {e.strerror or e}") from None
+        fields = ["id"] + [f for f in records.COLUMNS if with_nav or f != "nav_json"]
         w = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         n = 0
         for t in self.trials(campaign_ids):
-            w.writerow(t)
+            w.writerow({"id": t.trial_id, **t.row()})
             n += 1
         return n

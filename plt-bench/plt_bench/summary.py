@@ -1,4 +1,5 @@
-"""Summary table of a set of trials: per cell n, median/min/max PLT and PLT / payload-only ideal."""
+"""Summary table of a set of trials: per cell the trials that count (plt_bench.stats.usable: the one
+rule), the failed attempts and the warm-ups apart, median/min/max PLT and PLT / payload-only ideal."""
 
 from __future__ import annotations
 
@@ -6,27 +7,43 @@ import statistics
 from collections import defaultdict
 
 from .conditions import ideal_seconds
+from .records import Trial
+from .stats import cell_key, usable
 from .units import format_size
 
 
-def summarize(trials: list[dict]) -> list[dict]:
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+def summarize(trials: list[Trial]) -> list[dict]:
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in trials:
-        groups[(t["conditions"], t["size_bytes"], t["proto"])].append(t)
+        groups[cell_key(t)].append(t)
     rows = []
-    for (cond, size, proto), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-        plts = [t["plt_ms"] for t in ts if t["status"] == "ok"]
-        ideal = ideal_seconds(size, ts[0]["rate_down_bps"])
+    for (label, size, proto), ts in sorted(groups.items(), key=lambda kv: kv[0]):
+        plts = [t.plt_ms for t in usable(ts)]
+        ideal = ideal_seconds(size, ts[0].conditions.rate_down_bps)
         med = statistics.median(plts) if plts else None
         rows.append({
-            "conditions": cond, "size": format_size(size), "size_bytes": size, "proto": proto,
-            "n_ok": len(plts), "n_failed": len(ts) - len(plts),
+            "conditions": label, "size": format_size(size), "size_bytes": size, "proto": proto,
+            "n_ok": len(plts), "n_failed": sum(not t.ok for t in ts), "n_warmup": sum(t.ok and t.warmup for t in ts),
             "median_ms": med, "min_ms": min(plts) if plts else None, "max_ms": max(plts) if plts else None,
             "ideal_ms": ideal * 1000 if ideal else None,
             "ratio_to_ideal": (med / (ideal * 1000)) if (med and ideal) else None,
-            "reasons": sorted({t["reason"] for t in ts if t["status"] != "ok"}),
+            "reasons": sorted({t.reason for t in ts if not t.ok}),
         })
     return rows
+
+
+def campaign_sections(results, campaign_id: int) -> list[tuple[str, str]]:
+    """(title, text) of a stored campaign: its link as measured, and its summary table."""
+    from .link.verify import format_report
+    from .store import Store
+    with Store(results, read_only=True) as store:
+        c = store.campaign(campaign_id)
+        link = [format_report(x["result"]["verify"]) if "verify" in x["result"] else
+                f"{x['conditions']}: applied and read back, not measured (verify off)" for x in store.link_checks(campaign_id)]
+        head = (f"campaign {campaign_id} '{c['name']}' in {results} (order seeded with {c['grid'].get('seed')}; link "
+                f"backend: {c['metadata'].get('link_backend')}; report: plt-bench report {campaign_id} --results {results})")
+        return [("plt-bench: the link, measured", "\n".join(link)),
+                ("plt-bench: page-load time per cell", head + "\n" + format_table(summarize(store.trials([campaign_id]))))]
 
 
 def _f(v, fmt="{:.1f}") -> str:
@@ -34,9 +51,10 @@ def _f(v, fmt="{:.1f}") -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    head = ["link", "size", "proto", "ok", "fail", "median ms", "min ms", "max ms", "ideal ms", "median/ideal"]
-    body = [[r["conditions"], r["size"], r["proto"], str(r["n_ok"]), str(r["n_failed"]), _f(r["median_ms"]),
-             _f(r["min_ms"]), _f(r["max_ms"]), _f(r["ideal_ms"]), _f(r["ratio_to_ideal"], "{:.3f}")] for r in rows]
+    head = ["link", "size", "proto", "ok", "fail", "warm-up", "median ms", "min ms", "max ms", "ideal ms", "median/ideal"]
+    body = [[r["conditions"], r["size"], r["proto"], str(r["n_ok"]), str(r["n_failed"]), str(r["n_warmup"]),
+             _f(r["median_ms"]), _f(r["min_ms"]), _f(r["max_ms"]), _f(r["ideal_ms"]),
+             _f(r["ratio_to_ideal"], "{:.3f}")] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(h.rjust(w) if i > 2 else h.ljust(w) for i, (h, w) in enumerate(zip(head, widths)))]
     lines.append("  ".join("-" * w for w in widths))
@@ -45,4 +63,5 @@ def format_table(rows: list[dict]) -> str:
     reasons = sorted({reason for r in rows for reason in r["reasons"]})
     if reasons:
         lines.append("failures: " + "; ".join(reasons))
+    lines.append("ok: trials that count in the statistics (warm-ups apart); fail: failed attempts, kept in the store")
     return "\n".join(lines)

@@ -151,6 +151,26 @@ class Testbed:
         return {"timing": self.timing}
 
     # -- metadata ------------------------------------------------------------------------------
+    def describe(self, check: dict, sizes) -> dict:
+        """Where everything of a testbed that stays up is ('plt-bench up'), with "text" for people."""
+        from .pages import page_name
+        info = {**self.plan.describe(), "url": self.url("index_5KB.html"), "pages": [f"/{page_name(s)}" for s in sizes],
+                "spki_sha256": self.server.cert.spki_sha256_b64, "link": check, "run_dir": str(self.plan.run_dir),
+                "chromium_flags": f"--host-resolver-rules='MAP {HOST} {self.plan.server_ip}' "
+                                  f"--ignore-certificate-errors-spki-list={self.server.cert.spki_sha256_b64}"}
+        n, addr = info["namespaces"], info["addresses"]
+        info["text"] = "\n".join([
+            f"testbed {info['prefix']} is up ({check['conditions']}, {check['backend']})",
+            f"  client  {n['client']:<14} {addr['client']}",
+            f"  router  {n['router']:<14} {addr['router_client_side']} | {addr['router_server_side']}",
+            f"  server  {n['server']:<14} {addr['server']}  (Caddy: h3 on UDP 443, HTTP/1.1+TLS on TCP 443)",
+            f"  url     {info['url']}",
+            f"  try     ip netns exec {n['client']} ping -c 3 {addr['server']}",
+            f"          ip netns exec {n['client']} curl -sk --resolve {HOST}:443:{addr['server']} "
+            f"-o /dev/null -w '%{{http_version}} %{{time_total}}\\n' {info['url']}",
+            f"  down    plt-bench down --testbed {info['prefix'][2:]}"])
+        return info
+
     def metadata(self) -> dict:
         m = machine()
         caddy = self.server.info()

@@ -364,6 +364,24 @@ def _kill(pids: list[int], grace_s: float = 3.0) -> None:
     procs.kill_and_reap(pids, grace_s=grace_s, timeout_s=grace_s, until_reaped=True)
 
 
+def take_down(index: int | None) -> list[str]:
+    """'plt-bench down': testbed `index` (refused if a live run owns it), or every one 'up' left."""
+    from .errors import UsageError
+    if index is None:
+        prefixes = [p for p in our_prefixes() if read_state(p).get("up")]
+    else:
+        prefixes = [f"pb{index}"]
+        if prefixes[0] not in our_prefixes():
+            raise UsageError(f"--testbed: there is no testbed {index}")
+        st = read_state(prefixes[0])
+        if owner_alive(st):
+            raise UsageError(f"--testbed: testbed {index} belongs to a running plt-bench (pid {st['owner_pid']}); "
+                             "stop that run instead")
+    for p in prefixes:
+        teardown(p)
+    return prefixes
+
+
 def teardown(prefix: str) -> list[str]:
     """Remove everything of one testbed: its processes, namespaces (and with them veths, qdiscs,
     iptables rules) and run folder. Safe to call on a half-built or already removed testbed."""

@@ -36,10 +36,10 @@ def captured(tmp_path_factory):
             t = run_cell_once(bed, store, cid, seq, 0, Cell(proto, size, cond))
             assert t.status == "ok", t.reason
             row = store.trials([cid])[-1]
-            arts = store.artifacts(row["id"])
+            arts = store.artifacts(row.trial_id)
             trials[proto if size == PAGE else f"{proto}-big"] = {
                 "row": row, "artifacts": {a["kind"]: a for a in arts}, "all_artifacts": arts,
-                "samples": store.cpu_samples(row["id"])}
+                "samples": store.cpu_samples(row.trial_id)}
         spool_during = list(results.glob("captures/.qlog-spool-*"))
     yield {"trials": trials, "results": results, "spool_during": spool_during,
            "spool_left": list(results.glob("captures/.qlog-spool-*"))}
@@ -61,7 +61,7 @@ def tshark(pcap: str, keylog: str | None, display_filter: str, *fields: str) -> 
 def test_every_capture_file_is_referenced_by_the_store_and_lives_under_results(captured):
     results = captured["results"].resolve()
     for key, tr in captured["trials"].items():
-        proto, size = key.split("-")[0], tr["row"]["size_bytes"]
+        proto, size = key.split("-")[0], tr["row"].size_bytes
         want = {"pcap", "keylog", "netlog"} | ({"qlog"} if proto == "quic" else set())
         assert set(tr["artifacts"]) == want, (proto, tr["artifacts"])
         for a in tr["all_artifacts"]:
@@ -96,7 +96,7 @@ def test_tcp_trial_dissects_as_tls_and_decrypts_to_http11(captured):
     pcap, keys = tr["artifacts"]["pcap"]["path"], tr["artifacts"]["keylog"]["path"]
     assert tshark(pcap, None, "tls.handshake.type == 1")  # a Client Hello
     assert tshark(pcap, None, "http") == []  # encrypted without the keys
-    uri = tr["row"]["url"].split("plt.test", 1)[1]
+    uri = tr["row"].url.split("plt.test", 1)[1]
     req = tshark(pcap, keys, "http.request", "http.request.method", "http.request.uri", "http.request.version")
     # the page, then (after the load event) Chromium's own /favicon.ico, which the server answers 404
     assert req[0] == ["GET", uri, "HTTP/1.1"] and all(r[1] == "/favicon.ico" for r in req[1:]), req
@@ -120,12 +120,12 @@ def test_netlog_is_complete_json_with_the_trials_url(captured):
     for key, tr in captured["trials"].items():
         data = json.loads(Path(tr["artifacts"]["netlog"]["path"]).read_text())
         assert {"constants", "events"} <= set(data)
-        assert tr["row"]["url"] in json.dumps(data["events"]), key
+        assert tr["row"].url in json.dumps(data["events"]), key
 
 
 def test_cpu_samples_exist_for_every_role_are_monotone_and_add_up_to_the_totals(captured):
     for key, tr in captured["trials"].items():
-        totals = roles_of(tr["row"]["cpu_json"])
+        totals = roles_of(tr["row"].cpu_json)
         by_role = {}
         for s in tr["samples"]:
             by_role.setdefault(s["role"], []).append(s)
@@ -157,7 +157,7 @@ def test_cpu_samples_exist_for_every_role_are_monotone_and_add_up_to_the_totals(
 def test_sampler_costs_little(captured):
     """Correctness bound only (the target, 1% of a core, is measured by plt-bench bench-sampler)."""
     for key, tr in captured["trials"].items():
-        cpu = json.loads(tr["row"]["cpu_json"])
+        cpu = json.loads(tr["row"].cpu_json)
         for side in ("sampler", "server_sampler"):
             info = cpu[side]
             assert info["samples"] >= (5 if key.endswith("-big") else 2) and info["window_s"] > 0

@@ -71,35 +71,46 @@ def test_plan_interleaves_protocols_in_a_seeded_random_order():
     assert spec.plan() == plan  # seeded: the same every time
 
 
-def test_todo_skips_finished_and_exhausted_trials():
+def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trials():
+    from plt_bench import session
+    from .trials import trial
     spec = campaign.load("quick", {"size": "5KB", "runs": "2", "proto": "tcp"})
     cond = spec.grid.conditions[0]
-    done = {(cond.label, 0, 5000, "tcp"): [{"status": "ok"}],
-            (cond.label, 1, 5000, "tcp"): [{"status": "failed"}]}
-    assert campaign.todo(spec, done) == [(cond, 1, 5000, "tcp")]  # retries = 1: one more attempt
-    done[(cond.label, 1, 5000, "tcp")].append({"status": "failed"})
-    assert campaign.todo(spec, done) == []
+    stored = [trial(seq=0, run_index=0, proto="tcp", size=5000, cond=cond),
+              trial(seq=1, run_index=1, proto="tcp", size=5000, cond=cond, status="failed")]
+    done = session.attempts_so_far(stored)
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, 5000, "tcp")]  # retries = 1: one more attempt
+    done = session.attempts_so_far(stored + [trial(seq=2, run_index=1, proto="tcp", size=5000, cond=cond,
+                                                   status="failed")])
+    assert session.todo(spec.plan(), done, spec.retries) == []
+    # a trial under other conditions with the same rate is another cell, whatever its label says
+    import dataclasses
+    other = dataclasses.replace(cond, queue_pkts=500)
+    done = session.attempts_so_far([trial(seq=0, run_index=0, proto="tcp", size=5000, cond=other)])
+    assert len(session.todo(spec.plan(), done, spec.retries)) == 2
 
 
 def test_key_metadata_diff_and_eta():
+    from plt_bench import session
     a = {"host": "h", "kernel": "k", "link_backend": "linkem", "chromium": "156", "chromedriver": "156",
          "caddy_version": "v2", "congestion_control": "cubic"}
-    assert campaign.key_metadata_diff(a, dict(a)) == []
-    assert campaign.key_metadata_diff(a, dict(a, chromium="157")) == ["chromium: '156' then, '157' now"]
+    assert session.key_metadata_diff(a, dict(a)) == []
+    assert session.key_metadata_diff(a, dict(a, chromium="157")) == ["chromium: '156' then, '157' now"]
     spec = campaign.load("quick")
-    eta = campaign.Eta(verify_s=20)
+    eta = session.Eta(verify_s=20)
     est = eta.remaining_s(spec.plan(), 1)
     assert 20 + 0.7 * len(spec.plan()) < est < 20 + 60 * len(spec.plan())
-    assert campaign.fmt_duration(3725) == "1h02m" and campaign.bar(5, 10, 10) == "[#####.....]"
+    assert session.fmt_duration(3725) == "1h02m" and session.bar(5, 10, 10) == "[#####.....]"
 
 
 def test_eta_learns_bandwidth_and_latency_separately():
-    from plt_bench.conditions import Conditions
-    eta = campaign.Eta(verify_s=0)
-    c = Conditions(10**7, 10**7)
+    from plt_bench import session
+    from .trials import conditions, trial
+    eta = session.Eta(verify_s=0)
+    c = conditions()
     # a latency-bound small page must not inflate the estimate of a bandwidth-bound large one
-    eta.observe_row(5000, 10**7, 400.0, 0.9)       # ideal 4 ms, PLT 400 ms
-    eta.observe_row(10**7, 10**7, 8400.0, 8.9)     # ideal 8 s, PLT 8.4 s
+    eta.observe(trial(size=5000, plt=400.0, wall_s=0.9, cond=c))       # ideal 4 ms, PLT 400 ms
+    eta.observe(trial(size=10**7, plt=8400.0, wall_s=8.9, cond=c))     # ideal 8 s, PLT 8.4 s
     f, latency, overhead = eta.model()
     assert f == pytest.approx(1.05) and overhead == pytest.approx(0.5)
     assert 8.0 * 1.05 < eta.trial_s(c, 10**7) < 8.0 * 1.05 + 1.0

@@ -71,8 +71,14 @@ def test_trial_folder():
         Path("/r/captures/3/00012-tcp-index_10MB")
 
 
-def test_make_settings_puts_files_beside_the_store(tmp_path):
-    s = capture.make_settings("pcap,cpu", "50ms", "1GB", tmp_path / "r" / "s.sqlite")
-    assert s.kinds == ("cpu", "pcap") and s.cpu_interval_s == 0.05 and s.limit_bytes == 10**9
+def test_capture_options_become_the_campaigns_settings_and_files_go_beside_the_store(tmp_path):
+    from plt_bench import campaign
+    spec = campaign.load(None, {"capture": "pcap,cpu", "cpu_interval": "50ms", "capture_limit": "1GB"})
+    assert spec.capture == ("cpu", "pcap") and spec.cpu_interval_s == 0.05 and spec.capture_limit_bytes == 10**9
+    plain = campaign.load(None)
+    assert plain.capture == () and plain.cpu_interval_s == capture.DEFAULT_INTERVAL_S
+    assert plain.capture_limit_bytes == capture.DEFAULT_LIMIT_BYTES
+    s = capture.Settings(spec.capture, capture.captures_root(tmp_path / "r" / "s.sqlite"))
     assert s.root == (tmp_path / "r" / "captures").resolve() and s.files
-    assert not capture.make_settings("cpu", None, None, tmp_path / "s.sqlite").files
+    assert not capture.Settings(("cpu",), s.root).files
+    assert not capture.Settings(capture.parse_kinds("cpu"), capture.captures_root(tmp_path / "s.sqlite")).files

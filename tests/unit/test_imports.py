@@ -31,3 +31,52 @@ def test_every_relative_import_resolves():
                     except ImportError:
                         unresolved.append(f"{path.name}:{node.lineno}: {target}.{alias.name}")
     assert not unresolved, unresolved
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            out |= {node.module or ""} | {f"{node.module}.{a.name}" if node.module else a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return out
+
+
+def test_the_front_ends_import_neither_each_other_nor_each_others_pieces():
+    cli, plugin = _imports(PACKAGE / "cli.py"), _imports(PACKAGE / "pytest_plugin.py")
+    assert not any("pytest_plugin" in m for m in cli) and not any("cli" in m.split(".") for m in plugin)
+    assert "pytest" not in cli
+
+
+def test_every_option_reads_the_same_in_the_cli_and_in_pytest():
+    """One table (plt_bench.options): the CLI's run and pytest's measurement mode take the same
+    options with the same help text; only --capture is --captures in pytest, which owns --capture."""
+    import argparse
+
+    from plt_bench import cli, options, pytest_plugin
+    run = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["run"]
+    cli_help = {a.option_strings[0]: a.help for a in run._actions if a.option_strings and a.dest != "help"}
+
+    class Group:
+        def __init__(self):
+            self.seen = {}
+
+        def addoption(self, flag, **kw):
+            self.seen[flag] = kw["help"]
+
+    class Parser:
+        group = Group()
+
+        def getgroup(self, *a):
+            return self.group
+
+    pytest_plugin.pytest_addoption(Parser())
+    seen = Parser.group.seen
+    for key in pytest_plugin.KEYS:
+        if key == "campaign":  # the CLI's positional CAMPAIGN
+            continue
+        flag = options.option(key).cli_flag
+        assert flag in cli_help, flag
+        assert seen[options.display(key, pytest=True)] == cli_help[flag], key
+    assert set(seen) - {options.display(k, pytest=True) for k in pytest_plugin.KEYS} == set()

@@ -6,7 +6,10 @@ import pytest
 from PIL import Image
 
 from plt_bench import plots, report
-from plt_bench.store import Store, Trial
+from plt_bench.records import Trial
+from plt_bench.store import Store
+
+from .trials import conditions
 
 SIZES = (5000, 500_000)
 RATES = (10**7, 10**8)
@@ -24,7 +27,7 @@ def fixture_store(tmp_path):
         for proto, mean in zip(("quic", "tcp"), means):
             for r, v in enumerate(rng.normal(mean, 1.0, 8)):
                 s.add_trial(Trial(campaign_id=cid, seq=seq, run_index=r, proto=proto, size_bytes=size, page="p",
-                                  rate_down_bps=rate, rate_up_bps=rate, conditions=f"{rate // 10**6}mbit", status="ok",
+                                  conditions=conditions(rate_bps=rate), status="ok",
                                   reason=None, started_utc="t", finished_utc="t", wall_s=1.0, url="u", plt_ms=float(v)))
                 seq += 1
     yield s, cid, tmp_path
@@ -78,7 +81,7 @@ def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
     for seq, proto in enumerate(("quic", "tcp")):
         roles = {r: {"user_s": u, "system_s": sy, "processes": 1} for r, (u, sy) in costs[proto].items()}
         tid = s.add_trial(Trial(campaign_id=cid, seq=seq, run_index=0, proto=proto, size_bytes=10**7, page="p",
-                                rate_down_bps=10**8, rate_up_bps=10**8, conditions="100mbit", status="ok", reason=None,
+                                conditions=conditions(rate_bps=10**8), status="ok", reason=None,
                                 started_utc="t", finished_utc="t", wall_s=2.0, url="u", plt_ms=900.0,
                                 cpu_json=json.dumps({"roles": roles, "launch": None})))
         rows = [{"role": r, "t_s": k * 0.1, "user_s": u * k / 10, "system_s": sy * k / 10}

@@ -6,10 +6,11 @@ import pytest
 
 from plt_bench import stats
 
+from .trials import conditions, label, replace, trial
+
 
 def _trials(cond, size, proto, values, **kw):
-    return [dict(conditions=cond, size_bytes=size, proto=proto, status="ok", warmup=False, plt_ms=float(v),
-                 rate_down_bps=10**7, rtt_ms=0.0, jitter_ms=0.0, loss_pct=0.0, **kw) for v in values]
+    return [trial(seq=i, cond=conditions(cond), size=size, proto=proto, plt=float(v), **kw) for i, v in enumerate(values)]
 
 
 def test_identical_distributions_are_not_significant():
@@ -47,7 +48,7 @@ def test_correction_moves_a_borderline_p():
     crowd = list(one)
     for i in range(30):
         crowd += _trials(f"n{i}", 5000, "quic", [1000, 1010, 990]) + _trials(f"n{i}", 5000, "tcp", [1000, 1010, 990])
-    x = [r for r in stats.compare(crowd) if r["conditions"] == "x"][0]
+    x = [r for r in stats.compare(crowd) if r["conditions"] == label("x")][0]
     assert x["p_welch"] == pytest.approx(alone["p_welch"])
     assert x["p_adjusted"] > alone["p_adjusted"] and not x["significant"]  # ...but not among 31 cells
     assert stats.holm([float("nan"), 0.01]) == [pytest.approx(float("nan"), nan_ok=True), 0.01]
@@ -56,12 +57,12 @@ def test_correction_moves_a_borderline_p():
 def test_cells_ci_warmups_failures_and_cv_warning():
     vals = [1000, 1010, 990, 1005, 995, 1002, 998]
     t = _trials("c", 5000, "tcp", vals)
-    t.append(dict(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
-    t.append(dict(t[0], plt_ms=None, status="failed"))  # so is a failure
-    c = stats.cells(t)[("c", 5000, "tcp")]
+    t.append(replace(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
+    t.append(replace(t[0], plt_ms=None, status="failed"))  # so is a failure
+    c = stats.cells(t)[(label("c"), 5000, "tcp")]
     assert c["n"] == 7 and c["median_ms"] == 1000 and c["ci_low_ms"] <= 1000 <= c["ci_high_ms"]
     assert not c["warnings"]
-    noisy = stats.cells(_trials("c", 5000, "tcp", [500, 1000, 1500, 700]))[("c", 5000, "tcp")]
+    noisy = stats.cells(_trials("c", 5000, "tcp", [500, 1000, 1500, 700]))[(label("c"), 5000, "tcp")]
     assert noisy["warnings"] and "CV" in noisy["warnings"][0]
     assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
     assert math.isnan(stats.median_ci(np.array([1.0, 2.0]))[0])
@@ -88,8 +89,8 @@ def test_cpu_per_mb_weighs_by_bytes():
     import json
 
     def t(proto, size, cpu_s):
-        return {"status": "ok", "warmup": 0, "plt_ms": 1.0, "proto": proto, "size_bytes": size, "conditions": "c",
-                "cpu_json": json.dumps({"roles": {"renderer": {"user_s": cpu_s, "system_s": 0.0}}})}
+        return trial(plt=1.0, proto=proto, size=size,
+                     cpu_json=json.dumps({"roles": {"renderer": {"user_s": cpu_s, "system_s": 0.0}}}))
     rows = stats.cpu_per_mb([t("quic", 10**6, 0.1), t("quic", 9 * 10**6, 0.9), t("tcp", 10**6, 0.5)])
     q = next(r for r in rows if r["proto"] == "quic")
     assert q["cpu_s_per_mb"] == pytest.approx(0.1) and q["mb"] == 10 and q["trials"] == 2

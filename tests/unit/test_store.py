@@ -8,14 +8,7 @@ from plt_bench import store as st
 from plt_bench.errors import UsageError
 from plt_bench.summary import format_table, summarize
 
-
-def _trial(cid, seq, proto="quic", status="ok", plt=100.0, **kw):
-    base = dict(campaign_id=cid, seq=seq, run_index=seq, proto=proto, size_bytes=10**7, page="index_10MB.html",
-                rate_down_bps=10**7, rate_up_bps=10**7, conditions="10mbit", status=status,
-                reason=None if status == "ok" else "timeout", started_utc="t0", finished_utc="t1", wall_s=1.0,
-                url="https://plt.test/index_10MB.html?trial=x", plt_ms=plt if status == "ok" else None)
-    base.update(kw)
-    return st.Trial(**base)
+from .trials import trial as _trial
 
 
 def test_round_trip_and_csv(tmp_path):
@@ -30,7 +23,8 @@ def test_round_trip_and_csv(tmp_path):
     with st.Store(path) as s:  # reopen: the same schema version is accepted
         assert s.resolve_campaign("latest") == [cid]
         rows = s.trials([cid])
-        assert [r["status"] for r in rows] == ["ok", "ok", "failed"] and rows[2]["reason"] == "timeout"
+        assert [r.status for r in rows] == ["ok", "ok", "failed"] and rows[2].reason == "timeout"
+        assert rows[0] == _trial(cid, 0, plt=8400.0) and rows[0].trial_id  # the record comes back whole
         assert s.campaign(cid)["metadata"] == {"kernel": "k"} and s.campaign(cid)["status"] == "finished"
         assert s.link_checks(cid)[0]["result"]["backend"] == "tcconfig"
         buf = io.StringIO()
@@ -57,18 +51,18 @@ def test_schema_version_mismatch_is_refused(tmp_path):
 
 
 def test_a_newer_store_is_refused_without_a_byte_changed(tmp_path):
-    """A store of schema 6 (a newer plt-bench's) once gained WAL mode and four tables before the
+    """A store of schema 7 (a newer plt-bench's) once gained WAL mode and four tables before the
     refusal: now its version is read through a read-only connection first."""
     import hashlib
     path = tmp_path / "r.sqlite"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE schema_info (version INTEGER)")
-    db.execute("INSERT INTO schema_info VALUES (6)")
+    db.execute("INSERT INTO schema_info VALUES (7)")
     db.commit()
     db.close()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     for read_only in (False, True):
-        with pytest.raises(UsageError, match="schema version 6, newer than this plt-bench's"):
+        with pytest.raises(UsageError, match="schema version 7, newer than this plt-bench's"):
             st.Store(path, read_only=read_only)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]  # no -wal, no -shm
@@ -89,7 +83,7 @@ def test_a_store_is_read_without_being_changed(tmp_path):
         s.finish_campaign(cid, "finished", "later")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     with st.Store(path, read_only=True) as s:
-        assert [t["plt_ms"] for t in s.trials(s.resolve_campaign("latest"))] == [8400.0]
+        assert [t.plt_ms for t in s.trials(s.resolve_campaign("latest"))] == [8400.0]
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             s.db.execute("DELETE FROM trials")
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
@@ -108,7 +102,7 @@ def test_unwritable_results_path_fails_fast(tmp_path):
 
 
 def test_summary_ratio_to_ideal():
-    rows = summarize([dict(_trial(1, i, plt=p).__dict__) for i, p in enumerate((8000.0, 8800.0, 8400.0))])
+    rows = summarize([_trial(1, i, plt=p) for i, p in enumerate((8000.0, 8800.0, 8400.0))])
     assert rows[0]["median_ms"] == 8400.0 and rows[0]["ideal_ms"] == 8000.0
     assert rows[0]["ratio_to_ideal"] == pytest.approx(1.05)
 
@@ -130,6 +124,9 @@ CREATE TABLE link_checks (id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL, 
 INSERT INTO campaigns VALUES (1, 'old', 't', 't', 'finished', '{}', '{}');
 INSERT INTO trials (campaign_id, seq, run_index, proto, size_bytes, page, conditions, status, started_utc, finished_utc,
   wall_s, url, plt_ms) VALUES (1, 0, 0, 'tcp', 5000, 'index_5KB.html', '10mbit', 'ok', 't', 't', 1.0, 'u', 42.0);
+INSERT INTO trials (campaign_id, seq, run_index, proto, size_bytes, page, conditions, status, started_utc, finished_utc,
+  wall_s, url, plt_ms, rate_down_bps, rate_up_bps) VALUES (1, 1, 0, 'tcp', 5000, 'index_5KB.html',
+  'Cable (10mbit/1mbit rtt28ms)', 'ok', 't', 't', 1.0, 'u', 43.0, 10000000, 1000000);
 """
 
 
@@ -140,12 +137,17 @@ def test_a_version_1_store_is_migrated_and_keeps_its_trials(tmp_path):
     db.close()
     with st.Store(path) as s:
         assert s.db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-        (t,) = s.trials([1])
-        assert t["plt_ms"] == 42.0 and t["attempt"] == 1 and t["warmup"] == 0 and t["rtt_ms"] == 0
-        s.add_trial(_trial(1, 1, plt=50.0, attempt=2, warmup=True, busy_pct=3.0))
-        assert [x["attempt"] for x in s.trials([1])] == [1, 2]
+        t, cable = s.trials([1])
+        assert t.plt_ms == 42.0 and t.attempt == 1 and t.warmup is False and t.conditions.rtt_ms == 0
+        assert cable.conditions.name == "Cable" and t.conditions.name is None  # version 6: the profile's name
+        s.add_trial(_trial(1, 2, plt=50.0, attempt=2, warmup=True, busy_pct=3.0))
+        assert [x.attempt for x in s.trials([1])] == [1, 1, 2]
+        # the migrated table has every column the record has, as a new store does
+        cols = {r[1] for r in s.db.execute("PRAGMA table_info(trials)")}
+        with st.Store(tmp_path / "new.sqlite") as fresh:
+            assert cols == {r[1] for r in fresh.db.execute("PRAGMA table_info(trials)")}
         # version 5's tables exist after the migration and take rows
-        tid = s.trials([1])[-1]["id"]
+        tid = s.trials([1])[-1].trial_id
         s.add_cpu_samples(tid, [{"role": "caddy", "t_s": 0.1, "user_s": 0.01, "system_s": 0.02}])
         assert s.cpu_samples(tid) == [{"role": "caddy", "t_s": 0.1, "user_s": 0.01, "system_s": 0.02}]
         from plt_bench.capture import Artifact

@@ -1,0 +1,170 @@
+"""Every option of every front end, declared once: its flag, help text, metavar and choices.
+
+One table (OPTIONS) registers into argparse (the CLI's subcommands) and into pytest's option group
+(measurement mode), so an option reads the same wherever it is typed. Values stay strings here:
+the campaign (plt_bench.campaign.load) and the commands parse them, and name the option in every
+message. A campaign option left out is None, meaning "the campaign's value"; what applies when
+neither the option nor the campaign file says is plt_bench.campaign.DEFAULTS, shown in the help.
+A command that needs another default (up: unshaped) gives it where it registers the option.
+
+pytest owns some flags (--capture) and some dests, so in pytest every dest is prefixed with
+PYTEST_PREFIX and an option may take another flag there (pytest_flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+PYTEST_PREFIX = "plt_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    key: str                       # its dest, and the campaign override key it feeds
+    help: str
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    flag: bool = False             # a switch (store_true), not a value
+    pytest_flag: str | None = None  # the flag in pytest when the CLI's is taken there
+    group: str = "campaign"
+
+    @property
+    def cli_flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+
+def _table() -> dict[str, Option]:
+    from .conditions import JITTER_DISTS, LOSS_DIRECTIONS, PROTO_CHOICES
+    from .stats import CORRECTIONS, TESTS
+    o = [
+        Option("proto", f"protocol(s): {', '.join(PROTO_CHOICES)}"),
+        Option("bw", "downlink rate(s): 500kbit, 100mbit, 1gbit (tc) or 100Mbps (tcconfig, bit/s); 'unshaped' for "
+                     "no limit"),
+        Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),
+        Option("size", "page size(s), comma-separated; 1 KB = 1000 bytes"),
+        Option("runs", "repetitions of every cell"),
+        Option("name", "campaign name stored with the results (default: the campaign's)"),
+        Option("campaign", "preset name or campaign file", metavar="CAMPAIGN"),
+        Option("new", "start a new campaign even if an unfinished one can be resumed", flag=True),
+        Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)"),
+        Option("results", "results store"),
+        Option("rtt", "round-trip time(s) added by the link, comma-separated: 50ms, 112ms (split evenly over both "
+                      "directions)", group="link"),
+        Option("jitter", "jitter(s) per direction, e.g. 10ms: delay +- jitter (uniform, like netem) or sd (normal). "
+                         "Jitter REORDERS packets, as netem does; --no-reorder keeps them in order", group="link"),
+        Option("jitter_dist", f"jitter distribution: {' or '.join(JITTER_DISTS)}", group="link"),
+        Option("loss", "packet loss(es) per direction, comma-separated: 0.1%%, 5%% (Bernoulli per packet)",
+               group="link"),
+        Option("loss_direction", f"where loss applies: {', '.join(LOSS_DIRECTIONS)} (down: server to client)",
+               group="link"),
+        Option("no_reorder", "keep packets in order despite jitter (linkem backend only)", flag=True, group="link"),
+        Option("queue", "bottleneck queue in packets, or auto (one bandwidth-delay product, at least 64)",
+               group="link"),
+        Option("cc", "TCP congestion control of client and server: cubic, bbr, reno", group="link"),
+        Option("link", "link backend: auto (netem where it can run, else linkem), netem (the kernel's; tcconfig "
+                       "configures it in the router), linkem (userspace); tcconfig is another name for netem",
+               group="link"),
+        Option("verify", "measure the link (ping, iperf3) before each condition's trials: stop on a link out of "
+                         "tolerance, warn and go on, or off", group="link"),
+        Option("testbed", "testbed index 0-255 (names pbN-*, addresses 198.18.N.0/24 and 198.19.N.0/24; default: "
+                          "first free)", metavar="N", group="link"),
+        Option("capture", "capture run: 'all', or a comma-separated list of cpu (CPU time series per role), pcap "
+                          "(tcpdump in the client namespace), keylog (TLS keys: Wireshark decrypts TCP and QUIC), qlog "
+                          "(Caddy's, QUIC trials), netlog (Chromium's); files go to <results folder>/captures/",
+               metavar="KINDS", pytest_flag="--captures", group="capture"),
+        Option("cpu_interval", "CPU sampling interval during every trial", group="capture"),
+        Option("capture_limit", "warn when a campaign's capture files would take more than this", group="capture"),
+        Option("server", "two machines: the server's address, where 'plt-bench serve --addr ADDR' runs (campaign "
+                         "key: server); this machine is the client", metavar="ADDR", group="two"),
+        Option("server_pin", "the pin 'plt-bench serve' printed (base64 SHA-256 of its certificate's public key)",
+               metavar="PIN", group="two"),
+        Option("server_token", "the control token 'plt-bench serve' printed (64 hex digits); visible to every user of "
+                               "this machine in ps: prefer --server-token-file or PLT_BENCH_SERVER_TOKEN",
+               metavar="TOKEN", group="two"),
+        Option("server_token_file", "a file only you can read (mode 0600) holding the token, or serve's --info-file "
+                                    "JSON (campaign key: server_token_file); or set PLT_BENCH_SERVER_TOKEN",
+               metavar="FILE", group="two"),
+        Option("control_port", "the server's control port", metavar="N", group="two"),
+        Option("iface", "this machine's interface towards the server: the only one the testbed shapes, and only for "
+                        "the test traffic (required when the link is shaped; campaign key: iface)", metavar="IFACE",
+               group="two"),
+        Option("test", "QUIC vs TCP test (mannwhitney needs more than 5 runs per protocol to survive correction)",
+               choices=TESTS, group="stats"),
+        Option("correction", "multiple-comparison correction: holm or bh (Benjamini-Hochberg)", choices=CORRECTIONS,
+               group="stats"),
+        Option("json", "print it as JSON", flag=True, group="output"),
+        Option("probes", "ping probes per condition", group="link"),
+    ]
+    return {x.key: x for x in o}
+
+
+GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts", "capture": "CPU and captures",
+                "two": "two machines (see 'plt-bench serve')", "stats": "statistics", "output": "output"}
+
+# what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
+MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "jitter_dist", "loss",
+               "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
+               "capture_limit", "server", "iface", "server_token_file")
+# how to reach the server and where to store: not part of a campaign's definition
+REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
+# options that only mean something in measurement mode but do not start it alone
+TWO_MACHINE_ONLY = ("server_pin", "server_token", "server_token_file", "iface")
+
+_OPTIONS: dict[str, Option] | None = None
+
+
+def option(key: str) -> Option:
+    global _OPTIONS
+    if _OPTIONS is None:
+        _OPTIONS = _table()
+    return _OPTIONS[key]
+
+
+def _shown_default(key: str, default) -> str:
+    if default is None:
+        from .campaign import DEFAULTS
+        default = DEFAULTS.get(key)
+    return "" if default is None or default is False else f" (default: {default})"
+
+
+def add_argparse(parser: argparse.ArgumentParser, *keys: str, defaults: dict | None = None,
+                 helps: dict | None = None, types: dict | None = None) -> None:
+    """Register options into an argparse parser, grouped as in GROUP_TITLES; `defaults` are the
+    command's own (shown in the help), `helps` a command's own wording of an option."""
+    defaults, helps, types = defaults or {}, helps or {}, types or {}
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for key in keys:
+        o = option(key)
+        g = groups.get(o.group) or groups.setdefault(o.group, parser.add_argument_group(GROUP_TITLES[o.group]))
+        default = defaults.get(key)
+        text = helps.get(key, o.help) + _shown_default(key, default)
+        if o.flag:
+            g.add_argument(o.cli_flag, action="store_true", default=default or None, help=text)
+        else:
+            g.add_argument(o.cli_flag, default=default, choices=o.choices, metavar=o.metavar, help=text,
+                           **({"type": types[key]} if key in types else {}))
+
+
+def add_pytest(group, *keys: str) -> None:
+    """Register options into pytest's option group; dests are prefixed (PYTEST_PREFIX). Choices are
+    checked by the campaign, not by pytest, so a wrong value exits 2 with the CLI's message."""
+    for key in keys:
+        o = option(key)
+        flag = o.pytest_flag or o.cli_flag
+        text = o.help + _shown_default(key, None)
+        if o.flag:
+            group.addoption(flag, dest=PYTEST_PREFIX + key, action="store_true", default=None, help=text)
+        else:
+            group.addoption(flag, dest=PYTEST_PREFIX + key, default=None, metavar=o.metavar or key.upper(), help=text)
+
+
+def values(namespace, keys, prefix: str = "") -> dict:
+    """{key: value} of these options from a parsed namespace (argparse's, or pytest's with its prefix)."""
+    return {k: getattr(namespace, prefix + k, None) for k in keys}
+
+
+def display(key: str, pytest: bool = False) -> str:
+    """An option's flag as the user typed it."""
+    o = option(key)
+    return (o.pytest_flag or o.cli_flag) if pytest else o.cli_flag

@@ -1,0 +1,373 @@
+"""A campaign's life: the one path from every front end (the CLI's run, pytest's measurement mode,
+a cluster's worker) to a stored trial.
+
+    with Session(spec, results) as s:      # checked, then opened: testbed up, campaign new or resumed
+        s.run()                            # or s.run_slot(slot) per slot of s.plan, as pytest does
+    # left: the campaign finished, interrupted or failed in the store; the testbed gone
+
+- Checked first, nothing made: root, the two-machine references, the store's path and schema, the
+  disk space for captures. The store is created only once the testbed is up, so a refusal (a wrong
+  pin, a link that cannot be built) leaves no file behind.
+- Opened: a rerun of an unfinished campaign of the same name and definition resumes it (finished
+  trials are not repeated; cells are found by their fields); resuming where the key metadata
+  differ (browser, kernel, backend...) is refused and leaves the old campaign as it was, because
+  such trials must not be pooled. --new starts a new campaign.
+- Run: the plan's seeded order (campaign.Spec.plan), conditions applied and verified when they
+  change, the idle gate before every trial (WebPageTest's CPU gate: what it saw is stored), warm-up
+  repetitions marked, a failed trial retried up to `retries` times with every attempt stored,
+  progress with an ETA.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+from . import cmd, procs
+from .capture import Settings, captures_root, check_space
+from .conditions import Cell, Conditions, ideal_seconds
+from .cpu import wait_idle
+from .errors import UsageError
+from .metadata import KEY_FIELDS, utc_now
+from .records import Trial
+from .store import Store, check_writable
+from .units import format_size
+
+Slot = tuple  # (Conditions, run index, size in bytes, protocol): one trial of the plan
+SITES = cmd.PROJECT_ROOT / "sites"
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def key_metadata_diff(a: dict, b: dict) -> list[str]:
+    return [f"{k}: {a.get(k)!r} then, {b.get(k)!r} now" for k in KEY_FIELDS if a.get(k) != b.get(k)]
+
+
+def attempts_so_far(trials: list[Trial]) -> dict[Slot, list[Trial]]:
+    """A campaign's stored attempts per slot, found by the trial's fields (its conditions, not a label)."""
+    out: dict[Slot, list[Trial]] = {}
+    for t in trials:
+        out.setdefault((t.conditions, t.run_index, t.size_bytes, t.proto), []).append(t)
+    return out
+
+
+def todo(plan: list[Slot], done: dict[Slot, list[Trial]], retries: int) -> list[Slot]:
+    """Slots of the plan still to run: no ok attempt yet and attempts left."""
+    return [s for s in plan if not any(t.status == "ok" for t in done.get(s, [])) and len(done.get(s, [])) <= retries]
+
+
+def parse_timeout_s(text: str | None, option: str = "--timeout") -> float | None:
+    if text is None:
+        return None
+    from .units import parse_duration_ms
+    t = parse_duration_ms(text, option) / 1000.0
+    if t <= 0:
+        raise UsageError(f"{option}: must be more than 0s")
+    return t
+
+
+def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
+    """The session a front end's options describe ({key: value} as plt_bench.options.values gives
+    them; None: not given). The CLI and pytest both come here, so the same options give the same
+    campaign; `flags` names an option typed otherwise in that front end."""
+    import argparse
+    from . import campaign, options, topology
+    spec = campaign.load(values.get("campaign"), {k: values.get(k) for k in options.MEASUREMENT if k != "campaign"},
+                         flags)
+    index = values.get("testbed")
+    if isinstance(index, str):
+        try:
+            index = topology.testbed_index(index)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"--testbed: {e}") from None
+    return Session(spec, Path(values.get("results") or campaign.DEFAULTS["results"]), testbed_index=index,
+                   new=bool(values.get("new")), server_pin=values.get("server_pin"),
+                   server_token=values.get("server_token"), control_port=values.get("control_port"),
+                   timeout_s=parse_timeout_s(values.get("timeout")), **kw)
+
+
+class Session:
+    """One campaign on one testbed, from the checks to its final status. Library code: it raises
+    (UsageError for bad input, PltBenchError for a failure); `out` takes progress lines, `note`
+    warnings and notes."""
+
+    def __init__(self, spec, results: Path, *, testbed_index: int | None = None, new: bool = False,
+                 server_pin: str | None = None, server_token: str | None = None, control_port: str | None = None,
+                 timeout_s: float | None = None, idle_gate: bool = True,
+                 out: Callable[[str], None] = lambda line: print(line, flush=True), note: Callable[[str], None] = _err):
+        from .remote import TOKEN_ARGV_WARNING, make_ref
+        from .testbed import RemoteTestbed, Testbed
+        self.spec, self.results, self.new, self.timeout_s, self.idle_gate = spec, Path(results), new, timeout_s, idle_gate
+        self.out, self.note = out, note
+        self.plan: list[Slot] = spec.plan()
+        cmd.require_root()
+        self.capture = Settings(spec.capture, captures_root(self.results), spec.cpu_interval_s, spec.capture_limit_bytes)
+        ref = make_ref(spec.server, server_pin, server_token, control_port, spec.iface, spec.server_token_file)
+        if ref is not None and ref.token_source == "argv":
+            note(TOKEN_ARGV_WARNING)
+        if ref is None:
+            self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
+                               capture=self.capture)
+        else:
+            self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
+                                     capture=self.capture, cc=spec.cc)
+            self.bed.check()  # bad two-machine options fail here, before anything is made
+        check_writable(self.results)
+        self.capture_bytes, warning = check_space(spec.capture, [(p, s) for _, _, s, p in self.plan], self.capture.root,
+                                                  spec.capture_limit_bytes)
+        if warning:
+            note(warning)
+        self.store: Store | None = None
+        self.campaign_id: int | None = None
+        self.status = "failed"
+        self.counts = {"ok": 0, "failed": 0, "retried": 0}
+        self.stopped: str | None = None  # why the campaign stopped; no trial runs after that
+        self._entered = False
+
+    # -- life ---------------------------------------------------------------------------------------
+    def __enter__(self) -> "Session":
+        try:
+            self.open()
+        except BaseException as e:
+            self.__exit__(type(e), e, None)
+            raise
+        return self
+
+    def open(self) -> None:
+        """Bring the testbed up, then create or reopen the campaign in the store."""
+        spec = self.spec
+        self.bed.__enter__()
+        self._entered = True
+        self.bed.sites.ensure(spec.grid.sizes)  # two machines: a page the server lacks is refused here, storeless
+        self.store = Store(self.results)
+        for gone in self.store.mark_abandoned(procs.owner_alive):
+            self.note(f"note: campaign {gone} was left 'running' by a run that is gone (killed); marked interrupted")
+        meta = {**self.bed.metadata(), "owner": procs.me()}
+        resume = None if self.new else self.store.resumable(spec.name, spec.spec_hash)
+        if resume is not None:
+            old = self.store.campaign(resume)["metadata"]
+            diff = key_metadata_diff(old, meta)
+            if diff:
+                raise UsageError(f"CAMPAIGN: campaign {resume} ({spec.name}) cannot be resumed here, its trials would "
+                                 f"not be comparable: {'; '.join(diff)}. Run with --new to start a new campaign")
+            old.setdefault("sessions", []).append({"utc": utc_now(), "loadavg": meta["loadavg"],
+                                                   "git_commit": meta["git_commit"]})
+            old["owner"] = meta["owner"]
+            self.store.update_metadata(resume, old)
+            self.store.reopen_campaign(resume)
+            self.campaign_id = resume
+        else:
+            stale = self.store.unfinished_named(spec.name)
+            self.campaign_id = self.store.new_campaign(spec.name, utc_now(), spec.as_dict(), meta, spec.spec_hash)
+            if stale:
+                self.note(f"note: campaign(s) {', '.join(map(str, stale))} named '{spec.name}' are unfinished with "
+                          f"another definition (runs, sizes, link...) and stay as they are; this is campaign "
+                          f"{self.campaign_id}. Rerun with their exact options to resume one")
+        self.done = attempts_so_far(self.store.trials([self.campaign_id]))
+        self.todo = todo(self.plan, self.done, spec.retries)
+        self.seq = max((t.seq for rows in self.done.values() for t in rows), default=-1) + 1
+        self.finished = len(self.plan) - len(self.todo)
+        self.current: Conditions | None = None
+        self.eta = Eta()
+        for rows in self.done.values():
+            for t in rows:
+                self.eta.observe(t)
+        self._header()
+
+    def _header(self) -> None:
+        spec, bed, g = self.spec, self.bed, self.spec.grid
+        self.out(f"campaign {self.campaign_id} '{spec.name}': {spec.description or spec.source}\n"
+                 f"{len(self.plan)} trials ({len(g.conditions)} condition(s) x {len(g.sizes)} size(s) x "
+                 f"{len(g.protos)} protocol(s) x {g.runs} run(s), order seeded with {spec.seed}) on testbed "
+                 f"{bed.plan.prefix}, link {bed.link.backend} ({bed.link.tool}, {bed.link.placement}); results in "
+                 f"{self.results}")
+        if self.finished:
+            self.out(f"resuming campaign {self.campaign_id}: {self.finished} of {len(self.plan)} trials already done")
+        if spec.server:
+            self.out(f"two machines: server {spec.server} ({bed.hello.get('host')}), this machine's {bed.plan.iface} "
+                     f"shaped at its {bed.link.detail}")
+        if spec.capture:
+            self.out(f"capture: {', '.join(spec.capture)}, CPU every {spec.cpu_interval_s * 1000:.0f} ms"
+                     + (f"; files (about {self.capture_bytes / 1e6:,.0f} MB) in {self.capture.root}/"
+                        f"{self.campaign_id}/" if self.capture_bytes else ""))
+
+    def close(self, interrupted: bool = False) -> None:
+        """End a session run slot by slot (pytest): interrupted, stopped (failed) or finished."""
+        from .errors import PltBenchError
+        if self._entered or self.store is not None:
+            self.__exit__(KeyboardInterrupt if interrupted else PltBenchError if self.stopped else None, None, None)
+
+    def __exit__(self, kind, exc, tb) -> None:
+        from . import signals
+        from .errors import PltBenchError
+        if kind is None:
+            self.status = "finished"
+        elif issubclass(kind, (KeyboardInterrupt, signals.Interrupted)):
+            self.status = "interrupted"
+        if kind is not None and self.campaign_id is not None and issubclass(
+                kind, (KeyboardInterrupt, signals.Interrupted, PltBenchError)):
+            self.note(f"campaign {self.campaign_id} stopped; it keeps every finished trial: run the same command again "
+                      "to resume")
+        try:
+            if self._entered:
+                self._entered = False
+                self.bed.__exit__(kind, exc, tb)
+        finally:
+            if self.store is not None:
+                if self.campaign_id is not None:
+                    self.store.finish_campaign(self.campaign_id, self.status, utc_now())
+                self.store.close()
+                self.store = None
+
+    # -- running ------------------------------------------------------------------------------------
+    def run(self) -> dict:
+        """Every slot still to run, in the plan's order; {"ok", "failed", "retried"} counts."""
+        for slot in list(self.todo):
+            self.run_slot(slot)
+        return self.counts
+
+    def run_slot(self, slot: Slot) -> Trial | None:
+        """One slot of the plan: its conditions applied (and verified) if they changed, then attempts
+        until one is ok or none are left; every attempt is stored. Returns the last attempt, or None
+        for a slot a resumed campaign had done. The first call opens the session if it is not open;
+        once the campaign stopped (a failure), every later call raises."""
+        from .errors import PltBenchError
+        if self.stopped:
+            raise PltBenchError(f"the campaign stopped: {self.stopped}")
+        try:
+            if not self._entered:
+                self.__enter__()
+            return self._attempts(slot) if slot in self.todo else None
+        except PltBenchError as e:
+            self.stopped = str(e)
+            raise
+
+    def _attempts(self, slot: Slot) -> Trial:
+        from .link.verify import format_report
+        from .runner import apply_and_verify, run_cell_once
+        cond, r, size, proto = slot
+        if cond != self.current:
+            apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,
+                             lambda rep: self.out(format_report(rep)))
+            self.current = cond
+        attempt = len(self.done.get(slot, [])) + 1
+        total = len(self.plan)
+        while True:
+            gate = wait_idle() if self.idle_gate else {}
+            t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, Cell(proto, size, cond), self.timeout_s,
+                              extra={"attempt": attempt, "warmup": r < self.spec.warmup,
+                                     **{k: gate.get(k) for k in ("busy_pct", "load1", "idle_wait_s")}})
+            self.seq += 1
+            self.done.setdefault(slot, []).append(t)
+            self.eta.observe(t)
+            last = t.status == "ok" or attempt > self.spec.retries
+            self.finished += last
+            if last and slot in self.todo:
+                self.todo.remove(slot)
+            left = self.eta.remaining_s(self.todo, len({c for c, _, _, _ in self.todo} - {cond}))
+            plt = f"{t.plt_ms:9.1f} ms" if t.status == "ok" else "        -   "
+            why = f"  {t.reason}" if t.reason else ""
+            tag = f" (attempt {attempt})" if attempt > 1 else ""
+            self.out(f"{bar(self.finished, total)} {self.finished:>{len(str(total))}}/{total} ETA "
+                     f"{fmt_duration(left):>6}  {cond.label:<18} {format_size(size):>6} {proto:<4} {t.status:<6} "
+                     f"{plt}{tag}{why}")
+            if t.status == "ok":
+                self.counts["ok"] += 1
+                return t
+            if last:
+                self.counts["failed"] += 1
+                return t
+            self.counts["retried"] += 1
+            attempt += 1
+
+
+# -- progress ------------------------------------------------------------------------------------------
+class Eta:
+    """Remaining time from a model of each trial, PLT ~ ideal x f + L, where the payload-only ideal
+    comes from size and rate, f is learnt from bandwidth-bound trials (ideal >= 0.2 s) and L, the
+    latency part, from the rest; plus the per-trial overhead seen so far and each remaining
+    condition's verification."""
+
+    def __init__(self, verify_s: float = 22.0):
+        self.points: list[tuple[float, float]] = []  # (ideal s, plt s)
+        self.overheads: list[float] = []
+        self.verify_s = verify_s
+
+    @staticmethod
+    def _ideal(size: int, rate_bps: int | None) -> float:
+        return ideal_seconds(size, rate_bps or 10**9)
+
+    def observe(self, t: Trial) -> None:
+        if t.status == "ok" and t.plt_ms:
+            self.points.append((self._ideal(t.size_bytes, t.conditions.rate_down_bps), t.plt_ms / 1000.0))
+            self.overheads.append(t.wall_s - t.plt_ms / 1000.0)
+
+    def model(self) -> tuple[float, float, float]:
+        def median(v, default):
+            v = sorted(v)
+            return v[len(v) // 2] if v else default
+        f = median([p / i for i, p in self.points if i >= 0.2], 1.08)
+        latency = max(0.0, median([p - f * i for i, p in self.points], 0.1))
+        overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.7
+        return f, latency, overhead
+
+    def _estimate(self, model: tuple[float, float, float], cond: Conditions, size: int) -> float:
+        f, latency, overhead = model
+        return self._ideal(size, cond.rate_down_bps) * f + max(latency, 3 * cond.rtt_ms / 1000.0) + overhead
+
+    def trial_s(self, cond: Conditions, size: int) -> float:
+        return self._estimate(self.model(), cond, size)
+
+    def remaining_s(self, todo: list[Slot], conditions_left: int) -> float:
+        model = self.model()
+        return sum(self._estimate(model, c, s) for c, _, s, _ in todo) + conditions_left * self.verify_s
+
+
+def fmt_duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def bar(done: int, total: int, width: int = 24) -> str:
+    n = int(width * done / max(total, 1))
+    return "[" + "#" * n + "." * (width - n) + "]"
+
+
+def verify_link(spec, results: Path, probes: int, testbed_index: int | None = None,
+                on_report: Callable[[dict], None] | None = None) -> list[dict]:
+    """'plt-bench verify': a testbed without a browser, each condition applied, read back and measured
+    with real packets; stored as a campaign named verify (its link checks). The reports, in order."""
+    from .link.verify import verify
+    from .testbed import Testbed
+    cmd.require_root()
+    store = Store(results)
+    reports = []
+    with store, Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, with_browser=False,
+                        conditions=spec.grid.conditions) as bed:
+        cid = store.new_campaign("verify", utc_now(), spec.as_dict(), bed.metadata())
+        for cond in spec.grid.conditions:
+            readback = bed.set_conditions(cond)
+            rep = {**verify(bed.plan, cond, probes=probes, **bed.verify_args()), "readback": readback}
+            store.add_link_check(cid, cond.label, utc_now(), rep)
+            reports.append(rep)
+            if on_report:
+                on_report(rep)
+        store.finish_campaign(cid, "finished", utc_now())
+    return reports
+
+
+def report(results: Path, campaign_id: int, name: str, test: str, correction: str,
+           out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
+    """The report and figures of a stored campaign, beside its store; the text report goes to `out`."""
+    from . import plots, report as report_mod
+    with Store(results, read_only=True) as store:
+        rep = report_mod.build(store, [campaign_id], test, correction)
+    out(report_mod.format_text(rep))
+    directory = report_mod.out_dir(Path(results), name, campaign_id)
+    files = report_mod.write_files(lambda: report_mod.write(rep, directory) + plots.draw_all(
+        rep["rows"], rep["cells"], rep["metadata"], directory, f"{name} #{campaign_id}", rep["cpu_series"],
+        rep["cpu_per_mb"]), directory)
+    return directory, files

@@ -1,0 +1,182 @@
+"""One measurement path: pytest's measurement mode and 'plt-bench run' store the same trials the same
+way (seeded order, idle gate, retries, warm-ups, resume, the refusal to pool machines), and the
+bench commands run through it. Real testbeds; on a busy machine a trial may be refused (the
+emulator fell behind): the tests assert that every slot was tried and recorded with its status."""
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from plt_bench import campaign
+
+from ..conftest import run_cli, system_state
+from .test_campaign import _ok_trials, interrupt_once
+from .test_cli import _nothing
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+GRID = ["--proto", "both", "--bw", "10mbit", "--size", "5KB", "--runs", "3", "--verify", "off"]
+
+
+def _pytest(tmp_path, *args, timeout=400, popen=False):
+    """pytest in measurement mode, from a folder of its own (no tests to collect there)."""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
+    if popen:
+        return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(path, sql, *params):
+    db = sqlite3.connect(path)
+    db.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in db.execute(sql, params)]
+    finally:
+        db.close()
+
+
+def _recorded(path):
+    """Every attempt is a row with its status, a reason when it failed, and what the idle gate saw."""
+    trials = _rows(path, "SELECT * FROM trials ORDER BY seq")
+    for t in trials:
+        assert t["status"] in ("ok", "failed") and bool(t["reason"]) == (t["status"] == "failed"), t
+        assert t["busy_pct"] is not None and t["idle_wait_s"] is not None and t["attempt"] >= 1, t
+    return trials
+
+
+def test_pytest_and_the_cli_store_the_same_measurement(tmp_path):
+    before = system_state()
+    py, cli = tmp_path / "py.sqlite", tmp_path / "cli.sqlite"
+    r = _pytest(tmp_path, *GRID, "--testbed", "220", "--results", str(py))
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    c = run_cli("run", *GRID, "--testbed", "220", "--results", str(cli), timeout=400)
+    assert c.returncode in (0, 1) and "Traceback" not in c.stderr, c.stdout[-3000:] + c.stderr[-3000:]
+    assert _nothing("pb220") and system_state() == before
+    # the same table, the same campaign definition (its seed and order recorded), finished
+    cols = [[(x["name"], x["type"]) for x in _rows(p, "PRAGMA table_info(trials)")] for p in (py, cli)]
+    assert cols[0] == cols[1]
+    camps = [_rows(p, "SELECT name, status, grid_json, spec_hash FROM campaigns") for p in (py, cli)]
+    assert camps[0] == camps[1] and camps[0][0]["status"] == "finished" and '"seed": 1' in camps[0][0]["grid_json"]
+    # every slot of the seeded plan, in the plan's order, in both stores
+    spec = campaign.load(None, {"proto": "both", "bw": "10mbit", "size": "5KB", "runs": "3", "verify": "off"})
+    plan = [(c.label, r, s, p) for c, r, s, p in spec.plan()]
+    for path in (py, cli):
+        trials = _recorded(path)
+        slots = []
+        for t in trials:
+            slot = (t["conditions"], t["run_index"], t["size_bytes"], t["proto"])
+            if not slots or slots[-1] != slot:  # a retry follows its failed attempt
+                slots.append(slot)
+        assert slots == plan, (path, slots)
+        assert all(t["cpu_json"] for t in trials if t["status"] == "ok")
+    # pytest's items are the plan's slots: one per trial, named in that order
+    assert r.stdout.count("passed") + r.stdout.count("failed") >= 1
+    assert "page-load time per cell" in r.stdout and "order seeded with 1" in r.stdout
+
+
+TINY = """
+name = "tiny-warm"
+protos = ["quic", "tcp"]
+sizes = ["5KB"]
+runs = 3
+warmup = 1
+retries = 1
+[link]
+bw = "10mbit"
+verify = "off"
+"""
+
+
+def test_pytest_mode_resumes_skips_what_was_measured_and_keeps_warmups_out(tmp_path):
+    """Interrupted by Ctrl-C after two trials, rerun: the measured slots are skipped with that
+    reason, the rest run, the campaign is finished and no slot is measured twice. Run 0 is the
+    warm-up: stored, marked, and not in the statistics."""
+    before = system_state()
+    spec_file = tmp_path / "tiny.toml"
+    spec_file.write_text(TINY)
+    results = tmp_path / "r.sqlite"
+    args = ["--campaign", str(spec_file), "--testbed", "221", "--results", str(results)]
+    p = _pytest(tmp_path, *args, popen=True)
+    out, err = interrupt_once(p, results, lambda r: len(_ok_trials(r)) >= 2)
+    assert p.returncode == 2 and "Traceback" not in err, out[-3000:] + err[-3000:]
+    assert _rows(results, "SELECT status FROM campaigns") == [{"status": "interrupted"}]
+    first = _recorded(results)
+    assert _nothing("pb221") and system_state() == before
+
+    r = _pytest(tmp_path, *args)
+    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+    assert "measured before: campaign 1 was resumed" in r.stdout + r.stderr or "skipped" in r.stdout
+    trials = _recorded(results)
+    assert trials[:len(first)] == first  # nothing of the first session rewritten
+    assert _rows(results, "SELECT id, status FROM campaigns") == [{"id": 1, "status": "finished"}]
+    ok = [(t["run_index"], t["proto"]) for t in trials if t["status"] == "ok"]
+    assert len(ok) == len(set(ok))  # no slot measured twice
+    assert all(t["warmup"] == (t["run_index"] == 0) for t in trials)
+    from plt_bench import report
+    from plt_bench.store import Store
+    with Store(results, read_only=True) as s:  # the statistics count no warm-up
+        rows = report.build(s, [1])["rows"]
+    counted = {p: sum(1 for t in trials if t["status"] == "ok" and not t["warmup"] and t["proto"] == p)
+               for p in ("quic", "tcp")}
+    if all(counted.values()):
+        assert (rows[0]["n_quic"], rows[0]["n_tcp"]) == (counted["quic"], counted["tcp"])
+    assert _nothing("pb221") and system_state() == before
+
+
+def test_a_failed_trial_is_retried_and_every_attempt_stored_in_both_front_ends(tmp_path):
+    """A 1 ms page-load timeout fails every load for real (the browser is stopped mid-load): with
+    retries = 1 each slot is tried twice, both attempts are stored with their reason, and both front
+    ends say the trials failed (exit 1)."""
+    before = system_state()
+    grid = ["--proto", "tcp", "--bw", "10mbit", "--size", "5KB", "--runs", "1", "--verify", "off", "--timeout", "1ms"]
+    for front, path in (("pytest", tmp_path / "py.sqlite"), ("cli", tmp_path / "cli.sqlite")):
+        if front == "pytest":
+            r = _pytest(tmp_path, *grid, "--testbed", "222", "--results", str(path))
+        else:
+            r = run_cli("run", *grid, "--testbed", "222", "--results", str(path), timeout=300)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+        trials = _recorded(path)
+        assert [(t["attempt"], t["status"]) for t in trials] == [(1, "failed"), (2, "failed")], trials
+        assert _rows(path, "SELECT status FROM campaigns") == [{"status": "finished"}]
+    assert _nothing("pb222") and system_state() == before
+
+
+def test_a_campaign_from_another_kernel_is_not_resumed_by_pytest(tmp_path):
+    """The same refusal as the CLI's: exit 2, the old campaign left as it was, none added."""
+    from plt_bench.store import Store
+    results = tmp_path / "r.sqlite"
+    spec = campaign.load(None, {"size": "5KB", "bw": "20mbit", "runs": "1", "proto": "quic", "verify": "off"})
+    with Store(results) as s:
+        old = s.new_campaign(spec.name, "then", spec.as_dict(), {"kernel": "another-kernel"}, spec.spec_hash)
+        s.finish_campaign(old, "interrupted", "then")
+    before = system_state()
+    r = _pytest(tmp_path, "--size", "5KB", "--bw", "20mbit", "--runs", "1", "--proto", "quic", "--verify", "off",
+                "--testbed", "223", "--results", str(results))
+    assert r.returncode == 2 and "cannot be resumed here" in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    assert _rows(results, "SELECT id, status FROM campaigns") == [{"id": old, "status": "interrupted"}]
+    assert _nothing("pb223") and system_state() == before
+
+
+@pytest.mark.parametrize("command", [
+    ["bench", "--size", "5KB", "--bw", "10mbit", "--runs", "1"],
+    ["bench-sampler", "--size", "5KB", "--runs", "1"],
+    ["bench-campaign", "--bw", "10mbit", "--size", "5KB"],
+])
+def test_each_bench_command_runs_once_on_a_tiny_page_and_prints_ratios(tmp_path, command):
+    before = system_state()
+    results = tmp_path / "b.sqlite"
+    r = run_cli(*command, "--results", str(results), timeout=400)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ratio to target" in r.stdout or "PLT/ideal" in r.stdout, r.stdout[-2000:]
+    trials = _recorded(results)
+    assert trials and all(t["status"] == "ok" for t in trials) == (r.returncode == 0)
+    assert system_state() == before
+
+
+def test_bench_link_runs_once_and_prints_ratios():
+    before = system_state()
+    r = run_cli("bench-link", "--probes", "100", timeout=600)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ratio" in r.stdout, r.stdout
+    assert system_state() == before
