@@ -64,12 +64,17 @@ def _wait_for_trial_in_flight(prefix, proc, timeout=90):
     pytest.fail("no trial started")
 
 
-def _ready_trials(results):
-    """Finished trials so far; none while the run is still creating the store."""
+def so_far(read, results):
+    """read(results), or [] while the run is still creating the store (file there, tables not yet)."""
     try:
-        return _finished_trials(results)
+        return read(results)
     except sqlite3.OperationalError:
         return []
+
+
+def _ready_trials(results):
+    """Finished trials so far, counted by status."""
+    return so_far(_finished_trials, results)
 
 
 def _finished_trials(results):
@@ -140,6 +145,8 @@ def test_every_ending_leaves_the_host_as_it_was_and_the_store_intact(tmp_path, e
         assert run_cli("clean", timeout=60).returncode == 0  # safe to rerun
     else:
         want = 0 if ending == "normal" else 1 if ending == "exception" else 128 + SIGNALLED[ending][0]
+        if ending == "normal" and "failed every attempt" in err:
+            want = 1  # a busy machine: a trial refused twice (e.g. the emulator fell behind) is a failure, said so
         assert p.returncode == want, (p.returncode, err)
         assert "Traceback" not in err, err
         if ending == "exception":
@@ -149,8 +156,15 @@ def test_every_ending_leaves_the_host_as_it_was_and_the_store_intact(tmp_path, e
     assert _nothing(prefix)
     after = system_state()
     assert after == before, {k: (before[k], after[k]) for k in before if before[k] != after[k]}
-    rows = dict(_finished_trials(results))  # PRAGMA integrity_check is ok
-    assert rows.get("ok", 0) >= (4 if ending == "normal" else 1), rows
+    # the store is intact (PRAGMA integrity_check) and holds every finished trial with its status: what
+    # a busy machine refuses (the emulator fell behind) is recorded as failed, with its reason
+    assert sum(n for _, n in _finished_trials(results)) >= (4 if ending == "normal" else 1)
+    db = sqlite3.connect(results)
+    assert db.execute("SELECT COUNT(*) FROM trials WHERE status NOT IN ('ok', 'failed') "
+                      "OR (status = 'failed') != (reason IS NOT NULL)").fetchone()[0] == 0
+    if ending == "normal":  # every slot tried until ok or out of attempts
+        assert db.execute("SELECT COUNT(DISTINCT run_index || proto || size_bytes) FROM trials").fetchone()[0] == 4
+    db.close()
     if ending != "SIGKILL+clean":
         db = sqlite3.connect(results)
         status = db.execute("SELECT status FROM campaigns").fetchone()[0]

@@ -14,7 +14,7 @@ import pytest
 from plt_bench import procs, topology
 
 from ..conftest import CLI, ROOT, run_cli, system_state
-from .test_cli import _nothing
+from .test_cli import _nothing, so_far
 
 
 def _run(index, results, *extra):
@@ -132,22 +132,24 @@ def test_a_dead_caddy_stops_the_run_as_broken_and_the_campaign_resumes(tmp_path)
     assert "Caddy exited (killed by signal 9" in err and "Traceback" not in err, err
     assert _campaign_status(results) != "finished"
     done = _trials(results)
-    assert done and all(t["status"] == "ok" for t in done), done  # a trial on a broken testbed is not stored
+    # a trial on a broken testbed is not stored; those before it are, each with its status
+    assert done and all(t["status"] == "ok" or t["reason"] for t in done), done
+    assert all("Caddy" not in (t["reason"] or "") for t in done), done
     assert _nothing(prefix) and system_state() == before
     p = _run(index, results, *args)
     out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err
-    assert f"resuming campaign 1: {len(done)} of 6 trials already done" in out, out
+    assert p.returncode in (0, 1) and "Traceback" not in err, err  # 1: a slot refused twice on a busy machine
+    finished = len({(t["run_index"], t["proto"]) for t in done if t["status"] == "ok"})
+    assert f"resuming campaign 1: {finished} of 6 trials already done" in out, out
     assert _campaign_status(results) == "finished"
-    assert sum(t["status"] == "ok" for t in _trials(results)) == 6
+    every = _trials(results)
+    assert every[:len(done)] == done and len({(t["run_index"], t["proto"]) for t in every}) == 6  # every slot tried
+    assert (p.returncode == 0) == (sum(t["status"] == "ok" for t in every) == 6)
     assert _nothing(prefix) and system_state() == before
 
 
 def _ready(results):
-    try:
-        return _trials(results)
-    except sqlite3.OperationalError:
-        return []
+    return so_far(_trials, results)
 
 
 def test_a_stalled_link_emulator_fails_the_trial_and_not_the_next(tmp_path):
@@ -249,13 +251,12 @@ def test_a_refused_resume_leaves_the_old_campaign_as_it_was_and_a_changed_defini
     stays 'interrupted' (it used to be flipped to 'failed'), with no campaign added. With --runs
     changed the definition differs: a new campaign starts, and the run says the old one is left."""
     from plt_bench import campaign
-    from plt_bench.runner import grid_dict
     from plt_bench.store import Store
     results = tmp_path / "r.sqlite"
     opts = ["--size", "5KB", "--bw", "20mbit", "--runs", "1", "--proto", "quic", "--verify", "off"]
     spec = campaign.load("quick", {"size": "5KB", "bw": "20mbit", "runs": "1", "proto": "quic", "verify": "off"})
     with Store(results) as s:
-        old = s.new_campaign(spec.name, "then", grid_dict(spec.grid), {"kernel": "another-kernel"}, spec.spec_hash)
+        old = s.new_campaign(spec.name, "then", spec.as_dict(), {"kernel": "another-kernel"}, spec.spec_hash)
         s.finish_campaign(old, "interrupted", "then")
     before = system_state()
     r = run_cli("run", "--testbed", "215", "--results", str(results), *opts, timeout=300)

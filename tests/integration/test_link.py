@@ -132,7 +132,7 @@ def test_500kb_under_delay_and_loss_proves_its_protocol(bed, store, campaign, pr
     assert t.status == "ok", [x.reason for x in tries]
     assert t.next_hop_protocol == hop and t.decoded_body_bytes == 500_000
     assert t.plt_ms > 200  # at least two round trips of 100 ms
-    assert t.rtt_ms == 100 and t.loss_pct == 1
+    assert t.conditions.rtt_ms == 100 and t.conditions.loss_pct == 1
     if bed.link.backend == "linkem":
         stats = json.loads(t.link_json)
         assert stats["dirs"]["down"]["packets"] > 300 and stats["dirs"]["down"]["released"] > 0

@@ -7,15 +7,15 @@ from plt_bench.conditions import Cell, ideal_seconds
 from plt_bench.errors import LinkError
 from plt_bench.runner import run_cell_once
 
-from .conftest import shaped
+from .conftest import shaped, until_ok
 
 
 @pytest.mark.parametrize("size", [5000, 500_000])
 @pytest.mark.parametrize("proto,hop,server_proto", [("quic", "h3", "HTTP/3.0"), ("tcp", "http/1.1", "HTTP/1.1")])
 def test_small_pages_load_over_the_forced_protocol(bed, store, campaign, proto, hop, server_proto, size):
     cond = shaped(bed, 100 * 10**6)
-    t = run_cell_once(bed, store, campaign, 0, 0, Cell(proto, size, cond))
-    assert (t.status, t.reason) == ("ok", None)
+    t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, size, cond)))
+    assert (t.status, t.reason) == ("ok", None), reasons
     assert t.next_hop_protocol == hop and t.server_proto == server_proto
     assert t.response_status == 200 and t.decoded_body_bytes == size == t.server_bytes
     assert 0 < t.ttfb_ms <= t.response_end_ms <= t.plt_ms
@@ -33,14 +33,14 @@ def test_quic_with_udp_blocked_is_a_failed_trial_not_an_exception(bed, store, ca
     assert t.status == "failed" and t.plt_ms is None
     assert t.reason == "error page: ERR_QUIC_PROTOCOL_ERROR", t.reason
     stored = store.trials([campaign])[-1]
-    assert stored["status"] == "failed" and stored["reason"] == t.reason
+    assert stored.status == "failed" and stored.reason == t.reason and stored == t
 
 
 @pytest.mark.parametrize("proto", ["quic", "tcp"])
 def test_10mb_at_10mbit_is_close_to_the_payload_ideal(bed, store, campaign, proto):
     cond = shaped(bed, 10 * 10**6)
-    t = run_cell_once(bed, store, campaign, 0, 0, Cell(proto, 10**7, cond))
-    assert t.status == "ok", t.reason
+    t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, 10**7, cond)))
+    assert t.status == "ok", reasons
     ratio = t.plt_ms / 1000 / ideal_seconds(10**7, 10 * 10**6)
     assert 1.0 <= ratio <= 1.15, f"{proto}: PLT {t.plt_ms:.0f} ms is {ratio:.3f} x the ideal"
 
@@ -49,8 +49,8 @@ def test_10mb_at_10mbit_is_close_to_the_payload_ideal(bed, store, campaign, prot
 def test_cpu_per_role_is_stored_with_each_trial(bed, store, campaign, proto):
     import json
     cond = shaped(bed, 100 * 10**6)
-    t = run_cell_once(bed, store, campaign, 0, 0, Cell(proto, 10**7, cond))
-    assert t.status == "ok", t.reason
+    t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, 10**7, cond)))
+    assert t.status == "ok", reasons
     full = json.loads(t.cpu_json)
     cpu = full["roles"]
     for r in ("browser", "renderer", "network", "chromedriver", "caddy"):

@@ -97,6 +97,20 @@ def server(machines, tmp_path_factory):
     assert system_state(SRV) == before
 
 
+def _campaign_until_ok(*args, timeout, tries=3):
+    """A client campaign whose success is the point: on a busy machine a trial may be refused twice
+    (the emulator fell behind), which the run says (exit 1, 'failed every attempt'); then the same
+    command runs again (a new campaign: the refused one stays in the store, as it should)."""
+    for _ in range(tries):
+        r = _cli(CLT, *args, timeout=timeout)
+        if not (r.returncode == 1 and "failed every attempt" in r.stderr):
+            return r
+    return r
+
+
+LAST = "campaign_id = (SELECT MAX(id) FROM campaigns)"
+
+
 def _client_options(info, iface="m-cli"):
     return ["--server", info["addr"], "--server-pin", info["pin"], "--server-token", info["token"],
             *(["--iface", iface] if iface else [])]
@@ -116,16 +130,16 @@ def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client
     results = tmp_path / "r.sqlite"
     # the token from serve's --info-file (mode 0600), not the command line, where every user's ps sees it
     opts = [o for o in _client_options(server) if o != server["token"] and o != "--server-token"]
-    r = _cli(CLT, "run", "quick", *opts, "--server-token-file", server["info_file"], "--bw", "20mbit", "--rtt", "40ms",
-             "--loss", "1%", "--loss-direction", "down", "--size", SIZES, "--runs", "1", "--results", str(results),
-             timeout=600)
+    r = _campaign_until_ok("run", "quick", *opts, "--server-token-file", server["info_file"], "--bw", "20mbit", "--rtt",
+                           "40ms", "--loss", "1%", "--loss-direction", "down", "--size", SIZES, "--runs", "1",
+                           "--results", str(results), timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "visible to every user" not in r.stderr
     assert system_state(CLT) == before
     db = sqlite3.connect(results)
     db.row_factory = sqlite3.Row
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    trials = db.execute("SELECT * FROM trials WHERE status = 'ok'").fetchall()
+    trials = db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
     assert sorted((t["proto"], t["size_bytes"]) for t in trials) == [("quic", 5000), ("quic", 500000), ("tcp", 5000),
                                                                      ("tcp", 500000)]
     # an attempt may fail (and be retried) only with its reason: here, linkem late on a busy 2-core machine
@@ -142,10 +156,10 @@ def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client
     # Caddy's CPU, read on the server over the control channel, adds up to something (10 ms ticks)
     caddy = [json.loads(t["cpu_json"])["roles"]["caddy"] for t in trials]
     assert sum(c["user_s"] + c["system_s"] for c in caddy) > 0, caddy
-    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
     assert meta["mode"] == "two machines" and meta["topology"]["iface"] == "m-cli"
     assert meta["server"]["iface"] == "m-srv" and meta["link_backend"] == "linkem"
-    check = json.loads(db.execute("SELECT result_json FROM link_checks").fetchone()[0])
+    check = json.loads(db.execute(f"SELECT result_json FROM link_checks WHERE {LAST}").fetchone()[0])
     assert check["verify"]["ok"], check["verify"]
     rtt = next(c for c in check["verify"]["checks"] if c["name"] == "rtt mean")
     assert abs(rtt["measured"] - 40) < 2
@@ -254,15 +268,15 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     impair = ["--rtt", "40ms", "--loss", "1%"] if netem else []
     before_srv, before_clt = system_state(SRV), system_state(CLT)
     results = tmp_path / "r.sqlite"
-    r = _cli(CLT, "run", "quick", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
-             "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--timeout", "120s", "--results", str(results),
-             timeout=1500)
+    r = _campaign_until_ok("run", "quick", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
+                           "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--timeout", "120s",
+                           "--results", str(results), timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (system_state(SRV), system_state(CLT)) == (before_srv, before_clt)
     db = sqlite3.connect(results)
-    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
     assert (meta["link_backend"], meta["link_tool"], meta["link_placement"]) == ("netem", "tc", "server")
-    check = json.loads(db.execute("SELECT result_json FROM link_checks").fetchone()[0])
+    check = json.loads(db.execute(f"SELECT result_json FROM link_checks WHERE {LAST}").fetchone()[0])
     assert check["downlink"]["dev"] == "m-srv" and check["downlink"]["shaped_rate_bps"] == 20 * 10**6
     assert check["uplink"]["dev"].endswith("-ifb") and check["uplink"]["shaped_rate_bps"] == 10 * 10**6
     if netem:  # RTT/2 and the loss on each direction, as the kernel reports them
@@ -273,8 +287,9 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     assert judged["downlink rate"]["ok"] is not False and judged["uplink rate"]["ok"] is not False
     if netem:
         assert judged["rtt mean"]["ok"] and judged["round-trip loss"]["ok"], judged
-    statuses = db.execute("SELECT status, server_proto FROM trials").fetchall()
+    statuses = db.execute(f"SELECT status, server_proto FROM trials WHERE {LAST} AND status = 'ok'").fetchall()
     assert sorted(statuses) == [("ok", "HTTP/1.1"), ("ok", "HTTP/3.0")]
+    assert all(t[0] for t in db.execute("SELECT reason FROM trials WHERE status != 'ok'"))
 
 
 def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
