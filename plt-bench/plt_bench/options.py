@@ -7,8 +7,8 @@ message. A campaign option left out is None, meaning "the campaign's value"; wha
 neither the option nor the campaign file says is plt_bench.campaign.DEFAULTS, shown in the help.
 A command that needs another default (up: unshaped) gives it where it registers the option.
 
-pytest owns some flags (--capture) and some dests, so in pytest every dest is prefixed with
-PYTEST_PREFIX and an option may take another flag there (pytest_flag).
+pytest owns some flags (--capture; pytest-timeout's --timeout) and some dests, so in pytest every
+dest is prefixed with PYTEST_PREFIX and an option may take another flag there (pytest_flag).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def _table() -> dict[str, Option]:
         Option("name", "campaign name stored with the results (default: the campaign's)"),
         Option("campaign", "preset name or campaign file", metavar="CAMPAIGN"),
         Option("new", "start a new campaign even if an unfinished one can be resumed", flag=True),
-        Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)"),
+        Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)",
+               pytest_flag="--page-timeout"),  # pytest-timeout owns --timeout
         Option("results", "results store"),
         Option("rtt", "round-trip time(s) added by the link, comma-separated: 50ms, 112ms (split evenly over both "
                       "directions)", group="link"),

@@ -27,7 +27,7 @@ def pytest_configure(config):
         return
     from . import session, signals
     try:
-        config.stash[_KEY] = session.from_options(values, {"capture": options.display("capture", pytest=True)},
+        config.stash[_KEY] = session.from_options(values, {k: options.display(k, pytest=True) for k in KEYS},
                                                   out=lambda line: None)
     except UsageError as e:  # exit 2 like the CLI (pytest's own usage errors exit 4)
         pytest.exit(str(e), returncode=2)

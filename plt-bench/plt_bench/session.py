@@ -86,7 +86,7 @@ def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
     return Session(spec, Path(values.get("results") or campaign.DEFAULTS["results"]), testbed_index=index,
                    new=bool(values.get("new")), server_pin=values.get("server_pin"),
                    server_token=values.get("server_token"), control_port=values.get("control_port"),
-                   timeout_s=parse_timeout_s(values.get("timeout")), **kw)
+                   timeout_s=parse_timeout_s(values.get("timeout"), (flags or {}).get("timeout", "--timeout")), **kw)
 
 
 class Session:

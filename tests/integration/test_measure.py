@@ -131,8 +131,9 @@ def test_a_failed_trial_is_retried_and_every_attempt_stored_in_both_front_ends(t
     before = system_state()
     grid = ["--proto", "tcp", "--bw", "10mbit", "--size", "5KB", "--runs", "1", "--verify", "off", "--timeout", "1ms"]
     for front, path in (("pytest", tmp_path / "py.sqlite"), ("cli", tmp_path / "cli.sqlite")):
-        if front == "pytest":
-            r = _pytest(tmp_path, *grid, "--testbed", "222", "--results", str(path))
+        if front == "pytest":  # pytest-timeout owns --timeout: the page's is --page-timeout there
+            r = _pytest(tmp_path, *[x.replace("--timeout", "--page-timeout") for x in grid], "--testbed", "222",
+                        "--results", str(path))
         else:
             r = run_cli("run", *grid, "--testbed", "222", "--results", str(path), timeout=300)
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]

@@ -101,6 +101,8 @@ PYTEST = [
     (["--bw", "10mbit", "--results", "/proc/plt-bench/r.sqlite"], "--results: cannot write the results store"),
     (["--jitter-dist", "pareto"], "--jitter-dist: unknown distribution 'pareto'"),
     (["--loss-direction", "sideways"], "--loss-direction: unknown direction 'sideways'"),
+    (["--page-timeout", "soon"], "--page-timeout: 'soon' is not a duration"),
+    (["--testbed", "300"], "--testbed: '300' is not a testbed index"),
 ]
 
 CAMPAIGN_FILES = [
