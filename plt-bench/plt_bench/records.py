@@ -6,8 +6,9 @@ never bare rows. A trial embeds its Conditions: their fields become columns of t
 profile name as conditions_name) beside the `conditions` label, which is for people only: cells
 are found by the fields.
 
-The shapes of what other processes hand over are here too: WorkerAnswer (the browser worker's
-answer, one JSON line) and CpuFigures (CPU seconds per role); linkem's are in plt_bench.link.stats.
+Campaign and LinkCheck are the store's other rows. The shapes of what other processes hand over
+are here too: WorkerAnswer (the browser worker's answer, one JSON line, checked by check_answer)
+and CpuFigures (CPU seconds per role); linkem's are in plt_bench.link.stats.
 """
 
 from __future__ import annotations
@@ -57,6 +58,25 @@ class WorkerAnswer(TypedDict, total=False):
     cpu_series: list[dict]      # [{"t_s", "role", "user_s", "system_s"}] when asked for
     strays_killed: int          # how many processes of the trial were still there after quit (killed)
     strays_left: list[int]      # ... that would not die (the testbed is then broken)
+
+
+class Campaign(TypedDict):
+    """A campaign as the store gives it back (one row of `campaigns`)."""
+    id: int
+    name: str
+    started_utc: str
+    finished_utc: str | None
+    status: str                 # running | finished | failed | interrupted
+    grid: dict                  # its definition (campaign.Spec.as_dict: the seed and the grid)
+    metadata: dict              # the machine, browser, server and link it ran on (metadata.KEY_FIELDS decide pooling)
+    spec_hash: str | None       # the definition's hash: an unfinished campaign with the same one resumes
+
+
+class LinkCheck(TypedDict):
+    """Conditions applied, read back from the kernel and (unless verify is off) measured."""
+    conditions: str
+    checked_utc: str
+    result: dict                # the read-back, and under "verify" the measured report
 
 
 def check_answer(answer) -> WorkerAnswer:

@@ -364,7 +364,7 @@ class Store:
                         (campaign_id, conditions, checked_utc, json.dumps(result, sort_keys=True)))
         self.db.commit()
 
-    def campaign(self, campaign_id: int) -> dict:
+    def campaign(self, campaign_id: int) -> records.Campaign:
         row = self.db.execute("SELECT id, name, started_utc, finished_utc, status, grid_json, metadata_json, spec_hash "
                               "FROM campaigns WHERE id=?", (campaign_id,)).fetchone()
         if row is None:
@@ -402,7 +402,7 @@ class Store:
                               f"ORDER BY campaign_id, seq", ids)
         return [Trial.from_row(dict(zip(["id", *records.COLUMNS], row))) for row in cur]
 
-    def link_checks(self, campaign_id: int) -> list[dict]:
+    def link_checks(self, campaign_id: int) -> list[records.LinkCheck]:
         cur = self.db.execute("SELECT conditions, checked_utc, result_json FROM link_checks WHERE campaign_id=? "
                               "ORDER BY id", (campaign_id,))
         return [{"conditions": c, "checked_utc": t, "result": json.loads(r)} for c, t, r in cur]
