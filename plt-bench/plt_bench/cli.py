@@ -271,7 +271,8 @@ def cmd_serve(a) -> int:
 
 def cmd_doctor(a) -> int:
     from . import doctor
-    checks = doctor.run_checks(SITES, list(ALL_SIZES))
+    from .conditions import parse_sizes
+    checks = doctor.run_checks(SITES, list(parse_sizes(",".join(ALL_SIZES))))
     print(json.dumps([dataclasses.asdict(c) for c in checks], indent=1) if a.json else doctor.format_checks(checks))
     return 1 if any(c.essential and c.status == "missing" for c in checks) else 0
 

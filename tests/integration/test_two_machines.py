@@ -99,11 +99,12 @@ def server(machines, tmp_path_factory):
 
 def _campaign_until_ok(*args, timeout, tries=3):
     """A client campaign whose success is the point: on a busy machine a trial may be refused twice
-    (the emulator fell behind), which the run says (exit 1, 'failed every attempt'); then the same
-    command runs again (a new campaign: the refused one stays in the store, as it should)."""
+    (the emulator fell behind), or the link check measure a starved iperf3 (an uplink 1.09-1.10 x its
+    rate was seen with one core busy), which the run says (exit 1); then the same command runs again
+    (a new campaign: the refused one stays in the store, as it should)."""
     for _ in range(tries):
         r = _cli(CLT, *args, timeout=timeout)
-        if not (r.returncode == 1 and "failed every attempt" in r.stderr):
+        if not (r.returncode == 1 and ("failed every attempt" in r.stderr or "out of tolerance" in r.stderr)):
             return r
     return r
 
