@@ -38,13 +38,16 @@ def test_the_netem_backend_passes_inside_a_netem_kernel():
     assert junit.is_file(), (f"the VM ran no tests (exit {r.returncode}); netem-vm said: {r.stderr[-2000:]} "
                              f"{r.stdout[-2000:]}")
     cases = ET.parse(junit).getroot().iter("testcase")
-    outcome = {}
+    outcome, why = {}, {}
     for c in cases:
         kinds = {child.tag for child in c}
         outcome[c.get("name")] = ("failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds
                                   else "passed")
+        for child in c:  # each failure's own message, whole: the VM's output tail cuts them short
+            if child.tag in ("failure", "error"):
+                why[c.get("name")] = (child.get("message") or "")[:1500]
     junit.unlink()
-    assert r.returncode == 0 and outcome, (r.returncode, r.stdout[-3000:])
+    assert r.returncode == 0 and outcome, (r.returncode, why or r.stdout[-3000:])
     bad = {k: v for k, v in outcome.items() if v == "failed"}
     assert not bad, bad
     skipped = {k for k, v in outcome.items() if v == "skipped"}
