@@ -84,7 +84,7 @@ def check_answer(answer) -> WorkerAnswer:
     and the runner cannot drift apart silently."""
     if not isinstance(answer, dict):
         raise ValueError(f"the browser worker answered {type(answer).__name__}, not an object")
-    unknown = sorted(set(answer) - set(typing.get_type_hints(WorkerAnswer)))
+    unknown = sorted(set(answer) - _ANSWER_KEYS)
     if unknown:
         raise ValueError(f"the browser worker's answer has unknown key(s) {', '.join(unknown)}")
     return answer
@@ -181,10 +181,9 @@ class Trial:
     def from_row(cls, row: dict) -> "Trial":
         """A stored row back as a record (types restored: INTEGER 0/1 to bool)."""
         kw = {}
-        hints = typing.get_type_hints(cls)
+        hints, ch = _HINTS
         for f in dataclasses.fields(cls):
             if f.name == "conditions":
-                ch = typing.get_type_hints(Conditions)
                 kw["conditions"] = Conditions(**{cf.name: _restore(ch[cf.name], row.get(_cond_column(cf.name)))
                                                  for cf in dataclasses.fields(Conditions)})
             elif f.name in row:
@@ -250,3 +249,5 @@ def _declare(hint, default) -> str:
 
 
 COLUMNS = [name for name, _, _ in columns()]
+_HINTS = (typing.get_type_hints(Trial), typing.get_type_hints(Conditions))  # read once: from_row runs per stored row
+_ANSWER_KEYS = frozenset(typing.get_type_hints(WorkerAnswer))
