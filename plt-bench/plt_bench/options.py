@@ -1,6 +1,6 @@
 """Every option of every front end, declared once: its flag, help text, metavar and choices.
 
-One table (OPTIONS) registers into argparse (the CLI's subcommands) and into pytest's option group
+One table (_table, read through option()) registers into argparse (the CLI's subcommands) and into pytest's option group
 (measurement mode), so an option reads the same wherever it is typed. Values stay strings here:
 the campaign (plt_bench.campaign.load) and the commands parse them, and name the option in every
 message. A campaign option left out is None, meaning "the campaign's value"; what applies when
@@ -109,8 +109,6 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "rtt", "jitte
                "capture_limit", "server", "iface", "server_token_file")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
-# options that only mean something in measurement mode but do not start it alone
-TWO_MACHINE_ONLY = ("server_pin", "server_token", "server_token_file", "iface")
 
 _OPTIONS: dict[str, Option] | None = None
 
