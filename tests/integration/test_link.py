@@ -6,6 +6,7 @@ import json
 import math
 import statistics
 import threading
+import time
 
 import pytest
 
@@ -70,19 +71,47 @@ def test_read_back_is_exactly_what_was_asked(bed, cond):
         assert dirs["down"]["jitter_us"] == round(cond.jitter_ms * 1000)
 
 
+class LateTimers:
+    """How late a 10 ms sleep wakes, sampled in a thread while the block runs: the machine's timer
+    lateness during a measurement, not at some earlier moment (with a host core busy, the netem VM's
+    timers were 0.2 ms late when the testbed opened and over 1 ms late minutes later)."""
+
+    def __enter__(self):
+        self.late_ms, self._stop = [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            time.sleep(0.010)
+            self.late_ms.append((time.perf_counter() - t - 0.010) * 1000)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mean_ms(self):
+        return statistics.fmean(self.late_ms) if self.late_ms else 0.0
+
+
 def test_rtt_50ms_against_the_machines_own_timing(bed, path):
     """RTT = the asked 50 ms + the unshaped path's mean, within 3 standard errors of the two samples
-    plus 0.1 ms below, and above also the two delay timers' lateness measured with no emulation
-    when the testbed opened (bed.timing): a delay fires late, never early."""
+    plus 0.1 ms below, and above also the two delay timers' lateness (a delay fires late, never
+    early): the larger of what was measured when the testbed opened (bed.timing) and while the
+    pings ran (LateTimers)."""
     base_mean, base_sd, base_n = path
-    late = 2 * bed.timing.timer_late_ms
     bed.set_conditions(Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50))
-    sent, rtts = ping(bed, 200)
+    with LateTimers() as timers:
+        sent, rtts = ping(bed, 200)
+    late = 2 * max(bed.timing.timer_late_ms, timers.mean_ms)
     assert len(rtts) == sent == 200
     mean, sd = statistics.fmean(rtts), statistics.stdev(rtts)
     tol = 0.1 + 3 * math.sqrt(sd ** 2 / len(rtts) + base_sd ** 2 / base_n)
-    print(f"path {base_mean:.3f} ms sd {base_sd:.3f}, timers {bed.timing.timer_late_ms:.3f} ms late; "
-          f"50 ms link: {mean:.3f} ms sd {sd:.3f}; window -{tol:.3f} +{tol + late:.3f}")
+    print(f"path {base_mean:.3f} ms sd {base_sd:.3f}, timers {bed.timing.timer_late_ms:.3f} ms late at the start, "
+          f"{timers.mean_ms:.3f} ms during; 50 ms link: {mean:.3f} ms sd {sd:.3f}; window -{tol:.3f} +{tol + late:.3f}")
     assert 50 + base_mean - tol <= mean <= 50 + base_mean + late + tol, (mean, base_mean, late, tol)
     # A delay is never shortened by more than the emulator says: netem never releases early; linkem
     # releases a packet up to one expected timer wake-up early (so that on average it lands on time)
@@ -166,14 +195,26 @@ def _carried_bps(bed) -> float:
 
 
 def test_verify_passes_a_true_link_and_catches_a_false_claim(bed):
-    """A true link is one the machine can carry: at most 20 Mbit/s and at most a quarter of what the
-    path forwards unshaped now. The netem VM's emulated CPUs reached 0.74-0.86 of 100 Mbit/s when
-    quiet, and only 0.65-0.77 of 20 Mbit/s with one host core busy: there verify rightly said the
-    rate was out of tolerance, which is not what this test is about."""
-    rate = max(10**6, min(20 * 10**6, int(_carried_bps(bed) / 4 / 10**6) * 10**6))
-    cond = Conditions(rate, rate, rtt_ms=50)
-    bed.set_conditions(cond)
-    good = verify.verify(bed.plan, cond, probes=200, tcp_seconds=2, **bed.verify_args())
+    """A true link is one the machine can carry: the fastest of 20, 10, 5 and 2 Mbit/s, at most a
+    quarter of what the path forwards unshaped now, whose rate verify finds held. A faster one may
+    fail only on its rates, and only by carrying less than asked (a machine too slow to keep htb's
+    timers: the netem VM with one host core busy carried 0.65-0.77 of 20 Mbit/s, and verify rightly
+    said so); every other check passes at every rate, and the false claim fails at the true rate."""
+    carried = _carried_bps(bed)
+    rates = [r * 10**6 for r in (20, 10, 5, 2) if r * 10**6 <= carried / 4] or [10**6]
+    slow = {}
+    for rate in rates:
+        cond = Conditions(rate, rate, rtt_ms=50)
+        bed.set_conditions(cond)
+        good = verify.verify(bed.plan, cond, probes=200, tcp_seconds=2, **bed.verify_args())
+        if good["ok"]:
+            break
+        rate_checks = {c["name"]: c["measured"] for c in good["checks"] if c["name"].endswith("rate (TCP goodput / "
+                                                                                                 "rate x 1448/1514)")}
+        assert set(good["failed"]) <= set(rate_checks), verify.format_report(good)
+        assert all(rate_checks[name] < 0.95 for name in good["failed"]), verify.format_report(good)
+        slow[rate] = rate_checks
+    print(f"unshaped {carried / 1e6:.0f} Mbit/s; carried short of the rate: {slow}; true link {rate / 1e6:g} Mbit/s")
     assert good["ok"], verify.format_report(good)
     claimed = Conditions(rate, rate, rtt_ms=80, loss_pct=5)
     bad = verify.verify(bed.plan, claimed, probes=200, tcp_seconds=2, **bed.verify_args())
