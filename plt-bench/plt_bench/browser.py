@@ -21,13 +21,15 @@ from . import cmd
 from .errors import BrowserError
 
 if TYPE_CHECKING:
+    from .pages import Page
     from .records import WorkerAnswer
 
 # Debian's /usr/bin/chromium is a shell wrapper that adds flags of its own (remote extensions,
 # GPU rasterization); the testbed starts the real binary with exactly the flags below.
 CHROMIUM = "/usr/lib/chromium/chromium" if os.path.exists("/usr/lib/chromium/chromium") else "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-NEXT_HOP = {"quic": "h3", "tcp": "http/1.1"}
+NEXT_HOP = {"quic": "h3", "tcp": "http/1.1"}  # what Resource and Navigation Timing say
+SERVER_PROTO = {"quic": "HTTP/3.0", "tcp": "HTTP/1.1"}  # what Caddy's log says
 
 # Profile preferences of every trial:
 # - network prediction off (2 = never): otherwise Chromium preconnects TCP+TLS before the
@@ -115,7 +117,7 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
     if not nav.get("loadEventEnd"):
         return "failed", "load event never ended"
     if server_entries is not None:
-        want_proto = "HTTP/3.0" if proto == "quic" else "HTTP/1.1"
+        want_proto = SERVER_PROTO[proto]
         if not server_entries:
             return "failed", "the server logged no request for this trial"
         if len(server_entries) != 1:
@@ -126,6 +128,57 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
         if e["status"] != 200 or e["size"] != expected_bytes:
             return "failed", f"server sent status {e['status']} with {e['size']} bytes, expected 200 with {expected_bytes}"
     return "ok", None
+
+
+def url_path(url: str | None) -> str:
+    """'https://plt.test/obj_5KB.png?i=3' -> '/obj_5KB.png?i=3'."""
+    rest = (url or "").split("://", 1)[-1]
+    return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+
+
+def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
+                  server_entries: list[dict] | None) -> tuple[int, str | None]:
+    """(objects proven, why the trial fails or None) for a multi-object page. An object is proven
+    when the browser's word (its one Resource Timing entry: status 200, every byte, over the asked
+    protocol) and, where the server's log is read, the server's (its URI once: 200, every byte, over
+    the protocol) both say so."""
+    hop, want_proto = NEXT_HOP[proto], SERVER_PROTO[proto]
+    problems: list[str] = []
+    proven = 0
+    by_path: dict[str, list[dict]] = {}
+    for r in resources or []:
+        by_path.setdefault(url_path(r.get("name")), []).append(r)
+    logged: dict[str, list[dict]] = {}
+    for e in server_entries or []:
+        logged.setdefault(e.get("uri"), []).append(e)
+    for uri in page.object_uris():
+        seen, got = by_path.get(uri, []), logged.get(uri, [])
+        if len(seen) != 1:
+            problems.append(f"{uri}: the browser has {len(seen)} Resource Timing entries for it, expected 1")
+        elif seen[0].get("nextHopProtocol") != hop:
+            problems.append(f"{uri}: carried over '{seen[0].get('nextHopProtocol')}', expected '{hop}'")
+        elif seen[0].get("responseStatus") != 200 or seen[0].get("decodedBodySize") != page.size_bytes:
+            problems.append(f"{uri}: the browser saw status {seen[0].get('responseStatus')} with "
+                            f"{seen[0].get('decodedBodySize')} bytes, expected 200 with {page.size_bytes}")
+        elif server_entries is not None and len(got) != 1:
+            problems.append(f"{uri}: the server logged {len(got)} requests for it, expected 1")
+        elif server_entries is not None and got[0].get("proto") != want_proto:
+            problems.append(f"{uri}: the server saw {got[0].get('proto')}, expected {want_proto}")
+        elif server_entries is not None and (got[0].get("status") != 200 or got[0].get("size") != page.size_bytes):
+            problems.append(f"{uri}: the server sent status {got[0].get('status')} with {got[0].get('size')} bytes, "
+                            f"expected 200 with {page.size_bytes}")
+        else:
+            proven += 1
+    if not problems:
+        return proven, None
+    return proven, f"{len(problems)} of {page.objects} objects not proven; first: {problems[0]}"
+
+
+def connections(server_entries: list[dict] | None) -> int | None:
+    """How many connections carried a trial's requests: the client ports in the server's log (HTTP/1.1
+    opens up to six per host; HTTP/3 one), or None when the log gives no ports."""
+    ports = {e.get("remote_port") for e in server_entries or [] if e.get("remote_port")}
+    return len(ports) or None
 
 
 class BrowserWorker:

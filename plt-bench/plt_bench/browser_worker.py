@@ -3,7 +3,7 @@ answer per line on stdout. Each request starts a fresh chromedriver + Chromium w
 profile, loads one URL, reads the Navigation Timing entry, and quits.
 
 Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series"}
-Answer:  {"nav": {...} | null, "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
+Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-resources), "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
           "nav_t0": monotonic s when the navigation began,
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
                   "launch": the same for the browser's start-up, "sampler": {interval, samples, own cost}},
@@ -29,11 +29,18 @@ import shutil
 import sys
 import time
 
-# The navigation entry, and the error code when Chromium shows its error page instead (it may
-# keep the page's URL, so the URL alone does not tell).
+# What each sub-resource's Resource Timing entry gives a trial: which object, over what, whole or
+# not, and its own timeline (ms from the navigation's start).
+RESOURCE_FIELDS = ("name", "initiatorType", "nextHopProtocol", "responseStatus", "decodedBodySize", "encodedBodySize",
+                   "transferSize", "startTime", "connectStart", "connectEnd", "secureConnectionStart", "requestStart",
+                   "responseStart", "responseEnd")
+# The navigation entry, the error code when Chromium shows its error page instead (it may keep the
+# page's URL, so the URL alone does not tell), and the sub-resources' entries.
 NAV_JS = ("const e = performance.getEntriesByType('navigation')[0]; "
           "const c = document.querySelector('.error-code'); "
-          "return [e ? e.toJSON() : null, c ? c.textContent.trim() : null];")
+          f"const f = {list(RESOURCE_FIELDS)!r}; "
+          "const r = performance.getEntriesByType('resource').map(x => Object.fromEntries(f.map(k => [k, x[k]]))); "
+          "return [e ? e.toJSON() : null, c ? c.textContent.trim() : null, r];")
 
 
 def versions() -> dict:
@@ -57,7 +64,7 @@ def one_trial(req: dict) -> dict:
     from selenium.webdriver.chrome.service import Service
     from plt_bench.browser import CHROMEDRIVER, CHROMIUM
 
-    out = {"nav": None, "final_url": None, "error": None, "error_code": None,
+    out = {"nav": None, "resources": None, "final_url": None, "error": None, "error_code": None,
            "launch_s": None, "load_s": None, "quit_s": None}
     opts = Options()
     opts.binary_location = CHROMIUM
@@ -89,7 +96,7 @@ def one_trial(req: dict) -> dict:
         if out["error"] is None or out["error"].startswith("navigation error"):
             try:
                 out["final_url"] = driver.current_url
-                out["nav"], out["error_code"] = driver.execute_script(NAV_JS)
+                out["nav"], out["error_code"], out["resources"] = driver.execute_script(NAV_JS)
             except WebDriverException as e:
                 out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
     except WebDriverException as e:

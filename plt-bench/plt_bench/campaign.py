@@ -2,7 +2,7 @@
 any front end (plt_bench.options) as overrides. How a campaign runs is plt_bench.session.
 
 - Order (Spec.plan): conditions change least often (each is verified once); within a repetition
-  the page sizes come in a random order and, for each size, the two protocols in a random order,
+  the pages come in a random order and, for each page, the two protocols in a random order,
   so slow drift cannot favour one protocol. The order is seeded (seed) and recorded.
 - The definition (Spec.as_dict, hashed) decides which unfinished campaign a rerun resumes.
 """
@@ -22,6 +22,7 @@ from .link import host as hostnet
 from .capture import DEFAULT_INTERVAL_S, DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Conditions, Grid
 from .errors import UsageError
+from .pages import Page
 from .units import parse_size
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
@@ -62,7 +63,9 @@ class Spec:
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "protos": list(self.grid.protos), "sizes": list(self.grid.sizes),
+        # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold)
+        sizes = [p.label if p.objects else p.size_bytes for p in self.grid.pages]
+        return {"name": self.name, "protos": list(self.grid.protos), "sizes": sizes,
                 "conditions": [dataclasses.asdict(c) for c in self.grid.conditions], "runs": self.grid.runs,
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
@@ -72,18 +75,18 @@ class Spec:
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
-    def plan(self) -> list[tuple[Conditions, int, int, str]]:
-        """Every trial, in the order it runs: (conditions, run index, size, protocol)."""
+    def plan(self) -> list[tuple[Conditions, int, Page, str]]:
+        """Every trial, in the order it runs: (conditions, run index, page, protocol)."""
         out = []
         for ci, cond in enumerate(self.grid.conditions):
             for r in range(self.grid.runs):
                 rng = random.Random(f"{self.seed}/{ci}/{r}")
-                sizes = list(self.grid.sizes)
-                rng.shuffle(sizes)
-                for size in sizes:
+                pages = list(self.grid.pages)
+                rng.shuffle(pages)
+                for page in pages:
                     protos = list(self.grid.protos)
                     rng.shuffle(protos)
-                    out += [(cond, r, size, p) for p in protos]
+                    out += [(cond, r, page, p) for p in protos]
         return out
 
 

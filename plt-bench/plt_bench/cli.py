@@ -224,8 +224,8 @@ def cmd_up(a) -> int:
     bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, persistent=True, with_browser=False,
                   conditions=spec.grid.conditions)
     with bed:
-        bed.sites.ensure(spec.grid.sizes)
-        info = bed.describe(bed.set_conditions(spec.grid.conditions[0]), spec.grid.sizes)
+        bed.sites.ensure(spec.grid.pages)
+        info = bed.describe(bed.set_conditions(spec.grid.conditions[0]), spec.grid.pages)
         bed.detach()  # success: leave it up
     print(json.dumps(info, indent=1) if a.json else info["text"])
     return 0
@@ -251,9 +251,9 @@ def cmd_down(a) -> int:
 
 def cmd_serve(a) -> int:
     from .remote import ServeSession, check_serve_options, write_private
-    addr, sizes, port = check_serve_options(a.addr, a.iface, a.size, a.control_port, a.info_file)
+    addr, pages, port = check_serve_options(a.addr, a.iface, a.size, a.control_port, a.info_file)
     cmd.require_root()
-    session = ServeSession(addr, a.iface, SITES, sizes, port, a.testbed)
+    session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed)
     try:
         info = session.open()
         if a.info_file:
@@ -271,8 +271,8 @@ def cmd_serve(a) -> int:
 
 def cmd_doctor(a) -> int:
     from . import doctor
-    from .conditions import parse_sizes
-    checks = doctor.run_checks(SITES, list(parse_sizes(",".join(ALL_SIZES))))
+    from .conditions import parse_pages
+    checks = doctor.run_checks(SITES, list(parse_pages(",".join(ALL_SIZES))))
     print(json.dumps([dataclasses.asdict(c) for c in checks], indent=1) if a.json else doctor.format_checks(checks))
     return 1 if any(c.essential and c.status == "missing" for c in checks) else 0
 
@@ -305,10 +305,11 @@ def cmd_summary(a) -> int:
 
 
 def cmd_pages(a) -> int:
-    from .conditions import parse_sizes
+    from .conditions import parse_pages
     from .pages import Sites
-    for size, path in Sites(SITES).ensure(parse_sizes(a.size)).items():
-        print(f"{path}  {size} bytes")
+    for page, path in Sites(SITES).ensure(parse_pages(a.size)).items():
+        extra = f" + {page.objects} x {page.object_name} of {page.size_bytes} bytes" if page.objects else ""
+        print(f"{path}  {page.html_bytes} bytes{extra}")
     return 0
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from . import units
 from .errors import UsageError
+from .pages import PAGE_FORM, Page, parse_page
 
 PROTOCOLS = ("quic", "tcp")
 PROTO_CHOICES = ("quic", "tcp", "both")
@@ -107,26 +108,27 @@ def _num(x: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One cell of a grid: a protocol, a page size and conditions."""
+    """One cell of a grid: a protocol, a page and conditions."""
 
     proto: str
-    size_bytes: int
+    page: Page
     conditions: Conditions
 
     @property
-    def size_label(self) -> str:
-        return units.format_size(self.size_bytes)
+    def size_bytes(self) -> int:
+        """Every body the page's load fetches (the HTML and all its objects)."""
+        return self.page.total_bytes
 
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
     protos: tuple[str, ...]
-    sizes: tuple[int, ...]
+    pages: tuple[Page, ...]
     conditions: tuple[Conditions, ...]
     runs: int
 
     def cells(self) -> list[Cell]:
-        return [Cell(p, s, c) for c, s, p in itertools.product(self.conditions, self.sizes, self.protos)]
+        return [Cell(p, s, c) for c, s, p in itertools.product(self.conditions, self.pages, self.protos)]
 
 
 def parse_protos(text: str, option: str = "--proto") -> tuple[str, ...]:
@@ -163,15 +165,9 @@ def parse_rates(text: str, option: str = "--bw") -> tuple[int | None, ...]:
                        lambda item: None if item.lower() in (UNSHAPED, "none") else units.parse_rate(item, option))
 
 
-def parse_sizes(text: str, option: str = "--size") -> tuple[int, ...]:
-    def one(item):
-        s = units.parse_size(item, option)
-        if s < MIN_PAGE_BYTES:
-            raise UsageError(f"{option}: '{item}' is too small; a page is at least {MIN_PAGE_BYTES} bytes")
-        if s > MAX_PAGE_BYTES:
-            raise UsageError(f"{option}: '{item}' is too large; a page is at most {units.format_size(MAX_PAGE_BYTES)}")
-        return s
-    return _parse_list(text, option, units.SIZE_FORM, one)
+def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
+    """Pages, single- ('500KB') or multi-object ('200x5KB')."""
+    return _parse_list(text, option, PAGE_FORM, lambda item: parse_page(item, option))
 
 
 def _ascii_int(text) -> int:
@@ -247,7 +243,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
     """Build a grid from the user's strings; raises UsageError before anything is created."""
     p = parse_protos(protos)
     downs = parse_rates(rates)
-    s = parse_sizes(sizes)
+    s = parse_pages(sizes)
     n = parse_runs(runs)
     rtts = parse_durations(rtt, "--rtt") if rtt is not None else (0.0,)
     jitters = parse_durations(jitter, "--jitter") if jitter is not None else (0.0,)
@@ -285,14 +281,6 @@ def ideal_seconds(size_bytes: int, rate_bps: int | None) -> float | None:
     return 8.0 * size_bytes / rate_bps
 
 
-# Smallest page whose fixed HTML frame fits, largest the testbed generates.
-MIN_PAGE_BYTES = 1000
-MAX_PAGE_BYTES = 2 * 10**9
-
-
 def join(values: Iterable[object]) -> str:
     return ",".join(str(v) for v in values)
 
-
-def size_labels(sizes: Sequence[int]) -> list[str]:
-    return [units.format_size(s) for s in sizes]

@@ -157,10 +157,9 @@ def netem_vm_check() -> Check:
                  essential=False)
 
 
-def disk_check(sites_dir, sizes: list[int]) -> Check:
-    """Free disk for the pages still to generate (plus 1 GB for results)."""
-    from .pages import page_name
-    missing = sum(s for s in sizes if not (sites_dir / page_name(s)).is_file())
+def disk_check(sites_dir, pages: list) -> Check:
+    """Free disk for the pages (pages.Page) still to generate (plus 1 GB for results)."""
+    missing = sum(size for p in pages for name, size, _ in p.files() if not (sites_dir / name).is_file())
     probe = sites_dir if sites_dir.exists() else sites_dir.parent
     free = shutil.disk_usage(probe).free
     ok = free >= missing + 10**9
@@ -169,7 +168,7 @@ def disk_check(sites_dir, sizes: list[int]) -> Check:
                  "" if ok else "free some space, or generate fewer pages (--size)")
 
 
-def run_checks(sites_dir, sizes: list[int]) -> list[Check]:
+def run_checks(sites_dir, pages: list) -> list[Check]:
     root = os.geteuid() == 0
     out = [Check("root", "ok" if root else "missing", "running as root" if root else f"running as uid {os.geteuid()}",
                  "" if root else "run as root (sudo): namespaces, tc and iptables need it")]
@@ -180,7 +179,7 @@ def run_checks(sites_dir, sizes: list[int]) -> list[Check]:
                          essential=False))
     out += tool_checks()
     out.append(netem_vm_check())
-    out.append(disk_check(sites_dir, sizes))
+    out.append(disk_check(sites_dir, pages))
     return out
 
 

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .units import format_rate, format_size  # noqa: E402
+from .units import format_rate  # noqa: E402
 
 PROTO_COLORS = {"quic": "#c0392b", "tcp": "#2471a3"}
 
@@ -42,21 +42,31 @@ def _other(rtt, jitter, loss) -> str:
     return ", ".join(parts)
 
 
+def _pages(rows) -> list[str]:
+    """The pages' labels in rows, in order of their bytes, then of their objects (1x1MB before 200x5KB)."""
+    return [p for _, _, p in sorted({(r["size_bytes"], r.get("objects", 0), r["page"]) for r in rows})]
+
+
+def _page_axis(rows) -> str:
+    return "page (NxS: N images of S)" if any(r.get("objects") for r in rows) else "page size"
+
+
 def heatmap_matrix(rows: list[dict]) -> dict[tuple, dict]:
-    """Per (rtt, jitter, loss) group: sizes (rows), rates (columns), diff and significance matrices."""
+    """Per (rtt, jitter, loss) group: pages (rows: the Long Look's page composition), rates
+    (columns), diff and significance matrices."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["rtt_ms"], r["jitter_ms"], r["loss_pct"])].append(r)
     out = {}
     for key, rs in groups.items():
-        sizes = sorted({r["size_bytes"] for r in rs})
+        pages = _pages(rs)
         rates = sorted({r["rate_down_bps"] for r in rs}, key=lambda b: (b is None, b or 0))
-        diff = np.full((len(sizes), len(rates)), np.nan)
-        sig = np.zeros((len(sizes), len(rates)), dtype=bool)
+        diff = np.full((len(pages), len(rates)), np.nan)
+        sig = np.zeros((len(pages), len(rates)), dtype=bool)
         for r in rs:
-            i, j = sizes.index(r["size_bytes"]), rates.index(r["rate_down_bps"])
+            i, j = pages.index(r["page"]), rates.index(r["rate_down_bps"])
             diff[i, j], sig[i, j] = r["diff_pct"], r["significant"]
-        out[key] = {"sizes": sizes, "rates": rates, "diff": diff, "significant": sig}
+        out[key] = {"pages": pages, "rates": rates, "diff": diff, "significant": sig, "axis": _page_axis(rs)}
     return out
 
 
@@ -66,11 +76,11 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
         diff, sig = m["diff"], m["significant"]
         finite = np.abs(diff[np.isfinite(diff)])
         lim = max(5.0, float(finite.max()) if finite.size else 5.0)
-        fig, ax = plt.subplots(figsize=(1.3 * len(m["rates"]) + 2.5, 0.8 * len(m["sizes"]) + 2.2))
+        fig, ax = plt.subplots(figsize=(1.3 * len(m["rates"]) + 2.5, 0.8 * len(m["pages"]) + 2.2))
         shown = np.where(sig, diff, np.nan)  # white where not significant
         sns.heatmap(shown, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, cbar_kws={"label": "QUIC vs TCP PLT (%)"},
                     linewidths=0.5, linecolor="#dddddd", xticklabels=[_rate_label(b) for b in m["rates"]],
-                    yticklabels=[format_size(s) for s in m["sizes"]])
+                    yticklabels=m["pages"])
         for i in range(diff.shape[0]):
             for j in range(diff.shape[1]):
                 if np.isnan(diff[i, j]):
@@ -83,7 +93,7 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
                 if sig[i, j]:  # a tiny significant difference is pale: the frame tells it from white (n.s.)
                     ax.add_patch(matplotlib.patches.Rectangle((j, i), 1, 1, fill=False, edgecolor="black", lw=1.5))
         ax.set_xlabel("bandwidth")
-        ax.set_ylabel("page size")
+        ax.set_ylabel(m["axis"])
         t0 = rows[0]
         group = [r for r in rows if (r["rtt_ms"], r["jitter_ms"], r["loss_pct"]) == (rtt, jitter, loss)]
         ns = sorted({min(r["n_quic"], r["n_tcp"]) for r in group})
@@ -106,19 +116,19 @@ def loss_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
         losses = sorted({c["loss_pct"] for c in cs})
         if len(losses) < 2:
             continue
-        sizes = sorted({c["size_bytes"] for c in cs})
-        fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
-        for ax, size in zip(axes[0], sizes):
+        pages = _pages(cs)
+        fig, axes = plt.subplots(1, len(pages), figsize=(4.2 * len(pages), 3.6), squeeze=False)
+        for ax, page in zip(axes[0], pages):
             for proto in ("quic", "tcp"):
                 pts = sorted((c["loss_pct"], c["median_ms"], c["ci_low_ms"], c["ci_high_ms"]) for c in cs
-                             if c["size_bytes"] == size and c["proto"] == proto)
+                             if c["page"] == page and c["proto"] == proto)
                 if not pts:
                     continue
                 x, y, lo, hi = (np.array(v, dtype=float) for v in zip(*pts))
                 ax.plot(x, y / 1000, "o-", color=PROTO_COLORS[proto], label=proto.upper())
                 ok = np.isfinite(lo) & np.isfinite(hi)
                 ax.fill_between(x[ok], lo[ok] / 1000, hi[ok] / 1000, color=PROTO_COLORS[proto], alpha=0.2)
-            ax.set_title(format_size(size))
+            ax.set_title(page)
             ax.set_xlabel("packet loss (%)")
             ax.set_ylabel("PLT (s), median and 95% CI")
             ax.legend()
@@ -138,13 +148,13 @@ def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path
         jitters = sorted({c["jitter_ms"] for c in cs})
         if len(jitters) < 2:
             continue
-        sizes = sorted({c["size_bytes"] for c in cs})
-        fig, axes = plt.subplots(1, len(sizes), figsize=(3.6 * len(sizes), 3.6), squeeze=False)
-        for ax, size in zip(axes[0], sizes):
+        pages = _pages(cs)
+        fig, axes = plt.subplots(1, len(pages), figsize=(3.6 * len(pages), 3.6), squeeze=False)
+        for ax, page in zip(axes[0], pages):
             width = 0.8 / len(jitters)
             for k, jit in enumerate(jitters):
                 for p_i, proto in enumerate(("quic", "tcp")):
-                    c = next((c for c in cs if c["size_bytes"] == size and c["proto"] == proto and c["jitter_ms"] == jit), None)
+                    c = next((c for c in cs if c["page"] == page and c["proto"] == proto and c["jitter_ms"] == jit), None)
                     if c is None:
                         continue
                     y = c["median_ms"] / 1000
@@ -154,7 +164,7 @@ def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path
                            alpha=1.0 if jit == 0 else 0.55, edgecolor="black", linewidth=0.5,
                            label=f"jitter {jit:g} ms" if p_i == 0 else None)
             ax.set_xticks([0, 1], ["QUIC", "TCP"])
-            ax.set_title(format_size(size))
+            ax.set_title(page)
             ax.set_ylabel("PLT (s), median and 95% CI")
             ax.legend(fontsize=7)
         fig.suptitle(f"{title}: PLT with and without jitter at {_rate_label(rate)}, RTT {rtt:g} ms"
@@ -166,9 +176,12 @@ def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path
 
 
 def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """PLT against the size of single-object pages (a multi-object page's PLT is not a function of
+    its bytes alone: the heatmap has those)."""
     by = defaultdict(list)
     for c in cells.values():
-        by[(c["rtt_ms"], c["jitter_ms"], c["loss_pct"])].append(c)
+        if not c.get("objects"):
+            by[(c["rtt_ms"], c["jitter_ms"], c["loss_pct"])].append(c)
     paths = []
     for (rtt, jitter, loss), cs in by.items():
         if len({c["size_bytes"] for c in cs}) < 2:
@@ -244,7 +257,7 @@ def cpu_time_plot(series: dict[str, dict], meta: dict, out_dir: Path, title: str
                 ax.axvline(t.plt_ms / 1000, color="black", lw=0.8, ls=":")
             ax.grid(alpha=0.3)
             ax.set_ylabel(f"{key.split('_')[0]} CPU, % of one core" if col == 0 else "")
-        axes[0][col].set_title(f"{proto.upper()}: {format_size(t.size_bytes)} at {_rate_label(t.conditions.rate_down_bps)}, "
+        axes[0][col].set_title(f"{proto.upper()}: {t.page} at {_rate_label(t.conditions.rate_down_bps)}, "
                                f"PLT {t.plt_ms / 1000:.2f} s (dotted; trial {t.seq})", fontsize=9)
         axes[1][col].set_xlabel("time since navigation start (s)")
     handles = [matplotlib.lines.Line2D([], [], color=ROLE_COLORS[r], lw=2) for r in shown]

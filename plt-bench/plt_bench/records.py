@@ -20,6 +20,7 @@ import typing
 from typing import TypedDict
 
 from .conditions import Conditions
+from .pages import Page
 
 
 def doc(text: str, default=dataclasses.MISSING) -> dataclasses.Field:
@@ -47,6 +48,7 @@ class CpuFigures(TypedDict, total=False):
 class WorkerAnswer(TypedDict, total=False):
     """The browser worker's answer to one load (plt_bench.browser_worker; one JSON line)."""
     nav: dict | None            # the PerformanceNavigationTiming entry, or None
+    resources: list[dict] | None  # the PerformanceResourceTiming entries (browser_worker.RESOURCE_FIELDS)
     final_url: str | None
     error: str | None           # why the load failed, as the worker saw it
     error_code: str | None      # e.g. net::ERR_QUIC_PROTOCOL_ERROR
@@ -99,8 +101,8 @@ class Trial:
     seq: int = doc("order within the campaign, from 0: the order it ran in")
     run_index: int = doc("repetition of this cell, from 0")
     proto: str = doc("quic | tcp: the protocol asked for")
-    size_bytes: int = doc("the page's size")
-    page: str = doc("the page's file name")
+    size_bytes: int = doc("every body of the page: the HTML and all its objects")
+    page: str = doc("what was loaded: 5KB (one HTML file) or 200x5KB (an HTML page with 200 images of 5 KB)")
     conditions: Conditions = doc("the link during the trial (columns of their own)")
     status: str = doc("ok | failed")
     reason: str | None = doc("why it failed; NULL when ok")
@@ -108,6 +110,8 @@ class Trial:
     finished_utc: str = doc("when it ended")
     wall_s: float = doc("the whole trial: browser start, load, quit")
     url: str = doc("the URL loaded, with the trial's own query")
+    objects: int = doc("the page's embedded objects (images); 0 for a single-object page", 0)
+    object_bytes: int = doc("each object's size; 0 for a single-object page", 0)
     launch_s: float | None = doc("the browser's start-up", None)
     load_s: float | None = doc("from the navigation to the load event, as the driver saw it", None)
     quit_s: float | None = doc("the browser's quit", None)
@@ -127,6 +131,9 @@ class Trial:
     server_status: int | None = doc("HTTP status Caddy logged", None)
     server_bytes: int | None = doc("body bytes Caddy logged", None)
     nav_json: str | None = doc("the full PerformanceNavigationTiming entry (JSON)", None)
+    objects_ok: int | None = doc("objects proven whole over the asked protocol by the browser and the server", None)
+    connections: int | None = doc("connections that carried the trial's requests (client ports in Caddy's log)", None)
+    resources_json: str | None = doc("the objects' PerformanceResourceTiming entries (JSON), or NULL", None)
     link_json: str | None = doc("the link emulator's counters during this trial (linkem; JSON), or NULL", None)
     attempt: int = doc("1, then 2, 3... for retries of a failed trial", 1)
     warmup: bool = doc("a warm-up trial: kept, left out of the statistics", False)
@@ -150,6 +157,15 @@ class Trial:
     @property
     def label(self) -> str:
         return self.conditions.label
+
+    @property
+    def page_spec(self) -> Page:
+        """The page as the grid names it (Page(object_bytes, objects), or Page(size_bytes))."""
+        return Page(self.object_bytes, self.objects) if self.objects else Page(self.size_bytes)
+
+    @property
+    def resources(self) -> list[dict]:
+        return json.loads(self.resources_json) if self.resources_json else []
 
     @property
     def cpu(self) -> CpuFigures:

@@ -28,7 +28,7 @@ from .link import host as hostnet
 from .link.commands import SHAPED_PORTS
 from .link.linkem import QUEUE_BASE
 from .link.netem import ServerNetem
-from .pages import Sites, page_name
+from .pages import Sites
 from .server import Server
 from .topology import Topology
 
@@ -95,29 +95,31 @@ def read_token_file(path_text: str, option: str = "--server-token-file") -> str:
 
 
 def page_files(root: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_size for p in sorted(root.glob("index_*.html")) if p.is_file()}
+    """Every file of the pages a server has (pages.Page.files: HTML pages and objects): name -> size."""
+    found = [p for pattern in ("index_*.html", "objects_*.html", "obj_*.png") for p in root.glob(pattern)]
+    return {p.name: p.stat().st_size for p in sorted(found) if p.is_file()}
 
 
 # -- server side -------------------------------------------------------------------------------------
 def check_serve_options(addr: str, iface: str | None, size: str, control_port: str, info_file: str | None):
-    """serve's options, checked before anything is made: (address, page sizes, control port)."""
-    from .conditions import parse_sizes
+    """serve's options, checked before anything is made: (address, pages, control port)."""
+    from .conditions import parse_pages
     addr = hostnet.parse_ipv4(addr, "--addr")
     if iface is not None:
         hostnet.require_iface(iface)
-    sizes, port = parse_sizes(size), parse_port(control_port)
+    pages, port = parse_pages(size), parse_port(control_port)
     if info_file is not None:
         from .store import check_out_file
         check_out_file(Path(info_file), "--info-file")
-    return addr, sizes, port
+    return addr, pages, port
 
 
 class ServeSession:
     """Caddy and the control channel on this machine's --addr, until close()."""
 
-    def __init__(self, addr: str, iface: str | None, sites_dir: Path, sizes, control_port: int,
+    def __init__(self, addr: str, iface: str | None, sites_dir: Path, pages, control_port: int,
                  index: int | None = None):
-        self.addr, self.sites, self.sizes, self.port, self.index = addr, Sites(sites_dir), sizes, control_port, index
+        self.addr, self.sites, self.pages, self.port, self.index = addr, Sites(sites_dir), pages, control_port, index
         dev = hostnet.local_iface_of(addr)
         if dev is None:
             raise UsageError(f"--addr: {addr} is not an address of this machine; expected one of its own "
@@ -135,7 +137,7 @@ class ServeSession:
 
     def open(self) -> dict:
         cmd.require_root()
-        self.sites.ensure(self.sizes)
+        self.sites.ensure(self.pages)
         self.topology = Topology.allocate(index=self.index)
         self.topology.write_state(role="serve", addr=self.addr, iface=self.iface)
         self.server = Server(None, self.addr, self.topology.plan.run_dir, self.sites.root)
@@ -251,8 +253,8 @@ class ServeSession:
         t = psutil.Process(self.server.proc.pid).cpu_times()
         return {"caddy": [t.user, t.system]}
 
-    def access(self, uri: str, wait_s: float = 2.0) -> dict:
-        return {"entries": self.server.access_entries(str(uri), float(min(wait_s, 10.0)))}
+    def access(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> dict:
+        return {"entries": self.server.access_entries(str(uri), float(min(wait_s, 10.0)), int(expect))}
 
     def iperf_start(self) -> dict:
         from .link.verify import Iperf
@@ -351,8 +353,8 @@ class RemoteServer:
         """Caddy runs on the other machine: a death there shows as a failing control call, not here."""
         return None
 
-    def access_entries(self, uri: str, wait_s: float = 2.0) -> list[dict]:
-        return self.control.call("access", timeout_s=wait_s + 30, uri=uri, wait_s=wait_s)["entries"]
+    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> list[dict]:
+        return self.control.call("access", timeout_s=wait_s + 30, uri=uri, wait_s=wait_s, expect=expect)["entries"]
 
     def cpu(self) -> dict:
         return {k: tuple(v) for k, v in self.control.call("cpu").items()}
@@ -362,12 +364,11 @@ class RemoteSites:
     def __init__(self, pages: dict, addr: str):
         self.pages, self.addr = pages, addr
 
-    def ensure(self, sizes) -> None:
-        missing = [s for s in sizes if self.pages.get(page_name(s)) != s]
+    def ensure(self, pages) -> None:
+        missing = [p for p in pages if any(self.pages.get(name) != size for name, size, _ in p.files())]
         if missing:
-            from .units import format_size
-            names = ",".join(format_size(s) for s in missing)
-            raise UsageError(f"--size: the server at {self.addr} does not have {', '.join(page_name(s) for s in missing)};"
+            names = ",".join(p.label for p in missing)
+            raise UsageError(f"--size: the server at {self.addr} does not have {', '.join(p.html_name for p in missing)};"
                              f" restart it with the pages: plt-bench serve --addr {self.addr} --size {names}")
 
 

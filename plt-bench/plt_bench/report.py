@@ -11,7 +11,6 @@ from . import stats
 from .metadata import KEY_FIELDS
 from .records import Trial
 from .store import Store
-from .units import format_size
 
 
 DEFAULT_STORE_STEM = "plt-bench"
@@ -47,7 +46,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     trials = store.trials(campaign_ids)
     cells = stats.cells(trials)
     rows = stats.compare(trials, test, correction)
-    warnings = [f"{c['conditions']} {format_size(c['size_bytes'])} {c['proto']}: {w}" for c in cells.values()
+    warnings = [f"{c['conditions']} {c['page']} {c['proto']}: {w}" for c in cells.values()
                 for w in c["warnings"]]
     if test == "mannwhitney" and rows and all(min(r["n_quic"], r["n_tcp"]) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
@@ -93,13 +92,13 @@ def _f(v, fmt="{:.1f}") -> str:
 
 
 def table(rep: dict) -> list[list[str]]:
-    head = ["link", "size", "n QUIC", "n TCP", "QUIC median ms [95% CI]", "TCP median ms [95% CI]", "diff %",
+    head = ["link", "page", "n QUIC", "n TCP", "QUIC median ms [95% CI]", "TCP median ms [95% CI]", "diff %",
             f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster"]
     body = []
     for r in rep["rows"]:
-        q = rep["cells"][(r["conditions"], r["size_bytes"], "quic")]
-        t = rep["cells"][(r["conditions"], r["size_bytes"], "tcp")]
-        body.append([r["conditions"], format_size(r["size_bytes"]), str(r["n_quic"]), str(r["n_tcp"]),
+        q = rep["cells"][(r["conditions"], r["page"], "quic")]
+        t = rep["cells"][(r["conditions"], r["page"], "tcp")]
+        body.append([r["conditions"], r["page"], str(r["n_quic"]), str(r["n_tcp"]),
                      f"{_f(q['median_ms'])} [{_f(q['ci_low_ms'])}, {_f(q['ci_high_ms'])}]",
                      f"{_f(t['median_ms'])} [{_f(t['ci_low_ms'])}, {_f(t['ci_high_ms'])}]",
                      _f(r["diff_pct"], "{:+.1f}"), _f(r["p_welch"] if rep["test"] == "welch" else r["p_mannwhitney"], "{:.3g}"),

@@ -7,23 +7,25 @@ import json
 import time
 from typing import Callable
 
-from .browser import is_error_page, judge, timings
+from .browser import connections, is_error_page, judge, judge_objects, timings, url_path
 from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
 from .errors import LinkError, TestbedBroken
 from .metadata import utc_now
-from .pages import page_name
-from .server import overlapping
+from .server import overlapping, own_entries
 from .records import Trial, WorkerAnswer
 from .store import Store
 from .testbed import Testbed
 
 
-def page_timeout_s(size_bytes: int, rate_bps: int | None) -> float:
-    """Generous page-load timeout: 3x the ideal transfer time plus 20 s (unshaped: as if 100 Mbit/s)."""
+def page_timeout_s(size_bytes: int, rate_bps: int | None, rtt_ms: float = 0.0, objects: int = 0) -> float:
+    """Generous page-load timeout: 3x the ideal transfer time plus 20 s (unshaped: as if 100 Mbit/s),
+    plus 3x the round trips of a many-object page over HTTP/1.1's six connections (and four more
+    for the handshakes)."""
     ideal = ideal_seconds(size_bytes, rate_bps if rate_bps else 100 * 10**6)
-    return 3.0 * ideal + 20.0
+    round_trips = 3.0 * (objects / 6 + 4) * rtt_ms / 1000.0 if objects else 0.0
+    return 3.0 * ideal + 20.0 + round_trips
 
 
 # A trial is only valid if the emulator kept time: at most MAX_LATE_SHARE of the packets may be
@@ -106,9 +108,18 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
                answer: WorkerAnswer, server_entries: list[dict] | None, link_dead: str | None = None,
                link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None,
                ) -> Trial:
-    """Build the immutable record of one load from the worker's answer and the server's log (its
-    entries for this trial's URI; `foreign`: responses to other requests that overlapped the trial)."""
-    status, reason = judge(cell.proto, cell.size_bytes, answer, server_entries)
+    """Build the immutable record of one load from the worker's answer and the server's log (the
+    trial's own entries, server.own_entries: its page's and its objects'; `foreign`: responses to
+    other requests that overlapped the trial)."""
+    page, uri = cell.page, url_path(url)
+    page_entries = None if server_entries is None else [e for e in server_entries if e["uri"] == uri]
+    status, reason = judge(cell.proto, page.html_bytes, answer, page_entries)
+    objects_ok = None
+    if page.objects:
+        objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"),
+                                        None if server_entries is None else [e for e in server_entries if e["uri"] != uri])
+        if status == "ok" and why:
+            status, reason = "failed", why
     problem = link_dead or foreign_traffic_problem(foreign or []) or link_fidelity_problem(
         link_stats, cell.conditions.delay_ms, 1000.0 * wall_s)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
@@ -117,10 +128,14 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
     # (nav_json) for forensics, never as timings of the page.
     t = timings(nav) if nav and not is_error_page(answer) else {}
-    srv = server_entries[0] if server_entries and len(server_entries) == 1 else {}
+    srv = page_entries[0] if page_entries and len(page_entries) == 1 else {}
+    resources = answer.get("resources")
     return Trial(
-        campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=cell.size_bytes,
-        page=page_name(cell.size_bytes), conditions=cell.conditions, status=status, reason=reason,
+        campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=page.total_bytes,
+        page=page.label, objects=page.objects, object_bytes=page.size_bytes if page.objects else 0,
+        objects_ok=objects_ok, connections=connections(server_entries),
+        resources_json=json.dumps(resources) if resources else None,
+        conditions=cell.conditions, status=status, reason=reason,
         started_utc=started, finished_utc=utc_now(), wall_s=wall_s, url=url,
         launch_s=answer.get("launch_s"), load_s=answer.get("load_s"), quit_s=answer.get("quit_s"),
         next_hop_protocol=nav.get("nextHopProtocol"), response_status=nav.get("responseStatus"),
@@ -136,8 +151,9 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
 
     CPU: the worker samples the browser's process tree; here a sampler reads Caddy and linkem at the
     same interval on the same (monotonic) clock. Capture runs keep the time series and the files."""
-    page = page_name(cell.size_bytes)
-    timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps)
+    page = cell.page.html_name
+    timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps, cell.conditions.rtt_ms,
+                                          cell.page.objects)
     if not bed.link.alive():  # never start a trial on a dead link, nor with any other part dead
         raise LinkError(bed.link.died_reason())
     broken = bed.broken()
@@ -177,8 +193,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
     cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats, sampler.info())
-    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2)
-    entries = [e for e in logged if e["uri"] == uri]
+    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=1 + cell.page.objects)
+    entries = own_entries(logged, uri)
     foreign = overlapping(logged, uri, t0_unix, t1_unix)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None},

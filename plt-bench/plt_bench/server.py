@@ -95,7 +95,8 @@ def render_config(template: str, *, host: str, bind: str, cert: Path, key: Path,
 
 def parse_access_log(text: str) -> list[dict]:
     """Caddy's JSON access log lines -> [{'uri', 'proto', 'status', 'size', 'end_unix_s', 'duration_s',
-    'referer'}] (Caddy writes a line when a response ends, with its wall-clock end and its duration)."""
+    'referer', 'remote_port'}] (Caddy writes a line when a response ends, with its wall-clock end and
+    its duration; remote_port: the client's port, one per connection)."""
     out = []
     for line in text.splitlines():
         try:
@@ -108,8 +109,15 @@ def parse_access_log(text: str) -> list[dict]:
         referer = ((req.get("headers") or {}).get("Referer") or [None])[0]
         out.append({"uri": req.get("uri"), "proto": req.get("proto"), "status": e.get("status"),
                     "size": e.get("size"), "end_unix_s": e.get("ts"), "duration_s": e.get("duration"),
-                    "referer": referer})
+                    "referer": referer, "remote_port": req.get("remote_port")})
     return out
+
+
+def own_entries(entries: list[dict], uri: str) -> list[dict]:
+    """A trial's own entries: its page's URI, and the objects its page asked for (their Referer is the
+    page's URI), but not Chromium's own /favicon.ico."""
+    return [e for e in entries if e["uri"] == uri
+            or ((e.get("referer") or "").endswith(uri) and not (e["uri"] or "").startswith("/favicon.ico"))]
 
 
 def overlapping(entries: list[dict], uri: str, start_unix_s: float, end_unix_s: float) -> list[dict]:
@@ -207,15 +215,17 @@ class Server:
         self._log_offset += end
         return data[:end].decode(errors="replace")
 
-    def access_entries(self, uri: str, wait_s: float = 2.0) -> list[dict]:
-        """Every access-log entry written since the last call, once one for `uri` is among them (the
-        entry is written when the response ends, so wait briefly). The caller tells its own trial's
-        (URIs are unique per trial) from others', which are evidence of foreign traffic."""
+    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> list[dict]:
+        """Every access-log entry written since the last call, once `expect` of the trial's are among
+        them: its page's (`uri`) and, for a multi-object page, those its page asked for (Referer:
+        the page). An entry is written when its response ends, so wait briefly. The caller tells its
+        own trial's (URIs are unique per trial) from others', which are evidence of foreign traffic."""
         deadline = time.monotonic() + wait_s
         found: list[dict] = []
         while True:
             found += parse_access_log(self._new_log_lines())
-            if any(e["uri"] == uri for e in found) or time.monotonic() >= deadline:
+            page = any(e["uri"] == uri for e in found)
+            if (page and len(own_entries(found, uri)) >= expect) or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
 

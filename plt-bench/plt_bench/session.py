@@ -32,9 +32,8 @@ from .errors import UsageError
 from .metadata import KEY_FIELDS, utc_now
 from .records import Trial
 from .store import Store, check_writable
-from .units import format_size
 
-Slot = tuple  # (Conditions, run index, size in bytes, protocol): one trial of the plan
+Slot = tuple  # (Conditions, run index, pages.Page, protocol): one trial of the plan
 SITES = cmd.PROJECT_ROOT / "sites"
 
 
@@ -50,7 +49,7 @@ def attempts_so_far(trials: list[Trial]) -> dict[Slot, list[Trial]]:
     """A campaign's stored attempts per slot, found by the trial's fields (its conditions, not a label)."""
     out: dict[Slot, list[Trial]] = {}
     for t in trials:
-        out.setdefault((t.conditions, t.run_index, t.size_bytes, t.proto), []).append(t)
+        out.setdefault((t.conditions, t.run_index, t.page_spec, t.proto), []).append(t)
     return out
 
 
@@ -141,7 +140,7 @@ class Session:
         spec = self.spec
         self.bed.__enter__()
         self._entered = True
-        self.bed.sites.ensure(spec.grid.sizes)  # two machines: a page the server lacks is refused here, storeless
+        self.bed.sites.ensure(spec.grid.pages)  # two machines: a page the server lacks is refused here, storeless
         self.store = Store(self.results)
         for gone in self.store.mark_abandoned(procs.owner_alive):
             self.note(f"note: campaign {gone} was left 'running' by a run that is gone (killed); marked interrupted")
@@ -180,7 +179,7 @@ class Session:
     def _header(self) -> None:
         spec, bed, g = self.spec, self.bed, self.spec.grid
         self.out(f"campaign {self.campaign_id} '{spec.name}': {spec.description or spec.source}\n"
-                 f"{len(self.plan)} trials ({len(g.conditions)} condition(s) x {len(g.sizes)} size(s) x "
+                 f"{len(self.plan)} trials ({len(g.conditions)} condition(s) x {len(g.pages)} page(s) x "
                  f"{len(g.protos)} protocol(s) x {g.runs} run(s), order seeded with {spec.seed}) on testbed "
                  f"{bed.plan.prefix}, link {bed.link.backend} ({bed.link.tool}, {bed.link.placement}); results in "
                  f"{self.results}")
@@ -248,7 +247,7 @@ class Session:
     def _attempts(self, slot: Slot) -> Trial:
         from .link.verify import format_report
         from .runner import apply_and_verify, run_cell_once
-        cond, r, size, proto = slot
+        cond, r, page, proto = slot
         if cond != self.current:
             apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,
                              lambda rep: self.out(format_report(rep)))
@@ -257,7 +256,7 @@ class Session:
         total = len(self.plan)
         while True:
             gate = wait_idle() if self.idle_gate else {}
-            t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, Cell(proto, size, cond), self.timeout_s,
+            t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, Cell(proto, page, cond), self.timeout_s,
                               extra={"attempt": attempt, "warmup": r < self.spec.warmup,
                                      **{k: gate.get(k) for k in ("busy_pct", "load1", "idle_wait_s")}})
             self.seq += 1
@@ -272,7 +271,7 @@ class Session:
             why = f"  {t.reason}" if t.reason else ""
             tag = f" (attempt {attempt})" if attempt > 1 else ""
             self.out(f"{bar(self.finished, total)} {self.finished:>{len(str(total))}}/{total} ETA "
-                     f"{fmt_duration(left):>6}  {cond.label:<18} {format_size(size):>6} {proto:<4} {t.status:<6} "
+                     f"{fmt_duration(left):>6}  {cond.label:<18} {page.label:>7} {proto:<4} {t.status:<6} "
                      f"{plt}{tag}{why}")
             if t.status == "ok":
                 self.counts["ok"] += 1
@@ -323,7 +322,7 @@ class Eta:
 
     def remaining_s(self, todo: list[Slot], conditions_left: int) -> float:
         model = self.model()
-        return sum(self._estimate(model, c, s) for c, _, s, _ in todo) + conditions_left * self.verify_s
+        return sum(self._estimate(model, c, p.total_bytes) for c, _, p, _ in todo) + conditions_left * self.verify_s
 
 
 def fmt_duration(s: float) -> str:

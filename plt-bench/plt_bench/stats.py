@@ -1,8 +1,8 @@
 """Statistics of a campaign (scipy): per cell, and QUIC against TCP per cell.
 
-Per cell (conditions x size x protocol), over the ok, non-warm-up trials: n, median, mean, sd,
+Per cell (conditions x page x protocol), over the ok, non-warm-up trials: n, median, mean, sd,
 95% confidence interval of the median (bootstrap), coefficient of variation (a warning above
-10%). QUIC against TCP, per conditions x size: % difference of the medians ((QUIC - TCP) / TCP:
+10%). QUIC against TCP, per conditions x page: % difference of the medians ((QUIC - TCP) / TCP:
 negative means QUIC is faster), Welch's t-test and the Mann-Whitney U test, their p-values
 corrected for the number of comparisons (Holm by default, or Benjamini-Hochberg), and effect
 sizes (Hedges' g; Cliff's delta).
@@ -42,17 +42,22 @@ def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[f
 
 
 def cell_key(t: Trial) -> tuple:
-    """(conditions' label, size, protocol): the label holds every field of the conditions."""
-    return (t.label, t.size_bytes, t.proto)
+    """(conditions' label, page's label, protocol): the labels hold every field of the conditions
+    and of the page (5KB, 200x5KB)."""
+    return (t.label, t.page, t.proto)
+
+
+def _page_fields(t: Trial) -> dict:
+    return {"page": t.page, "size_bytes": t.size_bytes, "objects": t.objects}
 
 
 def cells(trials: list[Trial]) -> dict[tuple, dict]:
-    """Per (conditions, size, proto): n, median, mean, sd, ci_low, ci_high, cv, warnings."""
+    """Per (conditions, page, proto): n, median, mean, sd, ci_low, ci_high, cv, warnings."""
     groups: dict[tuple, list[float]] = defaultdict(list)
-    meta: dict[tuple, dict] = {}
+    meta: dict[tuple, Trial] = {}
     for t in usable(trials):
         groups[cell_key(t)].append(float(t.plt_ms))
-        meta.setdefault(cell_key(t), t.conditions)
+        meta.setdefault(cell_key(t), t)
     out = {}
     for k, v in groups.items():
         x = np.asarray(v)
@@ -62,8 +67,8 @@ def cells(trials: list[Trial]) -> dict[tuple, dict]:
         warn = []
         if len(x) > 1 and cv > CV_WARN:
             warn.append(f"CV {cv:.0%} > {CV_WARN:.0%}: unstable; add --runs or check the machine's load (busy_pct)")
-        c = meta[k]
-        out[k] = {"conditions": k[0], "size_bytes": k[1], "proto": k[2], "n": len(x), "median_ms": float(np.median(x)),
+        c = meta[k].conditions
+        out[k] = {"conditions": k[0], **_page_fields(meta[k]), "proto": k[2], "n": len(x), "median_ms": float(np.median(x)),
                   "mean_ms": float(np.mean(x)), "sd_ms": sd, "ci_low_ms": lo, "ci_high_ms": hi, "cv": cv,
                   "warnings": warn, "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
                   "loss_pct": c.loss_pct}
@@ -113,14 +118,14 @@ def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def sort_key(r: dict) -> tuple:
-    """Numeric order: rate (unshaped last), RTT, jitter, loss, then size."""
+    """Numeric order: rate (unshaped last), RTT, jitter, loss, then the page (its bytes, its objects)."""
     rate = r.get("rate_down_bps")
     return (rate is None, rate or 0, r.get("rtt_ms") or 0, r.get("jitter_ms") or 0, r.get("loss_pct") or 0,
-            r["conditions"], r["size_bytes"])
+            r["conditions"], r["size_bytes"], r.get("objects", 0))
 
 
 def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", alpha: float = ALPHA) -> list[dict]:
-    """QUIC against TCP for every (conditions, size) that has both."""
+    """QUIC against TCP for every (conditions, page) that has both."""
     if test not in TESTS:
         raise ValueError(f"test must be one of {TESTS}")
     if correction not in CORRECTIONS:
@@ -130,11 +135,11 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
     for t in usable(trials):
         samples[cell_key(t)].append(float(t.plt_ms))
     rows = []
-    for (cond, size, proto), c in sorted(per.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if proto != "quic" or (cond, size, "tcp") not in per:
+    for (cond, page, proto), c in sorted(per.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if proto != "quic" or (cond, page, "tcp") not in per:
             continue
-        q, tc = np.asarray(samples[(cond, size, "quic")]), np.asarray(samples[(cond, size, "tcp")])
-        ct = per[(cond, size, "tcp")]
+        q, tc = np.asarray(samples[(cond, page, "quic")]), np.asarray(samples[(cond, page, "tcp")])
+        ct = per[(cond, page, "tcp")]
         welch = mw = float("nan")
         if len(q) >= 2 and len(tc) >= 2:
             if np.var(q) + np.var(tc) > 0:
@@ -142,7 +147,8 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
             elif np.mean(q) != np.mean(tc):
                 welch = 0.0  # no spread at all and different values: as different as can be
             mw = float(sps.mannwhitneyu(q, tc, alternative="two-sided").pvalue)
-        rows.append({"conditions": cond, "size_bytes": size, "rate_down_bps": c["rate_down_bps"], "rtt_ms": c["rtt_ms"],
+        rows.append({"conditions": cond, "page": page, "size_bytes": c["size_bytes"], "objects": c["objects"],
+                     "rate_down_bps": c["rate_down_bps"], "rtt_ms": c["rtt_ms"],
                      "jitter_ms": c["jitter_ms"], "loss_pct": c["loss_pct"], "n_quic": len(q), "n_tcp": len(tc),
                      "median_quic_ms": c["median_ms"], "median_tcp_ms": ct["median_ms"],
                      "diff_pct": (c["median_ms"] - ct["median_ms"]) / ct["median_ms"] * 100.0,
@@ -179,25 +185,26 @@ def cpu_rows(trials: list[Trial]) -> list[dict]:
             a[1] += v.get("system_s", 0.0)
         mb = t.size_bytes / 1e6
         for r, (u, s) in agg.items():
-            out.append({"conditions": t.label, "size_bytes": t.size_bytes, "proto": t.proto, "role": r,
+            out.append({"conditions": t.label, **_page_fields(t), "proto": t.proto, "role": r,
                         "user_s": u, "system_s": s, "cpu_s": u + s, "cpu_s_per_mb": (u + s) / mb})
     return out
 
 
 def cpu_table(trials: list[Trial]) -> list[dict]:
-    """Per conditions x size x protocol x role: n and the medians of CPU seconds and of seconds per MB."""
+    """Per conditions x page x protocol x role: n and the medians of CPU seconds and of seconds per MB."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in cpu_rows(trials):
-        groups[(r["conditions"], r["size_bytes"], r["proto"], r["role"])].append(r)
+        groups[(r["conditions"], r["page"], r["proto"], r["role"])].append(r)
     out = []
-    for (cond, size, proto, role), rs in groups.items():
-        out.append({"conditions": cond, "size_bytes": size, "proto": proto, "role": role, "n": len(rs),
+    for (cond, _, proto, role), rs in groups.items():
+        page = {k: rs[0][k] for k in ("page", "size_bytes", "objects")}
+        out.append({"conditions": cond, **page, "proto": proto, "role": role, "n": len(rs),
                     "user_s": float(np.median([r["user_s"] for r in rs])),
                     "system_s": float(np.median([r["system_s"] for r in rs])),
                     "cpu_s": float(np.median([r["cpu_s"] for r in rs])),
                     "cpu_s_per_mb": float(np.median([r["cpu_s_per_mb"] for r in rs]))})
     order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
-    return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["proto"], order[r["role"]]))
+    return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["objects"], r["proto"], order[r["role"]]))
 
 
 def cpu_per_mb(trials: list[Trial]) -> list[dict]:

@@ -18,6 +18,10 @@ Schema history (SCHEMA_VERSION):
   6 - the table trials is made from the record (plt_bench.records.Trial); trials gain
       conditions_name (a named profile's name: until now only inside the label), so a trial's
       conditions are whole in their columns and cells are found by fields, not by the label.
+  7 - multi-object pages: trials gain objects and object_bytes (the page's N images of S bytes;
+      0 for a single-object page), objects_ok, connections and resources_json (the objects' proof
+      and Resource Timing); `page` becomes the page's label (5KB, 200x5KB) instead of the file's
+      name (index_5KB.html), and size_bytes counts every body of the page.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from typing import Iterable, TextIO
 
 from . import records
 from .errors import StoreError, UsageError
+from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -242,6 +247,13 @@ class Store:
             self.db.execute("UPDATE trials SET conditions_name = substr(conditions, 1, instr(conditions, ' (') - 1) "
                             "WHERE conditions LIKE '% (%)'")
             version = 6
+        if version == 6:  # 6 -> 7: multi-object pages; every older trial loaded one HTML file
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("objects", "object_bytes", "objects_ok", "connections", "resources_json"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            for (size,) in self.db.execute("SELECT DISTINCT size_bytes FROM trials").fetchall():
+                self.db.execute("UPDATE trials SET page = ? WHERE size_bytes = ?", (Page(size).label, size))
+            version = 7
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -151,10 +151,9 @@ class Testbed:
         return {"timing": self.timing}
 
     # -- metadata ------------------------------------------------------------------------------
-    def describe(self, check: dict, sizes) -> dict:
+    def describe(self, check: dict, pages) -> dict:
         """Where everything of a testbed that stays up is ('plt-bench up'), with "text" for people."""
-        from .pages import page_name
-        info = {**self.plan.describe(), "url": self.url("index_5KB.html"), "pages": [f"/{page_name(s)}" for s in sizes],
+        info = {**self.plan.describe(), "url": self.url("index_5KB.html"), "pages": [f"/{p.html_name}" for p in pages],
                 "spki_sha256": self.server.cert.spki_sha256_b64, "link": check, "run_dir": str(self.plan.run_dir),
                 "chromium_flags": f"--host-resolver-rules='MAP {HOST} {self.plan.server_ip}' "
                                   f"--ignore-certificate-errors-spki-list={self.server.cert.spki_sha256_b64}"}

@@ -11,6 +11,7 @@ from plt_bench.capture import KINDS, Settings
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.cpu import roles_of
+from plt_bench.pages import Page
 from plt_bench.runner import run_cell_once
 from plt_bench.store import Store
 from plt_bench import testbed
@@ -33,7 +34,7 @@ def captured(tmp_path_factory):
         cid = store.new_campaign("capture-test", "now", {}, bed.metadata())
         trials = {}
         for seq, (proto, size) in enumerate((("quic", PAGE), ("tcp", PAGE), ("quic", BIG), ("tcp", BIG))):
-            t = run_cell_once(bed, store, cid, seq, 0, Cell(proto, size, cond))
+            t = run_cell_once(bed, store, cid, seq, 0, Cell(proto, Page(size), cond))
             assert t.status == "ok", t.reason
             row = store.trials([cid])[-1]
             arts = store.artifacts(row.trial_id)

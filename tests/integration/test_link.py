@@ -14,6 +14,7 @@ from plt_bench import cmd, link, testbed, topology
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import LinkError
 from plt_bench.link import commands, readback, verify
+from plt_bench.pages import Page
 from plt_bench.runner import run_cell_once
 
 pytestmark = pytest.mark.vm  # this module also runs inside the netem VM
@@ -154,9 +155,9 @@ def test_500kb_under_delay_and_loss_proves_its_protocol(bed, store, campaign, pr
     cond = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=100, loss_pct=1)
     if bed.conditions != cond:
         bed.set_conditions(cond)
-    tries = [run_cell_once(bed, store, campaign, 0, 0, Cell(proto, 500_000, cond), timeout_s=120)]
+    tries = [run_cell_once(bed, store, campaign, 0, 0, Cell(proto, Page(500_000), cond), timeout_s=120)]
     if tries[0].status != "ok":
-        tries.append(run_cell_once(bed, store, campaign, 0, 1, Cell(proto, 500_000, cond), timeout_s=120))
+        tries.append(run_cell_once(bed, store, campaign, 0, 1, Cell(proto, Page(500_000), cond), timeout_s=120))
     t = tries[-1]
     assert t.status == "ok", [x.reason for x in tries]
     assert t.next_hop_protocol == hop and t.decoded_body_bytes == 500_000
@@ -176,12 +177,12 @@ def test_a_dying_emulator_fails_the_trial_and_stops_the_next(bed, store, campaig
     killer = threading.Timer(2.0, lambda: cmd.run(["kill", "-9", str(pid)]))
     killer.start()
     try:
-        t = run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", 10**7, cond), timeout_s=20)
+        t = run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", Page(10**7), cond), timeout_s=20)
     finally:
         killer.cancel()
     assert t.status == "failed" and "link emulator (linkem) died (killed by signal 9)" in t.reason, t.reason
     with pytest.raises(LinkError, match="died"):
-        run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", 5000, cond))
+        run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", Page(5000), cond))
     bed.set_conditions(cond)  # a fresh emulator for the tests after this one
     assert bed.link.alive()
 

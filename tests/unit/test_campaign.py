@@ -3,6 +3,7 @@ import pytest
 
 from plt_bench import campaign
 from plt_bench.errors import UsageError
+from plt_bench.pages import Page
 
 
 def test_presets_load_and_match_the_seed():
@@ -10,7 +11,7 @@ def test_presets_load_and_match_the_seed():
     assert {"pages", "loss", "jitter", "profiles", "quick"} <= set(p)
     pages = campaign.load("pages")
     assert [c.rate_down_bps for c in pages.grid.conditions] == [10**6, 5 * 10**6, 10**7, 5 * 10**7, 10**8, 5 * 10**8, 10**9]
-    assert pages.grid.sizes == (5000, 500_000, 10**7, 5 * 10**7) and len(pages.plan()) == 4 * 7 * 2 * 5
+    assert [p.size_bytes for p in pages.grid.pages] == [5000, 500_000, 10**7, 5 * 10**7] and len(pages.plan()) == 4 * 7 * 2 * 5
     loss = campaign.load("loss")
     assert [c.loss_pct for c in loss.grid.conditions] == [0, 0.1, 1, 5, 7, 10]
     jit = campaign.load("jitter")
@@ -20,6 +21,21 @@ def test_presets_load_and_match_the_seed():
     assert (cable.rate_down_bps, cable.rate_up_bps, cable.rtt_ms) == (5 * 10**6, 10**6, 28)
     assert cable.label == "Cable (5mbit/1mbit rtt28ms)"
     assert {"3GFast", "LTE", "DSL", "FIOS"} <= {c.name for c in prof.grid.conditions}
+    for name, loss in (("longlook", 0), ("longlook-loss", 1)):  # the Long Look's pages, about 1 MB each
+        ll = campaign.load(name)
+        assert [(p.objects, p.size_bytes) for p in ll.grid.pages] == [(200, 5000), (100, 10**4), (10, 10**5),
+                                                                      (5, 2 * 10**5), (2, 5 * 10**5), (1, 10**6)]
+        assert [(c.rate_down_bps, c.rtt_ms, c.loss_pct) for c in ll.grid.conditions] == [
+            (r * 10**6, 112, loss) for r in (10, 50, 100)]
+        assert ll.as_dict()["sizes"][0] == "200x5KB"
+
+
+def test_a_campaign_of_single_object_pages_keeps_its_identity():
+    """Multi-object pages came with the schema 7; a single-object campaign's definition, and so its
+    hash (resume finds it by the hash), is what it was: sizes in bytes."""
+    spec = campaign.load("quick", {"size": "5KB,10MB", "bw": "10mbit", "runs": "2", "proto": "both", "seed": 1})
+    assert spec.as_dict()["sizes"] == [5000, 10**7]
+    assert spec.spec_hash == "b9f4e013d0a2afd8"  # what the plt-bench of schema 6 (commit ca1c112) computed
 
 
 def test_overrides_win_and_change_the_identity():
@@ -79,7 +95,7 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     stored = [trial(seq=0, run_index=0, proto="tcp", size=5000, cond=cond),
               trial(seq=1, run_index=1, proto="tcp", size=5000, cond=cond, status="failed")]
     done = session.attempts_so_far(stored)
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, 5000, "tcp")]  # retries = 1: one more attempt
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "tcp")]  # retries = 1: one more
     done = session.attempts_so_far(stored + [trial(seq=2, run_index=1, proto="tcp", size=5000, cond=cond,
                                                    status="failed")])
     assert session.todo(spec.plan(), done, spec.retries) == []
@@ -88,6 +104,10 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     other = dataclasses.replace(cond, queue_pkts=500)
     done = session.attempts_so_far([trial(seq=0, run_index=0, proto="tcp", size=5000, cond=other)])
     assert len(session.todo(spec.plan(), done, spec.retries)) == 2
+    # a multi-object page is its own cell: found by its objects and their size, not by its bytes
+    spec = campaign.load("quick", {"size": "5KB,3x5KB", "runs": "1", "proto": "tcp"})
+    done = session.attempts_so_far([trial(seq=0, run_index=0, proto="tcp", page=Page(5000, 3), cond=cond)])
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "tcp")]
 
 
 def test_key_metadata_diff_and_eta():

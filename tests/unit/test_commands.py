@@ -6,6 +6,7 @@ import pytest
 
 from plt_bench import browser, server, topology
 from plt_bench.errors import UsageError
+from plt_bench.pages import Page
 
 
 def test_plan_names_fit_linux_limits_and_carry_the_prefix():
@@ -44,7 +45,8 @@ def test_caddy_config_binds_only_the_server_address(tmp_path):
     assert "admin off" in text and "protocols h1 h3" in text and "auto_https off" in text
     assert "bind 198.19.4.2" in text and "https://plt.test:443" in text
     assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in text and "${" not in text  # every placeholder filled
-    assert "@notpage not path_regexp ^/index_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\\.html$\n" in text  # the pages only
+    assert ("@notpage not path_regexp ^/(index_[0-9]+U\\.html|objects_[0-9]+x[0-9]+U\\.html|obj_[0-9]+U\\.png)$\n"
+            .replace("U", "(B|KB|MB|GB|KiB|MiB|GiB)") in text)  # the pages and their objects only
     with pytest.raises(Exception, match="cannot hold"):
         server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="x", cert=tmp_path / "a b",
                              key=tmp_path, sites=tmp_path, access_log=tmp_path)
@@ -61,16 +63,16 @@ def test_spki_hash_matches_openssl(tmp_path):
 
 def test_access_log_parser():
     page = "https://plt.test/index_5KB.html?trial=ab"
-    lines = [json.dumps({"request": {"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0"}, "status": 200, "size": 5000,
-                         "ts": 100.5, "duration": 0.25}),
+    lines = [json.dumps({"request": {"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "remote_port": "40112"},
+                         "status": 200, "size": 5000, "ts": 100.5, "duration": 0.25}),
              "not json", "[1, 2]",
              json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1", "headers": {"Referer": [page]}},
                          "status": 404, "size": 0})]
     e = server.parse_access_log("\n".join(lines))
     assert e == [{"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "status": 200, "size": 5000,
-                  "end_unix_s": 100.5, "duration_s": 0.25, "referer": None},
+                  "end_unix_s": 100.5, "duration_s": 0.25, "referer": None, "remote_port": "40112"},
                  {"uri": "/favicon.ico", "proto": "HTTP/1.1", "status": 404, "size": 0, "end_unix_s": None,
-                  "duration_s": None, "referer": page}]
+                  "duration_s": None, "referer": page, "remote_port": None}]
 
 
 def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not():
@@ -137,6 +139,45 @@ def test_judge_needs_every_proof(change, server_entries, reason):
         assert (status, why) == ("ok", None)
     else:
         assert status == "failed" and reason in why
+
+
+OBJ_PAGE = Page(5000, 3)
+RES = [{"name": f"https://plt.test{u}", "initiatorType": "img", "nextHopProtocol": "http/1.1", "responseStatus": 200,
+        "decodedBodySize": 5000} for u in OBJ_PAGE.object_uris()]
+OBJ_SRV = [{"uri": u, "proto": "HTTP/1.1", "status": 200, "size": 5000, "remote_port": p}
+           for u, p in zip(OBJ_PAGE.object_uris(), ("40001", "40002", "40001"))]
+
+
+@pytest.mark.parametrize("resources,entries,proven,reason", [
+    (RES, OBJ_SRV, 3, None),
+    (RES, None, 3, None),  # no server log to read (it is read on every testbed): the browser's word alone
+    (RES[:2], OBJ_SRV, 2, "1 of 3 objects not proven; first: /obj_5KB.png?i=2: the browser has 0 Resource Timing"),
+    (RES + RES[:1], OBJ_SRV, 2, "/obj_5KB.png?i=0: the browser has 2 Resource Timing entries"),
+    ([{**RES[0], "nextHopProtocol": "h3"}] + RES[1:], OBJ_SRV, 2, "carried over 'h3', expected 'http/1.1'"),
+    ([{**RES[0], "decodedBodySize": 4999}] + RES[1:], OBJ_SRV, 2, "the browser saw status 200 with 4999 bytes"),
+    (RES, OBJ_SRV[1:], 2, "/obj_5KB.png?i=0: the server logged 0 requests for it"),
+    (RES, [{**OBJ_SRV[0], "proto": "HTTP/3.0"}] + OBJ_SRV[1:], 2, "the server saw HTTP/3.0, expected HTTP/1.1"),
+    (RES, [{**OBJ_SRV[0], "size": 10}] + OBJ_SRV[1:], 2, "the server sent status 200 with 10 bytes"),
+    (None, OBJ_SRV, 0, "3 of 3 objects not proven"),
+])
+def test_every_object_of_a_page_needs_both_proofs(resources, entries, proven, reason):
+    got, why = browser.judge_objects("tcp", OBJ_PAGE, resources, entries)
+    assert got == proven and (why is None if reason is None else reason in why), why
+
+
+def test_connections_are_the_client_ports_the_server_logged():
+    assert browser.connections(OBJ_SRV) == 2
+    assert browser.connections([{**e, "remote_port": None} for e in OBJ_SRV]) is None
+    assert browser.url_path("https://plt.test/obj_5KB.png?i=2") == "/obj_5KB.png?i=2"
+
+
+def test_a_trials_own_entries_are_its_page_and_what_the_page_asked_for():
+    page = "https://plt.test/objects_3x5KB.html?trial=t1"
+    own = [{"uri": "/objects_3x5KB.html?trial=t1", "referer": None},
+           {"uri": "/obj_5KB.png?i=0", "referer": page}]
+    favicon = {"uri": "/favicon.ico", "referer": page}
+    other = {"uri": "/obj_5KB.png?i=0", "referer": "https://plt.test/objects_3x5KB.html?trial=t0"}
+    assert server.own_entries(own + [favicon, other], "/objects_3x5KB.html?trial=t1") == own
 
 
 def test_every_veth_end_steers_each_flow_to_one_cpu():

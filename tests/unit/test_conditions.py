@@ -2,12 +2,13 @@ import pytest
 
 from plt_bench import conditions as c
 from plt_bench.errors import UsageError
+from plt_bench.pages import Page
 
 
 def test_grid_from_user_strings():
     g = c.make_grid("both", "10mbit,100mbit", "5KB,10MB", "3")
     assert g.protos == ("quic", "tcp")
-    assert g.sizes == (5000, 10**7)
+    assert g.pages == (Page(5000), Page(10**7))
     assert [x.rate_down_bps for x in g.conditions] == [10**7, 10**8]
     assert all(x.rate_up_bps == x.rate_down_bps for x in g.conditions)
     assert len(g.cells()) == 8 and g.runs == 3
@@ -15,7 +16,7 @@ def test_grid_from_user_strings():
 
 def test_duplicates_collapse_and_both_expands():
     g = c.make_grid("quic,both,tcp", "10mbit,10Mbps", "5KB,5000B", 1)
-    assert g.protos == ("quic", "tcp") and g.sizes == (5000,) and len(g.conditions) == 1
+    assert g.protos == ("quic", "tcp") and g.pages == (Page(5000),) and len(g.conditions) == 1
 
 
 def test_asymmetric_and_unshaped():

@@ -60,3 +60,78 @@ def test_sites_generate_and_repair(tmp_path):
 def test_frame_larger_than_page_is_refused():
     with pytest.raises(Exception, match="smaller than the page frame"):
         list(pages.iter_page(100))
+
+
+def _png_chunks(data):
+    """(type, data) of every chunk, each CRC checked: the PNG's own structure, read independently."""
+    import struct
+    import zlib
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    out, i = [], 8
+    while i < len(data):
+        (n,) = struct.unpack(">I", data[i:i + 4])
+        kind, body = data[i + 4:i + 8], data[i + 8:i + 8 + n]
+        (crc,) = struct.unpack(">I", data[i + 8 + n:i + 12 + n])
+        assert crc == zlib.crc32(kind + body), kind
+        out.append((kind, body))
+        i += 12 + n
+    return out
+
+
+@pytest.mark.parametrize("size", [pages.MIN_OBJECT_BYTES, pages.MIN_OBJECT_BYTES + 1, 2, 5000, 10**5, 2**20 + 7,
+                                  3 * 10**6])
+def test_objects_are_exact_valid_pngs(size):
+    if size < pages.MIN_OBJECT_BYTES:
+        with pytest.raises(pages.UsageError, match="smallest PNG"):
+            list(pages.iter_png(size))
+        return
+    import io
+    from PIL import Image
+    data = b"".join(pages.iter_png(size))
+    assert len(data) == size
+    assert [k for k, _ in _png_chunks(data)] == [b"IHDR", b"IDAT", b"plTb", b"IEND"]
+    with Image.open(io.BytesIO(data)) as im:  # a real decoder skips the padding and reads the pixel
+        im.load()
+        assert im.size == (1, 1) and im.getpixel((0, 0)) == 0x80
+
+
+def test_a_multi_object_page_embeds_n_distinct_images_and_asks_for_their_timings():
+    page = pages.parse_page("200x5KB")
+    assert (page.objects, page.size_bytes, page.label) == (200, 5000, "200x5KB")
+    assert (page.html_name, page.object_name) == ("objects_200x5KB.html", "obj_5KB.png")
+    html = page.html()
+    p = _Counter()
+    p.feed(html.decode("ascii"))
+    assert p.tags.count("img") == 200 and "end of page" in p.text
+    uris = page.object_uris()
+    assert len(set(uris)) == 200 and all(f'src="{u[1:]}"'.encode() in html for u in uris)
+    assert b"setResourceTimingBufferSize(216)" in html  # more than the default 250 would drop entries
+    assert page.html_bytes == len(html) and page.total_bytes == len(html) + 200 * 5000
+    assert pages.parse_page("5KB") == pages.Page(5000) and pages.Page(5000).total_bytes == 5000
+    assert pages.parse_page(" 1 x 1MB ") == pages.Page(10**6, 1)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("0x5KB", "has 0 objects; expected a size"), ("1001x5KB", "has 1001 objects"), ("10x50B", "the smallest PNG"),
+    ("10x5QB", "is not a size"), ("900B", "at least 1000 bytes"), ("1000x3GB", "at most 2GB in all"),
+    ("x5KB", "is not a size"),
+])
+def test_bad_pages_are_refused_naming_the_option(text, fragment):
+    with pytest.raises(pages.UsageError, match="--size") as e:
+        pages.parse_page(text)
+    assert fragment in str(e.value)
+
+
+def test_sites_generate_a_multi_object_page_once(tmp_path):
+    sites = pages.Sites(tmp_path)
+    page = pages.Page(5000, 3)
+    path = sites.ensure([page, 5000])[page]
+    assert path.read_bytes() == page.html()
+    obj = tmp_path / "obj_5KB.png"
+    assert obj.stat().st_size == 5000 and (tmp_path / "index_5KB.html").stat().st_size == 5000
+    mtime = obj.stat().st_mtime_ns
+    sites.ensure([page])
+    assert obj.stat().st_mtime_ns == mtime
+    obj.write_bytes(b"x" * 5000)  # right size, wrong bytes: regenerated
+    sites.ensure([page])
+    assert obj.read_bytes() == b"".join(pages.iter_png(5000))

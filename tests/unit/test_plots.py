@@ -6,15 +6,16 @@ import pytest
 from PIL import Image
 
 from plt_bench import plots, report
-from plt_bench.records import Trial
+from plt_bench.pages import Page
 from plt_bench.store import Store
 
-from .trials import conditions
+from .trials import conditions, trial
 
-SIZES = (5000, 500_000)
+PAGES = (Page(5000), Page(500_000), Page(5000, 200))  # in order of bytes: 5KB, 500KB, 200x5KB (1.01 MB)
 RATES = (10**7, 10**8)
-# (size, rate) -> (QUIC mean, TCP mean): QUIC faster, TCP faster, equal, QUIC faster
-MEANS = {(5000, 10**7): (80, 100), (5000, 10**8): (120, 100), (500_000, 10**7): (500, 500), (500_000, 10**8): (90, 100)}
+# (page, rate) -> (QUIC mean, TCP mean): QUIC faster, TCP faster, equal, QUIC faster, TCP faster, QUIC faster
+MEANS = {("5KB", 10**7): (80, 100), ("5KB", 10**8): (120, 100), ("500KB", 10**7): (500, 500),
+         ("500KB", 10**8): (90, 100), ("200x5KB", 10**7): (900, 700), ("200x5KB", 10**8): (300, 400)}
 
 
 @pytest.fixture
@@ -23,28 +24,32 @@ def fixture_store(tmp_path):
     s = Store(tmp_path / "r.sqlite")
     cid = s.new_campaign("fixture", "t", {}, {"link_backend": "linkem"})
     seq = 0
-    for (size, rate), means in MEANS.items():
+    pages = {p.label: p for p in PAGES}
+    for (label, rate), means in MEANS.items():
         for proto, mean in zip(("quic", "tcp"), means):
             for r, v in enumerate(rng.normal(mean, 1.0, 8)):
-                s.add_trial(Trial(campaign_id=cid, seq=seq, run_index=r, proto=proto, size_bytes=size, page="p",
-                                  conditions=conditions(rate_bps=rate), status="ok",
-                                  reason=None, started_utc="t", finished_utc="t", wall_s=1.0, url="u", plt_ms=float(v)))
+                s.add_trial(trial(cid, seq, proto, plt=float(v), cond=conditions(rate_bps=rate), page=pages[label],
+                                  run_index=r))
                 seq += 1
     yield s, cid, tmp_path
     s.close()
 
 
 def test_heatmap_matches_the_statistics_and_files_are_images(fixture_store):
+    """Rows are pages in order of their bytes (the Long Look's composition x bandwidth figure)."""
     s, cid, tmp = fixture_store
     rep = report.build(s, [cid])
     m = plots.heatmap_matrix(rep["rows"])[(0.0, 0.0, 0.0)]
-    assert m["sizes"] == list(SIZES) and m["rates"] == list(RATES)
+    assert m["pages"] == ["5KB", "500KB", "200x5KB"] and m["rates"] == list(RATES)
+    assert m["axis"] == "page (NxS: N images of S)"
     for r in rep["rows"]:
-        i, j = m["sizes"].index(r["size_bytes"]), m["rates"].index(r["rate_down_bps"])
+        i, j = m["pages"].index(r["page"]), m["rates"].index(r["rate_down_bps"])
         assert m["diff"][i, j] == pytest.approx(r["diff_pct"]) and m["significant"][i, j] == r["significant"]
-    sig = {(r["size_bytes"], r["rate_down_bps"]): (r["significant"], r["faster"]) for r in rep["rows"]}
-    assert sig[(5000, 10**7)] == (True, "quic") and sig[(5000, 10**8)] == (True, "tcp")
-    assert sig[(500_000, 10**7)][0] is False  # equal means: white
+    sig = {(r["page"], r["rate_down_bps"]): (r["significant"], r["faster"]) for r in rep["rows"]}
+    assert sig[("5KB", 10**7)] == (True, "quic") and sig[("5KB", 10**8)] == (True, "tcp")
+    assert sig[("500KB", 10**7)][0] is False  # equal means: white
+    assert sig[("200x5KB", 10**7)] == (True, "tcp") and sig[("200x5KB", 10**8)] == (True, "quic")
+    assert {r["size_bytes"] for r in rep["rows"] if r["page"] == "200x5KB"} == {Page(5000, 200).total_bytes}
     files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], tmp / "fig", "fixture")
     names = {f.name for f in files}
     assert {"heatmap.png", "heatmap.svg", "size.png", "size.svg"} <= names
@@ -63,7 +68,8 @@ def test_loss_and_jitter_plots_need_two_levels(tmp_path):
     cells = {}
     for loss in (0.0, 1.0, 5.0):
         for proto in ("quic", "tcp"):
-            cells[(f"l{loss}", 5000, proto)] = {"conditions": f"l{loss}", "size_bytes": 5000, "proto": proto, "n": 5,
+            cells[(f"l{loss}", "5KB", proto)] = {"conditions": f"l{loss}", "page": "5KB", "size_bytes": 5000,
+                                                 "objects": 0, "proto": proto, "n": 5,
                                                 "median_ms": 100 + loss * 10, "ci_low_ms": 95.0, "ci_high_ms": 130.0 + loss,
                                                 "rate_down_bps": 10**7, "rtt_ms": 50.0, "jitter_ms": 0.0, "loss_pct": loss}
     files = plots.loss_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
@@ -80,9 +86,7 @@ def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
              "tcp": {"renderer": (0.4, 0.4), "network": (0.1, 0.3), "caddy": (0.01, 0.02)}}
     for seq, proto in enumerate(("quic", "tcp")):
         roles = {r: {"user_s": u, "system_s": sy, "processes": 1} for r, (u, sy) in costs[proto].items()}
-        tid = s.add_trial(Trial(campaign_id=cid, seq=seq, run_index=0, proto=proto, size_bytes=10**7, page="p",
-                                conditions=conditions(rate_bps=10**8), status="ok", reason=None,
-                                started_utc="t", finished_utc="t", wall_s=2.0, url="u", plt_ms=900.0,
+        tid = s.add_trial(trial(cid, seq, proto, plt=900.0, cond=conditions(rate_bps=10**8), run_index=0, wall_s=2.0,
                                 cpu_json=json.dumps({"roles": roles, "launch": None})))
         rows = [{"role": r, "t_s": k * 0.1, "user_s": u * k / 10, "system_s": sy * k / 10}
                 for r, (u, sy) in costs[proto].items() for k in range(11)]

@@ -59,10 +59,10 @@ def test_cells_ci_warmups_failures_and_cv_warning():
     t = _trials("c", 5000, "tcp", vals)
     t.append(replace(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
     t.append(replace(t[0], plt_ms=None, status="failed"))  # so is a failure
-    c = stats.cells(t)[(label("c"), 5000, "tcp")]
+    c = stats.cells(t)[(label("c"), "5KB", "tcp")]
     assert c["n"] == 7 and c["median_ms"] == 1000 and c["ci_low_ms"] <= 1000 <= c["ci_high_ms"]
     assert not c["warnings"]
-    noisy = stats.cells(_trials("c", 5000, "tcp", [500, 1000, 1500, 700]))[(label("c"), 5000, "tcp")]
+    noisy = stats.cells(_trials("c", 5000, "tcp", [500, 1000, 1500, 700]))[(label("c"), "5KB", "tcp")]
     assert noisy["warnings"] and "CV" in noisy["warnings"][0]
     assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
     assert math.isnan(stats.median_ci(np.array([1.0, 2.0]))[0])

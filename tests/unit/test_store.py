@@ -5,6 +5,7 @@ import sqlite3
 import pytest
 
 from plt_bench import store as st
+from plt_bench.pages import Page
 from plt_bench.errors import UsageError
 from plt_bench.summary import format_table, summarize
 
@@ -51,18 +52,18 @@ def test_schema_version_mismatch_is_refused(tmp_path):
 
 
 def test_a_newer_store_is_refused_without_a_byte_changed(tmp_path):
-    """A store of schema 7 (a newer plt-bench's) once gained WAL mode and four tables before the
+    """A store of a newer plt-bench's schema once gained WAL mode and four tables before the
     refusal: now its version is read through a read-only connection first."""
     import hashlib
     path = tmp_path / "r.sqlite"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE schema_info (version INTEGER)")
-    db.execute("INSERT INTO schema_info VALUES (7)")
+    db.execute("INSERT INTO schema_info VALUES (?)", (st.SCHEMA_VERSION + 1,))
     db.commit()
     db.close()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     for read_only in (False, True):
-        with pytest.raises(UsageError, match="schema version 7, newer than this plt-bench's"):
+        with pytest.raises(UsageError, match=f"schema version {st.SCHEMA_VERSION + 1}, newer than this plt-bench's"):
             st.Store(path, read_only=read_only)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]  # no -wal, no -shm
@@ -140,6 +141,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_trials(tmp_path):
         t, cable = s.trials([1])
         assert t.plt_ms == 42.0 and t.attempt == 1 and t.warmup is False and t.conditions.rtt_ms == 0
         assert cable.conditions.name == "Cable" and t.conditions.name is None  # version 6: the profile's name
+        assert (t.page, t.objects, t.object_bytes, t.page_spec) == ("5KB", 0, 0, Page(5000))  # version 7: the label
         s.add_trial(_trial(1, 2, plt=50.0, attempt=2, warmup=True, busy_pct=3.0))
         assert [x.attempt for x in s.trials([1])] == [1, 1, 2]
         # the migrated table has every column the record has, as a new store does

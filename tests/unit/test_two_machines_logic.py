@@ -6,6 +6,7 @@ from plt_bench.link import host as hostnet
 from plt_bench.conditions import Conditions
 from plt_bench.control import Control, ControlServer, answer_for, new_token
 from plt_bench.errors import ServerError, UsageError
+from plt_bench.pages import Page
 from plt_bench.link import HostLinkem
 from plt_bench.remote import RemoteSites, make_ref, parse_pin, parse_port
 
@@ -50,11 +51,15 @@ def test_uplink_loss_is_refused_on_the_clients_ingress():
 
 def test_missing_pages_on_the_server_are_named_with_the_fix():
     sites = RemoteSites({"index_5KB.html": 5000}, "10.0.0.1")
-    sites.ensure([5000])
+    sites.ensure([Page(5000)])
     with pytest.raises(UsageError, match=r"does not have index_10MB.html.*serve --addr 10.0.0.1 --size 10MB"):
-        sites.ensure([5000, 10**7])
+        sites.ensure([Page(5000), Page(10**7)])
     with pytest.raises(UsageError, match="index_5KB.html"):  # the name is right but not the size
-        RemoteSites({"index_5KB.html": 4999}, "10.0.0.1").ensure([5000])
+        RemoteSites({"index_5KB.html": 4999}, "10.0.0.1").ensure([Page(5000)])
+    page = Page(5000, 3)  # a multi-object page needs its HTML and its object
+    with pytest.raises(UsageError, match=r"does not have objects_3x5KB.html.*--size 3x5KB"):
+        RemoteSites({page.html_name: page.html_bytes}, "10.0.0.1").ensure([page])
+    RemoteSites({page.html_name: page.html_bytes, "obj_5KB.png": 5000}, "10.0.0.1").ensure([page])
 
 
 @pytest.fixture
