@@ -194,12 +194,12 @@ class BrowserWorker:
         argv = cmd.in_netns(self.ns, [sys.executable, "-m", "plt_bench.browser_worker", str(self.log_path)])
         env = dict(os.environ)
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-        # Chromium's own temporary folders (its singleton socket, scoped dirs) in the run folder: one
-        # killed mid-trial left them in /tmp (137 there after the test suites), the run folder goes
-        # with the testbed
+        # Chromium's own files in the run folder, which goes with the testbed: its temporary folders
+        # (singleton socket, scoped dirs: one killed mid-trial left them in /tmp, 137 there after
+        # the test suites) and its crash reporter's database (else ~/.config/chromium/Crash Reports)
         tmp = self.log_path.parent / "tmp"
         tmp.mkdir(mode=0o700, exist_ok=True)
-        env["TMPDIR"] = str(tmp)
+        env.update(TMPDIR=str(tmp), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"))
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      env=env, start_new_session=True, text=True, bufsize=1)
