@@ -331,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, signals.Interrupted) as e:
+        signals.settle()
         print("\ninterrupted: the testbed was taken down; finished trials are in the store", file=sys.stderr)
         return e.exit_code if isinstance(e, signals.Interrupted) else 130
 

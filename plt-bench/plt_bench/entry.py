@@ -16,6 +16,7 @@ def main() -> int:
     try:
         from .cli import main as cli_main
     except signals.Interrupted as e:  # before anything was made: nothing to clean
+        signals.settle()
         print("\ninterrupted", file=sys.stderr)
         return e.exit_code
     return cli_main()

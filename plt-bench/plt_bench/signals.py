@@ -80,6 +80,15 @@ def install(raise_as=None) -> None:
         signal.signal(sig, handler)
 
 
+def settle() -> None:
+    """The ending is done (everything cleaned up): ignore every later terminating signal for the last
+    steps. Python's shutdown puts its handlers back to the default, and one more Ctrl-C there ended
+    the process by the signal itself (seen by its parent as -2, not as the exit code 130)."""
+    for sig in TERMINATING:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def first() -> int | None:
     """The signal that started the ending, if any."""
     return _first
