@@ -6,7 +6,6 @@ import json
 import math
 import statistics
 import threading
-import time
 
 import pytest
 
@@ -72,40 +71,14 @@ def test_read_back_is_exactly_what_was_asked(bed, cond):
         assert dirs["down"]["jitter_us"] == round(cond.jitter_ms * 1000)
 
 
-class LateTimers:
-    """How late a 10 ms sleep wakes, sampled in a thread while the block runs: the machine's timer
-    lateness during a measurement, not at some earlier moment (with a host core busy, the netem VM's
-    timers were 0.2 ms late when the testbed opened and over 1 ms late minutes later)."""
-
-    def __enter__(self):
-        self.late_ms, self._stop = [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self):
-        while not self._stop.is_set():
-            t = time.perf_counter()
-            time.sleep(0.010)
-            self.late_ms.append((time.perf_counter() - t - 0.010) * 1000)
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def mean_ms(self):
-        return statistics.fmean(self.late_ms) if self.late_ms else 0.0
-
-
 def test_rtt_50ms_against_the_machines_own_timing(bed, path):
     """RTT = the asked 50 ms + the unshaped path's mean, within 3 standard errors of the two samples
     plus 0.1 ms below, and above also the two delay timers' lateness (a delay fires late, never
     early): the larger of what was measured when the testbed opened (bed.timing) and while the
-    pings ran (LateTimers)."""
+    pings ran (verify.LateTimers)."""
     base_mean, base_sd, base_n = path
     bed.set_conditions(Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50))
-    with LateTimers() as timers:
+    with verify.LateTimers() as timers:
         sent, rtts = ping(bed, 200)
     late = 2 * max(bed.timing.timer_late_ms, timers.mean_ms)
     assert len(rtts) == sent == 200

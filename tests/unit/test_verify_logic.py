@@ -135,3 +135,14 @@ def test_late_timers_widen_the_rtt_window_upwards_only_and_by_what_was_measured(
     assert not mean_ok([49.0] * 500) and not mean_ok([52.0] * 500)
     # no delay asked: no timer, no allowance
     assert not mean_ok([1.3] * 500, t, Conditions(10**8, 10**8))
+
+
+def test_the_timers_lateness_seen_during_a_measurement_raises_the_one_from_the_start():
+    start = verify.Timing(path_rtt_ms=0.3, path_rtt_sd_ms=0.1, timer_late_ms=0.2, timer_late_sd_ms=0.05)
+    with verify.LateTimers() as timers:
+        timers._stop.wait(0.1)  # a few 10 ms sleeps: real ones, on this machine
+    timers.late_ms = [1.0, 1.4, 1.2]  # as a starved machine saw them
+    worse = timers.worse(start)
+    assert (worse.timer_late_ms, worse.path_rtt_ms) == (1.2, 0.3) and worse.timer_late_sd_ms == 0.2
+    timers.late_ms = [0.1, 0.1]  # quieter than at the start: the start's figure stands
+    assert timers.worse(start) == start
