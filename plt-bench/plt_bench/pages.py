@@ -199,7 +199,7 @@ class Page:
 def parse_page(text: str, option: str = "--size") -> Page:
     """'500KB' -> one HTML file of 500 KB; '200x5KB' -> a page of 200 images of 5 KB each."""
     item = str(text).strip()
-    m = re.fullmatch(r"(?P<n>[0-9]+)\s*[xX]\s*(?P<size>.+)", item)
+    m = re.fullmatch(r"(?P<n>[0-9]+)\s*[xX]\s*(?P<size>[0-9].*)", item)  # 5XB is a bad size, not 5 x "B"
     if not m:
         size = units.parse_size(item, option)
         if size < MIN_PAGE_BYTES:

@@ -69,11 +69,10 @@ class TrialItem(pytest.Item):
 def pytest_collection_modifyitems(session, config, items):
     s = config.stash.get(_KEY, None)
     if s is not None:
-        from .units import format_size
         config.hook.pytest_deselected(items=list(items))
-        items[:] = [TrialItem.from_parent(session, slot=(c, r, size, p),
-                                          name=f"plt[{i:04d}-{c.label}-{format_size(size)}-{p}-run{r}]")
-                    for i, (c, r, size, p) in enumerate(s.plan)]
+        items[:] = [TrialItem.from_parent(session, slot=(c, r, page, p),
+                                          name=f"plt[{i:04d}-{c.label}-{page.label}-{p}-run{r}]")
+                    for i, (c, r, page, p) in enumerate(s.plan)]
 
 
 @pytest.hookimpl(tryfirst=True)  # take the testbed down before anyone checks for leftovers

@@ -115,7 +115,7 @@ class Session:
                                      capture=self.capture, cc=spec.cc)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
-        self.capture_bytes, warning = check_space(spec.capture, [(p, s) for _, _, s, p in self.plan], self.capture.root,
+        self.capture_bytes, warning = check_space(spec.capture, [(p, s.total_bytes) for _, _, s, p in self.plan], self.capture.root,
                                                   spec.capture_limit_bytes)
         if warning:
             note(warning)

@@ -24,6 +24,13 @@ from .server import HOST, Server
 from .topology import Topology, pids_in
 
 
+# How long beyond the page's own timeout the worker may take to answer (the browser's start and quit,
+# the CPU readings, the sweep of its processes) before it counts as hung and the run stops. 60 s
+# was once too short: the netem VM's emulated CPUs, with one host core busy, took over 80 s for a
+# 5 KB trial. Only a hung worker waits this long.
+WORKER_ALLOWANCE_S = 240.0
+
+
 class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
@@ -139,7 +146,7 @@ class Testbed:
             args += chromium_capture_args(self.capture.kinds, capture_dir)
         req = {"url": self.url(page, tag), "timeout_s": timeout_s, "profile_dir": str(profile), "prefs": PREFS,
                "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds}
-        ans = self.worker.load(req, timeout_s + 60)
+        ans = self.worker.load(req, timeout_s + WORKER_ALLOWANCE_S)
         return ans, uri
 
     def remote_cpu(self) -> dict:

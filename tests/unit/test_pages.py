@@ -114,7 +114,7 @@ def test_a_multi_object_page_embeds_n_distinct_images_and_asks_for_their_timings
 @pytest.mark.parametrize("text, fragment", [
     ("0x5KB", "has 0 objects; expected a size"), ("1001x5KB", "has 1001 objects"), ("10x50B", "the smallest PNG"),
     ("10x5QB", "is not a size"), ("900B", "at least 1000 bytes"), ("1000x3GB", "at most 2GB in all"),
-    ("x5KB", "is not a size"),
+    ("x5KB", "is not a size"), ("5XB", "'5XB' is not a size"),
 ])
 def test_bad_pages_are_refused_naming_the_option(text, fragment):
     with pytest.raises(pages.UsageError, match="--size") as e:
