@@ -7,7 +7,10 @@
 //! so when linkem dies the kernel drops what it held and what arrives (the iptables rule has no
 //! --queue-bypass): traffic stops rather than run unshaped.
 //!
-//! Counters go to the --stats file (JSON) every --stats-ms, at once on SIGUSR1, and at exit.
+//! Counters go to the --stats file (JSON) every --stats-ms and at exit. On SIGUSR1 they go to
+//! PATH.snap (a file nothing else writes) with "snapshot" counting the requests, and the maxima
+//! since the last mark are reset: a reader waits for the number it asked for, never for a file
+//! time (a periodic write in the same clock tick, or after the reset, would pass for the answer).
 //!
 //! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1
 //!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO]
@@ -122,13 +125,13 @@ fn arm(tfd: i32, at_ns: u64) -> io::Result<()> {
 
 /// The counters as JSON (lifetime figures), with each direction's maxima since the last mark
 /// under "since_mark"; the caller resets the marks after a snapshot taken on SIGUSR1.
-fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Instant, running: bool) {
+fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Instant, running: bool, snapshot: u64) {
     let cpu = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_SELF, &mut ru);
         ru.ru_utime.tv_sec as f64 + ru.ru_utime.tv_usec as f64 / 1e6 + ru.ru_stime.tv_sec as f64 + ru.ru_stime.tv_usec as f64 / 1e6
     };
-    let s = stats_json(std::process::id(), running, started.elapsed().as_secs_f64(), cpu, sock.enobufs, dirs);
+    let s = stats_json(std::process::id(), running, snapshot, started.elapsed().as_secs_f64(), cpu, sock.enobufs, dirs);
     let tmp = format!("{path}.tmp");
     if std::fs::write(&tmp, s).is_ok() {
         let _ = std::fs::rename(&tmp, path);
@@ -138,10 +141,10 @@ fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Ins
 /// The stats file's text (pure). Its shape is a contract with the Python reader
 /// (plt_bench.link.linkem.parse_stats): tests/stats-sample.json is this function's output for
 /// fixed counters, checked here and parsed there, so neither side can change it alone.
-fn stats_json(pid: u32, running: bool, uptime_s: f64, cpu_s: f64, enobufs: u64, dirs: &[Direction]) -> String {
+fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64, enobufs: u64, dirs: &[Direction]) -> String {
     let mut s = String::new();
-    let _ = write!(s, "{{\"pid\":{},\"running\":{},\"uptime_s\":{:.3},\"cpu_s\":{:.4},\"enobufs\":{},\"dirs\":{{",
-                   pid, running, uptime_s, cpu_s, enobufs);
+    let _ = write!(s, "{{\"pid\":{},\"running\":{},\"snapshot\":{},\"uptime_s\":{:.3},\"cpu_s\":{:.4},\"enobufs\":{},\"dirs\":{{",
+                   pid, running, snapshot, uptime_s, cpu_s, enobufs);
     for (i, d) in dirs.iter().enumerate() {
         let c = &d.c;
         let mean_late_us = if c.released > 0 { c.late_sum_ns as f64 / c.released as f64 / 1000.0 } else { 0.0 };
@@ -193,7 +196,9 @@ fn run(c: Config) -> io::Result<()> {
     }
 
     let started = Instant::now();
-    write_stats(&c.stats, &dirs, &sock, &started, true); // ready: every queue is bound
+    let snap_path = format!("{}.snap", c.stats);
+    let mut snapshots = 0u64; // SIGUSR1 requests answered
+    write_stats(&c.stats, &dirs, &sock, &started, true, snapshots); // ready: every queue is bound
     let mut next_stats = now_ns() + c.stats_ms * 1_000_000;
     let mut pkts = Vec::with_capacity(4096);
     let mut due = Vec::with_capacity(4096);
@@ -218,13 +223,14 @@ fn run(c: Config) -> io::Result<()> {
                 let sz = std::mem::size_of::<libc::signalfd_siginfo>();
                 let got = unsafe { libc::read(sfd, &mut si as *mut _ as *mut libc::c_void, sz) };
                 if got == sz as isize && si.ssi_signo == libc::SIGUSR1 as u32 {
-                    write_stats(&c.stats, &dirs, &sock, &started, true); // a snapshot on request
+                    snapshots += 1;
+                    write_stats(&snap_path, &dirs, &sock, &started, true, snapshots); // a snapshot on request
                     for d in dirs.iter_mut() {
                         d.c.mark = sched::Marked::default(); // the next snapshot's maxima are its own
                     }
                     continue;
                 }
-                write_stats(&c.stats, &dirs, &sock, &started, false);
+                write_stats(&c.stats, &dirs, &sock, &started, false, snapshots);
                 return Ok(());
             } else if fd == tfd {
                 let mut buf = [0u8; 8];
@@ -274,7 +280,7 @@ fn run(c: Config) -> io::Result<()> {
             }
         }
         if now >= next_stats {
-            write_stats(&c.stats, &dirs, &sock, &started, true);
+            write_stats(&c.stats, &dirs, &sock, &started, true, snapshots);
             next_stats = now + c.stats_ms * 1_000_000;
         }
     }
@@ -316,7 +322,7 @@ mod tests {
 
     #[test]
     fn the_stats_file_is_the_sample_the_python_reader_is_tested_on() {
-        let got = stats_json(4242, true, 12.5, 0.75, 1, &sample_dirs());
+        let got = stats_json(4242, true, 3, 12.5, 0.75, 1, &sample_dirs());
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stats-sample.json");
         if std::env::var("LINKEM_WRITE_SAMPLE").is_ok() {
             std::fs::write(path, &got).unwrap();

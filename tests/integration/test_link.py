@@ -4,8 +4,11 @@ read-back, delay against the path's own measured timing, loss, jitter's distribu
 Chromium trial per protocol through delay and loss, verify, and closing leaves nothing behind."""
 import json
 import math
+import os
+import signal
 import statistics
 import threading
+import time
 
 import pytest
 
@@ -158,6 +161,33 @@ def test_a_dying_emulator_fails_the_trial_and_stops_the_next(bed, store, campaig
         run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", Page(5000), cond))
     bed.set_conditions(cond)  # a fresh emulator for the tests after this one
     assert bed.link.alive()
+
+
+def test_a_linkem_snapshot_holds_the_worst_since_the_one_before(bed):
+    """Each snapshot answers its own request (numbered) with the maxima since the snapshot before:
+    a 0.5 s stop of linkem under a ping is in the snapshot after it, and not in the next one, though
+    periodic writes (every 250 ms, after the reset) came between. Reading the file by its time once
+    let such a write, all zeros, pass for a trial's answer and a 2 s stall went unseen."""
+    if bed.link.backend != "linkem":
+        pytest.skip("netem is the kernel's: there is no emulator process to snapshot")
+    bed.set_conditions(Conditions(None, None, rtt_ms=20))
+    first = bed.link.snapshot()
+    pinger = threading.Thread(target=ping, args=(bed, 150, "0.01"))
+    pinger.start()
+    time.sleep(0.4)
+    os.kill(bed.link.proc.pid, signal.SIGSTOP)
+    time.sleep(0.5)
+    os.kill(bed.link.proc.pid, signal.SIGCONT)
+    pinger.join()
+    stalled = bed.link.snapshot()
+    time.sleep(0.8)
+    ping(bed, 20)
+    after = bed.link.snapshot()
+    assert (stalled["snapshot"], after["snapshot"]) == (first["snapshot"] + 1, first["snapshot"] + 2)
+    worst = {n: d["since_mark"]["late_max_us"] for n, d in stalled["dirs"].items()}
+    assert max(worst.values()) >= 400_000, worst
+    assert all(d["since_mark"]["late_max_us"] < 400_000 for d in after["dirs"].values()), after["dirs"]
+    assert max(d["late_max_us"] for d in after["dirs"].values()) >= 400_000  # the lifetime figure keeps it
 
 
 def _carried_bps(bed) -> float:

@@ -61,7 +61,7 @@ def test_pytest_and_the_cli_store_the_same_measurement(tmp_path):
     assert camps[0] == camps[1] and camps[0][0]["status"] == "finished" and '"seed": 1' in camps[0][0]["grid_json"]
     # every slot of the seeded plan, in the plan's order, in both stores
     spec = campaign.load(None, {"proto": "both", "bw": "10mbit", "size": "5KB", "runs": "3", "verify": "off"})
-    plan = [(c.label, r, s, p) for c, r, s, p in spec.plan()]
+    plan = [(c.label, r, s.total_bytes, p) for c, r, s, p in spec.plan()]
     for path in (py, cli):
         trials = _recorded(path)
         slots = []

@@ -33,6 +33,7 @@ from .readback import check_directions
 from .stats import parse_stats
 
 LINKEM_BIN = cmd.TOOLS_BIN / "linkem"
+SNAPSHOT_WAIT_S = 5.0  # how long a running linkem may take to answer SIGUSR1
 LINKEM_FIFO_PRIORITY = 10
 QUEUE_BASE = 0x5042  # a client host's NFQUEUE number is QUEUE_BASE + the testbed index (clear of 0 and 1)
 
@@ -64,6 +65,8 @@ class LinkemLink(Link):
         self.plan, self.binary, self.seed = plan, binary, seed
         self.ns = getattr(plan, "router_ns", None)  # the router's namespace; None: this host (two machines)
         self.stats_path = plan.run_dir / "linkem.json"
+        self.snap_path = plan.run_dir / "linkem.json.snap"  # linkem's answers to SIGUSR1, numbered
+        self._snapshots = 0
         self.log_path = plan.run_dir / "linkem.log"
         self.proc: subprocess.Popen | None = None
         self.cond: Conditions | None = None
@@ -80,6 +83,8 @@ class LinkemLink(Link):
 
     def _start(self, cond: Conditions) -> None:
         self.stats_path.unlink(missing_ok=True)
+        self.snap_path.unlink(missing_ok=True)
+        self._snapshots = 0  # a new linkem counts its snapshots from 1
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd.in_netns(self.ns, linkem_argv(str(self.binary), cond, self.stats_path, self.seed,
                                                                         self.dirs(cond))),
@@ -160,27 +165,31 @@ class LinkemLink(Link):
         return f"link emulator (linkem) died ({how}); traffic through the router is stopped, never passed unshaped"
 
     def snapshot(self) -> dict | None:
-        """linkem's counters now (it writes them on SIGUSR1)."""
+        """linkem's counters now, with its maxima since the last snapshot: on SIGUSR1 it writes them
+        to its .snap file under the next number (then resets those maxima). None when linkem is not
+        running; LinkError when a running linkem does not answer (it runs SCHED_FIFO: it is stuck)."""
         if self.proc is None or self.proc.poll() is not None:
             return None
-        try:
-            before = self.stats_path.stat().st_mtime_ns
-        except OSError:
-            before = 0
+        self._snapshots += 1
         os.kill(self.proc.pid, signal.SIGUSR1)
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
+        deadline, problem = time.monotonic() + SNAPSHOT_WAIT_S, "no answer"
+        while True:
             try:
-                if self.stats_path.stat().st_mtime_ns != before:
-                    break
+                stats = parse_stats(self.snap_path.read_text())  # each write is a rename: never half a file
+                if stats["snapshot"] >= self._snapshots:
+                    self._snapshots = stats["snapshot"]
+                    return stats
+                problem = f"its last answer is number {stats['snapshot']}"
             except OSError:
-                pass
+                pass  # the first answer is not written yet
+            except LinkError as e:
+                problem = str(e)
+            if self.proc.poll() is not None:
+                return None
+            if time.monotonic() > deadline:
+                raise LinkError(f"linkem (pid {self.proc.pid}) did not answer snapshot request {self._snapshots} "
+                                f"within {SNAPSHOT_WAIT_S:.0f} s: {problem}")
             time.sleep(0.002)
-        try:
-            text = self.stats_path.read_text()
-        except OSError:
-            return None
-        return parse_stats(text)
 
     def close(self) -> None:
         self._stop()

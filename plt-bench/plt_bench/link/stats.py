@@ -54,6 +54,7 @@ class Stats(TypedDict):
     """The whole file."""
     pid: int
     running: bool        # False in the last write, at exit
+    snapshot: int        # SIGUSR1 requests answered so far (the .snap file's own number)
     uptime_s: float
     cpu_s: float         # linkem's own user + system CPU time
     enobufs: int         # verdicts lost to a full netlink socket
