@@ -151,7 +151,7 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     logged: dict[str, list[dict]] = {}
     for e in server_entries or []:
         logged.setdefault(e.get("uri"), []).append(e)
-    for uri in page.object_uris():
+    for uri in page.object_uris():  # its images, or its requests
         seen, got = by_path.get(uri, []), logged.get(uri, [])
         if len(seen) != 1:
             problems.append(f"{uri}: the browser has {len(seen)} Resource Timing entries for it, expected 1")
@@ -171,7 +171,48 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
             proven += 1
     if not problems:
         return proven, None
-    return proven, f"{len(problems)} of {page.objects} objects not proven; first: {problems[0]}"
+    what = "requests" if page.requests else "objects"
+    return proven, f"{len(problems)} of {page.fetched} {what} not proven; first: {problems[0]}"
+
+
+def judge_bulk(proto: str, page: "Page", work: dict | None, server_entries: list[dict] | None) -> str | None:
+    """Why a bulk page's download does not count, or None: the script read the body over the whole
+    duration (it did not end first), and the server's log has the one request of the trial for it,
+    over the asked protocol, with at least the bytes the browser counted."""
+    from .pages import BULK_URI
+    if not work:
+        return "the bulk page's script gave no figures"
+    if work.get("error"):
+        return f"bulk download: {work['error']}"
+    if work.get("status") != 200:
+        return f"bulk download: status {work.get('status')}, not 200"
+    if work.get("ended_ms") is not None:
+        return (f"bulk download: the body ended after {work['ended_ms'] / 1000:.1f} s, before the "
+                f"{page.bulk_ms / 1000:g} s asked")
+    if not work.get("bytes"):
+        return f"bulk download: no byte arrived in {page.bulk_ms / 1000:g} s"
+    if server_entries is not None:
+        got = [e for e in server_entries if (e.get("uri") or "").split("?")[0] == BULK_URI]
+        if len(got) != 1:
+            return f"bulk download: the server logged {len(got)} requests of {BULK_URI} for the trial, expected 1"
+        if got[0].get("proto") != SERVER_PROTO[proto]:
+            return f"bulk download: the server saw {got[0].get('proto')}, expected {SERVER_PROTO[proto]}"
+        if not isinstance(got[0].get("size"), int) or got[0]["size"] < work["bytes"]:
+            return (f"bulk download: the server logged {got[0].get('size')} bytes sent, fewer than the "
+                    f"{work['bytes']} the browser read")
+    return None
+
+
+def judge_requests(page: "Page", work: dict | None) -> str | None:
+    """Why a request page's series does not count by its script's word, or None: every request
+    answered 200 without an error (each request's proof over the protocol is judge_objects')."""
+    if not work:
+        return "requests: the page's script gave no figures"
+    if work.get("error"):
+        return f"requests: {work['error']}"
+    if work.get("ok") != page.requests:
+        return f"requests: {work.get('ok')} of {page.requests} answered 200"
+    return None
 
 
 def connections(server_entries: list[dict] | None) -> int | None:

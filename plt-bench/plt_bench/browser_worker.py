@@ -2,8 +2,10 @@
 answer per line on stdout. Each request starts a fresh chromedriver + Chromium with a fresh
 profile, loads one URL, reads the Navigation Timing entry, and quits.
 
-Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series"}
+Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series",
+          "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0}
 Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-resources), "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
+          "workload": what window.pltBench resolved to (a bulk page's byte counts), when await_s is given,
           "nav_t0": monotonic s when the navigation began,
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
                   "launch": the same for the browser's start-up, "sampler": {interval, samples, own cost}},
@@ -41,6 +43,10 @@ NAV_JS = ("const e = performance.getEntriesByType('navigation')[0]; "
           f"const f = {list(RESOURCE_FIELDS)!r}; "
           "const r = performance.getEntriesByType('resource').map(x => Object.fromEntries(f.map(k => [k, x[k]]))); "
           "return [e ? e.toJSON() : null, c ? c.textContent.trim() : null, r];")
+# A page with a workload after its load (pages.Page: bulk) leaves its figures in window.pltBench.
+AWAIT_JS = ("const done = arguments[arguments.length - 1]; "
+            "if (!window.pltBench) { done({error: 'the page has no workload (window.pltBench)'}); } "
+            "else { window.pltBench.then(done, e => done({error: String(e)})); }")
 
 
 def versions() -> dict:
@@ -93,6 +99,8 @@ def one_trial(req: dict) -> dict:
             msg = (e.msg or str(e)).strip().splitlines()[0]
             out["error"] = f"navigation error: {msg}"
         out["load_s"] = time.monotonic() - t1
+        if out["error"] is None and req.get("await_s"):
+            out["workload"] = _await_workload(driver, req["await_s"])
         if out["error"] is None or out["error"].startswith("navigation error"):
             try:
                 out["final_url"] = driver.current_url
@@ -118,6 +126,19 @@ def one_trial(req: dict) -> dict:
         except OSError:
             pass
     return out
+
+
+def _await_workload(driver, await_s: float) -> dict:
+    """The page's own figures, once its workload is done (a bulk download), or why there are none."""
+    from selenium.common.exceptions import TimeoutException, WebDriverException
+    driver.set_script_timeout(await_s)
+    try:
+        got = driver.execute_async_script(AWAIT_JS)
+    except TimeoutException:
+        return {"error": f"timeout: the page's workload did not end within {await_s:g}s"}
+    except WebDriverException as e:
+        return {"error": f"could not read the page's workload: {(e.msg or str(e)).strip().splitlines()[0]}"}
+    return got if isinstance(got, dict) else {"error": f"the page's workload answered {type(got).__name__}"}
 
 
 def _sweep(profile_dir: str, out: dict) -> None:

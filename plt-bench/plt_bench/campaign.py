@@ -64,7 +64,7 @@ class Spec:
 
     def as_dict(self) -> dict:
         # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold)
-        sizes = [p.label if p.objects else p.size_bytes for p in self.grid.pages]
+        sizes = [p.label if p.objects or p.kind != "page" else p.size_bytes for p in self.grid.pages]
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": sizes,
                 "conditions": [dataclasses.asdict(c) for c in self.grid.conditions], "runs": self.grid.runs,
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link,

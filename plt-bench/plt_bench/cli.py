@@ -180,10 +180,9 @@ def cmd_report(a) -> int:
         files = report.write_files(lambda: report.write(rep, directory), directory)
         print(f"\nwritten: {', '.join(str(f) for f in files)}")
         return 0
-    files = report.write_files(lambda: plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], directory,
-                                                      f"{name} #{ids[-1]}", rep["cpu_series"], rep["cpu_per_mb"]), directory)
+    files = report.write_files(lambda: plots.draw_report(rep, directory, f"{name} #{ids[-1]}"), directory)
     if not files:
-        print("nothing to draw: the campaign has no QUIC/TCP pair with successful trials")
+        print("nothing to draw: the campaign has no QUIC/TCP pair nor bulk download with successful trials")
         return 1
     print("\n".join(str(f) for f in files))
     return 0
@@ -298,9 +297,9 @@ def cmd_export(a) -> int:
 
 def cmd_summary(a) -> int:
     from .store import Store
-    from .summary import format_table, summarize
+    from .summary import tables
     with Store(_results(a), read_only=True) as store:
-        print(format_table(summarize(store.trials(store.resolve_campaign(a.campaign)))))
+        print("\n\n".join(text for _, text in tables(store.trials(store.resolve_campaign(a.campaign)))))
     return 0
 
 
@@ -308,7 +307,8 @@ def cmd_pages(a) -> int:
     from .conditions import parse_pages
     from .pages import Sites
     for page, path in Sites(SITES).ensure(parse_pages(a.size)).items():
-        extra = f" + {page.objects} x {page.object_name} of {page.size_bytes} bytes" if page.objects else ""
+        extra = (f" + {page.fetched} x {page.object_name} of {page.size_bytes} bytes" if page.fetched else
+                 " + bulk.bin (sparse)" if page.bulk_ms else "")
         print(f"{path}  {page.html_bytes} bytes{extra}")
     return 0
 

@@ -42,8 +42,9 @@ def _table() -> dict[str, Option]:
         Option("bw", "downlink rate(s): 500kbit, 100mbit, 1gbit (tc) or 100Mbps (tcconfig, bit/s); 'unshaped' for "
                      "no limit"),
         Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),
-        Option("size", "pages, comma-separated: a size (5KB: one HTML file) or NxS (200x5KB: N images of S "
-                       "each); 1 KB = 1000 bytes"),
+        Option("size", "pages, comma-separated: a size (5KB: one HTML file), NxS (200x5KB: N images of S "
+                       "each) or bulkD[_I] (bulk30s: a 30 s download, bytes counted per second, or per I); "
+                       "1 KB = 1000 bytes"),
         Option("runs", "repetitions of every cell"),
         Option("name", "campaign name stored with the results (default: the campaign's)"),
         Option("campaign", "preset name or campaign file", metavar="CAMPAIGN"),

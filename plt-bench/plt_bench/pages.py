@@ -3,9 +3,12 @@
 A single-object page ("5KB") is valid HTML5 with a visible body, padded to its size with HTML
 comments of at most 1 MiB each: one giant comment crashes a Chromium tab above ~510 MiB, and <p>
 padding costs gigabytes of renderer memory. A multi-object page ("200x5KB", the Long Look at
-QUIC's "N x S") is a small HTML page embedding N images of S bytes each (see Page). Sizes are
-decimal: 1 KB = 1000 bytes, 1 MB = 10**6 bytes. Files are generated on demand into sites/ and
-regenerated when size or checksum is wrong.
+QUIC's "N x S") is a small HTML page embedding N images of S bytes each (see Page). A bulk page
+("bulk30s", "bulk30s_100ms") is a small HTML page whose script, once the page has loaded, downloads
+/bulk.bin for a fixed time and counts the bytes per interval (the seeds' throughput over time); a
+request page ("req100x1KB_c10") makes K requests for an object after its load (request latency).
+Sizes are decimal: 1 KB = 1000 bytes, 1 MB = 10**6 bytes. Files are generated on demand into
+sites/ and regenerated when size or checksum is wrong.
 """
 
 from __future__ import annotations
@@ -100,8 +103,10 @@ PAD_CHUNK = b"plTb"  # ancillary (p), private (l), reserved bit clear (T), safe 
 MAX_OBJECTS = 1000
 # Resource Timing keeps 250 entries unless the page asks for more: ours asks, before any <img>
 RESOURCE_BUFFER_SPARE = 16
-PAGE_FORM = (f"a size (one HTML file: 5KB, 500KB, 10MB) or NxS (an HTML page with N images of S each, "
-             f"N from 1 to {MAX_OBJECTS}: 200x5KB, 1x1MB); 1 KB = 1000 bytes, 1 KiB = 1024")
+PAGE_FORM = (f"a size (one HTML file: 5KB, 500KB, 10MB), NxS (an HTML page with N images of S each, "
+             f"N from 1 to {MAX_OBJECTS}: 200x5KB, 1x1MB), bulkD[_I] (a download for D, bytes counted per "
+             f"interval I, 1s unless given: bulk30s, bulk10s_100ms) or reqKxS[_cC] (K requests of S, C at once, "
+             f"1 unless given: req100x1KB, req100x64KB_c10); 1 KB = 1000 bytes, 1 KiB = 1024")
 MIN_PAGE_BYTES = 1000  # smallest single-object page: its fixed HTML frame fits
 MAX_PAGE_BYTES = 2 * 10**9  # largest the testbed generates (all of a page's objects together)
 
@@ -134,71 +139,262 @@ def iter_png(size_bytes: int) -> Iterator[bytes]:
     yield struct.pack(">I", crc) + _IEND
 
 
+# Bulk pages: the body is one file of zeros, made sparse (truncate: no disk used, no checksum to
+# compute), larger than any run can read (100 GB: 26 s at 30 Gbit/s). Caddy serves it like any
+# file; the page's script stops reading after the duration and aborts the request. A body that ends
+# first fails the trial (judged in browser.judge_bulk).
+BULK_NAME = "bulk.bin"
+BULK_BYTES = 100 * 10**9
+BULK_URI = f"/{BULK_NAME}"
+MIN_BULK_MS, MAX_BULK_MS = 1000, 600_000
+MIN_INTERVAL_MS, MAX_BINS = 10, 10_000
+_BULK_RE = re.compile(r"bulk(?P<d>[0-9.]+(?:ms|s))(?:_(?P<i>[0-9.]+(?:ms|s)))?", re.IGNORECASE)
+
+
+def format_ms(ms: int) -> str:
+    """30000 -> '30s', 100 -> '100ms' (labels and file names)."""
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+# The bulk page's script: after the load event, fetch the body, count its bytes per interval from
+# the moment its headers arrive, abort after the duration, and leave the figures in window.pltBench
+# (a promise the browser worker awaits). Times are ms of the page's clock (performance.now());
+# time_origin_ms places them on the wall clock, where the link's counters are sampled.
+_BULK_JS = """
+window.pltBench = new Promise(done => addEventListener("load", () => setTimeout(() => bulk(done), 0)));
+async function bulk(done) {
+  const D = %(d)d, I = %(i)d, n = Math.ceil(D / I);
+  const out = {duration_ms: D, interval_ms: I, bins: new Array(n).fill(0), bytes: 0, status: null,
+               request_ms: performance.now(), start_ms: null, end_ms: null, ended_ms: null, error: null,
+               time_origin_ms: performance.timeOrigin};
+  const ctl = new AbortController();
+  try {
+    const r = await fetch("%(uri)s", {cache: "no-store", signal: ctl.signal});
+    out.status = r.status;
+    const t0 = out.start_ms = performance.now();
+    const timer = setTimeout(() => ctl.abort(), D);
+    const reader = r.body.getReader();
+    try {
+      for (;;) {
+        const {done: end, value} = await reader.read();
+        const now = performance.now();
+        if (end) { out.ended_ms = now - t0; break; }  // the body ended before the duration
+        const k = Math.floor((now - t0) / I);
+        if (k >= n) break;
+        out.bins[k] += value.length; out.bytes += value.length;
+      }
+    } catch (e) {
+      if (e.name !== "AbortError") throw e;  // our own abort, at the duration, ends the read
+    }
+    clearTimeout(timer);
+    out.end_ms = performance.now();
+    ctl.abort();
+  } catch (e) {
+    out.error = String(e);
+  }
+  done(out);
+}
+"""
+
+
+# Request pages (the .NET thesis's request/response latency, seeds 000/002): after the load, over
+# the connection the page came on, K requests for an object of S bytes (the multi-object pages'
+# PNG, under K URIs obj_S.png?r=k), one at a time or C at once ("streams"); each one's latency is
+# its Resource Timing entry's responseEnd - startTime, and its proof that entry's and the server's.
+MAX_STREAMS = 100
+
+_REQ_JS = """
+window.pltBench = new Promise(done => addEventListener("load", () => setTimeout(() => requests(done), 0)));
+async function requests(done) {
+  const K = %(k)d, C = %(c)d, base = "%(base)s";
+  const out = {requests: K, streams: C, ok: 0, failed: [], error: null, start_ms: performance.now(), end_ms: null};
+  let next = 0;
+  async function stream() {
+    while (next < K) {
+      const k = next++;
+      try {
+        const r = await fetch(base + k, {cache: "no-store"});
+        await r.arrayBuffer();
+        if (r.status === 200) out.ok++; else out.failed.push(k);
+      } catch (e) {
+        out.failed.push(k);
+        out.error = String(e);
+      }
+    }
+  }
+  await Promise.all(Array.from({length: C}, stream));
+  out.end_ms = performance.now();
+  done(out);
+}
+"""
+
+
 @dataclasses.dataclass(frozen=True)
 class Page:
-    """What one trial loads. objects == 0: one HTML file of size_bytes (a single-object page, "5KB").
-    objects == N: an HTML page embedding N images of size_bytes each (a multi-object page, "200x5KB":
-    N + 1 requests, the HTML's own size set by N)."""
+    """What one trial loads; one of four kinds (`kind`):
+    - "page", objects == 0: one HTML file of size_bytes ("5KB");
+    - "page", objects == N: an HTML page embedding N images of size_bytes each ("200x5KB": N + 1
+      requests, the HTML's own size set by N);
+    - "bulk", bulk_ms > 0: a page that downloads /bulk.bin for bulk_ms after its load and counts the
+      bytes per interval_ms ("bulk30s", "bulk30s_100ms"; size_bytes 0);
+    - "requests", requests == K: a page that, after its load, makes K requests for an object of
+      size_bytes, `streams` at once ("req100x1KB", "req100x1KB_c10")."""
 
     size_bytes: int
     objects: int = 0
+    bulk_ms: int = 0
+    interval_ms: int = 0  # a bulk page's interval (1000 unless asked); 0 for other pages
+    requests: int = 0
+    streams: int = 0      # a request page's requests at once (1 unless asked); 0 for other pages
+
+    @property
+    def kind(self) -> str:
+        return "bulk" if self.bulk_ms else "requests" if self.requests else "page"
 
     @property
     def label(self) -> str:
         size = units.format_size(self.size_bytes)
+        if self.bulk_ms:
+            every = "" if self.interval_ms == 1000 else f"_{format_ms(self.interval_ms)}"
+            return f"bulk{format_ms(self.bulk_ms)}{every}"
+        if self.requests:
+            return f"req{self.requests}x{size}" + (f"_c{self.streams}" if self.streams > 1 else "")
         return f"{self.objects}x{size}" if self.objects else size
 
     @property
     def html_name(self) -> str:
+        if self.bulk_ms or self.requests:
+            return f"{self.label}.html"
         return f"objects_{self.label}.html" if self.objects else page_name(self.size_bytes)
 
     @property
+    def fetched(self) -> int:
+        """Sub-resources the page fetches for the object file (its images, or its requests)."""
+        return self.objects or self.requests
+
+    @property
     def object_name(self) -> str | None:
-        return f"obj_{units.format_size(self.size_bytes)}.png" if self.objects else None
+        return f"obj_{units.format_size(self.size_bytes)}.png" if self.fetched else None
 
     def object_uris(self) -> list[str]:
-        """The N objects' URIs, as the page's <img> elements ask for them (relative to the site's root)."""
-        return [f"/{self.object_name}?i={k}" for k in range(self.objects)]
+        """The URIs the page asks for the object file under (relative to the site's root): its
+        images' (?i=k), or its requests' (?r=k)."""
+        key = "r" if self.requests else "i"
+        return [f"/{self.object_name}?{key}={k}" for k in range(self.fetched)]
 
     def html(self) -> bytes:
-        """A multi-object page's HTML (a single-object page's bytes come from iter_page)."""
+        """A multi-object, bulk or request page's HTML (a single-object page's bytes come from iter_page)."""
+        head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                f"<title>plt-bench {self.label}</title>\n")
+        if self.bulk_ms:
+            return (f"{head}</head>\n<body>\n<h1>plt-bench bulk download</h1>\n"
+                    f"<p id=\"size\">{self.label}: {BULK_URI} for {self.bulk_ms} ms, bytes per {self.interval_ms} ms</p>\n"
+                    f"<script>{_BULK_JS % {'d': self.bulk_ms, 'i': self.interval_ms, 'uri': BULK_URI}}</script>\n"
+                    "</body>\n</html>\n").encode()
+        timing = f"<script>performance.setResourceTimingBufferSize({self.fetched + RESOURCE_BUFFER_SPARE})</script>\n"
+        if self.requests:
+            script = _REQ_JS % {"k": self.requests, "c": self.streams, "base": f"/{self.object_name}?r="}
+            return (f"{head}{timing}</head>\n<body>\n<h1>plt-bench requests</h1>\n"
+                    f"<p id=\"size\">{self.label}: {self.requests} requests of {self.size_bytes} bytes, "
+                    f"{self.streams} at once</p>\n<script>{script}</script>\n</body>\n</html>\n").encode()
         imgs = "".join(f'<img src="{u[1:]}" width="1" height="1" alt="">\n' for u in self.object_uris())
-        return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                f"<title>plt-bench {self.label}</title>\n"
-                f"<script>performance.setResourceTimingBufferSize({self.objects + RESOURCE_BUFFER_SPARE})</script>\n"
-                "</head>\n<body>\n<h1>plt-bench test page</h1>\n"
+        return (f"{head}{timing}</head>\n<body>\n<h1>plt-bench test page</h1>\n"
                 f"<p id=\"size\">{self.label}: {self.objects} images of {self.size_bytes} bytes</p>\n"
                 f"{imgs}<p id=\"end\">end of page</p>\n</body>\n</html>\n").encode()
 
     @property
     def html_bytes(self) -> int:
-        return len(self.html()) if self.objects else self.size_bytes
+        return len(self.html()) if self.kind != "page" or self.objects else self.size_bytes
 
     @property
     def object_bytes(self) -> int:
-        """Bytes of all the embedded objects together (0 for a single-object page)."""
-        return self.objects * self.size_bytes
+        """Bytes of all the fetched objects together (0 for a single-object or bulk page)."""
+        return self.fetched * self.size_bytes
 
     @property
     def total_bytes(self) -> int:
-        """Every body the browser fetches: the HTML and all its objects."""
+        """Every body the browser fetches (a bulk page: but its download): the HTML and all its objects."""
         return self.html_bytes + self.object_bytes
 
-    def sort_key(self) -> tuple[int, int]:
-        return (self.total_bytes, self.objects)
+    def expected_bytes(self, rate_bps: int | None) -> int:
+        """What a trial is expected to carry: every body, and a bulk page's download at the link's
+        rate (unshaped: as if 1 Gbit/s), for estimates such as the captures' size."""
+        return self.total_bytes + (self.bulk_ms * (rate_bps or 10**9) // 8000 if self.bulk_ms else 0)
 
-    def files(self) -> list[tuple[str, int, Callable[[], Iterator[bytes]]]]:
-        """(file name, size, a function yielding its bytes) for every file the page needs."""
-        if not self.objects:
+    def sort_key(self) -> tuple:
+        return (self.bulk_ms, self.requests, self.total_bytes, self.objects, self.interval_ms, self.streams)
+
+    def files(self) -> list[tuple[str, int, Callable[[], Iterator[bytes]] | None]]:
+        """(file name, size, a function yielding its bytes) for every file the page needs; None for
+        the bulk body, a sparse file of zeros."""
+        if self.bulk_ms:
+            html = self.html()
+            return [(self.html_name, len(html), lambda: iter([html])), (BULK_NAME, BULK_BYTES, None)]
+        if not self.fetched:
             return [(self.html_name, self.size_bytes, lambda: iter_page(self.size_bytes))]
         html = self.html()
         return [(self.html_name, len(html), lambda: iter([html])),
                 (self.object_name, self.size_bytes, lambda: iter_png(self.size_bytes))]
 
 
+def parse_bulk(item: str, option: str = "--size") -> Page | None:
+    """'bulk30s' -> a 30 s download counted per second; 'bulk10s_100ms' per 100 ms; None if the item
+    is not of that form."""
+    m = _BULK_RE.fullmatch(item)
+    if not m:
+        return None if not item.lower().startswith("bulk") else _bad_bulk(item, option)
+    d = units.parse_duration_ms(m["d"], option)
+    i = units.parse_duration_ms(m["i"], option) if m["i"] else 1000.0
+    if d != int(d) or i != int(i):
+        raise UsageError(f"{option}: '{item}': a duration and an interval are whole milliseconds")
+    d, i = int(d), int(i)
+    if not MIN_BULK_MS <= d <= MAX_BULK_MS:
+        raise UsageError(f"{option}: '{item}': a bulk download lasts {format_ms(MIN_BULK_MS)} to {format_ms(MAX_BULK_MS)}")
+    if i < MIN_INTERVAL_MS or i > d or d % i or d // i > MAX_BINS:
+        raise UsageError(f"{option}: '{item}': the interval is {MIN_INTERVAL_MS} ms or more, divides the duration, "
+                         f"and gives at most {MAX_BINS} intervals")
+    return Page(0, 0, d, i)
+
+
+def _bad_bulk(item: str, option: str):
+    raise UsageError(f"{option}: '{item}' is not a bulk download; expected bulkD or bulkD_I with durations "
+                     "like 30s or 100ms: bulk30s, bulk10s_100ms")
+
+
+_REQ_RE = re.compile(r"req(?P<k>[0-9]+)[xX](?P<size>[0-9][0-9.]*\s*[A-Za-z]+)(?:_c(?P<c>[0-9]+))?", re.IGNORECASE)
+
+
+def parse_requests(item: str, option: str = "--size") -> Page | None:
+    """'req100x1KB' -> 100 requests of 1 KB one at a time; 'req100x1KB_c10' ten at once; None if the
+    item is not of that form."""
+    m = _REQ_RE.fullmatch(item)
+    if not m:
+        if item.lower().startswith("req"):
+            raise UsageError(f"{option}: '{item}' is not a request series; expected reqKxS or reqKxS_cC: K requests "
+                             f"of S bytes, C at once (1 unless given): req100x1KB, req100x64KB_c10")
+        return None
+    k, c = int(m["k"]), int(m["c"]) if m["c"] else 1
+    size = units.parse_size(m["size"], option)
+    if not 1 <= k <= MAX_OBJECTS:
+        raise UsageError(f"{option}: '{item}' makes {k} requests; expected 1 to {MAX_OBJECTS}")
+    if not 1 <= c <= min(k, MAX_STREAMS):
+        raise UsageError(f"{option}: '{item}' asks for {c} requests at once; expected 1 to {min(k, MAX_STREAMS)} "
+                         "(at most the requests, and at most 100)")
+    if size < MIN_OBJECT_BYTES:
+        raise UsageError(f"{option}: '{item}': a response is at least {MIN_OBJECT_BYTES} bytes (the smallest PNG)")
+    if size > MAX_PAGE_BYTES // k:
+        raise UsageError(f"{option}: '{item}' is too large; a page is at most {units.format_size(MAX_PAGE_BYTES)} in all")
+    return Page(size, requests=k, streams=c)
+
+
 def parse_page(text: str, option: str = "--size") -> Page:
-    """'500KB' -> one HTML file of 500 KB; '200x5KB' -> a page of 200 images of 5 KB each."""
+    """'500KB' -> one HTML file of 500 KB; '200x5KB' -> a page of 200 images of 5 KB each; 'bulk30s'
+    -> a bulk download of 30 s (parse_bulk); 'req100x1KB_c10' -> 100 requests of 1 KB, 10 at once
+    (parse_requests)."""
     item = str(text).strip()
+    special = parse_bulk(item, option) or parse_requests(item, option)
+    if special:
+        return special
     m = re.fullmatch(r"(?P<n>[0-9]+)\s*[xX]\s*(?P<size>[0-9].*)", item)  # 5XB is a bad size, not 5 x "B"
     if not m:
         size = units.parse_size(item, option)
@@ -258,6 +454,9 @@ class Sites:
             page = as_page(item)
             for name, size, pieces in page.files():
                 path = self.root / name
+                if pieces is None:  # the bulk body: zeros, sparse; its size is its check
+                    self._sparse(path, size)
+                    continue
                 want = known.get(name, {}).get("sha256") if known.get(name, {}).get("size") == size else None
                 if want is None:
                     want = digest(pieces())
@@ -267,6 +466,18 @@ class Sites:
             out[item] = self.root / page.html_name
         self._save_manifest(manifest)
         return out
+
+    def _sparse(self, path: Path, size: int) -> None:
+        if path.is_file() and path.stat().st_size == size and not path.is_symlink():
+            return
+        tmp = path.with_suffix(".part")
+        with open(tmp, "wb") as f:
+            f.truncate(size)
+        if os.stat(tmp).st_blocks * 512 > (1 << 20):
+            tmp.unlink()
+            raise UsageError(f"--size: {self.root} cannot hold a sparse file ({path.name}, a bulk body of "
+                             f"{size} bytes of zeros); put the pages on a file system that can (ext4, xfs, tmpfs)")
+        os.replace(tmp, path)
 
     def _write(self, path: Path, size: int, pieces: Iterator[bytes]) -> None:
         free = os_free_bytes(self.root)

@@ -30,6 +30,13 @@ def _save(fig, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
+def _finish(fig, text: str, meta: dict, out_dir: Path, stem: str) -> list[Path]:
+    """The figure's title (what it shows, and the link backend it was measured on), saved."""
+    fig.suptitle(f"{text}; link: {meta.get('link_backend')}", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, out_dir, stem)
+
+
 def _rate_label(bps) -> str:
     return "unshaped" if bps is None or (isinstance(bps, float) and math.isnan(bps)) else format_rate(int(bps))
 
@@ -298,12 +305,149 @@ def cpu_per_mb_plot(per_mb: list[dict], meta: dict, out_dir: Path, title: str) -
     return _save(fig, out_dir, "cpu_per_mb")
 
 
+def datarate_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """The seeds' datarate vs loss: one panel per rate (columns) and RTT (rows), the link's mean
+    Mbit/s with its sd per protocol against loss, the nominal rate dashed."""
+    rows = [r for r in rows if r["throughput_mean_mbps"] is not None or r["goodput_mean_mbps"] is not None]
+    if not rows:
+        return []
+    rates = sorted({r["rate_down_bps"] for r in rows}, key=lambda b: (b is None, b or 0))
+    rtts = sorted({r["rtt_ms"] for r in rows})
+    fig, axes = plt.subplots(len(rtts), len(rates), figsize=(3.8 * len(rates), 3.0 * len(rtts)), squeeze=False)
+    for i, rtt in enumerate(rtts):
+        for j, rate in enumerate(rates):
+            ax = axes[i][j]
+            for proto in ("quic", "tcp"):
+                pts = sorted((r["loss_pct"], *_datarate(r)) for r in rows
+                             if r["rtt_ms"] == rtt and r["rate_down_bps"] == rate and r["proto"] == proto)
+                if pts:
+                    x, y, sd = (np.array(v, dtype=float) for v in zip(*pts))
+                    ax.errorbar(x, y, yerr=np.nan_to_num(sd), fmt="o-", capsize=3, color=PROTO_COLORS[proto],
+                                label=proto.upper())
+            if rate:
+                ax.axhline(rate / 1e6, color="grey", ls="--", lw=1, label="link rate")
+            ax.set_title(f"{_rate_label(rate)}, RTT {rtt:g} ms", fontsize=9)
+            ax.set_xlabel("packet loss (%)")
+            ax.set_ylabel("Mbit/s at the link")
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=7)
+    return _finish(fig, f"{title}: datarate vs loss (mean and sd over the runs; the link's own counter)", meta,
+                   out_dir, "datarate_vs_loss")
+
+
+def _datarate(r: dict) -> tuple[float, float]:
+    """The link's figure where it was read, else the browser's."""
+    if r["throughput_mean_mbps"] is not None:
+        return r["throughput_mean_mbps"], r["throughput_sd_mbps"] if r["throughput_sd_mbps"] is not None else 0.0
+    return r["goodput_mean_mbps"], r["goodput_sd_mbps"] if r["goodput_sd_mbps"] is not None else 0.0
+
+
+def throughput_time_plot(series: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """Throughput second by second (per interval): per rate and RTT a figure, one panel per loss,
+    the link's Mbit/s per protocol, mean over the runs, the nominal rate dashed."""
+    by = defaultdict(list)
+    for r in series:
+        by[(r["rate_down_bps"], r["rtt_ms"])].append(r)
+    paths = []
+    for (rate, rtt), rs in sorted(by.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0, kv[0][1])):
+        losses = sorted({r["loss_pct"] for r in rs})
+        fig, axes = plt.subplots(1, len(losses), figsize=(3.6 * len(losses), 3.2), squeeze=False, sharey=True)
+        for ax, loss in zip(axes[0], losses):
+            for proto in ("quic", "tcp"):
+                per_t = defaultdict(list)
+                for r in rs:
+                    if r["loss_pct"] == loss and r["proto"] == proto:
+                        per_t[r["t_s"]].append(r["link_mbps"] if r["link_mbps"] is not None else r["browser_mbps"])
+                if per_t:
+                    ts = sorted(per_t)
+                    ax.plot(ts, [float(np.mean(per_t[t])) for t in ts], "-", color=PROTO_COLORS[proto],
+                            label=proto.upper())
+            if rate:
+                ax.axhline(rate / 1e6, color="grey", ls="--", lw=1)
+            ax.set_title(f"loss {loss:g}%", fontsize=9)
+            ax.set_xlabel("time (s)")
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=7)
+        axes[0][0].set_ylabel("Mbit/s at the link, per interval")
+        paths += _finish(fig, f"{title}: throughput over time at {_rate_label(rate)}, RTT {rtt:g} ms (mean over the "
+                         "runs)", meta, out_dir, f"throughput_time_{_rate_label(rate)}_rtt{rtt:g}")
+    return paths
+
+
+def latency_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """Request latency: per link conditions a panel, per request page a pair of bars (QUIC, TCP): the
+    p50 bar with the p90 and p99 marked above it, on a log scale."""
+    if not rows:
+        return []
+    conds = list(dict.fromkeys(r["conditions"] for r in rows))
+    fig, axes = plt.subplots(1, len(conds), figsize=(max(4.5, 1.3 * len({r["page"] for r in rows}) + 2) * len(conds), 4.0),
+                             squeeze=False)
+    for ax, cond in zip(axes[0], conds):
+        rs = [r for r in rows if r["conditions"] == cond]
+        pages = list(dict.fromkeys(r["page"] for r in rs))
+        for k, proto in enumerate(("quic", "tcp")):
+            for i, page in enumerate(pages):
+                r = next((x for x in rs if x["page"] == page and x["proto"] == proto), None)
+                if r is None or r["p50_ms"] is None:
+                    continue
+                x = i + (k - 0.5) * 0.38
+                ax.bar(x, r["p50_ms"], width=0.36, color=PROTO_COLORS[proto], alpha=0.85,
+                       label=proto.upper() if i == 0 else None)
+                ax.plot([x, x], [r["p50_ms"], r["p99_ms"]], color="black", lw=1)
+                ax.plot([x], [r["p90_ms"]], "_", color="black", ms=10)
+                ax.plot([x], [r["p99_ms"]], "v", color="black", ms=4)
+        ax.set_xticks(range(len(pages)))
+        ax.set_xticklabels(pages, rotation=20, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("request latency (ms): p50 bar, p90 -, p99 v")
+        ax.set_title(cond, fontsize=9)
+        ax.legend(fontsize=7)
+    return _finish(fig, f"{title}: request latency after the load (reqKxS_cC: K requests of S, C at once)", meta,
+                   out_dir, "request_latency")
+
+
+def establishment_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """Connect and first byte against the RTT, per protocol (medians), beside the round trips the
+    handshakes need (dashed: TCP + TLS 1.3 2 and 3 RTT, QUIC 1 and 2). Needs two RTTs or more."""
+    rtts = sorted({r["rtt_ms"] for r in rows})
+    if len(rtts) < 2:
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), squeeze=False)
+    for ax, (what, key, exp) in zip(axes[0], (("connect", "connect_ms", "expected_connect_rtts"),
+                                              ("first byte of the page", "first_byte_ms", "expected_first_byte_rtts"))):
+        for proto in ("quic", "tcp"):
+            pts = sorted((r["rtt_ms"], r[key], r[exp]) for r in rows if r["proto"] == proto)
+            if not pts:
+                continue
+            x, y, e = (np.array(v, dtype=float) for v in zip(*pts))
+            ax.plot(x, y, "o-", color=PROTO_COLORS[proto], label=f"{proto.upper()} measured")
+            ax.plot(x, x * e, "--", color=PROTO_COLORS[proto], lw=1, label=f"{proto.upper()}: {e[0]:g} RTT")
+        ax.set_xlabel("RTT (ms)")
+        ax.set_ylabel(f"{what} (ms, median)")
+        ax.set_title(what, fontsize=9)
+        ax.legend(fontsize=7)
+    return _finish(fig, f"{title}: connection establishment against the RTT (fresh browser, fresh connection)", meta,
+                   out_dir, "establishment")
+
+
+def draw_report(rep: dict, out_dir: Path, title: str) -> list[Path]:
+    """Every figure of a report (report.build)."""
+    return draw_all(rep["rows"], rep["cells"], rep["metadata"], out_dir, title, rep["cpu_series"], rep["cpu_per_mb"],
+                    rep["datarate"], rep["throughput_series"], rep["latency"], rep["establishment"])
+
+
 def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str,
-             cpu_series: dict | None = None, per_mb: list[dict] | None = None) -> list[Path]:
+             cpu_series: dict | None = None, per_mb: list[dict] | None = None,
+             datarate: list[dict] | None = None, series: list[dict] | None = None,
+             latency: list[dict] | None = None, establishment: list[dict] | None = None) -> list[Path]:
     paths = heatmaps(rows, meta, out_dir, title) if rows else []
     paths += loss_plot(cells, meta, out_dir, title)
     paths += jitter_plot(cells, meta, out_dir, title)
     paths += size_plot(cells, meta, out_dir, title)
     paths += cpu_time_plot(cpu_series or {}, meta, out_dir, title)
     paths += cpu_per_mb_plot(per_mb or [], meta, out_dir, title)
+    paths += datarate_plot(datarate or [], meta, out_dir, title)
+    paths += throughput_time_plot(series or [], meta, out_dir, title)
+    paths += latency_plot(latency or [], meta, out_dir, title)
+    paths += establishment_plot(establishment or [], meta, out_dir, title)
     return paths

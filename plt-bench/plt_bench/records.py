@@ -56,10 +56,37 @@ class WorkerAnswer(TypedDict, total=False):
     load_s: float | None        # driver.get until the load event
     quit_s: float | None
     nav_t0: float               # the navigation's start on the monotonic clock
+    workload: BulkFigures       # what the page's script measured after the load, when awaited
     cpu: CpuFigures | None      # the browser's roles (and its sampler)
     cpu_series: list[dict]      # [{"t_s", "role", "user_s", "system_s"}] when asked for
     strays_killed: int          # how many processes of the trial were still there after quit (killed)
     strays_left: list[int]      # ... that would not die (the testbed is then broken)
+
+
+class BulkFigures(TypedDict, total=False):
+    """What a bulk page's script hands over (pages._BULK_JS); times in ms of the page's clock."""
+    duration_ms: int
+    interval_ms: int
+    bins: list[int]              # body bytes read in each interval from the response's headers on
+    bytes: int                   # their sum
+    status: int | None           # the response's HTTP status
+    request_ms: float            # when the fetch was made
+    start_ms: float | None       # when its headers arrived: the window's start
+    end_ms: float | None         # when the reading stopped (the duration, then the abort)
+    ended_ms: float | None       # when the body ended, from start_ms, if it ended before the duration
+    error: str | None
+    time_origin_ms: float        # performance.timeOrigin: the page's clock on the wall clock (Unix ms)
+
+
+class BulkSeries(TypedDict):
+    """A bulk trial's series (trials.series_json): bytes per interval over the same window, as the
+    browser read them and as the link delivered them (link.counters; None where it cannot be read)."""
+    start_unix_s: float          # the window's start: the bulk response's headers, on the wall clock
+    interval_s: float
+    browser_bytes: list[int]
+    link_bytes: list[float] | None  # linear between the counter's samples: they add up to its total
+    link_device: str | None      # the device whose transmit counter was read
+    link_samples: list[list[float]]  # [[s from start_unix_s, bytes since the first sample], ...]
 
 
 class Campaign(TypedDict):
@@ -102,7 +129,9 @@ class Trial:
     run_index: int = doc("repetition of this cell, from 0")
     proto: str = doc("quic | tcp: the protocol asked for")
     size_bytes: int = doc("every body of the page: the HTML and all its objects")
-    page: str = doc("what was loaded: 5KB (one HTML file) or 200x5KB (an HTML page with 200 images of 5 KB)")
+    page: str = doc("what was loaded: 5KB (one HTML file), 200x5KB (an HTML page with 200 images of 5 KB), "
+                    "bulk30s (a page that downloads for 30 s; bulk30s_100ms: counted per 100 ms) or "
+                    "req100x1KB_c10 (a page that makes 100 requests of 1 KB, 10 at once)")
     conditions: Conditions = doc("the link during the trial (columns of their own)")
     status: str = doc("ok | failed")
     reason: str | None = doc("why it failed; NULL when ok")
@@ -111,7 +140,7 @@ class Trial:
     wall_s: float = doc("the whole trial: browser start, load, quit")
     url: str = doc("the URL loaded, with the trial's own query")
     objects: int = doc("the page's embedded objects (images); 0 for a single-object page", 0)
-    object_bytes: int = doc("each object's size; 0 for a single-object page", 0)
+    object_bytes: int = doc("each object's (or request's response's) size; 0 for a single-object or bulk page", 0)
     launch_s: float | None = doc("the browser's start-up", None)
     load_s: float | None = doc("from the navigation to the load event, as the driver saw it", None)
     quit_s: float | None = doc("the browser's quit", None)
@@ -131,10 +160,26 @@ class Trial:
     server_status: int | None = doc("HTTP status Caddy logged", None)
     server_bytes: int | None = doc("body bytes Caddy logged", None)
     nav_json: str | None = doc("the full PerformanceNavigationTiming entry (JSON)", None)
-    objects_ok: int | None = doc("objects proven whole over the asked protocol by the browser and the server", None)
+    objects_ok: int | None = doc("objects (or requests) proven whole over the asked protocol by the browser and "
+                                 "the server", None)
     connections: int | None = doc("connections that carried the trial's requests (client ports in Caddy's log)", None)
     resources_json: str | None = doc("the objects' PerformanceResourceTiming entries (JSON), or NULL", None)
     link_json: str | None = doc("the link emulator's counters during this trial (linkem; JSON), or NULL", None)
+    bulk_ms: int = doc("a bulk page's download time; 0 for other pages", 0)
+    interval_ms: int = doc("a bulk page's counting interval; 0 for other pages", 0)
+    bulk_bytes: int | None = doc("body bytes the bulk page's script read in bulk_ms", None)
+    goodput_bps: float | None = doc("bulk_bytes x 8 / bulk_ms: the rate the browser read at", None)
+    throughput_bps: float | None = doc("bytes the link delivered towards the client in the bulk window, x 8 / bulk_ms "
+                                       "(the bottleneck's own counter: headers and retransmissions included); NULL "
+                                       "where the link's counter cannot be read (on another machine)", None)
+    series_json: str | None = doc("a bulk trial's bytes per interval, the browser's and the link's (BulkSeries; JSON)",
+                                  None)
+    requests: int = doc("a request page's requests after the load; 0 for other pages", 0)
+    streams: int = doc("a request page's requests at once; 0 for other pages", 0)
+    req_p50_ms: float | None = doc("a request page's median request latency (Resource Timing: responseEnd - "
+                                   "startTime, over its requests)", None)
+    req_p90_ms: float | None = doc("... its 90th percentile", None)
+    req_p99_ms: float | None = doc("... its 99th percentile", None)
     attempt: int = doc("1, then 2, 3... for retries of a failed trial", 1)
     warmup: bool = doc("a warm-up trial: kept, left out of the statistics", False)
     busy_pct: float | None = doc("CPU busy (all cores) just before the trial, as the idle gate saw it", None)
@@ -160,8 +205,27 @@ class Trial:
 
     @property
     def page_spec(self) -> Page:
-        """The page as the grid names it (Page(object_bytes, objects), or Page(size_bytes))."""
+        """The page as the grid names it (Page(object_bytes, objects), a bulk or request page, or
+        Page(size_bytes))."""
+        if self.bulk_ms:
+            return Page(0, 0, self.bulk_ms, self.interval_ms)
+        if self.requests:
+            return Page(self.object_bytes, requests=self.requests, streams=self.streams)
         return Page(self.object_bytes, self.objects) if self.objects else Page(self.size_bytes)
+
+    @property
+    def kind(self) -> str:
+        """page | bulk | requests (pages.Page.kind): what the trial measures."""
+        return "bulk" if self.bulk_ms else "requests" if self.requests else "page"
+
+    def latencies_ms(self) -> list[float]:
+        """A request page's latency per request (latency.request_latencies), in the order made."""
+        from .latency import request_latencies
+        return request_latencies(self.page_spec, self.resources)
+
+    @property
+    def series(self) -> "BulkSeries | dict":
+        return json.loads(self.series_json) if self.series_json else {}
 
     @property
     def resources(self) -> list[dict]:

@@ -96,7 +96,8 @@ def read_token_file(path_text: str, option: str = "--server-token-file") -> str:
 
 def page_files(root: Path) -> dict[str, int]:
     """Every file of the pages a server has (pages.Page.files: HTML pages and objects): name -> size."""
-    found = [p for pattern in ("index_*.html", "objects_*.html", "obj_*.png") for p in root.glob(pattern)]
+    patterns = ("index_*.html", "objects_*.html", "obj_*.png", "bulk*.html", "bulk.bin", "req*.html")
+    found = [p for pattern in patterns for p in root.glob(pattern)]
     return {p.name: p.stat().st_size for p in sorted(found) if p.is_file()}
 
 

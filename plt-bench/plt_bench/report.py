@@ -55,7 +55,9 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_per_mb": stats.cpu_per_mb(trials),
-            "cpu_series": cpu_series(store, trials)}
+            "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
+            "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
+            "establishment": stats.establishment_table(trials)}
 
 
 def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:
@@ -106,8 +108,50 @@ def table(rep: dict) -> list[list[str]]:
     return [head, *body]
 
 
+def _rate(bps) -> str:
+    from .units import format_rate
+    return "unshaped" if bps is None else format_rate(bps)
+
+
+def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
+    """The report's tables beyond the page-load comparison, where the campaign has their trials:
+    (title, what the figures are, [head, *rows])."""
+    out = []
+    if rep["datarate"]:
+        out.append(("Throughput (bulk downloads)", "link: bytes the link delivered towards the client over the bulk "
+                    "window (its own counter: headers and retransmissions included), as the seeds' datarate; "
+                    "browser: the body bytes the page read. Mean and sd over the runs; per interval: "
+                    "throughput_series.csv",
+                    [["rate", "RTT ms", "loss %", "page", "protocol", "n", "link Mbit/s", "sd", "browser Mbit/s", "sd"],
+                     *[[_rate(r["rate_down_bps"]), _f(r["rtt_ms"], "{:g}"), _f(r["loss_pct"], "{:g}"), r["page"],
+                        r["proto"], str(r["n"]), _f(r["throughput_mean_mbps"], "{:.2f}"),
+                        _f(r["throughput_sd_mbps"], "{:.2f}"), _f(r["goodput_mean_mbps"], "{:.2f}"),
+                        _f(r["goodput_sd_mbps"], "{:.2f}")] for r in rep["datarate"]]]))
+    if rep["latency"]:
+        out.append(("Request latency", "each request's Resource Timing responseEnd - startTime after the load, over "
+                    "the connection(s) the page came on (queueing behind the others included); the requests of all "
+                    "runs pooled; conns: connections used (median of the trials)",
+                    [["link", "page", "protocol", "n", "requests", "conns", "p50 ms", "p90 ms", "p99 ms"],
+                     *[[r["conditions"], r["page"], r["proto"], str(r["n"]), str(r["n_requests"]),
+                        _f(r["connections"], "{:g}"), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])]
+                       for r in rep["latency"]]]))
+    if rep["establishment"]:
+        out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
+                    "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 connects in 2 "
+                    "and has the first byte after 3, QUIC in 1 and after 2",
+                    [["RTT ms", "protocol", "n", "connect ms", "connect RTTs", "expected", "first byte ms",
+                      "first byte RTTs", "expected"],
+                     *[[_f(r["rtt_ms"], "{:g}"), r["proto"], str(r["n"]), _f(r["connect_ms"]),
+                        _f(r["connect_rtts"], "{:.2f}"), str(r["expected_connect_rtts"]), _f(r["first_byte_ms"]),
+                        _f(r["first_byte_rtts"], "{:.2f}"), str(r["expected_first_byte_rtts"])]
+                       for r in rep["establishment"]]]))
+    return out
+
+
 def format_text(rep: dict) -> str:
-    lines = _columns(table(rep))
+    lines = _columns(table(rep)) if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
+    for title, note, rows in sections(rep):
+        lines += ([""] if lines else []) + [f"{title}:"] + ["  " + x for x in _columns(rows)] + [f"  ({note})"]
     if rep["cpu_per_mb"]:
         lines += ["", "CPU per MB of page (browser roles from navigation start; caddy and linkem across the trial):"]
         lines += ["  " + x for x in _columns(cpu_lines(rep))]
@@ -130,6 +174,10 @@ def markdown(rep: dict) -> str:
            f"over {len(rep['rows'])} comparisons; diff % = (QUIC - TCP) / TCP, negative: QUIC faster", "",
            "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    for title, note, rows in sections(rep):
+        out += ["", f"## {title}", "", note[0].upper() + note[1:] + ".", "", "| " + " | ".join(rows[0]) + " |",
+                "|" + "---|" * len(rows[0])]
+        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     if rep["cpu_per_mb"]:
         cl = cpu_lines(rep)
         out += ["", "## CPU per MB of page", "",
@@ -160,6 +208,15 @@ def write(rep: dict, directory: Path) -> list[Path]:
         w.writeheader()
         w.writerows(vals)
     files = [md, comp, cells]
+    for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
+                      ("latency.csv", "latency"), ("establishment.csv", "establishment")):
+        if rep[key]:
+            path = directory / name
+            with open(path, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rep[key][0]), lineterminator="\n")
+                w.writeheader()
+                w.writerows(rep[key])
+            files.append(path)
     if rep["cpu"]:
         cpu = directory / "cpu.csv"
         with open(cpu, "w", newline="") as f:

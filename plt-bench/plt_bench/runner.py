@@ -7,11 +7,13 @@ import json
 import time
 from typing import Callable
 
-from .browser import connections, is_error_page, judge, judge_objects, timings, url_path
+from . import bulk, latency
+from .browser import connections, is_error_page, judge, judge_bulk, judge_objects, judge_requests, timings, url_path
 from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
 from .errors import LinkError, TestbedBroken
+from .link.counters import DeliveryCounter
 from .metadata import utc_now
 from .server import overlapping, own_entries
 from .records import Trial, WorkerAnswer
@@ -107,19 +109,33 @@ def foreign_traffic_problem(foreign: list[dict]) -> str | None:
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
                answer: WorkerAnswer, server_entries: list[dict] | None, link_dead: str | None = None,
                link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None,
-               ) -> Trial:
+               delivered: list[tuple[float, int]] | None = None, delivery_dev: str | None = None) -> Trial:
     """Build the immutable record of one load from the worker's answer and the server's log (the
     trial's own entries, server.own_entries: its page's and its objects'; `foreign`: responses to
-    other requests that overlapped the trial)."""
+    other requests that overlapped the trial). A bulk page's figures come from its script (the
+    answer's workload) and from `delivered`, the link's transmit counter sampled meanwhile; a
+    request page's from its requests' Resource Timing entries."""
     page, uri = cell.page, url_path(url)
     page_entries = None if server_entries is None else [e for e in server_entries if e["uri"] == uri]
+    others = None if server_entries is None else [e for e in server_entries if e["uri"] != uri]
     status, reason = judge(cell.proto, page.html_bytes, answer, page_entries)
     objects_ok = None
-    if page.objects:
-        objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"),
-                                        None if server_entries is None else [e for e in server_entries if e["uri"] != uri])
+    if page.fetched:
+        objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"), others)
         if status == "ok" and why:
             status, reason = "failed", why
+    workload_fields = {}
+    if page.bulk_ms:
+        work = answer.get("workload")
+        why = judge_bulk(cell.proto, page, work, others)
+        if status == "ok" and why:
+            status, reason = "failed", why
+        workload_fields = bulk.figures(page, work, delivered, delivery_dev)
+    if page.requests:  # each request's proof is judge_objects'; here the script's own word
+        why = judge_requests(page, answer.get("workload"))
+        if status == "ok" and why:
+            status, reason = "failed", why
+        workload_fields = latency.figures(page, answer.get("resources"))
     problem = link_dead or foreign_traffic_problem(foreign or []) or link_fidelity_problem(
         link_stats, cell.conditions.delay_ms, 1000.0 * wall_s)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
@@ -132,7 +148,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     resources = answer.get("resources")
     return Trial(
         campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=page.total_bytes,
-        page=page.label, objects=page.objects, object_bytes=page.size_bytes if page.objects else 0,
+        page=page.label, objects=page.objects, object_bytes=page.size_bytes if page.fetched else 0,
         objects_ok=objects_ok, connections=connections(server_entries),
         resources_json=json.dumps(resources) if resources else None,
         conditions=cell.conditions, status=status, reason=reason,
@@ -142,7 +158,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
-        link_json=json.dumps(link_stats) if link_stats else None, **t, **(extra or {}))
+        link_json=json.dumps(link_stats) if link_stats else None, **workload_fields, **t, **(extra or {}))
 
 
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,
@@ -154,6 +170,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     page = cell.page.html_name
     timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps, cell.conditions.rtt_ms,
                                           cell.page.objects)
+    await_s = bulk.await_s(cell.page, cell.conditions.rtt_ms) or latency.await_s(cell.page, cell.conditions)
     if not bed.link.alive():  # never start a trial on a dead link, nor with any other part dead
         raise LinkError(bed.link.died_reason())
     broken = bed.broken()
@@ -166,7 +183,11 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         cap = TrialCapture(settings.kinds, trial_folder(settings.root, campaign_id, seq, cell.proto, page),
                            bed.plan.client_ns, bed.plan.client_if, bed.qlog_spool, bed.pcap_filter)
         cap.start()
+    point = bed.link.delivery_point() if cell.page.bulk_ms else None
+    counter = None
     try:
+        if point:  # what the link delivers, sampled across the bulk download
+            counter = DeliveryCounter(*point, sample_s=bulk.sample_s(cell.page)).start()
         before = bed.link.snapshot()
         remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
         sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
@@ -175,14 +196,18 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         first = sampler.mark()
         started = utc_now()
         t0, t0_unix = time.monotonic(), time.time()
-        answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None)
+        answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None,
+                               await_s=await_s)
         wall = time.monotonic() - t0
         t1_unix = time.time()
         last = sampler.stop()
+        delivered = counter.stop() if counter else None
         remote1 = bed.remote_cpu()
     except BaseException:
         if cap:
             cap.abort()
+        if counter:
+            counter.stop()
         raise
     artifacts = cap.stop() if cap else []
     broken = bed.broken()
@@ -193,12 +218,13 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
     cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats, sampler.info())
-    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=1 + cell.page.objects)
+    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2,
+                                       expect=1 + cell.page.fetched + (1 if cell.page.bulk_ms else 0))
     entries = own_entries(logged, uri)
     foreign = overlapping(logged, uri, t0_unix, t1_unix)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None},
-                       foreign)
+                       foreign, delivered, point[1] if point else None)
     trial_id = store.add_trial(trial)
     trial = dataclasses.replace(trial, trial_id=trial_id)
     if "cpu" in settings.kinds:

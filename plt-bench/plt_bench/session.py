@@ -115,8 +115,8 @@ class Session:
                                      capture=self.capture, cc=spec.cc)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
-        self.capture_bytes, warning = check_space(spec.capture, [(p, s.total_bytes) for _, _, s, p in self.plan], self.capture.root,
-                                                  spec.capture_limit_bytes)
+        planned = [(p, s.expected_bytes(c.rate_down_bps)) for c, _, s, p in self.plan]
+        self.capture_bytes, warning = check_space(spec.capture, planned, self.capture.root, spec.capture_limit_bytes)
         if warning:
             note(warning)
         self.store: Store | None = None
@@ -366,7 +366,6 @@ def report(results: Path, campaign_id: int, name: str, test: str, correction: st
         rep = report_mod.build(store, [campaign_id], test, correction)
     out(report_mod.format_text(rep))
     directory = report_mod.out_dir(Path(results), name, campaign_id)
-    files = report_mod.write_files(lambda: report_mod.write(rep, directory) + plots.draw_all(
-        rep["rows"], rep["cells"], rep["metadata"], directory, f"{name} #{campaign_id}", rep["cpu_series"],
-        rep["cpu_per_mb"]), directory)
+    files = report_mod.write_files(lambda: report_mod.write(rep, directory) + plots.draw_report(
+        rep, directory, f"{name} #{campaign_id}"), directory)
     return directory, files

@@ -28,9 +28,11 @@ TESTS = ("welch", "mannwhitney")
 CORRECTIONS = ("holm", "bh")
 
 
-def usable(trials: list[Trial]) -> list[Trial]:
-    """The trials statistics are made of (Trial.counts: ok, timed, not a warm-up)."""
-    return [t for t in trials if t.counts]
+def usable(trials: list[Trial], kind: str | None = "page") -> list[Trial]:
+    """The trials statistics are made of (Trial.counts: ok, timed, not a warm-up), of one kind
+    (Trial.kind): "page" for page-load times, "bulk" for throughput, "requests" for request
+    latency; None: every kind (the navigation's establishment is in every trial)."""
+    return [t for t in trials if t.counts and (kind is None or t.kind == kind)]
 
 
 def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
@@ -161,6 +163,99 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
         r["test"], r["correction"] = test, correction
         r["significant"] = bool(not math.isnan(p) and p < alpha)
         r["faster"] = ("quic" if r["diff_pct"] < 0 else "tcp") if r["significant"] else "neither (not significant)"
+    return rows
+
+
+# -- throughput (bulk pages) ------------------------------------------------------------------------------
+def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    x = np.asarray(values) / 1e6
+    return float(np.mean(x)), float(np.std(x, ddof=1)) if len(x) > 1 else None
+
+
+def datarate_table(trials: list[Trial]) -> list[dict]:
+    """The seeds' datarate-vs-loss table: per (conditions, bulk page, protocol), over the bulk trials
+    that count, the mean and sd in Mbit/s of the link's throughput (its own counter) and of the
+    browser's goodput; n_link: trials with the link's figure (none where it could not be read)."""
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials, "bulk"):
+        groups[cell_key(t)].append(t)
+    rows = []
+    for (cond, page, proto), ts in groups.items():
+        c = ts[0].conditions
+        link = [t.throughput_bps for t in ts if t.throughput_bps is not None]
+        good = [t.goodput_bps for t in ts if t.goodput_bps is not None]
+        (lm, lsd), (gm, gsd) = _mean_sd(link), _mean_sd(good)
+        rows.append({"conditions": cond, "page": page, "proto": proto, "rate_down_bps": c.rate_down_bps,
+                     "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct, "size_bytes": 0,
+                     "objects": 0, "bulk_ms": ts[0].bulk_ms, "n": len(ts), "n_link": len(link),
+                     "throughput_mean_mbps": lm, "throughput_sd_mbps": lsd,
+                     "goodput_mean_mbps": gm, "goodput_sd_mbps": gsd})
+    rows.sort(key=lambda r: (*sort_key(r), r["bulk_ms"], r["proto"]))
+    return rows
+
+
+def throughput_series(trials: list[Trial]) -> list[dict]:
+    """One row per interval of every bulk trial that counts: the link's Mbit/s (or None) and the
+    browser's, with the trial's cell, for the over-time figure."""
+    out = []
+    for t in usable(trials, "bulk"):
+        s = t.series
+        if not s:
+            continue
+        step = s["interval_s"]
+        link = s.get("link_bytes") or [None] * len(s["browser_bytes"])
+        for k, (b, l) in enumerate(zip(s["browser_bytes"], link)):
+            out.append({"conditions": t.label, "page": t.page, "proto": t.proto, "run_index": t.run_index,
+                        "rate_down_bps": t.conditions.rate_down_bps, "rtt_ms": t.conditions.rtt_ms,
+                        "loss_pct": t.conditions.loss_pct, "t_s": (k + 1) * step,
+                        "browser_mbps": 8 * b / step / 1e6, "link_mbps": None if l is None else 8 * l / step / 1e6})
+    return out
+
+
+# -- request latency and establishment ---------------------------------------------------------------------
+def latency_table(trials: list[Trial]) -> list[dict]:
+    """Per (conditions, request page, protocol), the requests of all its counted trials pooled: n
+    (trials), n_requests, p50/p90/p99 in ms, and the connections the trials used (median)."""
+    from .latency import percentiles
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials, "requests"):
+        groups[cell_key(t)].append(t)
+    rows = []
+    for (cond, page, proto), ts in groups.items():
+        lat = [x for t in ts for x in t.latencies_ms()]
+        p = percentiles(lat) or {}
+        c = ts[0].conditions
+        conns = [t.connections for t in ts if t.connections]
+        rows.append({"conditions": cond, "page": page, "proto": proto, "rate_down_bps": c.rate_down_bps,
+                     "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct,
+                     "size_bytes": ts[0].object_bytes, "objects": 0, "requests": ts[0].requests,
+                     "streams": ts[0].streams, "n": len(ts), "n_requests": len(lat),
+                     "connections": float(np.median(conns)) if conns else None,
+                     "p50_ms": p.get(50), "p90_ms": p.get(90), "p99_ms": p.get(99)})
+    rows.sort(key=lambda r: (*sort_key(r), r["requests"], r["streams"], r["proto"]))
+    return rows
+
+
+def establishment_table(trials: list[Trial]) -> list[dict]:
+    """Per (RTT, protocol) over every counted trial (each navigation opens a fresh connection):
+    median connect and first-byte times, in ms and in round trips, beside the protocols' need
+    (latency.EXPECTED_RTTS). Only links with an RTT, and without loss or jitter (a lost handshake
+    packet is not the handshake's cost)."""
+    from .latency import EXPECTED_RTTS
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials, None):
+        c = t.conditions
+        if c.rtt_ms and not c.loss_pct and not c.jitter_ms and t.connect_ms is not None and t.ttfb_ms is not None:
+            groups[(c.rtt_ms, t.proto)].append(t)
+    rows = []
+    for (rtt, proto), ts in sorted(groups.items()):
+        connect, first = float(np.median([t.connect_ms for t in ts])), float(np.median([t.ttfb_ms for t in ts]))
+        rows.append({"rtt_ms": rtt, "proto": proto, "n": len(ts), "connect_ms": connect, "first_byte_ms": first,
+                     "connect_rtts": connect / rtt, "first_byte_rtts": first / rtt,
+                     "expected_connect_rtts": EXPECTED_RTTS[proto]["connect"],
+                     "expected_first_byte_rtts": EXPECTED_RTTS[proto]["first_byte"]})
     return rows
 
 

@@ -22,6 +22,10 @@ Schema history (SCHEMA_VERSION):
       0 for a single-object page), objects_ok, connections and resources_json (the objects' proof
       and Resource Timing); `page` becomes the page's label (5KB, 200x5KB) instead of the file's
       name (index_5KB.html), and size_bytes counts every body of the page.
+  8 - bulk pages (throughput over time): trials gain bulk_ms and interval_ms (0 for other pages),
+      bulk_bytes, goodput_bps (the browser's), throughput_bps (the link's own counter) and
+      series_json (bytes per interval, both); request pages (request latency): requests and streams
+      (0 for other pages), req_p50_ms, req_p90_ms and req_p99_ms.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -254,6 +258,12 @@ class Store:
             for (size,) in self.db.execute("SELECT DISTINCT size_bytes FROM trials").fetchall():
                 self.db.execute("UPDATE trials SET page = ? WHERE size_bytes = ?", (Page(size).label, size))
             version = 7
+        if version == 7:  # 7 -> 8: bulk and request pages; every older trial loaded a page
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("bulk_ms", "interval_ms", "bulk_bytes", "goodput_bps", "throughput_bps", "series_json",
+                        "requests", "streams", "req_p50_ms", "req_p90_ms", "req_p99_ms"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            version = 8
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

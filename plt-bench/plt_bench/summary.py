@@ -1,5 +1,6 @@
-"""Summary table of a set of trials: per cell the trials that count (plt_bench.stats.usable: the one
-rule), the failed attempts and the warm-ups apart, median/min/max PLT and PLT / payload-only ideal."""
+"""Summary tables of a set of trials: per cell the trials that count (plt_bench.stats.usable: the one
+rule), the failed attempts and the warm-ups apart; for pages median/min/max PLT and PLT / payload-only
+ideal, for bulk pages the throughput (plt_bench.stats.datarate_table)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from collections import defaultdict
 
 from .conditions import ideal_seconds
 from .records import Trial
-from .stats import cell_key, usable
+from .stats import cell_key, datarate_table, latency_table, usable
 
 
 def summarize(trials: list[Trial]) -> list[dict]:
+    """Per cell of the pages (bulk and request pages apart: see tables)."""
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in trials:
-        groups[cell_key(t)].append(t)
+        if t.kind == "page":
+            groups[cell_key(t)].append(t)
     rows = []
     order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].size_bytes, kv[1][0].objects, kv[0][2]))
     for (label, page, proto), ts in order:
@@ -43,8 +46,23 @@ def campaign_sections(results, campaign_id: int) -> list[tuple[str, str]]:
                 f"{x['conditions']}: applied and read back, not measured (verify off)" for x in store.link_checks(campaign_id)]
         head = (f"campaign {campaign_id} '{c['name']}' in {results} (order seeded with {c['grid'].get('seed')}; link "
                 f"backend: {c['metadata'].get('link_backend')}; report: plt-bench report {campaign_id} --results {results})")
-        return [("plt-bench: the link, measured", "\n".join(link)),
-                ("plt-bench: page-load time per cell", head + "\n" + format_table(summarize(store.trials([campaign_id]))))]
+        return [("plt-bench: the link, measured", "\n".join(link))] + [
+            (title, head + "\n" + text) for title, text in tables(store.trials([campaign_id]))]
+
+
+def tables(trials: list[Trial]) -> list[tuple[str, str]]:
+    """(title, text) of each kind of trial present: pages' load times, bulk downloads' throughput,
+    request pages' latency (a set without trials: the pages' table, empty)."""
+    kinds = {t.kind for t in trials} or {"page"}
+    out = []
+    if "page" in kinds:
+        out.append(("plt-bench: page-load time per cell", format_table(summarize(trials))))
+    for kind, title, lines in (("bulk", "throughput per cell (bulk downloads)", datarate_lines(datarate_table(trials))),
+                               ("requests", "request latency per cell", latency_lines(latency_table(trials)))):
+        if kind in kinds:
+            failed = sorted({t.reason for t in trials if t.kind == kind and not t.ok})
+            out.append((f"plt-bench: {title}", "\n".join(lines + (["failures: " + "; ".join(failed)] if failed else []))))
+    return out
 
 
 def _f(v, fmt="{:.1f}") -> str:
@@ -66,3 +84,32 @@ def format_table(rows: list[dict]) -> str:
         lines.append("failures: " + "; ".join(reasons))
     lines.append("ok: trials that count in the statistics (warm-ups apart); fail: failed attempts, kept in the store")
     return "\n".join(lines)
+
+
+def _aligned(head: list[str], body: list[list[str]], left: int = 3) -> list[str]:
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    lines = ["  ".join(x.rjust(w) if i >= left else x.ljust(w) for i, (x, w) in enumerate(zip(row, widths)))
+             for row in [head, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def latency_lines(rows: list[dict]) -> list[str]:
+    """The request latency table as text: per cell, the requests of all its runs pooled."""
+    head = ["link", "page", "proto", "n", "requests", "conns", "p50 ms", "p90 ms", "p99 ms"]
+    body = [[r["conditions"], r["page"], r["proto"], str(r["n"]), str(r["n_requests"]), _f(r["connections"], "{:g}"),
+             _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])] for r in rows]
+    return _aligned(head, body) + ["latency: Resource Timing responseEnd - startTime of each request after the load "
+                                   "(queueing behind the others included); conns: connections used (median)"]
+
+
+def datarate_lines(rows: list[dict]) -> list[str]:
+    """The datarate table as text: Mbit/s, mean and sd, at the link and in the browser."""
+    head = ["link", "page", "proto", "n", "link Mbit/s", "sd", "browser Mbit/s", "sd"]
+    body = [[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["throughput_mean_mbps"], "{:.2f}"),
+             _f(r["throughput_sd_mbps"], "{:.2f}"), _f(r["goodput_mean_mbps"], "{:.2f}"),
+             _f(r["goodput_sd_mbps"], "{:.2f}")] for r in rows]
+    lines = _aligned(head, body)
+    lines.append("link: bytes the link delivered towards the client (its own counter, headers and retransmissions "
+                 "included); browser: body bytes the page read; both over the same window")
+    return lines

@@ -135,9 +135,11 @@ class Testbed:
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
 
-    def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None) -> tuple[dict, str]:
+    def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
+             await_s: float = 0.0) -> tuple[dict, str]:
         """One fresh-browser load; returns the worker's answer and the URI the server should log.
-        With a capture folder, Chromium writes its key log and net-log there (as the settings ask)."""
+        With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
+        await_s > 0: then wait that long for the page's own figures (a bulk page's download)."""
         tag = uuid.uuid4().hex[:16]
         uri = f"/{page}?trial={tag}"
         profile = self.plan.run_dir / "profiles" / tag
@@ -145,8 +147,9 @@ class Testbed:
         if capture_dir is not None:
             args += chromium_capture_args(self.capture.kinds, capture_dir)
         req = {"url": self.url(page, tag), "timeout_s": timeout_s, "profile_dir": str(profile), "prefs": PREFS,
-               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds}
-        ans = self.worker.load(req, timeout_s + WORKER_ALLOWANCE_S)
+               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
+               "await_s": await_s}
+        ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)
         return ans, uri
 
     def remote_cpu(self) -> dict:

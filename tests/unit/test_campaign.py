@@ -28,6 +28,16 @@ def test_presets_load_and_match_the_seed():
         assert [(c.rate_down_bps, c.rtt_ms, c.loss_pct) for c in ll.grid.conditions] == [
             (r * 10**6, 112, loss) for r in (10, 50, 100)]
         assert ll.as_dict()["sizes"][0] == "200x5KB"
+    dr = campaign.load("datarate-loss")  # the Mininet seeds' grid, a 30 s download per trial
+    assert [(p.bulk_ms, p.interval_ms) for p in dr.grid.pages] == [(30_000, 1000)] and dr.as_dict()["sizes"] == ["bulk30s"]
+    assert sorted({(c.rate_down_bps, c.rtt_ms, c.loss_pct) for c in dr.grid.conditions}) == sorted(
+        (r * 10**6, rtt, loss) for r in (5, 10, 100) for rtt in (24, 100, 500) for loss in (0, 2.5, 5, 7.5, 10))
+    lat = campaign.load("latency")  # connections x streams x message size, at two RTTs
+    assert [(p.requests, p.size_bytes, p.streams) for p in lat.grid.pages] == [
+        (100, size, c) for size in (1000, 64000) for c in (1, 10, 100)]
+    assert [c.rtt_ms for c in lat.grid.conditions] == [24, 100]
+    est = campaign.load("establishment")
+    assert [c.rtt_ms for c in est.grid.conditions] == [10, 50, 100, 200] and est.as_dict()["sizes"] == [5000]
 
 
 def test_a_campaign_of_single_object_pages_keeps_its_identity():

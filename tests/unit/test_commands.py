@@ -1,12 +1,13 @@
 """Command builders and parsers: topology plan, Caddy, Chromium (the link's: test_link_commands.py)."""
 import json
+import re
 import subprocess
 
 import pytest
 
 from plt_bench import browser, server, topology
 from plt_bench.errors import UsageError
-from plt_bench.pages import Page
+from plt_bench.pages import Page, parse_page
 
 
 def test_plan_names_fit_linux_limits_and_carry_the_prefix():
@@ -45,8 +46,15 @@ def test_caddy_config_binds_only_the_server_address(tmp_path):
     assert "admin off" in text and "protocols h1 h3" in text and "auto_https off" in text
     assert "bind 198.19.4.2" in text and "https://plt.test:443" in text
     assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in text and "${" not in text  # every placeholder filled
-    assert ("@notpage not path_regexp ^/(index_[0-9]+U\\.html|objects_[0-9]+x[0-9]+U\\.html|obj_[0-9]+U\\.png)$\n"
-            .replace("U", "(B|KB|MB|GB|KiB|MiB|GiB)") in text)  # the pages and their objects only
+    # the pages' files only (pages.Page.files: HTML, objects, the bulk body), nothing else of the folder
+    (served,) = re.findall(r"@notpage not path_regexp (\S+)\n", text)
+    for page in (Page(5000), Page(10**7), Page(5000, 200), Page(1024 * 1024, 1), parse_page("bulk30s"),
+                 parse_page("bulk10s_100ms"), parse_page("bulk1500ms_500ms"), parse_page("req100x1KB"),
+                 parse_page("req10x64KiB_c10")):
+        assert all(re.fullmatch(served, f"/{name}") for name, _, _ in page.files()), page
+    for name in ("MANIFEST.json", "README.md", "bulk.bin.part", "index_5KB.part", "bulk30s.html.tmp", "bulk.binx",
+                 "index_5KB.html/x", "../index_5KB.html"):
+        assert not re.fullmatch(served, f"/{name}"), name
     with pytest.raises(Exception, match="cannot hold"):
         server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="x", cert=tmp_path / "a b",
                              key=tmp_path, sites=tmp_path, access_log=tmp_path)

@@ -17,10 +17,11 @@ def label(name: str | None = None, rate_bps: int | None = 10**7) -> str:
 
 def trial(cid=1, seq=0, proto="quic", status="ok", plt=100.0, cond: Conditions | None = None, size=10**7,
           page: Page | None = None, **kw) -> Trial:
-    """A trial of a single-object page of `size`, or of `page`."""
+    """A trial of a single-object page of `size`, or of `page` (of any kind)."""
     page = page or Page(size)
     base = dict(campaign_id=cid, seq=seq, run_index=seq, proto=proto, size_bytes=page.total_bytes, page=page.label,
-                objects=page.objects, object_bytes=page.size_bytes if page.objects else 0,
+                objects=page.objects, object_bytes=page.size_bytes if page.fetched else 0, bulk_ms=page.bulk_ms,
+                interval_ms=page.interval_ms, requests=page.requests, streams=page.streams,
                 conditions=cond or conditions(), status=status, reason=None if status == "ok" else "timeout",
                 started_utc="t0", finished_utc="t1", wall_s=1.0, url="https://plt.test/index_10MB.html?trial=x",
                 plt_ms=plt if status == "ok" else None)

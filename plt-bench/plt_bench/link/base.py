@@ -49,6 +49,18 @@ class Link:
     def snapshot(self) -> dict | None:
         return None
 
+    def delivery_point(self) -> tuple[str | None, str] | None:
+        """(network namespace, device) whose transmit counter is what the link delivers towards the
+        client, after rate, delay and loss (link.counters); None where this process cannot read
+        such a counter (the link on another machine, or loss applied after the shaper's device)."""
+        return None
+
+
+def router_delivery_point(plan) -> tuple[str, str]:
+    """The embedded testbed's router: its downlink veth sends what the link delivers to the client
+    (netem's leaf and linkem's verdicts both come before the device's transmit)."""
+    return plan.router_ns, plan.down_if
+
 
 def router_directions(plan, cond: Conditions) -> list[tuple[str, str, int | None, float]]:
     """(name, egress device, rate, loss %) of each direction in the embedded testbed's router: the

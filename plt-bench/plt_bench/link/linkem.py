@@ -26,7 +26,7 @@ from .. import cmd
 from ..conditions import Conditions
 from ..errors import LinkError, UsageError
 from . import host as hostnet
-from .base import Link, router_directions
+from .base import Link, router_delivery_point, router_directions
 from .commands import (QUEUE_DOWN, QUEUE_UP, htb_commands, host_egress_commands, host_nfqueue_rules,
                        ingress_redirect_commands, jump_rule, pfifo_leaf, router_nfqueue_rule, u32_matches)
 from .readback import check_directions
@@ -150,6 +150,9 @@ class LinkemLink(Link):
                 raise LinkError(f"linkem's {name} direction runs {d}, expected queue/delay/jitter/reorder {want} "
                                 f"and loss {loss / 100}")
         return {"pid": self.proc.pid, "binary": str(self.binary), "fifo_priority": LINKEM_FIFO_PRIORITY}
+
+    def delivery_point(self) -> tuple[str | None, str] | None:
+        return router_delivery_point(self.plan) if self.ns is not None else None
 
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None

@@ -17,7 +17,7 @@ import dataclasses
 from .. import cmd
 from ..conditions import Conditions
 from ..errors import LinkError, ServerError
-from .base import Link, router_directions
+from .base import Link, router_delivery_point, router_directions
 from .commands import server_netem_commands, tcdel_commands, tcset_commands
 from .readback import check_directions
 
@@ -56,6 +56,9 @@ class RouterNetem(Link):
         """Read the qdisc state back; raise LinkError unless it is what cond asks for."""
         return {"backend": self.backend, "tool": self.tool, "conditions": cond.label,
                 **check_directions(self.plan.router_ns, router_directions(self.plan, cond), cond, netem=True)}
+
+    def delivery_point(self) -> tuple[str, str]:
+        return router_delivery_point(self.plan)
 
     def close(self) -> None:
         for _, dev, _, _ in router_directions(self.plan, Conditions(None, None)):
