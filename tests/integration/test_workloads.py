@@ -90,9 +90,9 @@ def test_the_datarate_preset_small_runs_from_the_command_line_to_its_table_and_f
             assert 0 < bps <= 1.02 * RATE_BPS + 8 * 2 * 1514 / 2 and len(json.loads(series)["link_bytes"]) == 2
     ok = {(p, loss) for p, loss, status, *_ in rows if status == "ok"}
     assert (r.returncode == 0) == (len(ok) == 4)
-    assert "Throughput (bulk downloads):" in r.stdout and "link Mbit/s" in r.stdout
     folder = results.parent / "r-datarate-loss-1"
     if ok:
+        assert "Throughput (bulk downloads):" in r.stdout and "link Mbit/s" in r.stdout
         assert (folder / "datarate.csv").is_file() and (folder / "throughput_series.csv").is_file()
         assert (folder / "throughput_time_10mbit_rtt20.png").stat().st_size > 1000
     if {lo for _, lo in ok} == {0.0, 5.0}:
@@ -130,15 +130,15 @@ def test_the_latency_and_establishment_presets_small_run_to_their_tables_and_fig
                           (1 if preset == "latency" else 2,)).fetchall()
         db.close()
         pages = ["req10x1KB", "req10x1KB_c10"] if preset == "latency" else ["5KB"]
-        assert sorted((p, proto, rtt) for p, proto, rtt, *_ in rows) == sorted(
-            (p, proto, rtt) for p in pages for proto in ("quic", "tcp") for rtt in (20.0, 60.0))
+        slots = {(p, proto, rtt) for p in pages for proto in ("quic", "tcp") for rtt in (20.0, 60.0)}
+        assert {(p, proto, rtt) for p, proto, rtt, *_ in rows} == slots  # every slot tried (a retry adds a row)
         assert all((status == "ok") == (reason is None) for *_, status, reason, _ in rows)
         ok = [row for row in rows if row[3] == "ok"]
-        assert (r.returncode == 0) == (len(ok) == len(rows))
+        assert (r.returncode == 0) == ({(p, proto, rtt) for p, proto, rtt, *_ in ok} == slots)
         if preset == "latency":
-            assert all(p99 is not None for *_, p99 in ok) and "Request latency:" in r.stdout
+            assert all(p99 is not None for *_, p99 in ok)
             if ok:
-                assert (folder / "latency.csv").is_file() and (folder / "request_latency.png").stat().st_size > 1000
+                assert "Request latency:" in r.stdout and (folder / "latency.csv").is_file() and (folder / "request_latency.png").stat().st_size > 1000
         elif {rtt for _, _, rtt, *_ in ok} == {20.0, 60.0}:
             assert (folder / "establishment.png").stat().st_size > 1000
             assert "Connection establishment" in (folder / "report.md").read_text()
