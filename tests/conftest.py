@@ -1,5 +1,6 @@
 """Shared fixtures. Integration tests need root: they build real namespaces, Caddy and Chromium."""
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,18 @@ def system_state(ns: str | None = None) -> dict:
 
 HOST_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem", "net/ipv4/tcp_congestion_control",
                 "net/core/rmem_max", "net/core/wmem_max", "net/ipv6/conf/all/disable_ipv6")
+
+
+def pytest_configure(config):
+    """The suite checks what a user's signals do to plt-bench (Ctrl-C, SIGHUP, SIGQUIT): the runs it
+    starts must not inherit signals ignored by the way the suite itself was started (nohup ignores
+    SIGHUP; a background job of a shell without job control ignores SIGINT and SIGQUIT, and
+    plt-bench rightly keeps an ignored signal ignored). A terminal's defaults, for this process and
+    so for its children."""
+    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL),
+                         (signal.SIGHUP, signal.SIG_DFL)):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, default)
 
 
 def pytest_addoption(parser):
