@@ -203,7 +203,7 @@ def test_verify_passes_a_true_link_and_catches_a_false_claim(bed):
     quarter of what the path forwards unshaped now, whose rate verify finds held. A faster one may
     fail only on its rates, and only by carrying less than asked (a machine too slow to keep htb's
     timers: the netem VM with one host core busy carried 0.65-0.77 of 20 Mbit/s, and verify rightly
-    said so); every other check passes at every rate, and the false claim fails at the true rate."""
+    said so; its queue then overflows under the UDP check, so downlink loss may fail with it); every other check passes at every rate, and the false claim fails at the true rate."""
     carried = _carried_bps(bed)
     rates = [r * 10**6 for r in (20, 10, 5, 2) if r * 10**6 <= carried / 4] or [10**6]
     slow = {}
@@ -215,8 +215,11 @@ def test_verify_passes_a_true_link_and_catches_a_false_claim(bed):
             break
         rate_checks = {c["name"]: c["measured"] for c in good["checks"] if c["name"].endswith("rate (TCP goodput / "
                                                                                                  "rate x 1448/1514)")}
-        assert set(good["failed"]) <= set(rate_checks), verify.format_report(good)
-        assert all(rate_checks[name] < 0.95 for name in good["failed"]), verify.format_report(good)
+        # a link that carries less than its rate also overflows its queue under verify's UDP stream sent
+        # at the rate: downlink UDP loss may fail with a short downlink rate, never alone (busy VM: 0.415%)
+        short = {name for name in rate_checks if rate_checks[name] < 0.95}
+        allowed = short | ({"downlink loss (UDP)"} if any(n.startswith("downlink") for n in short) else set())
+        assert set(good["failed"]) <= allowed, verify.format_report(good)
         slow[rate] = rate_checks
     print(f"unshaped {carried / 1e6:.0f} Mbit/s; carried short of the rate: {slow}; true link {rate / 1e6:g} Mbit/s")
     assert good["ok"], verify.format_report(good)
