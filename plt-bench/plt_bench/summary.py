@@ -51,17 +51,20 @@ def campaign_sections(results, campaign_id: int) -> list[tuple[str, str]]:
 
 
 def tables(trials: list[Trial]) -> list[tuple[str, str]]:
-    """(title, text) of each kind of trial present: pages' load times, bulk downloads' throughput,
-    request pages' latency (a set without trials: the pages' table, empty)."""
+    """(title, text) of each kind of trial present: pages' load times, and for bulk and request pages
+    the report's own tables (report.sections: one table, one place); a set without trials: the
+    pages' table, empty."""
+    from .report import _columns, sections
     kinds = {t.kind for t in trials} or {"page"}
     out = []
     if "page" in kinds:
         out.append(("plt-bench: page-load time per cell", format_table(summarize(trials))))
-    for kind, title, lines in (("bulk", "throughput per cell (bulk downloads)", datarate_lines(datarate_table(trials))),
-                               ("requests", "request latency per cell", latency_lines(latency_table(trials)))):
-        if kind in kinds:
-            failed = sorted({t.reason for t in trials if t.kind == kind and not t.ok})
-            out.append((f"plt-bench: {title}", "\n".join(lines + (["failures: " + "; ".join(failed)] if failed else []))))
+    for title, note, rows in sections({"datarate": datarate_table(trials), "latency": latency_table(trials),
+                                       "establishment": []}):
+        out.append((f"plt-bench: {title.lower()}", "\n".join(_columns(rows) + [f"({note})"])))
+    failed = sorted({t.reason for t in trials if t.kind != "page" and not t.ok})
+    if failed and out:
+        out[-1] = (out[-1][0], out[-1][1] + "\nfailures: " + "; ".join(failed))
     return out
 
 
@@ -85,31 +88,3 @@ def format_table(rows: list[dict]) -> str:
     lines.append("ok: trials that count in the statistics (warm-ups apart); fail: failed attempts, kept in the store")
     return "\n".join(lines)
 
-
-def _aligned(head: list[str], body: list[list[str]], left: int = 3) -> list[str]:
-    widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    lines = ["  ".join(x.rjust(w) if i >= left else x.ljust(w) for i, (x, w) in enumerate(zip(row, widths)))
-             for row in [head, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
-
-
-def latency_lines(rows: list[dict]) -> list[str]:
-    """The request latency table as text: per cell, the requests of all its runs pooled."""
-    head = ["link", "page", "proto", "n", "requests", "conns", "p50 ms", "p90 ms", "p99 ms"]
-    body = [[r["conditions"], r["page"], r["proto"], str(r["n"]), str(r["n_requests"]), _f(r["connections"], "{:g}"),
-             _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])] for r in rows]
-    return _aligned(head, body) + ["latency: Resource Timing responseEnd - startTime of each request after the load "
-                                   "(queueing behind the others included); conns: connections used (median)"]
-
-
-def datarate_lines(rows: list[dict]) -> list[str]:
-    """The datarate table as text: Mbit/s, mean and sd, at the link and in the browser."""
-    head = ["link", "page", "proto", "n", "link Mbit/s", "sd", "browser Mbit/s", "sd"]
-    body = [[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["throughput_mean_mbps"], "{:.2f}"),
-             _f(r["throughput_sd_mbps"], "{:.2f}"), _f(r["goodput_mean_mbps"], "{:.2f}"),
-             _f(r["goodput_sd_mbps"], "{:.2f}")] for r in rows]
-    lines = _aligned(head, body)
-    lines.append("link: bytes the link delivered towards the client (its own counter, headers and retransmissions "
-                 "included); browser: body bytes the page read; both over the same window")
-    return lines

@@ -133,3 +133,13 @@ def test_the_report_has_a_section_and_a_figure_per_kind(tmp_path):
             "expected_first_byte_rtts": k + 1} for r in (10.0, 50.0) for p, k in (("quic", 1), ("tcp", 2))]
     assert [f.name for f in plots.establishment_plot(est, {}, tmp_path, "t")] == ["establishment.png", "establishment.svg"]
     assert plots.establishment_plot(est[:2], {}, tmp_path, "t") == []  # one RTT: no line to draw
+
+
+def test_the_summary_shows_each_kind_with_the_reports_own_table():
+    from plt_bench.summary import tables
+    trials = [_req_trial(0, "quic", [10, 20, 30, 40]), trial(seq=1, proto="tcp", size=5000, plt=150.0),
+              _req_trial(2, "tcp", [10, 20], status="failed", reason="requests: 2 of 4 answered 200")]
+    got = dict(tables(trials))
+    assert list(got) == ["plt-bench: page-load time per cell", "plt-bench: request latency"]
+    text = got["plt-bench: request latency"]
+    assert "req4x1KB" in text and "p99 ms" in text and text.endswith("failures: requests: 2 of 4 answered 200")
