@@ -5,6 +5,7 @@ profile, loads one URL, reads the Navigation Timing entry, and quits.
 Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series",
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0}
 Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-resources), "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
+          "launch_attempts": 1, or 2 where chromedriver could not create the first session,
           "workload": what window.pltBench resolved to (a bulk page's byte counts), when await_s is given,
           "nav_t0": monotonic s when the navigation began,
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
@@ -84,8 +85,7 @@ def one_trial(req: dict) -> dict:
         # the log path (next to the profile, in the testbed's run folder) marks chromedriver as ours,
         # so `plt-bench clean` finds it even outside a namespace of ours (two machines)
         os.makedirs(os.path.dirname(req["profile_dir"]), exist_ok=True)
-        service = Service(CHROMEDRIVER, service_args=["--log-level=SEVERE", f"--log-path={req['profile_dir']}.chromedriver.log"])
-        driver = webdriver.Chrome(service=service, options=opts)
+        driver = _launch(webdriver, Service, CHROMEDRIVER, opts, req, out)
         out["launch_s"] = time.monotonic() - t0
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
@@ -108,7 +108,9 @@ def one_trial(req: dict) -> dict:
             except WebDriverException as e:
                 out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
     except WebDriverException as e:
-        out["error"] = f"browser did not start: {(e.msg or str(e)).strip().splitlines()[0]}"
+        # chromedriver's first line is often only "session not created": its causes follow it
+        lines = [x.strip() for x in (e.msg or str(e)).strip().splitlines() if x.strip()]
+        out["error"] = f"browser did not start: {' | '.join(lines[:3])[:600]}"
     finally:
         if driver is not None:  # the browser's CPU per role, read before quitting takes it away
             _end_cpu(driver, sampler, cpu0, out)
@@ -139,6 +141,25 @@ def _await_workload(driver, await_s: float) -> dict:
     except WebDriverException as e:
         return {"error": f"could not read the page's workload: {(e.msg or str(e)).strip().splitlines()[0]}"}
     return got if isinstance(got, dict) else {"error": f"the page's workload answered {type(got).__name__}"}
+
+
+def _launch(webdriver, Service, chromedriver: str, opts, req: dict, out: dict):
+    """chromedriver and Chromium, started; a second attempt where the session was not created.
+    Under a starved machine (a TCG guest beside a busy host) Chromium once missed chromedriver's
+    start-up window on a trial's first attempt. Nothing has been sent over the link yet, so a
+    second start measures the same; the attempts are in the answer (launch_attempts) and launch_s
+    covers both."""
+    from selenium.common.exceptions import SessionNotCreatedException
+    for attempt in (1, 2):
+        out["launch_attempts"] = attempt
+        service = Service(chromedriver, service_args=["--log-level=SEVERE", f"--log-path={req['profile_dir']}.chromedriver.log"])
+        try:
+            return webdriver.Chrome(service=service, options=opts)
+        except SessionNotCreatedException:
+            if attempt == 2:
+                raise
+            _sweep(req["profile_dir"], {})  # the failed attempt's processes and profile, gone
+            shutil.rmtree(req["profile_dir"], ignore_errors=True)
 
 
 def _sweep(profile_dir: str, out: dict) -> None:

@@ -52,7 +52,8 @@ class WorkerAnswer(TypedDict, total=False):
     final_url: str | None
     error: str | None           # why the load failed, as the worker saw it
     error_code: str | None      # e.g. net::ERR_QUIC_PROTOCOL_ERROR
-    launch_s: float | None      # Chromium's start-up
+    launch_s: float | None      # Chromium's start-up (both attempts, where there were two)
+    launch_attempts: int        # 2 where chromedriver could not create the first session
     load_s: float | None        # driver.get until the load event
     quit_s: float | None
     nav_t0: float               # the navigation's start on the monotonic clock

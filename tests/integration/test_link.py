@@ -126,16 +126,19 @@ def test_jitter_follows_its_distribution_live(bed, path, dist):
 
 @pytest.mark.parametrize("proto,hop", [("quic", "h3"), ("tcp", "http/1.1")])
 def test_500kb_under_delay_and_loss_proves_its_protocol(bed, store, campaign, proto, hop):
-    """A real Chromium trial per protocol, through delay and loss; retried once where the machine
-    (the VM above all) makes a trial fail: the point is that an ok trial carries its proof."""
+    """A real Chromium trial per protocol, through delay and loss; tried up to three times where the
+    machine (the VM above all) makes a trial fail: the point is that an ok trial carries its proof."""
     cond = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=100, loss_pct=1)
     if bed.conditions != cond:
         bed.set_conditions(cond)
-    tries = [run_cell_once(bed, store, campaign, 0, 0, Cell(proto, Page(500_000), cond), timeout_s=120)]
-    if tries[0].status != "ok":
-        tries.append(run_cell_once(bed, store, campaign, 0, 1, Cell(proto, Page(500_000), cond), timeout_s=120))
+    tries = []
+    while len(tries) < 3 and (not tries or tries[-1].status != "ok"):
+        # in a starved TCG guest a QUIC handshake under 1% loss once ended in ERR_QUIC_PROTOCOL_ERROR
+        tries.append(run_cell_once(bed, store, campaign, 0, len(tries), Cell(proto, Page(500_000), cond), timeout_s=120))
+        assert tries[-1].status == "ok" or tries[-1].reason, "a failed trial is recorded with its reason"
     t = tries[-1]
-    assert t.status == "ok", [x.reason for x in tries]
+    print(" // ".join(f"{x.status} {x.reason or ''}" for x in tries))
+    assert t.status == "ok", " // ".join(x.reason or "" for x in tries)
     assert t.next_hop_protocol == hop and t.decoded_body_bytes == 500_000
     assert t.plt_ms > 200  # at least two round trips of 100 ms
     assert t.conditions.rtt_ms == 100 and t.conditions.loss_pct == 1
