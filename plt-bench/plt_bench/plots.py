@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from . import units  # noqa: E402
 from .units import format_rate  # noqa: E402
 
 PROTO_COLORS = {"quic": "#c0392b", "tcp": "#2471a3"}
@@ -275,34 +276,40 @@ def cpu_time_plot(series: dict[str, dict], meta: dict, out_dir: Path, title: str
     return _save(fig, out_dir, "cpu_time")
 
 
-def cpu_per_mb_plot(per_mb: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
-    """Bars: CPU seconds per MB of page by role, QUIC and TCP side by side, user and system stacked."""
-    if not per_mb:
+def cpu_by_role_plot(by_role: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """Bars: CPU ms per MB read by role (cpu_per_mb), or per trial where the trials read under a
+    megabyte each (cpu_per_trial; stats.PER_MB_MIN_BYTES), QUIC and TCP side by side, user and
+    system stacked."""
+    if not by_role:
         return []
-    roles = [r for r in (*ROLE_COLORS,) if any(x["role"] == r for x in per_mb)]
+    per_mb = all(x["cpu_s_per_mb"] is not None for x in by_role)
+    unit = "mb" if per_mb else "trial"
+    roles = [r for r in (*ROLE_COLORS,) if any(x["role"] == r for x in by_role)]
     fig, ax = plt.subplots(figsize=(1.2 * len(roles) + 3, 4.4))
     width = 0.38
     for k, proto in enumerate(("quic", "tcp")):
-        rows = {x["role"]: x for x in per_mb if x["proto"] == proto}
+        rows = {x["role"]: x for x in by_role if x["proto"] == proto}
         if not rows:
             continue
         xs = np.arange(len(roles)) + (k - 0.5) * width
-        user = np.array([rows[r]["user_s_per_mb"] * 1000 if r in rows else 0 for r in roles])
-        system = np.array([rows[r]["system_s_per_mb"] * 1000 if r in rows else 0 for r in roles])
+        user = np.array([rows[r][f"user_s_per_{unit}"] * 1000 if r in rows else 0 for r in roles])
+        system = np.array([rows[r][f"system_s_per_{unit}"] * 1000 if r in rows else 0 for r in roles])
         ax.bar(xs, user, width, color=PROTO_COLORS[proto], label=f"{proto.upper()} user")
         ax.bar(xs, system, width, bottom=user, color=PROTO_COLORS[proto], alpha=0.45, hatch="//",
                label=f"{proto.upper()} system")
         for x, tot in zip(xs, user + system):
-            ax.text(x, tot, f"{tot:.1f}", ha="center", va="bottom", fontsize=7)
+            ax.text(x, tot, units.format_sig(tot), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(np.arange(len(roles)), roles)
-    ax.set_ylabel("CPU ms per MB of page")
+    ax.set_ylabel("CPU ms per MB read" if per_mb else "CPU ms per trial")
     ax.legend(fontsize=7)
-    mb = {x["proto"]: x["mb"] for x in per_mb}
-    ax.set_title(f"{title}: CPU per MB transferred, by role ({', '.join(f'{p.upper()} {v:,.0f} MB' for p, v in mb.items())}"
-                 f" over all ok trials)\nlink: {meta.get('link_backend')}; the browser roles count from navigation start",
-                 fontsize=9)
+    mb = {x["proto"]: x for x in by_role}
+    read = ", ".join(f"{p.upper()} {units.format_sig(x['mb'])} MB, {units.format_sig(x['mb_per_trial'])} per trial"
+                     for p, x in mb.items())
+    what = "per MB read" if per_mb else "per trial (under 1 MB a trial: per MB would be a load's fixed cost)"
+    ax.set_title(f"{title}: CPU {what}, by role\n({read}; ok trials) link: {meta.get('link_backend')}; "
+                 f"the browser roles count from navigation start", fontsize=9)
     fig.tight_layout()
-    return _save(fig, out_dir, "cpu_per_mb")
+    return _save(fig, out_dir, f"cpu_per_{unit}")
 
 
 def datarate_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
@@ -432,12 +439,12 @@ def establishment_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) 
 
 def draw_report(rep: dict, out_dir: Path, title: str) -> list[Path]:
     """Every figure of a report (report.build)."""
-    return draw_all(rep["rows"], rep["cells"], rep["metadata"], out_dir, title, rep["cpu_series"], rep["cpu_per_mb"],
+    return draw_all(rep["rows"], rep["cells"], rep["metadata"], out_dir, title, rep["cpu_series"], rep["cpu_by_role"],
                     rep["datarate"], rep["throughput_series"], rep["latency"], rep["establishment"])
 
 
 def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str,
-             cpu_series: dict | None = None, per_mb: list[dict] | None = None,
+             cpu_series: dict | None = None, by_role: list[dict] | None = None,
              datarate: list[dict] | None = None, series: list[dict] | None = None,
              latency: list[dict] | None = None, establishment: list[dict] | None = None) -> list[Path]:
     paths = heatmaps(rows, meta, out_dir, title) if rows else []
@@ -445,7 +452,7 @@ def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: st
     paths += jitter_plot(cells, meta, out_dir, title)
     paths += size_plot(cells, meta, out_dir, title)
     paths += cpu_time_plot(cpu_series or {}, meta, out_dir, title)
-    paths += cpu_per_mb_plot(per_mb or [], meta, out_dir, title)
+    paths += cpu_by_role_plot(by_role or [], meta, out_dir, title)
     paths += datarate_plot(datarate or [], meta, out_dir, title)
     paths += throughput_time_plot(series or [], meta, out_dir, title)
     paths += latency_plot(latency or [], meta, out_dir, title)

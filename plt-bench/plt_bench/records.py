@@ -215,6 +215,12 @@ class Trial:
         return Page(self.object_bytes, self.objects) if self.objects else Page(self.size_bytes)
 
     @property
+    def body_bytes(self) -> int:
+        """Every body byte the browser read in the trial: the page's (size_bytes) and a bulk
+        page's download after it (bulk_bytes)."""
+        return self.size_bytes + (self.bulk_bytes or 0)
+
+    @property
     def kind(self) -> str:
         """page | bulk | requests (pages.Page.kind): what the trial measures."""
         return "bulk" if self.bulk_ms else "requests" if self.requests else "page"

@@ -7,7 +7,7 @@ import csv
 import math
 from pathlib import Path
 
-from . import stats
+from . import stats, units
 from .metadata import KEY_FIELDS
 from .records import Trial
 from .store import Store
@@ -54,7 +54,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
-            "cpu": stats.cpu_table(trials), "cpu_per_mb": stats.cpu_per_mb(trials),
+            "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
             "establishment": stats.establishment_table(trials)}
@@ -75,10 +75,13 @@ def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:
 
 
 def cpu_lines(rep: dict) -> list[list[str]]:
-    """CPU seconds per MB across the campaign, per protocol and role (user + system)."""
-    head = ["protocol", "role", "trials", "MB", "CPU ms/MB", "user ms/MB", "system ms/MB"]
-    body = [[r["proto"], r["role"], str(r["trials"]), f"{r['mb']:,.0f}", f"{r['cpu_s_per_mb'] * 1000:.2f}",
-             f"{r['user_s_per_mb'] * 1000:.2f}", f"{r['system_s_per_mb'] * 1000:.2f}"] for r in rep["cpu_per_mb"]]
+    """CPU per trial across the campaign, per protocol and role (user + system), and per MB where
+    the trials read a megabyte or more each (stats.PER_MB_MIN_BYTES; else '-')."""
+    def ms(x: float | None) -> str:
+        return "-" if x is None else units.format_sig(x * 1000)
+    head = ["protocol", "role", "trials", "MB/trial", "CPU ms/trial", "user ms/trial", "system ms/trial", "CPU ms/MB"]
+    body = [[r["proto"], r["role"], str(r["trials"]), units.format_sig(r["mb_per_trial"]), ms(r["cpu_s_per_trial"]),
+             ms(r["user_s_per_trial"]), ms(r["system_s_per_trial"]), ms(r["cpu_s_per_mb"])] for r in rep["cpu_by_role"]]
     return [head, *body]
 
 
@@ -152,8 +155,9 @@ def format_text(rep: dict) -> str:
     lines = _columns(table(rep)) if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
     for title, note, rows in sections(rep):
         lines += ([""] if lines else []) + [f"{title}:"] + ["  " + x for x in _columns(rows)] + [f"  ({note})"]
-    if rep["cpu_per_mb"]:
-        lines += ["", "CPU per MB of page (browser roles from navigation start; caddy and linkem across the trial):"]
+    if rep["cpu_by_role"]:
+        lines += ["", "CPU by role (browser roles from navigation start; caddy and linkem across the trial; "
+                  "per MB only where trials read 1 MB or more):"]
         lines += ["  " + x for x in _columns(cpu_lines(rep))]
     if rep["warnings"]:
         lines += ["", "warnings:"] + [f"  {w}" for w in rep["warnings"]]
@@ -178,11 +182,13 @@ def markdown(rep: dict) -> str:
         out += ["", f"## {title}", "", note[0].upper() + note[1:] + ".", "", "| " + " | ".join(rows[0]) + " |",
                 "|" + "---|" * len(rows[0])]
         out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    if rep["cpu_per_mb"]:
+    if rep["cpu_by_role"]:
         cl = cpu_lines(rep)
-        out += ["", "## CPU per MB of page", "",
-                "Sum of CPU seconds over the sum of MB of all ok trials, per protocol and role. Chromium's roles "
-                "count from navigation start (start-up apart); Caddy and linkem across the trial. Per cell: cpu.csv.",
+        out += ["", "## CPU by role", "",
+                "Mean CPU per ok trial, per protocol and role, and the sum of CPU over the sum of MB read where "
+                "the trials read 1 MB or more each (below that, per MB is a load's fixed cost over few bytes: '-'). "
+                "Chromium's roles count from navigation start (start-up apart); Caddy and linkem across the trial. "
+                "Per cell: cpu.csv.",
                 "", "| " + " | ".join(cl[0]) + " |", "|" + "---|" * len(cl[0])]
         out += ["| " + " | ".join(r) + " |" for r in cl[1:]]
     if rep["warnings"]:

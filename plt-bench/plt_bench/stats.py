@@ -268,56 +268,74 @@ def cpu_role(role: str) -> str:
     return role if role in CPU_ROLES else "other"
 
 
+# Below a megabyte of bodies per trial, CPU per MB is the fixed cost of a load (the browser's
+# scripting and layout, the connections' set-up) spread over few bytes: a 5KB page showed 1,030,000
+# CPU ms per MB for the browser. There, only CPU per trial is shown.
+PER_MB_MIN_BYTES = 10**6
+
+
 def cpu_rows(trials: list[Trial]) -> list[dict]:
-    """One row per usable trial and role: CPU seconds (user, system) and seconds per MB of page."""
+    """One row per usable trial of any kind and role: CPU seconds (user, system), the trial's body MB, and
+    seconds per MB where the trial read at least PER_MB_MIN_BYTES (else None)."""
     from .cpu import roles_of
     out = []
-    for t in usable(trials):
+    for t in usable(trials, None):
         agg: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for r, v in roles_of(t.cpu_json).items():
             a = agg[cpu_role(r)]
             a[0] += v.get("user_s", 0.0)
             a[1] += v.get("system_s", 0.0)
-        mb = t.size_bytes / 1e6
+        mb = t.body_bytes / 1e6
         for r, (u, s) in agg.items():
-            out.append({"conditions": t.label, **_page_fields(t), "proto": t.proto, "role": r,
-                        "user_s": u, "system_s": s, "cpu_s": u + s, "cpu_s_per_mb": (u + s) / mb})
+            out.append({"conditions": t.label, **_page_fields(t), "proto": t.proto, "role": r, "mb": mb,
+                        "user_s": u, "system_s": s, "cpu_s": u + s,
+                        "cpu_s_per_mb": (u + s) / mb if t.body_bytes >= PER_MB_MIN_BYTES else None})
     return out
 
 
 def cpu_table(trials: list[Trial]) -> list[dict]:
-    """Per conditions x page x protocol x role: n and the medians of CPU seconds and of seconds per MB."""
+    """Per conditions x page x protocol x role: n and the medians of CPU seconds and of seconds per
+    MB (None where the page is under PER_MB_MIN_BYTES)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in cpu_rows(trials):
         groups[(r["conditions"], r["page"], r["proto"], r["role"])].append(r)
     out = []
     for (cond, _, proto, role), rs in groups.items():
         page = {k: rs[0][k] for k in ("page", "size_bytes", "objects")}
+        per_mb = [r["cpu_s_per_mb"] for r in rs if r["cpu_s_per_mb"] is not None]
         out.append({"conditions": cond, **page, "proto": proto, "role": role, "n": len(rs),
                     "user_s": float(np.median([r["user_s"] for r in rs])),
                     "system_s": float(np.median([r["system_s"] for r in rs])),
                     "cpu_s": float(np.median([r["cpu_s"] for r in rs])),
-                    "cpu_s_per_mb": float(np.median([r["cpu_s_per_mb"] for r in rs]))})
+                    "cpu_s_per_mb": float(np.median(per_mb)) if per_mb else None})
     order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
     return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["objects"], r["proto"], order[r["role"]]))
 
 
-def cpu_per_mb(trials: list[Trial]) -> list[dict]:
-    """Per protocol x role across a campaign: CPU seconds per MB transferred (sum of CPU over sum of
-    MB, so big pages weigh by their bytes), with user and system apart."""
-    acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+def cpu_by_role(trials: list[Trial]) -> list[dict]:
+    """Per protocol x role across a campaign: CPU seconds per trial (mean; user and system apart)
+    and, where the protocol's trials read PER_MB_MIN_BYTES or more on average, per MB (the sum of
+    CPU over the sum of MB, so big pages weigh by their bytes; else None)."""
+    acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     mb: dict[str, float] = defaultdict(float)
-    for t in usable(trials):
-        mb[t.proto] += t.size_bytes / 1e6
+    n_proto: dict[str, int] = defaultdict(int)
+    for t in usable(trials, None):
+        mb[t.proto] += t.body_bytes / 1e6
+        n_proto[t.proto] += 1
     for r in cpu_rows(trials):
         a = acc[(r["proto"], r["role"])]
         a[0] += r["user_s"]
         a[1] += r["system_s"]
-        a[3] += 1
+        a[2] += 1
     order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
-    return sorted(({"proto": p, "role": r, "trials": int(n), "mb": mb[p], "user_s_per_mb": u / mb[p],
-                    "system_s_per_mb": s / mb[p], "cpu_s_per_mb": (u + s) / mb[p]}
-                   for (p, r), (u, s, _, n) in acc.items()), key=lambda x: (x["proto"], order[x["role"]]))
+    out = []
+    for (p, r), (u, s, n) in acc.items():
+        big = mb[p] * 1e6 / n_proto[p] >= PER_MB_MIN_BYTES
+        out.append({"proto": p, "role": r, "trials": int(n), "mb": mb[p], "mb_per_trial": mb[p] / n_proto[p],
+                    "user_s_per_trial": u / n, "system_s_per_trial": s / n, "cpu_s_per_trial": (u + s) / n,
+                    "user_s_per_mb": u / mb[p] if big else None, "system_s_per_mb": s / mb[p] if big else None,
+                    "cpu_s_per_mb": (u + s) / mb[p] if big else None})
+    return sorted(out, key=lambda x: (x["proto"], order[x["role"]]))
 
 
 def cpu_percent(series: list[dict]) -> list[dict]:

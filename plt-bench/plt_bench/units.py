@@ -91,6 +91,16 @@ def format_size(nbytes: int) -> str:
     return f"{nbytes}B"
 
 
+def format_sig(x: float, digits: int = 3) -> str:
+    """A figure with `digits` significant digits, never rounded to 0 unless it is 0:
+    1030000.4 -> '1,030,000', 12.345 -> '12.3', 0.004987 -> '0.00499', 0 -> '0'."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 10 ** (digits - 1):
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}" if abs(x) >= 1e-4 else f"{x:.{digits - 1}e}"
+
+
 _TIME_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 TIME_FORM = "a number with a unit: 25ms, 0.5ms, 1s, 500us"
 

@@ -78,7 +78,8 @@ def test_loss_and_jitter_plots_need_two_levels(tmp_path):
 
 
 def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
-    """CPU per MB from cpu_json totals (ratio of sums) and the CPU-over-time figure from stored samples."""
+    """CPU per trial and per MB from cpu_json totals (ratio of sums) and the CPU-over-time figure
+    from stored samples."""
     import json
     s = Store(tmp_path / "c.sqlite")
     cid = s.new_campaign("cpu", "t", {}, {"link_backend": "linkem", "cpu_interval_s": 0.1})
@@ -92,19 +93,20 @@ def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
                 for r, (u, sy) in costs[proto].items() for k in range(11)]
         s.add_cpu_samples(tid, rows)
     rep = report.build(s, [cid])
-    per = {(r["proto"], r["role"]): r for r in rep["cpu_per_mb"]}
+    per = {(r["proto"], r["role"]): r for r in rep["cpu_by_role"]}
     assert per[("quic", "caddy")]["cpu_s_per_mb"] == pytest.approx(0.05)  # 0.5 s over 10 MB
     assert per[("tcp", "network")]["system_s_per_mb"] == pytest.approx(0.03)
     assert per[("quic", "other")]["cpu_s_per_mb"] == pytest.approx(0.001)  # zygote folds into other
     assert set(rep["cpu_series"]) == {"quic", "tcp"}
     files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], tmp_path / "fig", "cpu",
-                           rep["cpu_series"], rep["cpu_per_mb"])
+                           rep["cpu_series"], rep["cpu_by_role"])
     names = {f.name for f in files}
     assert {"cpu_time.png", "cpu_time.svg", "cpu_per_mb.png", "cpu_per_mb.svg"} <= names
     with Image.open(tmp_path / "fig" / "cpu_time.png") as im:
         im.verify()
     written = report.write(rep, tmp_path / "rep")
     assert any(f.name == "cpu.csv" for f in written)
-    assert "## CPU per MB of page" in (tmp_path / "rep" / "report.md").read_text()
-    assert "CPU per MB of page" in report.format_text(rep)
+    assert "## CPU by role" in (tmp_path / "rep" / "report.md").read_text()
+    assert "| quic | caddy | 1 | 10 | 500 | 200 | 300 | 50 |" in (tmp_path / "rep" / "report.md").read_text()
+    assert "CPU by role" in report.format_text(rep)
     s.close()

@@ -85,14 +85,35 @@ def test_cpu_percent_from_cumulative_samples():
     assert [round(p["system_pct"]) for p in pct] == [10, 20]
 
 
-def test_cpu_per_mb_weighs_by_bytes():
+def cpu_trial(proto, size, cpu_s, **kw):
     import json
+    return trial(plt=1.0, proto=proto, size=size,
+                 cpu_json=json.dumps({"roles": {"renderer": {"user_s": cpu_s, "system_s": 0.0}}}), **kw)
 
-    def t(proto, size, cpu_s):
-        return trial(plt=1.0, proto=proto, size=size,
-                     cpu_json=json.dumps({"roles": {"renderer": {"user_s": cpu_s, "system_s": 0.0}}}))
-    rows = stats.cpu_per_mb([t("quic", 10**6, 0.1), t("quic", 9 * 10**6, 0.9), t("tcp", 10**6, 0.5)])
+
+def test_cpu_per_mb_weighs_by_bytes():
+    t = cpu_trial
+    rows = stats.cpu_by_role([t("quic", 10**6, 0.1), t("quic", 9 * 10**6, 0.9), t("tcp", 10**6, 0.5)])
     q = next(r for r in rows if r["proto"] == "quic")
     assert q["cpu_s_per_mb"] == pytest.approx(0.1) and q["mb"] == 10 and q["trials"] == 2
+    assert q["cpu_s_per_trial"] == pytest.approx(0.5) and q["mb_per_trial"] == 5
     table = stats.cpu_table([t("quic", 10**6, 0.1), t("quic", 10**6, 0.3), t("quic", 10**6, 0.2)])
     assert table[0]["n"] == 3 and table[0]["cpu_s"] == pytest.approx(0.2)
+
+
+def test_small_pages_get_cpu_per_trial_and_no_figure_rounds_to_zero():
+    """Seen for a 5KB-only run: 'MB 0' and 1,030,000 CPU ms/MB for the browser. Under a megabyte a
+    trial, per MB is a load's fixed cost over few bytes: none is given, per trial is."""
+    from plt_bench import report
+    rows = stats.cpu_by_role([cpu_trial("quic", 5000, 0.0051), cpu_trial("quic", 5000, 0.0052)])
+    assert rows[0]["cpu_s_per_mb"] is None and rows[0]["cpu_s_per_trial"] == pytest.approx(0.00515)
+    line = report.cpu_lines({"cpu_by_role": rows})[1]
+    assert line == ["quic", "renderer", "2", "0.005", "5.15", "5.15", "0", "-"]
+    assert stats.cpu_table([cpu_trial("tcp", 5000, 0.01)])[0]["cpu_s_per_mb"] is None
+
+
+def test_a_bulk_trials_download_counts_as_read():
+    from plt_bench.pages import Page
+    bulk = cpu_trial("tcp", 0, 2.0, page=Page(0, 0, 30000, 1000), bulk_bytes=300 * 10**6)
+    row = stats.cpu_by_role([bulk])[0]
+    assert row["mb"] == pytest.approx(300, rel=0.01) and row["cpu_s_per_mb"] == pytest.approx(2 / 300, rel=0.01)

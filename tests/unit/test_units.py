@@ -67,3 +67,9 @@ def test_durations_and_percent():
     for bad in ("5", "101%", "-1%"):
         with pytest.raises(UsageError, match="--loss"):
             units.parse_percent(bad, "--loss")
+
+
+@pytest.mark.parametrize("x,text", [(1030000.4, "1,030,000"), (123.4, "123"), (12.345, "12.3"), (0.004987, "0.00499"),
+                                    (0.00001234, "1.23e-05"), (0, "0"), (-2.5, "-2.5")])
+def test_format_sig_rounds_nothing_to_zero(x, text):
+    assert units.format_sig(x) == text
