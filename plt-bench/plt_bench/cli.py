@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                    + f" (default: {campaign.DEFAULTS['campaign']})")
     add(r, *[k for k in MEASUREMENT if k not in TWO and k != "campaign"], "testbed", "results", "new", "timeout",
         *TWO, "test", "correction", types=index)
-    for name, text in (("report", "statistics of a stored campaign: table, Markdown and CSV"),
+    for name, text in (("report", "statistics of a stored campaign: table, Markdown, CSV, figures and report.html"),
                        ("plot", "figures of a stored campaign: heatmap, loss, jitter, PLT vs size (PNG, SVG)")):
         x = cmd_parser(name, text)
         x.add_argument("campaign", nargs="?", default="latest", metavar="CAMPAIGN",
@@ -177,7 +177,7 @@ def cmd_report(a) -> int:
     directory = report.out_dir(_results(a), name, ids[-1])
     if a.command == "report":
         print(report.format_text(rep))
-        files = report.write_files(lambda: report.write(rep, directory), directory)
+        files = report.write_files(lambda: report.write_all(rep, directory, f"{name} #{ids[-1]}"), directory)
         print(f"\nwritten: {', '.join(str(f) for f in files)}")
         return 0
     files = report.write_files(lambda: plots.draw_report(rep, directory, f"{name} #{ids[-1]}"), directory)

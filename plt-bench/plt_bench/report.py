@@ -152,13 +152,9 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
 
 
 def format_text(rep: dict) -> str:
-    lines = _columns(table(rep)) if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
-    for title, note, rows in sections(rep):
-        lines += ([""] if lines else []) + [f"{title}:"] + ["  " + x for x in _columns(rows)] + [f"  ({note})"]
-    if rep["cpu_by_role"]:
-        lines += ["", "CPU by role (browser roles from navigation start; caddy and linkem across the trial; "
-                  "per MB only where trials read 1 MB or more):"]
-        lines += ["  " + x for x in _columns(cpu_lines(rep))]
+    lines: list[str] = []
+    for head, note, rows in blocks(rep):
+        lines += ([""] if lines else []) + [f"{head}:"] + ["  " + x for x in _columns(rows)] + [f"  ({note})"]
     if rep["warnings"]:
         lines += ["", "warnings:"] + [f"  {w}" for w in rep["warnings"]]
     if rep["failed"]:
@@ -166,34 +162,91 @@ def format_text(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def markdown(rep: dict) -> str:
+CPU_NOTE = ("mean CPU per ok trial, per protocol and role, and the sum of CPU over the sum of MB read where "
+            "the trials read 1 MB or more each (below that, per MB is a load's fixed cost over few bytes: '-'); "
+            "Chromium's roles count from navigation start (start-up apart), Caddy and linkem across the trial; "
+            "per cell: cpu.csv")
+
+
+def title(rep: dict) -> str:
+    return f"plt-bench report: {', '.join(str(c['id']) for c in rep['campaigns'])} ({rep['campaigns'][0]['name']})"
+
+
+def facts(rep: dict) -> list[str]:
+    """What the numbers were measured with and how they are compared: one line each."""
     m = rep["metadata"]
-    rows = table(rep)
-    out = [f"# plt-bench report: {', '.join(str(c['id']) for c in rep['campaigns'])} ({rep['campaigns'][0]['name']})", "",
-           f"- link: {m.get('link_backend')} ({m.get('link_tool')}, placement {m.get('link_placement')}; "
-           f"netem in kernel: {m.get('netem_available')})",
-           f"- Chromium: {m.get('chromium')}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
-           f"- host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
-           f"- statistics: medians with bootstrap 95% CI; QUIC vs TCP by {rep['test']}, p-values {rep['correction']}-corrected "
-           f"over {len(rep['rows'])} comparisons; diff % = (QUIC - TCP) / TCP, negative: QUIC faster", "",
-           "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    for title, note, rows in sections(rep):
-        out += ["", f"## {title}", "", note[0].upper() + note[1:] + ".", "", "| " + " | ".join(rows[0]) + " |",
+    return [f"link: {m.get('link_backend')} ({m.get('link_tool')}, placement {m.get('link_placement')}; "
+            f"netem in kernel: {m.get('netem_available')})",
+            f"Chromium: {m.get('chromium')}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
+            f"host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
+            f"statistics: medians with bootstrap 95% CI; QUIC vs TCP by {rep['test']}, p-values {rep['correction']}-corrected "
+            f"over {len(rep['rows'])} comparisons; diff % = (QUIC - TCP) / TCP, negative: QUIC faster"]
+
+
+def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
+    """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
+    page-load comparison first, CPU last."""
+    out = [("Page-load time, QUIC vs TCP", "medians of the page-load time per cell; the heatmap's numbers",
+            table(rep))] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
+    out += sections(rep)
+    if rep["cpu_by_role"]:
+        out.append(("CPU by role", CPU_NOTE, cpu_lines(rep)))
+    return out
+
+
+def markdown(rep: dict) -> str:
+    out = [f"# {title(rep)}", ""] + [f"- {x}" for x in facts(rep)]
+    for head, note, rows in blocks(rep):
+        out += ["", f"## {head}", "", note[0].upper() + note[1:] + ".", "", "| " + " | ".join(rows[0]) + " |",
                 "|" + "---|" * len(rows[0])]
         out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    if rep["cpu_by_role"]:
-        cl = cpu_lines(rep)
-        out += ["", "## CPU by role", "",
-                "Mean CPU per ok trial, per protocol and role, and the sum of CPU over the sum of MB read where "
-                "the trials read 1 MB or more each (below that, per MB is a load's fixed cost over few bytes: '-'). "
-                "Chromium's roles count from navigation start (start-up apart); Caddy and linkem across the trial. "
-                "Per cell: cpu.csv.",
-                "", "| " + " | ".join(cl[0]) + " |", "|" + "---|" * len(cl[0])]
-        out += ["| " + " | ".join(r) + " |" for r in cl[1:]]
     if rep["warnings"]:
         out += ["", "## Warnings", ""] + [f"- {w}" for w in rep["warnings"]]
     return "\n".join(out) + "\n"
+
+
+def html(rep: dict, figures: list[Path]) -> str:
+    """One self-contained page: the facts, every table, the warnings and the figures inline as SVG
+    (no file, script or font fetched from anywhere)."""
+    from html import escape as e
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{e(title(rep))}</title>",
+           "<style>body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
+           "font-size:.9em;margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:.2em .5em;text-align:right}"
+           "td:first-child,th:first-child{text-align:left}figure{margin:1em 0}figure svg{max-width:100%;height:auto}"
+           ".warnings li{color:#a40}</style></head><body>", f"<h1>{e(title(rep))}</h1>",
+           "<ul>" + "".join(f"<li>{e(x)}</li>" for x in facts(rep)) + "</ul>"]
+    for head, note, rows in blocks(rep):
+        out += [f"<h2>{e(head)}</h2>", f"<p>{e(note[0].upper() + note[1:])}.</p>", "<table>",
+                "<tr>" + "".join(f"<th>{e(x)}</th>" for x in rows[0]) + "</tr>"]
+        out += ["<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows[1:]]
+        out.append("</table>")
+    if rep["warnings"]:
+        out += ["<h2>Warnings</h2>", '<ul class="warnings">' + "".join(f"<li>{e(w)}</li>" for w in rep["warnings"])
+                + "</ul>"]
+    svgs = [f for f in figures if f.suffix == ".svg"]
+    if svgs:
+        out.append("<h2>Figures</h2>")
+    for f in svgs:
+        out += [f'<figure id="{e(f.stem)}">', _inline_svg(f.read_text()), f"<figcaption>{e(f.stem)}</figcaption>",
+                "</figure>"]
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _inline_svg(text: str) -> str:
+    """An SVG file's <svg> element, without the XML declaration and DOCTYPE a file has."""
+    return text[text.index("<svg"):]
+
+
+def write_all(rep: dict, directory: Path, name: str) -> list[Path]:
+    """Everything of a report, beside its store: report.md, the CSVs, the figures and report.html
+    (the tables and the figures in one file)."""
+    from . import plots
+    files = write(rep, directory)
+    files += plots.draw_report(rep, directory, name)
+    page = directory / "report.html"
+    page.write_text(html(rep, files))
+    return files + [page]
 
 
 def write(rep: dict, directory: Path) -> list[Path]:

@@ -47,3 +47,35 @@ def until_ok(trial, tries=3):
     while done[-1].status != "ok" and len(done) < tries and (done[-1].reason or "").startswith("link emulator"):
         done.append(trial(len(done)))
     return done[-1], [t.reason for t in done]
+
+
+def rendered_figures(page, profile_dir) -> dict[str, float]:
+    """Open an HTML file in the real headless Chromium and screenshot each <figure>: its id -> the
+    share of the figure's pixels that are not white (a blank figure: 0)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    from plt_bench.browser import CHROMEDRIVER, CHROMIUM
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", f"--user-data-dir={profile_dir}", "--window-size=1400,1000",
+              "--disable-gpu"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        driver.get(page.resolve().as_uri())
+        out = {}
+        for fig in driver.find_elements(By.CSS_SELECTOR, "figure"):
+            svg = fig.find_element(By.CSS_SELECTOR, "svg")
+            driver.execute_script("arguments[0].scrollIntoView()", svg)
+            px = np.asarray(Image.open(io.BytesIO(svg.screenshot_as_png)).convert("L"))
+            out[fig.get_attribute("id")] = float((px < 250).mean())
+        return out
+    finally:
+        driver.quit()

@@ -8,6 +8,7 @@ import time
 from PIL import Image
 
 from ..conftest import CLI, ROOT, run_cli
+from .conftest import rendered_figures
 
 TINY = """
 name = "tiny"
@@ -83,6 +84,10 @@ def test_interrupt_resume_and_draw(tmp_path):
     with Image.open(heat) as im:
         im.verify()
     assert (folder / "report.md").read_text().count("| 10mbit |") == pairs
+    # report.html in the real Chromium: every figure of the folder is in it, and drawn
+    shown = rendered_figures(folder / "report.html", tmp_path / "chromium-profile")
+    assert set(shown) == {f.stem for f in folder.glob("*.svg")} and "heatmap" in shown
+    assert all(ink > 0.01 for ink in shown.values()), shown
 
     p2 = run_cli("plot", "1", "--results", str(results), timeout=120)
     assert p2.returncode == 0 and "heatmap.png" in p2.stdout

@@ -110,3 +110,39 @@ def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
     assert "| quic | caddy | 1 | 10 | 500 | 200 | 300 | 50 |" in (tmp_path / "rep" / "report.md").read_text()
     assert "CPU by role" in report.format_text(rep)
     s.close()
+
+
+def test_the_html_report_holds_every_table_and_figure_inline(fixture_store):
+    """report.html: one file, every table of the Markdown and every SVG figure inline, nothing to fetch."""
+    from html.parser import HTMLParser
+    s, cid, tmp = fixture_store
+    rep = report.build(s, [cid])
+    rep["warnings"] = rep["warnings"] + ["a <warning> & its escape"]
+    files = report.write_all(rep, tmp / "all", "fixture #1")
+    page = tmp / "all" / "report.html"
+    assert page in files and (tmp / "all" / "report.md") in files
+    svgs = sorted(f.stem for f in files if f.suffix == ".svg")
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.count, self.figures, self.fetches = {}, [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.count[tag] = self.count.get(tag, 0) + 1
+            a = dict(attrs)
+            if tag == "figure":
+                self.figures.append(a["id"])
+            for k in ("src", "href"):
+                if k in a and not (a[k] or "").startswith("#"):
+                    self.fetches.append(a[k])
+            if tag == "link" or tag == "script":
+                self.fetches.append(tag)
+    text = page.read_text()
+    tags = Tags()
+    tags.feed(text)
+    assert sorted(tags.figures) == svgs and len(svgs) >= 2
+    assert tags.count["svg"] == len(svgs) and tags.count["table"] == len(report.blocks(rep))
+    assert tags.fetches == []  # self-contained: no file, script, style sheet or font from elsewhere
+    assert "<?xml" not in text and "a &lt;warning&gt; &amp; its escape" in text
+    assert text.count("<tr>") == sum(len(rows) for _, _, rows in report.blocks(rep))
