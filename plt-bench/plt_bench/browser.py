@@ -21,13 +21,10 @@ from . import cmd
 from .errors import BrowserError
 
 if TYPE_CHECKING:
+    from .drivers import Browser
     from .pages import Page
     from .records import WorkerAnswer
 
-# Debian's /usr/bin/chromium is a shell wrapper that adds flags of its own (remote extensions,
-# GPU rasterization); the testbed starts the real binary with exactly the flags below.
-CHROMIUM = "/usr/lib/chromium/chromium" if os.path.exists("/usr/lib/chromium/chromium") else "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 NEXT_HOP = {"quic": "h3", "tcp": "http/1.1"}  # what Resource and Navigation Timing say
 SERVER_PROTO = {"quic": "HTTP/3.0", "tcp": "HTTP/1.1"}  # what Caddy's log says
 
@@ -225,12 +222,15 @@ def connections(server_entries: list[dict] | None) -> int | None:
 class BrowserWorker:
     """The parent's end of a browser worker running in a namespace (or here, when ns is None)."""
 
-    def __init__(self, ns: str | None, log_path: Path):
+    def __init__(self, ns: str | None, log_path: Path, browser: "Browser | None" = None):
         self.ns = ns
         self.log_path = log_path
+        self.browser = browser  # the binary and driver the worker starts (None: Debian's)
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 30.0) -> dict:
+    # The worker's hello (Python, Selenium's import, both binaries' --version) took over 30 s in a
+    # TCG guest beside a busy host; only a hung worker waits this long.
+    def start(self, timeout_s: float = 180.0) -> dict:
         # the log path in the argv marks the worker as this testbed's (clean finds it by its run folder)
         argv = cmd.in_netns(self.ns, [sys.executable, "-m", "plt_bench.browser_worker", str(self.log_path)])
         env = dict(os.environ)
@@ -241,6 +241,8 @@ class BrowserWorker:
         tmp = self.log_path.parent / "tmp"
         tmp.mkdir(mode=0o700, exist_ok=True)
         env.update(TMPDIR=str(tmp), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"))
+        if self.browser:
+            env.update(PLT_BENCH_BROWSER=self.browser.binary, PLT_BENCH_DRIVER=self.browser.driver)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      env=env, start_new_session=True, text=True, bufsize=1)

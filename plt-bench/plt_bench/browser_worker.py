@@ -3,9 +3,11 @@ answer per line on stdout. Each request starts a fresh chromedriver + Chromium w
 profile, loads one URL, reads the Navigation Timing entry, and quits.
 
 Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series",
-          "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0}
+          "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
+          "har_path": where to write the trial's HAR 1.2 (plt_bench.har), or absent}
 Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-resources), "final_url", "error", "error_code", "launch_s", "load_s", "quit_s",
           "launch_attempts": 1, or 2 where chromedriver could not create the first session,
+          "har": {"entries": n} or {"error": why} when har_path was given (the HAR written there),
           "workload": what window.pltBench resolved to (a bulk page's byte counts), when await_s is given,
           "nav_t0": monotonic s when the navigation began,
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
@@ -50,10 +52,17 @@ AWAIT_JS = ("const done = arguments[arguments.length - 1]; "
             "else { window.pltBench.then(done, e => done({error: String(e)})); }")
 
 
+def binaries() -> tuple[str, str]:
+    """The browser and driver this worker starts: as the testbed chose them (drivers.Browser, through
+    PLT_BENCH_BROWSER and PLT_BENCH_DRIVER), else Debian's."""
+    from plt_bench.drivers import CHROMEDRIVER, CHROMIUM
+    return os.environ.get("PLT_BENCH_BROWSER", CHROMIUM), os.environ.get("PLT_BENCH_DRIVER", CHROMEDRIVER)
+
+
 def versions() -> dict:
     import subprocess
     from selenium import __version__ as selenium_version
-    from plt_bench.browser import CHROMEDRIVER, CHROMIUM
+    CHROMIUM, CHROMEDRIVER = binaries()
 
     def first_line(argv):
         try:
@@ -69,7 +78,7 @@ def one_trial(req: dict) -> dict:
     from selenium.common.exceptions import TimeoutException, WebDriverException
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
-    from plt_bench.browser import CHROMEDRIVER, CHROMIUM
+    CHROMIUM, CHROMEDRIVER = binaries()
 
     out = {"nav": None, "resources": None, "final_url": None, "error": None, "error_code": None,
            "launch_s": None, "load_s": None, "quit_s": None}
@@ -79,6 +88,10 @@ def one_trial(req: dict) -> dict:
         opts.add_argument(a)
     opts.add_experimental_option("prefs", req.get("prefs", {}))
     opts.page_load_strategy = "normal"
+    if req.get("har_path"):  # the DevTools Network events, for the trial's HAR
+        from plt_bench.har import PERF_LOG_CAPABILITY
+        for k, v in PERF_LOG_CAPABILITY.items():
+            opts.set_capability(k, v)
     t0 = time.monotonic()
     driver = sampler = cpu0 = None
     try:
@@ -107,6 +120,8 @@ def one_trial(req: dict) -> dict:
                 out["nav"], out["error_code"], out["resources"] = driver.execute_script(NAV_JS)
             except WebDriverException as e:
                 out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
+        if req.get("har_path"):
+            out["har"] = _write_har(driver, req["har_path"], out)
     except WebDriverException as e:
         # chromedriver's first line is often only "session not created": its causes follow it
         lines = [x.strip() for x in (e.msg or str(e)).strip().splitlines() if x.strip()]
@@ -160,6 +175,21 @@ def _launch(webdriver, Service, chromedriver: str, opts, req: dict, out: dict):
                 raise
             _sweep(req["profile_dir"], {})  # the failed attempt's processes and profile, gone
             shutil.rmtree(req["profile_dir"], ignore_errors=True)
+
+
+def _write_har(driver, path: str, out: dict) -> dict:
+    """The trial's HAR from chromedriver's performance log: {"entries": n}, or {"error": why} (a
+    capture that fails leaves the trial standing)."""
+    from plt_bench import har
+    try:
+        events = har.events_of(driver.get_log("performance"))
+        log = har.build(events, f"Chromium {driver.capabilities.get('browserVersion', '')}".strip(), out.get("nav"),
+                        out.get("final_url") or "")
+        with open(path, "w") as f:
+            json.dump(log, f)
+        return {"entries": len(log["log"]["entries"])}
+    except Exception as e:  # noqa: BLE001 - said in the answer, the trial stands
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
 def _sweep(profile_dir: str, out: dict) -> None:

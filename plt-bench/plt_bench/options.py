@@ -52,6 +52,9 @@ def _table() -> dict[str, Option]:
         Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)",
                pytest_flag="--page-timeout"),  # pytest-timeout owns --timeout
         Option("results", "results store"),
+        Option("browser_binary", "the browser to measure: the absolute path of a Chromium or Google Chrome binary "
+                                 "(default: Debian's chromium); its chromedriver is the distro's when the major "
+                                 "versions match, else webdriver-manager's (its cache first)", metavar="PATH"),
         Option("rtt", "round-trip time(s) added by the link, comma-separated: 50ms, 112ms (split evenly over both "
                       "directions)", group="link"),
         Option("jitter", "jitter(s) per direction, e.g. 10ms: delay +- jitter (uniform, like netem) or sd (normal). "
@@ -74,7 +77,8 @@ def _table() -> dict[str, Option]:
                           "first free)", metavar="N", group="link"),
         Option("capture", "capture run: 'all', or a comma-separated list of cpu (CPU time series per role), pcap "
                           "(tcpdump in the client namespace), keylog (TLS keys: Wireshark decrypts TCP and QUIC), qlog "
-                          "(Caddy's, QUIC trials), netlog (Chromium's); files go to <results folder>/captures/",
+                          "(Caddy's, QUIC trials), netlog (Chromium's), har (HAR 1.2 of every request); files go to "
+                          "<results folder>/captures/",
                metavar="KINDS", pytest_flag="--captures", group="capture"),
         Option("cpu_interval", "CPU sampling interval during every trial", group="capture"),
         Option("capture_limit", "warn when a campaign's capture files would take more than this", group="capture"),
@@ -108,7 +112,7 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "jitter_dist", "loss",
                "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file")
+               "capture_limit", "server", "iface", "server_token_file", "browser_binary")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
 

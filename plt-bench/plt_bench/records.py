@@ -54,6 +54,7 @@ class WorkerAnswer(TypedDict, total=False):
     error_code: str | None      # e.g. net::ERR_QUIC_PROTOCOL_ERROR
     launch_s: float | None      # Chromium's start-up (both attempts, where there were two)
     launch_attempts: int        # 2 where chromedriver could not create the first session
+    har: dict                   # {"entries": n} or {"error": why}, when the trial captures a HAR
     load_s: float | None        # driver.get until the load event
     quit_s: float | None
     nav_t0: float               # the navigation's start on the monotonic clock

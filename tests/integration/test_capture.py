@@ -1,5 +1,6 @@
 """Capture runs, read back by real tools: tshark dissects the pcap and decrypts it with Chromium's key
-log; the qlog and the net-log parse; the CPU series agree with the per-process totals."""
+log; the qlog and the net-log parse; the HAR is valid HAR 1.2 and agrees with Resource Timing and
+Caddy's log; the CPU series agree with the per-process totals."""
 import json
 import os
 import subprocess
@@ -18,27 +19,31 @@ from plt_bench import testbed
 
 PAGE = 500_000  # dissected with tshark
 BIG = 10**7     # ~1 s of load: CPU totals large enough to compare at 10% (the kernel counts in 10 ms ticks)
+OBJECTS = Page(5000, 20)  # the HAR's waterfall: a page and its 20 images
 
 
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory):
-    """One QUIC and one TCP trial of the 500KB page with every capture kind, in a store of their own."""
+    """QUIC and TCP trials of the 500KB page, the 10MB page and a 20-image page with every capture
+    kind, in a store of their own."""
     results = tmp_path_factory.mktemp("capture-results")
     with Store(results / "c.sqlite") as store, \
             testbed.Testbed(PROJECT_ROOT / "sites", capture=Settings(KINDS, results / "captures")) as bed:
-        bed.sites.ensure([PAGE, BIG])
+        bed.sites.ensure([Page(PAGE), Page(BIG), OBJECTS])
         # rate only: with added delay, linkem shares 2 cores with tcpdump, the net-log and the qlog and
         # sometimes falls behind (such trials are failed and retried by campaigns; not this test's subject)
         cond = Conditions(100 * 10**6, 100 * 10**6)
         bed.set_conditions(cond)
         cid = store.new_campaign("capture-test", "now", {}, bed.metadata())
         trials = {}
-        for seq, (proto, size) in enumerate((("quic", PAGE), ("tcp", PAGE), ("quic", BIG), ("tcp", BIG))):
-            t = run_cell_once(bed, store, cid, seq, 0, Cell(proto, Page(size), cond))
+        runs = [(p, Page(s), f"{p}{k}") for s, k in ((PAGE, ""), (BIG, "-big")) for p in ("quic", "tcp")]
+        runs += [(p, OBJECTS, f"{p}-objects") for p in ("quic", "tcp")]
+        for seq, (proto, page, key) in enumerate(runs):
+            t = run_cell_once(bed, store, cid, seq, 0, Cell(proto, page, cond))
             assert t.status == "ok", t.reason
             row = store.trials([cid])[-1]
             arts = store.artifacts(row.trial_id)
-            trials[proto if size == PAGE else f"{proto}-big"] = {
+            trials[key] = {
                 "row": row, "artifacts": {a["kind"]: a for a in arts}, "all_artifacts": arts,
                 "samples": store.cpu_samples(row.trial_id)}
         spool_during = list(results.glob("captures/.qlog-spool-*"))
@@ -62,14 +67,14 @@ def tshark(pcap: str, keylog: str | None, display_filter: str, *fields: str) -> 
 def test_every_capture_file_is_referenced_by_the_store_and_lives_under_results(captured):
     results = captured["results"].resolve()
     for key, tr in captured["trials"].items():
-        proto, size = key.split("-")[0], tr["row"].size_bytes
-        want = {"pcap", "keylog", "netlog"} | ({"qlog"} if proto == "quic" else set())
+        proto = key.split("-")[0]
+        want = {"pcap", "keylog", "netlog", "har"} | ({"qlog"} if proto == "quic" else set())
         assert set(tr["artifacts"]) == want, (proto, tr["artifacts"])
         for a in tr["all_artifacts"]:
             p = Path(a["path"])
             assert p.is_file() and p.stat().st_size == a["bytes"] > 0, a
             assert p.resolve().is_relative_to(results / "captures"), p
-            assert f"-{proto}-index_{'500KB' if size == PAGE else '10MB'}" in p.parent.name
+            assert p.parent.name.endswith(f"-{proto}-{tr['row'].page_spec.html_name.rsplit('.', 1)[0]}"), p
         assert "0 dropped by the kernel" in tr["artifacts"]["pcap"]["note"]
         keylog = Path(tr["artifacts"]["keylog"]["path"])
         assert oct(keylog.parent.stat().st_mode & 0o777) == "0o700"  # keys decrypt the traffic: private folder
@@ -122,6 +127,28 @@ def test_netlog_is_complete_json_with_the_trials_url(captured):
         data = json.loads(Path(tr["artifacts"]["netlog"]["path"]).read_text())
         assert {"constants", "events"} <= set(data)
         assert tr["row"].url in json.dumps(data["events"]), key
+
+
+def test_the_har_is_valid_and_agrees_with_resource_timing_and_caddys_log(captured):
+    """Every request of the trial in the HAR over the trial's protocol, each body the size Resource
+    Timing gives, the page's as the trial's; as many connections as Caddy's log shows. Chromium's
+    own /favicon.ico after the load is in the HAR too, and is not the trial's."""
+    from plt_bench import har
+    for key, tr in captured["trials"].items():
+        row = tr["row"]
+        log = json.loads(Path(tr["artifacts"]["har"]["path"]).read_text())
+        har.validate(log)
+        mine = [e for e in log["log"]["entries"] if "/favicon.ico" not in e["request"]["url"]]
+        assert len(mine) == 1 + row.objects, (key, [e["request"]["url"] for e in mine])
+        assert {e["response"]["httpVersion"] for e in mine} == {row.next_hop_protocol}, key
+        assert mine[0]["request"]["url"] == row.url and mine[0]["response"]["content"]["size"] == row.decoded_body_bytes
+        timing = {r["name"]: r for r in row.resources}
+        for e in mine[1:]:
+            assert e["response"]["status"] == 200 and e["response"]["content"]["size"] == OBJECTS.size_bytes, key
+            assert timing[e["request"]["url"]]["decodedBodySize"] == e["response"]["content"]["size"], key
+        assert len({e["connection"] for e in mine}) == row.connections, (key, row.connections)
+        assert sum(e["response"]["content"]["size"] for e in mine) == row.size_bytes, key
+        assert log["log"]["pages"][0]["pageTimings"]["onLoad"] > 0
 
 
 def test_cpu_samples_exist_for_every_role_are_monotone_and_add_up_to_the_totals(captured):

@@ -213,7 +213,7 @@ def test_only_the_testbeds_own_programs_are_ours():
     from plt_bench.topology import is_our_program
     run = "/run/plt-bench/pb150/"
     assert is_our_program("/usr/lib/chromium/chromium", f"chromium --user-data-dir={run}profiles/x")
-    assert is_our_program("/work/main/.tools/bin/caddy", f"caddy run --config {run}Caddyfile")
+    assert is_our_program("/work/main/.venv/bin/caddy", f"caddy run --config {run}Caddyfile")
     assert is_our_program("/usr/bin/python3.11", f"python -m plt_bench.browser_worker {run}browser-worker.log")
     assert is_our_program("/work/main/.tools/bin/linkem (deleted)", "linkem --stats x")  # rebuilt under it
     assert not is_our_program("/usr/bin/tail", f"tail -F {run}access.log")

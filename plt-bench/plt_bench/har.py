@@ -1,0 +1,157 @@
+"""A trial's HAR 1.2 file, built from Chromium's DevTools Network events (chromedriver's
+performance log), so any HAR viewer draws the trial's waterfall: every request with its
+timings, protocol (h3 or http/1.1), connection and sizes.
+
+The browser worker asks chromedriver for the log (PERF_LOG_CAPABILITY) when the trial captures
+`har`, and hands the events to build() after the load. Pure: no browser here.
+
+Sizes, per entry: response.content.size is the decoded body (the bytes of Network.dataReceived,
+what Resource Timing calls decodedBodySize); response.bodySize is the body as it came over the
+wire (loadingFinished's encodedDataLength less the response's headers, where Chromium gives
+both; else -1); `_transferSize` is loadingFinished's encodedDataLength (headers and body).
+Timings follow the HAR spec from the response's ResourceTiming (ms since its requestTime);
+-1 where a phase did not happen (a reused connection has no dns, connect or ssl).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+HAR_VERSION = "1.2"
+# chromedriver: the Network domain's events in the 'performance' log
+PERF_LOG_CAPABILITY = {"goog:loggingPrefs": {"performance": "ALL"},
+                       "goog:perfLoggingPrefs": {"enableNetwork": True, "enablePage": False}}
+
+
+def events_of(log_entries: list[dict]) -> list[dict]:
+    """chromedriver's performance log entries ({"message": JSON text}) -> the DevTools events
+    ({"method", "params"}) of the Network domain, in order."""
+    out = []
+    for e in log_entries:
+        try:
+            m = json.loads(e["message"])["message"]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if str(m.get("method", "")).startswith("Network."):
+            out.append(m)
+    return out
+
+
+def _iso(wall_s: float) -> str:
+    return datetime.datetime.fromtimestamp(wall_s, datetime.timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def _headers(h: dict | None) -> list[dict]:
+    return [{"name": str(k), "value": str(v)} for k, v in (h or {}).items()]
+
+
+def _phase(t: dict, start: str, end: str) -> float:
+    a, b = t.get(start, -1), t.get(end, -1)
+    return round(b - a, 3) if a is not None and b is not None and a >= 0 and b >= 0 else -1
+
+
+def timings(timing: dict | None, finished_s: float | None) -> dict:
+    """HAR timings (ms) from a response's DevTools ResourceTiming and the monotonic time its
+    loading finished (s). blocked: until the first phase; receive: headers to the last byte."""
+    if not timing:
+        return {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": 0, "receive": 0}
+    firsts = [timing.get(k, -1) for k in ("dnsStart", "connectStart", "sendStart")]
+    first = next((x for x in firsts if x is not None and x >= 0), 0.0)
+    headers_end = timing.get("receiveHeadersEnd", 0.0)
+    receive = (finished_s - timing["requestTime"]) * 1000.0 - headers_end if finished_s else 0.0
+    return {"blocked": round(first, 3), "dns": _phase(timing, "dnsStart", "dnsEnd"),
+            "connect": _phase(timing, "connectStart", "connectEnd"), "ssl": _phase(timing, "sslStart", "sslEnd"),
+            "send": max(0.0, _phase(timing, "sendStart", "sendEnd")),
+            "wait": max(0.0, round(headers_end - timing.get("sendEnd", headers_end), 3)),
+            "receive": max(0.0, round(receive, 3))}
+
+
+def entry_time_ms(t: dict) -> float:
+    """An entry's total time: the sum of its phases (ssl is within connect)."""
+    return round(sum(v for k, v in t.items() if k != "ssl" and v > 0), 3)
+
+
+def build(events: list[dict], browser: str, nav: dict | None = None, page_title: str = "") -> dict:
+    """The HAR log of one trial from its Network events (events_of) and, when the load had one,
+    its Navigation Timing entry (the page's onContentLoad and onLoad)."""
+    reqs: dict[str, dict] = {}
+    order: list[str] = []
+    for ev in events:
+        p, method = ev.get("params", {}), ev.get("method")
+        rid = p.get("requestId")
+        if rid is None:
+            continue
+        if method == "Network.requestWillBeSent":
+            if rid not in reqs:
+                order.append(rid)
+            reqs[rid] = {"sent": p, "data": 0}
+        elif rid not in reqs:
+            continue
+        elif method == "Network.responseReceived":
+            reqs[rid]["response"] = p["response"]
+        elif method == "Network.dataReceived":
+            reqs[rid]["data"] += int(p.get("dataLength", 0))
+        elif method == "Network.loadingFinished":
+            reqs[rid]["finished"] = p
+        elif method == "Network.loadingFailed":
+            reqs[rid]["failed"] = p
+    started = [reqs[r]["sent"].get("wallTime") for r in order if reqs[r]["sent"].get("wallTime")]
+    page_start = min(started) if started else 0.0
+    entries = [_entry(reqs[r]) for r in order if "response" in reqs[r] or "failed" in reqs[r]]
+    page_timings = {"onContentLoad": -1, "onLoad": -1}
+    if nav:
+        page_timings = {"onContentLoad": round(nav.get("domContentLoadedEventEnd", -1), 3),
+                        "onLoad": round(nav.get("loadEventEnd", -1), 3)}
+    name, _, version = browser.partition(" ")
+    return {"log": {"version": HAR_VERSION, "creator": {"name": "plt-bench", "version": "1"},
+                    "browser": {"name": name or "Chromium", "version": version or "unknown"},
+                    "pages": [{"startedDateTime": _iso(page_start), "id": "page_1", "title": page_title,
+                               "pageTimings": page_timings}],
+                    "entries": entries}}
+
+
+def _entry(r: dict) -> dict:
+    sent, resp, fin = r["sent"], r.get("response") or {}, r.get("finished")
+    request = sent["request"]
+    url = request["url"]
+    proto = resp.get("protocol") or "unknown"
+    t = timings(resp.get("timing"), fin["timestamp"] if fin else None)
+    transfer = int(fin["encodedDataLength"]) if fin else 0
+    headers_bytes = int(resp.get("encodedDataLength", -1) or -1)
+    body = transfer - headers_bytes if fin and headers_bytes >= 0 and transfer >= headers_bytes else -1
+    entry = {
+        "pageref": "page_1",
+        "startedDateTime": _iso(sent.get("wallTime", 0.0)),
+        "time": entry_time_ms(t),
+        "request": {"method": request.get("method", "GET"), "url": url, "httpVersion": proto, "cookies": [],
+                    "headers": _headers(request.get("headers")),
+                    "queryString": [{"name": k, "value": v} for k, v in parse_qsl(urlsplit(url).query,
+                                                                                  keep_blank_values=True)],
+                    "headersSize": -1, "bodySize": 0},
+        "response": {"status": int(resp.get("status", 0)), "statusText": resp.get("statusText", ""),
+                     "httpVersion": proto, "cookies": [], "headers": _headers(resp.get("headers")),
+                     "content": {"size": r["data"], "mimeType": resp.get("mimeType", "x-unknown")},
+                     "redirectURL": "", "headersSize": -1, "bodySize": body, "_transferSize": transfer},
+        "cache": {},
+        "timings": t,
+    }
+    if resp.get("remoteIPAddress"):
+        entry["serverIPAddress"] = resp["remoteIPAddress"]
+    if resp.get("connectionId") is not None:
+        entry["connection"] = str(resp["connectionId"])
+    if "failed" in r:
+        entry["_error"] = r["failed"].get("errorText", "failed")
+    return entry
+
+
+SCHEMA_PATH = Path(__file__).with_name("har-1.2.schema.json")
+
+
+def validate(log: dict) -> None:
+    """Raise jsonschema.ValidationError unless the log is HAR 1.2 (SCHEMA_PATH)."""
+    import jsonschema
+    jsonschema.validate(log, json.loads(SCHEMA_PATH.read_text()))

@@ -1,0 +1,90 @@
+"""plt_bench.har: DevTools Network events to HAR 1.2 (pure), valid against the schema."""
+
+import json
+
+import jsonschema
+import pytest
+
+from plt_bench import har
+
+URL = "https://plt.test/objects_2x5KB.html?trial=ab"
+
+
+def timing(t0, dns=-1, connect=(-1, -1), ssl=(-1, -1), send=(20.0, 20.5), headers_end=40.0):
+    return {"requestTime": t0, "dnsStart": dns, "dnsEnd": dns + 1 if dns >= 0 else -1, "connectStart": connect[0],
+            "connectEnd": connect[1], "sslStart": ssl[0], "sslEnd": ssl[1], "sendStart": send[0], "sendEnd": send[1],
+            "receiveHeadersEnd": headers_end}
+
+
+def request(rid, url, wall, t0, proto, tm, body, conn, headers_bytes=100, finish_after_s=0.05, failed=False):
+    evs = [{"method": "Network.requestWillBeSent",
+            "params": {"requestId": rid, "wallTime": wall, "timestamp": t0,
+                       "request": {"url": url, "method": "GET", "headers": {"User-Agent": "x"}}}}]
+    if failed:
+        return evs + [{"method": "Network.loadingFailed", "params": {"requestId": rid, "errorText": "net::ERR_QUIC_PROTOCOL_ERROR"}}]
+    evs.append({"method": "Network.responseReceived",
+                "params": {"requestId": rid, "response": {"url": url, "status": 200, "statusText": "", "protocol": proto,
+                                                          "headers": {"content-type": "text/html"}, "mimeType": "text/html",
+                                                          "timing": tm, "connectionId": conn, "remoteIPAddress": "10.0.0.2",
+                                                          "encodedDataLength": headers_bytes}}})
+    half = body // 2
+    evs += [{"method": "Network.dataReceived", "params": {"requestId": rid, "dataLength": half, "encodedDataLength": half}},
+            {"method": "Network.dataReceived", "params": {"requestId": rid, "dataLength": body - half,
+                                                          "encodedDataLength": body - half}},
+            {"method": "Network.loadingFinished", "params": {"requestId": rid, "timestamp": t0 + finish_after_s,
+                                                             "encodedDataLength": body + headers_bytes}}]
+    return evs
+
+
+def page_events():
+    evs = request("1", URL, 1700000000.0, 100.0, "h3", timing(100.0, dns=0.5, connect=(2.0, 12.0), ssl=(2.0, 12.0)),
+                  700, 7)
+    evs += request("2", "https://plt.test/obj_5KB.png?i=0", 1700000000.06, 100.06, "h3", timing(100.06), 5000, 7)
+    evs += request("3", "https://plt.test/obj_5KB.png?i=1", 1700000000.06, 100.06, "h3", timing(100.06), 5000, 7)
+    return evs
+
+
+def test_a_pages_events_give_one_entry_per_request_with_sizes_and_protocol():
+    log = har.build(page_events(), "Chromium 142.0.1", {"domContentLoadedEventEnd": 90.5, "loadEventEnd": 130.25})
+    har.validate(log)
+    entries = log["log"]["entries"]
+    assert len(entries) == 3 and {e["response"]["httpVersion"] for e in entries} == {"h3"}
+    assert [e["response"]["content"]["size"] for e in entries] == [700, 5000, 5000]
+    assert [e["response"]["bodySize"] for e in entries] == [700, 5000, 5000]
+    assert entries[1]["request"]["queryString"] == [{"name": "i", "value": "0"}] and entries[1]["connection"] == "7"
+    first = entries[0]["timings"]
+    assert first["dns"] == 1 and first["connect"] == 10 and first["ssl"] == 10 and first["blocked"] == 0.5
+    assert first["wait"] == pytest.approx(19.5) and first["receive"] == pytest.approx(10.0)
+    assert entries[0]["time"] == pytest.approx(0.5 + 1 + 10 + 0.5 + 19.5 + 10.0)
+    assert entries[1]["timings"]["connect"] == -1  # the connection was reused
+    assert log["log"]["pages"][0]["pageTimings"] == {"onContentLoad": 90.5, "onLoad": 130.25}
+    assert log["log"]["pages"][0]["startedDateTime"] == "2023-11-14T22:13:20.000Z"
+    assert log["log"]["browser"] == {"name": "Chromium", "version": "142.0.1"}
+
+
+def test_a_failed_request_is_an_entry_with_its_error_and_the_file_stays_valid():
+    evs = page_events() + request("4", "https://plt.test/obj_5KB.png?i=2", 1700000000.1, 100.1, "", None, 0, 0,
+                                  failed=True)
+    log = har.build(evs, "Chromium 142", None)
+    har.validate(log)
+    assert log["log"]["entries"][-1]["_error"] == "net::ERR_QUIC_PROTOCOL_ERROR"
+    assert log["log"]["pages"][0]["pageTimings"] == {"onContentLoad": -1, "onLoad": -1}
+
+
+def test_the_performance_log_is_read_and_other_domains_left_out():
+    entries = [{"message": json.dumps({"message": e, "webview": "x"}), "level": "INFO", "timestamp": 1}
+               for e in page_events()]
+    entries.append({"message": json.dumps({"message": {"method": "Page.frameNavigated", "params": {}}})})
+    entries.append({"message": "not json"})
+    assert har.events_of(entries) == page_events()
+
+
+def test_the_schema_refuses_what_har_does_not_allow():
+    log = har.build(page_events(), "Chromium 142", None)
+    for breaks in (lambda l: l["log"].pop("creator"), lambda l: l["log"]["entries"][0]["timings"].pop("wait"),
+                   lambda l: l["log"]["entries"][0]["response"]["content"].update(size="700"),
+                   lambda l: l["log"]["entries"][0].update(startedDateTime="yesterday")):
+        bad = json.loads(json.dumps(log))
+        breaks(bad)
+        with pytest.raises(jsonschema.ValidationError):
+            har.validate(bad)
