@@ -80,12 +80,33 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """After the whole suite nothing of ours may remain: fail the run if something does."""
+_KEPT = pytest.StashKey[frozenset]()  # the live testbeds of ours the suite found at its start
+
+
+def pytest_sessionstart(session):
+    """Testbeds of ours that were abandoned before the suite (a run killed earlier, say the README's
+    first command cut short) are not the suite's to judge: `clean` removes them now and the header
+    says so; otherwise the tests that run `clean`, which rightly removes every abandoned testbed,
+    would find more gone than they made. Live ones (a running plt-bench's, one brought `up`) are
+    kept, and the end-of-suite check leaves them out."""
+    session.config.stash[_KEPT] = frozenset()
     if os.geteuid() != 0 or session.config.option.collectonly:
         return
     from plt_bench import topology
-    left = topology.leftovers()
+    report = topology.clean()
+    if report["removed"]:
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"plt-bench: removed testbeds abandoned before the suite: {', '.join(report['removed'])}", yellow=True)
+    session.config.stash[_KEPT] = frozenset(report["kept"] + report["up"])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After the whole suite nothing of ours may remain (besides the live testbeds it found): fail
+    the run if something does."""
+    if os.geteuid() != 0 or session.config.option.collectonly:
+        return
+    from plt_bench import topology
+    left = topology.leftovers(besides=session.config.stash.get(_KEPT, frozenset()))
     if any(left.values()):
         session.config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"LEFTOVER testbed state after the suite: {left}", red=True)

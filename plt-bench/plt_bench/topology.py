@@ -351,11 +351,14 @@ def _ns_inodes(prefix: str) -> set[str]:
     return out
 
 
-def leftovers() -> dict:
-    """Everything of plt-bench's still on this machine: namespaces, run folders, processes."""
-    ns = [n for n in existing_namespaces() if NS_RE.match(n) or PROBE_RE.match(n)]
-    dirs = sorted(p.name for p in RUN_DIR.iterdir()) if RUN_DIR.is_dir() else []
-    return {"namespaces": ns, "run_dirs": dirs, "processes": _our_processes()}
+def leftovers(besides: frozenset[str] = frozenset()) -> dict:
+    """Everything of plt-bench's still on this machine: namespaces, run folders, processes; besides:
+    prefixes of testbeds to leave out (those that were already there, alive, when one looked before)."""
+    ns = [n for n in existing_namespaces()
+          if PROBE_RE.match(n) or ((m := NS_RE.match(n)) and m.group(1) not in besides)]
+    dirs = sorted(p.name for p in RUN_DIR.iterdir() if p.name not in besides) if RUN_DIR.is_dir() else []
+    theirs = {pid for prefix in besides for pid in _our_processes(prefix)}
+    return {"namespaces": ns, "run_dirs": dirs, "processes": [p for p in _our_processes() if p not in theirs]}
 
 
 def _kill(pids: list[int], grace_s: float = 3.0) -> None:
