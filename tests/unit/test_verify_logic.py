@@ -69,6 +69,38 @@ def test_udp_checks():
     assert r["downlink reordering (UDP)"]["measured"] == pytest.approx(82.69, abs=0.01)
 
 
+def test_udp_loss_is_counted_over_what_the_receiver_awaited():
+    """iperf3's end.sum: the sender's count (13027, sent until the test's end reached it at 500 ms
+    RTT) with the receiver's losses; the receiver's intervals await 10418 (iperf3 3.12, measured)."""
+    res = {"end": {"sum": {"packets": 13027, "lost_packets": 265}, "streams": [{"udp": {"out_of_order": 0}}]},
+           "intervals": [{"sum": {"packets": 5211, "lost_packets": 134, "sender": False}},
+                         {"sum": {"packets": 5207, "lost_packets": 131, "sender": False}}]}
+    assert verify.udp_received(res) == (10418, 265)
+    r = {x["name"]: x for x in verify.check_udp(Conditions(10**8, 10**8, rtt_ms=500, loss_pct=2.5), res)}
+    assert r["downlink loss (UDP)"]["ok"] is True and r["downlink loss (UDP)"]["measured"] == 2.544
+    assert verify.udp_received(_udp(10000, 500, 0)) == (10000, 500)  # no receiver intervals: end.sum
+
+
+def test_datagrams_the_receiving_socket_dropped_are_not_the_links_loss():
+    snmp = ("Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n"
+            "Udp: 72521 0 9390 8 9390 0\nUdpLite: InDatagrams\nUdpLite: 0\n")
+    assert verify.udp_rcvbuf_errors(snmp) == 9390 and verify.udp_rcvbuf_errors("Ip: 1\nIp: 2\n") is None
+    c = Conditions(10**8, 10**8, rtt_ms=500, loss_pct=10)
+    res = {"end": {"sum": {"packets": 13022, "lost_packets": 5503}, "streams": [{"udp": {"out_of_order": 0}}]},
+           "intervals": [{"sum": {"packets": 1, "lost_packets": 0, "sender": False}},
+                         {"sum": {"packets": 10414, "lost_packets": 5503, "sender": False}}]}
+    assert {x["name"]: x["ok"] for x in verify.check_udp(c, res)}["downlink loss (UDP)"] is False
+    r = {x["name"]: x for x in verify.check_udp(c, res, socket_drops=4460)}["downlink loss (UDP)"]
+    assert r["ok"] is True and r["measured"] == pytest.approx(10.01, abs=0.01) and "4460 more" in r["tolerance"]
+
+
+def test_tcp_probe_leaves_out_its_ramp_up():
+    assert verify.tcp_omit_s(0.05, 10**8) == 1 and verify.tcp_omit_s(50, 10**7) == 2
+    assert verify.tcp_omit_s(100, 10**8) == 2
+    assert verify.tcp_omit_s(500, 10**8) == 6  # 4317 segments in flight: 8.8 doublings and 3 RTT more
+    assert verify.tcp_omit_s(500, 10**9) > verify.tcp_omit_s(500, 10**8)
+
+
 def test_tcp_rate_is_judged_only_where_tcp_can_fill_the_link():
     c = Conditions(10**8, 10**8, rtt_ms=50)
     assert verify.check_tcp_rate(c, "downlink", 10**8, 10**8 * 1448 / 1514)["ok"] is True
