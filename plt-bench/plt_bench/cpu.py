@@ -94,6 +94,73 @@ def cpu_by_role(browser: dict | None, server0: dict, server1: dict, link_stats: 
 
 
 # -- sampling during a trial -----------------------------------------------------------------------
+# A role is saturated while it runs at least this share of one core (its processes together), the
+# machine while all its cores are at least this busy; a trial is CPU-bound when one of them was
+# saturated for at least BOUND_SHARE of the load (see bound()).
+SATURATED_CORE = 0.9
+SATURATED_MACHINE = 0.95
+BOUND_SHARE = 0.5
+
+
+class Saturation:
+    """Which roles were saturated when, from consecutive cumulative readings (seconds of CPU per role;
+    the machine's busy and total jiffies from /proc/stat): between two readings a role ran
+    delta CPU / delta wall of one core. Readings closer than 20 ms apart are merged with the next
+    (the kernel counts CPU in 10 ms ticks). Pure: fed by Sampler, tested on made-up readings."""
+
+    MIN_STEP_S = 0.02
+
+    def __init__(self):
+        self._last: tuple[float, dict[str, float], tuple[int, int] | None] | None = None
+        self.steps: list[tuple[float, float, tuple[str, ...]]] = []  # (from, to, roles saturated)
+
+    def add(self, t: float, cpu_s: dict[str, float], machine: tuple[int, int] | None = None) -> None:
+        if self._last is None:
+            self._last = (t, dict(cpu_s), machine)
+            return
+        t0, cpu0, m0 = self._last
+        dt = t - t0
+        if dt < self.MIN_STEP_S:
+            return
+        hot = [r for r, c in cpu_s.items() if (c - cpu0.get(r, c)) / dt >= SATURATED_CORE]
+        if machine and m0 and machine[1] > m0[1] and (machine[0] - m0[0]) / (machine[1] - m0[1]) >= SATURATED_MACHINE:
+            hot.append("machine")
+        self.steps.append((t0, t, tuple(sorted(hot))))
+        self._last = (t, dict(cpu_s), machine)
+
+    def figures(self, since: float | None = None, until: float | None = None) -> dict[str, float]:
+        """{role: seconds saturated}, and "observed": the time the readings covered, within
+        [since, until] (monotonic s) where given."""
+        out: dict[str, float] = {}
+        observed = 0.0
+        for a, b, hot in self.steps:
+            lo, hi = max(a, since if since is not None else a), min(b, until if until is not None else b)
+            if hi <= lo:
+                continue
+            observed += hi - lo
+            for r in hot:
+                out[r] = out.get(r, 0.0) + hi - lo
+        return {**{r: round(v, 3) for r, v in sorted(out.items())}, "observed": round(observed, 3)}
+
+
+def bound(cpu: dict | None) -> tuple[str, float] | None:
+    """The role (or "machine") that limited a trial, and the share of the load it was saturated,
+    from a trial's CpuFigures: the browser's sampler covers its roles from the navigation on, the
+    runner's covers Caddy, linkem and the machine. None when nothing was saturated for BOUND_SHARE
+    of the time, or the figures predate the saturation counts."""
+    best: tuple[str, float] | None = None
+    for key in ("sampler", "server_sampler"):
+        sat = ((cpu or {}).get(key) or {}).get("saturated_s") or {}
+        observed = sat.get("observed") or 0.0
+        if observed <= 0:
+            continue
+        for r, v in sat.items():
+            share = v / observed
+            if r != "observed" and share >= BOUND_SHARE and (best is None or share > best[1]):
+                best = (r, round(share, 3))
+    return best
+
+
 class Sampler:
     """psutil sampler: every `interval_s`, the cumulative user and system CPU seconds per role.
 
@@ -108,10 +175,13 @@ class Sampler:
     before quitting). The thread's own CPU time is kept (`own_cpu_s`) to benchmark its cost.
     """
 
-    def __init__(self, sources, interval_s: float = 0.1, keep_series: bool = True, grows: bool = True):
+    def __init__(self, sources, interval_s: float = 0.1, keep_series: bool = True, grows: bool = True,
+                 machine: bool = False):
         import threading
         self.sources, self.interval_s, self.keep_series = sources, interval_s, keep_series
         self.grows = grows  # False: a fixed set of processes (Caddy, linkem), no watching for new PIDs
+        self.machine = machine  # also the whole machine's busy share (/proc/stat), as the role "machine"
+        self.saturation = Saturation()
         self.samples: list[tuple[float, dict[str, tuple[float, float]]]] = []
         self.own_cpu_s = 0.0
         self.ticks = 0
@@ -154,7 +224,9 @@ class Sampler:
             acc = out.setdefault(r, [0.0, 0.0])
             acc[0] += u
             acc[1] += s
-        return time.monotonic(), {r: (round(u, 3), round(s, 3)) for r, (u, s) in out.items()}
+        now = time.monotonic()
+        self.saturation.add(now, {r: u + s for r, (u, s) in out.items()}, _cpu_times() if self.machine else None)
+        return now, {r: (round(u, 3), round(s, 3)) for r, (u, s) in out.items()}
 
     def mark(self, rescan: bool = False) -> tuple[float, dict[str, tuple[float, float]]]:
         """Take a sample now (and keep it in the series)."""
@@ -173,11 +245,12 @@ class Sampler:
         while not self._stop.wait(self.interval_s):
             self.mark()
 
-    def info(self) -> dict:
-        """The sampler's own figures: interval, samples taken, its CPU and the time it ran."""
+    def info(self, since: float | None = None, until: float | None = None) -> dict:
+        """The sampler's own figures: interval, samples taken, its CPU and the time it ran; the time
+        each role was saturated (within [since, until], monotonic s, where given)."""
         end = self._t_stop if self._t_stop is not None else time.monotonic()
         return {"interval_s": self.interval_s, "samples": self.ticks, "own_cpu_s": round(self.own_cpu_s, 4),
-                "window_s": round(end - self._t_start, 3)}
+                "window_s": round(end - self._t_start, 3), "saturated_s": self.saturation.figures(since, until)}
 
     def start(self) -> "Sampler":
         self._t_start = time.monotonic()

@@ -71,10 +71,13 @@ def heatmap_matrix(rows: list[dict]) -> dict[tuple, dict]:
         rates = sorted({r["rate_down_bps"] for r in rs}, key=lambda b: (b is None, b or 0))
         diff = np.full((len(pages), len(rates)), np.nan)
         sig = np.zeros((len(pages), len(rates)), dtype=bool)
+        cpu = np.zeros((len(pages), len(rates)), dtype=bool)
         for r in rs:
             i, j = pages.index(r["page"]), rates.index(r["rate_down_bps"])
             diff[i, j], sig[i, j] = r["diff_pct"], r["significant"]
-        out[key] = {"pages": pages, "rates": rates, "diff": diff, "significant": sig, "axis": _page_axis(rs)}
+            cpu[i, j] = bool(r.get("cpu_bound_quic") or r.get("cpu_bound_tcp"))
+        out[key] = {"pages": pages, "rates": rates, "diff": diff, "significant": sig, "cpu_bound": cpu,
+                    "axis": _page_axis(rs)}
     return out
 
 
@@ -97,11 +100,21 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
                     num = f"{diff[i, j]:+.1f}%" if abs(diff[i, j]) < 10 else f"{diff[i, j]:+.0f}%"
                     text = num if sig[i, j] else f"{num}\nn.s."
                 ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8,
-                        color="white" if sig[i, j] and abs(diff[i, j]) > 0.6 * lim else "black")
+                        color="white" if sig[i, j] and abs(diff[i, j]) > 0.6 * lim else "black",
+                        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1}
+                        if m["cpu_bound"][i, j] and not sig[i, j] else None)
                 if sig[i, j]:  # a tiny significant difference is pale: the frame tells it from white (n.s.)
                     ax.add_patch(matplotlib.patches.Rectangle((j, i), 1, 1, fill=False, edgecolor="black", lw=1.5))
+                if m["cpu_bound"][i, j]:  # a CPU limit, not the network's result: hatched
+                    ax.add_patch(matplotlib.patches.Rectangle((j, i), 1, 1, fill=False, hatch="///", lw=0,
+                                                              edgecolor="#555555"))
         ax.set_xlabel("bandwidth")
         ax.set_ylabel(m["axis"])
+        if m["cpu_bound"].any():
+            ax.legend(handles=[matplotlib.patches.Patch(facecolor="white", edgecolor="#555555", hatch="///",
+                                                        label="CPU-bound trials: a limit of this machine")],
+                      loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.02 * len(m["pages"])), fontsize=8,
+                      frameon=False)
         t0 = rows[0]
         group = [r for r in rows if (r["rtt_ms"], r["jitter_ms"], r["loss_pct"]) == (rtt, jitter, loss)]
         ns = sorted({min(r["n_quic"], r["n_tcp"]) for r in group})

@@ -188,6 +188,10 @@ class Trial:
     load1: float | None = doc("1-minute load average just before the trial", None)
     idle_wait_s: float | None = doc("time the idle gate waited before the trial", None)
     cpu_json: str | None = doc("CPU seconds per role during the trial (CpuFigures; JSON)", None)
+    cpu_bound: str | None = doc("the role that limited the trial by CPU (network, renderer, caddy, linkem, ... or "
+                                "machine): saturated (a role >= 90% of one core, the machine >= 95% of all) "
+                                "for at least half of the load (plt_bench.cpu.bound); None: not CPU-bound", None)
+    cpu_bound_share: float | None = doc("the share of the load that role was saturated (0-1)", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 

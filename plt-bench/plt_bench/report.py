@@ -98,7 +98,7 @@ def _f(v, fmt="{:.1f}") -> str:
 
 def table(rep: dict) -> list[list[str]]:
     head = ["link", "page", "n QUIC", "n TCP", "QUIC median ms [95% CI]", "TCP median ms [95% CI]", "diff %",
-            f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster"]
+            f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster", "CPU-bound"]
     body = []
     for r in rep["rows"]:
         q = rep["cells"][(r["conditions"], r["page"], "quic")]
@@ -107,8 +107,14 @@ def table(rep: dict) -> list[list[str]]:
                      f"{_f(q['median_ms'])} [{_f(q['ci_low_ms'])}, {_f(q['ci_high_ms'])}]",
                      f"{_f(t['median_ms'])} [{_f(t['ci_low_ms'])}, {_f(t['ci_high_ms'])}]",
                      _f(r["diff_pct"], "{:+.1f}"), _f(r["p_welch"] if rep["test"] == "welch" else r["p_mannwhitney"], "{:.3g}"),
-                     _f(r["p_adjusted"], "{:.3g}"), _f(r["cliffs_delta"], "{:+.2f}"), r["faster"]])
+                     _f(r["p_adjusted"], "{:.3g}"), _f(r["cliffs_delta"], "{:+.2f}"), r["faster"], _bound(q, t)])
     return [head, *body]
+
+
+def _bound(*cells: dict) -> str:
+    """CPU-bound trials of a cell per protocol ("QUIC 3/3 machine"), or "-"."""
+    said = [f"{c['proto'].upper()} {c['n_cpu_bound']}/{c['n']} {c['cpu_bound_roles']}" for c in cells if c["n_cpu_bound"]]
+    return "; ".join(said) or "-"
 
 
 def _rate(bps) -> str:

@@ -12,6 +12,7 @@ from .browser import connections, is_error_page, judge, judge_bulk, judge_object
 from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
+from .cpu import bound as cpu_bound
 from .errors import LinkError, TestbedBroken
 from .link.counters import DeliveryCounter
 from .metadata import utc_now
@@ -192,7 +193,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
         sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
-                          settings.cpu_interval_s, keep_series="cpu" in settings.kinds, grows=False).start()
+                          settings.cpu_interval_s, keep_series="cpu" in settings.kinds, grows=False,
+                          machine=True).start()
         first = sampler.mark()
         started = utc_now()
         t0, t0_unix = time.monotonic(), time.time()
@@ -217,13 +219,20 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         raise TestbedBroken(f"processes {answer['strays_left']} of the trial would not die")
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
-    cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats, sampler.info())
+    # saturation over the browser's own window (navigation to the end of its workload), not its start-up
+    nav_t0 = answer.get("nav_t0")
+    nav_s = ((answer.get("cpu") or {}).get("sampler") or {}).get("window_s")
+    cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats,
+                      sampler.info(nav_t0, nav_t0 + nav_s if nav_t0 and nav_s else None))
     logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2,
                                        expect=1 + cell.page.fetched + (1 if cell.page.bulk_ms else 0))
     entries = own_entries(logged, uri)
     foreign = overlapping(logged, uri, t0_unix, t1_unix)
+    limit = cpu_bound(cpu)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
-                       answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None},
+                       answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None,
+                                                      "cpu_bound": limit[0] if limit else None,
+                                                      "cpu_bound_share": limit[1] if limit else None},
                        foreign, delivered, point[1] if point else None)
     trial_id = store.add_trial(trial)
     trial = dataclasses.replace(trial, trial_id=trial_id)

@@ -57,9 +57,12 @@ def cells(trials: list[Trial]) -> dict[tuple, dict]:
     """Per (conditions, page, proto): n, median, mean, sd, ci_low, ci_high, cv, warnings."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, Trial] = {}
+    bound: dict[tuple, list[str]] = defaultdict(list)
     for t in usable(trials):
         groups[cell_key(t)].append(float(t.plt_ms))
         meta.setdefault(cell_key(t), t)
+        if t.cpu_bound:
+            bound[cell_key(t)].append(t.cpu_bound)
     out = {}
     for k, v in groups.items():
         x = np.asarray(v)
@@ -69,12 +72,22 @@ def cells(trials: list[Trial]) -> dict[tuple, dict]:
         warn = []
         if len(x) > 1 and cv > CV_WARN:
             warn.append(f"CV {cv:.0%} > {CV_WARN:.0%}: unstable; add --runs or check the machine's load (busy_pct)")
+        if bound[k]:
+            warn.append(f"{len(bound[k])} of {len(x)} trials CPU-bound ({cpu_bound_roles(bound[k])}): "
+                        "a CPU limit of this machine, not the network's result")
         c = meta[k].conditions
         out[k] = {"conditions": k[0], **_page_fields(meta[k]), "proto": k[2], "n": len(x), "median_ms": float(np.median(x)),
                   "mean_ms": float(np.mean(x)), "sd_ms": sd, "ci_low_ms": lo, "ci_high_ms": hi, "cv": cv,
                   "warnings": warn, "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
-                  "loss_pct": c.loss_pct}
+                  "loss_pct": c.loss_pct, "n_cpu_bound": len(bound[k]), "cpu_bound_roles": cpu_bound_roles(bound[k])}
     return out
+
+
+def cpu_bound_roles(roles: list[str]) -> str:
+    """The roles that limited a cell's trials, most frequent first: "machine", "machine x2, renderer"."""
+    from collections import Counter
+    counts = Counter(roles).most_common()
+    return ", ".join(r if n == 1 or len(counts) == 1 else f"{r} x{n}" for r, n in counts)
 
 
 def holm(p: list[float]) -> list[float]:
@@ -154,7 +167,8 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
                      "jitter_ms": c["jitter_ms"], "loss_pct": c["loss_pct"], "n_quic": len(q), "n_tcp": len(tc),
                      "median_quic_ms": c["median_ms"], "median_tcp_ms": ct["median_ms"],
                      "diff_pct": (c["median_ms"] - ct["median_ms"]) / ct["median_ms"] * 100.0,
-                     "p_welch": welch, "p_mannwhitney": mw, "hedges_g": hedges_g(q, tc), "cliffs_delta": cliffs_delta(q, tc)})
+                     "p_welch": welch, "p_mannwhitney": mw, "hedges_g": hedges_g(q, tc), "cliffs_delta": cliffs_delta(q, tc),
+                     "cpu_bound_quic": c["n_cpu_bound"], "cpu_bound_tcp": ct["n_cpu_bound"]})
     rows.sort(key=sort_key)
     primary = [r["p_welch"] if test == "welch" else r["p_mannwhitney"] for r in rows]
     adjusted = holm(primary) if correction == "holm" else bh(primary)

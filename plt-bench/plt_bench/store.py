@@ -26,6 +26,8 @@ Schema history (SCHEMA_VERSION):
       bulk_bytes, goodput_bps (the browser's), throughput_bps (the link's own counter) and
       series_json (bytes per interval, both); request pages (request latency): requests and streams
       (0 for other pages), req_p50_ms, req_p90_ms and req_p99_ms.
+  9 - trials gain cpu_bound and cpu_bound_share: the role (or the machine) that limited the trial
+      by CPU, and for what share of the load; None for older trials (their figures cannot say).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -264,6 +266,11 @@ class Store:
                         "requests", "streams", "req_p50_ms", "req_p90_ms", "req_p99_ms"):
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             version = 8
+        if version == 8:  # 8 -> 9: CPU-bound trials flagged
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("cpu_bound", "cpu_bound_share"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            version = 9
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

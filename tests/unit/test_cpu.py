@@ -3,6 +3,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from plt_bench import cpu
 from plt_bench.cpu import cpu_by_role
 
@@ -89,3 +91,50 @@ def test_sampler_keeps_the_last_reading_of_a_process_that_exits():
     s.stop()
     last = s.samples[-1][1]["gone"]
     assert last[0] + last[1] >= 0.1  # the reading before it exited stays in the cumulative total
+
+
+def test_saturation_counts_the_time_a_role_runs_a_whole_core_within_a_window():
+    sat = cpu.Saturation()
+    # network: 0.95 of a core for 1 s, then 0.5 for 1 s; caddy 0.2 throughout; readings every 0.1 s
+    for i in range(21):
+        t = i / 10
+        net = 0.095 * min(i, 10) + 0.05 * max(0, i - 10)
+        sat.add(100 + t, {"network": net, "caddy": 0.02 * i})
+    sat.add(102.005, {"network": 9.9, "caddy": 9.9})  # 5 ms later: merged with the next, never judged alone
+    f = sat.figures()
+    assert f == {"network": pytest.approx(1.0), "observed": pytest.approx(2.0)}
+    assert sat.figures(since=100.5, until=101.5) == {"network": pytest.approx(0.5), "observed": pytest.approx(1.0)}
+    # the machine: busy jiffies over all jiffies of all cores, >= 95%
+    m = cpu.Saturation()
+    m.add(0.0, {}, (0, 0))
+    m.add(0.1, {}, (19, 20))
+    m.add(0.2, {}, (37, 40))
+    assert m.figures() == {"machine": pytest.approx(0.1), "observed": pytest.approx(0.2)}
+
+
+def test_a_trial_is_cpu_bound_when_one_role_was_saturated_for_half_the_load():
+    def figs(browser, server):
+        return {"sampler": {"saturated_s": browser}, "server_sampler": {"saturated_s": server}}
+    assert cpu.bound(figs({"network": 6.0, "renderer": 1.0, "observed": 10.0}, {"observed": 10.0})) == ("network", 0.6)
+    assert cpu.bound(figs({"renderer": 4.9, "observed": 10.0}, {"machine": 8.0, "observed": 10.0})) == ("machine", 0.8)
+    assert cpu.bound(figs({"renderer": 4.9, "observed": 10.0}, {"linkem": 4.0, "observed": 10.0})) is None
+    assert cpu.bound({"roles": {}}) is None and cpu.bound(None) is None  # figures from before schema 9
+    assert cpu.bound(figs({"observed": 0.0}, {})) is None
+
+
+def test_the_sampler_reports_saturation_of_a_real_busy_process_and_the_machine():
+    """A real child burning a whole core for 0.6 s: the sampler finds it saturated for most of it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nend=time.monotonic()+0.6\n"
+                             "while time.monotonic()<end: pass"])
+    try:
+        import psutil
+        p = psutil.Process(proc.pid)
+        s = cpu.Sampler(lambda: [("busy", p)], interval_s=0.05, machine=True).start()
+        proc.wait()
+        s.stop()
+    finally:
+        proc.wait()
+    sat = s.info()["saturated_s"]
+    assert sat["observed"] >= 0.5 and sat.get("machine", 0.0) <= sat["observed"]
+    # on a busy shared machine the child may be descheduled now and then: most, not all, of its time
+    assert sat.get("busy", 0.0) >= 0.25, sat

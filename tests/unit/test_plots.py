@@ -146,3 +146,29 @@ def test_the_html_report_holds_every_table_and_figure_inline(fixture_store):
     assert tags.fetches == []  # self-contained: no file, script, style sheet or font from elsewhere
     assert "<?xml" not in text and "a &lt;warning&gt; &amp; its escape" in text
     assert text.count("<tr>") == sum(len(rows) for _, _, rows in report.blocks(rep))
+
+
+def test_cpu_bound_trials_mark_their_cell_in_the_table_the_warnings_and_the_heatmap(fixture_store):
+    """Three of a cell's eight QUIC trials limited by the network process: the cell alone is marked
+    (stored and read back: the columns survive the store), in the table, the warnings and hatched."""
+    s, cid, tmp = fixture_store
+    rows = s.db.execute("SELECT id FROM trials WHERE proto = 'quic' AND page = '500KB' AND rate_down_bps = ? "
+                        "ORDER BY id LIMIT 3", (10**8,)).fetchall()
+    s.db.executemany("UPDATE trials SET cpu_bound = 'network', cpu_bound_share = 0.8 WHERE id = ?", rows)
+    s.db.commit()
+    rep = report.build(s, [cid])
+    m = plots.heatmap_matrix(rep["rows"])[(0.0, 0.0, 0.0)]
+    assert m["cpu_bound"].sum() == 1 and m["cpu_bound"][m["pages"].index("500KB"), m["rates"].index(10**8)]
+    head, *body = report.table(rep)
+    marks = {(r[0], r[1]): r[head.index("CPU-bound")] for r in body}
+    assert marks[("100mbit", "500KB")] == "QUIC 3/8 network" and set(marks.values()) == {"QUIC 3/8 network", "-"}
+    assert any("3 of 8 trials CPU-bound (network)" in w for w in rep["warnings"])
+    files = plots.heatmaps(rep["rows"], rep["metadata"], tmp / "fig", "fixture")
+    svg = next(f for f in files if f.suffix == ".svg").read_text()
+    assert "<pattern" in svg and "CPU-bound trials" in svg  # the hatch and its legend
+    s.db.execute("UPDATE trials SET cpu_bound = NULL")
+    s.db.commit()
+    clean = report.build(s, [cid])
+    svg = next(f for f in plots.heatmaps(clean["rows"], clean["metadata"], tmp / "fig2", "fixture")
+               if f.suffix == ".svg").read_text()
+    assert "<pattern" not in svg and "CPU-bound trials" not in svg
