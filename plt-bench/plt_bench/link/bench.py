@@ -42,16 +42,18 @@ def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -
     omit = 2 if cond.rtt_ms >= 20 else 1
     pid = bed.link.pid()
     with Iperf(bed.plan.server_ns, bed.plan.server_ip):
-        e0, w0 = (_proc_cpu_s(pid) if pid else (0.0, 0.0)), time.monotonic()
+        e0, w0, m0 = (_proc_cpu_s(pid) if pid else (0.0, 0.0)), time.monotonic(), _busy_jiffies()
         res = iperf_client(bed.plan.client_ns, bed.plan.server_ip,
                            (["-R"] if direction == "down" else []) + ["-t", f"{seconds:g}", "-O", str(omit)], seconds + omit)
-        e1, w1 = (_proc_cpu_s(pid) if pid else (0.0, 0.0)), time.monotonic()
+        e1, w1, m1 = (_proc_cpu_s(pid) if pid else (0.0, 0.0)), time.monotonic(), _busy_jiffies()
     bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second") or 0.0
     rate = cond.rate_down_bps if direction == "down" else cond.rate_up_bps
     wall = w1 - w0
     return {"ratio": bps / (rate * TCP_PAYLOAD_PER_WIRE),
             "emulator_core_share": ((e1[0] + e1[1]) - (e0[0] + e0[1])) / wall if pid else None,
-            "emulator_user_share": (e1[0] - e0[0]) / wall if pid else None}
+            "emulator_user_share": (e1[0] - e0[0]) / wall if pid else None,
+            # the whole machine, all cores, softirq included: busy jiffies (USER_HZ = 100) per second
+            "machine_cores": (m1[0] - m0[0]) / 100.0 / wall}
 
 
 def run(bed, out=print, probes: int = 1000) -> dict:
@@ -94,10 +96,19 @@ def run(bed, out=print, probes: int = 1000) -> dict:
         fig[f"rate_{rate}_ratio"] = r["ratio"]
         out(f"  rate {rate // 10**6} Mbit/s, TCP download: goodput / (rate x 1448/1514) = {r['ratio']:.4f} [0.98 to 1.02]")
 
+    plain = Conditions(100 * 10**6, 100 * 10**6)
+    bed.set_conditions(plain)
+    base = _tcp(bed, plain)  # the same transfer without the emulator in the path (the rate alone)
     c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
     bed.set_conditions(c)
     r = _tcp(bed, c)
-    fig.update(cpu_100mbit_emulator=r["emulator_core_share"], cpu_100mbit_emulator_user=r["emulator_user_share"])
+    marginal = r["machine_cores"] - base["machine_cores"]
+    fig.update(cpu_100mbit_emulator=r["emulator_core_share"], cpu_100mbit_emulator_user=r["emulator_user_share"],
+               cpu_100mbit_machine_without=base["machine_cores"], cpu_100mbit_machine_with=r["machine_cores"],
+               cpu_100mbit_marginal=marginal)
+    out(f"  machine CPU at 100 Mbit, TCP download (all cores, softirq included): {base['machine_cores']:.3f} cores "
+        f"with the rate alone, {r['machine_cores']:.3f} with RTT 50 ms; the delay's marginal cost {marginal:.3f} cores "
+        f"[<= 0.05: ratio {marginal / 0.05:.2f}]")
     if r["emulator_core_share"] is not None:
         out(f"  emulator CPU at 100 Mbit, RTT 50 ms: {r['emulator_core_share']:.1%} of a core "
             f"[<= 5%: ratio {r['emulator_core_share'] / 0.05:.2f}], of which user space {r['emulator_user_share']:.1%}; "
