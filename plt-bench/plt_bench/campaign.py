@@ -26,7 +26,8 @@ from .pages import Page
 from .units import parse_size
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
-TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "warmup", "retries", "seed", "link", "profile",
+TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
+            "link", "profile",
             "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file", "browser_binary"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
@@ -35,7 +36,7 @@ PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
 # What applies when neither an option nor the campaign file says: the one place these are written
 # (plt_bench.options shows them in every front end's help).
 DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".join(cond_mod.DEFAULT_SIZES), "runs": 3,
-            "warmup": 0, "retries": 1, "seed": 1, "jitter_dist": "uniform", "loss_direction": "both", "reorder": True,
+            "max_runs": 30, "warmup": 0, "retries": 1, "seed": 1, "jitter_dist": "uniform", "loss_direction": "both", "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
@@ -62,6 +63,14 @@ class Spec:
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.drivers)
+    precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
+    #                                     percent of the medians (grid.runs the least, max_runs the most runs)
+    max_runs: int | None = None
+
+    @property
+    def planned_runs(self) -> int:
+        """Runs per cell in the plan: the most a cell may take (grid.runs without a precision target)."""
+        return self.max_runs if self.precision_pct is not None and self.max_runs else self.grid.runs
 
     def as_dict(self) -> dict:
         # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold)
@@ -71,7 +80,9 @@ class Spec:
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
                 **({"server": self.server} if self.server else {}),
-                **({"browser_binary": self.browser_binary} if self.browser_binary else {})}
+                **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
+                **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
+                   if self.precision_pct is not None else {})}
 
     @property
     def spec_hash(self) -> str:
@@ -81,7 +92,7 @@ class Spec:
         """Every trial, in the order it runs: (conditions, run index, page, protocol)."""
         out = []
         for ci, cond in enumerate(self.grid.conditions):
-            for r in range(self.grid.runs):
+            for r in range(self.planned_runs):
                 rng = random.Random(f"{self.seed}/{ci}/{r}")
                 pages = list(self.grid.pages)
                 rng.shuffle(pages)
@@ -90,6 +101,27 @@ class Spec:
                     rng.shuffle(protos)
                     out += [(cond, r, page, p) for p in protos]
         return out
+
+
+def _precision(overrides: dict, data: dict, where: str, runs: int) -> tuple[float | None, int | None]:
+    """The precision target (percent) and the most runs per cell, or (None, None) for fixed runs."""
+    from .units import parse_percent
+    given = overrides.get("precision", data.get("precision"))
+    if given is None:
+        if overrides.get("max_runs") is not None:
+            raise UsageError("--max-runs: only with --precision (a fixed --runs needs no most)")
+        return None, None
+    option = "--precision" if "precision" in overrides else f"{where}: precision"
+    pct = parse_percent(str(given), option)
+    if not 0 < pct <= 50:
+        raise UsageError(f"{option}: '{given}' is out of range; expected more than 0% and at most 50%, e.g. 2%")
+    most = overrides.get("max_runs", data.get("max_runs", DEFAULTS["max_runs"]))
+    option = "--max-runs" if "max_runs" in overrides else f"{where}: max_runs"
+    most = cond_mod.parse_runs(most, option)
+    if runs < 3 or most < runs:
+        raise UsageError(f"{option}: {most} with runs {runs}; a precision target needs runs >= 3 (a median's "
+                         f"interval needs three trials) and max_runs >= runs")
+    return pct, most
 
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -218,7 +250,9 @@ def load(name_or_path: str | None, overrides: dict | None = None, flags: dict | 
     if browser is not None and (not isinstance(browser, str) or not browser.startswith("/")):
         raise UsageError(f"{where}: {'--browser-binary' if 'browser_binary' in overrides else 'browser_binary'} = "
                          f"{browser!r}; expected the absolute path of a Chromium or Google Chrome binary")
-    return Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name, description=str(data.get("description", "")), grid=grid,
+    precision, max_runs = _precision(overrides, data, where, grid.runs)
+    return Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name,
+                description=str(data.get("description", "")), grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=as_int("warmup", DEFAULTS["warmup"], 0, 100), retries=as_int("retries", DEFAULTS["retries"], 0, 10),
                 seed=as_int("seed", DEFAULTS["seed"], 0, 2**31),

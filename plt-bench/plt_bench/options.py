@@ -45,7 +45,11 @@ def _table() -> dict[str, Option]:
         Option("size", "pages, comma-separated: a size (5KB: one HTML file), NxS (200x5KB: N images of S "
                        "each) or bulkD[_I] (bulk30s: a 30 s download, bytes counted per second, or per I); "
                        "1 KB = 1000 bytes"),
-        Option("runs", "repetitions of every cell"),
+        Option("runs", "repetitions of every cell (with --precision: the least)"),
+        Option("precision", "run each cell, protocols interleaved, until the 95%% CI of each protocol's median is "
+                            "within +- this share of it, e.g. 2%%; --runs is then the least and --max-runs the most "
+                            "runs per cell", metavar="PCT"),
+        Option("max_runs", "the most runs per cell with --precision"),
         Option("name", "campaign name stored with the results (default: the campaign's)"),
         Option("campaign", "preset name or campaign file", metavar="CAMPAIGN"),
         Option("new", "start a new campaign even if an unfinished one can be resumed", flag=True),
@@ -110,8 +114,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
                 "two": "two machines (see 'plt-bench serve')", "stats": "statistics", "output": "output"}
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
-MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "rtt", "jitter", "jitter_dist", "loss",
-               "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
+MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "rtt", "jitter",
+               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser_binary")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")

@@ -52,7 +52,7 @@ class TrialItem(pytest.Item):
         except UsageError as e:  # a refused resume: exit 2 like the CLI
             pytest.exit(str(e), returncode=2)
         if t is None:
-            pytest.skip(f"measured before: campaign {s.campaign_id} was resumed")
+            pytest.skip(s.skip_reason(self.slot))
         self.user_properties += [("plt_ms", t.plt_ms), ("attempt", t.attempt), ("seq", t.seq)]
         if not t.ok:
             raise TrialFailed(t.reason)

@@ -57,7 +57,25 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
-            "establishment": stats.establishment_table(trials)}
+            "establishment": stats.establishment_table(trials), "precision": precision(camps[0]["grid"], trials)}
+
+
+def precision(grid: dict, trials: list) -> dict | None:
+    """A precision campaign's cells: runs per protocol, the medians' half widths and why it stopped
+    (stats.precision_stop on all its counted trials; "unfinished" when neither held)."""
+    if grid.get("precision_pct") is None:
+        return None
+    protos = tuple(grid.get("protos") or ("quic", "tcp"))
+    by: dict[tuple, dict[str, list[float]]] = {}
+    for t in stats.usable(trials):
+        by.setdefault((t.label, t.page), {}).setdefault(t.proto, []).append(float(t.plt_ms))
+    cells = []
+    for (cond, page), times in by.items():
+        why, widths = stats.precision_stop(times, grid["precision_pct"], grid["runs"], grid["max_runs"], protos)
+        cells.append({"conditions": cond, "page": page, "n": {p: len(v) for p, v in times.items()},
+                      "half_width_pct": widths, "stopped": why or "unfinished"})
+    return {"target_pct": grid["precision_pct"], "min_runs": grid["runs"], "max_runs": grid["max_runs"],
+            "cells": cells}
 
 
 def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:
@@ -126,6 +144,16 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """The report's tables beyond the page-load comparison, where the campaign has their trials:
     (title, what the figures are, [head, *rows])."""
     out = []
+    if rep.get("precision"):
+        pr = rep["precision"]
+        out.append((f"Runs per cell (precision target +-{pr['target_pct']:g}%)",
+                    f"each cell ran, protocols interleaved, until the 95% CI of each protocol's median was within "
+                    f"+-{pr['target_pct']:g}% of it (at least {pr['min_runs']}, at most {pr['max_runs']} runs); "
+                    "half widths in percent of the median",
+                    [["link", "page", "n QUIC", "n TCP", "QUIC +-%", "TCP +-%", "stopped"],
+                     *[[r["conditions"], r["page"], str(r["n"].get("quic", 0)), str(r["n"].get("tcp", 0)),
+                        _f(r["half_width_pct"].get("quic"), "{:.1f}"), _f(r["half_width_pct"].get("tcp"), "{:.1f}"),
+                        r["stopped"]] for r in pr["cells"]]]))
     if rep["datarate"]:
         out.append(("Throughput (bulk downloads)", "link: bytes the link delivered towards the client over the bulk "
                     "window (its own counter: headers and retransmissions included), as the seeds' datarate; "

@@ -167,6 +167,11 @@ class Session:
                           f"{self.campaign_id}. Rerun with their exact options to resume one")
         self.done = attempts_so_far(self.store.trials([self.campaign_id]))
         self.todo = todo(self.plan, self.done, spec.retries)
+        self.skipped = 0  # slots a precision target made unnecessary
+        self.stops: dict[tuple, str] = {}  # (conditions, page) -> why a precision target stopped the cell
+        for slot in list(self.todo):
+            if slot in self.todo:
+                self._settled(slot)
         self.seq = max((t.seq for rows in self.done.values() for t in rows), default=-1) + 1
         self.finished = len(self.plan) - len(self.todo)
         self.current: Conditions | None = None
@@ -178,9 +183,12 @@ class Session:
 
     def _header(self) -> None:
         spec, bed, g = self.spec, self.bed, self.spec.grid
+        runs = (f"{g.runs} to {spec.max_runs} runs: each cell until its medians are within +-{spec.precision_pct:g}%"
+                if spec.precision_pct is not None else f"{g.runs} run(s)")
         self.out(f"campaign {self.campaign_id} '{spec.name}': {spec.description or spec.source}\n"
-                 f"{len(self.plan)} trials ({len(g.conditions)} condition(s) x {len(g.pages)} page(s) x "
-                 f"{len(g.protos)} protocol(s) x {g.runs} run(s), order seeded with {spec.seed}) on testbed "
+                 f"{'at most ' if spec.precision_pct is not None else ''}{len(self.plan)} trials "
+                 f"({len(g.conditions)} condition(s) x {len(g.pages)} page(s) x "
+                 f"{len(g.protos)} protocol(s) x {runs}, order seeded with {spec.seed}) on testbed "
                  f"{bed.plan.prefix}, link {bed.link.backend} ({bed.link.tool}, {bed.link.placement}); results in "
                  f"{self.results}")
         if self.finished:
@@ -225,8 +233,44 @@ class Session:
     def run(self) -> dict:
         """Every slot still to run, in the plan's order; {"ok", "failed", "retried"} counts."""
         for slot in list(self.todo):
-            self.run_slot(slot)
+            if slot in self.todo:  # a precision target may have settled its cell meanwhile
+                self.run_slot(slot)
         return self.counts
+
+    def _settled(self, slot: Slot) -> bool:
+        """With a precision target: the slot's cell had stopped before the slot's run (judged on the
+        trials of the runs before it, so both protocols of a cell always have the same runs); its
+        remaining slots leave the plan, and the first time a line says why."""
+        from . import stats
+        spec = self.spec
+        cond, r, page, _ = slot
+        if spec.precision_pct is None or r < spec.grid.runs:
+            return False
+        times: dict[str, list[float]] = {}
+        for (c, run, pg, proto), rows in self.done.items():
+            if c == cond and pg == page and run < r:
+                times.setdefault(proto, []).extend(t.plt_ms for t in rows if t.counts)
+        why, widths = stats.precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs,
+                                           spec.grid.protos)
+        if why is None:
+            return False
+        rest = [s for s in self.todo if s[0] == cond and s[2] == page and s[1] >= r]
+        for s in rest:
+            self.todo.remove(s)
+        self.skipped += len(rest)
+        if rest:
+            half = ", ".join(f"{p} +-{w:.1f}%" for p, w in widths.items())
+            self.stops[(cond, page)] = f"{why} after {r} run(s) ({half}; target +-{spec.precision_pct:g}%)"
+            self.out(f"{cond.label} {page.label}: {self.stops[(cond, page)]}")
+        return True
+
+    def skip_reason(self, slot: Slot) -> str:
+        """Why run_slot ran nothing for a slot: its cell stopped under the precision target, or a
+        resumed campaign had measured it."""
+        cond, _, page, _ = slot
+        why = self.stops.get((cond, page))
+        return (f"not needed: {cond.label} {page.label}: {why}" if why
+                else f"measured before: campaign {self.campaign_id} was resumed")
 
     def run_slot(self, slot: Slot) -> Trial | None:
         """One slot of the plan: its conditions applied (and verified) if they changed, then attempts
@@ -239,7 +283,7 @@ class Session:
         try:
             if not self._entered:
                 self.__enter__()
-            return self._attempts(slot) if slot in self.todo else None
+            return self._attempts(slot) if slot in self.todo and not self._settled(slot) else None
         except PltBenchError as e:
             self.stopped = str(e)
             raise
@@ -253,7 +297,7 @@ class Session:
                              lambda rep: self.out(format_report(rep)))
             self.current = cond
         attempt = len(self.done.get(slot, [])) + 1
-        total = len(self.plan)
+        total = len(self.plan) - self.skipped
         while True:
             gate = wait_idle() if self.idle_gate else {}
             t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, Cell(proto, page, cond), self.timeout_s,

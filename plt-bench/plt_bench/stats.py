@@ -43,6 +43,28 @@ def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[f
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def half_width_pct(x: list[float]) -> float:
+    """Half the width of the median's 95% CI, in percent of the median (nan below three values)."""
+    a = np.asarray(x, dtype=float)
+    lo, hi = median_ci(a)
+    med = float(np.median(a)) if len(a) else float("nan")
+    return (hi - lo) / 2 / med * 100 if med and not math.isnan(lo) else float("nan")
+
+
+def precision_stop(by_proto: dict[str, list[float]], target_pct: float, min_runs: int, max_runs: int,
+                   protos: tuple[str, ...]) -> tuple[str | None, dict[str, float]]:
+    """Whether a cell may stop under a precision target: ("precision reached", half widths) when
+    every protocol has at least min_runs counted page-load times and its median's half width is
+    within target_pct; ("max runs reached", ...) once a protocol has max_runs; else (None, ...)."""
+    widths = {p: half_width_pct(by_proto.get(p, [])) for p in protos}
+    counts = [len(by_proto.get(p, [])) for p in protos]
+    if min(counts) >= min_runs and all(w <= target_pct for w in widths.values()):
+        return "precision reached", widths
+    if max(counts) >= max_runs:
+        return "max runs reached", widths
+    return None, widths
+
+
 def cell_key(t: Trial) -> tuple:
     """(conditions' label, page's label, protocol): the labels hold every field of the conditions
     and of the page (5KB, 200x5KB)."""

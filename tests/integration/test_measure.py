@@ -186,3 +186,31 @@ def test_bench_link_runs_once_and_prints_ratios():
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
     assert "ratio" in r.stdout, r.stdout
     assert system_state() == before
+
+
+@pytest.mark.parametrize("target,most", [("50%", 6), ("0.01%", 4)])
+def test_a_precision_target_stops_a_cell_when_reached_or_at_its_most_runs(tmp_path, target, most):
+    """A tiny real campaign, protocols interleaved, with a precision target: +-50% is usually reached
+    after the least runs (3) and +-0.01% never (the cell takes its most). Whatever the machine's
+    load, each cell stops for a stated reason: the target met by both protocols with equal runs,
+    or the most runs; the report gives per cell the runs and the half widths."""
+    results = tmp_path / "p.sqlite"
+    r = run_cli("run", "--proto", "both", "--bw", "100mbit", "--size", "5KB", "--runs", "3", "--precision", target,
+                "--max-runs", str(most), "--verify", "off", "--testbed", "227", "--results", str(results), timeout=600)
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    db = sqlite3.connect(results)
+    n = dict(db.execute("SELECT proto, COUNT(*) FROM trials WHERE status = 'ok' GROUP BY proto").fetchall())
+    runs = dict(db.execute("SELECT proto, COUNT(DISTINCT run_index) FROM trials GROUP BY proto").fetchall())
+    db.close()
+    assert runs["quic"] == runs["tcp"], runs  # both protocols of the cell always have the same runs
+    section = r.stdout[r.stdout.index("Runs per cell"):]
+    row = next(line for line in section.splitlines() if line.strip().startswith("100mbit"))
+    if target == "0.01%":
+        assert runs["quic"] == most and "max runs reached" in row, (runs, row)
+    elif "precision reached" in row:
+        assert 3 <= runs["quic"] <= most and f"precision reached after {runs['quic']} run(s)" in r.stdout, r.stdout
+        widths = [float(x) for x in re.findall(r"(\d+\.\d)\s", row)[-2:]]
+        assert all(w <= 50 for w in widths), row
+    else:  # a busy machine spread the loads too widely: the most runs, and said so
+        assert runs["quic"] == most and "max runs reached" in row, (runs, row)
+    assert n.get("quic", 0) <= runs["quic"] and n.get("tcp", 0) <= runs["tcp"]

@@ -56,6 +56,16 @@ def test_overrides_win_and_change_the_identity():
     assert campaign.load("loss").spec_hash == base.spec_hash  # stable
 
 
+def test_a_precision_target_plans_the_most_runs_and_is_part_of_the_identity():
+    fixed = campaign.load("quick", {"size": "5KB", "bw": "10mbit", "runs": "3"})
+    p = campaign.load("quick", {"size": "5KB", "bw": "10mbit", "runs": "3", "precision": "2%", "max_runs": "8"})
+    assert (p.precision_pct, p.max_runs, p.grid.runs, p.planned_runs) == (2.0, 8, 3, 8)
+    assert len(p.plan()) == 16 and len(fixed.plan()) == 6 and fixed.precision_pct is None
+    assert p.plan()[:6] == fixed.plan()  # the first runs are the fixed campaign's, in its order
+    assert p.spec_hash != fixed.spec_hash and "precision_pct" not in fixed.as_dict()
+    assert campaign.load("quick", {"size": "5KB", "bw": "10mbit", "runs": "3", "precision": "2%"}).max_runs == 30
+
+
 def _write(tmp_path, text):
     f = tmp_path / "c.toml"
     f.write_text(text)

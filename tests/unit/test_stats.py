@@ -117,3 +117,20 @@ def test_a_bulk_trials_download_counts_as_read():
     bulk = cpu_trial("tcp", 0, 2.0, page=Page(0, 0, 30000, 1000), bulk_bytes=300 * 10**6)
     row = stats.cpu_by_role([bulk])[0]
     assert row["mb"] == pytest.approx(300, rel=0.01) and row["cpu_s_per_mb"] == pytest.approx(2 / 300, rel=0.01)
+
+
+def test_a_precision_target_stops_a_cell_when_both_medians_are_tight_or_at_the_most_runs():
+    rng = np.random.default_rng(3)
+    tight = {"quic": list(rng.normal(100, 1, 8)), "tcp": list(rng.normal(200, 2, 8))}
+    loose = {"quic": list(rng.normal(100, 30, 8)), "tcp": list(rng.normal(200, 2, 8))}
+    why, widths = stats.precision_stop(tight, 2.0, 3, 20, ("quic", "tcp"))
+    assert why == "precision reached" and all(0 < w <= 2.0 for w in widths.values())
+    assert stats.precision_stop(loose, 2.0, 3, 20, ("quic", "tcp"))[0] is None
+    assert stats.precision_stop(loose, 2.0, 3, 8, ("quic", "tcp"))[0] == "max runs reached"
+    # fewer than the least runs: not yet, however tight
+    assert stats.precision_stop({"quic": [100.0, 100.1], "tcp": [200.0, 200.1]}, 50.0, 3, 20, ("quic", "tcp"))[0] is None
+    assert stats.precision_stop({"quic": tight["quic"]}, 2.0, 3, 20, ("quic", "tcp"))[0] is None  # TCP missing
+    assert math.isnan(stats.half_width_pct([1.0, 2.0]))
+    # the half width is the bootstrap CI's, in percent of the median
+    lo, hi = stats.median_ci(np.asarray(tight["quic"]))
+    assert stats.half_width_pct(tight["quic"]) == pytest.approx((hi - lo) / 2 / np.median(tight["quic"]) * 100)
