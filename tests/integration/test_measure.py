@@ -208,7 +208,9 @@ def test_a_precision_target_stops_a_cell_when_reached_or_at_its_most_runs(tmp_pa
     if target == "0.01%":
         assert runs["quic"] == most and "max runs reached" in row, (runs, row)
     elif "precision reached" in row:
-        assert 3 <= runs["quic"] <= most and f"precision reached after {runs['quic']} run(s)" in r.stdout, r.stdout
+        assert 3 <= runs["quic"] <= most, (runs, row)
+        if runs["quic"] < most:  # stopped early: the run said so (at the most runs nothing was left to stop)
+            assert f"precision reached after {runs['quic']} run(s)" in r.stdout, r.stdout
         widths = [float(x) for x in re.findall(r"(\d+\.\d)\s", row)[-2:]]
         assert all(w <= 50 for w in widths), row
     else:  # a busy machine spread the loads too widely: the most runs, and said so
