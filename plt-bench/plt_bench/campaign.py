@@ -27,8 +27,8 @@ from .units import parse_size
 
 PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
-            "link", "profile",
-            "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file", "browser_binary"}
+            "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
+            "browser_binary"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -36,7 +36,8 @@ PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
 # What applies when neither an option nor the campaign file says: the one place these are written
 # (plt_bench.options shows them in every front end's help).
 DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".join(cond_mod.DEFAULT_SIZES), "runs": 3,
-            "max_runs": 30, "warmup": 0, "retries": 1, "seed": 1, "jitter_dist": "uniform", "loss_direction": "both", "reorder": True,
+            "max_runs": 30, "warmup": 0, "retries": 1, "seed": 1, "jitter_dist": "uniform", "loss_direction": "both",
+            "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}

@@ -57,25 +57,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
-            "establishment": stats.establishment_table(trials), "precision": precision(camps[0]["grid"], trials)}
-
-
-def precision(grid: dict, trials: list) -> dict | None:
-    """A precision campaign's cells: runs per protocol, the medians' half widths and why it stopped
-    (stats.precision_stop on all its counted trials; "unfinished" when neither held)."""
-    if grid.get("precision_pct") is None:
-        return None
-    protos = tuple(grid.get("protos") or ("quic", "tcp"))
-    by: dict[tuple, dict[str, list[float]]] = {}
-    for t in stats.usable(trials):
-        by.setdefault((t.label, t.page), {}).setdefault(t.proto, []).append(float(t.plt_ms))
-    cells = []
-    for (cond, page), times in by.items():
-        why, widths = stats.precision_stop(times, grid["precision_pct"], grid["runs"], grid["max_runs"], protos)
-        cells.append({"conditions": cond, "page": page, "n": {p: len(v) for p, v in times.items()},
-                      "half_width_pct": widths, "stopped": why or "unfinished"})
-    return {"target_pct": grid["precision_pct"], "min_runs": grid["runs"], "max_runs": grid["max_runs"],
-            "cells": cells}
+            "establishment": stats.establishment_table(trials), "precision": stats.precision_table(camps[0]["grid"], trials)}
 
 
 def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:

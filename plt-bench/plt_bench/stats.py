@@ -65,6 +65,25 @@ def precision_stop(by_proto: dict[str, list[float]], target_pct: float, min_runs
     return None, widths
 
 
+def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
+    """A precision campaign's cells (grid: the campaign's stored definition): runs per protocol, the
+    medians' half widths and why each stopped (precision_stop on all its counted trials;
+    "unfinished" when neither held). None for a campaign of fixed runs."""
+    if grid.get("precision_pct") is None:
+        return None
+    protos = tuple(grid.get("protos") or ("quic", "tcp"))
+    by: dict[tuple, dict[str, list[float]]] = {}
+    for t in usable(trials):
+        by.setdefault((t.label, t.page), {}).setdefault(t.proto, []).append(float(t.plt_ms))
+    cells = []
+    for (cond, page), times in by.items():
+        why, widths = precision_stop(times, grid["precision_pct"], grid["runs"], grid["max_runs"], protos)
+        cells.append({"conditions": cond, "page": page, "n": {p: len(v) for p, v in times.items()},
+                      "half_width_pct": widths, "stopped": why or "unfinished"})
+    return {"target_pct": grid["precision_pct"], "min_runs": grid["runs"], "max_runs": grid["max_runs"],
+            "cells": cells}
+
+
 def cell_key(t: Trial) -> tuple:
     """(conditions' label, page's label, protocol): the labels hold every field of the conditions
     and of the page (5KB, 200x5KB)."""
