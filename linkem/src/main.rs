@@ -2,8 +2,8 @@
 //!
 //! It takes each direction's forwarded packets from an NFQUEUE in the router namespace, drops
 //! each with probability p, and releases the others (by verdict) at arrival + delay + a jitter
-//! sample. One thread, one epoll loop over the netlink socket, a timerfd set to the next
-//! release and a signalfd. It never fails open: queues are bound without NFQA_CFG_F_FAIL_OPEN,
+//! sample. One thread per direction, each an epoll loop over its queue's netlink socket and a
+//! timerfd set to its next release; the main thread keeps the signalfd and the stats file. It never fails open: queues are bound without NFQA_CFG_F_FAIL_OPEN,
 //! so when linkem dies the kernel drops what it held and what arrives (the iptables rule has no
 //! --queue-bypass): traffic stops rather than run unshaped.
 //!
@@ -22,6 +22,8 @@ mod sched;
 use sched::{Action, Direction, Dist, Params, LATE_BUCKETS_US};
 use std::fmt::Write as _;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 struct Config {
@@ -125,13 +127,18 @@ fn arm(tfd: i32, at_ns: u64) -> io::Result<()> {
 
 /// The counters as JSON (lifetime figures), with each direction's maxima since the last mark
 /// under "since_mark"; the caller resets the marks after a snapshot taken on SIGUSR1.
-fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Instant, running: bool, snapshot: u64) {
+fn write_stats(path: &str, shared: &[Arc<Shared>], started: &Instant, running: bool, snapshot: u64) {
     let cpu = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru); // every thread's
         ru.ru_utime.tv_sec as f64 + ru.ru_utime.tv_usec as f64 / 1e6 + ru.ru_stime.tv_sec as f64 + ru.ru_stime.tv_usec as f64 / 1e6
     };
-    let s = stats_json(std::process::id(), running, snapshot, started.elapsed().as_secs_f64(), cpu, sock.enobufs, dirs);
+    let enobufs = shared.iter().map(|sh| sh.enobufs.load(Ordering::Relaxed)).sum();
+    let guards: Vec<_> = shared.iter().map(|sh| sh.dir.lock().unwrap()).collect();
+    let dirs: Vec<&Direction> = guards.iter().map(|g| &**g).collect();
+    let s = stats_json(std::process::id(), running, snapshot, started.elapsed().as_secs_f64(), cpu, enobufs, &dirs);
+    drop(dirs);
+    drop(guards);
     let tmp = format!("{path}.tmp");
     if std::fs::write(&tmp, s).is_ok() {
         let _ = std::fs::rename(&tmp, path);
@@ -141,7 +148,7 @@ fn write_stats(path: &str, dirs: &[Direction], sock: &nfq::Socket, started: &Ins
 /// The stats file's text (pure). Its shape is a contract with the Python reader
 /// (plt_bench.link.linkem.parse_stats): tests/stats-sample.json is this function's output for
 /// fixed counters, checked here and parsed there, so neither side can change it alone.
-fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64, enobufs: u64, dirs: &[Direction]) -> String {
+fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64, enobufs: u64, dirs: &[&Direction]) -> String {
     let mut s = String::new();
     let _ = write!(s, "{{\"pid\":{},\"running\":{},\"snapshot\":{},\"uptime_s\":{:.3},\"cpu_s\":{:.4},\"enobufs\":{},\"dirs\":{{",
                    pid, running, snapshot, uptime_s, cpu_s, enobufs);
@@ -164,51 +171,33 @@ fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64,
     s
 }
 
-fn run(c: Config) -> io::Result<()> {
-    if c.fifo > 0 {
-        let param = libc::sched_param { sched_priority: c.fifo };
-        check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }, "SCHED_FIFO")?;
-    }
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+/// One direction: what its thread and the main thread (stats, signals) share.
+struct Shared {
+    dir: Mutex<Direction>,
+    enobufs: AtomicU64,
+}
 
-    let mut sock = nfq::Socket::open(64 << 20)?;
-    for p in &c.dirs {
-        sock.bind_queue(p.queue, c.maxlen).map_err(|e| io::Error::new(e.kind(), format!("binding queue {}: {e}", p.queue)))?;
-    }
-    let mut dirs: Vec<Direction> = c.dirs.iter().enumerate()
-        .map(|(i, p)| Direction::new(p.clone(), c.seed.wrapping_add(i as u64 * 0x9E37_79B9))).collect();
-    let by_queue = |q: u16, dirs: &[Direction]| dirs.iter().position(|d| d.p.queue == q);
-
+/// One direction's loop, on a thread of its own: its queue's socket, its timer. A packet costs its
+/// verdict's system call, and the kernel runs the released packet's forwarding (and the
+/// receiver's stack) inside that call: one thread per direction spreads this over the cores.
+fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
+    let queue = sh.dir.lock().unwrap().p.queue;
     let tfd = check(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) }, "timerfd")?;
-    let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
-    unsafe {
-        libc::sigemptyset(&mut mask);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1] {
-            libc::sigaddset(&mut mask, s);
-        }
-        libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
-    }
-    let sfd = check(unsafe { libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) }, "signalfd")?;
     let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll")?;
-    for fd in [sock.fd, tfd, sfd] {
+    for fd in [sock.fd, tfd] {
         let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
         check(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }, "epoll_ctl")?;
     }
-
-    let started = Instant::now();
-    let snap_path = format!("{}.snap", c.stats);
-    let mut snapshots = 0u64; // SIGUSR1 requests answered
-    write_stats(&c.stats, &dirs, &sock, &started, true, snapshots); // ready: every queue is bound
-    let mut next_stats = now_ns() + c.stats_ms * 1_000_000;
     let mut pkts = Vec::with_capacity(4096);
+    let mut drops = Vec::with_capacity(4096);
     let mut due = Vec::with_capacity(4096);
-    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
     let mut armed_for = u64::MAX; // the release time the timer is set for
     let mut armed_at = 0u64; // the time the timer was asked to fire
     // expected timer wake-up latency (EWMA, ns), learned from every timer wake-up
     let mut wake_latency: u64 = 0;
     loop {
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, c.stats_ms as i32) };
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {
@@ -218,21 +207,7 @@ fn run(c: Config) -> io::Result<()> {
         }
         for ev in &events[..n as usize] {
             let fd = ev.u64 as i32;
-            if fd == sfd {
-                let mut si: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-                let sz = std::mem::size_of::<libc::signalfd_siginfo>();
-                let got = unsafe { libc::read(sfd, &mut si as *mut _ as *mut libc::c_void, sz) };
-                if got == sz as isize && si.ssi_signo == libc::SIGUSR1 as u32 {
-                    snapshots += 1;
-                    write_stats(&snap_path, &dirs, &sock, &started, true, snapshots); // a snapshot on request
-                    for d in dirs.iter_mut() {
-                        d.c.mark = sched::Marked::default(); // the next snapshot's maxima are its own
-                    }
-                    continue;
-                }
-                write_stats(&c.stats, &dirs, &sock, &started, false, snapshots);
-                return Ok(());
-            } else if fd == tfd {
+            if fd == tfd {
                 let mut buf = [0u8; 8];
                 unsafe { libc::read(tfd, buf.as_mut_ptr() as *mut libc::c_void, 8) };
                 let lat = now_ns().saturating_sub(armed_at).min(MAX_COMPENSATION_NS);
@@ -246,15 +221,18 @@ fn run(c: Config) -> io::Result<()> {
                         break;
                     }
                     let now = now_ns();
-                    for p in pkts.drain(..) {
-                        match by_queue(p.queue, &dirs) {
-                            Some(i) => {
-                                if let Action::Drop = dirs[i].on_packet(now, p.id, p.len) {
-                                    sock.verdict(p.queue, p.id, nfq::NF_DROP)?;
-                                }
+                    {
+                        let mut d = sh.dir.lock().unwrap();
+                        for p in pkts.drain(..) {
+                            if p.queue != queue {
+                                drops.push((p.queue, p.id)); // not ours to pass
+                            } else if let Action::Drop = d.on_packet(now, p.id, p.len) {
+                                drops.push((p.queue, p.id));
                             }
-                            None => sock.verdict(p.queue, p.id, nfq::NF_DROP)?, // not ours to pass
                         }
+                    }
+                    for (q, id) in drops.drain(..) {
+                        sock.verdict(q, id, nfq::NF_DROP)?;
                     }
                     if got < nfq::BATCH {
                         break; // the socket is drained: spare the call that would say EAGAIN
@@ -262,25 +240,107 @@ fn run(c: Config) -> io::Result<()> {
                 }
             }
         }
-        // release everything due, then sleep until the next release
+        // release everything due, then sleep until the next release; the verdicts go out after
+        // the lock is let go, so the stats writer never waits on the kernel's forwarding
         let now = now_ns();
-        for d in dirs.iter_mut() {
-            due.clear();
+        due.clear();
+        let next = {
+            let mut d = sh.dir.lock().unwrap();
             d.due(now, wake_latency, &mut due);
-            for &id in &due {
-                sock.verdict(d.p.queue, id, nfq::NF_ACCEPT)?;
-            }
+            d.next_due()
+        };
+        for &id in &due {
+            sock.verdict(queue, id, nfq::NF_ACCEPT)?;
         }
         sock.flush()?;
-        if let Some(next) = dirs.iter().filter_map(|d| d.next_due()).min() {
+        sh.enobufs.store(sock.enobufs, Ordering::Relaxed);
+        if let Some(next) = next {
             if next != armed_for {
                 armed_at = next.saturating_sub(wake_latency).max(now + 1);
                 arm(tfd, armed_at)?;
                 armed_for = next;
             }
         }
+    }
+}
+
+fn run(c: Config) -> io::Result<()> {
+    // the scheduling policy, the timer slack and the signal mask are set before the direction
+    // threads start, which inherit them: signals reach only the main thread's signalfd
+    if c.fifo > 0 {
+        let param = libc::sched_param { sched_priority: c.fifo };
+        check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }, "SCHED_FIFO")?;
+    }
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut mask);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1] {
+            libc::sigaddset(&mut mask, s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
+    }
+    let sfd = check(unsafe { libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) }, "signalfd")?;
+
+    // every queue bound, each on its own socket, before anything runs: a failure is linkem's exit
+    let mut socks = Vec::new();
+    for p in &c.dirs {
+        let mut sock = nfq::Socket::open(64 << 20)?;
+        sock.bind_queue(p.queue, c.maxlen).map_err(|e| io::Error::new(e.kind(), format!("binding queue {}: {e}", p.queue)))?;
+        socks.push(sock);
+    }
+    let shared: Vec<Arc<Shared>> = c.dirs.iter().enumerate()
+        .map(|(i, p)| Arc::new(Shared { dir: Mutex::new(Direction::new(p.clone(), c.seed.wrapping_add(i as u64 * 0x9E37_79B9))),
+                                        enobufs: AtomicU64::new(0) }))
+        .collect();
+    let started = Instant::now();
+    for (sock, sh) in socks.into_iter().zip(shared.iter().cloned()) {
+        let name = format!("linkem-q{}", sh.dir.lock().unwrap().p.queue);
+        std::thread::Builder::new().name(name).spawn(move || {
+            if let Err(e) = dir_loop(sock, sh) {
+                eprintln!("linkem: {e}");
+                std::process::exit(1); // fail closed: the queues go with the process
+            }
+        })?;
+    }
+    let snap_path = format!("{}.snap", c.stats);
+    let mut snapshots = 0u64; // SIGUSR1 requests answered
+    write_stats(&c.stats, &shared, &started, true, snapshots); // ready: every queue is bound
+    let mut next_stats = now_ns() + c.stats_ms * 1_000_000;
+    let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll")?;
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: sfd as u64 };
+    check(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, sfd, &mut ev) }, "epoll_ctl")?;
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 1];
+    loop {
+        let wait_ms = (next_stats.saturating_sub(now_ns()) / 1_000_000) as i32;
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), 1, wait_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        if n > 0 {
+            let mut si: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let sz = std::mem::size_of::<libc::signalfd_siginfo>();
+            let got = unsafe { libc::read(sfd, &mut si as *mut _ as *mut libc::c_void, sz) };
+            if got == sz as isize && si.ssi_signo == libc::SIGUSR1 as u32 {
+                snapshots += 1;
+                write_stats(&snap_path, &shared, &started, true, snapshots); // a snapshot on request
+                for sh in &shared {
+                    sh.dir.lock().unwrap().c.mark = sched::Marked::default(); // the next snapshot's maxima are its own
+                }
+                continue;
+            }
+            if got == sz as isize {
+                write_stats(&c.stats, &shared, &started, false, snapshots);
+                return Ok(());
+            }
+        }
+        let now = now_ns();
         if now >= next_stats {
-            write_stats(&c.stats, &dirs, &sock, &started, true, snapshots);
+            write_stats(&c.stats, &shared, &started, true, snapshots);
             next_stats = now + c.stats_ms * 1_000_000;
         }
     }
@@ -322,7 +382,8 @@ mod tests {
 
     #[test]
     fn the_stats_file_is_the_sample_the_python_reader_is_tested_on() {
-        let got = stats_json(4242, true, 3, 12.5, 0.75, 1, &sample_dirs());
+        let dirs = sample_dirs();
+        let got = stats_json(4242, true, 3, 12.5, 0.75, 1, &dirs.iter().collect::<Vec<_>>());
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stats-sample.json");
         if std::env::var("LINKEM_WRITE_SAMPLE").is_ok() {
             std::fs::write(path, &got).unwrap();

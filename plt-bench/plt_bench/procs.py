@@ -102,13 +102,15 @@ def kill_and_reap(pids: Iterable[int], grace_s: float = 0.0, timeout_s: float = 
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else timeout_s)
+        pause = 0.001  # a killed browser is gone in a few ms: poll fast at first, then back off
         while True:
             if reap:
                 reap_children()
             alive = {p for p in pids if same_process(p, starts[p]) and (until_reaped or not _zombie(p))}
             if not alive or time.monotonic() >= deadline:
                 break
-            time.sleep(0.02)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
         pids = alive
     return sorted(pids)
 

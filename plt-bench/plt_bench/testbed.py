@@ -153,6 +153,8 @@ class Testbed:
         req = {"url": self.url(page, tag), "timeout_s": timeout_s, "profile_dir": str(profile), "prefs": PREFS,
                "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "await_s": await_s}
+        if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args):
+            req["graceful_quit"] = True  # Chromium completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
             req["har_path"] = str(capture_dir / FILENAMES["har"])
         ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)

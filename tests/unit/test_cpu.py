@@ -56,28 +56,34 @@ def _burn(seconds: float) -> None:
 
 
 def test_sampler_follows_a_real_busy_process_and_stays_monotone():
-    """A real child burning ~0.3 s of CPU: the sampler's cumulative series is monotone, spaced by
-    the interval, and its last value matches the process's own total."""
+    """A real child burning 0.3 s of CPU, then sleeping: the sampler's cumulative series is
+    monotone and its last value matches the process's own total. The child says when it has
+    burnt its share, so a busy machine (which stretches the burning) changes nothing asserted."""
     proc = subprocess.Popen([sys.executable, "-c", "import time\nend=time.process_time()+0.3\n"
-                             "while time.process_time()<end: pass\ntime.sleep(0.3)"])
+                             "while time.process_time()<end: pass\nprint('burnt', flush=True)\ntime.sleep(2)"],
+                            stdout=subprocess.PIPE, text=True)
     try:
         import psutil
         p = psutil.Process(proc.pid)
         s = cpu.Sampler(lambda: [("busy", p)], interval_s=0.05).start()
         s.mark()
-        time.sleep(0.5)
+        assert proc.stdout.readline().strip() == "burnt"
+        time.sleep(0.2)  # a few readings of the sleeping child
         t_end = p.cpu_times()
         s.stop()
     finally:
+        proc.kill()
         proc.wait()
+        proc.stdout.close()
     rows = [r for r in s.series() if r["role"] == "busy"]
-    assert len(rows) >= 8
+    assert len(rows) >= 4
     assert all(b["t_s"] > a["t_s"] and b["user_s"] >= a["user_s"] and b["system_s"] >= a["system_s"]
                for a, b in zip(rows, rows[1:]))
     # the child sleeps after burning, so the final sample and its total differ by a tick or two at most
     assert abs(rows[-1]["user_s"] + rows[-1]["system_s"] - (t_end.user + t_end.system)) <= 0.03
+    assert rows[-1]["user_s"] + rows[-1]["system_s"] >= 0.29
     info = s.info()
-    assert info["samples"] == len(s.samples) and info["window_s"] >= 0.5 and info["own_cpu_s"] >= 0
+    assert info["samples"] == len(s.samples) and info["window_s"] >= 0.2 and info["own_cpu_s"] >= 0
 
 
 def test_sampler_keeps_the_last_reading_of_a_process_that_exits():
@@ -123,9 +129,11 @@ def test_a_trial_is_cpu_bound_when_one_role_was_saturated_for_half_the_load():
 
 
 def test_the_sampler_reports_saturation_of_a_real_busy_process_and_the_machine():
-    """A real child burning a whole core for 0.6 s: the sampler finds it saturated for most of it."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time\nend=time.monotonic()+0.6\n"
-                             "while time.monotonic()<end: pass"])
+    """A real child burning a whole core for 0.6 s: the sampler finds it saturated for most of it.
+    The child runs at a real-time priority (the suite runs as root), so that on a busy shared
+    machine it still has its core: the test is about what the sampler sees, not about the load."""
+    proc = subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setscheduler(0, os.SCHED_FIFO, "
+                             "os.sched_param(1))\nend=time.monotonic()+0.6\nwhile time.monotonic()<end: pass"])
     try:
         import psutil
         p = psutil.Process(proc.pid)
@@ -136,5 +144,6 @@ def test_the_sampler_reports_saturation_of_a_real_busy_process_and_the_machine()
         proc.wait()
     sat = s.info()["saturated_s"]
     assert sat["observed"] >= 0.5 and sat.get("machine", 0.0) <= sat["observed"]
-    # on a busy shared machine the child may be descheduled now and then: most, not all, of its time
+    assert proc.returncode == 0  # it had its real-time priority
+    # interrupts and the sampler's own start may take a little of its time: most, not all, of it
     assert sat.get("busy", 0.0) >= 0.25, sat

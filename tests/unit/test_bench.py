@@ -1,0 +1,42 @@
+"""The campaign benchmark's arithmetic: where a trial's time besides its page load goes."""
+from plt_bench.bench import OVERHEAD_TARGET_S, campaign_lines, overhead_parts
+
+from .trials import conditions, trial
+
+
+def _t(seq, start_s, cond=None, plt_ms=100.0):
+    """A trial started start_s after 12:00:00 UTC: launch 0.4 s, load 0.15 s (PLT 0.1), end 0.05 s,
+    wall 0.7 s (so 0.1 s of the worker's own work)."""
+    started = f"2026-11-23T12:00:{start_s:06.3f}+00:00"
+    return trial(seq=seq, plt=plt_ms, cond=cond, started_utc=started, wall_s=0.7, launch_s=0.4, load_s=0.15, quit_s=0.05)
+
+
+def test_the_parts_add_up_to_the_time_from_one_start_to_the_next():
+    trials = [_t(0, 0.0), _t(1, 0.8), _t(2, 1.6)]  # 0.8 s apart
+    parts = overhead_parts(trials)
+    assert round(parts["overhead"], 6) == 0.7  # 0.8 s between starts, 0.1 s of it the page load
+    assert round(parts["launch"], 6) == 0.4
+    assert round(parts["load beyond PLT"], 6) == 0.05
+    assert round(parts["end"], 6) == 0.05
+    assert round(parts["rest of the trial"], 6) == 0.1
+    assert round(parts["between trials"], 6) == 0.1
+    assert round(sum(v for k, v in parts.items() if k not in ("overhead", "gaps")), 6) == round(parts["overhead"], 6)
+
+
+def test_a_change_of_conditions_is_not_overhead():
+    """The gap across a change of conditions holds the link's check: it is left out, as are the
+    gaps around a trial without a page load (failed)."""
+    other = conditions(rate_bps=10**8)
+    trials = [_t(0, 0.0), _t(1, 0.8), _t(2, 30.0, cond=other), _t(3, 30.9, cond=other),
+              trial(seq=4, status="failed", cond=other, launch_s=0.4, load_s=0.1), _t(5, 40.0, cond=other)]
+    parts = overhead_parts(trials)
+    assert parts["gaps"] == 2  # 0->1 and 2->3
+    assert round(parts["overhead"], 6) == 0.75  # the median of 0.7 and 0.8
+    assert overhead_parts(trials[:1]) == {}
+
+
+def test_the_campaign_lines_give_the_ratio_to_the_target():
+    lines = campaign_lines([_t(0, 0.0), _t(1, 0.8), _t(2, 1.6)], [], 2.4)
+    assert f"target: under {OVERHEAD_TARGET_S} s" in lines[0]
+    assert f"(median of 2): 0.700 s (ratio to target {0.7 / OVERHEAD_TARGET_S:.2f})" in lines[-1]
+    assert "launch 0.400" in lines[-1] and "between trials 0.100" in lines[-1]
