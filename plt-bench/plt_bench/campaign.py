@@ -67,6 +67,8 @@ class Spec:
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
     #                                     percent of the medians (grid.runs the least, max_runs the most runs)
     max_runs: int | None = None
+    within: Grid | None = None         # one cell of a campaign (plt_bench.cluster): the campaign's whole grid,
+    #                                    so that the cell's plan keeps the campaign's order
 
     @property
     def planned_runs(self) -> int:
@@ -92,15 +94,18 @@ class Spec:
     def plan(self) -> list[tuple[Conditions, int, Page, str]]:
         """Every trial, in the order it runs: (conditions, run index, page, protocol)."""
         out = []
-        for ci, cond in enumerate(self.grid.conditions):
+        grid = self.within or self.grid
+        for ci, cond in enumerate(grid.conditions):
             for r in range(self.planned_runs):
                 rng = random.Random(f"{self.seed}/{ci}/{r}")
-                pages = list(self.grid.pages)
+                pages = list(grid.pages)
                 rng.shuffle(pages)
                 for page in pages:
-                    protos = list(self.grid.protos)
+                    protos = list(grid.protos)
                     rng.shuffle(protos)
                     out += [(cond, r, page, p) for p in protos]
+        if self.within:
+            out = [s for s in out if s[0] in self.grid.conditions and s[2] in self.grid.pages]
         return out
 
 

@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("campaign", nargs="?", default=None, metavar="CAMPAIGN", help=options.option("campaign").help
                    + f" (default: {campaign.DEFAULTS['campaign']})")
     add(r, *[k for k in MEASUREMENT if k not in TWO and k != "campaign"], "testbed", "results", "new", "timeout",
-        *TWO, "test", "correction", types=index)
+        *TWO, "cluster", "test", "correction", types=index)
+    w = cmd_parser("worker", "join a Dask cluster as a measuring host: one cell at a time on this machine's testbed")
+    add(w, "scheduler", "testbed", types=index, helps={"testbed": "this worker's testbed index (default: 0)"})
     for name, text in (("report", "statistics of a stored campaign: table, Markdown, CSV, figures and report.html"),
                        ("plot", "figures of a stored campaign: heatmap, loss, jitter, PLT vs size (PNG, SVG)")):
         x = cmd_parser(name, text)
@@ -131,6 +133,8 @@ def _link_spec(a, **fixed):
 
 def cmd_run(a) -> int:
     from . import session
+    if a.cluster:
+        return _run_on_cluster(a)
     s = session.from_options(options.values(a, MEASUREMENT + REACH))
     with s:
         t0 = time.monotonic()
@@ -143,6 +147,26 @@ def cmd_run(a) -> int:
         print(f"{counts['failed']} trial(s) failed every attempt; each attempt is in the store with its reason",
               file=sys.stderr)
         return 1
+    return 0
+
+
+def _run_on_cluster(a) -> int:
+    from . import cluster, session
+    values = options.values(a, MEASUREMENT + REACH)
+    spec = session.spec_from_options(values)
+    results = Path(values.get("results") or campaign.DEFAULTS["results"])
+    counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say)
+    _say(f"\n{counts['ok']} ok, {counts['failed']} failed; {counts['cells']} cell(s), {counts['resubmitted']} "
+         "submitted again")
+    session.report(results, counts["campaign_id"], spec.name, *_stats(a), out=_say)
+    return 1 if counts["failed"] else 0
+
+
+def cmd_worker(a) -> int:
+    from . import cluster
+    if not a.scheduler:
+        raise UsageError("--scheduler: required; expected tcp://HOST:PORT (the Dask scheduler to join)")
+    cluster.serve_worker(a.scheduler, a.testbed if a.testbed is not None else 0, out=_say)
     return 0
 
 
@@ -313,7 +337,7 @@ def cmd_pages(a) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "report": cmd_report, "plot": cmd_report, "campaigns": cmd_campaigns, "up": cmd_up,
+COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": cmd_report, "campaigns": cmd_campaigns, "up": cmd_up,
             "verify": cmd_verify, "doctor": cmd_doctor, "serve": cmd_serve, "down": cmd_down, "clean": cmd_clean,
             "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
             "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench}

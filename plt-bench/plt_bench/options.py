@@ -104,6 +104,10 @@ def _table() -> dict[str, Option]:
                choices=TESTS, group="stats"),
         Option("correction", "multiple-comparison correction: holm or bh (Benjamini-Hochberg)", choices=CORRECTIONS,
                group="stats"),
+        Option("cluster", "run the campaign's cells on a Dask cluster's plt-bench workers (each 'plt-bench worker "
+                          "--scheduler ADDR'); this machine keeps the store", metavar="tcp://HOST:PORT", group="cluster"),
+        Option("scheduler", "the Dask scheduler to join (started with: dask scheduler)", metavar="tcp://HOST:PORT",
+               group="cluster"),
         Option("json", "print it as JSON", flag=True, group="output"),
         Option("probes", "ping probes per condition", group="link"),
     ]
@@ -111,7 +115,8 @@ def _table() -> dict[str, Option]:
 
 
 GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts", "capture": "CPU and captures",
-                "two": "two machines (see 'plt-bench serve')", "stats": "statistics", "output": "output"}
+                "two": "two machines (see 'plt-bench serve')",
+                "cluster": "many machines (Dask)", "stats": "statistics", "output": "output"}
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "rtt", "jitter",

@@ -61,7 +61,7 @@ class WorkerAnswer(TypedDict, total=False):
     workload: BulkFigures       # what the page's script measured after the load, when awaited
     cpu: CpuFigures | None      # the browser's roles (and its sampler)
     cpu_series: list[dict]      # [{"t_s", "role", "user_s", "system_s"}] when asked for
-    strays_killed: int          # how many processes of the trial were still there after quit (killed)
+    strays_killed: int          # how many processes of the trial were killed at its end (the browser, unless quit)
     strays_left: list[int]      # ... that would not die (the testbed is then broken)
 
 
@@ -145,7 +145,7 @@ class Trial:
     object_bytes: int = doc("each object's (or request's response's) size; 0 for a single-object or bulk page", 0)
     launch_s: float | None = doc("the browser's start-up", None)
     load_s: float | None = doc("from the navigation to the load event, as the driver saw it", None)
-    quit_s: float | None = doc("the browser's quit", None)
+    quit_s: float | None = doc("the browser's end, every process of the trial gone: killed, or quit through chromedriver when Chromium has capture files to complete", None)
     plt_ms: float | None = doc("page-load time: loadEventEnd - startTime", None)
     dns_ms: float | None = doc("domainLookupEnd - domainLookupStart", None)
     connect_ms: float | None = doc("connectEnd - connectStart (QUIC: handshake included)", None)
@@ -192,6 +192,8 @@ class Trial:
                                 "machine): saturated (a role >= 90% of one core, the machine >= 95% of all) "
                                 "for at least half of the load (plt_bench.cpu.bound); None: not CPU-bound", None)
     cpu_bound_share: float | None = doc("the share of the load that role was saturated (0-1)", None)
+    host: str | None = doc("the machine and testbed that measured it (hostname/pbN) in a campaign run on a cluster "
+                           "(plt_bench.cluster); None: the campaign's one machine", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 

@@ -44,10 +44,16 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
                              "their trials are not pooled")
     trials = store.trials(campaign_ids)
+    hosts_table = stats.hosts_table(trials)
+    pool_warnings: list[str] = []
+    hosts = first.get("hosts") if first.get("mode") == "cluster" else None
+    if hosts:  # a cluster's campaign: its facts are its hosts'; a cell never pools unlike hosts
+        trials, pool_warnings = stats.unpooled(trials, hosts, KEY_FIELDS)
+        first = {**next(iter(hosts.values())), "host": ", ".join(sorted({m.get("host") for m in hosts.values()}))}
     cells = stats.cells(trials)
     rows = stats.compare(trials, test, correction)
-    warnings = [f"{c['conditions']} {c['page']} {c['proto']}: {w}" for c in cells.values()
-                for w in c["warnings"]]
+    warnings = pool_warnings + [f"{c['conditions']} {c['page']} {c['proto']}: {w}" for c in cells.values()
+                                for w in c["warnings"]]
     if test == "mannwhitney" and rows and all(min(r["n_quic"], r["n_tcp"]) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
@@ -57,7 +63,8 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
-            "establishment": stats.establishment_table(trials), "precision": stats.precision_table(camps[0]["grid"], trials)}
+            "establishment": stats.establishment_table(trials), "precision": stats.precision_table(camps[0]["grid"], trials),
+            "hosts": hosts_table}
 
 
 def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:
@@ -207,6 +214,9 @@ def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     out += sections(rep)
     if rep["cpu_by_role"]:
         out.append(("CPU by role", CPU_NOTE, cpu_lines(rep)))
+    if rep.get("hosts"):
+        out.append(("Hosts", "the machine and testbed that measured each cell, and its trials (a cluster's campaign)",
+                    rep["hosts"]))
     return out
 
 

@@ -68,14 +68,20 @@ def parse_timeout_s(text: str | None, option: str = "--timeout") -> float | None
     return t
 
 
+def spec_from_options(values: dict, flags: dict | None = None):
+    """The campaign a front end's options describe (the preset or file, then the overrides)."""
+    from . import campaign, options
+    return campaign.load(values.get("campaign"), {k: values.get(k) for k in options.MEASUREMENT if k != "campaign"},
+                         flags)
+
+
 def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
     """The session a front end's options describe ({key: value} as plt_bench.options.values gives
     them; None: not given). The CLI and pytest both come here, so the same options give the same
     campaign; `flags` names an option typed otherwise in that front end."""
     import argparse
-    from . import campaign, options, topology
-    spec = campaign.load(values.get("campaign"), {k: values.get(k) for k in options.MEASUREMENT if k != "campaign"},
-                         flags)
+    from . import campaign, topology
+    spec = spec_from_options(values, flags)
     index = values.get("testbed")
     if isinstance(index, str):
         try:

@@ -65,6 +65,40 @@ def precision_stop(by_proto: dict[str, list[float]], target_pct: float, min_runs
     return None, widths
 
 
+def unpooled(trials: list[Trial], hosts: dict[str, dict], key_fields: tuple[str, ...]) -> tuple[list[Trial], list[str]]:
+    """A cluster's campaign: trials of one cell from hosts whose key metadata differ are never
+    pooled. Such a cell keeps the trials of the host with the most ok ones (the first on a tie) and
+    a warning says which were left out and why. Returns (trials kept, warnings)."""
+    by_cell: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+    for t in trials:
+        by_cell[(t.conditions.label, t.page)][t.host].append(t)
+    dropped: set[int] = set()
+    warnings = []
+    for (cond, page), per_host in by_cell.items():
+        names = sorted(per_host, key=lambda h: (-sum(t.ok for t in per_host[h]), min(t.seq for t in per_host[h])))
+        keep = names[0]
+        for other in names[1:]:
+            a, b = hosts.get(keep, {}), hosts.get(other, {})
+            diff = [k for k in key_fields if a.get(k) != b.get(k)]
+            if diff:
+                dropped |= {id(t) for t in per_host[other]}
+                warnings.append(f"{cond} {page}: {len(per_host[other])} trial(s) of {other} left out of the statistics: "
+                                f"its {', '.join(diff)} differ from {keep}'s, which measured the rest")
+    return [t for t in trials if id(t) not in dropped], warnings
+
+
+def hosts_table(trials: list[Trial]) -> list[list[str]]:
+    """Which host measured each cell (a cluster's campaign): [head, *rows]; [] on one machine."""
+    per: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for t in trials:
+        if t.host:
+            per[(t.conditions.label, t.page)][t.host] += 1
+    if not per:
+        return []
+    return [["link", "page", "host (trials)"]] + [[c, p, ", ".join(f"{h} ({n})" for h, n in sorted(hs.items()))]
+                                                  for (c, p), hs in per.items()]
+
+
 def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
     """A precision campaign's cells (grid: the campaign's stored definition): runs per protocol, the
     medians' half widths and why each stopped (precision_stop on all its counted trials;

@@ -28,6 +28,7 @@ Schema history (SCHEMA_VERSION):
       (0 for other pages), req_p50_ms, req_p90_ms and req_p99_ms.
   9 - trials gain cpu_bound and cpu_bound_share: the role (or the machine) that limited the trial
       by CPU, and for what share of the load; None for older trials (their figures cannot say).
+ 10 - trials gain host: which machine (and testbed) of a cluster measured it; None on one machine.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -271,6 +272,10 @@ class Store:
             for col in ("cpu_bound", "cpu_bound_share"):
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             version = 9
+        if version == 9:  # 9 -> 10: the measuring host, for campaigns run on a cluster
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            self.db.execute(f"ALTER TABLE trials ADD COLUMN host {new['host']}")
+            version = 10
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

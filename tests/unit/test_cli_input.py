@@ -18,6 +18,14 @@ PIN = "2r1iJ0T0zs93/lZNjz/oiobphZ3j5fOPKDzm2p1dTSI="  # the form of a pin and a 
 TOKEN = "abababababababababababababababababababababababababababababababab"
 
 CLI = [
+    (["worker"], "--scheduler: required; expected tcp://HOST:PORT"),
+    (["worker", "--scheduler", "10.0.0.1:8786"], "--scheduler: '10.0.0.1:8786' is not a scheduler address; expected "
+                                                 "tcp://HOST:PORT"),
+    # an index no test holds: the suite's own testbed (pb0) would be refused first, as in use
+    (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240"],
+     "--scheduler: no Dask scheduler answers at tcp://127.0.0.1:1"),
+    (["run", "--cluster", "head:8786"], "--cluster: 'head:8786' is not a scheduler address; expected tcp://HOST:PORT"),
+    (["run", "--cluster", "tcp://127.0.0.1:1"], "--cluster: no Dask scheduler answers at tcp://127.0.0.1:1"),
     (["run", "--bw", "100"], "--bw: '100' is not a rate; expected a number with a unit"),
     (["run", "--bw", "100mbps"], "--bw: '100mbps' is ambiguous"),
     (["run", "--bw", "0mbit"], "--bw: '0mbit' is out of range"),

@@ -1,0 +1,50 @@
+"""The cluster's pure logic: addresses, cells, a cell's own campaign."""
+import pytest
+
+from plt_bench import campaign, cluster
+from plt_bench.errors import UsageError
+
+
+@pytest.mark.parametrize("text", ["tcp://10.0.0.1:8786", "tcp://head.lab:8786", "tcp://[fd00::1]:8786"])
+def test_scheduler_addresses_are_taken(text):
+    assert cluster.scheduler_address(text, "--cluster") == text
+
+
+@pytest.mark.parametrize("text", ["", "10.0.0.1:8786", "tcp://10.0.0.1", "tcp://10.0.0.1:0", "tcp://10.0.0.1:70000",
+                                  "udp://10.0.0.1:8786", "tcp://a b:1", "tcp://x:1;rm"])
+def test_bad_scheduler_addresses_are_refused_naming_the_option_and_the_form(text):
+    with pytest.raises(UsageError, match=r"--scheduler: .*expected tcp://HOST:PORT"):
+        cluster.scheduler_address(text, "--scheduler")
+
+
+def test_the_cells_of_a_campaign_and_a_cells_own_plan():
+    spec = campaign.load(None, {"size": "5KB,500KB", "bw": "10mbit,100mbit", "runs": "3", "proto": "both"})
+    cells = cluster.cells(spec)
+    assert len(cells) == 4 and len(set(cells)) == 4
+    plan = spec.plan()
+    for cond, page in cells:
+        one = cluster.cell_spec(spec, cond, page)
+        # the cell's plan is the campaign's plan for that cell, in the same order: same runs, both protocols
+        assert one.plan() == [s for s in plan if s[0] == cond and s[2] == page]
+        assert len(one.plan()) == 3 * 2
+    # every slot of the campaign is in exactly one cell
+    assert sorted(map(repr, plan)) == sorted(repr(s) for c, p in cells for s in cluster.cell_spec(spec, c, p).plan())
+
+
+def test_a_cell_never_pools_hosts_whose_key_metadata_differ():
+    from plt_bench import stats
+    from plt_bench.metadata import KEY_FIELDS
+
+    from .trials import trial
+    meta = {k: "same" for k in KEY_FIELDS}
+    hosts = {"a/pb1": {**meta, "host": "a"}, "a/pb2": {**meta, "host": "a"}, "b/pb1": {**meta, "host": "b",
+                                                                                       "kernel": "other"}}
+    same = [trial(seq=i, host="a/pb1") for i in range(3)] + [trial(seq=3, host="a/pb2")]
+    kept, warnings = stats.unpooled(same, hosts, KEY_FIELDS)
+    assert kept == same and warnings == []  # two testbeds of one machine: alike, pooled
+    mixed = [trial(seq=i, host="a/pb1") for i in range(3)] + [trial(seq=3 + i, host="b/pb1") for i in range(2)]
+    kept, warnings = stats.unpooled(mixed, hosts, KEY_FIELDS)
+    assert kept == mixed[:3]  # the host with the most ok trials keeps the cell
+    assert len(warnings) == 1 and "2 trial(s) of b/pb1 left out" in warnings[0] and "host, kernel" in warnings[0]
+    assert stats.hosts_table(mixed)[1][2] == "a/pb1 (3), b/pb1 (2)"
+    assert stats.hosts_table([trial()]) == []  # one machine: no hosts table
