@@ -52,10 +52,61 @@ def tree_cpu(root_pid: int) -> dict[str, dict[str, float]]:
             for k, v in out.items()}
 
 
+def parse_cpus(text: str, option: str = "--cpus") -> tuple[int, ...]:
+    """A CPU list in the kernel's form, '0-3,6' -> (0, 1, 2, 3, 6) (pure)."""
+    import re
+
+    from .errors import UsageError
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+            raise UsageError(f"{option}: '{text}' is not a CPU list; expected CPU numbers and ranges, "
+                             "for example 2-3 or 0,4-5")
+        out.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return tuple(sorted(out))
+
+
+def cpu_list(cpus) -> str:
+    """(0, 1, 2, 3, 6) -> '0-3,6': the kernel's CPU list form (pure)."""
+    out, run = [], []
+    for c in sorted(set(cpus)):
+        if run and c != run[-1] + 1:
+            out.append(run)
+            run = []
+        run.append(c)
+    if run:
+        out.append(run)
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in out)
+
+
+def own_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on: all of them unless it is pinned (a cluster worker's set)."""
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def busy_jiffies(stat_lines, cpus) -> tuple[int, int]:
+    """Busy and total jiffies of the given CPUs, from /proc/stat's lines (pure). Busy is all but
+    idle and iowait; guest time is already inside user and nice, so it is not counted twice."""
+    busy = total = 0
+    want = set(cpus)
+    for line in stat_lines:
+        if not line.startswith("cpu"):
+            break
+        name, *vals = line.split()
+        if name == "cpu" or int(name[3:]) not in want:
+            continue
+        v = [int(x) for x in vals[:8]]
+        total += sum(v)
+        busy += sum(v) - v[3] - v[4]
+    return busy, total
+
+
 def _cpu_times() -> tuple[int, int]:
+    """Busy and total jiffies of this process's own CPUs: the machine's, unless it is pinned, when
+    a saturated or busy machine means its own set (other workers' trials do not count)."""
     with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4], sum(v)
+        return busy_jiffies(f, own_cpus())
 
 
 def wait_idle(max_busy: float = 0.25, window_s: float = 0.05, timeout_s: float = 5.0) -> dict:

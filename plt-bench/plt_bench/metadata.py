@@ -10,8 +10,10 @@ import socket
 from importlib import metadata as importlib_metadata
 
 from . import __version__, cmd
+from .cpu import cpu_list, own_cpus
 
-KEY_FIELDS = ("host", "kernel", "link_backend", "link_placement", "chromium", "chromedriver", "caddy_version", "congestion_control")
+KEY_FIELDS = ("host", "kernel", "cpus_used", "link_backend", "link_placement", "chromium", "chromedriver",
+              "caddy_version", "congestion_control")
 
 
 def utc_now() -> str:
@@ -42,6 +44,8 @@ def machine() -> dict:
         "kernel_version": platform.version(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
+        "cpus": cpu_list(own_cpus()),      # the CPUs this run's processes may use (a pinned worker's own)
+        "cpus_used": len(own_cpus()),
         "loadavg": [load1, load5, load15],
         "python": platform.python_version(),
         "plt_bench": __version__,

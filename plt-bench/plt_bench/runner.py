@@ -13,6 +13,7 @@ from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
 from .cpu import bound as cpu_bound
+from .cpu import cpu_list, own_cpus
 from .errors import LinkError, TestbedBroken
 from .link.counters import DeliveryCounter
 from .metadata import utc_now
@@ -231,6 +232,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     limit = cpu_bound(cpu)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None,
+                                                      "cpus": cpu_list(own_cpus()),
                                                       "cpu_bound": limit[0] if limit else None,
                                                       "cpu_bound_share": limit[1] if limit else None},
                        foreign, delivered, point[1] if point else None)

@@ -29,6 +29,8 @@ Schema history (SCHEMA_VERSION):
   9 - trials gain cpu_bound and cpu_bound_share: the role (or the machine) that limited the trial
       by CPU, and for what share of the load; None for older trials (their figures cannot say).
  10 - trials gain host: which machine (and testbed) of a cluster measured it; None on one machine.
+ 11 - trials gain cpus: the CPUs the trial's processes could run on (a pinned cluster worker's
+      own set, or every CPU of the machine); None for older trials.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -276,6 +278,10 @@ class Store:
             new = dict((name, decl) for name, decl, _ in records.columns())
             self.db.execute(f"ALTER TABLE trials ADD COLUMN host {new['host']}")
             version = 10
+        if version == 10:  # 10 -> 11: the CPUs a trial could run on (cluster workers pinned to their own)
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            self.db.execute(f"ALTER TABLE trials ADD COLUMN cpus {new['cpus']}")
+            version = 11
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from . import cmd
+from .cpu import own_cpus
 from .errors import TopologyError, UsageError
 
 def testbed_index(text: str) -> int:
@@ -139,7 +140,7 @@ class Plan:
         for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
                         (s, self.server_if)):
             cmds.append((ns, offload_off_command(dev)))
-            cmds.append((ns, rps_command(dev, os.cpu_count() or 1)))
+            cmds.append((ns, rps_command(dev, own_cpus())))
         cmds += [
             (c, ["ip", "addr", "add", f"{self.client_ip}/24", "dev", self.client_if, "noprefixroute"]),
             (r, ["ip", "addr", "add", f"{self.router_client_ip}/24", "dev", self.router_client_if]),
@@ -176,15 +177,16 @@ def offload_off_command(dev: str) -> list[str]:
     return ["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx-udp-segmentation", "off"]
 
 
-def cpu_mask(cpus: int) -> str:
-    """Every CPU as a sysfs cpumask: hex in comma-separated 32-bit groups."""
-    digits = format((1 << cpus) - 1, "x")
+def cpu_mask(cpus) -> str:
+    """CPUs (numbers) as a sysfs cpumask: hex in comma-separated 32-bit groups."""
+    digits = format(sum(1 << c for c in set(cpus)), "x")
     groups = [digits[max(0, i - 8):i] for i in range(len(digits), 0, -8)]
     return ",".join(reversed(groups))
 
 
-def rps_command(dev: str, cpus: int) -> list[str]:
-    """Receive packet steering on dev: each flow's packets are queued on one CPU (chosen by its
+def rps_command(dev: str, cpus) -> list[str]:
+    """Receive packet steering on dev onto the given CPUs (the testbed's own: all of them, or a
+    pinned cluster worker's set): each flow's packets are queued on one CPU (chosen by its
     hash). Without it a veth queues a packet on the backlog of whichever CPU sent it, and a link
     that releases packets from a timer (netem) or a thread that moves between CPUs delivers a flow
     out of order: seen in the netem VM, 5 of 2146 UDP packets (0.14% in a verify) with a constant
@@ -219,6 +221,22 @@ def owner_alive(state: dict) -> bool:
     return bool(pid) and procs.same_process(int(pid), state.get("owner_start"))
 
 
+def claim_path(index: int) -> Path:
+    """Where a cluster worker on testbed `index` says which CPUs it holds (plt_bench.cluster.pin)."""
+    return RUN_DIR / f"worker-pb{index}.json"
+
+
+def worker_claims() -> dict[str, dict]:
+    """Every cluster worker's CPU claim on this machine, live or not: {prefix: claim}."""
+    out = {}
+    for path in sorted(RUN_DIR.glob("worker-pb*.json")):
+        try:
+            out[path.name[len("worker-"):-len(".json")]] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            out[path.name[len("worker-"):-len(".json")]] = {}
+    return out
+
+
 class Topology:
     """Creates and removes one testbed's namespaces; records what it made in its run folder."""
 
@@ -244,7 +262,7 @@ class Topology:
             except FileExistsError:
                 continue
             return cls(plan, persistent)
-        _remove_empty_run_dir()
+        remove_empty_run_dir()
         if index is not None:
             raise UsageError(f"--testbed: testbed {index} (pb{index}) exists already; "
                              f"take it down with 'plt-bench down --testbed {index}' or choose another")
@@ -402,11 +420,12 @@ def teardown(prefix: str) -> list[str]:
             raise TopologyError(f"could not remove namespace {ns}: {res.stderr.strip()}")
         removed.append(ns)
     shutil.rmtree(RUN_DIR / prefix, ignore_errors=True)
-    _remove_empty_run_dir()
+    remove_empty_run_dir()
     return removed
 
 
-def _remove_empty_run_dir() -> None:
+def remove_empty_run_dir() -> None:
+    """/run/plt-bench goes with the last thing in it."""
     try:
         RUN_DIR.rmdir()
     except OSError:  # not empty: another testbed's
@@ -427,6 +446,11 @@ def clean(force: bool = False) -> dict:
             continue
         teardown(prefix)
         report["removed"].append(prefix)
+    for prefix, claim in worker_claims().items():  # a killed cluster worker's claim on its CPUs
+        if force or not owner_alive(claim):
+            claim_path(int(prefix[2:])).unlink(missing_ok=True)
+            remove_empty_run_dir()
+            report["removed"].append(f"worker-{prefix}.json")
     for ns in existing_namespaces():  # a netem probe whose process died mid-probe
         m = PROBE_RE.match(ns)
         if m and not Path(f"/proc/{m.group(1)}").exists():

@@ -57,7 +57,7 @@ def machines():
             _sh("ip", "link", "set", "lo", "up", ns=ns)
         for ns, dev in ((SRV, "m-srv"), (CLT, "m-cli")):
             _sh("ethtool", "-K", dev, "tso", "off", "gso", "off", "tx-udp-segmentation", "off", ns=ns)
-            _sh(*topology.rps_command(dev, os.cpu_count() or 1), ns=ns)
+            _sh(*topology.rps_command(dev, range(os.cpu_count() or 1)), ns=ns)
         _sh("ip", "route", "add", "default", "via", CLT_MGMT, "dev", "mgmt-srv", ns=SRV)
         _sh("ip", "route", "add", "default", "via", SRV_MGMT, "dev", "mgmt-cli", ns=CLT)
         yield

@@ -147,3 +147,27 @@ def test_the_sampler_reports_saturation_of_a_real_busy_process_and_the_machine()
     assert proc.returncode == 0  # it had its real-time priority
     # interrupts and the sampler's own start may take a little of its time: most, not all, of it
     assert sat.get("busy", 0.0) >= 0.25, sat
+
+
+@pytest.mark.parametrize("text,cpus,back", [("0", (0,), "0"), ("0-3,6", (0, 1, 2, 3, 6), "0-3,6"),
+                                            ("4,0-1, 2", (0, 1, 2, 4), "0-2,4"), ("7-7", (7,), "7")])
+def test_cpu_lists_in_the_kernels_form_read_and_written(text, cpus, back):
+    assert cpu.parse_cpus(text) == cpus and cpu.cpu_list(cpus) == back
+
+
+@pytest.mark.parametrize("text", ["", "a", "1-", "3-1", "0,,1", "-1", "0.5"])
+def test_a_bad_cpu_list_is_refused_naming_the_option_and_the_form(text):
+    from plt_bench.errors import UsageError
+    with pytest.raises(UsageError, match=r"^--cpus: .* is not a CPU list; expected CPU numbers and ranges"):
+        cpu.parse_cpus(text, "--cpus")
+
+
+def test_busy_jiffies_count_only_the_given_cpus_and_not_guest_time_twice():
+    stat = ["cpu  300 0 100 600 0 0 0 0 50 0\n",
+            "cpu0 100 0 50 100 0 0 0 0 50 0\n",   # busy 150 of 250 (guest 50 is inside user 100)
+            "cpu1 200 0 50 500 0 0 0 0 0 0\n",    # busy 250 of 750
+            "intr 12345 0 0\n", "cpu9 999 0 0 0 0 0 0 0 0 0\n"]
+    assert cpu.busy_jiffies(stat, [0]) == (150, 250)
+    assert cpu.busy_jiffies(stat, [1]) == (250, 750)
+    assert cpu.busy_jiffies(stat, [0, 1]) == (400, 1000)
+    assert cpu.busy_jiffies(stat, [9]) == (0, 0)  # only the cpu lines at the top count
