@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(r, *[k for k in MEASUREMENT if k not in TWO and k != "campaign"], "testbed", "results", "new", "timeout",
         *TWO, "cluster", "test", "correction", types=index)
     w = cmd_parser("worker", "join a Dask cluster as a measuring host: one cell at a time on this machine's testbed")
-    add(w, "scheduler", "testbed", types=index, helps={"testbed": "this worker's testbed index (default: 0)"})
+    add(w, "scheduler", "testbed", "cpus", "share_cores", types=index,
+        helps={"testbed": "this worker's testbed index (default: 0)"})
     for name, text in (("report", "statistics of a stored campaign: table, Markdown, CSV, figures and report.html"),
                        ("plot", "figures of a stored campaign: heatmap, loss, jitter, PLT vs size (PNG, SVG)")):
         x = cmd_parser(name, text)
@@ -156,17 +157,22 @@ def _run_on_cluster(a) -> int:
     spec = session.spec_from_options(values)
     results = Path(values.get("results") or campaign.DEFAULTS["results"])
     counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say)
-    _say(f"\n{counts['ok']} ok, {counts['failed']} failed; {counts['cells']} cell(s), {counts['resubmitted']} "
-         "submitted again")
+    _say(f"\n{counts['ok']} ok, {counts['failed']} failed ({counts['failed_attempts']} failed attempt(s) in all); "
+         f"{counts['cells']} cell(s), {counts['resubmitted']} submitted again")
     session.report(results, counts["campaign_id"], spec.name, *_stats(a), out=_say)
-    return 1 if counts["failed"] else 0
+    if counts["failed"]:
+        print(f"{counts['failed']} trial(s) failed every attempt; each attempt is in the store with its reason",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_worker(a) -> int:
     from . import cluster
     if not a.scheduler:
         raise UsageError("--scheduler: required; expected tcp://HOST:PORT (the Dask scheduler to join)")
-    cluster.serve_worker(a.scheduler, a.testbed if a.testbed is not None else 0, out=_say)
+    cluster.serve_worker(a.scheduler, a.testbed if a.testbed is not None else 0, a.cpus, bool(a.share_cores),
+                         out=_say)
     return 0
 
 

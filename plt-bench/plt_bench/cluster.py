@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 import re
 import socket
@@ -29,6 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from .cpu import cpu_list
 from .errors import PltBenchError, UsageError
 
 MAX_SUBMISSIONS = 3  # of one cell: a cell that fails on three workers stops the campaign
@@ -53,6 +55,30 @@ def scheduler_address(text: str, option: str) -> str:
     return text
 
 
+def check_answers(address: str, option: str) -> None:
+    """A TCP connection to the scheduler's port, before anything is claimed or started: a refused
+    port fails at once, an unreachable host within CONNECT_S."""
+    m = _ADDRESS.fullmatch(address)
+    try:
+        socket.create_connection((m.group(1).strip("[]"), int(m.group(2))), timeout=CONNECT_S).close()
+    except OSError as e:
+        raise UsageError(f"{option}: no Dask scheduler answers at {address} ({e.strerror or type(e).__name__}); "
+                         "start one there with: dask scheduler") from e
+
+
+def unsupported(spec) -> None:
+    """What a cluster's campaign cannot carry, refused before anything starts (pure): captures
+    (their files and CPU series would stay on the worker, in a run folder that goes with its
+    testbed) and a server machine (each worker measures on its own testbed)."""
+    if spec.capture:
+        raise UsageError(f"--capture: {','.join(spec.capture)} is not taken with --cluster: the files and CPU series "
+                         "would stay on the worker that measured them; capture on one machine (plt-bench run --capture "
+                         "...) or give --capture none")
+    if spec.server:
+        raise UsageError("--server: not with --cluster: each worker measures on its own testbed; run a campaign "
+                         "across two machines without --cluster")
+
+
 def cells(spec) -> list[tuple]:
     """The campaign's cells in its plan's order: (conditions, page)."""
     out = []
@@ -71,6 +97,101 @@ def cell_spec(spec, cond, page):
 
 def host_name(index: int) -> str:
     return f"{socket.gethostname()}/pb{index}"
+
+
+# -- several workers on one machine: each pinned to its own CPUs --------------------------------------
+# A trial needs two cores: measured here (2 cores), QUIC loading 100 MB at 1 Gbit/s kept both busy
+# (network 1.25, renderer 1.56, Caddy 1.20, browser 0.34 CPU s in a 2.33 s load: 1.9 cores; TCP 1.4
+# cores), and the emulator's thread per direction wants a core of its own at 1 Gbit/s. A worker
+# with fewer would measure its own CPU shortage.
+CORES_PER_WORKER = 2
+
+
+def claim_problem(wanted: tuple[int, ...], shared: bool, available: tuple[int, ...],
+                  claims: dict[str, dict]) -> str | None:
+    """Why a worker may not take the CPUs `wanted` (pure), or None. claims: the live workers'
+    {"cpus": [...], "shared": bool} by testbed prefix. A pinned worker needs CORES_PER_WORKER
+    CPUs this process may use that no other worker holds; workers that share cores
+    (--share-cores, for a machine too small to pin) may only run beside other sharing workers."""
+    held = {p: c for p, c in claims.items()}
+    if shared:
+        pinned = sorted(p for p, c in held.items() if not c.get("shared"))
+        if pinned:
+            return (f"--share-cores: worker(s) {', '.join(pinned)} on this machine are pinned to their own CPUs; a "
+                    "worker sharing every core would disturb their trials")
+        return None
+    missing = sorted(set(wanted) - set(available))
+    if missing:
+        return (f"--cpus: CPU(s) {cpu_list(missing)} are not this machine's to use (it may use "
+                f"{cpu_list(available)})")
+    if len(wanted) < CORES_PER_WORKER:
+        return (f"--cpus: {cpu_list(wanted)} is {len(wanted)} CPU; a worker needs {CORES_PER_WORKER} (a trial at 1 "
+                "Gbit/s keeps two cores busy)")
+    for p, c in sorted(held.items()):
+        both = sorted(set(wanted) & set(c.get("cpus") or []))
+        if both:
+            how = "shares every core" if c.get("shared") else f"is pinned to {cpu_list(c['cpus'])}"
+            return f"--cpus: CPU(s) {cpu_list(both)} are held by worker {p}, which {how}"
+    return None
+
+
+def choose_cpus(available: tuple[int, ...], claims: dict[str, dict]) -> tuple[int, ...] | None:
+    """The first CORES_PER_WORKER CPUs no live worker holds (pure); None when too few are left."""
+    held = {c for x in claims.values() for c in (x.get("cpus") or [])}
+    free = [c for c in available if c not in held]
+    return tuple(free[:CORES_PER_WORKER]) if len(free) >= CORES_PER_WORKER else None
+
+
+def live_claims(own_index: int | None = None) -> dict[str, dict]:
+    """The CPU claims of the other workers running on this machine (a dead owner's is ignored)."""
+    from .topology import owner_alive, worker_claims
+    return {p: c for p, c in worker_claims().items() if p != f"pb{own_index}" and owner_alive(c)}
+
+
+def pin(index: int, cpus: str | None, share: bool) -> tuple[Path, tuple[int, ...], bool]:
+    """Claim this worker's CPUs (chosen, or --cpus) and pin this process, every thread of it and so
+    everything it starts (Caddy, linkem, Chromium) to them; --share-cores claims without pinning.
+    Returns (the claim file, the CPUs, shared). Refused with a message naming the option."""
+    import fcntl
+    import json
+
+    from . import procs
+    from .cpu import own_cpus, parse_cpus
+    from .topology import RUN_DIR, claim_path, remove_empty_run_dir
+    available = own_cpus()
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    lock = os.open(RUN_DIR, os.O_RDONLY)
+    path = None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two workers starting at once do not pick the same CPUs
+        claims = live_claims(index)
+        if share:
+            wanted = available
+        elif cpus:
+            wanted = parse_cpus(cpus, "--cpus")
+        else:
+            wanted = choose_cpus(available, claims)
+            if wanted is None:
+                held = ", ".join(f"{p} {cpu_list(c['cpus'])}" for p, c in sorted(claims.items())) or "none"
+                raise UsageError(
+                    f"--cpus: this machine lets a worker use {len(available)} CPU(s) ({cpu_list(available)}), held "
+                    f"already: {held}; a worker needs {CORES_PER_WORKER} of its own (a trial at 1 Gbit/s keeps two "
+                    f"cores busy), so no more workers fit here. Stop one, or give --share-cores to every worker of "
+                    "this machine (their trials then disturb each other)")
+        problem = claim_problem(wanted, share, available, claims)
+        if problem:
+            raise UsageError(problem)
+        path = claim_path(index)
+        path.write_text(json.dumps({"owner_pid": os.getpid(), "owner_start": procs.start_time(os.getpid()),
+                                    "cpus": list(wanted), "shared": share}))
+    finally:
+        os.close(lock)
+        if path is None:  # refused: nothing left behind
+            remove_empty_run_dir()
+    if not share:
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(tid), wanted)
+    return path, tuple(wanted), share
 
 
 # -- the worker side ----------------------------------------------------------------------------------
@@ -94,15 +215,18 @@ def measure_cell(spec, cond, page, queue_name: str) -> dict:
     results = RUN_DIR / f"pb{index}" / "cell.sqlite"
     with Session(cell_spec(spec, cond, page), results, testbed_index=index, new=True, out=lambda line: None) as s:
         for slot in [x for x in s.todo if x not in done]:
-            t = s.run_slot(slot)
-            if t is not None:
+            before = len(s.done.get(slot, []))
+            s.run_slot(slot)
+            for t in s.done.get(slot, [])[before:]:  # every attempt, as a local run stores them
                 queue.put(pickle.dumps(dataclasses.replace(t, host=host, trial_id=None)))
         return {"host": host, "checks": s.store.link_checks(s.campaign_id),
-                "metadata": s.store.campaign(s.campaign_id)["metadata"]}
+                "metadata": {**s.store.campaign(s.campaign_id)["metadata"], "cpus_shared": _WORKER.get("shared")}}
 
 
-def serve_worker(scheduler: str, index: int, out: Callable[[str], None] = print) -> None:
-    """'plt-bench worker': a Dask worker (one thread, testbed=1) until Ctrl-C or the scheduler goes."""
+def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: bool = False,
+                 out: Callable[[str], None] = print) -> None:
+    """'plt-bench worker': a Dask worker (one thread, testbed=1) until Ctrl-C or the scheduler goes,
+    pinned to its own CPUs (cpus, or the first free ones) unless it shares every core."""
     import asyncio
 
     import dask
@@ -111,11 +235,20 @@ def serve_worker(scheduler: str, index: int, out: Callable[[str], None] = print)
     from . import cmd
     cmd.require_root()
     scheduler_address(scheduler, "--scheduler")
-    from .topology import our_prefixes
+    from .topology import our_prefixes, remove_empty_run_dir
     if f"pb{index}" in our_prefixes():  # the testbed's own claim, checked before joining rather than at a cell
         raise UsageError(f"--testbed: testbed {index} (pb{index}) is in use; give this worker another index, "
                          "or take that testbed down (plt-bench down, or plt-bench clean if its run is gone)")
+    from .cpu import parse_cpus
+    if share and cpus:
+        raise UsageError("--cpus and --share-cores: give one (pinned to a CPU list, or sharing every core)")
+    if cpus:
+        parse_cpus(cpus, "--cpus")  # the form first, before anything is claimed
+    check_answers(scheduler, "--scheduler")
     _WORKER["index"] = index
+    claim, held, shared = pin(index, cpus, share)
+    _WORKER["shared"] = shared
+    how = "sharing every core" if shared else f"pinned to CPUs {cpu_list(held)}"
 
     async def main():
         with dask.config.set(DASK_CONFIG):
@@ -125,9 +258,13 @@ def serve_worker(scheduler: str, index: int, out: Callable[[str], None] = print)
             except (OSError, asyncio.TimeoutError) as e:
                 raise UsageError(f"--scheduler: no Dask scheduler answers at {scheduler} within {CONNECT_S} s "
                                  f"({type(e).__name__}); start one there with: dask scheduler") from e
-            out(f"plt-bench worker {host_name(index)} joined {scheduler}; Ctrl-C to leave")
+            out(f"plt-bench worker {host_name(index)} ({how}) joined {scheduler}; Ctrl-C to leave")
             await w.finished()
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        claim.unlink(missing_ok=True)
+        remove_empty_run_dir()
 
 
 # -- the head -----------------------------------------------------------------------------------------
@@ -152,7 +289,8 @@ class Head:
         left = todo(spec.plan(), self.done, spec.retries)
         self.cells = [c for c in cells(spec) if any((s[0], s[2]) == c for s in left)]
         self.seq = max((t.seq for ts in self.done.values() for t in ts), default=-1) + 1
-        self.counts = {"ok": 0, "failed": 0, "cells": 0, "resubmitted": 0, "campaign_id": self.cid}
+        self.counts = {"ok": 0, "failed": 0, "failed_attempts": 0, "cells": 0, "resubmitted": 0,
+                       "campaign_id": self.cid}
         self.queue = Queue(f"plt-bench-{uuid.uuid4().hex[:12]}", client=client)
         self.held = Variable(self.queue.name, client=client)  # slots with an ok trial: a cell sent again skips them
         self._publish()
@@ -177,7 +315,7 @@ class Head:
             self.seq += 1
             self.store.add_trial(t)
             self.done.setdefault(slot, []).append(t)
-            self.counts["ok" if t.status == "ok" else "failed"] += 1
+            self.counts["ok" if t.status == "ok" else "failed_attempts"] += 1
             stored += 1
             self.out(f"{t.host:<24} {t.conditions.label:<18} {t.page:>7} {t.proto:<4} {t.status:<6} "
                      + (f"{t.plt_ms:9.1f} ms" if t.plt_ms else t.reason or ""))
@@ -217,12 +355,15 @@ class Head:
                 pending[self.submit(cell)] = cell
         time.sleep(0.2)
         self.drain()
+        # a slot failed when every attempt failed; a failed attempt that a retry made good is not one
+        self.counts["failed"] = sum(1 for ts in self.done.values() if ts and not any(x.status == "ok" for x in ts))
         return self.counts
 
 
 def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[str], None] = print) -> dict:
     """'plt-bench run --cluster': every cell still to measure dispatched to the cluster's workers,
-    the trials stored here as they arrive. {"ok", "failed", "cells", "resubmitted", "campaign_id"}."""
+    the trials stored here as they arrive. {"ok", "failed" (slots whose every attempt failed),
+    "failed_attempts", "cells", "resubmitted", "campaign_id"}."""
     import dask
     from distributed import Client
 
@@ -230,7 +371,9 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
     from .metadata import utc_now
     from .store import Store, check_writable
     scheduler_address(scheduler, "--cluster")
+    unsupported(spec)
     check_writable(results)
+    check_answers(scheduler, "--cluster")
     with dask.config.set(DASK_CONFIG):
         try:
             client = Client(scheduler, timeout=f"{CONNECT_S}s")

@@ -108,6 +108,12 @@ def _table() -> dict[str, Option]:
                           "--scheduler ADDR'); this machine keeps the store", metavar="tcp://HOST:PORT", group="cluster"),
         Option("scheduler", "the Dask scheduler to join (started with: dask scheduler)", metavar="tcp://HOST:PORT",
                group="cluster"),
+        Option("cpus", "the CPUs this worker, its testbed and its trials are pinned to (a CPU list: 2-3, 0,4); "
+                       "default: the first two no other worker of this machine holds", metavar="LIST",
+               group="cluster"),
+        Option("share_cores", "pin nothing: this machine's workers share every core (a machine too small for "
+                              "two cores per worker; their trials then disturb each other)", flag=True,
+               group="cluster"),
         Option("json", "print it as JSON", flag=True, group="output"),
         Option("probes", "ping probes per condition", group="link"),
     ]

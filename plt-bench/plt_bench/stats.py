@@ -88,15 +88,17 @@ def unpooled(trials: list[Trial], hosts: dict[str, dict], key_fields: tuple[str,
 
 
 def hosts_table(trials: list[Trial]) -> list[list[str]]:
-    """Which host measured each cell (a cluster's campaign): [head, *rows]; [] on one machine."""
-    per: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    """Which host measured each cell (a cluster's campaign), and on which CPUs: [head, *rows]; []
+    on one machine."""
+    per: dict[tuple, dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
     for t in trials:
         if t.host:
-            per[(t.conditions.label, t.page)][t.host] += 1
+            per[(t.conditions.label, t.page)][(t.host, t.cpus or "")] += 1
     if not per:
         return []
-    return [["link", "page", "host (trials)"]] + [[c, p, ", ".join(f"{h} ({n})" for h, n in sorted(hs.items()))]
-                                                  for (c, p), hs in per.items()]
+    return [["link", "page", "host [CPUs] (trials)"]] + [
+        [c, p, ", ".join(f"{h}{f' [{cpus}]' if cpus else ''} ({n})" for (h, cpus), n in sorted(hs.items()))]
+        for (c, p), hs in per.items()]
 
 
 def precision_table(grid: dict, trials: list[Trial]) -> dict | None:

@@ -22,10 +22,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(address, index):
+def _worker(address, index, *extra):
     return subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "worker", "--scheduler", address, "--testbed",
-                             str(index)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                             str(index), *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def _scheduler():
+    port = _free_port()
+    sched = subprocess.Popen([*DASK, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return f"tcp://127.0.0.1:{port}", sched
+
+
+def _stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    run_cli("clean")  # a killed worker's testbed and CPU claim
 
 
 def _wait_workers(address, n, timeout_s=120):
@@ -36,25 +56,14 @@ def _wait_workers(address, n, timeout_s=120):
 
 @pytest.fixture
 def cluster():
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    sched = subprocess.Popen([*DASK, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    workers = {i: _worker(address, i) for i in (228, 229)}
+    """Two workers on this 2-core machine: they share its cores (two cores per worker would not fit)."""
+    address, sched = _scheduler()
+    workers = {i: _worker(address, i, "--share-cores") for i in (228, 229)}
     try:
         _wait_workers(address, 2)
         yield address, workers
     finally:
-        for p in [*workers.values(), sched]:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in [*workers.values(), sched]:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        run_cli("clean")  # a killed worker's testbed
+        _stop([*workers.values(), sched])
 
 
 def _rows(path):
@@ -65,6 +74,26 @@ def _rows(path):
 
 def _slots(rows):
     return sorted((r["conditions"], r["page"], r["run_index"], r["proto"]) for r in rows if r["status"] == "ok")
+
+
+def _utc_now():
+    import datetime as dt
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _print_timeline(rows, event, at):
+    """Each trial's start, relative to the first, with its host and cell; the event where it fell."""
+    import datetime as dt
+    rows = sorted(rows, key=lambda r: r["started_utc"])
+    t0 = dt.datetime.fromisoformat(rows[0]["started_utc"])
+    marked = False
+    for r in rows:
+        t = dt.datetime.fromisoformat(r["started_utc"])
+        if not marked and t > at:
+            print(f"{(at - t0).total_seconds():7.1f} s  {event}")
+            marked = True
+        print(f"{(t - t0).total_seconds():7.1f} s  {r['host']:<22} {r['conditions']:<16} {r['page']:>6} run "
+              f"{r['run_index']} {r['proto']:<4} {r['status']}")
 
 
 def test_a_tiny_campaign_on_two_workers_holds_what_a_local_run_would(cluster, tmp_path):
@@ -106,10 +135,12 @@ def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp
                 break
     assert victim is not None, "no trial reached the store"
     kept = [r["id"] for r in _rows(store) if r["host"].endswith(f"pb{victim}")]
+    killed = _utc_now()
     os.killpg(workers[victim].pid, signal.SIGKILL)
     out, _ = head.communicate(timeout=1500)
     assert head.returncode == 0, out[-4000:]
     rows = _rows(store)
+    _print_timeline(rows, f"pb{victim} killed", killed)  # shown with pytest -s: the note's timeline
     assert _slots(rows) == sorted(set(_slots(rows))) and len(_slots(rows)) == 2 * 3 * 2  # every slot once
     assert set(kept) <= {r["id"] for r in rows}  # the dead worker's finished trials stay
     hosts = {}
@@ -142,3 +173,50 @@ def test_the_head_killed_then_run_again_resumes_its_campaign(cluster, tmp_path):
     assert {r["campaign_id"] for r in rows} == {first[0]["campaign_id"]}  # the same campaign, resumed
     assert {r["id"] for r in first} <= {r["id"] for r in rows}  # what the first head stored stays
     assert _slots(rows) == sorted(set(_slots(rows))) and len(_slots(rows)) == 2 * 3 * 2
+
+
+def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_path):
+    """A worker pinned to its CPUs: every thread of it, and the trials it runs, on them alone; a
+    worker that would not get two CPUs of its own is refused with the reason and makes nothing; a
+    killed worker's claim goes with 'plt-bench clean'."""
+    import json
+
+    from plt_bench.cpu import cpu_list, own_cpus, parse_cpus
+    from plt_bench.store import Store
+    from plt_bench.topology import claim_path
+
+    from ..conftest import system_state
+    own = own_cpus()
+    mine = cpu_list(own if len(own) < 4 else own[:-1])  # fewer than two CPUs left for another worker
+    address, sched = _scheduler()
+    a = _worker(address, 231, "--cpus", mine)
+    try:
+        _wait_workers(address, 1)
+        for tid in os.listdir(f"/proc/{a.pid}/task"):
+            with open(f"/proc/{a.pid}/task/{tid}/status") as f:
+                assert f"Cpus_allowed_list:\t{mine}\n" in f.read(), tid
+        claim = json.loads(claim_path(231).read_text())
+        assert (claim["cpus"], claim["shared"]) == (list(parse_cpus(mine)), False)
+        before = system_state()
+        for extra, said in [((), "no more workers fit here"),
+                            (("--share-cores",), "--share-cores: worker(s) pb231 on this machine are pinned"),
+                            (("--cpus", mine), f"are held by worker pb231, which is pinned to {mine}")]:
+            r = run_cli("worker", "--scheduler", address, "--testbed", "232", *extra, timeout=60)
+            assert r.returncode == 2 and said in r.stderr, (extra, r.stdout[-1000:], r.stderr[-1000:])
+        assert system_state() == before  # refused: no testbed, no claim, nothing
+        store = tmp_path / "pinned.sqlite"
+        c = run_cli("run", "--size", "5KB", "--bw", "100mbit", "--runs", "1", "--proto", "both", "--verify", "off",
+                    "--cluster", address, "--results", str(store), timeout=600)
+        assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-3000:]
+        rows = _rows(store)
+        assert len(rows) == 2 and {r["cpus"] for r in rows} == {mine}, rows  # recorded per trial
+        with Store(store) as s:
+            hosts = s.campaign(rows[0]["campaign_id"])["metadata"]["hosts"]
+        assert [(h["cpus"], h["cpus_shared"]) for h in hosts.values()] == [(mine, False)]
+        os.killpg(a.pid, signal.SIGKILL)
+        a.wait()
+        assert claim_path(231).exists()  # a killed worker leaves its claim, which is ignored...
+        assert run_cli("clean").returncode == 0
+        assert not claim_path(231).exists()  # ...and removed by clean
+    finally:
+        _stop([a, sched])

@@ -24,6 +24,11 @@ CLI = [
     # an index no test holds: the suite's own testbed (pb0) would be refused first, as in use
     (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240"],
      "--scheduler: no Dask scheduler answers at tcp://127.0.0.1:1"),
+    (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--cpus", "1-0"],
+     "--cpus: '1-0' is not a CPU list; expected CPU numbers and ranges"),
+    (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--cpus", "0-1", "--share-cores"],
+     "--cpus and --share-cores: give one"),
+    (["run", "--cluster", "tcp://127.0.0.1:1", "--capture", "pcap"], "--capture: pcap is not taken with --cluster"),
     (["run", "--cluster", "head:8786"], "--cluster: 'head:8786' is not a scheduler address; expected tcp://HOST:PORT"),
     (["run", "--cluster", "tcp://127.0.0.1:1"], "--cluster: no Dask scheduler answers at tcp://127.0.0.1:1"),
     (["run", "--bw", "100"], "--bw: '100' is not a rate; expected a number with a unit"),

@@ -47,4 +47,39 @@ def test_a_cell_never_pools_hosts_whose_key_metadata_differ():
     assert kept == mixed[:3]  # the host with the most ok trials keeps the cell
     assert len(warnings) == 1 and "2 trial(s) of b/pb1 left out" in warnings[0] and "host, kernel" in warnings[0]
     assert stats.hosts_table(mixed)[1][2] == "a/pb1 (3), b/pb1 (2)"
+    pinned = [trial(seq=i, host="a/pb1", cpus="0-1") for i in range(2)] + [trial(seq=2, host="a/pb2", cpus="2-3")]
+    assert stats.hosts_table(pinned)[1][2] == "a/pb1 [0-1] (2), a/pb2 [2-3] (1)"
     assert stats.hosts_table([trial()]) == []  # one machine: no hosts table
+
+
+def test_a_worker_gets_two_cpus_no_other_worker_holds_or_none():
+    assert cluster.CORES_PER_WORKER == 2
+    assert cluster.choose_cpus((0, 1, 2, 3), {}) == (0, 1)
+    assert cluster.choose_cpus((0, 1, 2, 3), {"pb1": {"cpus": [0, 1]}}) == (2, 3)
+    assert cluster.choose_cpus((0, 1, 2, 3), {"pb1": {"cpus": [1]}, "pb2": {"cpus": [3]}}) == (0, 2)
+    assert cluster.choose_cpus((0, 1, 2), {"pb1": {"cpus": [0, 1]}}) is None  # one left: too few
+    assert cluster.choose_cpus((0, 1), {"pb1": {"cpus": [0, 1], "shared": True}}) is None
+
+
+@pytest.mark.parametrize("wanted,shared,claims,problem", [
+    ((2, 3), False, {"pb1": {"cpus": [0, 1]}}, None),
+    ((0, 1, 2, 3), True, {"pb1": {"cpus": [0, 1, 2, 3], "shared": True}}, None),  # sharing beside sharing
+    ((1, 2), False, {"pb1": {"cpus": [0, 1]}}, "--cpus: CPU(s) 1 are held by worker pb1, which is pinned to 0-1"),
+    ((0, 1), False, {"pb1": {"cpus": [0, 1, 2, 3], "shared": True}},
+     "--cpus: CPU(s) 0-1 are held by worker pb1, which shares every core"),
+    ((3,), False, {}, "--cpus: 3 is 1 CPU; a worker needs 2"),
+    ((3, 4, 5), False, {}, "--cpus: CPU(s) 4-5 are not this machine's to use (it may use 0-3)"),
+    ((0, 1, 2, 3), True, {"pb1": {"cpus": [2, 3]}, "pb2": {"cpus": [0, 1], "shared": True}},
+     "--share-cores: worker(s) pb1 on this machine are pinned to their own CPUs"),
+])
+def test_a_worker_is_refused_cpus_it_cannot_have_and_told_why(wanted, shared, claims, problem):
+    got = cluster.claim_problem(wanted, shared, (0, 1, 2, 3), claims)
+    assert (got is None) if problem is None else got.startswith(problem), got
+
+
+def test_a_cluster_campaign_refuses_captures_and_a_server_machine():
+    cluster.unsupported(campaign.load(None, {"size": "5KB"}))
+    with pytest.raises(UsageError, match=r"^--capture: cpu,pcap is not taken with --cluster"):
+        cluster.unsupported(campaign.load(None, {"capture": "cpu,pcap"}))
+    with pytest.raises(UsageError, match=r"^--server: not with --cluster"):
+        cluster.unsupported(campaign.load(None, {"server": "10.0.0.2", "iface": "eth0"}))
