@@ -24,6 +24,7 @@ import dataclasses
 import os
 import pickle
 import re
+import shutil
 import socket
 import time
 import uuid
@@ -235,7 +236,7 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
     from . import cmd
     cmd.require_root()
     scheduler_address(scheduler, "--scheduler")
-    from .topology import our_prefixes, remove_empty_run_dir
+    from .topology import our_prefixes, remove_empty_run_dir, worker_dir
     if f"pb{index}" in our_prefixes():  # the testbed's own claim, checked before joining rather than at a cell
         raise UsageError(f"--testbed: testbed {index} (pb{index}) is in use; give this worker another index, "
                          "or take that testbed down (plt-bench down, or plt-bench clean if its run is gone)")
@@ -254,7 +255,8 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
         with dask.config.set(DASK_CONFIG):
             try:
                 w = await asyncio.wait_for(Worker(scheduler, nthreads=1, resources={RESOURCE: 1},
-                                                  name=host_name(index), dashboard=False), CONNECT_S)
+                                                  name=host_name(index), dashboard=False,
+                                                  local_directory=str(worker_dir(index))), CONNECT_S)
             except (OSError, asyncio.TimeoutError) as e:
                 raise UsageError(f"--scheduler: no Dask scheduler answers at {scheduler} within {CONNECT_S} s "
                                  f"({type(e).__name__}); start one there with: dask scheduler") from e
@@ -263,6 +265,7 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
     try:
         asyncio.run(main())
     finally:
+        shutil.rmtree(worker_dir(index), ignore_errors=True)
         claim.unlink(missing_ok=True)
         remove_empty_run_dir()
 

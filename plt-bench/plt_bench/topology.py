@@ -226,6 +226,11 @@ def claim_path(index: int) -> Path:
     return RUN_DIR / f"worker-pb{index}.json"
 
 
+def worker_dir(index: int) -> Path:
+    """A cluster worker's scratch folder (Dask's local directory): gone with the worker or its claim."""
+    return RUN_DIR / f"worker-pb{index}.dask"
+
+
 def worker_claims() -> dict[str, dict]:
     """Every cluster worker's CPU claim on this machine, live or not: {prefix: claim}."""
     out = {}
@@ -448,6 +453,7 @@ def clean(force: bool = False) -> dict:
         report["removed"].append(prefix)
     for prefix, claim in worker_claims().items():  # a killed cluster worker's claim on its CPUs
         if force or not owner_alive(claim):
+            shutil.rmtree(worker_dir(int(prefix[2:])), ignore_errors=True)
             claim_path(int(prefix[2:])).unlink(missing_ok=True)
             remove_empty_run_dir()
             report["removed"].append(f"worker-{prefix}.json")

@@ -2,6 +2,7 @@
 tiny campaign; every cell is measured by exactly one worker, the store holds what a local run
 would, and a worker killed in the middle loses and duplicates nothing."""
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -29,9 +30,14 @@ def _worker(address, index, *extra):
 
 
 def _scheduler():
+    """A Dask scheduler on loopback, its scratch space in a folder of its own (else /tmp's stays)."""
+    import tempfile
     port = _free_port()
+    scratch = tempfile.mkdtemp(prefix="plt-bench-test-scheduler-")
     sched = subprocess.Popen([*DASK, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                             env={**os.environ, "DASK_TEMPORARY_DIRECTORY": scratch})
+    sched.scratch = scratch
     return f"tcp://127.0.0.1:{port}", sched
 
 
@@ -45,6 +51,8 @@ def _stop(procs):
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+        if hasattr(p, "scratch"):
+            shutil.rmtree(p.scratch, ignore_errors=True)
     run_cli("clean")  # a killed worker's testbed and CPU claim
 
 
