@@ -142,11 +142,16 @@ def cmd_run(a) -> int:
         counts = s.run()
         _say(f"\n{counts['ok']} ok, {counts['failed']} failed, {counts['retried']} retried in "
              f"{time.monotonic() - t0:.1f} s\n")
-    directory, files = session.report(s.results, s.campaign_id, s.spec.name, *_stats(a), out=_say)
+    return _report(a, s.results, s.campaign_id, s.spec.name, counts["failed"])
+
+
+def _report(a, results: Path, campaign_id: int, name: str, failed: int) -> int:
+    """A run's end, local or on a cluster: its report and figures; exit 1 if a trial failed every attempt."""
+    from . import session
+    directory, files = session.report(results, campaign_id, name, *_stats(a), out=_say)
     _say(f"\nreport and figures: {directory}/ ({', '.join(p.name for p in files)})")
-    if counts["failed"]:
-        print(f"{counts['failed']} trial(s) failed every attempt; each attempt is in the store with its reason",
-              file=sys.stderr)
+    if failed:
+        print(f"{failed} trial(s) failed every attempt; each attempt is in the store with its reason", file=sys.stderr)
         return 1
     return 0
 
@@ -159,12 +164,7 @@ def _run_on_cluster(a) -> int:
     counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say)
     _say(f"\n{counts['ok']} ok, {counts['failed']} failed ({counts['failed_attempts']} failed attempt(s) in all); "
          f"{counts['cells']} cell(s), {counts['resubmitted']} submitted again")
-    session.report(results, counts["campaign_id"], spec.name, *_stats(a), out=_say)
-    if counts["failed"]:
-        print(f"{counts['failed']} trial(s) failed every attempt; each attempt is in the store with its reason",
-              file=sys.stderr)
-        return 1
-    return 0
+    return _report(a, results, counts["campaign_id"], spec.name, counts["failed"])
 
 
 def cmd_worker(a) -> int:
