@@ -114,9 +114,8 @@ def claim_problem(wanted: tuple[int, ...], shared: bool, available: tuple[int, .
     {"cpus": [...], "shared": bool} by testbed prefix. A pinned worker needs CORES_PER_WORKER
     CPUs this process may use that no other worker holds; workers that share cores
     (--share-cores, for a machine too small to pin) may only run beside other sharing workers."""
-    held = {p: c for p, c in claims.items()}
     if shared:
-        pinned = sorted(p for p, c in held.items() if not c.get("shared"))
+        pinned = sorted(p for p, c in claims.items() if not c.get("shared"))
         if pinned:
             return (f"--share-cores: worker(s) {', '.join(pinned)} on this machine are pinned to their own CPUs; a "
                     "worker sharing every core would disturb their trials")
@@ -128,7 +127,7 @@ def claim_problem(wanted: tuple[int, ...], shared: bool, available: tuple[int, .
     if len(wanted) < CORES_PER_WORKER:
         return (f"--cpus: {cpu_list(wanted)} is {len(wanted)} CPU; a worker needs {CORES_PER_WORKER} (a trial at 1 "
                 "Gbit/s keeps two cores busy)")
-    for p, c in sorted(held.items()):
+    for p, c in sorted(claims.items()):
         both = sorted(set(wanted) & set(c.get("cpus") or []))
         if both:
             how = "shares every core" if c.get("shared") else f"is pinned to {cpu_list(c['cpus'])}"
