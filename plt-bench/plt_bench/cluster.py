@@ -156,7 +156,7 @@ def pin(index: int, cpus: str | None, share: bool) -> tuple[Path, tuple[int, ...
     import json
 
     from . import procs
-    from .cpu import own_cpus, parse_cpus
+    from .cpu import own_cpus, parse_cpus, pin_threads
     from .topology import RUN_DIR, claim_path, remove_empty_run_dir
     available = own_cpus()
     RUN_DIR.mkdir(parents=True, exist_ok=True)
@@ -189,8 +189,7 @@ def pin(index: int, cpus: str | None, share: bool) -> tuple[Path, tuple[int, ...
         if path is None:  # refused: nothing left behind
             remove_empty_run_dir()
     if not share:
-        for tid in os.listdir("/proc/self/task"):
-            os.sched_setaffinity(int(tid), wanted)
+        pin_threads(wanted)
     return path, tuple(wanted), share
 
 

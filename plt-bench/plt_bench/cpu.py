@@ -85,6 +85,13 @@ def own_cpus() -> tuple[int, ...]:
     return tuple(sorted(os.sched_getaffinity(0)))
 
 
+def pin_threads(cpus) -> None:
+    """Pin this process to `cpus`: every thread it has now (the kernel sets one thread at a time),
+    and so every thread and process it starts after (they inherit the mask)."""
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
 def busy_jiffies(stat_lines, cpus) -> tuple[int, int]:
     """Busy and total jiffies of the given CPUs, from /proc/stat's lines (pure). Busy is all but
     idle and iowait; guest time is already inside user and nice, so it is not counted twice."""

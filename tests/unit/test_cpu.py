@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 import time
@@ -171,3 +172,30 @@ def test_busy_jiffies_count_only_the_given_cpus_and_not_guest_time_twice():
     assert cpu.busy_jiffies(stat, [1]) == (250, 750)
     assert cpu.busy_jiffies(stat, [0, 1]) == (400, 1000)
     assert cpu.busy_jiffies(stat, [9]) == (0, 0)  # only the cpu lines at the top count
+
+
+def test_pinning_reaches_every_thread_and_every_process_started_after():
+    """Real threads and a real child process (a cluster worker's mechanism: on this 2-core machine
+    a worker's own set is both cores, so its test cannot tell pinned from not; one CPU can)."""
+    code = ("import subprocess, sys, threading, time\n"
+            "from plt_bench.cpu import pin_threads\n"
+            "t = threading.Thread(target=time.sleep, args=(30,), daemon=True); t.start()\n"
+            "pin_threads((0,))\n"
+            "child = subprocess.Popen(['sleep', '30'])\n"
+            "print(child.pid, flush=True)\n"
+            "sys.stdin.read()\n"
+            "child.kill()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(p.stdout.readline())
+
+        def allowed(path):
+            with open(path) as f:
+                return next(line.split()[1] for line in f if line.startswith("Cpus_allowed_list:"))
+        threads = [f"/proc/{p.pid}/task/{tid}/status" for tid in os.listdir(f"/proc/{p.pid}/task")]
+        assert len(threads) >= 2  # the thread started before pinning is there
+        assert {allowed(t) for t in threads} == {"0"}
+        assert allowed(f"/proc/{child}/status") == "0"
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
