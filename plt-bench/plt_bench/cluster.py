@@ -101,10 +101,11 @@ def host_name(index: int) -> str:
 
 
 # -- several workers on one machine: each pinned to its own CPUs --------------------------------------
-# A trial needs two cores: measured here (2 cores), QUIC loading 100 MB at 1 Gbit/s kept both busy
-# (network 1.25, renderer 1.56, Caddy 1.20, browser 0.34 CPU s in a 2.33 s load: 1.9 cores; TCP 1.4
-# cores), and the emulator's thread per direction wants a core of its own at 1 Gbit/s. A worker
-# with fewer would measure its own CPU shortage.
+# A trial needs two cores: measured here (2 cores), loading 100 MB at 1 Gbit/s kept both busy, over
+# QUIC 1.85-1.95 cores (one load: network 1.25, renderer 1.56, Caddy 1.20, browser 0.34 CPU s in
+# 2.33 s) and over TCP 1.90-1.98 (renderer 1.36-1.46 of it), three loads each; and the emulator's
+# thread per direction wants a core of its own at 1 Gbit/s. A worker with fewer would measure its
+# own CPU shortage.
 CORES_PER_WORKER = 2
 
 
