@@ -38,14 +38,15 @@ def package_version(name: str) -> str | None:
 
 def machine() -> dict:
     load1, load5, load15 = os.getloadavg()
+    own = own_cpus()
     return {
         "host": socket.gethostname(),
         "kernel": platform.release(),
         "kernel_version": platform.version(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
-        "cpus": cpu_list(own_cpus()),      # the CPUs this run's processes may use (a pinned worker's own)
-        "cpus_used": len(own_cpus()),
+        "cpus": cpu_list(own),      # the CPUs this run's processes may use (a pinned worker's own)
+        "cpus_used": len(own),      # a key field: runs on sets of one size pool, whichever CPUs they are
         "loadavg": [load1, load5, load15],
         "python": platform.python_version(),
         "plt_bench": __version__,

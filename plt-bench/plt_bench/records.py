@@ -194,9 +194,9 @@ class Trial:
     cpu_bound_share: float | None = doc("the share of the load that role was saturated (0-1)", None)
     host: str | None = doc("the machine and testbed that measured it (hostname/pbN) in a campaign run on a cluster "
                            "(plt_bench.cluster); None: the campaign's one machine", None)
-    cpus: str | None = doc("the CPUs the trial's processes (browser, Caddy, linkem) could run on, in the kernel's "
-                           "list form (0-3,6): every CPU of the machine, or a pinned cluster worker's own set; "
-                           "None for trials before schema 11", None)
+    cpus: str | None = doc("the CPUs the measuring host's processes for the trial (the browser; Caddy and linkem "
+                           "too on one machine) could run on, in the kernel's list form (0-3,6): every CPU, or a "
+                           "pinned cluster worker's own set; None for trials before schema 11", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 
