@@ -280,13 +280,20 @@ class Head:
         from .metadata import utc_now
         from .session import attempts_so_far, todo
         self.spec, self.store, self.client, self.out = spec, store, client, out
+        from . import procs
+        from .session import owner_text
+        store.mark_abandoned(procs.owner_alive)
         resume = None if new else store.resumable(spec.name, spec.spec_hash)
         if resume is not None and store.campaign(resume)["metadata"].get("mode") == "cluster":
+            held = store.claim(resume, procs.me(), procs.owner_alive)
+            if held:
+                raise UsageError(f"CAMPAIGN: campaign {resume} ({spec.name}) is being run now by {owner_text(held)}; "
+                                 "one campaign has one live run. Wait for it to end, or run with --new")
             self.cid = resume
-            store.reopen_campaign(resume)
         else:
             self.cid = store.new_campaign(spec.name, utc_now(), spec.as_dict(),
-                                          {"mode": "cluster", "scheduler": scheduler, "hosts": {}}, spec.spec_hash)
+                                          {"mode": "cluster", "scheduler": scheduler, "hosts": {}, "owner": procs.me()},
+                                          spec.spec_hash)
         self.done = attempts_so_far(store.trials([self.cid]))
         left = todo(spec.plan(), self.done, spec.retries)
         self.cells = [c for c in cells(spec) if any((s[0], s[2]) == c for s in left)]
@@ -313,7 +320,8 @@ class Head:
             slot = (t.conditions, t.run_index, t.page_spec, t.proto)
             if any(x.status == "ok" for x in self.done.get(slot, [])):
                 continue
-            t = dataclasses.replace(t, campaign_id=self.cid, seq=self.seq)
+            # numbered by the head: a cell sent again after its worker died measures its slots anew
+            t = dataclasses.replace(t, campaign_id=self.cid, seq=self.seq, attempt=len(self.done.get(slot, [])) + 1)
             self.seq += 1
             self.store.add_trial(t)
             self.done.setdefault(slot, []).append(t)

@@ -231,10 +231,15 @@ class Sampler:
     Each sample is (t monotonic s, {role: (user_s, system_s)}), cumulative since the process
     started; `mark()` takes a sample on demand (the baseline before navigation, the last one
     before quitting). The thread's own CPU time is kept (`own_cpu_s`) to benchmark its cost.
+
+    Liveness: every sample also reads each watched process's state (the sources' and `watch`'s,
+    {name: pid}; 10 us a process). A process seen stopped (state T or t: a
+    SIGSTOP, a debugger) made no progress, whatever it was doing, so `stopped` counts, per name,
+    the samples that saw it so; a stop shorter than one interval can pass unseen.
     """
 
     def __init__(self, sources, interval_s: float = 0.1, keep_series: bool = True, grows: bool = True,
-                 machine: bool = False):
+                 machine: bool = False, watch: dict[str, int | None] | None = None):
         import threading
         self.sources, self.interval_s, self.keep_series = sources, interval_s, keep_series
         self.grows = grows  # False: a fixed set of processes (Caddy, linkem), no watching for new PIDs
@@ -246,6 +251,8 @@ class Sampler:
         self._t_start = time.monotonic()
         self._t_stop: float | None = None
         self._procs: dict[int, tuple[str, object]] = {}
+        self._watch = {name: pid for name, pid in (watch or {}).items() if pid}
+        self.stopped: dict[str, int] = {}  # name (a role, or a watched process) -> samples that saw it stopped
         self._last: dict[int, tuple[str, float, float]] = {}
         self._pids: set[str] = set()
         self._lock = threading.Lock()
@@ -277,6 +284,9 @@ class Sampler:
                 del self._procs[pid]
                 continue
             self._last[pid] = (r, t.user, t.system)
+        for name, pid in [*((r, pid) for pid, (r, _) in self._procs.items()), *self._watch.items()]:
+            if process_state(pid) in ("T", "t"):
+                self.stopped[name] = self.stopped.get(name, 0) + 1
         out: dict[str, list[float]] = {}
         for r, u, s in self._last.values():
             acc = out.setdefault(r, [0.0, 0.0])
@@ -302,6 +312,16 @@ class Sampler:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.mark()
+
+    def stall_problem(self) -> str | None:
+        """Why the trial did not run under its conditions because a part of the testbed was stopped
+        during it, or None."""
+        if not self.stopped:
+            return None
+        parts = ", ".join(f"{name} in {n} sample(s), about {n * self.interval_s:.1f} s"
+                          for name, n in sorted(self.stopped.items()))
+        return (f"testbed stalled: a process was stopped (state T) during the trial: {parts}; the trial did "
+                "not run under its conditions")
 
     def info(self, since: float | None = None, until: float | None = None) -> dict:
         """The sampler's own figures: interval, samples taken, its CPU and the time it ran; the time
@@ -343,6 +363,16 @@ class Sampler:
                 rows.append({"t_s": round(t - base_t, 4), "role": r, "user_s": round(u - u0, 3),
                              "system_s": round(s - s0, 3)})
         return rows
+
+
+def process_state(pid: int) -> str | None:
+    """A process's state letter from /proc/PID/stat (R, S, D, T, t, Z...), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2:data.rindex(b")") + 3].decode()
 
 
 def tree_sources(root_pid: int):

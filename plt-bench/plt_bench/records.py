@@ -346,5 +346,6 @@ def _declare(hint, default) -> str:
 
 
 COLUMNS = [name for name, _, _ in columns()]
+CONDITION_COLUMNS = [_cond_column(f.name) for f in dataclasses.fields(Conditions)]  # a trial's conditions, whole
 _HINTS = (typing.get_type_hints(Trial), typing.get_type_hints(Conditions))  # read once: from_row runs per stored row
 _ANSWER_KEYS = frozenset(typing.get_type_hints(WorkerAnswer))

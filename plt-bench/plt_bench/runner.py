@@ -111,12 +111,14 @@ def foreign_traffic_problem(foreign: list[dict]) -> str | None:
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
                answer: WorkerAnswer, server_entries: list[dict] | None, link_dead: str | None = None,
                link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None,
-               delivered: list[tuple[float, int]] | None = None, delivery_dev: str | None = None) -> Trial:
+               delivered: list[tuple[float, int]] | None = None, delivery_dev: str | None = None,
+               stalled: str | None = None) -> Trial:
     """Build the immutable record of one load from the worker's answer and the server's log (the
     trial's own entries, server.own_entries: its page's and its objects'; `foreign`: responses to
     other requests that overlapped the trial). A bulk page's figures come from its script (the
     answer's workload) and from `delivered`, the link's transmit counter sampled meanwhile; a
-    request page's from its requests' Resource Timing entries."""
+    request page's from its requests' Resource Timing entries. `stalled`: a part of the testbed
+    was stopped during the trial (Caddy, linkem, the browser worker: cpu.Sampler.stall_problem)."""
     page, uri = cell.page, url_path(url)
     page_entries = None if server_entries is None else [e for e in server_entries if e["uri"] == uri]
     others = None if server_entries is None else [e for e in server_entries if e["uri"] != uri]
@@ -139,7 +141,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
             status, reason = "failed", why
         workload_fields = latency.figures(page, answer.get("resources"))
     problem = link_dead or foreign_traffic_problem(foreign or []) or link_fidelity_problem(
-        link_stats, cell.conditions.delay_ms, 1000.0 * wall_s)
+        link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or stalled
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     nav = answer.get("nav") or {}
@@ -195,7 +197,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
                           settings.cpu_interval_s, keep_series="cpu" in settings.kinds, grows=False,
-                          machine=True).start()
+                          machine=True, watch={"browser worker": bed.worker.proc.pid if bed.worker and bed.worker.proc
+                                               else None}).start()
         first = sampler.mark()
         started = utc_now()
         t0, t0_unix = time.monotonic(), time.time()
@@ -235,7 +238,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
                                                       "cpus": cpu_list(own_cpus()),
                                                       "cpu_bound": limit[0] if limit else None,
                                                       "cpu_bound_share": limit[1] if limit else None},
-                       foreign, delivered, point[1] if point else None)
+                       foreign, delivered, point[1] if point else None, sampler.stall_problem())
     trial_id = store.add_trial(trial)
     trial = dataclasses.replace(trial, trial_id=trial_id)
     if "cpu" in settings.kinds:

@@ -45,6 +45,23 @@ def key_metadata_diff(a: dict, b: dict) -> list[str]:
     return [f"{k}: {a.get(k)!r} then, {b.get(k)!r} now" for k in KEY_FIELDS if a.get(k) != b.get(k)]
 
 
+def owner_text(owner: dict) -> str:
+    """An owner record (procs.me) as words: 'PID 123 on host vm, started 2026-11-24 06:30:00 UTC'."""
+    import datetime
+    import os
+    import socket
+
+    import psutil
+    when = ""
+    try:
+        if owner.get("host") == socket.gethostname():  # start: clock ticks after this machine's boot
+            t = psutil.boot_time() + int(owner["start"]) / os.sysconf("SC_CLK_TCK")
+            when = datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(", started %Y-%m-%d %H:%M:%S UTC")
+    except (KeyError, TypeError, ValueError):
+        pass
+    return f"PID {owner.get('pid')} on host {owner.get('host')}{when}"
+
+
 def attempts_so_far(trials: list[Trial]) -> dict[Slot, list[Trial]]:
     """A campaign's stored attempts per slot, found by the trial's fields (its conditions, not a label)."""
     out: dict[Slot, list[Trial]] = {}
@@ -158,11 +175,15 @@ class Session:
             if diff:
                 raise UsageError(f"CAMPAIGN: campaign {resume} ({spec.name}) cannot be resumed here, its trials would "
                                  f"not be comparable: {'; '.join(diff)}. Run with --new to start a new campaign")
+            held = self.store.claim(resume, meta["owner"], procs.owner_alive)
+            if held:
+                raise UsageError(f"CAMPAIGN: campaign {resume} ({spec.name}) in {self.results} is being run now by "
+                                 f"{owner_text(held)}; one campaign has one live run. Wait for it to end, or run "
+                                 "with --new or another --name for a campaign of your own")
             old.setdefault("sessions", []).append({"utc": utc_now(), "loadavg": meta["loadavg"],
                                                    "git_commit": meta["git_commit"]})
             old["owner"] = meta["owner"]
             self.store.update_metadata(resume, old)
-            self.store.reopen_campaign(resume)
             self.campaign_id = resume
         else:
             stale = self.store.unfinished_named(spec.name)

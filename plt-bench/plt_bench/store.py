@@ -31,6 +31,9 @@ Schema history (SCHEMA_VERSION):
  10 - trials gain host: which machine (and testbed) of a cluster measured it; None on one machine.
  11 - trials gain cpus: the CPUs the trial's processes could run on (a pinned cluster worker's
       own set, or every CPU of the machine); None for older trials.
+ 12 - a slot (campaign, conditions, run, page, protocol) is stored at most once per attempt: the
+      trigger trials_one_per_slot refuses a second row (two runs of one campaign at once stored
+      11 slots twice); rows stored before stay as they are.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -100,7 +103,19 @@ def trials_table() -> str:
     return "CREATE TABLE IF NOT EXISTS trials (\n" + "\n".join(lines) + "\n);"
 
 
-SCHEMA = SCHEMA_TEMPLATE.replace("{trials}", trials_table())
+def slot_constraint() -> str:
+    """The store's own rule that a slot is stored at most once per attempt: a trigger (NULL-safe,
+    since an unshaped rate or an automatic queue is NULL) over the slot's columns, with its index."""
+    cols = ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "attempt"]
+    same = " AND ".join(f"{c} IS NEW.{c}" for c in cols)
+    return ("CREATE INDEX IF NOT EXISTS trials_slot ON trials(campaign_id, run_index, page, proto, attempt);\n"
+            "CREATE TRIGGER IF NOT EXISTS trials_one_per_slot BEFORE INSERT ON trials\n"
+            f"  WHEN EXISTS (SELECT 1 FROM trials WHERE {same})\n"
+            f"  BEGIN SELECT RAISE(ABORT, '{SLOT_TAKEN}'); END;")
+
+
+SLOT_TAKEN = "this attempt of this slot is stored already"
+SCHEMA = SCHEMA_TEMPLATE.replace("{trials}", trials_table()) + slot_constraint()
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
@@ -128,12 +143,33 @@ def stored_version(path: Path) -> int | None:
         db.close()
 
 
+def check_kind(path: Path, option: str = "--results") -> None:
+    """Refuse, before anything opens it, a store path that is a folder, or anything but a regular
+    file (a FIFO would block open() past every signal, a device such as /dev/full would get a
+    journal beside it), also through a symbolic link."""
+    import stat
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UsageError(f"{option}: cannot read {path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{option}: {path} is a folder; expected the path of a results file, e.g. {path}/plt-bench.sqlite")
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+        via = f" (a link to {path.resolve()})" if path.is_symlink() else ""
+        raise UsageError(f"{option}: {path}{via} is {kind}; a results store is a regular file, e.g. "
+                         "results/plt-bench.sqlite")
+
+
 def check_writable(path: Path, option: str = "--results") -> None:
     """Refuse, changing nothing, a store path that cannot be written (the nearest existing folder is
-    not writable, or the path is a folder), or an existing store of a newer schema."""
+    not writable, or the path is a folder, a FIFO, a device), or an existing store of a newer schema."""
     path = Path(path)
-    if path.is_dir():
-        raise UsageError(f"{option}: {path} is a folder; expected the path of a results file, e.g. {path}/plt-bench.sqlite")
+    check_kind(path, option)
     folder = path.parent
     while not folder.exists():
         folder = folder.parent
@@ -197,8 +233,10 @@ class Store:
         self.path = Path(path)
         self.read_only = read_only
         if read_only:
-            if not self.path.is_file():
+            check_kind(self.path)
+            if not self.path.exists():
                 raise UsageError(f"--results: {self.path} does not exist")
+            self._migrate_in_place()
             _check_version(self.path, "--results", writing=False)
             try:
                 self.db = _connect_read_only(self.path)
@@ -222,6 +260,21 @@ class Store:
         elif row[0] != SCHEMA_VERSION:
             raise UsageError(f"--results: {self.path} has schema version {row[0]}; this plt-bench writes "
                              f"version {SCHEMA_VERSION}: choose another --results path")
+
+    def _migrate_in_place(self) -> None:
+        """Before a read: a store of an older schema is brought to this one where it can be written
+        (as a run would), so that every reader reads every version; read-only media are refused."""
+        try:
+            version = stored_version(self.path)
+        except sqlite3.DatabaseError:
+            return  # not a store: _check_version says so
+        if version is None or version >= SCHEMA_VERSION:
+            return
+        try:
+            check_writable(self.path)
+            Store(self.path).close()
+        except UsageError:
+            return  # _check_version refuses it with the reason
 
     _V2_COLUMNS = ("rtt_ms REAL DEFAULT 0", "jitter_ms REAL DEFAULT 0", "jitter_dist TEXT DEFAULT 'uniform'",
                    "loss_pct REAL DEFAULT 0", "loss_direction TEXT DEFAULT 'both'", "reorder INTEGER DEFAULT 1",
@@ -282,6 +335,8 @@ class Store:
             new = dict((name, decl) for name, decl, _ in records.columns())
             self.db.execute(f"ALTER TABLE trials ADD COLUMN cpus {new['cpus']}")
             version = 11
+        if version == 11:  # 11 -> 12: one row per slot and attempt (the trigger is made with the schema)
+            version = 12
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()
@@ -322,6 +377,32 @@ class Store:
                 out.append(cid)
         self.db.commit()
         return out
+
+    def claim(self, campaign_id: int, owner: dict, owner_alive) -> dict | None:
+        """Make `owner` the live owner of a campaign to resume, atomically (two runs started at once
+        cannot both win): refused, returning the owner record, while another owner's run is alive."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            status, meta = self.db.execute("SELECT status, metadata_json FROM campaigns WHERE id = ?",
+                                           (campaign_id,)).fetchone()
+            meta = json.loads(meta or "{}")
+            held = meta.get("owner")
+            if status == "running" and held and held != owner and owner_alive(held):
+                self.db.rollback()
+                return held
+            meta["owner"] = owner
+            self.db.execute("UPDATE campaigns SET status='running', finished_utc=NULL, metadata_json=? WHERE id=?",
+                            (json.dumps(meta, sort_keys=True), campaign_id))
+            self.db.commit()
+            return None
+        except sqlite3.Error as e:
+            self.db.rollback()
+            raise StoreError(f"the results store {self.path} could not be written ({e})") from None
+
+    def owner(self, campaign_id: int) -> dict | None:
+        """The live owner of a running campaign (host, pid, start), or None."""
+        row = self.db.execute("SELECT status, metadata_json FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+        return (json.loads(row[1] or "{}").get("owner") if row and row[0] == "running" else None)
 
     def unfinished_named(self, name: str) -> list[int]:
         """Every unfinished campaign with this name, whatever its definition."""

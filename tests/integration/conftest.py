@@ -29,8 +29,15 @@ def store(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def campaign(store, bed):
-    return store.new_campaign("tests", "now", {}, bed.metadata())
+def bed_metadata(bed):
+    return bed.metadata()
+
+
+@pytest.fixture
+def campaign(store, bed_metadata):
+    """A campaign of the test's own: the store holds a slot once per attempt, and tests' trials reuse
+    run indices."""
+    return store.new_campaign("tests", "now", {}, bed_metadata)
 
 
 def shaped(bed, rate_bps):

@@ -177,3 +177,75 @@ def test_a_campaign_left_running_by_a_killed_run_is_marked_interrupted(tmp_path)
         assert s.mark_abandoned(procs.owner_alive) == [killed]
         assert [s.campaign(c)["status"] for c in (alive, killed, remote, old, done)] == [
             "running", "interrupted", "running", "running", "finished"]
+
+
+def test_a_slot_is_stored_at_most_once_per_attempt(tmp_path):
+    """Issue 26: two runs of one campaign at once stored 11 slots twice; the store itself refuses a
+    second row of a slot's attempt (NULL conditions, such as an unshaped rate, compare equal)."""
+    from plt_bench.errors import StoreError
+    with st.Store(tmp_path / "r.sqlite") as s:
+        cid = s.new_campaign("t", "now", {}, {})
+        unshaped = _trial(cid, 0).conditions.__class__(None, None)
+        s.add_trial(_trial(cid, 0, cond=unshaped))
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 0, cond=unshaped))
+        s.add_trial(_trial(cid, 0, cond=unshaped, attempt=2))  # the next attempt of the slot
+        s.add_trial(_trial(cid, 0, cond=unshaped, proto="tcp"))  # another slot
+        other = s.new_campaign("u", "now", {}, {})
+        s.add_trial(_trial(other, 0, cond=unshaped))  # the same slot of another campaign
+        assert len(s.trials([cid])) == 3 and len(s.trials([other])) == 1
+
+
+def test_a_campaign_has_one_live_owner(tmp_path):
+    """claim: a running campaign whose owner is alive is refused to another run, with the owner;
+    its own owner, a dead owner, or a campaign not running is taken."""
+    from plt_bench import procs
+    me = procs.me()
+    other = {**me, "pid": 1, "start": procs.start_time(1)}  # init: alive
+    gone = {**me, "start": "0"}
+    with st.Store(tmp_path / "r.sqlite") as s:
+        busy = s.new_campaign("a", "t", {}, {"owner": other})
+        assert s.claim(busy, me, procs.owner_alive) == other
+        assert s.campaign(busy)["metadata"]["owner"] == other  # refused: nothing changed
+        dead = s.new_campaign("b", "t", {}, {"owner": gone})
+        assert s.claim(dead, me, procs.owner_alive) is None and s.campaign(dead)["metadata"]["owner"] == me
+        assert s.claim(dead, me, procs.owner_alive) is None  # its own owner
+        stopped = s.new_campaign("c", "t", {}, {"owner": other})
+        s.finish_campaign(stopped, "interrupted", "t")
+        assert s.claim(stopped, me, procs.owner_alive) is None
+        assert s.campaign(stopped)["status"] == "running" and s.campaign(stopped)["metadata"]["owner"] == me
+
+
+def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path):
+    """Schema 12 adds the slot rule: a store of version 11 (holding a slot twice, as the concurrent
+    runs of issue 26 left it) keeps every row, reads and reports as before, and takes no new twin."""
+    from plt_bench import report
+    from plt_bench.errors import StoreError
+    path = tmp_path / "v11.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("old", "t", {}, {})
+        for i, (proto, plt) in enumerate([("quic", 90.0), ("tcp", 120.0)] * 3):
+            s.add_trial(_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2))
+        s.finish_campaign(cid, "finished", "t")
+    db = sqlite3.connect(path)  # as version 11 wrote it: no rule, and one slot stored twice
+    db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot; UPDATE schema_info SET version = 11;")
+    db.execute("INSERT INTO trials (campaign_id, seq, run_index, proto, size_bytes, page, conditions, rate_down_bps, "
+               "rate_up_bps, status, started_utc, finished_utc, wall_s, url, plt_ms) SELECT campaign_id, 6, run_index, "
+               "proto, size_bytes, page, conditions, rate_down_bps, rate_up_bps, status, started_utc, finished_utc, "
+               "wall_s, url, plt_ms FROM trials WHERE seq = 0")
+    db.commit()
+    rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    db.close()
+    with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
+        text = report.format_text(report.build(s, [cid]))
+        assert len(s.trials([cid])) == 7
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 12
+    assert db.execute("SELECT * FROM trials ORDER BY id").fetchall() == rows_before
+    db.close()
+    with st.Store(path) as s:
+        twin = _trial(cid, 99, proto="quic", plt=1.0, run_index=0)
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(twin)
+        assert report.format_text(report.build(s, [cid])) == text
+    assert "QUIC vs TCP" in text and "quic" in text
