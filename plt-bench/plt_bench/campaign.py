@@ -69,6 +69,20 @@ class Spec:
     max_runs: int | None = None
     within: Grid | None = None         # one cell of a campaign (plt_bench.cluster): the campaign's whole grid,
     #                                    so that the cell's plan keeps the campaign's order
+    overridden: tuple[str, ...] = ()   # grid keys given as options over the file's (not part of the definition)
+
+    @property
+    def trial_count(self) -> int:
+        """The plan's length, without making it."""
+        g = self.grid
+        return len(g.conditions) * self.planned_runs * len(g.pages) * len(g.protos)
+
+    @property
+    def what(self) -> str:
+        """The campaign in words: the file's description, unless options changed its grid."""
+        if not self.overridden:
+            return self.description or self.source
+        return f"{Path(self.source).stem} with {', '.join('--' + k.replace('_', '-') for k in self.overridden)} given"
 
     @property
     def planned_runs(self) -> int:
@@ -109,25 +123,112 @@ class Spec:
         return out
 
 
-def _precision(overrides: dict, data: dict, where: str, runs: int) -> tuple[float | None, int | None]:
+# A campaign file's values, by key: the TOML types each may have. A value of another type is refused
+# with the key (runs = "3" is a string, not a number); the value itself is then checked by the same
+# parser as the option's, which names where it came from (Values.name).
+_STR, _INT, _LIST = (str,), (int,), (str, list)
+FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
+              "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
+              "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
+              "server_token_file": _STR, "browser_binary": _STR,
+              # [link] and [[profile]]
+              "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
+              "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _STR, "backend": _STR,
+              "verify": _STR}
+TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
+              (bool,): "true or false", (str, int): "a whole number or a string"}
+EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
+            "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['quic', 'tcp']",
+            "sizes": "['5KB', '200x5KB']", "capture": "['pcap', 'keylog']", "cc": "'cubic'", "runs": "5"}
+FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
+
+
+class Values:
+    """A campaign's values, each from where it was given: an option (overrides, keyed as in
+    plt_bench.options), else the campaign file (top level or [link]), else DEFAULTS; and the name
+    to give it in a message: the option's flag, or 'campaign file F: key'."""
+
+    def __init__(self, overrides: dict, flags: dict, data: dict, link: dict, where: str):
+        self.overrides, self.flags, self.data, self.link, self.where = overrides, flags, data, link, where
+
+    def _file(self, key: str) -> tuple[str, dict] | None:
+        fk = FILE_KEY.get(key, key)
+        for table, prefix in ((self.link, "[link] "), (self.data, "")):
+            if fk in table and not (table is self.data and fk in LINK_KEYS and fk not in TOP_KEYS):
+                return fk, table
+        return None
+
+    def given(self, key: str) -> bool:
+        return key in self.overrides or self._file(key) is not None
+
+    def name(self, key: str) -> str:
+        if key in self.overrides:
+            return self.flags.get(key, "--" + key.replace("_", "-"))
+        found = self._file(key)
+        fk = found[0] if found else FILE_KEY.get(key, key)
+        return f"{self.where}: {fk}"
+
+    def get(self, key: str, default=None):
+        """The value as given (an option's string, a file's checked TOML value), or `default`."""
+        if key in self.overrides:
+            return self.overrides[key]
+        found = self._file(key)
+        if found is None:
+            return default
+        fk, table = found
+        v = table[fk]
+        return check_type(v, fk, self.name(key))
+
+    def text(self, key: str, default=None) -> str | None:
+        """The value as an option's string (a list joined with commas), or None."""
+        v = self.get(key, default)
+        return None if v is None else _as_list(v)
+
+
+def check_type(v, key: str, name: str):
+    """A campaign file's value of the TOML type its key takes (FILE_TYPES), or UsageError."""
+    want = FILE_TYPES.get(key)
+    ok = want is None or (isinstance(v, want) and not (isinstance(v, bool) and bool not in want))
+    if ok and isinstance(v, list):
+        ok = all(isinstance(x, str) for x in v) and bool(v)
+    if not ok:
+        raise UsageError(f"{name} = {v!r}; expected {TYPE_WORDS[want]}"
+                         + (f", e.g. {key} = {EXAMPLES[key]}" if key in EXAMPLES else ""))
+    return v
+
+
+def _precision(values: Values, runs: int, warmup: int) -> tuple[float | None, int | None]:
     """The precision target (percent) and the most runs per cell, or (None, None) for fixed runs."""
     from .units import parse_percent
-    given = overrides.get("precision", data.get("precision"))
+    given = values.get("precision")
     if given is None:
-        if overrides.get("max_runs") is not None:
-            raise UsageError("--max-runs: only with --precision (a fixed --runs needs no most)")
+        if values.given("max_runs"):
+            raise UsageError(f"{values.name('max_runs')}: only with precision (--precision; a fixed number of runs "
+                             "needs no most)")
         return None, None
-    option = "--precision" if "precision" in overrides else f"{where}: precision"
-    pct = parse_percent(str(given), option)
+    pct = parse_percent(str(given), values.name("precision"), most=50.0)
     if not 0 < pct <= 50:
-        raise UsageError(f"{option}: '{given}' is out of range; expected more than 0% and at most 50%, e.g. 2%")
-    most = overrides.get("max_runs", data.get("max_runs", DEFAULTS["max_runs"]))
-    option = "--max-runs" if "max_runs" in overrides else f"{where}: max_runs"
-    most = cond_mod.parse_runs(most, option)
+        raise UsageError(f"{values.name('precision')}: '{given}' is out of range; expected more than 0% and at most "
+                         "50%, e.g. 2%")
+    most = cond_mod.parse_runs(values.get("max_runs", DEFAULTS["max_runs"]), values.name("max_runs"))
     if runs < 3 or most < runs:
-        raise UsageError(f"{option}: {most} with runs {runs}; a precision target needs runs >= 3 (a median's "
-                         f"interval needs three trials) and max_runs >= runs")
+        raise UsageError(f"{values.name('max_runs')}: {most} with runs {runs}; a precision target needs runs >= 3 (a "
+                         f"median's interval needs three trials) and max_runs >= runs")
     return pct, most
+
+
+# A campaign's size: past MAX_TRIALS it is refused unless --allow-large confirms it (at ~1 s a trial,
+# 100,000 trials are more than a day); past HARD_MAX_TRIALS always (the plan is held in memory).
+MAX_TRIALS = 100_000
+HARD_MAX_TRIALS = 1_000_000
+
+
+def check_size(n: int, allow_large: bool, what: str) -> None:
+    if n > HARD_MAX_TRIALS:
+        raise UsageError(f"{what}: {n:,} trials; plt-bench runs at most {HARD_MAX_TRIALS:,} in one campaign: split it")
+    if n > MAX_TRIALS and not allow_large:
+        raise UsageError(f"{what}: {n:,} trials, more than {MAX_TRIALS:,} (over a day at a second a trial); "
+                         "give --allow-large to run it anyway")
 
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -153,7 +254,8 @@ def _as_list(v) -> str:
 def load(name_or_path: str | None, overrides: dict | None = None, flags: dict | None = None) -> Spec:
     """A campaign from a preset name or a TOML file (None: DEFAULTS' preset); options (overrides,
     keyed as in plt_bench.options; None means not given) win over the file. `flags` names an
-    option whose flag is not --<key> in this front end (pytest's --captures)."""
+    option whose flag is not --<key> in this front end (pytest's --captures). Each value is checked
+    by one parser whichever way it came, and a message names it as it was given (Values)."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None and v is not False}
     flags = flags or {}
     name_or_path = name_or_path or DEFAULTS["campaign"]
@@ -181,85 +283,76 @@ def load(name_or_path: str | None, overrides: dict | None = None, flags: dict | 
         raise UsageError(f"{where}: profile = {profiles!r}; expected [[profile]] tables, each with name and bw")
     if profiles and any(k in link for k in ("bw", "up_bw", "rtt", "jitter", "loss")):
         raise UsageError(f"{where}: give either [[profile]] entries or bw/rtt/jitter/loss under [link], not both")
-    name = check_name(overrides["name"], "--name") if "name" in overrides else check_name(
-        data.get("name", path.stem), f"{where}: name")
+    v = Values(overrides, flags, data, link, where)
+    name = check_name(v.get("name", path.stem), v.name("name"))
+    description = v.get("description", "")
 
-    def get(key, default):
-        return overrides.get(key, link.get(key, data.get(key, default)))
+    def as_int(key, lo, hi):
+        n = v.get(key, DEFAULTS[key])
+        if isinstance(n, str) and key in overrides:  # an option's text
+            n = int(n) if n.isascii() and n.strip().isdigit() else n
+        if isinstance(n, bool) or not isinstance(n, int) or not lo <= n <= hi:
+            raise UsageError(f"{v.name(key)} = {n!r}; expected a whole number from {lo} to {hi}")
+        return n
 
-    def as_int(key, default, lo, hi):
-        v = overrides.get(key, data.get(key, default))
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise UsageError(f"{where}: {key} = {v!r}; expected a whole number from {lo} to {hi}")
-        return v
-
-    try:
-        protos = _as_list(overrides.get("proto", data.get("protos", DEFAULTS["proto"])))
-        sizes = _as_list(overrides.get("size", data.get("sizes", DEFAULTS["size"])))
-        runs = overrides.get("runs", data.get("runs", DEFAULTS["runs"]))
-        reorder = get("reorder", DEFAULTS["reorder"])
-        if not isinstance(reorder, bool):
-            raise UsageError(f"{where}: reorder = {reorder!r}; expected true or false")
-        common = dict(jitter_dist=str(get("jitter_dist", DEFAULTS["jitter_dist"])),
-                      loss_direction=str(get("loss_direction", DEFAULTS["loss_direction"])),
-                      reorder=reorder and not overrides.get("no_reorder", False), queue=get("queue", None))
-        common["queue"] = None if common["queue"] is None else str(common["queue"])
-        if profiles and not any(k in overrides for k in ("bw", "rtt", "jitter", "loss")):
-            conds = []
-            for i, prof in enumerate(profiles):
-                if not isinstance(prof, dict) or set(prof) - PROFILE_KEYS or "name" not in prof or "bw" not in prof:
-                    raise UsageError(f"{where}: profile {i + 1} needs name and bw, and may have up_bw, rtt, jitter, "
-                                     f"loss; got {sorted(prof) if isinstance(prof, dict) else prof!r}")
-                g = cond_mod.make_grid(protos, str(prof["bw"]), sizes, runs, prof.get("up_bw"), prof.get("rtt"),
-                                       prof.get("jitter"), prof.get("loss"), **common)
-                conds += [dataclasses.replace(c, name=str(prof["name"])) for c in g.conditions]
-            grid = dataclasses.replace(g, conditions=tuple(conds))
-        else:
-            def opt(key):
-                v = overrides.get(key, link.get(key))
-                return None if v is None else _as_list(v)
-            grid = cond_mod.make_grid(protos, opt("bw") or DEFAULTS["bw"], sizes, runs, opt("up_bw"), opt("rtt"),
-                                      opt("jitter"), opt("loss"), **common)
-    except UsageError as e:
-        raise UsageError(f"{where}: {e}") from None
-    cc = cond_mod.parse_cc(str(get("cc", DEFAULTS["cc"])))
-    backend = str(overrides.get("link", link.get("backend", DEFAULTS["link"])))
-    try:
-        from .link import canonical
-        canonical(backend)
-    except UsageError as e:
-        raise UsageError(f"{where}: {e}" if "link" not in overrides else str(e)) from None
-    verify = str(overrides.get("verify", link.get("verify", DEFAULTS["verify"])))
+    reorder = v.get("reorder", DEFAULTS["reorder"]) and not overrides.get("no_reorder", False)
+    grid_names = {k: v.name(k) for k in cond_mod.GRID_KEYS}
+    common = dict(jitter_dist=str(v.get("jitter_dist", DEFAULTS["jitter_dist"])),
+                  loss_direction=str(v.get("loss_direction", DEFAULTS["loss_direction"])),
+                  reorder=reorder, queue=v.text("queue"), names=grid_names)
+    protos = v.text("proto", DEFAULTS["proto"])
+    sizes = v.text("size", DEFAULTS["size"])
+    runs = v.get("runs", DEFAULTS["runs"])
+    if profiles and not any(k in overrides for k in ("bw", "rtt", "jitter", "loss")):
+        conds = []
+        for i, prof in enumerate(profiles):
+            if not isinstance(prof, dict) or set(prof) - PROFILE_KEYS or "name" not in prof or "bw" not in prof:
+                raise UsageError(f"{where}: profile {i + 1} needs name and bw, and may have up_bw, rtt, jitter, "
+                                 f"loss; got {sorted(prof) if isinstance(prof, dict) else prof!r}")
+            at = f"{where}: profile {i + 1}"
+            for k, x in prof.items():
+                check_type(x, k, f"{at} {k}") if k != "name" else check_type(x, "description", f"{at} name")
+            g = cond_mod.make_grid(protos, _as_list(prof["bw"]), sizes, runs, prof.get("up_bw"),
+                                   None if prof.get("rtt") is None else _as_list(prof["rtt"]),
+                                   None if prof.get("jitter") is None else _as_list(prof["jitter"]),
+                                   None if prof.get("loss") is None else _as_list(prof["loss"]),
+                                   **{**common, "names": {**grid_names, **{k: f"{at} {k}" for k in PROFILE_KEYS}}})
+            conds += [dataclasses.replace(c, name=str(prof["name"])) for c in g.conditions]
+        grid = dataclasses.replace(g, conditions=tuple(conds))
+    else:
+        grid = cond_mod.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
+                                  v.text("jitter"), v.text("loss"), **common)
+    cc = cond_mod.parse_cc(v.get("cc", DEFAULTS["cc"]), v.name("cc"))
+    backend = str(v.get("link", DEFAULTS["link"]))
+    from .link import canonical
+    canonical(backend, v.name("link"))
+    verify = str(v.get("verify", DEFAULTS["verify"]))
     if verify not in cond_mod.VERIFY_CHOICES:
-        choices = ', '.join(cond_mod.VERIFY_CHOICES)
-        raise UsageError(f"--verify: '{verify}'; expected one of {choices}" if "verify" in overrides else
-                         f"{where}: verify = {verify!r}; expected one of {choices}")
-    try:
-        capture = parse_kinds(overrides.get("capture", data.get("capture")),
-                              flags.get("capture", "--capture") if "capture" in overrides else "capture")
-        interval = parse_interval_s(overrides.get("cpu_interval", data.get("cpu_interval", DEFAULTS["cpu_interval"])),
-                                    "--cpu-interval" if "cpu_interval" in overrides else "cpu_interval")
-        limit = parse_size(str(overrides.get("capture_limit", data.get("capture_limit", DEFAULTS["capture_limit"]))),
-                           "--capture-limit" if "capture_limit" in overrides else "capture_limit")
-        server = overrides.get("server", data.get("server"))
-        server = None if server is None else hostnet.parse_ipv4(str(server), "--server" if "server" in overrides
-                                                                 else "server")
-        iface = overrides.get("iface", data.get("iface"))
-        iface = None if iface is None else hostnet.check_iface_name(str(iface), "--iface" if "iface" in overrides
-                                                                    else "iface")
-    except UsageError as e:
-        raise UsageError(f"{where}: {e}") from None
-    token_file = overrides.get("server_token_file", data.get("server_token_file"))
-    if token_file is not None and not isinstance(token_file, str):
-        raise UsageError(f"{where}: server_token_file = {token_file!r}; expected the path of a file holding the token")
-    browser = overrides.get("browser_binary", data.get("browser_binary"))
-    if browser is not None and (not isinstance(browser, str) or not browser.startswith("/")):
-        raise UsageError(f"{where}: {'--browser-binary' if 'browser_binary' in overrides else 'browser_binary'} = "
-                         f"{browser!r}; expected the absolute path of a Chromium or Google Chrome binary")
-    precision, max_runs = _precision(overrides, data, where, grid.runs)
-    return Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name,
-                description=str(data.get("description", "")), grid=grid, precision_pct=precision, max_runs=max_runs,
+        raise UsageError(f"{v.name('verify')}: '{verify}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
+    capture = parse_kinds(v.get("capture"), v.name("capture"))
+    interval = parse_interval_s(v.get("cpu_interval", DEFAULTS["cpu_interval"]), v.name("cpu_interval"))
+    limit = parse_size(str(v.get("capture_limit", DEFAULTS["capture_limit"])), v.name("capture_limit"))
+    server = v.get("server")
+    server = None if server is None else hostnet.parse_ipv4(str(server), v.name("server"))
+    iface = v.get("iface")
+    iface = None if iface is None else hostnet.check_iface_name(str(iface), v.name("iface"))
+    token_file = v.get("server_token_file")
+    browser = v.get("browser_binary")
+    if browser is not None and not browser.startswith("/"):
+        raise UsageError(f"{v.name('browser_binary')} = {browser!r}; expected the absolute path of a Chromium or "
+                         "Google Chrome binary")
+    warmup = as_int("warmup", 0, 100)
+    precision, max_runs = _precision(v, grid.runs, warmup)
+    if warmup >= grid.runs:
+        raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
+                         f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
+    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name,
+                description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
-                warmup=as_int("warmup", DEFAULTS["warmup"], 0, 100), retries=as_int("retries", DEFAULTS["retries"], 0, 10),
-                seed=as_int("seed", DEFAULTS["seed"], 0, 2**31),
-                cc=cc, link=backend, verify=verify, source=str(path))
+                warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
+                cc=cc, link=backend, verify=verify, source=str(path),
+                overridden=tuple(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder",)))
+    check_size(spec.trial_count, bool(overrides.get("allow_large")),
+               f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
+                                                                       if k in cond_mod.GRID_KEYS))
+    return spec

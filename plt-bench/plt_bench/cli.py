@@ -159,9 +159,13 @@ def _report(a, results: Path, campaign_id: int, name: str, failed: int) -> int:
 def _run_on_cluster(a) -> int:
     from . import cluster, session
     values = options.values(a, MEASUREMENT + REACH)
+    if a.testbed is not None:
+        raise UsageError("--testbed: not taken with --cluster: each worker measures on its own testbed (plt-bench "
+                         "worker --testbed N)")
     spec = session.spec_from_options(values)
+    timeout_s = session.parse_timeout_s(a.timeout)
     results = Path(values.get("results") or campaign.DEFAULTS["results"])
-    counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say)
+    counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say, timeout_s=timeout_s)
     _say(f"\n{counts['ok']} ok, {counts['failed']} failed ({counts['failed_attempts']} failed attempt(s) in all); "
          f"{counts['cells']} cell(s), {counts['resubmitted']} submitted again")
     return _report(a, results, counts["campaign_id"], spec.name, counts["failed"])

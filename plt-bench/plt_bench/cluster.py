@@ -165,6 +165,10 @@ def pin(index: int, cpus: str | None, share: bool) -> tuple[Path, tuple[int, ...
     path = None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two workers starting at once do not pick the same CPUs
+        mine = live_claims().get(f"pb{index}")
+        if mine is not None:  # another live worker's testbed: its claim and scratch folder stay its own
+            raise UsageError(f"--testbed: cluster worker PID {mine.get('owner_pid')} holds testbed {index} (pb{index}); "
+                             "give this worker another --testbed")
         claims = live_claims(index)
         if share:
             wanted = available
@@ -198,7 +202,7 @@ def pin(index: int, cpus: str | None, share: bool) -> tuple[Path, tuple[int, ...
 _WORKER: dict = {}  # this worker process's testbed index (set by serve_worker)
 
 
-def measure_cell(spec, cond, page, queue_name: str) -> dict:
+def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = None) -> dict:
     """Run on a worker: the cell measured on this worker's testbed through plt_bench.session, each
     trial put on the campaign's queue as it is stored. Returns the cell's link checks and the
     testbed's key metadata."""
@@ -213,7 +217,8 @@ def measure_cell(spec, cond, page, queue_name: str) -> dict:
     # the cell's own store lives in the testbed's run folder: gone with the testbed, and after a
     # killed worker, with 'plt-bench clean'
     results = RUN_DIR / f"pb{index}" / "cell.sqlite"
-    with Session(cell_spec(spec, cond, page), results, testbed_index=index, new=True, out=lambda line: None) as s:
+    with Session(cell_spec(spec, cond, page), results, testbed_index=index, new=True, timeout_s=timeout_s,
+                 out=lambda line: None) as s:
         for slot in [x for x in s.todo if x not in done]:
             before = len(s.done.get(slot, []))
             s.run_slot(slot)
@@ -235,10 +240,9 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
     from . import cmd
     cmd.require_root()
     scheduler_address(scheduler, "--scheduler")
-    from .topology import our_prefixes, remove_empty_run_dir, worker_dir
+    from .topology import in_use, our_prefixes, remove_empty_run_dir, worker_dir
     if f"pb{index}" in our_prefixes():  # the testbed's own claim, checked before joining rather than at a cell
-        raise UsageError(f"--testbed: testbed {index} (pb{index}) is in use; give this worker another index, "
-                         "or take that testbed down (plt-bench down, or plt-bench clean if its run is gone)")
+        raise UsageError(f"--testbed: testbed {index} (pb{index}) is in use: {in_use(index)}")
     from .cpu import parse_cpus
     if share and cpus:
         raise UsageError("--cpus and --share-cores: give one (pinned to a CPU list, or sharing every core)")
@@ -259,6 +263,9 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
             except (OSError, asyncio.TimeoutError) as e:
                 raise UsageError(f"--scheduler: no Dask scheduler answers at {scheduler} within {CONNECT_S} s "
                                  f"({type(e).__name__}); start one there with: dask scheduler") from e
+            except ValueError as e:  # the scheduler refused the worker's name: another machine's pbN of that name
+                raise UsageError(f"--testbed: the scheduler at {scheduler} refused this worker: {e}; give it another "
+                                 "--testbed") from None
             out(f"plt-bench worker {host_name(index)} ({how}) joined {scheduler}; Ctrl-C to leave")
             await w.finished()
     try:
@@ -274,12 +281,13 @@ class Head:
     """The head of a campaign on a cluster: the store's only writer. Opened on a new campaign, or
     on the unfinished cluster campaign of the same name and definition (a rerun resumes it)."""
 
-    def __init__(self, spec, store, client, scheduler: str, new: bool, out: Callable[[str], None]):
+    def __init__(self, spec, store, client, scheduler: str, new: bool, out: Callable[[str], None],
+                 timeout_s: float | None = None):
         from distributed import Queue, Variable
 
         from .metadata import utc_now
         from .session import attempts_so_far, todo
-        self.spec, self.store, self.client, self.out = spec, store, client, out
+        self.spec, self.store, self.client, self.out, self.timeout_s = spec, store, client, out, timeout_s
         from . import procs
         from .session import owner_text
         store.mark_abandoned(procs.owner_alive)
@@ -310,7 +318,8 @@ class Head:
 
     def submit(self, cell: tuple):
         self.submissions[cell] = self.submissions.get(cell, 0) + 1
-        return self.client.submit(measure_cell, self.spec, *cell, self.queue.name, resources={RESOURCE: 1}, pure=False)
+        return self.client.submit(measure_cell, self.spec, *cell, self.queue.name, self.timeout_s,
+                                  resources={RESOURCE: 1}, pure=False)
 
     def drain(self) -> None:
         """Store every trial that streamed in; a slot that already has an ok trial keeps it alone."""
@@ -331,6 +340,13 @@ class Head:
                      + (f"{t.plt_ms:9.1f} ms" if t.plt_ms else t.reason or ""))
         if stored:
             self._publish()
+
+    def drain_safely(self) -> None:
+        """What the queue still holds, if it can be read (the scheduler may be gone)."""
+        try:
+            self.drain()
+        except Exception:  # the queue lived on the scheduler: what it held is lost, what was stored stays
+            pass
 
     def cell_done(self, res: dict) -> None:
         """A cell's link checks (each with its host) and its host's key metadata, stored."""
@@ -370,20 +386,30 @@ class Head:
         return self.counts
 
 
-def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[str], None] = print) -> dict:
+def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[str], None] = print,
+        timeout_s: float | None = None) -> dict:
     """'plt-bench run --cluster': every cell still to measure dispatched to the cluster's workers,
     the trials stored here as they arrive. {"ok", "failed" (slots whose every attempt failed),
     "failed_attempts", "cells", "resubmitted", "campaign_id"}."""
+    import concurrent.futures
+
     import dask
     from distributed import Client
+    from distributed.client import ClosedClientError
 
     from . import signals
     from .metadata import utc_now
     from .store import Store, check_writable
+    import logging
     scheduler_address(scheduler, "--cluster")
     unsupported(spec)
     check_writable(results)
     check_answers(scheduler, "--cluster")
+    # the head says itself what went wrong (a lost scheduler: how to resume); Dask's client would log
+    # its reconnection attempts' tracebacks over that
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name.startswith("distributed"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     with dask.config.set(DASK_CONFIG):
         try:
             client = Client(scheduler, timeout=f"{CONNECT_S}s")
@@ -396,7 +422,7 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
             raise UsageError(f"--cluster: the scheduler at {scheduler} has no plt-bench worker; start one on each "
                              f"measuring host with: plt-bench worker --scheduler {scheduler}")
         with Store(results) as store:
-            head = Head(spec, store, client, scheduler, new, out)
+            head = Head(spec, store, client, scheduler, new, out, timeout_s)
             out(f"campaign {head.cid} '{spec.name}': {len(head.cells)} cell(s) to measure over {len(workers)} "
                 f"worker(s) at {scheduler}; results in {results}")
             status = "failed"
@@ -406,8 +432,18 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
             except (KeyboardInterrupt, signals.Interrupted):
                 status = "interrupted"
                 raise
+            except (concurrent.futures.CancelledError, OSError, TimeoutError, ClosedClientError) as e:
+                # the scheduler went away (killed, its machine down): every trial that streamed in is stored
+                head.drain_safely()
+                raise PltBenchError(
+                    f"the Dask scheduler at {scheduler} went away mid-campaign ({type(e).__name__}); campaign "
+                    f"{head.cid} keeps its {len(store.trials([head.cid]))} stored trial(s): start the scheduler and "
+                    f"its workers again and run the same command to resume") from None
             finally:
                 store.finish_campaign(head.cid, status, utc_now())
         return counts
     finally:
-        client.close()
+        try:
+            client.close(timeout=5)
+        except Exception:  # a scheduler gone already: nothing to close politely
+            pass

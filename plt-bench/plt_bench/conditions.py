@@ -103,7 +103,9 @@ class Conditions:
 
 
 def _num(x: float) -> str:
-    return f"{x:g}"
+    """A condition's figure in a label, exact to the link's steps (never rounded to another value:
+    59999.998 stays itself, where :g would print 60000)."""
+    return f"{x:.6f}".rstrip("0").rstrip(".")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,12 +196,32 @@ def parse_cc(text: str, option: str = "--cc") -> str:
     return cc
 
 
-def parse_durations(text: str, option: str) -> tuple[float, ...]:
+# What the link applies, and so the finest a condition may be given (finer values would be stored
+# and labelled apart while the link ran them alike): tc and linkem take each direction's delay and
+# the jitter in whole microseconds (RTT/2 per direction: an RTT in steps of 2 us), and a loss with
+# at most 6 significant digits (netem's 'loss X%' as tcconfig writes it, linkem's --dir loss=);
+# 0.0001% is the finest loss plt-bench takes.
+RTT_STEP_MS = 0.002
+JITTER_STEP_MS = 0.001
+LOSS_STEP_PCT = 0.0001
+
+
+def _on_step(value: float, step: float) -> bool:
+    return abs(value / step - round(value / step)) < 1e-6
+
+
+def parse_durations(text: str, option: str, step_ms: float = JITTER_STEP_MS) -> tuple[float, ...]:
+    """Durations in ms, each a whole number of steps (what the link can apply)."""
     def one(item):
         v = 0.0 if item == "0" else units.parse_duration_ms(item, option)
         if v > 60_000:
             raise UsageError(f"{option}: '{item}' is more than 60s")
-        return v
+        if not _on_step(v, step_ms):
+            why = ("each direction's delay, RTT/2, is applied in whole microseconds" if step_ms == RTT_STEP_MS
+                   else "the link applies it in whole microseconds")
+            raise UsageError(f"{option}: '{item}' is finer than the link applies ({why}); expected a multiple of "
+                             f"{_num(step_ms)}ms, e.g. {_num(round(v / step_ms) * step_ms)}ms")
+        return round(round(v / step_ms) * step_ms, 6)
     return _parse_list(text, option, units.TIME_FORM, one)
 
 
@@ -208,7 +230,10 @@ def parse_losses(text: str, option: str = "--loss") -> tuple[float, ...]:
         v = 0.0 if item == "0" else units.parse_percent(item, option)
         if v >= 100:
             raise UsageError(f"{option}: '{item}' would drop every packet; expected less than 100%")
-        return v
+        if not _on_step(v, LOSS_STEP_PCT):
+            raise UsageError(f"{option}: '{item}' is finer than the link applies; expected a multiple of "
+                             f"{_num(LOSS_STEP_PCT)}%, e.g. {_num(round(v / LOSS_STEP_PCT) * LOSS_STEP_PCT)}%")
+        return round(round(v / LOSS_STEP_PCT) * LOSS_STEP_PCT, 6)
     return _parse_list(text, option, "a percentage: 0.1%, 5%", one)
 
 
@@ -236,39 +261,55 @@ def check_jitter(delay_ms: float, jitter_ms: float, dist: str, option: str = "--
                          f"least {_num(2 * jitter_ms * (1 if dist == 'uniform' else 3))}ms or lower --jitter")
 
 
+GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue")
+
+
 def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: str | None = None,
               rtt: str | None = None, jitter: str | None = None, loss: str | None = None,
               jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
-              queue: str | None = None) -> Grid:
-    """Build a grid from the user's strings; raises UsageError before anything is created."""
-    p = parse_protos(protos)
-    downs = parse_rates(rates)
-    s = parse_pages(sizes)
-    n = parse_runs(runs)
-    rtts = parse_durations(rtt, "--rtt") if rtt is not None else (0.0,)
-    jitters = parse_durations(jitter, "--jitter") if jitter is not None else (0.0,)
-    losses = parse_losses(loss) if loss is not None else (0.0,)
+              queue: str | None = None, names: dict[str, str] | None = None) -> Grid:
+    """Build a grid from the user's strings; raises UsageError before anything is created. `names`
+    says how each value was given (GRID_KEYS -> '--bw', or a campaign file's 'campaign file F: bw');
+    a value not named there is an option's."""
+    name = {k: "--" + k.replace("_", "-") for k in GRID_KEYS}
+    name.update(names or {})
+    p = parse_protos(protos, name["proto"])
+    downs = parse_rates(rates, name["bw"])
+    s = parse_pages(sizes, name["size"])
+    n = parse_runs(runs, name["runs"])
+    rtts = parse_durations(rtt, name["rtt"], RTT_STEP_MS) if rtt is not None else (0.0,)
+    jitters = parse_durations(jitter, name["jitter"]) if jitter is not None else (0.0,)
+    losses = parse_losses(loss, name["loss"]) if loss is not None else (0.0,)
     if jitter_dist not in JITTER_DISTS:
-        raise UsageError(f"--jitter-dist: unknown distribution '{jitter_dist}'; expected one of {', '.join(JITTER_DISTS)}")
+        raise UsageError(f"{name['jitter_dist']}: unknown distribution '{jitter_dist}'; expected one of "
+                         f"{', '.join(JITTER_DISTS)}")
     if loss_direction not in LOSS_DIRECTIONS:
-        raise UsageError(f"--loss-direction: unknown direction '{loss_direction}'; expected one of {', '.join(LOSS_DIRECTIONS)}")
-    q = parse_queue(queue)
+        raise UsageError(f"{name['loss_direction']}: unknown direction '{loss_direction}'; expected one of "
+                         f"{', '.join(LOSS_DIRECTIONS)}")
+    q = parse_queue(queue, name["queue"])
     if up_rates is not None:
-        ups = parse_rates(up_rates, "--up-bw")
+        ups = parse_rates(up_rates, name["up_bw"])
         if len(ups) != 1:
-            raise UsageError("--up-bw: give one rate; it applies to every --bw")
+            raise UsageError(f"{name['up_bw']}: give one rate; it applies to every rate of {name['bw']}")
+    many = len(downs) * len(rtts) * len(jitters) * len(losses)
+    if many > MAX_CONDITIONS:
+        raise UsageError(f"{name['bw']}, {name['rtt']}, {name['jitter']}, {name['loss']}: {many:,} conditions; "
+                         f"at most {MAX_CONDITIONS:,} (each is applied and verified in turn): split the campaign")
     conds = []
     for d in downs:
         up = d if up_rates is None else ups[0]
         if up is not None and d is None:
-            raise UsageError("--up-bw: cannot shape the uplink while --bw leaves the link unshaped")
+            raise UsageError(f"{name['up_bw']}: cannot shape the uplink while {name['bw']} leaves the link unshaped")
         for r in rtts:
             for j in jitters:
                 if j:
-                    check_jitter(r / 2.0, j, jitter_dist)
+                    check_jitter(r / 2.0, j, jitter_dist, name["jitter"])
                 for lo in losses:
                     conds.append(Conditions(d, up, r, j, jitter_dist, lo, loss_direction, reorder, q))
     return Grid(p, s, tuple(conds), n)
+
+
+MAX_CONDITIONS = 10_000
 
 
 VERIFY_CHOICES = ("stop", "warn", "off")

@@ -53,6 +53,8 @@ def _table() -> dict[str, Option]:
         Option("name", "campaign name stored with the results (default: the campaign's)"),
         Option("campaign", "preset name or campaign file", metavar="CAMPAIGN"),
         Option("new", "start a new campaign even if an unfinished one can be resumed", flag=True),
+        Option("allow_large", "run a campaign of more than 100,000 trials (over a day at a second a trial; at most "
+                              "1,000,000)", flag=True),
         Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)",
                pytest_flag="--page-timeout"),  # pytest-timeout owns --timeout
         Option("results", "results store"),
@@ -125,7 +127,7 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
                 "cluster": "many machines (Dask)", "stats": "statistics", "output": "output"}
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
-MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "rtt", "jitter",
+MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser_binary")
 # how to reach the server and where to store: not part of a campaign's definition

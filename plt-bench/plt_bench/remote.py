@@ -73,19 +73,34 @@ class ServerRef:
     token_source: str = "file"  # file | environment | argv (the last is visible to every user: warn)
 
 
+TOKEN_FILE_MAX_BYTES = 4096  # serve's --info-file is about 200 bytes
+
+
 def read_token_file(path_text: str, option: str = "--server-token-file") -> str:
     """The token from a file only its owner may read: the bare 64 hex digits, or the JSON that
     'plt-bench serve --info-file' writes."""
+    import stat
     from .control import check_token
     path = Path(path_text)
-    try:
+    try:  # the kind and mode first, by stat: a FIFO's open() would block, /dev/zero never ends
         st = path.stat()
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{option}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    except OSError as e:
+        raise UsageError(f"{option}: cannot read {path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{option}: {path} is not a regular file; expected a file holding the token (64 hex "
+                         "digits) or serve's --info-file JSON")
     if st.st_mode & 0o077:
         raise UsageError(f"{option}: {path} can be read by other users (mode {st.st_mode & 0o777:04o}); "
                          f"make it yours alone: chmod 600 {path}")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(TOKEN_FILE_MAX_BYTES + 1)
+        text = data.decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{option}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    if len(data) > TOKEN_FILE_MAX_BYTES:
+        raise UsageError(f"{option}: {path} is larger than {TOKEN_FILE_MAX_BYTES} bytes; expected a token (64 hex "
+                         "digits) or serve's --info-file JSON")
     if text.startswith("{"):
         try:
             text = str(json.loads(text).get("token", ""))

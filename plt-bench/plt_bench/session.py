@@ -142,6 +142,9 @@ class Session:
         self.capture_bytes, warning = check_space(spec.capture, planned, self.capture.root, spec.capture_limit_bytes)
         if warning:
             note(warning)
+        conds = len(spec.grid.conditions)
+        out(f"plan: {len(self.plan):,} trial(s) over {conds} condition(s), about "
+            f"{fmt_duration(Eta().remaining_s(self.plan, conds))} by a first estimate")
         self.store: Store | None = None
         self.campaign_id: int | None = None
         self.status = "failed"
@@ -212,7 +215,7 @@ class Session:
         spec, bed, g = self.spec, self.bed, self.spec.grid
         runs = (f"{g.runs} to {spec.max_runs} runs: each cell until its medians are within +-{spec.precision_pct:g}%"
                 if spec.precision_pct is not None else f"{g.runs} run(s)")
-        self.out(f"campaign {self.campaign_id} '{spec.name}': {spec.description or spec.source}\n"
+        self.out(f"campaign {self.campaign_id} '{spec.name}': {spec.what}\n"
                  f"{'at most ' if spec.precision_pct is not None else ''}{len(self.plan)} trials "
                  f"({len(g.conditions)} condition(s) x {len(g.pages)} page(s) x "
                  f"{len(g.protos)} protocol(s) x {runs}, order seeded with {spec.seed}) on testbed "

@@ -221,6 +221,19 @@ def owner_alive(state: dict) -> bool:
     return bool(pid) and procs.same_process(int(pid), state.get("owner_start"))
 
 
+def in_use(index: int) -> str:
+    """Whose testbed `index` is, and what to do about it, in words (the command it names works)."""
+    st = read_state(f"pb{index}")
+    if st.get("up"):
+        return f"brought up by 'plt-bench up'; take it down with 'plt-bench down --testbed {index}', or choose another"
+    if owner_alive(st):
+        return f"a running plt-bench (PID {st['owner_pid']}) is using it; choose another --testbed"
+    claim = worker_claims().get(f"pb{index}")
+    if claim is not None and owner_alive(claim):
+        return f"cluster worker PID {claim.get('owner_pid')} holds it; choose another --testbed"
+    return "left by a run that is gone; 'plt-bench clean' removes it, or choose another"
+
+
 def claim_path(index: int) -> Path:
     """Where a cluster worker on testbed `index` says which CPUs it holds (plt_bench.cluster.pin)."""
     return RUN_DIR / f"worker-pb{index}.json"
@@ -269,8 +282,7 @@ class Topology:
             return cls(plan, persistent)
         remove_empty_run_dir()
         if index is not None:
-            raise UsageError(f"--testbed: testbed {index} (pb{index}) exists already; "
-                             f"take it down with 'plt-bench down --testbed {index}' or choose another")
+            raise UsageError(f"--testbed: testbed {index} (pb{index}) exists already: {in_use(index)}")
         raise TopologyError("no free testbed index: run 'plt-bench clean'")
 
     def write_state(self, **extra) -> None:

@@ -114,15 +114,15 @@ def parse_duration_ms(text: str, option: str) -> float:
     return float(m["num"]) * _TIME_UNITS[m["unit"]]
 
 
-def parse_percent(text: str, option: str) -> float:
-    """Parse '1%', '0.1%' into percent, within [0, 100]."""
+def parse_percent(text: str, option: str, most: float = 100.0) -> float:
+    """Parse '1%', '0.1%' into percent, within [0, most]."""
     s = str(text).strip()
     m = re.fullmatch(_NUM + r"\s*%", s)
     if not m:
         raise UsageError(f"{option}: '{text}' is not a percentage; expected a number with %: 0.1%, 5%")
     p = float(m["num"])
-    if p > 100:
-        raise UsageError(f"{option}: '{text}' is over 100%")
+    if p > most:
+        raise UsageError(f"{option}: '{text}' is over {most:g}%")
     return p
 
 

@@ -69,7 +69,7 @@ def cluster():
     workers = {i: _worker(address, i, "--share-cores") for i in (228, 229)}
     try:
         _wait_workers(address, 2)
-        yield address, workers
+        yield address, workers, sched
     finally:
         _stop([*workers.values(), sched])
 
@@ -105,7 +105,7 @@ def _print_timeline(rows, event, at):
 
 
 def test_a_tiny_campaign_on_two_workers_holds_what_a_local_run_would(cluster, tmp_path):
-    address, _ = cluster
+    address, *_ = cluster
     opts = ["--size", "5KB,500KB", "--bw", "100mbit", "--runs", "2", "--proto", "both", "--verify", "off"]
     c = run_cli("run", *opts, "--cluster", address, "--results", str(tmp_path / "cluster.sqlite"), timeout=900)
     assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-3000:]
@@ -123,7 +123,7 @@ def test_a_tiny_campaign_on_two_workers_holds_what_a_local_run_would(cluster, tm
 
 
 def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp_path):
-    address, workers = cluster
+    address, workers, *_ = cluster
     store = tmp_path / "kill.sqlite"
     head = subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "run", "--size", "5KB,500KB", "--bw",
                              "100mbit", "--runs", "3", "--proto", "both", "--verify", "off", "--cluster", address,
@@ -159,7 +159,7 @@ def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp
 
 
 def test_the_head_killed_then_run_again_resumes_its_campaign(cluster, tmp_path):
-    address, _ = cluster
+    address, *_ = cluster
     store = tmp_path / "resume.sqlite"
     argv = [sys.executable, "-m", "plt_bench.cli", "run", "--size", "5KB,500KB", "--bw", "100mbit", "--runs", "3",
             "--proto", "both", "--verify", "off", "--cluster", address, "--results", str(store)]
@@ -183,6 +183,34 @@ def test_the_head_killed_then_run_again_resumes_its_campaign(cluster, tmp_path):
     assert _slots(rows) == sorted(set(_slots(rows))) and len(_slots(rows)) == 2 * 3 * 2
 
 
+def test_the_scheduler_killed_mid_campaign_the_head_says_so_and_keeps_the_trials(cluster, tmp_path):
+    """Issue 26: kill -9 of the Dask scheduler made the head exit 1 with a FuturesCancelledError
+    traceback. Now it says what happened and how to resume, and every stored trial stays."""
+    address, workers, sched = cluster
+    store = tmp_path / "sched.sqlite"
+    head = subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "run", "--size", "5KB,500KB", "--bw", "100mbit",
+                             "--runs", "3", "--proto", "both", "--verify", "off", "--cluster", address, "--results",
+                             str(store)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    first = []
+    while len(first) < 2 and time.monotonic() < deadline and head.poll() is None:
+        time.sleep(0.3)
+        try:
+            first = _rows(store)
+        except sqlite3.Error:
+            pass
+    assert len(first) >= 2, "the head stored nothing"
+    os.killpg(sched.pid, signal.SIGKILL)
+    out, err = head.communicate(timeout=300)
+    assert head.returncode == 1, (out[-2000:], err[-2000:])
+    assert "the Dask scheduler at" in err and "went away" in err and "run the same command to resume" in err, err
+    assert "Traceback" not in err, err
+    rows = _rows(store)
+    assert {r["id"] for r in first} <= {r["id"] for r in rows}
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT status FROM campaigns").fetchone()[0] != "finished"
+
+
 def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_path):
     """A worker pinned to its CPUs: every thread of it, and the trials it runs, on them alone; a
     worker that would not get two CPUs of its own is refused with the reason and makes nothing; a
@@ -191,7 +219,7 @@ def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_pat
 
     from plt_bench.cpu import cpu_list, own_cpus, parse_cpus
     from plt_bench.store import Store
-    from plt_bench.topology import claim_path
+    from plt_bench.topology import claim_path, worker_dir
 
     from ..conftest import system_state
     own = own_cpus()
@@ -214,6 +242,12 @@ def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_pat
             r = run_cli("worker", "--scheduler", address, "--testbed", "232", *extra, timeout=60)
             assert r.returncode == 2 and said in r.stderr, (extra, r.stdout[-1000:], r.stderr[-1000:])
         assert system_state() == before  # refused: no testbed, no claim, nothing
+        # issue 26: a second worker on the live worker's own testbed deleted its claim and scratch folder
+        held = claim_path(231).read_text()
+        r = run_cli("worker", "--scheduler", address, "--testbed", "231", "--share-cores", timeout=60)
+        assert r.returncode == 2 and f"cluster worker PID {a.pid} holds testbed 231" in r.stderr, r.stderr[-1000:]
+        assert "Traceback" not in r.stderr and claim_path(231).read_text() == held and worker_dir(231).is_dir()
+        assert system_state() == before
         store = tmp_path / "pinned.sqlite"
         c = run_cli("run", "--size", "5KB", "--bw", "100mbit", "--runs", "1", "--proto", "both", "--verify", "off",
                     "--cluster", address, "--results", str(store), timeout=600)

@@ -75,14 +75,26 @@ def _write(tmp_path, text):
 @pytest.mark.parametrize("text,fragment", [
     ("name = 'x'\nbogus = 1\n", "unknown key(s) bogus"),
     ("name = 'x\n", "not valid TOML"),
-    ("runs = 0\n", "--runs: 0 is out of range"),
+    ("runs = 0\n", ": runs: 0 is out of range"),
     ("retries = -1\n", "retries = -1"),
-    ("[link]\nbw = 'fast'\n", "--bw: 'fast' is not a rate"),
+    ("[link]\nbw = 'fast'\n", ": bw: 'fast' is not a rate"),
     ("[link]\nspeed = '1mbit'\n", "[link] has unknown key(s) speed"),
     ("[[profile]]\nname = 'a'\n", "profile 1 needs name and bw"),
     ("[link]\nbw = '1mbit'\n[[profile]]\nname = 'a'\nbw = '1mbit'\n", "either [[profile]] entries or bw"),
-    ("[link]\nverify = 'sometimes'\n", "verify = 'sometimes'"),
-    ("[link]\nrtt = '10ms'\njitter = '20ms'\n", "--jitter: 20ms of uniform jitter"),
+    ("[link]\nverify = 'sometimes'\n", ": verify: 'sometimes'; expected one of"),
+    ("[link]\nrtt = '10ms'\njitter = '20ms'\n", ": jitter: 20ms of uniform jitter"),
+    # issue 26: as strict as the options, each value named as the file gives it
+    ("max_runs = 5\n", ": max_runs: only with precision"),
+    ("description = ['a', 'b']\n", ": description = ['a', 'b']; expected a string"),
+    ("runs = '3'\n", ": runs = '3'; expected a whole number"),
+    ("[link]\ncc = ['bbr']\n", ": cc = ['bbr']; expected a string"),
+    ("[link]\ncc = 'vegas'\n", ": cc: unknown congestion control 'vegas'"),
+    ("warmup = 3\nruns = 2\n", ": warmup = 3 with runs 2: every run would be a warm-up"),
+    ("[link]\nrtt = ['10ms', '10.0000001ms']\n", ": rtt: '10.0000001ms' is finer than the link applies"),
+    ("[[profile]]\nname = 'a'\nbw = '1mbit'\nloss = '99.9999999%'\n", ": profile 1 loss: '99.9999999%' is finer"),
+    ("runs = 1000\nsizes = ['5KB', '6KB', '7KB', '8KB', '9KB']\nprotos = 'both'\n[link]\nbw = "
+     "['1mbit', '2mbit', '3mbit', '4mbit', '5mbit', '6mbit', '7mbit', '8mbit', '9mbit', '10mbit', '11mbit']\n",
+     "the campaign: 110,000 trials, more than 100,000"),
 ])
 def test_bad_campaign_files_name_the_file_and_the_problem(tmp_path, text, fragment):
     with pytest.raises(UsageError) as e:
@@ -155,3 +167,49 @@ def test_eta_learns_bandwidth_and_latency_separately():
     assert f == pytest.approx(1.05) and overhead == pytest.approx(0.5)
     assert 8.0 * 1.05 < eta.trial_s(c, 10**7) < 8.0 * 1.05 + 1.0
     assert eta.trial_s(c, 5000) < 1.5
+
+
+def test_options_are_named_as_typed_and_file_values_by_the_file():
+    """Issue 26: an option's error is not prefixed with the preset's file (it was, sometimes twice);
+    a file's is, with the file's key."""
+    with pytest.raises(UsageError) as e:
+        campaign.load("quick", {"bw": "fast"})
+    assert str(e.value).startswith("--bw: 'fast' is not a rate") and "campaign file" not in str(e.value)
+    with pytest.raises(UsageError) as e:
+        campaign.load("quick", {"precision": "200%"})
+    assert str(e.value).startswith("--precision: '200%' is over 50%"), e.value
+    with pytest.raises(UsageError) as e:
+        campaign.load("quick", {"runs": "1", "max_runs": "4"})
+    assert str(e.value).startswith("--max-runs: only with precision"), e.value
+
+
+def test_conditions_are_kept_to_what_the_link_applies_and_labelled_exactly():
+    """Issue 26: --rtt 10ms,10.0000001ms stored two RTTs under one label; --loss 99.9999999% was
+    labelled (and applied by tc as) 100%. Values finer than the link applies are refused; the label
+    shows the stored value exactly."""
+    for args, fragment in [({"rtt": "10ms,10.0000001ms"}, "--rtt: '10.0000001ms' is finer than the link applies"),
+                           ({"rtt": "25.001ms"}, "expected a multiple of 0.002ms, e.g. 25ms"),
+                           ({"loss": "99.9999999%"}, "--loss: '99.9999999%' is finer than the link applies"),
+                           ({"rtt": "40ms", "jitter": "0.0005ms"}, "--jitter: '0.0005ms' is finer")]:
+        with pytest.raises(UsageError, match=fragment):
+            campaign.load("quick", {"size": "5KB", **args})
+    g = campaign.load("quick", {"size": "5KB", "rtt": "59999.998ms,0.002ms", "loss": "99.9999%,0.0001%"}).grid
+    labels = [c.label for c in g.conditions]
+    assert "100mbit rtt59999.998ms loss99.9999%" in labels and "100mbit rtt0.002ms loss0.0001%" in labels
+    assert len(set(labels)) == len(labels) == 4
+    assert campaign.load("quick", {"rtt": "112ms", "loss": "0.1%"}).grid.conditions[0].label == \
+        "100mbit rtt112ms loss0.1%"  # labels of older stores' values are unchanged
+
+
+def test_a_huge_grid_is_refused_before_a_plan_is_made():
+    """Issue 26: a 2x10^9-trial grid died in plan() with MemoryError; 2x10^6 ran silently."""
+    rates = ",".join(f"{i}mbit" for i in range(1, 101))
+    with pytest.raises(UsageError, match="--bw, --runs, --size: 2,000,000 trials; plt-bench runs at most 1,000,000"):
+        campaign.load("quick", {"bw": rates, "runs": "1000", "size": "5KB,6KB,7KB,8KB,9KB,10KB,11KB,12KB,13KB,14KB"})
+    with pytest.raises(UsageError, match="more than 100,000 .* give --allow-large"):
+        campaign.load("quick", {"bw": rates, "runs": "1000", "size": "5KB"})
+    big = campaign.load("quick", {"bw": rates, "runs": "1000", "size": "5KB", "allow_large": True})
+    assert big.trial_count == 200_000 and big.what == "quick with --bw, --runs, --size given"
+    with pytest.raises(UsageError, match="conditions; at most 10,000"):
+        campaign.load("quick", {"bw": rates, "rtt": ",".join(f"{i}ms" for i in range(1, 102))})
+    assert campaign.load("quick").what.startswith("PLT of 5KB/500KB")

@@ -42,11 +42,11 @@ class Choice:
     placement: str  # router | server | client
 
 
-def canonical(requested: str) -> str:
+def canonical(requested: str, option: str = "--link") -> str:
     """--link's value as a backend name (or 'auto'); UsageError for an unknown one."""
     name = ALIASES.get(requested, requested)
     if name not in ("auto", *BACKENDS):
-        raise UsageError(f"--link: unknown backend '{requested}'; expected one of {', '.join(LINK_CHOICES)}")
+        raise UsageError(f"{option}: unknown backend '{requested}'; expected one of {', '.join(LINK_CHOICES)}")
     return name
 
 
