@@ -366,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except (KeyboardInterrupt, signals.Interrupted) as e:
         signals.settle()
-        print("\ninterrupted: the testbed was taken down; finished trials are in the store", file=sys.stderr)
+        print("\ninterrupted: nothing it made is left behind; trials it finished, if any, are in the store",
+              file=sys.stderr)
         return e.exit_code if isinstance(e, signals.Interrupted) else 130
 
 

@@ -220,14 +220,24 @@ def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     return out
 
 
+_MD_SPECIAL = str.maketrans({**{c: "\\" + c for c in "\\`*_[]|#"}, "<": "&lt;", ">": "&gt;", "&": "&amp;",
+                            "\n": " ", "\r": " "})
+
+
+def md(text: str) -> str:
+    """Text as Markdown shows it, literally: HTML's and Markdown's own characters escaped (a profile
+    named <script> stays text; a|b stays in its table cell), line breaks folded."""
+    return str(text).translate(_MD_SPECIAL)
+
+
 def markdown(rep: dict) -> str:
-    out = [f"# {title(rep)}", ""] + [f"- {x}" for x in facts(rep)]
+    out = [f"# {md(title(rep))}", ""] + [f"- {md(x)}" for x in facts(rep)]
     for head, note, rows in blocks(rep):
-        out += ["", f"## {head}", "", note[0].upper() + note[1:] + ".", "", "| " + " | ".join(rows[0]) + " |",
-                "|" + "---|" * len(rows[0])]
-        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        out += ["", f"## {md(head)}", "", md(note[0].upper() + note[1:]) + ".", "",
+                "| " + " | ".join(map(md, rows[0])) + " |", "|" + "---|" * len(rows[0])]
+        out += ["| " + " | ".join(map(md, r)) + " |" for r in rows[1:]]
     if rep["warnings"]:
-        out += ["", "## Warnings", ""] + [f"- {w}" for w in rep["warnings"]]
+        out += ["", "## Warnings", ""] + [f"- {md(w)}" for w in rep["warnings"]]
     return "\n".join(out) + "\n"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from plt_bench import campaign
 
-from ..conftest import run_cli, system_state
+from ..conftest import ok_slots, run_cli, system_state
 from .test_campaign import _ok_trials, interrupt_once
 from .test_cli import _nothing
 
@@ -62,8 +62,11 @@ def test_pytest_and_the_cli_store_the_same_measurement(tmp_path):
     # every slot of the seeded plan, in the plan's order, in both stores
     spec = campaign.load(None, {"proto": "both", "bw": "10mbit", "size": "5KB", "runs": "3", "verify": "off"})
     plan = [(c.label, r, s.total_bytes, p) for c, r, s, p in spec.plan()]
-    for path in (py, cli):
+    for path, run in ((py, r), (cli, c)):
         trials = _recorded(path)
+        ok = ok_slots(trials, lambda t: (t["run_index"], t["proto"]))
+        assert {p for _, p in ok} == {"quic", "tcp"}, ok  # both protocols measured
+        assert (run.returncode == 0) == (len(ok) == len(plan)), (run.returncode, ok)
         slots = []
         for t in trials:
             slot = (t["conditions"], t["run_index"], t["size_bytes"], t["proto"])
@@ -107,7 +110,7 @@ def test_pytest_mode_resumes_skips_what_was_measured_and_keeps_warmups_out(tmp_p
     assert _nothing("pb221") and system_state() == before
 
     r = _pytest(tmp_path, *args)
-    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
     done_before = {(t["run_index"], t["proto"]) for t in first if t["status"] == "ok"} | {
         (t["run_index"], t["proto"]) for t in first if t["attempt"] >= 2}  # measured, or out of attempts
     assert f"{len(done_before)} skipped" in r.stdout.splitlines()[-1], r.stdout[-2000:]
@@ -117,6 +120,8 @@ def test_pytest_mode_resumes_skips_what_was_measured_and_keeps_warmups_out(tmp_p
     assert _rows(results, "SELECT id, status FROM campaigns") == [{"id": 1, "status": "finished"}]
     ok = [(t["run_index"], t["proto"]) for t in trials if t["status"] == "ok"]
     assert len(ok) == len(set(ok))  # no slot measured twice
+    measured = ok_slots(trials, lambda t: (t["run_index"], t["proto"]))
+    assert (r.returncode == 0) == (len(measured) == 6) and {p for _, p in measured} == {"quic", "tcp"}, measured
     assert all(t["warmup"] == (t["run_index"] == 0) for t in trials)
     from plt_bench import report
     from plt_bench.store import Store
@@ -177,6 +182,7 @@ def test_each_bench_command_runs_once_on_a_tiny_page_and_prints_ratios(tmp_path,
     assert "ratio to target" in r.stdout or "PLT/ideal" in r.stdout, r.stdout[-2000:]
     trials = _recorded(results)
     assert trials and all(t["status"] == "ok" for t in trials) == (r.returncode == 0)
+    assert ok_slots(trials, lambda t: t["proto"]) == {"quic", "tcp"}  # a figure of each protocol was measured
     assert system_state() == before
 
 
@@ -197,7 +203,9 @@ def test_a_precision_target_stops_a_cell_when_reached_or_at_its_most_runs(tmp_pa
     results = tmp_path / "p.sqlite"
     r = run_cli("run", "--proto", "both", "--bw", "100mbit", "--size", "5KB", "--runs", "3", "--precision", target,
                 "--max-runs", str(most), "--verify", "off", "--testbed", "227", "--results", str(results), timeout=600)
-    assert r.returncode in (0, 1), r.stderr[-2000:]
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr[-2000:]
+    measured = ok_slots(_recorded(results), lambda t: (t["run_index"], t["proto"]))
+    assert (r.returncode == 0) == all((i, p) in measured for i in {i for i, _ in measured} for p in ("quic", "tcp"))
     db = sqlite3.connect(results)
     n = dict(db.execute("SELECT proto, COUNT(*) FROM trials WHERE status = 'ok' GROUP BY proto").fetchall())
     runs = dict(db.execute("SELECT proto, COUNT(DISTINCT run_index) FROM trials GROUP BY proto").fetchall())

@@ -14,7 +14,7 @@ from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import parse_page
 from plt_bench.runner import run_cell_once
 
-from ..conftest import run_cli, system_state
+from ..conftest import ok_slots, run_cli, system_state
 from .test_cli import _nothing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -88,15 +88,15 @@ def test_the_datarate_preset_small_runs_from_the_command_line_to_its_table_and_f
         assert (status == "ok") == (reason is None), (status, reason)
         if status == "ok":
             assert 0 < bps <= 1.02 * RATE_BPS + 8 * 2 * 1514 / 2 and len(json.loads(series)["link_bytes"]) == 2
-    ok = {(p, loss) for p, loss, status, *_ in rows if status == "ok"}
+    keys = ("proto", "loss_pct", "status", "reason")
+    ok = ok_slots([dict(zip(keys, row)) for row in rows], lambda t: (t["proto"], t["loss_pct"]))
     assert (r.returncode == 0) == (len(ok) == 4)
+    assert {lo for _, lo in ok} == {0.0, 5.0}, ok  # each loss measured, so the table and every figure are drawn
     folder = results.parent / "r-datarate-loss-1"
-    if ok:
-        assert "Throughput (bulk downloads):" in r.stdout and "link Mbit/s" in r.stdout
-        assert (folder / "datarate.csv").is_file() and (folder / "throughput_series.csv").is_file()
-        assert (folder / "throughput_time_10mbit_rtt20.png").stat().st_size > 1000
-    if {lo for _, lo in ok} == {0.0, 5.0}:
-        assert (folder / "datarate_vs_loss.png").stat().st_size > 1000
+    assert "Throughput (bulk downloads):" in r.stdout and "link Mbit/s" in r.stdout
+    assert (folder / "datarate.csv").is_file() and (folder / "throughput_series.csv").is_file()
+    assert (folder / "throughput_time_10mbit_rtt20.png").stat().st_size > 1000
+    assert (folder / "datarate_vs_loss.png").stat().st_size > 1000
 
 
 @pytest.mark.parametrize("proto", ["quic", "tcp"])
@@ -133,12 +133,15 @@ def test_the_latency_and_establishment_presets_small_run_to_their_tables_and_fig
         slots = {(p, proto, rtt) for p in pages for proto in ("quic", "tcp") for rtt in (20.0, 60.0)}
         assert {(p, proto, rtt) for p, proto, rtt, *_ in rows} == slots  # every slot tried (a retry adds a row)
         assert all((status == "ok") == (reason is None) for *_, status, reason, _ in rows)
+        keys = ("page", "proto", "rtt_ms", "status", "reason")
+        measured = ok_slots([dict(zip(keys, row)) for row in rows], lambda t: (t["page"], t["proto"], t["rtt_ms"]))
         ok = [row for row in rows if row[3] == "ok"]
-        assert (r.returncode == 0) == ({(p, proto, rtt) for p, proto, rtt, *_ in ok} == slots)
+        assert (r.returncode == 0) == (measured == slots)
+        assert {rtt for _, _, rtt in measured} == {20.0, 60.0}, measured  # each RTT measured: every figure drawn
         if preset == "latency":
             assert all(p99 is not None for *_, p99 in ok)
-            if ok:
-                assert "Request latency:" in r.stdout and (folder / "latency.csv").is_file() and (folder / "request_latency.png").stat().st_size > 1000
-        elif {rtt for _, _, rtt, *_ in ok} == {20.0, 60.0}:
+            assert "Request latency:" in r.stdout and (folder / "latency.csv").is_file()
+            assert (folder / "request_latency.png").stat().st_size > 1000
+        else:
             assert (folder / "establishment.png").stat().st_size > 1000
             assert "Connection establishment" in (folder / "report.md").read_text()

@@ -172,3 +172,27 @@ def test_cpu_bound_trials_mark_their_cell_in_the_table_the_warnings_and_the_heat
     svg = next(f for f in plots.heatmaps(clean["rows"], clean["metadata"], tmp / "fig2", "fixture")
                if f.suffix == ".svg").read_text()
     assert "<pattern" not in svg and "CPU-bound trials" not in svg
+
+
+def test_every_report_format_shows_hostile_names_as_text(tmp_path):
+    """Issue 26: a profile named <script>alert(1)</script> appeared raw in report.md, and a|b broke
+    its table row. Every format shows such names as text, each row keeps its cells."""
+    s = Store(tmp_path / "r.sqlite")
+    cid = s.new_campaign("fixture", "t", {}, {"link_backend": "linkem"})
+    seq = 0
+    for name in ("<script>alert(1)</script>", "a|b"):
+        for proto, mean in (("quic", 90.0), ("tcp", 100.0)):
+            for r in range(3):
+                s.add_trial(trial(cid, seq, proto, plt=mean + r, cond=conditions(name), run_index=r, size=5000))
+                seq += 1
+    rep = report.build(s, [cid])
+    s.close()
+    text = report.markdown(rep)
+    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt; (10mbit)" in text, text
+    assert "a\\|b (10mbit)" in text
+    for table in text.split("\n## ")[1:]:  # every row of a table has as many cells as its head
+        rows = [x for x in table.splitlines() if x.startswith("|")]
+        widths = {len(x.replace("\\|", "").split("|")) for x in rows}
+        assert len(widths) <= 1, rows
+    page = report.html(rep, [])
+    assert "<script>" not in page and "&lt;script&gt;" in page
