@@ -203,8 +203,9 @@ def _precision(values: Values, runs: int, warmup: int) -> tuple[float | None, in
     given = values.get("precision")
     if given is None:
         if values.given("max_runs"):
-            raise UsageError(f"{values.name('max_runs')}: only with precision (--precision; a fixed number of runs "
-                             "needs no most)")
+            option = "max_runs" in values.overrides
+            raise UsageError(f"{values.name('max_runs')}: only with {'--' if option else ''}precision (a fixed number "
+                             "of runs needs no most)")
         return None, None
     pct = parse_percent(str(given), values.name("precision"), most=50.0)
     if not 0 < pct <= 50:
@@ -351,7 +352,7 @@ def load(name_or_path: str | None, overrides: dict | None = None, flags: dict | 
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path),
-                overridden=tuple(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder",)))
+                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder",))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
                                                                        if k in cond_mod.GRID_KEYS))

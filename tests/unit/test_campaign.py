@@ -180,7 +180,7 @@ def test_options_are_named_as_typed_and_file_values_by_the_file():
     assert str(e.value).startswith("--precision: '200%' is over 50%"), e.value
     with pytest.raises(UsageError) as e:
         campaign.load("quick", {"runs": "1", "max_runs": "4"})
-    assert str(e.value).startswith("--max-runs: only with precision"), e.value
+    assert str(e.value).startswith("--max-runs: only with --precision"), e.value
 
 
 def test_conditions_are_kept_to_what_the_link_applies_and_labelled_exactly():

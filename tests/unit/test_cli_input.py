@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,16 @@ CLI = [
     (["run", "--runs", "0"], "--runs: 0 is out of range"),
     (["run", "--precision", "2"], "--precision: '2' is not a percentage"),
     (["run", "--precision", "0%"], "--precision: '0%' is out of range"),
+    # issue 26: the limit said is the limit (it said 'over 100%'); no preset's file named for an option
+    (["run", "--precision", "200%"], "--precision: '200%' is over 50%"),
+    (["run", "--bw", "fast"], "Error: --bw: 'fast' is not a rate"),
+    (["run", "--rtt", "10ms,10.0000001ms", "--runs", "1"], "--rtt: '10.0000001ms' is finer than the link applies"),
+    (["run", "--loss", "99.9999999%"], "--loss: '99.9999999%' is finer than the link applies"),
+    (["run", "--bw", ",".join(f"{i}mbit" for i in range(1, 101)), "--runs", "1000", "--size", "5KB"],
+     "--bw, --runs, --size: 200,000 trials, more than 100,000 (over a day at a second a trial); give --allow-large"),
+    (["run", "--cluster", "tcp://127.0.0.1:1", "--testbed", "3"], "--testbed: not taken with --cluster"),
+    (["summary", "--results", "/tmp"], "--results: /tmp is a folder"),
+    (["report", "--results", "/dev/null"], "--results: /dev/null is a device; a results store is a regular file"),
     (["run", "--max-runs", "9"], "--max-runs: only with --precision"),
     (["run", "--precision", "2%", "--runs", "2"], "needs runs >= 3"),
     (["run", "--precision", "2%", "--max-runs", "x"], "--max-runs: 'x' is not a whole number"),
@@ -134,7 +145,7 @@ CAMPAIGN_FILES = [
     ("name = 'x'\nruns = [", "not valid TOML"),
     ("name = 'x'\nrepeats = 3\n", "unknown key(s) repeats"),
     ("runs = -1\n", "runs"),
-    ("[link]\nbw = 'fast'\n", "--bw: 'fast' is not a rate"),
+    ("[link]\nbw = 'fast'\n", "c.toml: bw: 'fast' is not a rate"),
     ("[link]\nspeed = '1gbit'\n", "[link] has unknown key(s) speed"),
     ("sizes = ['3XB']\n", "'3XB' is not a size"),
     ("[link]\nloss = '150%'\n", "'150%' is over 100%"),
@@ -146,14 +157,20 @@ CAMPAIGN_FILES = [
     ("name = '../../../../some/other/place'\n", "name: '../../../../some/other/place' is not a campaign name"),
     ("name = ''\n", "name: '' is not a campaign name"),
     ('name = "a\\u0000b"\n', "name: 'a\\x00b' is not a campaign name"),
-    ("name = 5\n", "name: 5 is not a campaign name"),
+    ("name = 5\n", "name = 5; expected a string"),
     ("link = 5\n", "link = 5; expected a [link] table"),
     ("profile = 5\n", "profile = 5; expected [[profile]] tables"),
-    ("warmup = true\n", "warmup = True; expected a whole number from 0 to 100"),
-    ("runs = true\n", "--runs: 'True' is not a whole number"),
-    ("precision = 0.02\n", "precision: '0.02' is not a percentage"),
+    ("warmup = true\n", "warmup = True; expected a whole number"),
+    ("runs = true\n", "c.toml: runs = True; expected a whole number"),
+    ("precision = 0.02\n", "precision = 0.02; expected a string, e.g. precision = '2%'"),
     ("precision = '2%'\nruns = 5\nmax_runs = 4\n", "max_runs: 4 with runs 5"),
-    ("[link]\nbackend = 'bogus'\n", "--link: unknown backend 'bogus'"),
+    ("[link]\nbackend = 'bogus'\n", "c.toml: backend: unknown backend 'bogus'"),
+    # issue 26: files as strict as options, each value named as the file gives it
+    ("max_runs = 5\n", "c.toml: max_runs: only with precision"),
+    ("description = ['a', 'b']\n", "c.toml: description = ['a', 'b']; expected a string"),
+    ("runs = '3'\n", "c.toml: runs = '3'; expected a whole number"),
+    ("[link]\ncc = ['bbr']\n", "c.toml: cc = ['bbr']; expected a string"),
+    ("warmup = 3\nruns = 2\n", "c.toml: warmup = 3 with runs 2: every run would be a warm-up"),
     (b"name = 'caf\xe9'\n", "not UTF-8 text"),
 ]
 
@@ -214,3 +231,49 @@ def test_the_help_of_every_command_renders():
     assert all(name in text for name in subs.choices)
     for name, sub in subs.choices.items():
         assert sub.format_help().startswith("usage:"), name
+
+
+def _refused(args, fragment, tmp_path, timeout=60):
+    """A command refused with its message, exit 2, no traceback and nothing changed on the machine."""
+    before = system_state()
+    r = run_cli(*args, timeout=timeout)
+    assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert system_state() == before
+    return r
+
+
+def test_a_store_that_is_no_regular_file_is_refused_before_it_is_opened(tmp_path):
+    """Issue 26: --results a FIFO blocked in open() past SIGTERM and SIGINT; a link to /dev/full was
+    refused but left /dev/full-journal behind, after the testbed had come up."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    fifo = tmp_path / "store.fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "full.sqlite"
+    link.symlink_to("/dev/full")
+    journal = Path("/dev/full-journal")
+    had_journal = journal.exists()
+    for path, kind in ((fifo, "a FIFO"), (link, "a device")):
+        for command in (["run", "--size", "5KB", "--runs", "1"], ["summary"], ["report"], ["export"]):
+            _refused([*command, "--results", str(path)], f"--results: {path}", tmp_path)
+            r = _refused([*command, "--results", str(path)], f"is {kind}", tmp_path)
+    assert journal.exists() == had_journal and not any(tmp_path.glob("*-journal"))
+    assert "plan:" not in r.stdout  # refused before the campaign was planned, let alone a testbed made
+
+
+def test_a_token_file_is_checked_by_kind_and_read_bounded(tmp_path):
+    """Issue 26: --server-token-file /dev/zero read without limit (a MemoryError under a 2 GB limit);
+    a FIFO hung, and after SIGTERM said a testbed was taken down when none had been made."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.token"
+    big.write_bytes(b"a" * 100_000)
+    big.chmod(0o600)
+    base = ["run", "--server", "192.0.2.1", "--server-pin", PIN, "--results", str(tmp_path / "new" / "r.sqlite")]
+    for path, fragment in (("/dev/zero", "/dev/zero is not a regular file"),
+                           (str(fifo), f"{fifo} is not a regular file"),
+                           (str(big), f"{big} is larger than 4096 bytes")):
+        _refused([*base, "--server-token-file", path], f"--server-token-file: {fragment}", tmp_path, timeout=30)
+    assert not (tmp_path / "new").exists()

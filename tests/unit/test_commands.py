@@ -225,3 +225,23 @@ def test_only_the_testbeds_own_programs_are_ours():
     assert not is_our_program("/usr/bin/python3.11", f"python3 my_reader.py {run}access.log")
     assert not is_our_program("/usr/bin/grep", "grep plt_bench.browser_worker")
     assert not is_our_program(None, "caddy run")
+
+
+def test_a_testbed_in_use_is_named_with_what_works(tmp_path, monkeypatch):
+    """Issue 26: a testbed in use suggested 'plt-bench down', which refuses a testbed a live run owns.
+    The advice follows whose it is: 'up' (down works), a live run (choose another), a live cluster
+    worker, or a run that is gone (clean works)."""
+    import json
+    import os
+
+    from plt_bench import procs, topology
+    monkeypatch.setattr(topology, "RUN_DIR", tmp_path)
+    me = {"owner_pid": os.getpid(), "owner_start": procs.start_time(os.getpid())}
+    for index, state, said in [(1, {"up": True}, "take it down with 'plt-bench down --testbed 1'"),
+                               (2, me, f"a running plt-bench (PID {os.getpid()}) is using it; choose another"),
+                               (3, {"owner_pid": os.getpid(), "owner_start": "0"}, "'plt-bench clean' removes it")]:
+        (tmp_path / f"pb{index}").mkdir()
+        (tmp_path / f"pb{index}" / "state.json").write_text(json.dumps(state))
+        assert said in topology.in_use(index), topology.in_use(index)
+    (tmp_path / "worker-pb4.json").write_text(json.dumps(me))
+    assert f"cluster worker PID {os.getpid()} holds it" in topology.in_use(4)
