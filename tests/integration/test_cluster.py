@@ -122,6 +122,18 @@ def test_a_tiny_campaign_on_two_workers_holds_what_a_local_run_would(cluster, tm
     assert not any(r["host"] for r in want)
 
 
+def test_the_page_timeout_reaches_the_workers(cluster, tmp_path):
+    """Issue 26: --timeout was silently dropped with --cluster (--timeout 1us: 8 of 8 ok). It reaches
+    the workers: every trial fails by its timeout, as it does locally."""
+    address, *_ = cluster
+    store = tmp_path / "timeout.sqlite"
+    c = run_cli("run", "--size", "5KB", "--bw", "100mbit", "--runs", "1", "--proto", "both", "--verify", "off",
+                "--timeout", "1us", "--cluster", address, "--results", str(store), timeout=600)
+    assert c.returncode == 1 and "Traceback" not in c.stderr, c.stdout[-3000:] + c.stderr[-3000:]
+    rows = _rows(store)
+    assert len(rows) == 4 and all(r["status"] == "failed" and "timeout" in r["reason"] for r in rows), rows
+
+
 def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp_path):
     address, workers, *_ = cluster
     store = tmp_path / "kill.sqlite"
