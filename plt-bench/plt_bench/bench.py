@@ -56,7 +56,7 @@ def pageload_lines(trials: list[Trial], protos) -> list[str]:
 
 def pageload(results: Path, size: str = "50MB", bw: str = "100mbit", runs: str = "3",
              out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
-    spec = campaign.load(None, {"size": size, "bw": bw, "runs": runs, "proto": "both", "name": "bench"})
+    spec = campaign.bare({"size": size, "bw": bw, "runs": runs, "proto": "both", "name": "bench"})
     counts, trials, _ = _run(spec, results, out)
     return counts, pageload_lines(trials, spec.grid.protos)
 
@@ -83,7 +83,7 @@ def sampler_lines(trials: list[Trial], interval_s: float) -> list[str]:
 
 def sampler(results: Path, runs: str = "3", cpu_interval: str = "100ms", size: str = "50MB",
             out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
-    spec = campaign.load(None, {"size": size, "bw": "100mbit", "runs": runs, "proto": "both", "capture": "cpu",
+    spec = campaign.bare({"size": size, "bw": "100mbit", "runs": runs, "proto": "both", "capture": "cpu",
                                 "cpu_interval": cpu_interval, "name": "bench-sampler"})
     counts, trials, _ = _run(spec, results, out)
     return counts, sampler_lines(trials, spec.cpu_interval_s)

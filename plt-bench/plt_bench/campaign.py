@@ -25,7 +25,7 @@ from .errors import UsageError
 from .pages import Page
 from .units import parse_size
 
-PRESETS_DIR = cmd.PROJECT_ROOT / "campaigns"
+PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
             "browser_binary"}
@@ -270,6 +270,18 @@ def load(name_or_path: str | None, overrides: dict | None = None, flags: dict | 
         raise UsageError(f"{where}: not UTF-8 text (byte {e.start}); a campaign file is TOML, which is UTF-8") from None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"{where}: not valid TOML: {e}") from None
+    return _spec(data, path, where, overrides, flags)
+
+
+def bare(overrides: dict | None = None) -> Spec:
+    """The conditions and pages that options alone describe, on DEFAULTS (no preset's file): for the
+    commands that shape a link without running a campaign (up, verify, the benchmarks), which must
+    not take the default campaign's RTT or pages."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None and v is not False}
+    return _spec({"name": "options"}, Path("options"), "options", overrides, {})
+
+
+def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> Spec:
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected {', '.join(sorted(TOP_KEYS))}")

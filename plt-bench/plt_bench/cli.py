@@ -129,7 +129,7 @@ def _stats(a) -> tuple[str, str]:
 
 def _link_spec(a, **fixed):
     """The conditions that the link options of up and verify describe, read as a campaign's."""
-    return campaign.load(None, {**options.values(a, ("bw", "up_bw") + LINK), **fixed})
+    return campaign.bare({**options.values(a, ("bw", "up_bw") + LINK), **fixed})
 
 
 def cmd_run(a) -> int:
@@ -224,10 +224,11 @@ def cmd_report(a) -> int:
 
 def cmd_campaigns(a) -> int:
     from .store import Store
-    print("presets (campaigns/*.toml; copy one and edit it):")
+    print(f"presets ({campaign.PRESETS_DIR}/*.toml; copy one and edit it):")
+    width = max(map(len, campaign.presets()))
     for name in campaign.presets():
         spec = campaign.load(name)
-        print(f"  {name:<10} {len(spec.plan()):>5} trials  {spec.description}")
+        print(f"  {name:<{width}} {spec.trial_count:>5} trials  {spec.description}")
     if _results(a).is_file():
         with Store(_results(a), read_only=True) as store:
             print(f"\ncampaigns in {_results(a)}:")
@@ -242,7 +243,7 @@ def cmd_bench_link(a) -> int:
     from .link import bench as benchlink
     from .testbed import Testbed
     probes = _whole(a.probes, "--probes", 100, 100_000)
-    link = campaign.load(None, {"link": a.link}).link
+    link = campaign.bare({"link": a.link}).link
     cmd.require_root()
     with Testbed(SITES, link=link, with_browser=False) as bed:
         benchlink.run(bed, _say, probes)
@@ -364,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     except PltBenchError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (plt-bench campaigns | head): nothing more to say
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own last flush fails quietly
+        return 0
     except (KeyboardInterrupt, signals.Interrupted) as e:
         signals.settle()
         print("\ninterrupted: nothing it made is left behind; trials it finished, if any, are in the store",

@@ -11,9 +11,33 @@ from typing import Sequence
 
 from .errors import EnvironmentProblem, PltBenchError
 
-# The project's checkout: plt-bench/plt_bench/cmd.py -> parents[2].
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parent  # the presets and the Caddyfile template are package data
+
+
+def _project_root() -> Path:
+    """Where plt-bench keeps what it makes (generated pages in sites/, results/, .tools/): the checkout
+    (plt-bench/plt_bench/cmd.py -> parents[2], where scripts/setup is) when run from one; for a
+    package installed by pip, $PLT_BENCH_HOME, else $XDG_DATA_HOME/plt-bench (~/.local/share/plt-bench)."""
+    checkout = PACKAGE_DIR.parents[1]
+    if (checkout / "scripts" / "setup").is_file() and (checkout / "linkem").is_dir():
+        return checkout
+    if os.environ.get("PLT_BENCH_HOME"):
+        return Path(os.environ["PLT_BENCH_HOME"])
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "plt-bench"
+
+
+PROJECT_ROOT = _project_root()
+IN_CHECKOUT = PROJECT_ROOT == PACKAGE_DIR.parents[1]
 TOOLS_BIN = PROJECT_ROOT / ".tools" / "bin"
+
+
+def linkem_binary() -> Path | None:
+    """linkem: the one setup built (.tools/bin), else one on PATH (cargo install), else None."""
+    built = TOOLS_BIN / "linkem"
+    if built.is_file():
+        return built
+    found = shutil.which("linkem")
+    return Path(found) if found else None
 
 
 @dataclasses.dataclass(frozen=True)

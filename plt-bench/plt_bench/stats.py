@@ -20,6 +20,8 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats as sps
 
+from . import cpu as cpu_mod
+from .conditions import ideal_seconds
 from .records import Trial
 
 CV_WARN = 0.10
@@ -135,11 +137,14 @@ def cells(trials: list[Trial]) -> dict[tuple, dict]:
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, Trial] = {}
     bound: dict[tuple, list[str]] = defaultdict(list)
+    unjudged: dict[tuple, int] = defaultdict(int)
     for t in usable(trials):
         groups[cell_key(t)].append(float(t.plt_ms))
         meta.setdefault(cell_key(t), t)
         if t.cpu_bound:
             bound[cell_key(t)].append(t.cpu_bound)
+        if cpu_mod.judged(t.cpu) is False:
+            unjudged[cell_key(t)] += 1
     out = {}
     for k, v in groups.items():
         x = np.asarray(v)
@@ -149,15 +154,29 @@ def cells(trials: list[Trial]) -> dict[tuple, dict]:
         warn = []
         if len(x) > 1 and cv > CV_WARN:
             warn.append(f"CV {cv:.0%} > {CV_WARN:.0%}: unstable; add --runs or check the machine's load (busy_pct)")
+        c = meta[k].conditions
         if bound[k]:
             warn.append(f"{len(bound[k])} of {len(x)} trials CPU-bound ({cpu_bound_roles(bound[k])}): "
-                        "a CPU limit of this machine, not the network's result")
-        c = meta[k].conditions
+                        + cpu_bound_meaning(meta[k].body_bytes, c.rate_down_bps, float(np.median(x))))
         out[k] = {"conditions": k[0], **_page_fields(meta[k]), "proto": k[2], "n": len(x), "median_ms": float(np.median(x)),
                   "mean_ms": float(np.mean(x)), "sd_ms": sd, "ci_low_ms": lo, "ci_high_ms": hi, "cv": cv,
                   "warnings": warn, "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
-                  "loss_pct": c.loss_pct, "n_cpu_bound": len(bound[k]), "cpu_bound_roles": cpu_bound_roles(bound[k])}
+                  "loss_pct": c.loss_pct, "n_cpu_bound": len(bound[k]), "cpu_bound_roles": cpu_bound_roles(bound[k]),
+                  "n_cpu_unjudged": unjudged[k]}
     return out
+
+
+def cpu_bound_meaning(body_bytes: int, rate_bps: int | None, median_ms: float) -> str:
+    """What a CPU-bound flag means for a cell: for a throughput-bound load (its payload alone takes
+    half its time or more at the link's rate) this machine's CPU capped what the link could deliver;
+    for a latency-bound load (handshakes, requests, rendering) the CPU time is the page's own
+    processing on a machine like this one, a part of its load time rather than a cap on the network."""
+    ideal_ms = 1000.0 * ideal_seconds(body_bytes, rate_bps) if rate_bps else 0.0
+    if ideal_ms >= 0.5 * median_ms:
+        return (f"throughput-bound load (its payload alone takes {ideal_ms:.0f} of its {median_ms:.0f} ms at the "
+                "rate): a CPU limit of this machine capped what the link could deliver, not the network's result")
+    return (f"latency-bound load (its payload takes {ideal_ms:.0f} of its {median_ms:.0f} ms at the rate): the "
+            "CPU time is the page's own processing on this machine, part of its load time, not a cap on the link")
 
 
 def cpu_bound_roles(roles: list[str]) -> str:

@@ -109,14 +109,15 @@ def test_saturation_counts_the_time_a_role_runs_a_whole_core_within_a_window():
         sat.add(100 + t, {"network": net, "caddy": 0.02 * i})
     sat.add(102.005, {"network": 9.9, "caddy": 9.9})  # 5 ms later: merged with the next, never judged alone
     f = sat.figures()
-    assert f == {"network": pytest.approx(1.0), "observed": pytest.approx(2.0)}
-    assert sat.figures(since=100.5, until=101.5) == {"network": pytest.approx(0.5), "observed": pytest.approx(1.0)}
+    assert f == {"network": pytest.approx(1.0), "observed": pytest.approx(2.0), "readings": 20}
+    assert sat.figures(since=100.5, until=101.5) == {"network": pytest.approx(0.5), "observed": pytest.approx(1.0),
+                                                     "readings": 10}
     # the machine: busy jiffies over all jiffies of all cores, >= 95%
     m = cpu.Saturation()
     m.add(0.0, {}, (0, 0))
     m.add(0.1, {}, (19, 20))
     m.add(0.2, {}, (37, 40))
-    assert m.figures() == {"machine": pytest.approx(0.1), "observed": pytest.approx(0.2)}
+    assert m.figures() == {"machine": pytest.approx(0.1), "observed": pytest.approx(0.2), "readings": 2}
 
 
 def test_a_trial_is_cpu_bound_when_one_role_was_saturated_for_half_the_load():
@@ -127,6 +128,26 @@ def test_a_trial_is_cpu_bound_when_one_role_was_saturated_for_half_the_load():
     assert cpu.bound(figs({"renderer": 4.9, "observed": 10.0}, {"linkem": 4.0, "observed": 10.0})) is None
     assert cpu.bound({"roles": {}}) is None and cpu.bound(None) is None  # figures from before schema 9
     assert cpu.bound(figs({"observed": 0.0}, {})) is None
+
+
+def test_a_load_too_short_for_enough_readings_is_never_flagged():
+    """Issue 27: a 30 ms load at zero RTT had one CPU reading at 100 ms intervals, and that one
+    saturated reading flagged it CPU-bound ("half of the load" was a sample). Fewer than
+    MIN_READINGS readings over the load: too short to judge, not flagged."""
+    def load(seconds, interval=0.1):
+        sat = cpu.Saturation()
+        n = max(1, round(seconds / interval))
+        for i in range(n + 1):  # the renderer and the machine flat out throughout
+            sat.add(i * seconds / n, {"renderer": 0.98 * i * seconds / n}, (100 * i, 100 * i))
+        return {"sampler": {"saturated_s": sat.figures()}, "server_sampler": {"saturated_s": sat.figures()}}
+    short = load(0.03)
+    assert short["sampler"]["saturated_s"]["readings"] == 1
+    assert cpu.bound(short) is None and cpu.judged(short) is False  # a 30 ms load: too short to judge
+    assert cpu.bound(load(0.3)) is None and cpu.judged(load(0.3)) is False  # 3 readings: still too few
+    assert cpu.bound(load(1.0))[1] == 1.0 and cpu.judged(load(1.0)) is True  # 10 readings: judged
+    old = {"sampler": {"saturated_s": {"renderer": 0.9, "observed": 1.0}}}  # stored before readings were counted
+    assert cpu.bound(old) == ("renderer", 0.9) and cpu.judged(old) is True
+    assert cpu.judged(None) is None
 
 
 def test_the_sampler_reports_saturation_of_a_real_busy_process_and_the_machine():

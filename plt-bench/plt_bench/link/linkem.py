@@ -32,7 +32,6 @@ from .commands import (QUEUE_DOWN, QUEUE_UP, htb_commands, host_egress_commands,
 from .readback import check_directions
 from .stats import parse_stats
 
-LINKEM_BIN = cmd.TOOLS_BIN / "linkem"
 SNAPSHOT_WAIT_S = 5.0  # how long a running linkem may take to answer SIGUSR1
 LINKEM_FIFO_PRIORITY = 10
 QUEUE_BASE = 0x5042  # a client host's NFQUEUE number is QUEUE_BASE + the testbed index (clear of 0 and 1)
@@ -52,6 +51,10 @@ def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
     return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY)]
 
 
+LINKEM_HOW = ("in a checkout, scripts/setup builds it with cargo; else 'cargo install --path linkem' from a "
+              "plt-bench checkout puts it on PATH")
+
+
 class LinkemLink(Link):
     """The router's link: htb rate in the kernel; delay, jitter and loss in linkem through NFQUEUE."""
 
@@ -59,9 +62,11 @@ class LinkemLink(Link):
     detail = "router egress veths (htb), linkem on NFQUEUE in the router's FORWARD chain"
     supports_no_reorder = True
 
-    def __init__(self, plan, binary: Path = LINKEM_BIN, seed: int = 1):
-        if not binary.is_file():
-            raise LinkError(f"linkem is not built ({binary}): run scripts/setup (it builds linkem with cargo)")
+    def __init__(self, plan, binary: Path | None = None, seed: int = 1):
+        binary = binary or cmd.linkem_binary()
+        if binary is None or not binary.is_file():
+            raise LinkError(f"linkem is not built ({binary or cmd.TOOLS_BIN / 'linkem'}, nor on PATH): "
+                            f"{LINKEM_HOW}")
         self.plan, self.binary, self.seed = plan, binary, seed
         self.ns = getattr(plan, "router_ns", None)  # the router's namespace; None: this host (two machines)
         self.stats_path = plan.run_dir / "linkem.json"
