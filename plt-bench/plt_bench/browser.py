@@ -258,9 +258,7 @@ class BrowserWorker:
             raise BrowserError(f"browser worker exited with {self.proc.wait()} (log: {self.log_path})")
         return json.loads(line)
 
-    def load(self, request: dict, timeout_s: float) -> "WorkerAnswer":
-        """Send one trial; return the worker's answer (checked against records.WorkerAnswer). Raises
-        BrowserError only if the worker is broken or answers in another shape."""
+    def _send(self, request: dict) -> None:
         if self.proc is None or self.proc.poll() is not None:
             raise BrowserError("browser worker is not running")
         assert self.proc.stdin
@@ -269,6 +267,35 @@ class BrowserWorker:
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise BrowserError(f"browser worker died (log: {self.log_path})") from None
+
+    # a prepared launch that takes longer than this is a hung worker (a launch takes 0.3-0.5 s here)
+    PREPARE_TIMEOUT_S = 180.0
+
+    def prepare(self, request: dict) -> None:
+        """Have the worker start the browser of a request to come (browser_worker.prepare) and
+        return at once: the answer is read before the next request (settle)."""
+        self.settle()
+        self._send({"prepare": request})
+        self._preparing = True
+
+    def settle(self) -> dict | None:
+        """The answer to a prepare request still unread, if any ({"prepared": bool, ...})."""
+        if not getattr(self, "_preparing", False):
+            return None
+        self._preparing = False
+        return self._read(self.PREPARE_TIMEOUT_S)
+
+    def discard(self) -> None:
+        """End a prepared browser no request took (a change of conditions comes first)."""
+        self.settle()
+        self._send({"discard": True})
+        self._read(self.PREPARE_TIMEOUT_S)
+
+    def load(self, request: dict, timeout_s: float) -> "WorkerAnswer":
+        """Send one trial; return the worker's answer (checked against records.WorkerAnswer). Raises
+        BrowserError only if the worker is broken or answers in another shape."""
+        self.settle()
+        self._send(request)
         from .records import check_answer
         try:
             return check_answer(self._read(timeout_s))

@@ -16,7 +16,18 @@ Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
                   "launch": the same for the browser's start-up, "sampler": {interval, samples, own cost}},
           "cpu_series": [{"t_s", "role", "user_s", "system_s"}] (when cpu_series is asked for),
-          "strays_killed": processes of the trial killed at its end, "strays_left": ones that would not die}
+          "strays_killed": processes of the trial killed at its end, "strays_left": ones that would not die,
+          "prelaunched": true when the browser had been started by a prepare request,
+          "gate": the idle gate's figures (cpu.wait_idle), when the request asks for it ("gate": true)}
+
+A request {"prepare": {request}} starts the next trial's chromedriver + Chromium (its own fresh
+profile and flags, on about:blank) and answers {"prepared": true, "launch_s"} or {"prepared": false,
+"error"}; the next request with the same profile_dir and args then navigates that browser, and any
+other request (or {"discard": true}, or the worker's end) first ends it, every process and its
+profile. So the runner can have the next browser start while it judges and stores the last trial,
+and nothing but a fresh, idle browser is carried from one request to the next. With "gate": true
+the worker waits for the idle gate between the launch and the navigation, so the launch's own CPU
+burst is over before the page is asked for.
 
 Every process of a trial is gone before the answer is sent: the worker is a child subreaper, so
 a Chromium whose chromedriver died is reparented to it rather than to PID 1, and after each trial
@@ -77,15 +88,57 @@ def versions() -> dict:
             "selenium": selenium_version}
 
 
-def one_trial(req: dict) -> dict:
-    from selenium import webdriver
-    from selenium.common.exceptions import TimeoutException, WebDriverException
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-    CHROMIUM, CHROMEDRIVER = binaries()
+_PREPARED: dict = {}  # the next trial's browser, started by a prepare request: {"key", "driver", "launch_s", ...}
 
-    out = {"nav": None, "resources": None, "final_url": None, "error": None, "error_code": None,
-           "launch_s": None, "load_s": None, "quit_s": None}
+
+def _key(req: dict) -> tuple:
+    """What a prepared browser must match to serve a request: its profile and every flag."""
+    return (req["profile_dir"], tuple(req["args"]), json.dumps(req.get("prefs", {}), sort_keys=True),
+            bool(req.get("har_path")))
+
+
+def prepare(req: dict) -> dict:
+    """Start the browser of a request to come, on about:blank; it waits for that request."""
+    discard()
+    out: dict = {}
+    t0 = time.monotonic()
+    try:
+        driver = _start_browser(req, out)
+    except Exception as e:  # noqa: BLE001 - the request will start its own browser
+        _sweep(req["profile_dir"], {})
+        shutil.rmtree(req["profile_dir"], ignore_errors=True)
+        return {"prepared": False, "error": f"{type(e).__name__}: {e}"[:300]}
+    _PREPARED.update(key=_key(req), driver=driver, launch_s=time.monotonic() - t0,
+                     launch_attempts=out.get("launch_attempts", 1), profile_dir=req["profile_dir"])
+    return {"prepared": True, "launch_s": _PREPARED["launch_s"]}
+
+
+def discard() -> int:
+    """End a prepared browser that no request took: every process of it, and its profile."""
+    if not _PREPARED:
+        return 0
+    profile = _PREPARED["profile_dir"]
+    _PREPARED.clear()
+    out: dict = {}
+    _sweep(profile, out)
+    shutil.rmtree(profile, ignore_errors=True)
+    _unlink_driver_log(profile)
+    return out.get("strays_killed", 0)
+
+
+def _take_prepared(req: dict):
+    """The prepared browser if it was started for this request, else None (and it is ended)."""
+    if _PREPARED and _PREPARED["key"] == _key(req):
+        got = dict(_PREPARED)
+        _PREPARED.clear()
+        return got
+    discard()
+    return None
+
+
+def _options(req: dict):
+    from selenium.webdriver.chrome.options import Options
+    CHROMIUM, _ = binaries()
     opts = Options()
     opts.binary_location = CHROMIUM
     for a in req["args"]:
@@ -96,14 +149,44 @@ def one_trial(req: dict) -> dict:
         from plt_bench.har import PERF_LOG_CAPABILITY
         for k, v in PERF_LOG_CAPABILITY.items():
             opts.set_capability(k, v)
+    return opts
+
+
+def _start_browser(req: dict, out: dict):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    _, CHROMEDRIVER = binaries()
+    # the log path (next to the profile, in the testbed's run folder) marks chromedriver as ours,
+    # so `plt-bench clean` finds it even outside a namespace of ours (two machines)
+    os.makedirs(os.path.dirname(req["profile_dir"]), exist_ok=True)
+    return _launch(webdriver, Service, CHROMEDRIVER, _options(req), req, out)
+
+
+def _unlink_driver_log(profile_dir: str) -> None:
+    try:
+        os.unlink(f"{profile_dir}.chromedriver.log")
+    except OSError:
+        pass
+
+
+def one_trial(req: dict) -> dict:
+    from selenium.common.exceptions import TimeoutException, WebDriverException
+
+    out = {"nav": None, "resources": None, "final_url": None, "error": None, "error_code": None,
+           "launch_s": None, "load_s": None, "quit_s": None}
     t0 = time.monotonic()
     driver = sampler = cpu0 = None
     try:
-        # the log path (next to the profile, in the testbed's run folder) marks chromedriver as ours,
-        # so `plt-bench clean` finds it even outside a namespace of ours (two machines)
-        os.makedirs(os.path.dirname(req["profile_dir"]), exist_ok=True)
-        driver = _launch(webdriver, Service, CHROMEDRIVER, opts, req, out)
-        out["launch_s"] = time.monotonic() - t0
+        ready = _take_prepared(req)
+        if ready:
+            driver = ready["driver"]
+            out.update(launch_s=ready["launch_s"], launch_attempts=ready["launch_attempts"], prelaunched=True)
+        else:
+            driver = _start_browser(req, out)
+            out["launch_s"] = time.monotonic() - t0
+        if req.get("gate"):  # after the launch: its CPU burst is not the page's
+            from plt_bench.cpu import wait_idle
+            out["gate"] = wait_idle()
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
         t1 = time.monotonic()
@@ -142,10 +225,7 @@ def one_trial(req: dict) -> dict:
         _sweep(req["profile_dir"], out)
         out["quit_s"] = time.monotonic() - t2
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
-        try:
-            os.unlink(f"{req['profile_dir']}.chromedriver.log")
-        except OSError:
-            pass
+        _unlink_driver_log(req["profile_dir"])
     return out
 
 
@@ -250,11 +330,18 @@ def main() -> int:
         if not line.strip():
             continue
         req = json.loads(line)
-        try:
-            ans = one_trial(req)
+        try:  # a load's answer is a records.WorkerAnswer; prepare's and discard's are their own
+            if "prepare" in req:
+                reply = prepare(req["prepare"])
+            elif req.get("discard"):
+                reply = {"discarded": discard()}
+            else:
+                reply = one_trial(req)
         except Exception as e:  # never leave the parent without an answer
             ans = {"nav": None, "error": f"worker error: {type(e).__name__}: {e}"}
-        print(json.dumps(ans), flush=True)
+            reply = ans
+        print(json.dumps(reply), flush=True)
+    discard()  # the parent closed the pipe: a prepared browser goes with the worker
     return 0
 
 

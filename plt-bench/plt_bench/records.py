@@ -63,6 +63,9 @@ class WorkerAnswer(TypedDict, total=False):
     cpu_series: list[dict]      # [{"t_s", "role", "user_s", "system_s"}] when asked for
     strays_killed: int          # how many processes of the trial were killed at its end (the browser, unless quit)
     strays_left: list[int]      # ... that would not die (the testbed is then broken)
+    prelaunched: bool           # the browser was started before the request, during the previous trial's
+    #                             bookkeeping (browser_worker: prepare); launch_s is that start's
+    gate: dict                  # the idle gate between the launch and the navigation (cpu.wait_idle), when asked
 
 
 class BulkFigures(TypedDict, total=False):

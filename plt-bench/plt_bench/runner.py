@@ -166,8 +166,13 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
 
 
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,
-                  timeout_s: float | None = None, extra: dict | None = None) -> Trial:
-    """One trial: load, judge, store. `extra` adds fields such as attempt, warmup or the machine's state.
+                  timeout_s: float | None = None, extra: dict | None = None, gate: bool = False,
+                  next_cell: Cell | None = None) -> Trial:
+    """One trial: load, judge, store. `extra` adds fields such as attempt or warmup; gate: the idle
+    gate runs between the browser's launch and the navigation, and what it saw is stored (busy_pct,
+    load1, idle_wait_s). next_cell: the load expected next; its browser is started as soon as this
+    load's figures are taken, so that it launches while this trial is judged and stored (not in a
+    capture run, nor across a change of conditions).
 
     CPU: the worker samples the browser's process tree; here a sampler reads Caddy and linkem at the
     same interval on the same (monotonic) clock. Capture runs keep the time series and the files."""
@@ -203,7 +208,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         started = utc_now()
         t0, t0_unix = time.monotonic(), time.time()
         answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None,
-                               await_s=await_s)
+                               await_s=await_s, gate=gate)
         wall = time.monotonic() - t0
         t1_unix = time.time()
         last = sampler.stop()
@@ -223,6 +228,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         raise TestbedBroken(f"processes {answer['strays_left']} of the trial would not die")
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
+    if next_cell is not None and not settings.files and next_cell.conditions == cell.conditions and not dead:
+        bed.prepare(next_cell.proto, next_cell.page.html_name)  # from here on, nothing of this trial is measured
     # saturation over the browser's own window (navigation to the end of its workload), not its start-up
     nav_t0 = answer.get("nav_t0")
     nav_s = ((answer.get("cpu") or {}).get("sampler") or {}).get("window_s")
@@ -234,7 +241,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     foreign = overlapping(logged, uri, t0_unix, t1_unix)
     limit = cpu_bound(cpu)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
-                       answer, entries, dead, stats, {**(extra or {}), "cpu_json": json.dumps(cpu) if cpu else None,
+                       answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
+                                                      "cpu_json": json.dumps(cpu) if cpu else None,
                                                       "cpus": cpu_list(own_cpus()),
                                                       "cpu_bound": limit[0] if limit else None,
                                                       "cpu_bound_share": limit[1] if limit else None},
@@ -247,6 +255,11 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     if artifacts:
         store.add_artifacts(trial_id, artifacts)
     return trial
+
+
+def _gate_fields(gate: dict | None) -> dict:
+    """The idle gate's figures as the trial's fields (none when the trial ran without a gate)."""
+    return {k: gate.get(k) for k in ("busy_pct", "load1", "idle_wait_s")} if gate else {}
 
 
 def apply_and_verify(bed: Testbed, store: Store, campaign_id: int, cond, verify_mode: str = "stop",

@@ -27,7 +27,6 @@ from typing import Callable
 from . import cmd, procs
 from .capture import Settings, captures_root, check_space
 from .conditions import Cell, Conditions, ideal_seconds
-from .cpu import wait_idle
 from .errors import UsageError
 from .metadata import KEY_FIELDS, utc_now
 from .records import Trial
@@ -329,10 +328,9 @@ class Session:
         attempt = len(self.done.get(slot, [])) + 1
         total = len(self.plan) - self.skipped
         while True:
-            gate = wait_idle() if self.idle_gate else {}
             t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, Cell(proto, page, cond), self.timeout_s,
-                              extra={"attempt": attempt, "warmup": r < self.spec.warmup,
-                                     **{k: gate.get(k) for k in ("busy_pct", "load1", "idle_wait_s")}})
+                              extra={"attempt": attempt, "warmup": r < self.spec.warmup}, gate=self.idle_gate,
+                              next_cell=self._next_cell(slot))
             self.seq += 1
             self.done.setdefault(slot, []).append(t)
             self.eta.observe(t)
@@ -355,6 +353,15 @@ class Session:
                 return t
             self.counts["retried"] += 1
             attempt += 1
+
+
+    def _next_cell(self, slot: Slot) -> Cell | None:
+        """The load that most likely follows this slot's: the next slot of the plan still to run (a
+        failed attempt's retry instead finds the browser ended and starts its own)."""
+        for s in self.todo:
+            if s != slot:
+                return Cell(s[3], s[2], s[0])
+        return None
 
 
 # -- progress ------------------------------------------------------------------------------------------

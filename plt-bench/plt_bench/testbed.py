@@ -47,6 +47,7 @@ class Testbed:
         self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
+        self._prepared: tuple[str, str, str] | None = None  # (proto, page, tag) of the browser started early
         self.conditions: Conditions | None = None
         self.timing = link_mod.verify.Timing()  # this machine's own timing error, measured at open
         self.pcap_filter: Path | None = None  # tcpdump's filter file, where the interface carries other traffic
@@ -107,7 +108,10 @@ class Testbed:
 
     # -- link ----------------------------------------------------------------------------------
     def set_conditions(self, cond: Conditions) -> dict:
-        """Apply conditions and read them back; raises LinkError if the kernel disagrees."""
+        """Apply conditions and read them back; raises LinkError if the kernel disagrees. A browser
+        started early for the next load is ended first: nothing idles in the client while the link
+        changes and is verified."""
+        self.discard_prepared()
         result = self.link.apply(cond)
         self.conditions = cond
         self.topology.write_state(conditions=cond.label)
@@ -129,6 +133,8 @@ class Testbed:
         from . import procs
         from .errors import TestbedBroken
         keep = {self.worker.proc.pid} if self.worker and self.worker.proc else set()
+        if keep and self._prepared:  # the next trial's browser, started early: the worker's
+            keep |= procs.descendants({p: row[0] for p, row in procs.table().items()}, self.worker.proc.pid)
         strays = [p for p in pids_in(self.plan.client_ns) if p not in keep and procs.alive(p)]
         left = procs.kill_and_reap(strays) if strays else []
         if left:
@@ -139,24 +145,44 @@ class Testbed:
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
 
-    def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
-             await_s: float = 0.0) -> tuple[dict, str]:
-        """One fresh-browser load; returns the worker's answer and the URI the server should log.
-        With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
-        await_s > 0: then wait that long for the page's own figures (a bulk page's download)."""
-        tag = uuid.uuid4().hex[:16]
-        uri = f"/{page}?trial={tag}"
+    def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None) -> dict:
+        """The worker's request for one load (its timeout and await_s filled in by load)."""
         profile = self.plan.run_dir / "profiles" / tag
         args = chromium_args(proto, HOST, self.plan.server_ip, self.server.cert.spki_sha256_b64, str(profile))
         if capture_dir is not None:
             args += chromium_capture_args(self.capture.kinds, capture_dir)
-        req = {"url": self.url(page, tag), "timeout_s": timeout_s, "profile_dir": str(profile), "prefs": PREFS,
-               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
-               "await_s": await_s}
+        req = {"url": self.url(page, tag), "profile_dir": str(profile), "prefs": PREFS,
+               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args):
             req["graceful_quit"] = True  # Chromium completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
             req["har_path"] = str(capture_dir / FILENAMES["har"])
+        return req
+
+    def prepare(self, proto: str, page: str) -> None:
+        """Start the browser of the next load now (its own fresh profile and flags, idle on
+        about:blank), while the last trial is judged and stored; load() takes it when it asks for
+        the same protocol and page without a capture folder, and any other load ends it first."""
+        tag = uuid.uuid4().hex[:16]
+        self._prepared = (proto, page, tag)
+        self.worker.prepare(self._request(proto, page, tag, None))
+
+    def discard_prepared(self) -> None:
+        if self._prepared:
+            self._prepared = None
+            self.worker.discard()
+
+    def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
+             await_s: float = 0.0, gate: bool = False) -> tuple[dict, str]:
+        """One fresh-browser load; returns the worker's answer and the URI the server should log.
+        With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
+        await_s > 0: then wait that long for the page's own figures (a bulk page's download).
+        gate: the idle gate runs between the browser's launch and the navigation (answer's gate)."""
+        ready, self._prepared = self._prepared, None
+        tag = ready[2] if ready and ready[:2] == (proto, page) and capture_dir is None else uuid.uuid4().hex[:16]
+        uri = f"/{page}?trial={tag}"
+        req = {**self._request(proto, page, tag, capture_dir), "timeout_s": timeout_s, "await_s": await_s,
+               "gate": gate}
         ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)
         return ans, uri
 

@@ -170,13 +170,9 @@ def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp
     assert any(len(h) == 2 for h in hosts.values()), hosts
 
 
-def test_the_head_killed_then_run_again_resumes_its_campaign(cluster, tmp_path):
-    address, *_ = cluster
-    store = tmp_path / "resume.sqlite"
-    argv = [sys.executable, "-m", "plt_bench.cli", "run", "--size", "5KB,500KB", "--bw", "100mbit", "--runs", "3",
-            "--proto", "both", "--verify", "off", "--cluster", address, "--results", str(store)]
-    head = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 600
+def _until_two_stored(head, store, timeout_s=600):
+    """The head's stored trials once there are two (or it ended, or the time is up)."""
+    deadline = time.monotonic() + timeout_s
     first = []
     while len(first) < 2 and time.monotonic() < deadline and head.poll() is None:
         time.sleep(0.3)
@@ -184,6 +180,16 @@ def test_the_head_killed_then_run_again_resumes_its_campaign(cluster, tmp_path):
             first = _rows(store)
         except sqlite3.Error:
             pass
+    return first
+
+
+def test_the_head_killed_then_run_again_resumes_its_campaign(cluster, tmp_path):
+    address, *_ = cluster
+    store = tmp_path / "resume.sqlite"
+    argv = [sys.executable, "-m", "plt_bench.cli", "run", "--size", "5KB,500KB", "--bw", "100mbit", "--runs", "3",
+            "--proto", "both", "--verify", "off", "--cluster", address, "--results", str(store)]
+    head = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = _until_two_stored(head, store)
     head.kill()
     head.wait()
     assert len(first) >= 2, "the head stored nothing before it was killed"
@@ -203,14 +209,7 @@ def test_the_scheduler_killed_mid_campaign_the_head_says_so_and_keeps_the_trials
     head = subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "run", "--size", "5KB,500KB", "--bw", "100mbit",
                              "--runs", "3", "--proto", "both", "--verify", "off", "--cluster", address, "--results",
                              str(store)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600
-    first = []
-    while len(first) < 2 and time.monotonic() < deadline and head.poll() is None:
-        time.sleep(0.3)
-        try:
-            first = _rows(store)
-        except sqlite3.Error:
-            pass
+    first = _until_two_stored(head, store)
     assert len(first) >= 2, "the head stored nothing"
     os.killpg(sched.pid, signal.SIGKILL)
     out, err = head.communicate(timeout=300)

@@ -1,4 +1,6 @@
 """Real page loads through the namespace testbed."""
+import os
+
 import pytest
 
 from plt_bench import browser, cmd, link
@@ -139,3 +141,49 @@ def test_netem_detection_and_metadata(bed):
     assert m["congestion_control"] == "cubic" and m["caddy_version"] and m["chromium"].startswith("Chromium")
     assert m["chromedriver"].startswith("ChromeDriver") and m["kernel"] and m["tcconfig"] == "0.30.1"
     assert "git_commit" in m and "git_dirty" in m
+
+
+def _browsers_of(bed, profile_dir: str) -> list[int]:
+    """Processes in the client namespace whose command line names this profile folder."""
+    from plt_bench import procs
+    from plt_bench.topology import pids_in
+    return [p for p in pids_in(bed.plan.client_ns) if profile_dir in (procs.cmdline(p) or "")]
+
+
+def test_the_next_browser_starts_early_fresh_and_alone(bed, store, campaign):
+    """Issue 27: the next trial's browser is started while the last one is judged and stored. It is
+    a fresh chromedriver + Chromium with its own profile, idle on about:blank; the load for the same
+    protocol and page takes it (prelaunched, the idle gate after its launch), and any other load, a
+    change of conditions, or the end ends it: its processes and profile are gone."""
+    cond = shaped(bed, 100 * 10**6)
+    page = Page(5000)
+    html = page.html_name
+    bed.prepare("quic", html)
+    prepared = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
+    ans, uri = bed.load("quic", html, 30, gate=True)
+    assert ans.get("prelaunched") is True and ans["launch_s"] > 0, ans
+    assert set(ans["gate"]) >= {"busy_pct", "idle_wait_s", "load1"}, ans
+    assert ans["nav"]["nextHopProtocol"] == "h3" and uri.endswith(prepared.rsplit("/", 1)[1])
+    assert not _browsers_of(bed, prepared) and not os.path.exists(prepared)  # gone with the trial
+    # a load for another protocol does not take it: it is ended, and the load starts its own browser
+    bed.prepare("tcp", html)
+    other = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
+    bed.worker.settle()  # its launch is done: it idles in the namespace
+    assert _browsers_of(bed, other)
+    ans, _ = bed.load("quic", html, 30)
+    assert not ans.get("prelaunched") and ans["nav"]["nextHopProtocol"] == "h3", ans
+    assert not _browsers_of(bed, other) and not os.path.exists(other)
+    # a change of conditions ends it too, before the link changes
+    bed.prepare("tcp", html)
+    third = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
+    bed.set_conditions(Conditions(50 * 10**6, 50 * 10**6))
+    assert not _browsers_of(bed, third) and not os.path.exists(third) and bed._prepared is None
+    # through the runner: the next cell's browser starts early, and the trial it serves is proven as any
+    a = run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", page, bed.conditions), gate=True,
+                      next_cell=Cell("tcp", page, bed.conditions))
+    assert bed._prepared is not None and bed._prepared[0] == "tcp"
+    b = run_cell_once(bed, store, campaign, 1, 1, Cell("tcp", page, bed.conditions), gate=True)
+    for t in (a, b):
+        assert t.status == "ok" or t.reason.startswith("link emulator"), t.reason
+        assert t.busy_pct is not None and t.idle_wait_s is not None  # the gate's figures, stored
+    assert a.url != b.url and bed._prepared is None

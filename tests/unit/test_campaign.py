@@ -43,7 +43,8 @@ def test_presets_load_and_match_the_seed():
 def test_a_campaign_of_single_object_pages_keeps_its_identity():
     """Multi-object pages came with the schema 7; a single-object campaign's definition, and so its
     hash (resume finds it by the hash), is what it was: sizes in bytes."""
-    spec = campaign.load("quick", {"size": "5KB,10MB", "bw": "10mbit", "runs": "2", "proto": "both", "seed": 1})
+    spec = campaign.load("quick", {"size": "5KB,10MB", "bw": "10mbit", "runs": "2", "proto": "both", "seed": 1,
+                                   "rtt": "0"})  # quick's RTT (50 ms since issue 27) off: the old grid
     assert spec.as_dict()["sizes"] == [5000, 10**7]
     assert spec.spec_hash == "b9f4e013d0a2afd8"  # what the plt-bench of schema 6 (commit ca1c112) computed
 
@@ -212,4 +213,4 @@ def test_a_huge_grid_is_refused_before_a_plan_is_made():
     assert big.trial_count == 200_000 and big.what == "quick with --bw, --runs, --size given"
     with pytest.raises(UsageError, match="conditions; at most 10,000"):
         campaign.load("quick", {"bw": rates, "rtt": ",".join(f"{i}ms" for i in range(1, 102))})
-    assert campaign.load("quick").what.startswith("PLT of 5KB/500KB")
+    assert campaign.load("quick").what == campaign.load("quick").description  # no option given: the file's words
