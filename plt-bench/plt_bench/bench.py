@@ -92,9 +92,11 @@ def sampler(results: Path, runs: str = "3", cpu_interval: str = "100ms", size: s
 def overhead_parts(trials: list[Trial]) -> dict[str, float]:
     """Where a trial's time besides its page load goes (medians in s, pure): from one trial's start
     to the next one's under the same conditions (a change of conditions adds the link's check),
-    the browser's launch, its load beyond the PLT, its end, the rest of the trial (the worker's
-    own work: CPU readings, Navigation Timing, the process sweep) and the time between trials (the
-    runner's bookkeeping and the idle gate), and how many such gaps ("gaps"). {} without two such trials."""
+    the browser's launch where it ran inside the trial (not when it was started early, during the
+    previous trial's bookkeeping), the idle gate (between the launch and the navigation), its load
+    beyond the PLT, its end, the rest of the trial (the worker's own work: CPU readings, Navigation
+    Timing, the process sweep) and the time between trials (the runner's bookkeeping), and how many
+    such gaps ("gaps"). {} without two such trials."""
     ts = sorted((t for t in trials if t.plt_ms and t.launch_s is not None and t.load_s is not None), key=lambda t: t.seq)
     rows = []
     for a, b in zip(ts, ts[1:]):
@@ -103,8 +105,12 @@ def overhead_parts(trials: list[Trial]) -> dict[str, float]:
         gap = (datetime.fromisoformat(b.started_utc) - datetime.fromisoformat(a.started_utc)).total_seconds()
         plt = a.plt_ms / 1000
         quit_s = a.quit_s or 0.0
-        rows.append({"overhead": gap - plt, "launch": a.launch_s, "load beyond PLT": a.load_s - plt, "end": quit_s,
-                     "rest of the trial": a.wall_s - a.launch_s - a.load_s - quit_s, "between trials": gap - a.wall_s})
+        launch_in = 0.0 if a.prelaunched else a.launch_s  # a browser started early launched before the trial
+        gate = a.idle_wait_s or 0.0
+        rows.append({"overhead": gap - plt, "launch (in the trial)": launch_in, "idle gate": gate,
+                     "load beyond PLT": a.load_s - plt, "end": quit_s,
+                     "rest of the trial": a.wall_s - launch_in - gate - a.load_s - quit_s,
+                     "between trials": gap - a.wall_s})
     if not rows:
         return {}
     return {**{k: statistics.median(r[k] for r in rows) for k in rows[0]}, "gaps": len(rows)}

@@ -187,9 +187,10 @@ class Trial:
     req_p99_ms: float | None = doc("... its 99th percentile", None)
     attempt: int = doc("1, then 2, 3... for retries of a failed trial", 1)
     warmup: bool = doc("a warm-up trial: kept, left out of the statistics", False)
-    busy_pct: float | None = doc("CPU busy (all cores) just before the trial, as the idle gate saw it", None)
-    load1: float | None = doc("1-minute load average just before the trial", None)
-    idle_wait_s: float | None = doc("time the idle gate waited before the trial", None)
+    busy_pct: float | None = doc("CPU busy (all cores) just before the navigation, as the idle gate saw it (since "
+                                 "schema 12 after the browser's launch, before: before the launch)", None)
+    load1: float | None = doc("1-minute load average just before the navigation", None)
+    idle_wait_s: float | None = doc("time the idle gate waited before the navigation", None)
     cpu_json: str | None = doc("CPU seconds per role during the trial (CpuFigures; JSON)", None)
     cpu_bound: str | None = doc("the role that limited the trial by CPU (network, renderer, caddy, linkem, ... or "
                                 "machine): saturated (a role >= 90% of one core, the machine >= 95% of all) "
@@ -200,6 +201,8 @@ class Trial:
     cpus: str | None = doc("the CPUs the measuring host's processes for the trial (the browser; Caddy and linkem "
                            "too on one machine) could run on, in the kernel's list form (0-3,6): every CPU, or a "
                            "pinned cluster worker's own set; None for trials before schema 11", None)
+    prelaunched: bool | None = doc("the browser (fresh, its own profile) was started while the previous trial was "
+                                   "judged and stored, so launch_s is not inside wall_s; None before schema 12", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 

@@ -242,6 +242,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     limit = cpu_bound(cpu)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
+                                                      "prelaunched": bool(answer.get("prelaunched")),
                                                       "cpu_json": json.dumps(cpu) if cpu else None,
                                                       "cpus": cpu_list(own_cpus()),
                                                       "cpu_bound": limit[0] if limit else None,

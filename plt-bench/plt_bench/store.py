@@ -33,7 +33,9 @@ Schema history (SCHEMA_VERSION):
       own set, or every CPU of the machine); None for older trials.
  12 - a slot (campaign, conditions, run, page, protocol) is stored at most once per attempt: the
       trigger trials_one_per_slot refuses a second row (two runs of one campaign at once stored
-      11 slots twice); rows stored before stay as they are.
+      11 slots twice); rows stored before stay as they are. Trials gain prelaunched (the browser
+      was started during the previous trial's bookkeeping; None for older trials), and the idle
+      gate's figures (busy_pct, load1, idle_wait_s) are taken after the launch.
 """
 
 from __future__ import annotations
@@ -336,6 +338,8 @@ class Store:
             self.db.execute(f"ALTER TABLE trials ADD COLUMN cpus {new['cpus']}")
             version = 11
         if version == 11:  # 11 -> 12: one row per slot and attempt (the trigger is made with the schema)
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            self.db.execute(f"ALTER TABLE trials ADD COLUMN prelaunched {new['prelaunched']}")
             version = 12
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
@@ -399,11 +403,6 @@ class Store:
             self.db.rollback()
             raise StoreError(f"the results store {self.path} could not be written ({e})") from None
 
-    def owner(self, campaign_id: int) -> dict | None:
-        """The live owner of a running campaign (host, pid, start), or None."""
-        row = self.db.execute("SELECT status, metadata_json FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
-        return (json.loads(row[1] or "{}").get("owner") if row and row[0] == "running" else None)
-
     def unfinished_named(self, name: str) -> list[int]:
         """Every unfinished campaign with this name, whatever its definition."""
         return [r[0] for r in self.db.execute("SELECT id FROM campaigns WHERE name=? AND status != 'finished' ORDER BY id",
@@ -412,11 +411,6 @@ class Store:
     def latest_named(self, name: str) -> int | None:
         row = self.db.execute("SELECT id FROM campaigns WHERE name=? ORDER BY id DESC LIMIT 1", (name,)).fetchone()
         return row[0] if row else None
-
-    @_writing
-    def reopen_campaign(self, campaign_id: int) -> None:
-        self.db.execute("UPDATE campaigns SET status='running', finished_utc=NULL WHERE id=?", (campaign_id,))
-        self.db.commit()
 
     @_writing
     def update_metadata(self, campaign_id: int, metadata: dict) -> None:

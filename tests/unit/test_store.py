@@ -216,36 +216,42 @@ def test_a_campaign_has_one_live_owner(tmp_path):
         assert s.campaign(stopped)["status"] == "running" and s.campaign(stopped)["metadata"]["owner"] == me
 
 
-def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path):
-    """Schema 12 adds the slot rule: a store of version 11 (holding a slot twice, as the concurrent
-    runs of issue 26 left it) keeps every row, reads and reports as before, and takes no new twin."""
-    from plt_bench import report
+def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypatch):
+    """Schema 12 adds the slot rule and the column prelaunched: a store of version 11 (holding a slot
+    twice, as the concurrent runs of issue 26 left it) keeps every row, reads and reports as before,
+    and takes no new twin."""
+    from plt_bench import records, report
     from plt_bench.errors import StoreError
+    real = records.columns
+    monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] != "prelaunched"])
+    v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
+    monkeypatch.undo()
     path = tmp_path / "v11.sqlite"
-    with st.Store(path) as s:
-        cid = s.new_campaign("old", "t", {}, {})
-        for i, (proto, plt) in enumerate([("quic", 90.0), ("tcp", 120.0)] * 3):
-            s.add_trial(_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2))
-        s.finish_campaign(cid, "finished", "t")
-    db = sqlite3.connect(path)  # as version 11 wrote it: no rule, and one slot stored twice
-    db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot; UPDATE schema_info SET version = 11;")
-    db.execute("INSERT INTO trials (campaign_id, seq, run_index, proto, size_bytes, page, conditions, rate_down_bps, "
-               "rate_up_bps, status, started_utc, finished_utc, wall_s, url, plt_ms) SELECT campaign_id, 6, run_index, "
-               "proto, size_bytes, page, conditions, rate_down_bps, rate_up_bps, status, started_utc, finished_utc, "
-               "wall_s, url, plt_ms FROM trials WHERE seq = 0")
+    db = sqlite3.connect(path)
+    db.executescript(v11 + "INSERT INTO schema_info VALUES (11);")
+    cid = db.execute("INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json) VALUES "
+                     "('old', 't', 'finished', '{}', '{}')").lastrowid
+    rows = [_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2)
+            for i, (proto, plt) in enumerate([("quic", 90.0), ("tcp", 120.0)] * 3)]
+    rows.append(_trial(cid, 6, proto="quic", plt=90.0, run_index=0))  # slot (run 0, quic) stored twice
+    for t in rows:
+        row = {k: v for k, v in t.row().items() if k != "prelaunched"}
+        db.execute(f"INSERT INTO trials ({','.join(row)}) VALUES ({','.join('?' for _ in row)})", list(row.values()))
     db.commit()
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
     with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
         text = report.format_text(report.build(s, [cid]))
-        assert len(s.trials([cid])) == 7
+        assert len(s.trials([cid])) == 7 and {t.prelaunched for t in s.trials([cid])} == {None}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 12
-    assert db.execute("SELECT * FROM trials ORDER BY id").fetchall() == rows_before
+    assert [r[:-1] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         twin = _trial(cid, 99, proto="quic", plt=1.0, run_index=0)
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(twin)
         assert report.format_text(report.build(s, [cid])) == text
-    assert "QUIC vs TCP" in text and "quic" in text
+    # as version 11 reported it: every row counted, the twin too (QUIC 90, 92, 94 and 90: median 91)
+    row = next(line for line in text.splitlines() if line.strip().startswith("10mbit"))
+    assert row.split()[2:5] == ["4", "3", "91.0"], row
