@@ -153,10 +153,9 @@ class Values:
 
     def _file(self, key: str) -> tuple[str, dict] | None:
         fk = FILE_KEY.get(key, key)
-        for table, prefix in ((self.link, "[link] "), (self.data, "")):
-            if fk in table and not (table is self.data and fk in LINK_KEYS and fk not in TOP_KEYS):
-                return fk, table
-        return None
+        if fk in self.link:  # [link]'s keys; the load refuses them at the top level
+            return fk, self.link
+        return (fk, self.data) if fk in self.data and fk in TOP_KEYS else None
 
     def given(self, key: str) -> bool:
         return key in self.overrides or self._file(key) is not None
@@ -197,7 +196,7 @@ def check_type(v, key: str, name: str):
     return v
 
 
-def _precision(values: Values, runs: int, warmup: int) -> tuple[float | None, int | None]:
+def _precision(values: Values, runs: int) -> tuple[float | None, int | None]:
     """The precision target (percent) and the most runs per cell, or (None, None) for fixed runs."""
     from .units import parse_percent
     given = values.get("precision")
@@ -355,7 +354,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         raise UsageError(f"{v.name('browser_binary')} = {browser!r}; expected the absolute path of a Chromium or "
                          "Google Chrome binary")
     warmup = as_int("warmup", 0, 100)
-    precision, max_runs = _precision(v, grid.runs, warmup)
+    precision, max_runs = _precision(v, grid.runs)
     if warmup >= grid.runs:
         raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")

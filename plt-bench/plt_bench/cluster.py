@@ -392,6 +392,7 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
     the trials stored here as they arrive. {"ok", "failed" (slots whose every attempt failed),
     "failed_attempts", "cells", "resubmitted", "campaign_id"}."""
     import concurrent.futures
+    import logging
 
     import dask
     from distributed import Client
@@ -400,7 +401,6 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
     from . import signals
     from .metadata import utc_now
     from .store import Store, check_writable
-    import logging
     scheduler_address(scheduler, "--cluster")
     unsupported(spec)
     check_writable(results)

@@ -252,8 +252,8 @@ class Sampler:
     started; `mark()` takes a sample on demand (the baseline before navigation, the last one
     before quitting). The thread's own CPU time is kept (`own_cpu_s`) to benchmark its cost.
 
-    Liveness: every sample also reads each watched process's state (the sources' and `watch`'s,
-    {name: pid}; 10 us a process). A process seen stopped (state T or t: a
+    Liveness, where `watch` is given ({name: pid}, possibly empty): every sample also reads the state
+    of each source's process and each watched one (10 us a process). A process seen stopped (state T or t: a
     SIGSTOP, a debugger) made no progress, whatever it was doing, so `stopped` counts, per name,
     the samples that saw it so; a stop shorter than one interval can pass unseen.
     """
@@ -271,6 +271,7 @@ class Sampler:
         self._t_start = time.monotonic()
         self._t_stop: float | None = None
         self._procs: dict[int, tuple[str, object]] = {}
+        self._live = watch is not None  # liveness asked for (the runner's sampler; not the browser's tree)
         self._watch = {name: pid for name, pid in (watch or {}).items() if pid}
         self.stopped: dict[str, int] = {}  # name (a role, or a watched process) -> samples that saw it stopped
         self._last: dict[int, tuple[str, float, float]] = {}
@@ -304,9 +305,10 @@ class Sampler:
                 del self._procs[pid]
                 continue
             self._last[pid] = (r, t.user, t.system)
-        for name, pid in [*((r, pid) for pid, (r, _) in self._procs.items()), *self._watch.items()]:
-            if process_state(pid) in ("T", "t"):
-                self.stopped[name] = self.stopped.get(name, 0) + 1
+        if self._live:
+            for name, pid in [*((r, pid) for pid, (r, _) in self._procs.items()), *self._watch.items()]:
+                if process_state(pid) in ("T", "t"):
+                    self.stopped[name] = self.stopped.get(name, 0) + 1
         out: dict[str, list[float]] = {}
         for r, u, s in self._last.values():
             acc = out.setdefault(r, [0.0, 0.0])

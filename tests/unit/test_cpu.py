@@ -220,3 +220,33 @@ def test_pinning_reaches_every_thread_and_every_process_started_after():
     finally:
         p.stdin.close()
         p.wait(timeout=10)
+
+
+def test_a_stopped_process_is_seen_as_a_stall_and_a_running_one_is_not():
+    """The liveness watch (issue 26): a real child stopped by SIGSTOP is in state T at the samples,
+    named in the stall; a sleeping one (state S) is not; without a watch nothing is judged."""
+    import signal
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(3)]
+    stopped, sleeping, worker = procs
+    try:
+        os.kill(stopped.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while cpu.process_state(stopped.pid) not in ("T", "t") and time.monotonic() < deadline:
+            time.sleep(0.01)  # the stop is delivered asynchronously
+        assert cpu.process_state(stopped.pid) in ("T", "t") and cpu.process_state(sleeping.pid) in ("S", "R")
+        s = cpu.Sampler(cpu.fixed_sources({"caddy": stopped.pid, "linkem": sleeping.pid}), interval_s=0.02,
+                        grows=False, watch={"browser worker": worker.pid}).start()
+        time.sleep(0.15)
+        s.stop()
+        why = s.stall_problem()
+        assert why and "testbed stalled" in why and "caddy in" in why, why
+        assert "linkem" not in why and "browser worker" not in why
+        quiet = cpu.Sampler(cpu.fixed_sources({"caddy": stopped.pid}), interval_s=0.02, grows=False).start()
+        time.sleep(0.05)
+        quiet.stop()
+        assert quiet.stall_problem() is None  # no watch asked for: the browser tree's sampler judges nothing
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert cpu.process_state(stopped.pid) is None  # gone
