@@ -121,12 +121,14 @@ def tool_checks() -> list[Check]:
     linkem = cmd.linkem_binary()
     out.append(Check("linkem", "ok" if linkem else "missing", str(linkem) if linkem else "not built, not on PATH",
                      "" if linkem else LINKEM_HOW))
-    for name, why, essential in (("tcpdump", "pcap captures", False), ("tshark", "reading captures (tests)", False),
+    for name, why, essential in (("ip", "namespaces, veths (iproute2)", True), ("tc", "the link's rate (iproute2)", True),
+                                 ("tcpdump", "pcap captures", False), ("tshark", "reading captures (tests)", False),
                                  ("iperf3", "link verification", True), ("ethtool", "offloads off", True),
                                  ("iptables", "NFQUEUE rules (linkem)", True)):
         p = cmd.which(name)
+        package = "iproute2" if name in ("ip", "tc") else name
         out.append(Check(name, "ok" if p else "missing", p or f"not found ({why})",
-                         "" if p else f"apt install {name} ({SETUP})", essential))
+                         "" if p else f"apt install {package} ({SETUP})", essential))
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
     gov = _version([go, "version"], r"go(\d+\.\d+(?:\.\d+)?)") if go else None
     out.append(Check("Go", "ok" if gov else "info", f"go {gov}" if gov else "not found (only needed to build Caddy)",
