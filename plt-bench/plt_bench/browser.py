@@ -227,6 +227,7 @@ class BrowserWorker:
         self.log_path = log_path
         self.browser = browser  # the binary and driver the worker starts (None: Debian's)
         self.proc: subprocess.Popen | None = None
+        self._preparing = False  # a prepare request's answer is still to be read (settle)
 
     # The worker's hello (Python, Selenium's import, both binaries' --version) took over 30 s in a
     # TCG guest beside a busy host; only a hung worker waits this long.
@@ -280,7 +281,7 @@ class BrowserWorker:
 
     def settle(self) -> dict | None:
         """The answer to a prepare request still unread, if any ({"prepared": bool, ...})."""
-        if not getattr(self, "_preparing", False):
+        if not self._preparing:
             return None
         self._preparing = False
         return self._read(self.PREPARE_TIMEOUT_S)

@@ -382,26 +382,23 @@ class Store:
         self.db.commit()
         return out
 
+    @_writing
     def claim(self, campaign_id: int, owner: dict, owner_alive) -> dict | None:
         """Make `owner` the live owner of a campaign to resume, atomically (two runs started at once
         cannot both win): refused, returning the owner record, while another owner's run is alive."""
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-            status, meta = self.db.execute("SELECT status, metadata_json FROM campaigns WHERE id = ?",
-                                           (campaign_id,)).fetchone()
-            meta = json.loads(meta or "{}")
-            held = meta.get("owner")
-            if status == "running" and held and held != owner and owner_alive(held):
-                self.db.rollback()
-                return held
-            meta["owner"] = owner
-            self.db.execute("UPDATE campaigns SET status='running', finished_utc=NULL, metadata_json=? WHERE id=?",
-                            (json.dumps(meta, sort_keys=True), campaign_id))
-            self.db.commit()
-            return None
-        except sqlite3.Error as e:
+        self.db.execute("BEGIN IMMEDIATE")
+        status, meta = self.db.execute("SELECT status, metadata_json FROM campaigns WHERE id = ?",
+                                       (campaign_id,)).fetchone()
+        meta = json.loads(meta or "{}")
+        held = meta.get("owner")
+        if status == "running" and held and held != owner and owner_alive(held):
             self.db.rollback()
-            raise StoreError(f"the results store {self.path} could not be written ({e})") from None
+            return held
+        meta["owner"] = owner
+        self.db.execute("UPDATE campaigns SET status='running', finished_utc=NULL, metadata_json=? WHERE id=?",
+                        (json.dumps(meta, sort_keys=True), campaign_id))
+        self.db.commit()
+        return None
 
     def unfinished_named(self, name: str) -> list[int]:
         """Every unfinished campaign with this name, whatever its definition."""
