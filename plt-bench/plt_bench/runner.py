@@ -238,7 +238,11 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2,
                                        expect=1 + cell.page.fetched + (1 if cell.page.bulk_ms else 0))
     entries = own_entries(logged, uri)
-    foreign = overlapping(logged, uri, t0_unix, t1_unix)
+    # others' traffic counts from the navigation on: during the browser's start-up the link may still carry
+    # the previous trial's last request (its /favicon.ico, asked after its load: at 200 ms of RTT it
+    # reached the server 40 ms into the next trial's start-up, which no figure of this trial covers)
+    nav_unix = t0_unix + (nav_t0 - t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= t0 else t0_unix
+    foreign = overlapping(logged, uri, nav_unix, t1_unix)
     limit = cpu_bound(cpu)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),

@@ -131,10 +131,15 @@ def overlapping(entries: list[dict], uri: str, start_unix_s: float, end_unix_s: 
     """Responses to other requests that were on the wire during [start, end]: a trial that shared the
     link with them did not run under its conditions. The page's own requests are not others: its
     URI, and what the page asked for (Chromium's /favicon.ico, whose Referer is the page's URI).
-    An entry without times counts as overlapping."""
+    Nor is an earlier trial's /favicon.ico, which Chromium asks after the load: a request of a few
+    hundred bytes answered 404 without a body, which the closed browser's orphaned TCP socket can
+    retransmit into the next trial (at 200 ms of RTT it reached the server 40 ms into the next
+    one). An entry without times counts as overlapping."""
     out = []
     for e in entries:
         if e["uri"] == uri or (e.get("referer") or "").endswith(uri):
+            continue
+        if (e["uri"] or "").startswith("/favicon.ico") and e.get("status") == 404 and not e.get("size"):
             continue
         end, dur = e.get("end_unix_s"), e.get("duration_s")
         if isinstance(end, (int, float)) and isinstance(dur, (int, float)):
