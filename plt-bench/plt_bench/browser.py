@@ -17,16 +17,13 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from . import cmd
+from . import cmd, protocols
 from .errors import BrowserError
 
 if TYPE_CHECKING:
     from .drivers import Browser
     from .pages import Page
     from .records import WorkerAnswer
-
-NEXT_HOP = {"quic": "h3", "tcp": "http/1.1"}  # what Resource and Navigation Timing say
-SERVER_PROTO = {"quic": "HTTP/3.0", "tcp": "HTTP/1.1"}  # what Caddy's log says
 
 # Profile preferences of every trial:
 # - network prediction off (2 = never): otherwise Chromium preconnects TCP+TLS before the
@@ -42,8 +39,7 @@ PREFS = {
 
 def chromium_args(proto: str, host: str, server_ip: str, spki_b64: str, profile_dir: str) -> list[str]:
     """Command-line flags for one trial (pure; unit-tested)."""
-    if proto not in NEXT_HOP:
-        raise ValueError(f"unknown protocol {proto!r}")
+    protocol = protocols.get(proto)  # ValueError for an unknown one
     args = [
         "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -54,11 +50,7 @@ def chromium_args(proto: str, host: str, server_ip: str, spki_b64: str, profile_
         f"--host-resolver-rules=MAP {host} {server_ip}, MAP * ~NOTFOUND",
         f"--ignore-certificate-errors-spki-list={spki_b64}",
     ]
-    if proto == "quic":
-        args += ["--enable-quic", f"--origin-to-force-quic-on={host}:443"]
-    else:
-        args += ["--disable-quic"]
-    return args
+    return args + protocol.chromium_flags(f"{host}:443")
 
 
 def _ms(nav: dict, end: str, start: str = "startTime") -> float | None:
@@ -105,16 +97,16 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
     status = nav.get("responseStatus")
     if status != 200:
         return "failed", f"responseStatus {status}, not 200"
-    hop = nav.get("nextHopProtocol")
-    if hop != NEXT_HOP[proto]:
-        return "failed", f"protocol mismatch: nextHopProtocol '{hop}', expected '{NEXT_HOP[proto]}'"
+    hop, want = nav.get("nextHopProtocol"), protocols.get(proto)
+    if hop != want.next_hop:
+        return "failed", f"protocol mismatch: nextHopProtocol '{hop}', expected '{want.next_hop}'"
     body = nav.get("decodedBodySize")
     if body != expected_bytes:
         return "failed", f"body size {body} bytes, expected {expected_bytes}"
     if not nav.get("loadEventEnd"):
         return "failed", "load event never ended"
     if server_entries is not None:
-        want_proto = SERVER_PROTO[proto]
+        want_proto = want.server_proto
         if not server_entries:
             return "failed", "the server logged no request for this trial"
         if len(server_entries) != 1:
@@ -139,7 +131,7 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     when the browser's word (its one Resource Timing entry: status 200, every byte, over the asked
     protocol) and, where the server's log is read, the server's (its URI once: 200, every byte, over
     the protocol) both say so."""
-    hop, want_proto = NEXT_HOP[proto], SERVER_PROTO[proto]
+    hop, want_proto = protocols.get(proto).next_hop, protocols.get(proto).server_proto
     problems: list[str] = []
     proven = 0
     by_path: dict[str, list[dict]] = {}
@@ -192,8 +184,9 @@ def judge_bulk(proto: str, page: "Page", work: dict | None, server_entries: list
         got = [e for e in server_entries if (e.get("uri") or "").split("?")[0] == BULK_URI]
         if len(got) != 1:
             return f"bulk download: the server logged {len(got)} requests of {BULK_URI} for the trial, expected 1"
-        if got[0].get("proto") != SERVER_PROTO[proto]:
-            return f"bulk download: the server saw {got[0].get('proto')}, expected {SERVER_PROTO[proto]}"
+        want_proto = protocols.get(proto).server_proto
+        if got[0].get("proto") != want_proto:
+            return f"bulk download: the server saw {got[0].get('proto')}, expected {want_proto}"
         if not isinstance(got[0].get("size"), int) or got[0]["size"] < work["bytes"]:
             return (f"bulk download: the server logged {got[0].get('size')} bytes sent, fewer than the "
                     f"{work['bytes']} the browser read")
@@ -214,7 +207,7 @@ def judge_requests(page: "Page", work: dict | None) -> str | None:
 
 def connections(server_entries: list[dict] | None) -> int | None:
     """How many connections carried a trial's requests: the client ports in the server's log (HTTP/1.1
-    opens up to six per host; HTTP/3 one), or None when the log gives no ports."""
+    opens up to six per host; HTTP/2 and HTTP/3 one), or None when the log gives no ports."""
     ports = {e.get("remote_port") for e in server_entries or [] if e.get("remote_port")}
     return len(ports) or None
 

@@ -2,7 +2,7 @@
 any front end (plt_bench.options) as overrides. How a campaign runs is plt_bench.session.
 
 - Order (Spec.plan): conditions change least often (each is verified once); within a repetition
-  the pages come in a random order and, for each page, the two protocols in a random order,
+  the pages come in a random order and, for each page, the protocols in a random order,
   so slow drift cannot favour one protocol. The order is seeded (seed) and recorded.
 - The definition (Spec.as_dict, hashed) decides which unfinished campaign a rerun resumes.
 """
@@ -17,7 +17,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from . import cmd, conditions as cond_mod
+from . import cmd, conditions as cond_mod, protocols
 from .link import host as hostnet
 from .capture import DEFAULT_INTERVAL_S, DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Conditions, Grid
@@ -28,7 +28,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser_binary"}
+            "browser_binary", "reference"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -70,6 +70,8 @@ class Spec:
     within: Grid | None = None         # one cell of a campaign (plt_bench.cluster): the campaign's whole grid,
     #                                    so that the cell's plan keeps the campaign's order
     overridden: tuple[str, ...] = ()   # grid keys given as options over the file's (not part of the definition)
+    reference: str | None = None       # the protocol the report compares the others against (None: h3 where it
+    #                                    runs, else the first listed; stats.reference_for)
 
     @property
     def trial_count(self) -> int:
@@ -98,12 +100,18 @@ class Spec:
                 **({"capture": list(self.capture)} if self.capture else {}),
                 **({"server": self.server} if self.server else {}),
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
+                **({"reference": self.reference} if self.reference else {}),
                 **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
                    if self.precision_pct is not None else {})}
 
     @property
     def spec_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        """The definition's identity: a rerun resumes the unfinished campaign of the same hash. h3 and
+        h1 are hashed by the names stores before schema 13 gave them (quic, tcp), so a campaign begun
+        before three protocols came resumes after."""
+        legacy = {new: old for old, new in protocols.STORED_BEFORE_13.items()}
+        ident = {**self.as_dict(), "protos": [legacy.get(p, p) for p in self.grid.protos]}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def plan(self) -> list[tuple[Conditions, int, Page, str]]:
         """Every trial, in the order it runs: (conditions, run index, page, protocol)."""
@@ -130,7 +138,7 @@ _STR, _INT, _LIST = (str,), (int,), (str, list)
 FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
-              "server_token_file": _STR, "browser_binary": _STR,
+              "server_token_file": _STR, "browser_binary": _STR, "reference": _STR,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _STR, "backend": _STR,
@@ -138,7 +146,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
 TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
-            "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['quic', 'tcp']",
+            "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['h3', 'h2']",
             "sizes": "['5KB', '200x5KB']", "capture": "['pcap', 'keylog']", "cc": "'cubic'", "runs": "5"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
 
@@ -247,6 +255,18 @@ def presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.toml"))}
 
 
+def _reference(v: "Values", protos: tuple[str, ...]) -> str | None:
+    """The reference protocol asked for, which must be one the campaign runs (None: not asked)."""
+    text = v.get("reference")
+    if text is None:
+        return None
+    names = protocols.parse(str(text), v.name("reference"))
+    if len(names) != 1 or names[0] not in protos:
+        raise UsageError(f"{v.name('reference')}: '{text}' is not one protocol this campaign runs; expected one of "
+                         f"{', '.join(protos)} (--proto {','.join(protos)})")
+    return names[0]
+
+
 def _as_list(v) -> str:
     return ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
 
@@ -353,6 +373,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     if browser is not None and not browser.startswith("/"):
         raise UsageError(f"{v.name('browser_binary')} = {browser!r}; expected the absolute path of a Chromium or "
                          "Google Chrome binary")
+    reference = _reference(v, grid.protos)
     warmup = as_int("warmup", 0, 100)
     precision, max_runs = _precision(v, grid.runs)
     if warmup >= grid.runs:
@@ -362,7 +383,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
-                cc=cc, link=backend, verify=verify, source=str(path),
+                cc=cc, link=backend, verify=verify, source=str(path), reference=reference,
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder",))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden

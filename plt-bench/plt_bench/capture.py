@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import cmd
+from . import cmd, protocols
 from .errors import CaptureError, UsageError
 
 KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog", "har")
@@ -38,7 +38,7 @@ FILENAMES = {"pcap": "client.pcap", "keylog": "keys.log", "netlog": "netlog.json
 # protocol, qlog 4.0 MB, net-log 7.1 MB over QUIC and 1.2 MB over TCP): a full-size pcap holds
 # every frame plus a record header; quic-go's qlog has a JSON line per packet; Chromium's net-log
 # logs every QUIC packet but only socket reads over TCP.
-BYTES_PER_PAGE_BYTE = {"pcap": 1.08, "qlog": 0.40, ("netlog", "quic"): 0.71, ("netlog", "tcp"): 0.12, "keylog": 0.0, "har": 0.0}
+BYTES_PER_PAGE_BYTE = {"pcap": 1.08, "qlog": 0.40, ("netlog", "QUIC"): 0.71, ("netlog", "TCP"): 0.12, "keylog": 0.0, "har": 0.0}
 # a HAR entry is about 1.5 KB (headers as sent and received, timings): 800 KB covers a page of
 # 500 objects, the Long Look's largest count
 FIXED_BYTES = {"pcap": 50_000, "qlog": 20_000, "netlog": 600_000, "keylog": 2_000, "har": 800_000}
@@ -94,10 +94,11 @@ def captures_root(results: Path) -> Path:
 def estimate_bytes(kinds: tuple[str, ...], proto: str, size_bytes: int) -> int:
     """Bytes one trial's capture files will take, roughly (see BYTES_PER_PAGE_BYTE)."""
     total = 0
+    transport = protocols.get(proto).transport
     for k in kinds:
-        if k not in FILE_KINDS or (k == "qlog" and proto != "quic"):
+        if k not in FILE_KINDS or (k == "qlog" and transport != "QUIC"):
             continue
-        ratio = BYTES_PER_PAGE_BYTE.get(k, BYTES_PER_PAGE_BYTE.get((k, proto), 0.0))
+        ratio = BYTES_PER_PAGE_BYTE.get(k, BYTES_PER_PAGE_BYTE.get((k, transport), 0.0))
         total += int(size_bytes * ratio) + FIXED_BYTES[k]
     return total
 

@@ -9,12 +9,10 @@ import dataclasses
 import itertools
 from typing import Iterable
 
-from . import units
+from . import protocols, units
 from .errors import UsageError
 from .pages import PAGE_FORM, Page, parse_page
 
-PROTOCOLS = ("quic", "tcp")
-PROTO_CHOICES = ("quic", "tcp", "both")
 DEFAULT_SIZES = ("5KB", "500KB", "10MB", "50MB")
 ALL_SIZES = ("5KB", "500KB", "10MB", "50MB", "700MB")
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
@@ -112,9 +110,13 @@ def _num(x: float) -> str:
 class Cell:
     """One cell of a grid: a protocol, a page and conditions."""
 
-    proto: str
+    proto: str  # h3 | h2 | h1 (protocols.NAMES: what the trial stores)
     page: Page
     conditions: Conditions
+
+    def __post_init__(self):
+        if self.proto not in protocols.NAMES:
+            raise ValueError(f"Cell: protocol {self.proto!r}; expected one of {', '.join(protocols.NAMES)}")
 
     @property
     def size_bytes(self) -> int:
@@ -131,21 +133,6 @@ class Grid:
 
     def cells(self) -> list[Cell]:
         return [Cell(p, s, c) for c, s, p in itertools.product(self.conditions, self.pages, self.protos)]
-
-
-def parse_protos(text: str, option: str = "--proto") -> tuple[str, ...]:
-    items = units.split_list(text)
-    if not items:
-        raise UsageError(f"{option}: empty; expected one of {', '.join(PROTO_CHOICES)}")
-    out: list[str] = []
-    for item in items:
-        p = item.lower()
-        if p not in PROTO_CHOICES:
-            raise UsageError(f"{option}: unknown protocol '{item}'; expected one of {', '.join(PROTO_CHOICES)}")
-        for q in (PROTOCOLS if p == "both" else (p,)):
-            if q not in out:
-                out.append(q)
-    return tuple(out)
 
 
 def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:
@@ -273,7 +260,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
     a value not named there is an option's."""
     name = {k: "--" + k.replace("_", "-") for k in GRID_KEYS}
     name.update(names or {})
-    p = parse_protos(protos, name["proto"])
+    p = protocols.parse(protos, name["proto"])
     downs = parse_rates(rates, name["bw"])
     s = parse_pages(sizes, name["size"])
     n = parse_runs(runs, name["runs"])

@@ -8,7 +8,8 @@ requests of all its trials.
 
 Establishment is read from every trial's navigation (a fresh browser, a fresh connection):
 connect (TCP + TLS, or the QUIC handshake) and the first byte of the page, in round trips of the
-link's RTT beside what the protocols need: TCP + TLS 1.3 connects in 2 RTT and has the first byte
+link's RTT beside what the protocols need (protocols.Protocol.connect_rtts, first_byte_rtts):
+TCP + TLS 1.3 (h1 and h2) connects in 2 RTT and has the first byte
 after 3; QUIC (RFC 9000/9001, 1-RTT) connects in 1 and has the first byte after 2.
 """
 
@@ -19,8 +20,6 @@ import numpy as np
 from .pages import Page
 
 PERCENTILES = (50, 90, 99)
-# round trips to connect and to the page's first byte, as the protocols' handshakes need them
-EXPECTED_RTTS = {"tcp": {"connect": 2, "first_byte": 3}, "quic": {"connect": 1, "first_byte": 2}}
 
 
 def await_s(page: Page, cond) -> float:

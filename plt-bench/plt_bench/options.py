@@ -35,10 +35,11 @@ class Option:
 
 
 def _table() -> dict[str, Option]:
-    from .conditions import JITTER_DISTS, LOSS_DIRECTIONS, PROTO_CHOICES
+    from .conditions import JITTER_DISTS, LOSS_DIRECTIONS
     from .stats import CORRECTIONS, TESTS
     o = [
-        Option("proto", f"protocol(s): {', '.join(PROTO_CHOICES)}"),
+        Option("proto", "protocol(s), comma-separated: h3 (HTTP/3 over QUIC), h2 (HTTP/2 over TLS/TCP), h1 "
+                        "(HTTP/1.1 over TLS/TCP); quic = h3, tcp = h1, both = h3,h1, all = h3,h2,h1"),
         Option("bw", "downlink rate(s): 500kbit, 100mbit, 1gbit (tc) or 100Mbps (tcconfig, bit/s); 'unshaped' for "
                      "no limit"),
         Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),
@@ -102,10 +103,12 @@ def _table() -> dict[str, Option]:
         Option("iface", "this machine's interface towards the server: the only one the testbed shapes, and only for "
                         "the test traffic (required when the link is shaped; campaign key: iface)", metavar="IFACE",
                group="two"),
-        Option("test", "QUIC vs TCP test (mannwhitney needs more than 5 runs per protocol to survive correction)",
+        Option("test", "the test of each comparison (mannwhitney needs more than 5 runs per protocol to survive correction)",
                choices=TESTS, group="stats"),
         Option("correction", "multiple-comparison correction: holm or bh (Benjamini-Hochberg)", choices=CORRECTIONS,
                group="stats"),
+        Option("reference", "the protocol every other one is compared against (default: h3 where it runs, else the "
+                            "first listed)", metavar="PROTO", group="stats"),
         Option("cluster", "run the campaign's cells on a Dask cluster's plt-bench workers (each 'plt-bench worker "
                           "--scheduler ADDR'); this machine keeps the store", metavar="tcp://HOST:PORT", group="cluster"),
         Option("scheduler", "the Dask scheduler to join (started with: dask scheduler)", metavar="tcp://HOST:PORT",
@@ -129,7 +132,7 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file", "browser_binary")
+               "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
 

@@ -16,10 +16,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from . import units  # noqa: E402
+from . import protocols, units  # noqa: E402
 from .units import format_rate  # noqa: E402
 
-PROTO_COLORS = {"quic": "#c0392b", "tcp": "#2471a3"}
+
+def _protos(rows, key=lambda r: r["proto"]) -> list[str]:
+    """The protocols of rows (dicts or records), in the table's order (h3, h2, h1)."""
+    return sorted({key(r) for r in rows}, key=protocols.order)
+
+
+def _color(proto: str) -> str:
+    return protocols.color(proto)
+
+
+def _name(proto: str) -> str:
+    """'h3' -> 'h3 (HTTP/3)' in legends."""
+    return f"{proto} ({protocols.label(proto)})" if proto in protocols.BY_NAME else proto
 
 
 def _save(fig, out_dir: Path, stem: str) -> list[Path]:
@@ -50,38 +62,60 @@ def _other(rtt, jitter, loss) -> str:
     return ", ".join(parts)
 
 
+def _get(r, k, default=None):
+    """A field of a row: a dict's key or a record's attribute."""
+    return r.get(k, default) if isinstance(r, dict) else getattr(r, k, default)
+
+
 def _pages(rows) -> list[str]:
     """The pages' labels in rows, in order of their bytes, then of their objects (1x1MB before 200x5KB)."""
-    return [p for _, _, p in sorted({(r["size_bytes"], r.get("objects", 0), r["page"]) for r in rows})]
+    return [p for _, _, p in sorted({(_get(r, "size_bytes"), _get(r, "objects", 0) or 0, _get(r, "page")) for r in rows})]
 
 
 def _page_axis(rows) -> str:
-    return "page (NxS: N images of S)" if any(r.get("objects") for r in rows) else "page size"
+    return "page (NxS: N images of S)" if any(_get(r, "objects") for r in rows) else "page size"
 
 
-def heatmap_matrix(rows: list[dict]) -> dict[tuple, dict]:
-    """Per (rtt, jitter, loss) group: pages (rows: the Long Look's page composition), rates
-    (columns), diff and significance matrices."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+def heatmap_matrix(rows: list) -> dict[tuple, dict]:
+    """Per (rtt, jitter, loss) group of comparisons of one pair (records.Comparison): pages (rows:
+    the Long Look's page composition), rates (columns), diff and significance matrices."""
+    groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
-        groups[(r["rtt_ms"], r["jitter_ms"], r["loss_pct"])].append(r)
+        groups[(r.rtt_ms, r.jitter_ms, r.loss_pct)].append(r)
     out = {}
     for key, rs in groups.items():
-        pages = _pages(rs)
-        rates = sorted({r["rate_down_bps"] for r in rs}, key=lambda b: (b is None, b or 0))
+        pages = _pages([r.reference for r in rs])
+        rates = sorted({r.rate_down_bps for r in rs}, key=lambda b: (b is None, b or 0))
         diff = np.full((len(pages), len(rates)), np.nan)
         sig = np.zeros((len(pages), len(rates)), dtype=bool)
         cpu = np.zeros((len(pages), len(rates)), dtype=bool)
         for r in rs:
-            i, j = pages.index(r["page"]), rates.index(r["rate_down_bps"])
-            diff[i, j], sig[i, j] = r["diff_pct"], r["significant"]
-            cpu[i, j] = bool(r.get("cpu_bound_quic") or r.get("cpu_bound_tcp"))
+            i, j = pages.index(r.page), rates.index(r.rate_down_bps)
+            diff[i, j], sig[i, j] = r.diff_pct, r.significant
+            cpu[i, j] = bool(r.reference.n_cpu_bound or r.other.n_cpu_bound)
         out[key] = {"pages": pages, "rates": rates, "diff": diff, "significant": sig, "cpu_bound": cpu,
-                    "axis": _page_axis(rs)}
+                    "axis": _page_axis([r.reference for r in rs])}
     return out
 
 
-def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+def pairs(rows: list) -> dict[tuple[str, str], list]:
+    """The comparisons per pair (reference, other), in the table's order."""
+    out: dict[tuple[str, str], list] = {}
+    for r in sorted(rows, key=lambda r: protocols.order(r.other_value)):
+        out.setdefault((r.reference_value, r.other_value), []).append(r)
+    return out
+
+
+def heatmaps(rows: list, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """One heatmap per pair (h3 vs h2, h3 vs h1) and per (RTT, jitter, loss): pages against rates,
+    the difference of the medians where significant; heatmap_<ref>-vs-<other>[_rtt.._jitter.._loss..]."""
+    paths = []
+    for (ref, other), pair_rows in pairs(rows).items():
+        paths += _pair_heatmaps(pair_rows, ref, other, meta, out_dir, title)
+    return paths
+
+
+def _pair_heatmaps(rows: list, ref: str, other: str, meta: dict, out_dir: Path, title: str) -> list[Path]:
     paths = []
     for (rtt, jitter, loss), m in sorted(heatmap_matrix(rows).items()):
         diff, sig = m["diff"], m["significant"]
@@ -89,7 +123,8 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
         lim = max(5.0, float(finite.max()) if finite.size else 5.0)
         fig, ax = plt.subplots(figsize=(1.3 * len(m["rates"]) + 2.5, 0.8 * len(m["pages"]) + 2.2))
         shown = np.where(sig, diff, np.nan)  # white where not significant
-        sns.heatmap(shown, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, cbar_kws={"label": "QUIC vs TCP PLT (%)"},
+        sns.heatmap(shown, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim,
+                    cbar_kws={"label": f"{ref} vs {other} PLT (%)"},
                     linewidths=0.5, linecolor="#dddddd", xticklabels=[_rate_label(b) for b in m["rates"]],
                     yticklabels=m["pages"])
         for i in range(diff.shape[0]):
@@ -116,14 +151,15 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
                       loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.02 * len(m["pages"])), fontsize=8,
                       frameon=False)
         t0 = rows[0]
-        group = [r for r in rows if (r["rtt_ms"], r["jitter_ms"], r["loss_pct"]) == (rtt, jitter, loss)]
-        ns = sorted({min(r["n_quic"], r["n_tcp"]) for r in group})
+        group = [r for r in rows if (r.rtt_ms, r.jitter_ms, r.loss_pct) == (rtt, jitter, loss)]
+        ns = sorted({min(r.reference.n, r.other.n) for r in group})
         n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]} to {ns[-1]}"
-        ax.set_title(f"{title}: QUIC vs TCP page-load time ({n_text} per protocol and cell)\n"
+        ax.set_title(f"{title}: {_name(ref)} vs {_name(other)} page-load time ({n_text} per protocol and cell)\n"
                      f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
-                     f"red: QUIC faster, blue: TCP faster, framed: significant, white: not significant "
-                     f"({t0['test']}, {t0['correction']}-corrected, p < 0.05)", fontsize=9)
-        stem = "heatmap" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}")
+                     f"red: {ref} faster, blue: {other} faster, framed: significant, white: not significant "
+                     f"({t0.test}, {t0.correction}-corrected over every pair, p < 0.05)", fontsize=9)
+        stem = f"heatmap_{ref}-vs-{other}" + ("" if (rtt, jitter, loss) == (0, 0, 0)
+                                               else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}")
         paths += _save(fig, out_dir, stem)
     return paths
 
@@ -131,24 +167,24 @@ def heatmaps(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Pa
 def loss_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
     by = defaultdict(list)
     for c in cells.values():
-        by[(c["rate_down_bps"], c["rtt_ms"], c["jitter_ms"])].append(c)
+        by[(c.rate_down_bps, c.rtt_ms, c.jitter_ms)].append(c)
     paths = []
     for (rate, rtt, jitter), cs in by.items():
-        losses = sorted({c["loss_pct"] for c in cs})
+        losses = sorted({c.loss_pct for c in cs})
         if len(losses) < 2:
             continue
         pages = _pages(cs)
         fig, axes = plt.subplots(1, len(pages), figsize=(4.2 * len(pages), 3.6), squeeze=False)
         for ax, page in zip(axes[0], pages):
-            for proto in ("quic", "tcp"):
-                pts = sorted((c["loss_pct"], c["median_ms"], c["ci_low_ms"], c["ci_high_ms"]) for c in cs
-                             if c["page"] == page and c["proto"] == proto)
+            for proto in _protos(cs, lambda c: c.proto):
+                pts = sorted((c.loss_pct, c.median_ms, c.ci_low_ms, c.ci_high_ms) for c in cs
+                             if c.page == page and c.proto == proto)
                 if not pts:
                     continue
                 x, y, lo, hi = (np.array(v, dtype=float) for v in zip(*pts))
-                ax.plot(x, y / 1000, "o-", color=PROTO_COLORS[proto], label=proto.upper())
+                ax.plot(x, y / 1000, "o-", color=_color(proto), label=proto)
                 ok = np.isfinite(lo) & np.isfinite(hi)
-                ax.fill_between(x[ok], lo[ok] / 1000, hi[ok] / 1000, color=PROTO_COLORS[proto], alpha=0.2)
+                ax.fill_between(x[ok], lo[ok] / 1000, hi[ok] / 1000, color=_color(proto), alpha=0.2)
             ax.set_title(page)
             ax.set_xlabel("packet loss (%)")
             ax.set_ylabel("PLT (s), median and 95% CI")
@@ -163,28 +199,29 @@ def loss_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
 def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
     by = defaultdict(list)
     for c in cells.values():
-        by[(c["rate_down_bps"], c["rtt_ms"], c["loss_pct"])].append(c)
+        by[(c.rate_down_bps, c.rtt_ms, c.loss_pct)].append(c)
     paths = []
     for (rate, rtt, loss), cs in by.items():
-        jitters = sorted({c["jitter_ms"] for c in cs})
+        jitters = sorted({c.jitter_ms for c in cs})
         if len(jitters) < 2:
             continue
         pages = _pages(cs)
         fig, axes = plt.subplots(1, len(pages), figsize=(3.6 * len(pages), 3.6), squeeze=False)
         for ax, page in zip(axes[0], pages):
             width = 0.8 / len(jitters)
+            protos = _protos(cs, lambda c: c.proto)
             for k, jit in enumerate(jitters):
-                for p_i, proto in enumerate(("quic", "tcp")):
-                    c = next((c for c in cs if c["page"] == page and c["proto"] == proto and c["jitter_ms"] == jit), None)
+                for p_i, proto in enumerate(protos):
+                    c = next((c for c in cs if c.page == page and c.proto == proto and c.jitter_ms == jit), None)
                     if c is None:
                         continue
-                    y = c["median_ms"] / 1000
-                    err = [[max(0, y - c["ci_low_ms"] / 1000)], [max(0, c["ci_high_ms"] / 1000 - y)]] \
-                        if np.isfinite(c["ci_low_ms"]) else None
-                    ax.bar(p_i + k * width - 0.4 + width / 2, y, width, yerr=err, capsize=3, color=PROTO_COLORS[proto],
+                    y = c.median_ms / 1000
+                    err = [[max(0, y - c.ci_low_ms / 1000)], [max(0, c.ci_high_ms / 1000 - y)]] \
+                        if np.isfinite(c.ci_low_ms) else None
+                    ax.bar(p_i + k * width - 0.4 + width / 2, y, width, yerr=err, capsize=3, color=_color(proto),
                            alpha=1.0 if jit == 0 else 0.55, edgecolor="black", linewidth=0.5,
                            label=f"jitter {jit:g} ms" if p_i == 0 else None)
-            ax.set_xticks([0, 1], ["QUIC", "TCP"])
+            ax.set_xticks(range(len(protos)), protos)
             ax.set_title(page)
             ax.set_ylabel("PLT (s), median and 95% CI")
             ax.legend(fontsize=7)
@@ -201,28 +238,28 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
     its bytes alone: the heatmap has those)."""
     by = defaultdict(list)
     for c in cells.values():
-        if not c.get("objects"):
-            by[(c["rtt_ms"], c["jitter_ms"], c["loss_pct"])].append(c)
+        if not c.objects:
+            by[(c.rtt_ms, c.jitter_ms, c.loss_pct)].append(c)
     paths = []
     for (rtt, jitter, loss), cs in by.items():
-        if len({c["size_bytes"] for c in cs}) < 2:
+        if len({c.size_bytes for c in cs}) < 2:
             continue
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
-        rates = sorted({c["rate_down_bps"] for c in cs}, key=lambda b: (b is None, b or 0))
+        rates = sorted({c.rate_down_bps for c in cs}, key=lambda b: (b is None, b or 0))
         palette = sns.color_palette("viridis", len(rates))
         for color, rate in zip(palette, rates):
-            for proto, style in (("quic", "-"), ("tcp", "--")):
-                pts = sorted((c["size_bytes"], c["median_ms"]) for c in cs if c["rate_down_bps"] == rate and c["proto"] == proto)
+            for proto, style in zip(_protos(cs, lambda c: c.proto), ("-", "--", ":")):
+                pts = sorted((c.size_bytes, c.median_ms) for c in cs if c.rate_down_bps == rate and c.proto == proto)
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, np.array(y) / 1000, style, marker="o", color=color,
-                            label=f"{_rate_label(rate)} {proto.upper()}")
+                            label=f"{_rate_label(rate)} {proto}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("page size (bytes)")
         ax.set_ylabel("PLT (s), median")
         ax.legend(fontsize=7, ncol=2)
-        ax.set_title(f"{title}: PLT vs page size per bandwidth (QUIC solid, TCP dashed)\n{_other(rtt, jitter, loss)}; "
+        ax.set_title(f"{title}: PLT vs page size per bandwidth ({', '.join(f'{p} {w}' for p, w in zip(_protos(cs, lambda c: c.proto), ('solid', 'dashed', 'dotted')))})\n{_other(rtt, jitter, loss)}; "
                      f"link: {meta.get('link_backend')}", fontsize=9)
         paths += _save(fig, out_dir, "size" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_loss{loss:g}"))
     return paths
@@ -242,12 +279,12 @@ def _rolling(values: list[float], n: int) -> np.ndarray:
 
 
 def cpu_time_plot(series: dict[str, dict], meta: dict, out_dir: Path, title: str, smooth_s: float = 0.5) -> list[Path]:
-    """CPU utilization over time, % of one core per role; user (top) and system (bottom); a QUIC and a
-    TCP capture trial side by side (the seed's Part 3). `series`: proto -> {"trial": row, "samples": [...]}.
+    """CPU utilization over time, % of one core per role; user (top) and system (bottom); one capture
+    trial per protocol side by side (the seed's Part 3). `series`: proto -> {"trial": row, "samples": [...]}.
     Lines are means over `smooth_s` (the kernel counts CPU in 10 ms ticks, so one 100 ms interval is
     quantized to 10%)."""
     from .stats import cpu_percent, cpu_role
-    protos = [p for p in ("quic", "tcp") if p in series]
+    protos = sorted(series, key=protocols.order)
     if not protos:
         return []
     interval = meta.get("cpu_interval_s") or 0.1
@@ -278,7 +315,7 @@ def cpu_time_plot(series: dict[str, dict], meta: dict, out_dir: Path, title: str
                 ax.axvline(t.plt_ms / 1000, color="black", lw=0.8, ls=":")
             ax.grid(alpha=0.3)
             ax.set_ylabel(f"{key.split('_')[0]} CPU, % of one core" if col == 0 else "")
-        axes[0][col].set_title(f"{proto.upper()}: {t.page} at {_rate_label(t.conditions.rate_down_bps)}, "
+        axes[0][col].set_title(f"{_name(proto)}: {t.page} at {_rate_label(t.conditions.rate_down_bps)}, "
                                f"PLT {t.plt_ms / 1000:.2f} s (dotted; trial {t.seq})", fontsize=9)
         axes[1][col].set_xlabel("time since navigation start (s)")
     handles = [matplotlib.lines.Line2D([], [], color=ROLE_COLORS[r], lw=2) for r in shown]
@@ -291,7 +328,7 @@ def cpu_time_plot(series: dict[str, dict], meta: dict, out_dir: Path, title: str
 
 def cpu_by_role_plot(by_role: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
     """Bars: CPU ms per MB read by role (cpu_per_mb), or per trial where the trials read under a
-    megabyte each (cpu_per_trial; stats.PER_MB_MIN_BYTES), QUIC and TCP side by side, user and
+    megabyte each (cpu_per_trial; stats.PER_MB_MIN_BYTES), the protocols side by side, user and
     system stacked."""
     if not by_role:
         return []
@@ -299,24 +336,25 @@ def cpu_by_role_plot(by_role: list[dict], meta: dict, out_dir: Path, title: str)
     unit = "mb" if per_mb else "trial"
     roles = [r for r in (*ROLE_COLORS,) if any(x["role"] == r for x in by_role)]
     fig, ax = plt.subplots(figsize=(1.2 * len(roles) + 3, 4.4))
-    width = 0.38
-    for k, proto in enumerate(("quic", "tcp")):
+    protos = _protos(by_role)
+    width = 0.76 / len(protos)
+    for k, proto in enumerate(protos):
         rows = {x["role"]: x for x in by_role if x["proto"] == proto}
         if not rows:
             continue
-        xs = np.arange(len(roles)) + (k - 0.5) * width
+        xs = np.arange(len(roles)) + (k - (len(protos) - 1) / 2) * width
         user = np.array([rows[r][f"user_s_per_{unit}"] * 1000 if r in rows else 0 for r in roles])
         system = np.array([rows[r][f"system_s_per_{unit}"] * 1000 if r in rows else 0 for r in roles])
-        ax.bar(xs, user, width, color=PROTO_COLORS[proto], label=f"{proto.upper()} user")
-        ax.bar(xs, system, width, bottom=user, color=PROTO_COLORS[proto], alpha=0.45, hatch="//",
-               label=f"{proto.upper()} system")
+        ax.bar(xs, user, width, color=_color(proto), label=f"{proto} user")
+        ax.bar(xs, system, width, bottom=user, color=_color(proto), alpha=0.45, hatch="//",
+               label=f"{proto} system")
         for x, tot in zip(xs, user + system):
             ax.text(x, tot, units.format_sig(tot), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(np.arange(len(roles)), roles)
     ax.set_ylabel("CPU ms per MB read" if per_mb else "CPU ms per trial")
     ax.legend(fontsize=7)
     mb = {x["proto"]: x for x in by_role}
-    read = ", ".join(f"{p.upper()} {units.format_sig(x['mb'])} MB, {units.format_sig(x['mb_per_trial'])} per trial"
+    read = ", ".join(f"{p} {units.format_sig(x['mb'])} MB, {units.format_sig(x['mb_per_trial'])} per trial"
                      for p, x in mb.items())
     what = "per MB read" if per_mb else "per trial (under 1 MB a trial: per MB would be a load's fixed cost)"
     ax.set_title(f"{title}: CPU {what}, by role\n({read}; ok trials) link: {meta.get('link_backend')}; "
@@ -337,13 +375,13 @@ def datarate_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> li
     for i, rtt in enumerate(rtts):
         for j, rate in enumerate(rates):
             ax = axes[i][j]
-            for proto in ("quic", "tcp"):
+            for proto in _protos(rows):
                 pts = sorted((r["loss_pct"], *_datarate(r)) for r in rows
                              if r["rtt_ms"] == rtt and r["rate_down_bps"] == rate and r["proto"] == proto)
                 if pts:
                     x, y, sd = (np.array(v, dtype=float) for v in zip(*pts))
-                    ax.errorbar(x, y, yerr=np.nan_to_num(sd), fmt="o-", capsize=3, color=PROTO_COLORS[proto],
-                                label=proto.upper())
+                    ax.errorbar(x, y, yerr=np.nan_to_num(sd), fmt="o-", capsize=3, color=_color(proto),
+                                label=proto)
             if rate:
                 ax.axhline(rate / 1e6, color="grey", ls="--", lw=1, label="link rate")
             ax.set_title(f"{_rate_label(rate)}, RTT {rtt:g} ms", fontsize=9)
@@ -373,15 +411,15 @@ def throughput_time_plot(series: list[dict], meta: dict, out_dir: Path, title: s
         losses = sorted({r["loss_pct"] for r in rs})
         fig, axes = plt.subplots(1, len(losses), figsize=(3.6 * len(losses), 3.2), squeeze=False, sharey=True)
         for ax, loss in zip(axes[0], losses):
-            for proto in ("quic", "tcp"):
+            for proto in _protos(rs):
                 per_t = defaultdict(list)
                 for r in rs:
                     if r["loss_pct"] == loss and r["proto"] == proto:
                         per_t[r["t_s"]].append(r["link_mbps"] if r["link_mbps"] is not None else r["browser_mbps"])
                 if per_t:
                     ts = sorted(per_t)
-                    ax.plot(ts, [float(np.mean(per_t[t])) for t in ts], "-", color=PROTO_COLORS[proto],
-                            label=proto.upper())
+                    ax.plot(ts, [float(np.mean(per_t[t])) for t in ts], "-", color=_color(proto),
+                            label=proto)
             if rate:
                 ax.axhline(rate / 1e6, color="grey", ls="--", lw=1)
             ax.set_title(f"loss {loss:g}%", fontsize=9)
@@ -395,7 +433,7 @@ def throughput_time_plot(series: list[dict], meta: dict, out_dir: Path, title: s
 
 
 def latency_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
-    """Request latency: per link conditions a panel, per request page a pair of bars (QUIC, TCP): the
+    """Request latency: per link conditions a panel, per request page a bar per protocol: the
     p50 bar with the p90 and p99 marked above it, on a log scale."""
     if not rows:
         return []
@@ -405,14 +443,16 @@ def latency_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> lis
     for ax, cond in zip(axes[0], conds):
         rs = [r for r in rows if r["conditions"] == cond]
         pages = list(dict.fromkeys(r["page"] for r in rs))
-        for k, proto in enumerate(("quic", "tcp")):
+        protos = _protos(rs)
+        bar = 0.76 / len(protos)
+        for k, proto in enumerate(protos):
             for i, page in enumerate(pages):
                 r = next((x for x in rs if x["page"] == page and x["proto"] == proto), None)
                 if r is None or r["p50_ms"] is None:
                     continue
-                x = i + (k - 0.5) * 0.38
-                ax.bar(x, r["p50_ms"], width=0.36, color=PROTO_COLORS[proto], alpha=0.85,
-                       label=proto.upper() if i == 0 else None)
+                x = i + (k - (len(protos) - 1) / 2) * bar
+                ax.bar(x, r["p50_ms"], width=bar * 0.95, color=_color(proto), alpha=0.85,
+                       label=proto if i == 0 else None)
                 ax.plot([x, x], [r["p50_ms"], r["p99_ms"]], color="black", lw=1)
                 ax.plot([x], [r["p90_ms"]], "_", color="black", ms=10)
                 ax.plot([x], [r["p99_ms"]], "v", color="black", ms=4)
@@ -428,20 +468,20 @@ def latency_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> lis
 
 def establishment_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
     """Connect and first byte against the RTT, per protocol (medians), beside the round trips the
-    handshakes need (dashed: TCP + TLS 1.3 2 and 3 RTT, QUIC 1 and 2). Needs two RTTs or more."""
+    handshakes need (dashed: protocols.Protocol's connect_rtts and first_byte_rtts). Needs two RTTs or more."""
     rtts = sorted({r["rtt_ms"] for r in rows})
     if len(rtts) < 2:
         return []
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), squeeze=False)
     for ax, (what, key, exp) in zip(axes[0], (("connect", "connect_ms", "expected_connect_rtts"),
                                               ("first byte of the page", "first_byte_ms", "expected_first_byte_rtts"))):
-        for proto in ("quic", "tcp"):
+        for proto in _protos(rows):
             pts = sorted((r["rtt_ms"], r[key], r[exp]) for r in rows if r["proto"] == proto)
             if not pts:
                 continue
             x, y, e = (np.array(v, dtype=float) for v in zip(*pts))
-            ax.plot(x, y, "o-", color=PROTO_COLORS[proto], label=f"{proto.upper()} measured")
-            ax.plot(x, x * e, "--", color=PROTO_COLORS[proto], lw=1, label=f"{proto.upper()}: {e[0]:g} RTT")
+            ax.plot(x, y, "o-", color=_color(proto), label=f"{proto} measured")
+            ax.plot(x, x * e, "--", color=_color(proto), lw=1, label=f"{proto}: {e[0]:g} RTT")
         ax.set_xlabel("RTT (ms)")
         ax.set_ylabel(f"{what} (ms, median)")
         ax.set_title(what, fontsize=9)

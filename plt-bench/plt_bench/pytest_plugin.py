@@ -1,4 +1,4 @@
-"""pytest plugin: `pytest --proto quic --bw 100mbit` measures; plain `pytest` runs the tests.
+"""pytest plugin: `pytest --proto h3 --bw 100mbit` measures; plain `pytest` runs the tests.
 
 Any plt-bench option (plt_bench.options) switches to measurement mode: the tests are deselected for
 one item per trial of the campaign the options describe, in its seeded order, each run through

@@ -132,7 +132,7 @@ class Trial:
     campaign_id: int = doc("the campaign it belongs to")
     seq: int = doc("order within the campaign, from 0: the order it ran in")
     run_index: int = doc("repetition of this cell, from 0")
-    proto: str = doc("quic | tcp: the protocol asked for")
+    proto: str = doc("h3 | h2 | h1: the HTTP version asked for (plt_bench.protocols; stores before schema 13 said quic and tcp)")
     size_bytes: int = doc("every body of the page: the HTML and all its objects")
     page: str = doc("what was loaded: 5KB (one HTML file), 200x5KB (an HTML page with 200 images of 5 KB), "
                     "bulk30s (a page that downloads for 30 s; bulk30s_100ms: counted per 100 ms) or "
@@ -156,12 +156,12 @@ class Trial:
     ttfb_ms: float | None = doc("responseStart - startTime", None)
     response_end_ms: float | None = doc("responseEnd - startTime", None)
     dcl_ms: float | None = doc("domContentLoadedEventEnd - startTime", None)
-    next_hop_protocol: str | None = doc("what carried the page, as the browser says: h3 | http/1.1", None)
+    next_hop_protocol: str | None = doc("what carried the page, as the browser says: h3 | h2 | http/1.1", None)
     response_status: int | None = doc("HTTP status the browser saw", None)
     decoded_body_bytes: int | None = doc("the page's body as the browser decoded it", None)
     encoded_body_bytes: int | None = doc("the page's body as sent", None)
     transfer_bytes: int | None = doc("bytes over the network, headers included", None)
-    server_proto: str | None = doc("what carried the page, as Caddy's log says: HTTP/3.0 | HTTP/1.1", None)
+    server_proto: str | None = doc("what carried the page, as Caddy's log says: HTTP/3.0 | HTTP/2.0 | HTTP/1.1", None)
     server_status: int | None = doc("HTTP status Caddy logged", None)
     server_bytes: int | None = doc("body bytes Caddy logged", None)
     nav_json: str | None = doc("the full PerformanceNavigationTiming entry (JSON)", None)
@@ -355,3 +355,106 @@ COLUMNS = [name for name, _, _ in columns()]
 CONDITION_COLUMNS = [_cond_column(f.name) for f in dataclasses.fields(Conditions)]  # a trial's conditions, whole
 _HINTS = (typing.get_type_hints(Trial), typing.get_type_hints(Conditions))  # read once: from_row runs per stored row
 _ANSWER_KEYS = frozenset(typing.get_type_hints(WorkerAnswer))
+
+
+# -- the analysis's records (plt_bench.stats makes them; report, plots and the CSVs read them) -----------
+AXES = ("proto",)  # what a comparison may be along: a field of CellStats that varies within a group
+
+
+@dataclasses.dataclass(frozen=True)
+class CellStats:
+    """The page-load times of one cell (conditions x page x protocol) over its trials that count
+    (Trial.counts: ok, timed, not a warm-up)."""
+
+    conditions: str = doc("the conditions' label (100mbit rtt50ms loss1%)")
+    page: str = doc("the page's label (5KB, 200x5KB)")
+    size_bytes: int = doc("every body the page's load fetches, in bytes")
+    objects: int = doc("the page's images (0: one HTML file)")
+    proto: str = doc("h3 | h2 | h1 (plt_bench.protocols)")
+    rate_down_bps: int | None = doc("the downlink rate; None: unshaped")
+    rtt_ms: float = doc("the RTT the link added")
+    jitter_ms: float = doc("jitter per direction")
+    loss_pct: float = doc("loss per packet")
+    n: int = doc("trials that count")
+    median_ms: float = doc("median page-load time (loadEventEnd)")
+    mean_ms: float = doc("mean page-load time")
+    sd_ms: float = doc("sample standard deviation (nan below two trials)")
+    ci_low_ms: float = doc("bootstrap 95% confidence interval of the median, low end (nan below three trials)")
+    ci_high_ms: float = doc("... and high end")
+    cv: float = doc("coefficient of variation, sd / mean (a warning above stats.CV_WARN)")
+    n_cpu_bound: int = doc("trials flagged CPU-bound (Trial.cpu_bound)")
+    cpu_bound_roles: str = doc("the roles that limited them, most frequent first ('machine x2, renderer')")
+    n_cpu_unjudged: int = doc("trials with too few CPU readings to judge (cpu.MIN_READINGS)")
+    warnings: tuple[str, ...] = doc("what to mind about the cell (instability, CPU limits)", ())
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.conditions, self.page, self.proto)
+
+    def row(self) -> dict:
+        """The cell as a flat row (cells.csv), its warnings apart."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "warnings"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One value of an axis against the reference value, in one cell of everything else (its
+    conditions and page): e.g. h3 (the reference) against h1 at 100mbit for 5KB.
+
+    diff_pct = (reference's median - other's median) / other's median x 100: negative, the reference
+    loaded faster (a store of the seed experiment, QUIC against TCP, reads as h3 against h1 with
+    the figures it always had). The p-values test the two cells' samples; p_adjusted is corrected
+    over every comparison of the report."""
+
+    axis: str = doc("what is compared: proto (records.AXES)")
+    reference: CellStats = doc("the reference's cell (--reference; h3 by default)")
+    other: CellStats = doc("the cell compared with it")
+    diff_pct: float = doc("(reference - other) / other, in % of the other's median; negative: reference faster")
+    p_welch: float = doc("Welch's t-test, two-sided (nan below two trials each)")
+    p_mannwhitney: float = doc("Mann-Whitney U test, two-sided")
+    hedges_g: float = doc("effect size: difference of the means over the pooled sd, small-sample corrected")
+    cliffs_delta: float = doc("effect size: P(reference > other) - P(reference < other), -1 to 1")
+    test: str = doc("welch | mannwhitney: the test whose p-value is corrected", "welch")
+    correction: str = doc("holm | bh: the correction over every comparison of the report", "holm")
+    p_adjusted: float = doc("the test's p-value, corrected", float("nan"))
+    significant: bool = doc("p_adjusted < 0.05", False)
+    faster: str = doc("the faster value where significant, else 'neither (not significant)'", "")
+
+    @property
+    def pair(self) -> str:
+        """'h3 vs h1'."""
+        return f"{getattr(self.reference, self.axis)} vs {getattr(self.other, self.axis)}"
+
+    @property
+    def reference_value(self) -> str:
+        return getattr(self.reference, self.axis)
+
+    @property
+    def other_value(self) -> str:
+        return getattr(self.other, self.axis)
+
+    @property
+    def p_test(self) -> float:
+        """The chosen test's p-value, uncorrected."""
+        return self.p_welch if self.test == "welch" else self.p_mannwhitney
+
+    def __getattr__(self, name: str):
+        """The group's own fields (conditions, page, size_bytes, rate_down_bps, ...) are the cells'."""
+        if name in _GROUP_FIELDS and name != self.axis:
+            return getattr(self.reference, name)
+        raise AttributeError(name)
+
+    def row(self) -> dict:
+        """The comparison as a flat row (comparison.csv)."""
+        r, o = self.reference, self.other
+        group = {k: getattr(r, k) for k in _GROUP_FIELDS if k != self.axis}
+        return {**group, "axis": self.axis, "reference": self.reference_value, "other": self.other_value,
+                "n_reference": r.n, "n_other": o.n, "median_reference_ms": r.median_ms, "median_other_ms": o.median_ms,
+                "diff_pct": self.diff_pct, "p_welch": self.p_welch, "p_mannwhitney": self.p_mannwhitney,
+                "hedges_g": self.hedges_g, "cliffs_delta": self.cliffs_delta, "cpu_bound_reference": r.n_cpu_bound,
+                "cpu_bound_other": o.n_cpu_bound, "p_adjusted": self.p_adjusted, "test": self.test,
+                "correction": self.correction, "significant": self.significant, "faster": self.faster}
+
+
+_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "rate_down_bps", "rtt_ms", "jitter_ms",
+                 "loss_pct")

@@ -1,5 +1,6 @@
-"""A campaign's report: per-cell statistics and QUIC-vs-TCP comparisons, as a terminal table,
-Markdown and CSV, next to the campaign's figures in results/<name>-<id>/."""
+"""A campaign's report: per-cell statistics and every protocol against the reference (h3 unless
+--reference says otherwise), as a terminal table, Markdown, HTML and CSV, next to the campaign's
+figures in results/<name>-<id>/."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import csv
 import math
 from pathlib import Path
 
-from . import stats, units
+from . import protocols, stats, units
 from .metadata import KEY_FIELDS
 from .records import Trial
 from .store import Store
@@ -33,8 +34,11 @@ def write_files(write, directory: Path) -> list[Path]:
         raise PltBenchError(f"the report files could not be written to {directory}: {e.strerror or e}") from None
 
 
-def build(store: Store, campaign_ids: list[int], test: str = "welch", correction: str = "holm") -> dict:
-    """Statistics of one or more campaigns; refuses to pool campaigns whose key metadata differ."""
+def build(store: Store, campaign_ids: list[int], test: str = "welch", correction: str = "holm",
+          reference: str | None = None) -> dict:
+    """Statistics of one or more campaigns; refuses to pool campaigns whose key metadata differ.
+    reference: the protocol the others are compared against (stats.reference_for: h3 where it ran,
+    else the campaign's first; one that did not run is refused)."""
     camps = [store.campaign(c) for c in campaign_ids]
     first = camps[0]["metadata"]
     for c in camps[1:]:
@@ -51,14 +55,21 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
         trials, pool_warnings = stats.unpooled(trials, hosts, KEY_FIELDS)
         first = {**next(iter(hosts.values())), "host": ", ".join(sorted({m.get("host") for m in hosts.values()}))}
     cells = stats.cells(trials)
-    rows = stats.compare(trials, test, correction)
-    warnings = pool_warnings + [f"{c['conditions']} {c['page']} {c['proto']}: {w}" for c in cells.values()
-                                for w in c["warnings"]]
-    if test == "mannwhitney" and rows and all(min(r["n_quic"], r["n_tcp"]) <= 5 for r in rows) and len(rows) > 1:
+    ran = sorted({t.proto for t in trials}, key=protocols.order)
+    reference = reference or camps[0]["grid"].get("reference")  # the option's, else the campaign file's
+    if reference is None:  # h3 where it ran, else the first the campaign lists
+        listed = [protocols.get(p).name for p in camps[0]["grid"].get("protos") or ()]
+        reference = stats.reference_for([p for p in listed if p in ran] or ran)
+    else:
+        reference = stats.reference_for(ran, reference)
+    rows = stats.compare(trials, test, correction, reference=reference)
+    warnings = pool_warnings + [f"{c.conditions} {c.page} {c.proto}: {w}" for c in cells.values() for w in c.warnings]
+    if test == "mannwhitney" and rows and all(min(r.reference.n, r.other.n) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
+            "reference": reference, "protos": ran,
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
@@ -68,12 +79,12 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
 
 
 def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:
-    """Per protocol, the CPU time series of one capture trial to draw: the first ok trial of the
-    largest page that has samples."""
+    """Per protocol (in the table's order), the CPU time series of one capture trial to draw: the
+    first ok trial of the largest page that has samples."""
     ok = stats.usable(trials)
     sampled = store.sampled(t.trial_id for t in ok)  # one query, not one per trial
     out = {}
-    for proto in ("quic", "tcp"):
+    for proto in sorted({t.proto for t in ok}, key=protocols.order):
         cands = sorted((t for t in ok if t.proto == proto and t.trial_id in sampled),
                        key=lambda t: (-t.size_bytes, t.campaign_id, t.seq))
         if cands:
@@ -104,24 +115,25 @@ def _f(v, fmt="{:.1f}") -> str:
 
 
 def table(rep: dict) -> list[list[str]]:
-    head = ["link", "page", "n QUIC", "n TCP", "QUIC median ms [95% CI]", "TCP median ms [95% CI]", "diff %",
+    """One row per comparison: the pair, both cells' n and median [95% CI], the difference, the
+    test and the effect size."""
+    head = ["link", "page", "compared", "n", "reference median ms [95% CI]", "other median ms [95% CI]", "diff %",
             f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster", "CPU-bound"]
     body = []
     for r in rep["rows"]:
-        q = rep["cells"][(r["conditions"], r["page"], "quic")]
-        t = rep["cells"][(r["conditions"], r["page"], "tcp")]
-        body.append([r["conditions"], r["page"], str(r["n_quic"]), str(r["n_tcp"]),
-                     f"{_f(q['median_ms'])} [{_f(q['ci_low_ms'])}, {_f(q['ci_high_ms'])}]",
-                     f"{_f(t['median_ms'])} [{_f(t['ci_low_ms'])}, {_f(t['ci_high_ms'])}]",
-                     _f(r["diff_pct"], "{:+.1f}"), _f(r["p_welch"] if rep["test"] == "welch" else r["p_mannwhitney"], "{:.3g}"),
-                     _f(r["p_adjusted"], "{:.3g}"), _f(r["cliffs_delta"], "{:+.2f}"), r["faster"], _bound(q, t)])
+        q, t = r.reference, r.other
+        body.append([r.conditions, r.page, r.pair, f"{q.n}/{t.n}",
+                     f"{_f(q.median_ms)} [{_f(q.ci_low_ms)}, {_f(q.ci_high_ms)}]",
+                     f"{_f(t.median_ms)} [{_f(t.ci_low_ms)}, {_f(t.ci_high_ms)}]",
+                     _f(r.diff_pct, "{:+.1f}"), _f(r.p_test, "{:.3g}"), _f(r.p_adjusted, "{:.3g}"),
+                     _f(r.cliffs_delta, "{:+.2f}"), r.faster, _bound(q, t)])
     return [head, *body]
 
 
-def _bound(*cells: dict) -> str:
-    """CPU-bound trials of a cell per protocol ("QUIC 3/3 machine"), or "-"."""
-    said = [f"{c['proto'].upper()} {c['n_cpu_bound']}/{c['n']} {c['cpu_bound_roles']}" for c in cells if c["n_cpu_bound"]]
-    if not said and all(c.get("n_cpu_unjudged") == c["n"] for c in cells):
+def _bound(*cells) -> str:
+    """CPU-bound trials of a cell per protocol ("h3 3/3 machine"), or "-"."""
+    said = [f"{c.proto} {c.n_cpu_bound}/{c.n} {c.cpu_bound_roles}" for c in cells if c.n_cpu_bound]
+    if not said and all(c.n_cpu_unjudged == c.n for c in cells):
         return "too short to judge"  # fewer than cpu.MIN_READINGS CPU readings over every load
     return "; ".join(said) or "-"
 
@@ -141,10 +153,11 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     f"each cell ran, protocols interleaved, until the 95% CI of each protocol's median was within "
                     f"+-{pr['target_pct']:g}% of it (at least {pr['min_runs']}, at most {pr['max_runs']} runs); "
                     "half widths in percent of the median",
-                    [["link", "page", "n QUIC", "n TCP", "QUIC +-%", "TCP +-%", "stopped"],
-                     *[[r["conditions"], r["page"], str(r["n"].get("quic", 0)), str(r["n"].get("tcp", 0)),
-                        _f(r["half_width_pct"].get("quic"), "{:.1f}"), _f(r["half_width_pct"].get("tcp"), "{:.1f}"),
-                        r["stopped"]] for r in pr["cells"]]]))
+                    [["link", "page", *[f"n {p}" for p in pr["protos"]], *[f"{p} +-%" for p in pr["protos"]],
+                      "stopped"],
+                     *[[r["conditions"], r["page"], *[str(r["n"][p]) for p in pr["protos"]],
+                        *[_f(r["half_width_pct"].get(p), "{:.1f}") for p in pr["protos"]], r["stopped"]]
+                       for r in pr["cells"]]]))
     if rep["datarate"]:
         out.append(("Throughput (bulk downloads)", "link: bytes the link delivered towards the client over the bulk "
                     "window (its own counter: headers and retransmissions included), as the seeds' datarate; "
@@ -165,8 +178,8 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                        for r in rep["latency"]]]))
     if rep["establishment"]:
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
-                    "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 connects in 2 "
-                    "and has the first byte after 3, QUIC in 1 and after 2",
+                    "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 (h1, h2) "
+                    "connects in 2 and has the first byte after 3, QUIC (h3) in 1 and after 2",
                     [["RTT ms", "protocol", "n", "connect ms", "connect RTTs", "expected", "first byte ms",
                       "first byte RTTs", "expected"],
                      *[[_f(r["rtt_ms"], "{:g}"), r["proto"], str(r["n"]), _f(r["connect_ms"]),
@@ -204,15 +217,17 @@ def facts(rep: dict) -> list[str]:
             f"netem in kernel: {m.get('netem_available')})",
             f"Chromium: {m.get('chromium')}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
             f"host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
-            f"statistics: medians with bootstrap 95% CI; QUIC vs TCP by {rep['test']}, p-values {rep['correction']}-corrected "
-            f"over {len(rep['rows'])} comparisons; diff % = (QUIC - TCP) / TCP, negative: QUIC faster"]
+            f"protocols: {', '.join(f'{p} ({protocols.label(p)})' for p in rep['protos'])}; reference {rep['reference']}",
+            f"statistics: medians with bootstrap 95% CI; each protocol against {rep['reference']} by {rep['test']}, "
+            f"p-values {rep['correction']}-corrected over {len(rep['rows'])} comparisons; diff % = ({rep['reference']} - "
+            f"other) / other, negative: {rep['reference']} faster"]
 
 
 def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
-    out = [("Page-load time, QUIC vs TCP", "medians of the page-load time per cell; the heatmap's numbers",
-            table(rep))] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
+    out = [(f"Page-load time, each protocol against {rep['reference']}",
+             "medians of the page-load time per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
     out += sections(rep)
     if rep["cpu_by_role"]:
         out.append(("CPU by role", CPU_NOTE, cpu_lines(rep)))
@@ -293,15 +308,16 @@ def write(rep: dict, directory: Path) -> list[Path]:
     md.write_text(markdown(rep))
     comp = directory / "comparison.csv"
     with open(comp, "w", newline="") as f:
-        fields = list(rep["rows"][0]) if rep["rows"] else ["conditions"]
+        rows = [r.row() for r in rep["rows"]]
+        fields = list(rows[0]) if rows else ["conditions"]
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
-        w.writerows(rep["rows"])
+        w.writerows(rows)
     cells = directory / "cells.csv"
     with open(cells, "w", newline="") as f:
-        vals = list(rep["cells"].values())
-        fields = [k for k in (vals[0] if vals else {"conditions": 0}) if k != "warnings"]
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+        vals = [c.row() for c in rep["cells"].values()]
+        fields = list(vals[0]) if vals else ["conditions"]
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
         w.writerows(vals)
     files = [md, comp, cells]

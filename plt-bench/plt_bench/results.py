@@ -5,7 +5,7 @@ conditions as columns, units in the column names), the CPU samples and the link 
     df = results.trials("results/plt-bench.sqlite", campaign="latest")
     ok = df[df.counts & (df.kind == "page")]  # what the heatmap counts (stats.usable)
     med = ok.pivot_table(index=["conditions", "page"], columns="proto", values="plt_ms", aggfunc="median")
-    print((med.quic - med.tcp) / med.tcp * 100)   # the heatmap's diff %: negative, QUIC faster
+    print((med.h3 - med.h1) / med.h1 * 100)   # the h3-vs-h1 heatmap's diff %: negative, h3 faster
 
 The store is opened read-only (an archived store reads as well as a live one); a Store already
 open may be passed instead of a path. `campaign` is what `--campaign` takes: a number, "latest"

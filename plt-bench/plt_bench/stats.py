@@ -1,11 +1,14 @@
-"""Statistics of a campaign (scipy): per cell, and QUIC against TCP per cell.
+"""Statistics of a campaign (scipy): per cell, and every value of an axis against a reference.
 
-Per cell (conditions x page x protocol), over the ok, non-warm-up trials: n, median, mean, sd,
-95% confidence interval of the median (bootstrap), coefficient of variation (a warning above
-10%). QUIC against TCP, per conditions x page: % difference of the medians ((QUIC - TCP) / TCP:
-negative means QUIC is faster), Welch's t-test and the Mann-Whitney U test, their p-values
-corrected for the number of comparisons (Holm by default, or Benjamini-Hochberg), and effect
-sizes (Hedges' g; Cliff's delta).
+Per cell (conditions x page x protocol: records.CellStats), over the ok, non-warm-up trials: n,
+median, mean, sd, 95% confidence interval of the median (bootstrap), coefficient of variation (a
+warning above 10%). Comparisons (records.Comparison), per conditions x page, each value of the
+axis (the protocol) against the reference (h3 unless chosen): % difference of the medians
+((reference - other) / other: negative means the reference is faster), Welch's t-test and the
+Mann-Whitney U test, their p-values corrected over every comparison of the report (Holm by
+default, or Benjamini-Hochberg), and effect sizes (Hedges' g; Cliff's delta). The design follows
+pyperf's compare_to and hyperfine's relative speed: one typed result per cell, each compared
+against one chosen reference rather than every pair against every other.
 
 Note on small samples: a two-sided Mann-Whitney test on 5 + 5 trials cannot go below p = 0.008,
 so after correcting for many cells it can never be significant; the primary test is therefore
@@ -14,6 +17,7 @@ Welch's t-test unless --test mannwhitney is asked for, and the report says so.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 
@@ -21,8 +25,10 @@ import numpy as np
 from scipy import stats as sps
 
 from . import cpu as cpu_mod
+from . import protocols
 from .conditions import ideal_seconds
-from .records import Trial
+from .errors import UsageError
+from .records import CellStats, Comparison, Trial
 
 CV_WARN = 0.10
 ALPHA = 0.05
@@ -109,17 +115,17 @@ def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
     "unfinished" when neither held). None for a campaign of fixed runs."""
     if grid.get("precision_pct") is None:
         return None
-    protos = tuple(grid.get("protos") or ("quic", "tcp"))
+    protos = tuple(protocols.get(p).name for p in grid.get("protos") or ())
     by: dict[tuple, dict[str, list[float]]] = {}
     for t in usable(trials):
         by.setdefault((t.label, t.page), {}).setdefault(t.proto, []).append(float(t.plt_ms))
     cells = []
     for (cond, page), times in by.items():
         why, widths = precision_stop(times, grid["precision_pct"], grid["runs"], grid["max_runs"], protos)
-        cells.append({"conditions": cond, "page": page, "n": {p: len(v) for p, v in times.items()},
+        cells.append({"conditions": cond, "page": page, "n": {p: len(times.get(p, [])) for p in protos},
                       "half_width_pct": widths, "stopped": why or "unfinished"})
     return {"target_pct": grid["precision_pct"], "min_runs": grid["runs"], "max_runs": grid["max_runs"],
-            "cells": cells}
+            "protos": protos, "cells": cells}
 
 
 def cell_key(t: Trial) -> tuple:
@@ -132,8 +138,8 @@ def _page_fields(t: Trial) -> dict:
     return {"page": t.page, "size_bytes": t.size_bytes, "objects": t.objects}
 
 
-def cells(trials: list[Trial]) -> dict[tuple, dict]:
-    """Per (conditions, page, proto): n, median, mean, sd, ci_low, ci_high, cv, warnings."""
+def cells(trials: list[Trial]) -> dict[tuple, CellStats]:
+    """Per (conditions, page, proto): the cell's statistics (records.CellStats)."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, Trial] = {}
     bound: dict[tuple, list[str]] = defaultdict(list)
@@ -158,11 +164,11 @@ def cells(trials: list[Trial]) -> dict[tuple, dict]:
         if bound[k]:
             warn.append(f"{len(bound[k])} of {len(x)} trials CPU-bound ({cpu_bound_roles(bound[k])}): "
                         + cpu_bound_meaning(meta[k].body_bytes, c.rate_down_bps, float(np.median(x))))
-        out[k] = {"conditions": k[0], **_page_fields(meta[k]), "proto": k[2], "n": len(x), "median_ms": float(np.median(x)),
-                  "mean_ms": float(np.mean(x)), "sd_ms": sd, "ci_low_ms": lo, "ci_high_ms": hi, "cv": cv,
-                  "warnings": warn, "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
-                  "loss_pct": c.loss_pct, "n_cpu_bound": len(bound[k]), "cpu_bound_roles": cpu_bound_roles(bound[k]),
-                  "n_cpu_unjudged": unjudged[k]}
+        out[k] = CellStats(conditions=k[0], page=k[1], size_bytes=meta[k].size_bytes, objects=meta[k].objects,
+                           proto=k[2], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
+                           loss_pct=c.loss_pct, n=len(x), median_ms=float(np.median(x)), mean_ms=float(np.mean(x)),
+                           sd_ms=sd, ci_low_ms=lo, ci_high_ms=hi, cv=cv, n_cpu_bound=len(bound[k]),
+                           cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn))
     return out
 
 
@@ -220,7 +226,7 @@ def hedges_g(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
-    """P(a > b) - P(a < b): -1 means every QUIC load was faster than every TCP load."""
+    """P(a > b) - P(a < b): -1 means every load of a was faster than every load of b."""
     if not len(a) or not len(b):
         return float("nan")
     gt = sum(int(x > y) for x in a for y in b)
@@ -235,8 +241,35 @@ def sort_key(r: dict) -> tuple:
             r["conditions"], r["size_bytes"], r.get("objects", 0))
 
 
-def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", alpha: float = ALPHA) -> list[dict]:
-    """QUIC against TCP for every (conditions, page) that has both."""
+def reference_for(values: list[str], asked: str | None = None, option: str = "--reference") -> str:
+    """The reference of the comparisons among the values an axis took (protocols in their table's
+    order): the one asked for, which must be among them, else h3 where it ran, else the first."""
+    if asked is not None:
+        name = protocols.STORED_BEFORE_13.get(asked, asked)
+        if name not in values:
+            raise UsageError(f"{option}: '{asked}' was not run here; expected one of {', '.join(values) or 'none'}")
+        return name
+    if protocols.DEFAULT_REFERENCE in values:
+        return protocols.DEFAULT_REFERENCE
+    return values[0] if values else protocols.DEFAULT_REFERENCE
+
+
+def _samples_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """(Welch's p, Mann-Whitney's p) of two samples; nan below two values each."""
+    welch = mw = float("nan")
+    if len(a) >= 2 and len(b) >= 2:
+        if np.var(a) + np.var(b) > 0:
+            welch = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+        elif np.mean(a) != np.mean(b):
+            welch = 0.0  # no spread at all and different values: as different as can be
+        mw = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    return welch, mw
+
+
+def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", alpha: float = ALPHA,
+            reference: str | None = None, axis: str = "proto") -> list[Comparison]:
+    """Every value of the axis against the reference, for every conditions x page that has both:
+    typed comparisons (records.Comparison) in numeric order, p-values corrected over all of them."""
     if test not in TESTS:
         raise ValueError(f"test must be one of {TESTS}")
     if correction not in CORRECTIONS:
@@ -245,35 +278,34 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
     samples: dict[tuple, list[float]] = defaultdict(list)
     for t in usable(trials):
         samples[cell_key(t)].append(float(t.plt_ms))
-    rows = []
-    for (cond, page, proto), c in sorted(per.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if proto != "quic" or (cond, page, "tcp") not in per:
+    values = sorted({getattr(c, axis) for c in per.values()}, key=protocols.order)
+    ref = reference_for(values, reference)
+    groups: dict[tuple, dict[str, CellStats]] = defaultdict(dict)
+    for c in per.values():
+        groups[(c.conditions, c.page)][getattr(c, axis)] = c
+    raw = []
+    for members in groups.values():
+        r = members.get(ref)
+        if r is None:
             continue
-        q, tc = np.asarray(samples[(cond, page, "quic")]), np.asarray(samples[(cond, page, "tcp")])
-        ct = per[(cond, page, "tcp")]
-        welch = mw = float("nan")
-        if len(q) >= 2 and len(tc) >= 2:
-            if np.var(q) + np.var(tc) > 0:
-                welch = float(sps.ttest_ind(q, tc, equal_var=False).pvalue)
-            elif np.mean(q) != np.mean(tc):
-                welch = 0.0  # no spread at all and different values: as different as can be
-            mw = float(sps.mannwhitneyu(q, tc, alternative="two-sided").pvalue)
-        rows.append({"conditions": cond, "page": page, "size_bytes": c["size_bytes"], "objects": c["objects"],
-                     "rate_down_bps": c["rate_down_bps"], "rtt_ms": c["rtt_ms"],
-                     "jitter_ms": c["jitter_ms"], "loss_pct": c["loss_pct"], "n_quic": len(q), "n_tcp": len(tc),
-                     "median_quic_ms": c["median_ms"], "median_tcp_ms": ct["median_ms"],
-                     "diff_pct": (c["median_ms"] - ct["median_ms"]) / ct["median_ms"] * 100.0,
-                     "p_welch": welch, "p_mannwhitney": mw, "hedges_g": hedges_g(q, tc), "cliffs_delta": cliffs_delta(q, tc),
-                     "cpu_bound_quic": c["n_cpu_bound"], "cpu_bound_tcp": ct["n_cpu_bound"]})
-    rows.sort(key=sort_key)
-    primary = [r["p_welch"] if test == "welch" else r["p_mannwhitney"] for r in rows]
+        for value in values:
+            o = members.get(value)
+            if value == ref or o is None:
+                continue
+            a, b = np.asarray(samples[r.key]), np.asarray(samples[o.key])
+            welch, mw = _samples_test(a, b)
+            raw.append(Comparison(axis=axis, reference=r, other=o, diff_pct=(r.median_ms - o.median_ms) / o.median_ms * 100.0,
+                                  p_welch=welch, p_mannwhitney=mw, hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b),
+                                  test=test, correction=correction))
+    raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.other_value)))
+    primary = [c.p_test for c in raw]
     adjusted = holm(primary) if correction == "holm" else bh(primary)
-    for r, p in zip(rows, adjusted):
-        r["p_adjusted"] = p
-        r["test"], r["correction"] = test, correction
-        r["significant"] = bool(not math.isnan(p) and p < alpha)
-        r["faster"] = ("quic" if r["diff_pct"] < 0 else "tcp") if r["significant"] else "neither (not significant)"
-    return rows
+    out = []
+    for c, p in zip(raw, adjusted):
+        sig = bool(not math.isnan(p) and p < alpha)
+        faster = (c.reference_value if c.diff_pct < 0 else c.other_value) if sig else "neither (not significant)"
+        out.append(dataclasses.replace(c, p_adjusted=p, significant=sig, faster=faster))
+    return out
 
 
 # -- throughput (bulk pages) ------------------------------------------------------------------------------
@@ -302,7 +334,7 @@ def datarate_table(trials: list[Trial]) -> list[dict]:
                      "objects": 0, "bulk_ms": ts[0].bulk_ms, "n": len(ts), "n_link": len(link),
                      "throughput_mean_mbps": lm, "throughput_sd_mbps": lsd,
                      "goodput_mean_mbps": gm, "goodput_sd_mbps": gsd})
-    rows.sort(key=lambda r: (*sort_key(r), r["bulk_ms"], r["proto"]))
+    rows.sort(key=lambda r: (*sort_key(r), r["bulk_ms"], protocols.order(r["proto"])))
     return rows
 
 
@@ -344,28 +376,27 @@ def latency_table(trials: list[Trial]) -> list[dict]:
                      "streams": ts[0].streams, "n": len(ts), "n_requests": len(lat),
                      "connections": float(np.median(conns)) if conns else None,
                      "p50_ms": p.get(50), "p90_ms": p.get(90), "p99_ms": p.get(99)})
-    rows.sort(key=lambda r: (*sort_key(r), r["requests"], r["streams"], r["proto"]))
+    rows.sort(key=lambda r: (*sort_key(r), r["requests"], r["streams"], protocols.order(r["proto"])))
     return rows
 
 
 def establishment_table(trials: list[Trial]) -> list[dict]:
     """Per (RTT, protocol) over every counted trial (each navigation opens a fresh connection):
     median connect and first-byte times, in ms and in round trips, beside the protocols' need
-    (latency.EXPECTED_RTTS). Only links with an RTT, and without loss or jitter (a lost handshake
+    (protocols.Protocol.connect_rtts, first_byte_rtts). Only links with an RTT, and without loss or jitter (a lost handshake
     packet is not the handshake's cost)."""
-    from .latency import EXPECTED_RTTS
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials, None):
         c = t.conditions
         if c.rtt_ms and not c.loss_pct and not c.jitter_ms and t.connect_ms is not None and t.ttfb_ms is not None:
             groups[(c.rtt_ms, t.proto)].append(t)
     rows = []
-    for (rtt, proto), ts in sorted(groups.items()):
+    for (rtt, proto), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], protocols.order(kv[0][1]))):
         connect, first = float(np.median([t.connect_ms for t in ts])), float(np.median([t.ttfb_ms for t in ts]))
         rows.append({"rtt_ms": rtt, "proto": proto, "n": len(ts), "connect_ms": connect, "first_byte_ms": first,
                      "connect_rtts": connect / rtt, "first_byte_rtts": first / rtt,
-                     "expected_connect_rtts": EXPECTED_RTTS[proto]["connect"],
-                     "expected_first_byte_rtts": EXPECTED_RTTS[proto]["first_byte"]})
+                     "expected_connect_rtts": protocols.get(proto).connect_rtts,
+                     "expected_first_byte_rtts": protocols.get(proto).first_byte_rtts})
     return rows
 
 
@@ -419,7 +450,8 @@ def cpu_table(trials: list[Trial]) -> list[dict]:
                     "cpu_s": float(np.median([r["cpu_s"] for r in rs])),
                     "cpu_s_per_mb": float(np.median(per_mb)) if per_mb else None})
     order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
-    return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["objects"], r["proto"], order[r["role"]]))
+    return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["objects"], protocols.order(r["proto"]),
+                                      order[r["role"]]))
 
 
 def cpu_by_role(trials: list[Trial]) -> list[dict]:
@@ -445,7 +477,7 @@ def cpu_by_role(trials: list[Trial]) -> list[dict]:
                     "user_s_per_trial": u / n, "system_s_per_trial": s / n, "cpu_s_per_trial": (u + s) / n,
                     "user_s_per_mb": u / mb[p] if big else None, "system_s_per_mb": s / mb[p] if big else None,
                     "cpu_s_per_mb": (u + s) / mb[p] if big else None})
-    return sorted(out, key=lambda x: (x["proto"], order[x["role"]]))
+    return sorted(out, key=lambda x: (protocols.order(x["proto"]), order[x["role"]]))
 
 
 def cpu_percent(series: list[dict]) -> list[dict]:

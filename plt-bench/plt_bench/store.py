@@ -36,6 +36,9 @@ Schema history (SCHEMA_VERSION):
       11 slots twice); rows stored before stay as they are. Trials gain prelaunched (the browser
       was started during the previous trial's bookkeeping; None for older trials), and the idle
       gate's figures (busy_pct, load1, idle_wait_s) are taken after the launch.
+ 13 - three HTTP versions (plt_bench.protocols): trials store h3, h2 or h1. Older stores wrote quic
+      (HTTP/3) and tcp (HTTP/1.1 over TLS); the migration rewrites them to h3 and h1, in the trials
+      and in each campaign's stored grid, so old trials keep the protocol they ran with.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -341,9 +344,22 @@ class Store:
             new = dict((name, decl) for name, decl, _ in records.columns())
             self.db.execute(f"ALTER TABLE trials ADD COLUMN prelaunched {new['prelaunched']}")
             version = 12
+        if version == 12:  # 12 -> 13: the protocols by their HTTP version (quic -> h3, tcp -> h1)
+            self._rename_protocols()
+            version = 13
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()
+
+    def _rename_protocols(self) -> None:
+        from .protocols import STORED_BEFORE_13
+        for old, new in STORED_BEFORE_13.items():
+            self.db.execute("UPDATE trials SET proto = ? WHERE proto = ?", (new, old))
+        for cid, grid in self.db.execute("SELECT id, grid_json FROM campaigns").fetchall():
+            g = json.loads(grid or "{}") or {}
+            if g.get("protos"):
+                g["protos"] = [STORED_BEFORE_13.get(p, p) for p in g["protos"]]
+                self.db.execute("UPDATE campaigns SET grid_json = ? WHERE id = ?", (json.dumps(g, sort_keys=True), cid))
 
     def close(self) -> None:
         self.db.close()

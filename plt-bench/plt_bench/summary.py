@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from . import protocols
 from .conditions import ideal_seconds
 from .records import Trial
 from .stats import cell_key, datarate_table, latency_table, usable
@@ -19,7 +20,8 @@ def summarize(trials: list[Trial]) -> list[dict]:
         if t.kind == "page":
             groups[cell_key(t)].append(t)
     rows = []
-    order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].size_bytes, kv[1][0].objects, kv[0][2]))
+    order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].size_bytes, kv[1][0].objects,
+                                                   protocols.order(kv[0][2])))
     for (label, page, proto), ts in order:
         plts = [t.plt_ms for t in usable(ts)]
         size = ts[0].size_bytes

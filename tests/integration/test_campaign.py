@@ -80,16 +80,16 @@ def test_interrupt_resume_and_draw(tmp_path):
     assert db.execute("SELECT COUNT(*) FROM trials WHERE busy_pct IS NULL OR load1 IS NULL").fetchone()[0] == 0
     db.close()
     folder = tmp_path / "r-tiny-1"  # beside r.sqlite (not the default store): the store's name first
-    heat = folder / "heatmap.png"
+    heat = folder / "heatmap_h3-vs-h1.png"  # the file's quic and tcp are h3 and h1
     with Image.open(heat) as im:
         im.verify()
     assert (folder / "report.md").read_text().count("| 10mbit |") == pairs
     # report.html in the real Chromium: every figure of the folder is in it, and drawn
     shown = rendered_figures(folder / "report.html", tmp_path / "chromium-profile")
-    assert set(shown) == {f.stem for f in folder.glob("*.svg")} and "heatmap" in shown
+    assert set(shown) == {f.stem for f in folder.glob("*.svg")} and "heatmap_h3-vs-h1" in shown
     assert all(ink > 0.01 for ink in shown.values()), shown
 
     p2 = run_cli("plot", "1", "--results", str(results), timeout=120)
-    assert p2.returncode == 0 and "heatmap.png" in p2.stdout
+    assert p2.returncode == 0 and "heatmap_h3-vs-h1.png" in p2.stdout
     rep = run_cli("report", str(spec), "--results", str(results), timeout=120)
     assert rep.returncode == 0 and "50mbit" in rep.stdout

@@ -24,8 +24,9 @@ OBJECTS = Page(5000, 20)  # the HAR's waterfall: a page and its 20 images
 
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory):
-    """QUIC and TCP trials of the 500KB page, the 10MB page and a 20-image page with every capture
-    kind, in a store of their own."""
+    """h3 and h1 trials of the 500KB page, the 10MB page and a 20-image page with every capture
+    kind, and h2 trials of the 500KB and the 20-image page (the CPU's figures need no third
+    protocol), in a store of their own."""
     results = tmp_path_factory.mktemp("capture-results")
     with Store(results / "c.sqlite") as store, \
             testbed.Testbed(PROJECT_ROOT / "sites", capture=Settings(KINDS, results / "captures")) as bed:
@@ -36,8 +37,9 @@ def captured(tmp_path_factory):
         bed.set_conditions(cond)
         cid = store.new_campaign("capture-test", "now", {}, bed.metadata())
         trials = {}
-        runs = [(p, Page(s), f"{p}{k}") for s, k in ((PAGE, ""), (BIG, "-big")) for p in ("quic", "tcp")]
-        runs += [(p, OBJECTS, f"{p}-objects") for p in ("quic", "tcp")]
+        runs = [(p, Page(s), f"{p}{k}") for s, k in ((PAGE, ""), (BIG, "-big")) for p in ("h3", "h1")]
+        runs += [(p, OBJECTS, f"{p}-objects") for p in ("h3", "h1")]
+        runs += [("h2", Page(PAGE), "h2"), ("h2", OBJECTS, "h2-objects")]
         for seq, (proto, page, key) in enumerate(runs):
             t = run_cell_once(bed, store, cid, seq, 0, Cell(proto, page, cond))
             assert t.status == "ok", t.reason
@@ -68,7 +70,7 @@ def test_every_capture_file_is_referenced_by_the_store_and_lives_under_results(c
     results = captured["results"].resolve()
     for key, tr in captured["trials"].items():
         proto = key.split("-")[0]
-        want = {"pcap", "keylog", "netlog", "har"} | ({"qlog"} if proto == "quic" else set())
+        want = {"pcap", "keylog", "netlog", "har"} | ({"qlog"} if proto == "h3" else set())
         assert set(tr["artifacts"]) == want, (proto, tr["artifacts"])
         for a in tr["all_artifacts"]:
             p = Path(a["path"])
@@ -82,7 +84,7 @@ def test_every_capture_file_is_referenced_by_the_store_and_lives_under_results(c
 
 
 def test_quic_trial_dissects_as_quic_and_decrypts_to_http3(captured):
-    tr = captured["trials"]["quic"]
+    tr = captured["trials"]["h3"]
     pcap, keys = tr["artifacts"]["pcap"]["path"], tr["artifacts"]["keylog"]["path"]
     assert len(tshark(pcap, None, "quic")) > 300  # 500 KB in ~1250-byte datagrams
     # the whole transfer is in the capture, up to its last packet
@@ -98,7 +100,7 @@ def test_quic_trial_dissects_as_quic_and_decrypts_to_http3(captured):
 
 
 def test_tcp_trial_dissects_as_tls_and_decrypts_to_http11(captured):
-    tr = captured["trials"]["tcp"]
+    tr = captured["trials"]["h1"]
     pcap, keys = tr["artifacts"]["pcap"]["path"], tr["artifacts"]["keylog"]["path"]
     assert tshark(pcap, None, "tls.handshake.type == 1")  # a Client Hello
     assert tshark(pcap, None, "http") == []  # encrypted without the keys
@@ -110,8 +112,40 @@ def test_tcp_trial_dissects_as_tls_and_decrypts_to_http11(captured):
     assert resp[0] == ["200", "HTTP/1.1", str(PAGE)], resp
 
 
+def test_h2_trial_decrypts_to_http2_streams_on_one_connection(captured):
+    """HTTP/2 over TLS 1.3: nothing above TLS without the keys; with Chromium's key log, tshark reads
+    the HTTP/2 frames: the page's GET on a stream, and its 200 with the page's bytes as DATA; the
+    20-image page's requests all on one TCP connection, each on a stream of its own."""
+    tr = captured["trials"]["h2"]
+    pcap, keys = tr["artifacts"]["pcap"]["path"], tr["artifacts"]["keylog"]["path"]
+    assert tshark(pcap, None, "tls.handshake.type == 1") and tshark(pcap, None, "http2") == []
+    uri = tr["row"].url.split("plt.test", 1)[1]
+    heads = _frames(tshark(pcap, keys, "http2.type == 1", "http2.streamid", "http2.headers.method", "http2.headers.path",
+                           "http2.headers.status"))
+    assert any(h[1:3] == ["GET", uri] for h in heads), heads
+    assert any(h[3] == "200" for h in heads), heads
+    data = sum(int(x) for f in tshark(pcap, keys, "http2.type == 0", "http2.length") for x in f[0].split(",") if x)
+    assert data >= PAGE, data  # the page's bytes came as DATA frames (and the favicon's 404 after)
+    objs = captured["trials"]["h2-objects"]
+    pcap, keys = objs["artifacts"]["pcap"]["path"], objs["artifacts"]["keylog"]["path"]
+    gets = tshark(pcap, keys, 'http2.headers.method == "GET"', "tcp.stream", "http2.streamid", "http2.headers.path")
+    imgs = [(f[0], sid, path) for f in gets for sid, path in zip(f[1].split(","), f[2].split(",")) if "/obj_" in path]
+    assert len(imgs) == OBJECTS.objects and len({f[0] for f in gets}) == 1, gets  # one connection
+    assert len({sid for _, sid, _ in imgs}) == OBJECTS.objects  # a stream each
+
+
+def _frames(rows: list[list[str]]) -> list[list[str]]:
+    """tshark's rows with several HTTP/2 frames in one packet (values comma-joined) as one row per frame."""
+    out = []
+    for r in rows:
+        cols = [c.split(",") for c in r]
+        n = max(len(c) for c in cols)
+        out += [[c[i] if i < len(c) else "" for c in cols] for i in range(n)]
+    return out
+
+
 def test_qlog_is_the_servers_trace_of_the_trials_connection(captured):
-    path = captured["trials"]["quic"]["artifacts"]["qlog"]["path"]
+    path = captured["trials"]["h3"]["artifacts"]["qlog"]["path"]
     records = [json.loads(r) for r in Path(path).read_text().split("\x1e") if r.strip()]
     head = records[0]
     assert head["trace"]["vantage_point"]["type"] == "server"

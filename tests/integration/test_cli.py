@@ -228,7 +228,7 @@ def test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run(tmp_
     assert (meta["link_backend"], meta["link_tool"], meta["link_placement"]) == (
         link_backend, {"netem": "tcconfig", "linkem": "linkem"}[link_backend], "router")
     assert meta["netem_available"] or link_backend == "linkem"
-    assert ok and all(hop == {"quic": "h3", "tcp": "http/1.1"}[proto] and (rtt, loss) == (50, 1)
+    assert ok and all(hop == {"h3": "h3", "h1": "http/1.1"}[proto] and (rtt, loss) == (50, 1)
                       for proto, hop, rtt, loss in ok), ok
 
 

@@ -96,7 +96,7 @@ def test_a_campaign_with_a_browser_binary_records_it_and_its_driver(tmp_path):
 
     from ..conftest import run_cli
     results = tmp_path / "b.sqlite"
-    r = run_cli("run", "--proto", "quic", "--bw", "100mbit", "--size", "5KB", "--runs", "1", "--verify", "off",
+    r = run_cli("run", "--proto", "h3", "--bw", "100mbit", "--size", "5KB", "--runs", "1", "--verify", "off",
                 "--browser-binary", drivers.CHROMIUM, "--results", str(results), "--testbed", "226", timeout=300)
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
     db = sqlite3.connect(results)

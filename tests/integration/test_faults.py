@@ -87,7 +87,7 @@ def test_a_killed_chromedriver_leaves_no_browser_loading_into_the_next_trial(tmp
     results = tmp_path / "r.sqlite"
     before = system_state()
     with _running(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1",
-                  "--proto", "tcp") as p:
+                  "--proto", "h1") as p:
         driver = _find(prefix, "--log-path", proc=p)  # the trial's chromedriver, not a `chromedriver --version`
         chromium = _find(prefix, "--user-data-dir", proc=p)
         access_log = open(f"{topology.RUN_DIR}/{prefix}/access.log")
@@ -165,7 +165,7 @@ def test_a_stalled_link_emulator_fails_the_trial_and_not_the_next(tmp_path):
     index, prefix = 213, "pb213"
     results = tmp_path / "r.sqlite"
     with _running(index, results, "--size", "10MB", "--bw", "10mbit", "--rtt", "20ms", "--runs", "1",
-                  "--proto", "tcp") as p:
+                  "--proto", "h1") as p:
         _find(prefix, "--user-data-dir", proc=p)
         linkem = [x for x in _find(prefix, "linkem", proc=p) if "/linkem" in (procs.cmdline(x) or "").split()[0]]
         stats = topology.RUN_DIR / prefix / "linkem.json"
@@ -223,7 +223,7 @@ def test_a_stopped_caddy_fails_the_trial_with_the_reason(tmp_path):
     and the retry, with Caddy running, counts."""
     index, prefix = 214, "pb214"
     results = tmp_path / "r.sqlite"
-    with _running(index, results, "--size", "10MB", "--bw", "10mbit", "--runs", "1", "--proto", "tcp") as p:
+    with _running(index, results, "--size", "10MB", "--bw", "10mbit", "--runs", "1", "--proto", "h1") as p:
         _find(prefix, "--user-data-dir", proc=p)
         caddy = _find(prefix, "Caddyfile", proc=p)
         time.sleep(2.5)  # mid-download: the browser starts in ~0.5 s, the load takes ~8.5 s
@@ -250,7 +250,7 @@ def test_an_archived_read_only_store_is_read_by_summary_report_and_export(tmp_pa
     with Store(live / "r.sqlite") as s:
         cid = s.new_campaign("archived", "now", {"runs": 1}, {"kernel": "k"})
         s.add_trial(_trial(cid, 0, plt=8400.0))
-        s.add_trial(_trial(cid, 1, proto="tcp", plt=8300.0))
+        s.add_trial(_trial(cid, 1, proto="h1", plt=8300.0))
         s.finish_campaign(cid, "finished", "later")
     subprocess.run(["mount", "--bind", str(live), str(archive)], check=True)
     try:
@@ -307,8 +307,8 @@ def test_a_refused_resume_leaves_the_old_campaign_as_it_was_and_a_changed_defini
     from plt_bench import campaign
     from plt_bench.store import Store
     results = tmp_path / "r.sqlite"
-    opts = ["--size", "5KB", "--bw", "20mbit", "--runs", "1", "--proto", "quic", "--verify", "off"]
-    spec = campaign.load("quick", {"size": "5KB", "bw": "20mbit", "runs": "1", "proto": "quic", "verify": "off"})
+    opts = ["--size", "5KB", "--bw", "20mbit", "--runs", "1", "--proto", "h3", "--verify", "off"]
+    spec = campaign.load("quick", {"size": "5KB", "bw": "20mbit", "runs": "1", "proto": "h3", "verify": "off"})
     with Store(results) as s:
         old = s.new_campaign(spec.name, "then", spec.as_dict(), {"kernel": "another-kernel"}, spec.spec_hash)
         s.finish_campaign(old, "interrupted", "then")

@@ -124,7 +124,7 @@ def test_jitter_follows_its_distribution_live(bed, path, dist):
     assert abs(got / want - 1) <= rel, (got, want)
 
 
-@pytest.mark.parametrize("proto,hop", [("quic", "h3"), ("tcp", "http/1.1")])
+@pytest.mark.parametrize("proto,hop", [("h3", "h3"), ("h1", "http/1.1")])
 def test_500kb_under_delay_and_loss_proves_its_protocol(bed, store, campaign, proto, hop):
     """A real Chromium trial per protocol, through delay and loss; tried up to three times where the
     machine (the VM above all) makes a trial fail: the point is that an ok trial carries its proof."""
@@ -156,12 +156,12 @@ def test_a_dying_emulator_fails_the_trial_and_stops_the_next(bed, store, campaig
     killer = threading.Timer(2.0, lambda: cmd.run(["kill", "-9", str(pid)]))
     killer.start()
     try:
-        t = run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", Page(10**7), cond), timeout_s=20)
+        t = run_cell_once(bed, store, campaign, 0, 0, Cell("h1", Page(10**7), cond), timeout_s=20)
     finally:
         killer.cancel()
     assert t.status == "failed" and "link emulator (linkem) died (killed by signal 9)" in t.reason, t.reason
     with pytest.raises(LinkError, match="died"):
-        run_cell_once(bed, store, campaign, 0, 0, Cell("tcp", Page(5000), cond))
+        run_cell_once(bed, store, campaign, 0, 0, Cell("h1", Page(5000), cond))
     bed.set_conditions(cond)  # a fresh emulator for the tests after this one
     assert bed.link.alive()
 

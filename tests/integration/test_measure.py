@@ -65,7 +65,7 @@ def test_pytest_and_the_cli_store_the_same_measurement(tmp_path):
     for path, run in ((py, r), (cli, c)):
         trials = _recorded(path)
         ok = ok_slots(trials, lambda t: (t["run_index"], t["proto"]))
-        assert {p for _, p in ok} == {"quic", "tcp"}, ok  # both protocols measured
+        assert {p for _, p in ok} == {"h3", "h1"}, ok  # both protocols measured
         assert (run.returncode == 0) == (len(ok) == len(plan)), (run.returncode, ok)
         slots = []
         for t in trials:
@@ -82,7 +82,7 @@ def test_pytest_and_the_cli_store_the_same_measurement(tmp_path):
 
 TINY = """
 name = "tiny-warm"
-protos = ["quic", "tcp"]
+protos = ["h3", "h1"]
 sizes = ["5KB"]
 runs = 3
 warmup = 1
@@ -121,16 +121,16 @@ def test_pytest_mode_resumes_skips_what_was_measured_and_keeps_warmups_out(tmp_p
     ok = [(t["run_index"], t["proto"]) for t in trials if t["status"] == "ok"]
     assert len(ok) == len(set(ok))  # no slot measured twice
     measured = ok_slots(trials, lambda t: (t["run_index"], t["proto"]))
-    assert (r.returncode == 0) == (len(measured) == 6) and {p for _, p in measured} == {"quic", "tcp"}, measured
+    assert (r.returncode == 0) == (len(measured) == 6) and {p for _, p in measured} == {"h3", "h1"}, measured
     assert all(t["warmup"] == (t["run_index"] == 0) for t in trials)
     from plt_bench import report
     from plt_bench.store import Store
     with Store(results, read_only=True) as s:  # the statistics count no warm-up
         rows = report.build(s, [1])["rows"]
     counted = {p: sum(1 for t in trials if t["status"] == "ok" and not t["warmup"] and t["proto"] == p)
-               for p in ("quic", "tcp")}
+               for p in ("h3", "h1")}
     if all(counted.values()):
-        assert (rows[0]["n_quic"], rows[0]["n_tcp"]) == (counted["quic"], counted["tcp"])
+        assert (rows[0].reference.n, rows[0].other.n) == (counted["h3"], counted["h1"])
     assert _nothing("pb221") and system_state() == before
 
 
@@ -139,7 +139,7 @@ def test_a_failed_trial_is_retried_and_every_attempt_stored_in_both_front_ends(t
     retries = 1 each slot is tried twice, both attempts are stored with their reason, and both front
     ends say the trials failed (exit 1)."""
     before = system_state()
-    grid = ["--proto", "tcp", "--bw", "10mbit", "--size", "5KB", "--runs", "1", "--verify", "off", "--timeout", "1ms"]
+    grid = ["--proto", "h1", "--bw", "10mbit", "--size", "5KB", "--runs", "1", "--verify", "off", "--timeout", "1ms"]
     for front, path in (("pytest", tmp_path / "py.sqlite"), ("cli", tmp_path / "cli.sqlite")):
         if front == "pytest":  # pytest-timeout owns --timeout: the page's is --page-timeout there
             r = _pytest(tmp_path, *[x.replace("--timeout", "--page-timeout") for x in grid], "--testbed", "222",
@@ -157,12 +157,12 @@ def test_a_campaign_from_another_kernel_is_not_resumed_by_pytest(tmp_path):
     """The same refusal as the CLI's: exit 2, the old campaign left as it was, none added."""
     from plt_bench.store import Store
     results = tmp_path / "r.sqlite"
-    spec = campaign.load(None, {"size": "5KB", "bw": "20mbit", "runs": "1", "proto": "quic", "verify": "off"})
+    spec = campaign.load(None, {"size": "5KB", "bw": "20mbit", "runs": "1", "proto": "h3", "verify": "off"})
     with Store(results) as s:
         old = s.new_campaign(spec.name, "then", spec.as_dict(), {"kernel": "another-kernel"}, spec.spec_hash)
         s.finish_campaign(old, "interrupted", "then")
     before = system_state()
-    r = _pytest(tmp_path, "--size", "5KB", "--bw", "20mbit", "--runs", "1", "--proto", "quic", "--verify", "off",
+    r = _pytest(tmp_path, "--size", "5KB", "--bw", "20mbit", "--runs", "1", "--proto", "h3", "--verify", "off",
                 "--testbed", "223", "--results", str(results))
     assert r.returncode == 2 and "cannot be resumed here" in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
     assert _rows(results, "SELECT id, status FROM campaigns") == [{"id": old, "status": "interrupted"}]
@@ -182,7 +182,7 @@ def test_each_bench_command_runs_once_on_a_tiny_page_and_prints_ratios(tmp_path,
     assert "ratio to target" in r.stdout or "PLT/ideal" in r.stdout, r.stdout[-2000:]
     trials = _recorded(results)
     assert trials and all(t["status"] == "ok" for t in trials) == (r.returncode == 0)
-    assert ok_slots(trials, lambda t: t["proto"]) == {"quic", "tcp"}  # a figure of each protocol was measured
+    assert ok_slots(trials, lambda t: t["proto"]) == {"h3", "h1"}  # a figure of each protocol was measured
     assert system_state() == before
 
 
@@ -205,22 +205,22 @@ def test_a_precision_target_stops_a_cell_when_reached_or_at_its_most_runs(tmp_pa
                 "--max-runs", str(most), "--verify", "off", "--testbed", "227", "--results", str(results), timeout=600)
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr[-2000:]
     measured = ok_slots(_recorded(results), lambda t: (t["run_index"], t["proto"]))
-    assert (r.returncode == 0) == all((i, p) in measured for i in {i for i, _ in measured} for p in ("quic", "tcp"))
+    assert (r.returncode == 0) == all((i, p) in measured for i in {i for i, _ in measured} for p in ("h3", "h1"))
     db = sqlite3.connect(results)
     n = dict(db.execute("SELECT proto, COUNT(*) FROM trials WHERE status = 'ok' GROUP BY proto").fetchall())
     runs = dict(db.execute("SELECT proto, COUNT(DISTINCT run_index) FROM trials GROUP BY proto").fetchall())
     db.close()
-    assert runs["quic"] == runs["tcp"], runs  # both protocols of the cell always have the same runs
+    assert runs["h3"] == runs["h1"], runs  # both protocols of the cell always have the same runs
     section = r.stdout[r.stdout.index("Runs per cell"):]
     row = next(line for line in section.splitlines() if line.strip().startswith("100mbit"))
     if target == "0.01%":
-        assert runs["quic"] == most and "max runs reached" in row, (runs, row)
+        assert runs["h3"] == most and "max runs reached" in row, (runs, row)
     elif "precision reached" in row:
-        assert 3 <= runs["quic"] <= most, (runs, row)
-        if runs["quic"] < most:  # stopped early: the run said so (at the most runs nothing was left to stop)
-            assert f"precision reached after {runs['quic']} run(s)" in r.stdout, r.stdout
+        assert 3 <= runs["h3"] <= most, (runs, row)
+        if runs["h3"] < most:  # stopped early: the run said so (at the most runs nothing was left to stop)
+            assert f"precision reached after {runs['h3']} run(s)" in r.stdout, r.stdout
         widths = [float(x) for x in re.findall(r"(\d+\.\d)\s", row)[-2:]]
         assert all(w <= 50 for w in widths), row
     else:  # a busy machine spread the loads too widely: the most runs, and said so
-        assert runs["quic"] == most and "max runs reached" in row, (runs, row)
-    assert n.get("quic", 0) <= runs["quic"] and n.get("tcp", 0) <= runs["tcp"]
+        assert runs["h3"] == most and "max runs reached" in row, (runs, row)
+    assert n.get("h3", 0) <= runs["h3"] and n.get("h1", 0) <= runs["h1"]

@@ -145,13 +145,13 @@ def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client
     db.row_factory = sqlite3.Row
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     trials = db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
-    assert sorted((t["proto"], t["size_bytes"]) for t in trials) == [("quic", 5000), ("quic", 500000), ("tcp", 5000),
-                                                                     ("tcp", 500000)]
+    assert sorted((t["proto"], t["size_bytes"]) for t in trials) == [("h1", 5000), ("h1", 500000), ("h3", 5000),
+                                                                     ("h3", 500000)]
     # an attempt may fail (and be retried) only with its reason: here, linkem late on a busy 2-core machine
     assert all(t["reason"] for t in db.execute("SELECT * FROM trials WHERE status != 'ok'"))
     for t in trials:
         # the browser's and the server's word for the protocol (the access log, over the control channel)
-        want = {"quic": ("h3", "HTTP/3.0"), "tcp": ("http/1.1", "HTTP/1.1")}[t["proto"]]
+        want = {"h3": ("h3", "HTTP/3.0"), "h1": ("http/1.1", "HTTP/1.1")}[t["proto"]]
         assert (t["next_hop_protocol"], t["server_proto"]) == want
         assert t["server_bytes"] == t["size_bytes"] and t["server_status"] == 200
         # a page at 20 Mbit behind 40 ms cannot load faster than its bytes and one round trip allow

@@ -46,7 +46,7 @@ def _tx_bytes(bed) -> int:
     return json.loads(out)[0]["stats64"]["tx"]["bytes"]
 
 
-@pytest.mark.parametrize("proto", ["quic", "tcp"])
+@pytest.mark.parametrize("proto", ["h3", "h1"])
 def test_a_bulk_trial_series_adds_up_to_what_the_link_delivered(bed, store, campaign, proto):
     t, _, reasons, before, after = _until_ok(bed, store, campaign, proto, "bulk3s_500ms", lambda: _tx_bytes(bed),
                                              lambda: _tx_bytes(bed))
@@ -67,7 +67,7 @@ def test_a_bulk_trial_series_adds_up_to_what_the_link_delivered(bed, store, camp
     assert 0 < t.throughput_bps <= 1.02 * RATE_BPS + 8 * 2 * 1514 / 3, t.throughput_bps
     assert t.throughput_bps == pytest.approx(8 * window / 3)
     assert t.goodput_bps == pytest.approx(8 * t.bulk_bytes / 3)
-    if proto == "quic":
+    if proto == "h3":
         assert t.connections == 1 and t.next_hop_protocol == "h3"
     else:
         assert t.next_hop_protocol == "http/1.1"
@@ -83,14 +83,14 @@ def test_the_datarate_preset_small_runs_from_the_command_line_to_its_table_and_f
     db = sqlite3.connect(results)
     rows = db.execute("SELECT proto, loss_pct, status, reason, throughput_bps, series_json FROM trials").fetchall()
     db.close()
-    assert {(p, loss) for p, loss, *_ in rows} == {(p, loss) for p in ("quic", "tcp") for loss in (0.0, 5.0)}
+    assert {(p, loss) for p, loss, *_ in rows} == {(p, loss) for p in ("h3", "h2", "h1") for loss in (0.0, 5.0)}
     for proto, loss, status, reason, bps, series in rows:
         assert (status == "ok") == (reason is None), (status, reason)
         if status == "ok":
             assert 0 < bps <= 1.02 * RATE_BPS + 8 * 2 * 1514 / 2 and len(json.loads(series)["link_bytes"]) == 2
     keys = ("proto", "loss_pct", "status", "reason")
     ok = ok_slots([dict(zip(keys, row)) for row in rows], lambda t: (t["proto"], t["loss_pct"]))
-    assert (r.returncode == 0) == (len(ok) == 4)
+    assert (r.returncode == 0) == (len(ok) == 6)
     assert {lo for _, lo in ok} == {0.0, 5.0}, ok  # each loss measured, so the table and every figure are drawn
     folder = results.parent / "r-datarate-loss-1"
     assert "Throughput (bulk downloads):" in r.stdout and "link Mbit/s" in r.stdout
@@ -99,7 +99,7 @@ def test_the_datarate_preset_small_runs_from_the_command_line_to_its_table_and_f
     assert (folder / "datarate_vs_loss.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("proto", ["quic", "tcp"])
+@pytest.mark.parametrize("proto", ["h3", "h1"])
 def test_a_request_trial_proves_and_times_every_request(bed, store, campaign, proto):
     t, cell, reasons, _, _ = _until_ok(bed, store, campaign, proto, "req20x1KB_c5")
     assert t.ok, reasons
@@ -110,7 +110,7 @@ def test_a_request_trial_proves_and_times_every_request(bed, store, campaign, pr
     # a timer wake-up early: well under a millisecond), and its percentiles are its trial's
     assert min(lat) >= 0.95 * cell.conditions.rtt_ms, lat
     assert t.req_p50_ms <= t.req_p90_ms <= t.req_p99_ms <= max(lat)
-    if proto == "quic":
+    if proto == "h3":
         assert t.connections == 1  # one connection carried the page and every request
     else:
         assert 1 <= t.connections <= 6
@@ -130,7 +130,7 @@ def test_the_latency_and_establishment_presets_small_run_to_their_tables_and_fig
                           (1 if preset == "latency" else 2,)).fetchall()
         db.close()
         pages = ["req10x1KB", "req10x1KB_c10"] if preset == "latency" else ["5KB"]
-        slots = {(p, proto, rtt) for p in pages for proto in ("quic", "tcp") for rtt in (20.0, 60.0)}
+        slots = {(p, proto, rtt) for p in pages for proto in ("h3", "h2", "h1") for rtt in (20.0, 60.0)}
         assert {(p, proto, rtt) for p, proto, rtt, *_ in rows} == slots  # every slot tried (a retry adds a row)
         assert all((status == "ok") == (reason is None) for *_, status, reason, _ in rows)
         keys = ("page", "proto", "rtt_ms", "status", "reason")

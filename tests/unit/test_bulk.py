@@ -112,16 +112,16 @@ def test_the_judgement_of_a_bulk_download():
     page = parse_page("bulk3s")
     ok = _work([10, 20, 30])
     log = [{"uri": "/bulk.bin", "proto": "HTTP/3.0", "status": 200, "size": 90}]
-    assert judge_bulk("quic", page, ok, log) is None and judge_bulk("quic", page, ok, None) is None
-    assert "no figures" in judge_bulk("quic", page, None, log)
-    assert "TypeError: x" in judge_bulk("quic", page, {**ok, "error": "TypeError: x"}, log)
-    assert "status 404" in judge_bulk("quic", page, {**ok, "status": 404}, log)
-    assert "ended after 1.5 s, before the 3 s asked" in judge_bulk("quic", page, {**ok, "ended_ms": 1500.0}, log)
-    assert "no byte arrived in 3 s" in judge_bulk("quic", page, _work([0, 0, 0]), log)
-    assert "logged 0 requests of /bulk.bin" in judge_bulk("quic", page, ok, [])
-    assert "logged 2 requests" in judge_bulk("quic", page, ok, log * 2)
-    assert "saw HTTP/3.0, expected HTTP/1.1" in judge_bulk("tcp", page, ok, log)
-    assert "fewer than the 60" in judge_bulk("quic", page, ok, [{**log[0], "size": 59}])
+    assert judge_bulk("h3", page, ok, log) is None and judge_bulk("h3", page, ok, None) is None
+    assert "no figures" in judge_bulk("h3", page, None, log)
+    assert "TypeError: x" in judge_bulk("h3", page, {**ok, "error": "TypeError: x"}, log)
+    assert "status 404" in judge_bulk("h3", page, {**ok, "status": 404}, log)
+    assert "ended after 1.5 s, before the 3 s asked" in judge_bulk("h3", page, {**ok, "ended_ms": 1500.0}, log)
+    assert "no byte arrived in 3 s" in judge_bulk("h3", page, _work([0, 0, 0]), log)
+    assert "logged 0 requests of /bulk.bin" in judge_bulk("h3", page, ok, [])
+    assert "logged 2 requests" in judge_bulk("h3", page, ok, log * 2)
+    assert "saw HTTP/3.0, expected HTTP/1.1" in judge_bulk("h1", page, ok, log)
+    assert "fewer than the 60" in judge_bulk("h3", page, ok, [{**log[0], "size": 59}])
 
 
 def _bulk_trial(seq, proto, loss, link_mbps, good_mbps, page="bulk3s", rtt=24.0, **kw):
@@ -136,18 +136,18 @@ def _bulk_trial(seq, proto, loss, link_mbps, good_mbps, page="bulk3s", rtt=24.0,
 
 
 def test_the_datarate_table_is_mean_and_sd_per_protocol_and_loss_and_pages_apart():
-    trials = [_bulk_trial(0, "quic", 0, 9.0, 8.5), _bulk_trial(1, "quic", 0, 9.5, 9.0), _bulk_trial(2, "quic", 0, 10.0, 9.5),
-              _bulk_trial(3, "tcp", 0, 9.8, 9.6), _bulk_trial(4, "tcp", 5, 2.0, 1.8),
-              _bulk_trial(5, "tcp", 5, 1.0, 0.9, warmup=True), _bulk_trial(6, "tcp", 5, 3.0, 2.0, status="failed"),
-              trial(seq=7, proto="quic", size=5000, plt=120.0), trial(seq=8, proto="tcp", size=5000, plt=150.0)]
+    trials = [_bulk_trial(0, "h3", 0, 9.0, 8.5), _bulk_trial(1, "h3", 0, 9.5, 9.0), _bulk_trial(2, "h3", 0, 10.0, 9.5),
+              _bulk_trial(3, "h1", 0, 9.8, 9.6), _bulk_trial(4, "h1", 5, 2.0, 1.8),
+              _bulk_trial(5, "h1", 5, 1.0, 0.9, warmup=True), _bulk_trial(6, "h1", 5, 3.0, 2.0, status="failed"),
+              trial(seq=7, proto="h3", size=5000, plt=120.0), trial(seq=8, proto="h1", size=5000, plt=150.0)]
     rows = stats.datarate_table(trials)
-    assert [(r["proto"], r["loss_pct"], r["n"]) for r in rows] == [("quic", 0, 3), ("tcp", 0, 1), ("tcp", 5, 1)]
+    assert [(r["proto"], r["loss_pct"], r["n"]) for r in rows] == [("h3", 0, 3), ("h1", 0, 1), ("h1", 5, 1)]
     q = rows[0]
     assert q["throughput_mean_mbps"] == pytest.approx(9.5) and q["throughput_sd_mbps"] == pytest.approx(0.5)
     assert q["goodput_mean_mbps"] == pytest.approx(9.0) and q["n_link"] == 3 and q["page"] == "bulk3s"
     assert rows[1]["throughput_sd_mbps"] is None  # one run: no spread to tell
     # page-load statistics leave the bulk trials out, and the bulk figures the pages
-    assert {c["page"] for c in stats.cells(trials).values()} == {"5KB"}
+    assert {c.page for c in stats.cells(trials).values()} == {"5KB"}
     series = stats.throughput_series(trials)
     assert len(series) == 5 * 3 and {r["t_s"] for r in series} == {1.0, 2.0, 3.0}
     assert series[0]["link_mbps"] == pytest.approx(9.0) and series[0]["browser_mbps"] == pytest.approx(8.5)
@@ -155,7 +155,7 @@ def test_the_datarate_table_is_mean_and_sd_per_protocol_and_loss_and_pages_apart
 
 def test_datarate_and_over_time_figures_are_images(tmp_path):
     trials = [_bulk_trial(i, proto, loss, m - loss / 2, m - loss, rtt=rtt)
-              for i, (proto, loss, rtt, m) in enumerate((p, lo, r, 9.0 + i % 2) for p in ("quic", "tcp")
+              for i, (proto, loss, rtt, m) in enumerate((p, lo, r, 9.0 + i % 2) for p in ("h3", "h1")
                                                         for lo in (0, 5, 10) for r in (24.0, 100.0) for i in range(2))]
     files = plots.datarate_plot(stats.datarate_table(trials), {"link_backend": "linkem"}, tmp_path, "t")
     files += plots.throughput_time_plot(stats.throughput_series(trials), {}, tmp_path, "t")

@@ -11,7 +11,7 @@ def test_presets_load_and_match_the_seed():
     assert {"pages", "loss", "jitter", "profiles", "quick"} <= set(p)
     pages = campaign.load("pages")
     assert [c.rate_down_bps for c in pages.grid.conditions] == [10**6, 5 * 10**6, 10**7, 5 * 10**7, 10**8, 5 * 10**8, 10**9]
-    assert [p.size_bytes for p in pages.grid.pages] == [5000, 500_000, 10**7, 5 * 10**7] and len(pages.plan()) == 4 * 7 * 2 * 5
+    assert [p.size_bytes for p in pages.grid.pages] == [5000, 500_000, 10**7, 5 * 10**7] and len(pages.plan()) == 4 * 7 * 3 * 5
     loss = campaign.load("loss")
     assert [c.loss_pct for c in loss.grid.conditions] == [0, 0.1, 1, 5, 7, 10]
     jit = campaign.load("jitter")
@@ -111,36 +111,36 @@ def test_unknown_campaign():
 def test_plan_interleaves_protocols_in_a_seeded_random_order():
     spec = campaign.load("pages", {"bw": "10mbit", "runs": "4"})
     plan = spec.plan()
-    assert len(plan) == 4 * 4 * 2 and len(set((r, s, p) for _, r, s, p in plan)) == len(plan)
-    for i in range(0, len(plan), 2):  # each size: both protocols back to back
-        assert plan[i][2] == plan[i + 1][2] and {plan[i][3], plan[i + 1][3]} == {"quic", "tcp"}
-    orders = [[s for _, r, s, _ in plan if r == run][::2] for run in range(4)]
+    assert len(plan) == 4 * 4 * 3 and len(set((r, s, p) for _, r, s, p in plan)) == len(plan)
+    for i in range(0, len(plan), 3):  # each size: its three protocols back to back
+        assert plan[i][2] == plan[i + 1][2] == plan[i + 2][2] and {x[3] for x in plan[i:i + 3]} == {"h3", "h2", "h1"}
+    orders = [[s for _, r, s, _ in plan if r == run][::3] for run in range(4)]
     assert len({tuple(o) for o in orders}) > 1  # the order changes between repetitions
-    assert len({p for _, r, s, p in plan[::2]}) == 2  # QUIC does not always go first
+    assert len({p for _, r, s, p in plan[::3]}) == 3  # no protocol always goes first
     assert spec.plan() == plan  # seeded: the same every time
 
 
 def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trials():
     from plt_bench import session
     from .trials import trial
-    spec = campaign.load("quick", {"size": "5KB", "runs": "2", "proto": "tcp"})
+    spec = campaign.load("quick", {"size": "5KB", "runs": "2", "proto": "h1"})
     cond = spec.grid.conditions[0]
-    stored = [trial(seq=0, run_index=0, proto="tcp", size=5000, cond=cond),
-              trial(seq=1, run_index=1, proto="tcp", size=5000, cond=cond, status="failed")]
+    stored = [trial(seq=0, run_index=0, proto="h1", size=5000, cond=cond),
+              trial(seq=1, run_index=1, proto="h1", size=5000, cond=cond, status="failed")]
     done = session.attempts_so_far(stored)
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "tcp")]  # retries = 1: one more
-    done = session.attempts_so_far(stored + [trial(seq=2, run_index=1, proto="tcp", size=5000, cond=cond,
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "h1")]  # retries = 1: one more
+    done = session.attempts_so_far(stored + [trial(seq=2, run_index=1, proto="h1", size=5000, cond=cond,
                                                    status="failed")])
     assert session.todo(spec.plan(), done, spec.retries) == []
     # a trial under other conditions with the same rate is another cell, whatever its label says
     import dataclasses
     other = dataclasses.replace(cond, queue_pkts=500)
-    done = session.attempts_so_far([trial(seq=0, run_index=0, proto="tcp", size=5000, cond=other)])
+    done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", size=5000, cond=other)])
     assert len(session.todo(spec.plan(), done, spec.retries)) == 2
     # a multi-object page is its own cell: found by its objects and their size, not by its bytes
-    spec = campaign.load("quick", {"size": "5KB,3x5KB", "runs": "1", "proto": "tcp"})
-    done = session.attempts_so_far([trial(seq=0, run_index=0, proto="tcp", page=Page(5000, 3), cond=cond)])
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "tcp")]
+    spec = campaign.load("quick", {"size": "5KB,3x5KB", "runs": "1", "proto": "h1"})
+    done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", page=Page(5000, 3), cond=cond)])
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "h1")]
 
 
 def test_key_metadata_diff_and_eta():

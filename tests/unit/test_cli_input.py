@@ -35,7 +35,12 @@ CLI = [
     (["run", "--bw", "100"], "--bw: '100' is not a rate; expected a number with a unit"),
     (["run", "--bw", "100mbps"], "--bw: '100mbps' is ambiguous"),
     (["run", "--bw", "0mbit"], "--bw: '0mbit' is out of range"),
-    (["run", "--proto", "udp"], "--proto: unknown protocol 'udp'; expected one of quic, tcp, both"),
+    (["run", "--proto", "udp"], "--proto: unknown protocol 'udp'; expected one or more of h3, h2, h1"),
+    # issue 28: HTTP/2 beside HTTP/3 and HTTP/1.1, compared against a reference that must run
+    (["run", "--proto", "h4"], "--proto: unknown protocol 'h4'; expected one or more of h3, h2, h1"),
+    (["run", "--proto", "h3,h1", "--reference", "h2"], "--reference: 'h2' is not one protocol this campaign runs; "
+                                                       "expected one of h3, h1"),
+    (["run", "--proto", "all", "--reference", "h2,h1"], "--reference: 'h2,h1' is not one protocol"),
     (["run", "--size", "5XB"], "--size: '5XB' is not a size; expected a whole number with a unit"),
     (["run", "--runs", "0"], "--runs: 0 is out of range"),
     (["run", "--precision", "2"], "--precision: '2' is not a percentage"),
@@ -123,6 +128,7 @@ CLI = [
 PYTEST = [
     (["--bw", "fast"], "--bw: 'fast' is not a rate"),
     (["--proto", "sctp"], "--proto: unknown protocol 'sctp'"),
+    (["--proto", "h2", "--reference", "h3"], "--reference: 'h3' is not one protocol this campaign runs"),
     (["--size", "5KB", "--rtt", "10"], "--rtt: '10' is not a duration"),
     (["--loss", "2"], "--loss: '2' is not a percentage"),
     (["--rtt", "10ms", "--jitter", "6ms"], "--jitter: 6ms of uniform jitter"),
@@ -170,6 +176,8 @@ CAMPAIGN_FILES = [
     ("description = ['a', 'b']\n", "c.toml: description = ['a', 'b']; expected a string"),
     ("runs = '3'\n", "c.toml: runs = '3'; expected a whole number"),
     ("[link]\ncc = ['bbr']\n", "c.toml: cc = ['bbr']; expected a string"),
+    ("protos = ['h3', 'h2']\nreference = 'h1'\n", "c.toml: reference: 'h1' is not one protocol this campaign runs"),
+    ("protos = ['h3', 'spdy']\n", "c.toml: protos: unknown protocol 'spdy'"),
     ("warmup = 3\nruns = 2\n", "c.toml: warmup = 3 with runs 2: every run would be a warm-up"),
     (b"name = 'caf\xe9'\n", "not UTF-8 text"),
 ]

@@ -43,7 +43,7 @@ def test_caddy_config_binds_only_the_server_address(tmp_path):
     text = server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="198.19.4.2",
                                 cert=tmp_path / "c.pem", key=tmp_path / "k.pem", sites=tmp_path,
                                 access_log=tmp_path / "a.log")
-    assert "admin off" in text and "protocols h1 h3" in text and "auto_https off" in text
+    assert "admin off" in text and "protocols h1 h2 h3" in text and "auto_https off" in text
     assert "bind 198.19.4.2" in text and "https://plt.test:443" in text
     assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in text and "${" not in text  # every placeholder filled
     # the pages' files only (pages.Page.files: HTML, objects, the bulk body), nothing else of the folder
@@ -86,9 +86,11 @@ def test_access_log_parser():
 def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not():
     mine = "/index_10MB.html?trial=new"
 
-    def entry(uri, end, dur, referer=None):
-        return {"uri": uri, "end_unix_s": end, "duration_s": dur, "referer": referer, "size": 1}
+    def entry(uri, end, dur, referer=None, status=200, size=1):
+        return {"uri": uri, "end_unix_s": end, "duration_s": dur, "referer": referer, "size": size, "status": status}
     entries = [entry(mine, 20.0, 8.0),
+               # the trial before's favicon (issue 28: its orphaned socket retransmitted it at 200 ms of RTT)
+               entry("/favicon.ico", 12.5, 0.0, "https://plt.test/index_5KB.html?trial=old", status=404, size=0),
                entry("/favicon.ico", 20.1, 0.0, "https://plt.test" + mine),      # the page's own
                entry("/index_10MB.html?trial=old", 11.9, 8.0),                    # ended before the trial
                entry("/index_10MB.html?trial=orphan", 21.0, 12.0),                # on the wire with it
@@ -102,11 +104,15 @@ def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not()
 
 
 def test_chromium_flags_per_protocol():
-    q = browser.chromium_args("quic", "plt.test", "198.19.0.2", "HASH=", "/p")
-    t = browser.chromium_args("tcp", "plt.test", "198.19.0.2", "HASH=", "/p")
+    q = browser.chromium_args("h3", "plt.test", "198.19.0.2", "HASH=", "/p")
+    h2 = browser.chromium_args("h2", "plt.test", "198.19.0.2", "HASH=", "/p")
+    t = browser.chromium_args("h1", "plt.test", "198.19.0.2", "HASH=", "/p")
     assert "--enable-quic" in q and "--origin-to-force-quic-on=plt.test:443" in q and "--disable-quic" not in q
     assert "--disable-quic" in t and not any("quic-on" in a for a in t)
-    for a in (q, t):
+    # h2: no QUIC (Caddy's Alt-Svc would move the page to h3), ALPN offers h2; h1: neither
+    assert "--disable-quic" in h2 and "--disable-http2" not in h2 and "--disable-http2" in t
+    assert "--disable-http2" not in q
+    for a in (q, h2, t):
         assert "--host-resolver-rules=MAP plt.test 198.19.0.2, MAP * ~NOTFOUND" in a
         assert "--ignore-certificate-errors-spki-list=HASH=" in a and "--user-data-dir=/p" in a
         assert "--headless=new" in a and not any("'" in x or '"' in x for x in a)
@@ -142,7 +148,7 @@ def test_timings_from_navigation_timing():
     ({}, [{**SRV[0], "size": 10}], "server sent status 200 with 10 bytes"),
 ])
 def test_judge_needs_every_proof(change, server_entries, reason):
-    status, why = browser.judge("quic", 5000, {**GOOD, **change}, server_entries)
+    status, why = browser.judge("h3", 5000, {**GOOD, **change}, server_entries)
     if reason is None:
         assert (status, why) == ("ok", None)
     else:
@@ -169,8 +175,27 @@ OBJ_SRV = [{"uri": u, "proto": "HTTP/1.1", "status": 200, "size": 5000, "remote_
     (None, OBJ_SRV, 0, "3 of 3 objects not proven"),
 ])
 def test_every_object_of_a_page_needs_both_proofs(resources, entries, proven, reason):
-    got, why = browser.judge_objects("tcp", OBJ_PAGE, resources, entries)
+    got, why = browser.judge_objects("h1", OBJ_PAGE, resources, entries)
     assert got == proven and (why is None if reason is None else reason in why), why
+
+
+H2_NAV = {**NAV, "nextHopProtocol": "h2"}
+H2_SRV = [{**SRV[0], "proto": "HTTP/2.0"}]
+
+
+@pytest.mark.parametrize("nav,entries,reason", [
+    (H2_NAV, H2_SRV, None),
+    ({**NAV, "nextHopProtocol": "http/1.1"}, H2_SRV, "protocol mismatch: nextHopProtocol 'http/1.1', expected 'h2'"),
+    (H2_NAV, [{**SRV[0], "proto": "HTTP/1.1"}], "server saw HTTP/1.1, expected HTTP/2.0"),
+    (H2_NAV, SRV, "server saw HTTP/3.0, expected HTTP/2.0"),
+])
+def test_an_h2_trial_needs_h2_on_both_ends(nav, entries, reason):
+    status, why = browser.judge("h2", 5000, {**GOOD, "nav": nav}, entries)
+    assert (status, why) == ("ok", None) if reason is None else (status == "failed" and reason in why), why
+    res = [{**r, "nextHopProtocol": nav["nextHopProtocol"]} for r in RES]
+    srv = [{**e, "proto": entries[0]["proto"]} for e in OBJ_SRV]
+    got, why = browser.judge_objects("h2", OBJ_PAGE, res, srv)
+    assert (got, why) == (3, None) if reason is None else got == 0 and why.startswith("3 of 3 objects not proven")
 
 
 def test_connections_are_the_client_ports_the_server_logged():

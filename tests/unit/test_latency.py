@@ -69,8 +69,8 @@ def test_every_request_is_proven_like_an_object():
     page = parse_page("req3x1KB_c3")
     resources = [_entry(k, 0.0, 5.0) for k in range(3)]
     log = [{"uri": f"/obj_1KB.png?r={k}", "proto": "HTTP/3.0", "status": 200, "size": 1000} for k in range(3)]
-    assert judge_objects("quic", page, resources, log) == (3, None)
-    proven, why = judge_objects("quic", page, resources[:2] + [_entry(2, 0.0, 5.0, hop="http/1.1")], log)
+    assert judge_objects("h3", page, resources, log) == (3, None)
+    proven, why = judge_objects("h3", page, resources[:2] + [_entry(2, 0.0, 5.0, hop="http/1.1")], log)
     assert proven == 2 and why.startswith("1 of 3 requests not proven; first: /obj_1KB.png?r=2: carried over 'http/1.1'")
     assert judge_requests(page, {"ok": 3, "error": None}) is None
     assert judge_requests(page, {"ok": 2, "error": None}) == "requests: 2 of 3 answered 200"
@@ -86,14 +86,14 @@ def _req_trial(seq, proto, lats, rtt=24.0, page="req4x1KB", conns=1, **kw):
 
 
 def test_a_cells_latency_pools_the_requests_of_its_runs_and_kinds_stay_apart():
-    trials = [_req_trial(0, "quic", [10, 20, 30, 40]), _req_trial(1, "quic", [50, 60, 70, 80]),
-              _req_trial(2, "tcp", [100, 100, 100, 100], conns=4), _req_trial(3, "tcp", [1, 1, 1, 1], warmup=True),
-              trial(seq=4, proto="quic", size=5000, plt=120.0)]
+    trials = [_req_trial(0, "h3", [10, 20, 30, 40]), _req_trial(1, "h3", [50, 60, 70, 80]),
+              _req_trial(2, "h1", [100, 100, 100, 100], conns=4), _req_trial(3, "h1", [1, 1, 1, 1], warmup=True),
+              trial(seq=4, proto="h3", size=5000, plt=120.0)]
     rows = stats.latency_table(trials)
-    assert [(r["proto"], r["n"], r["n_requests"]) for r in rows] == [("quic", 2, 8), ("tcp", 1, 4)]
+    assert [(r["proto"], r["n"], r["n_requests"]) for r in rows] == [("h3", 2, 8), ("h1", 1, 4)]
     assert rows[0]["p50_ms"] == pytest.approx(45.0) and rows[0]["p99_ms"] == pytest.approx(79.3)
     assert rows[1]["p50_ms"] == rows[1]["p99_ms"] == 100.0 and rows[1]["connections"] == 4
-    assert {c["page"] for c in stats.cells(trials).values()} == {"5KB"}  # page-load statistics: pages only
+    assert {c.page for c in stats.cells(trials).values()} == {"5KB"}  # page-load statistics: pages only
     assert [t.seq for t in stats.usable(trials, "requests")] == [0, 1, 2] and len(stats.usable(trials, None)) == 4
 
 
@@ -101,15 +101,15 @@ def test_establishment_in_round_trips_beside_what_the_handshakes_need():
     trials = []
     for rtt in (10.0, 100.0):
         for i in range(3):
-            trials.append(trial(seq=len(trials), proto="tcp", size=5000, cond=conditions(rtt_ms=rtt),
+            trials.append(trial(seq=len(trials), proto="h1", size=5000, cond=conditions(rtt_ms=rtt),
                                 connect_ms=2 * rtt + i, ttfb_ms=3 * rtt + 1 + i))
-            trials.append(trial(seq=len(trials), proto="quic", size=5000, cond=conditions(rtt_ms=rtt),
+            trials.append(trial(seq=len(trials), proto="h3", size=5000, cond=conditions(rtt_ms=rtt),
                                 connect_ms=rtt + i, ttfb_ms=2 * rtt + 1 + i))
-    trials.append(trial(seq=99, proto="quic", size=5000, cond=conditions(rtt_ms=10.0, loss_pct=5), connect_ms=500.0,
+    trials.append(trial(seq=99, proto="h3", size=5000, cond=conditions(rtt_ms=10.0, loss_pct=5), connect_ms=500.0,
                         ttfb_ms=900.0))  # under loss: not a handshake's cost
     rows = stats.establishment_table(trials)
-    assert [(r["rtt_ms"], r["proto"], r["n"]) for r in rows] == [(10, "quic", 3), (10, "tcp", 3), (100, "quic", 3),
-                                                                  (100, "tcp", 3)]
+    assert [(r["rtt_ms"], r["proto"], r["n"]) for r in rows] == [(10, "h3", 3), (10, "h1", 3), (100, "h3", 3),
+                                                                  (100, "h1", 3)]
     tcp100 = rows[3]
     assert (tcp100["connect_ms"], tcp100["first_byte_ms"]) == (201.0, 302.0)
     assert tcp100["connect_rtts"] == pytest.approx(2.01) and tcp100["first_byte_rtts"] == pytest.approx(3.02)
@@ -118,8 +118,8 @@ def test_establishment_in_round_trips_beside_what_the_handshakes_need():
 
 
 def test_the_report_has_a_section_and_a_figure_per_kind(tmp_path):
-    trials = [_req_trial(0, "quic", [10, 20, 30, 40]), _req_trial(1, "tcp", [15, 25, 35, 45]),
-              _req_trial(2, "quic", [100, 200, 300, 400], rtt=100.0), _req_trial(3, "tcp", [150, 250, 350, 450], rtt=100.0)]
+    trials = [_req_trial(0, "h3", [10, 20, 30, 40]), _req_trial(1, "h1", [15, 25, 35, 45]),
+              _req_trial(2, "h3", [100, 200, 300, 400], rtt=100.0), _req_trial(3, "h1", [150, 250, 350, 450], rtt=100.0)]
     rep = {"rows": [], "datarate": [], "latency": stats.latency_table(trials),
            "establishment": stats.establishment_table([]), "cpu_by_role": [], "warnings": [], "failed": []}
     titles = [t for t, _, _ in report.sections(rep)]
@@ -130,15 +130,15 @@ def test_the_report_has_a_section_and_a_figure_per_kind(tmp_path):
     assert [f.name for f in files] == ["request_latency.png", "request_latency.svg"]
     assert all(os.path.getsize(f) > 1000 for f in files)
     est = [{"rtt_ms": r, "proto": p, "connect_ms": k * r, "first_byte_ms": (k + 1) * r, "expected_connect_rtts": k,
-            "expected_first_byte_rtts": k + 1} for r in (10.0, 50.0) for p, k in (("quic", 1), ("tcp", 2))]
+            "expected_first_byte_rtts": k + 1} for r in (10.0, 50.0) for p, k in (("h3", 1), ("h1", 2))]
     assert [f.name for f in plots.establishment_plot(est, {}, tmp_path, "t")] == ["establishment.png", "establishment.svg"]
     assert plots.establishment_plot(est[:2], {}, tmp_path, "t") == []  # one RTT: no line to draw
 
 
 def test_the_summary_shows_each_kind_with_the_reports_own_table():
     from plt_bench.summary import tables
-    trials = [_req_trial(0, "quic", [10, 20, 30, 40]), trial(seq=1, proto="tcp", size=5000, plt=150.0),
-              _req_trial(2, "tcp", [10, 20], status="failed", reason="requests: 2 of 4 answered 200")]
+    trials = [_req_trial(0, "h3", [10, 20, 30, 40]), trial(seq=1, proto="h1", size=5000, plt=150.0),
+              _req_trial(2, "h1", [10, 20], status="failed", reason="requests: 2 of 4 answered 200")]
     got = dict(tables(trials))
     assert list(got) == ["plt-bench: page-load time per cell", "plt-bench: request latency"]
     text = got["plt-bench: request latency"]

@@ -7,6 +7,7 @@ from PIL import Image
 
 from plt_bench import plots, report
 from plt_bench.pages import Page
+from plt_bench.records import CellStats
 from plt_bench.store import Store
 
 from .trials import conditions, trial
@@ -26,7 +27,7 @@ def fixture_store(tmp_path):
     seq = 0
     pages = {p.label: p for p in PAGES}
     for (label, rate), means in MEANS.items():
-        for proto, mean in zip(("quic", "tcp"), means):
+        for proto, mean in zip(("h3", "h1"), means):
             for r, v in enumerate(rng.normal(mean, 1.0, 8)):
                 s.add_trial(trial(cid, seq, proto, plt=float(v), cond=conditions(rate_bps=rate), page=pages[label],
                                   run_index=r))
@@ -43,16 +44,16 @@ def test_heatmap_matches_the_statistics_and_files_are_images(fixture_store):
     assert m["pages"] == ["5KB", "500KB", "200x5KB"] and m["rates"] == list(RATES)
     assert m["axis"] == "page (NxS: N images of S)"
     for r in rep["rows"]:
-        i, j = m["pages"].index(r["page"]), m["rates"].index(r["rate_down_bps"])
-        assert m["diff"][i, j] == pytest.approx(r["diff_pct"]) and m["significant"][i, j] == r["significant"]
-    sig = {(r["page"], r["rate_down_bps"]): (r["significant"], r["faster"]) for r in rep["rows"]}
-    assert sig[("5KB", 10**7)] == (True, "quic") and sig[("5KB", 10**8)] == (True, "tcp")
+        i, j = m["pages"].index(r.page), m["rates"].index(r.rate_down_bps)
+        assert m["diff"][i, j] == pytest.approx(r.diff_pct) and m["significant"][i, j] == r.significant
+    sig = {(r.page, r.rate_down_bps): (r.significant, r.faster) for r in rep["rows"]}
+    assert sig[("5KB", 10**7)] == (True, "h3") and sig[("5KB", 10**8)] == (True, "h1")
     assert sig[("500KB", 10**7)][0] is False  # equal means: white
-    assert sig[("200x5KB", 10**7)] == (True, "tcp") and sig[("200x5KB", 10**8)] == (True, "quic")
-    assert {r["size_bytes"] for r in rep["rows"] if r["page"] == "200x5KB"} == {Page(5000, 200).total_bytes}
+    assert sig[("200x5KB", 10**7)] == (True, "h1") and sig[("200x5KB", 10**8)] == (True, "h3")
+    assert {r.size_bytes for r in rep["rows"] if r.page == "200x5KB"} == {Page(5000, 200).total_bytes}
     files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], tmp / "fig", "fixture")
     names = {f.name for f in files}
-    assert {"heatmap.png", "heatmap.svg", "size.png", "size.svg"} <= names
+    assert {"heatmap_h3-vs-h1.png", "heatmap_h3-vs-h1.svg", "size.png", "size.svg"} <= names
     for f in files:
         if f.suffix == ".png":
             with Image.open(f) as im:
@@ -67,11 +68,11 @@ def test_heatmap_matches_the_statistics_and_files_are_images(fixture_store):
 def test_loss_and_jitter_plots_need_two_levels(tmp_path):
     cells = {}
     for loss in (0.0, 1.0, 5.0):
-        for proto in ("quic", "tcp"):
-            cells[(f"l{loss}", "5KB", proto)] = {"conditions": f"l{loss}", "page": "5KB", "size_bytes": 5000,
-                                                 "objects": 0, "proto": proto, "n": 5,
-                                                "median_ms": 100 + loss * 10, "ci_low_ms": 95.0, "ci_high_ms": 130.0 + loss,
-                                                "rate_down_bps": 10**7, "rtt_ms": 50.0, "jitter_ms": 0.0, "loss_pct": loss}
+        for proto in ("h3", "h1"):
+            cells[(f"l{loss}", "5KB", proto)] = CellStats(
+                conditions=f"l{loss}", page="5KB", size_bytes=5000, objects=0, proto=proto, n=5, median_ms=100 + loss * 10,
+                mean_ms=100 + loss * 10, sd_ms=5.0, cv=0.05, ci_low_ms=95.0, ci_high_ms=130.0 + loss, rate_down_bps=10**7,
+                rtt_ms=50.0, jitter_ms=0.0, loss_pct=loss, n_cpu_bound=0, cpu_bound_roles="", n_cpu_unjudged=0)
     files = plots.loss_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
     assert [f.suffix for f in files] == [".png", ".svg"]
     assert plots.jitter_plot(cells, {}, tmp_path, "t") == []  # one jitter level: nothing to compare
@@ -83,9 +84,9 @@ def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
     import json
     s = Store(tmp_path / "c.sqlite")
     cid = s.new_campaign("cpu", "t", {}, {"link_backend": "linkem", "cpu_interval_s": 0.1})
-    costs = {"quic": {"renderer": (0.4, 0.4), "network": (0.3, 0.2), "caddy": (0.2, 0.3), "zygote": (0.0, 0.01)},
-             "tcp": {"renderer": (0.4, 0.4), "network": (0.1, 0.3), "caddy": (0.01, 0.02)}}
-    for seq, proto in enumerate(("quic", "tcp")):
+    costs = {"h3": {"renderer": (0.4, 0.4), "network": (0.3, 0.2), "caddy": (0.2, 0.3), "zygote": (0.0, 0.01)},
+             "h1": {"renderer": (0.4, 0.4), "network": (0.1, 0.3), "caddy": (0.01, 0.02)}}
+    for seq, proto in enumerate(("h3", "h1")):
         roles = {r: {"user_s": u, "system_s": sy, "processes": 1} for r, (u, sy) in costs[proto].items()}
         tid = s.add_trial(trial(cid, seq, proto, plt=900.0, cond=conditions(rate_bps=10**8), run_index=0, wall_s=2.0,
                                 cpu_json=json.dumps({"roles": roles, "launch": None})))
@@ -94,10 +95,10 @@ def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
         s.add_cpu_samples(tid, rows)
     rep = report.build(s, [cid])
     per = {(r["proto"], r["role"]): r for r in rep["cpu_by_role"]}
-    assert per[("quic", "caddy")]["cpu_s_per_mb"] == pytest.approx(0.05)  # 0.5 s over 10 MB
-    assert per[("tcp", "network")]["system_s_per_mb"] == pytest.approx(0.03)
-    assert per[("quic", "other")]["cpu_s_per_mb"] == pytest.approx(0.001)  # zygote folds into other
-    assert set(rep["cpu_series"]) == {"quic", "tcp"}
+    assert per[("h3", "caddy")]["cpu_s_per_mb"] == pytest.approx(0.05)  # 0.5 s over 10 MB
+    assert per[("h1", "network")]["system_s_per_mb"] == pytest.approx(0.03)
+    assert per[("h3", "other")]["cpu_s_per_mb"] == pytest.approx(0.001)  # zygote folds into other
+    assert set(rep["cpu_series"]) == {"h3", "h1"}
     files = plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], tmp_path / "fig", "cpu",
                            rep["cpu_series"], rep["cpu_by_role"])
     names = {f.name for f in files}
@@ -107,7 +108,7 @@ def test_cpu_figures_and_report_from_stored_cpu(tmp_path):
     written = report.write(rep, tmp_path / "rep")
     assert any(f.name == "cpu.csv" for f in written)
     assert "## CPU by role" in (tmp_path / "rep" / "report.md").read_text()
-    assert "| quic | caddy | 1 | 10 | 500 | 200 | 300 | 50 |" in (tmp_path / "rep" / "report.md").read_text()
+    assert "| h3 | caddy | 1 | 10 | 500 | 200 | 300 | 50 |" in (tmp_path / "rep" / "report.md").read_text()
     assert "CPU by role" in report.format_text(rep)
     s.close()
 
@@ -152,7 +153,7 @@ def test_cpu_bound_trials_mark_their_cell_in_the_table_the_warnings_and_the_heat
     """Three of a cell's eight QUIC trials limited by the network process: the cell alone is marked
     (stored and read back: the columns survive the store), in the table, the warnings and hatched."""
     s, cid, tmp = fixture_store
-    rows = s.db.execute("SELECT id FROM trials WHERE proto = 'quic' AND page = '500KB' AND rate_down_bps = ? "
+    rows = s.db.execute("SELECT id FROM trials WHERE proto = 'h3' AND page = '500KB' AND rate_down_bps = ? "
                         "ORDER BY id LIMIT 3", (10**8,)).fetchall()
     s.db.executemany("UPDATE trials SET cpu_bound = 'network', cpu_bound_share = 0.8 WHERE id = ?", rows)
     s.db.commit()
@@ -161,7 +162,7 @@ def test_cpu_bound_trials_mark_their_cell_in_the_table_the_warnings_and_the_heat
     assert m["cpu_bound"].sum() == 1 and m["cpu_bound"][m["pages"].index("500KB"), m["rates"].index(10**8)]
     head, *body = report.table(rep)
     marks = {(r[0], r[1]): r[head.index("CPU-bound")] for r in body}
-    assert marks[("100mbit", "500KB")] == "QUIC 3/8 network" and set(marks.values()) == {"QUIC 3/8 network", "-"}
+    assert marks[("100mbit", "500KB")] == "h3 3/8 network" and set(marks.values()) == {"h3 3/8 network", "-"}
     assert any("3 of 8 trials CPU-bound (network)" in w for w in rep["warnings"])
     files = plots.heatmaps(rep["rows"], rep["metadata"], tmp / "fig", "fixture")
     svg = next(f for f in files if f.suffix == ".svg").read_text()
@@ -181,7 +182,7 @@ def test_every_report_format_shows_hostile_names_as_text(tmp_path):
     cid = s.new_campaign("fixture", "t", {}, {"link_backend": "linkem"})
     seq = 0
     for name in ("<script>alert(1)</script>", "a|b"):
-        for proto, mean in (("quic", 90.0), ("tcp", 100.0)):
+        for proto, mean in (("h3", 90.0), ("h1", 100.0)):
             for r in range(3):
                 s.add_trial(trial(cid, seq, proto, plt=mean + r, cond=conditions(name), run_index=r, size=5000))
                 seq += 1

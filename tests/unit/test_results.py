@@ -28,14 +28,14 @@ def stored(tmp_path):
         for rate in (10**7, 10**8):
             for size in (5000, 10**6):
                 for run in range(5):
-                    for proto, base in (("quic", 900.0), ("tcp", 1000.0)):
+                    for proto, base in (("h3", 900.0), ("h1", 1000.0)):
                         plt = base * size / 10**6 * 10**7 / rate + rng.normal(0, 20) + 100
                         s.add_trial(trial(cid, seq, proto, plt=plt, cond=conditions(rate_bps=rate), size=size,
                                           run_index=run))
                         seq += 1
-        s.add_trial(trial(cid, seq, "quic", plt=1.0, warmup=True))
-        s.add_trial(trial(cid, seq + 1, "tcp", status="failed"))
-        tid = s.add_trial(trial(cid, seq + 2, "tcp", page=Page(0, 0, 30000, 1000), bulk_bytes=10**8,
+        s.add_trial(trial(cid, seq, "h3", plt=1.0, warmup=True))
+        s.add_trial(trial(cid, seq + 1, "h1", status="failed"))
+        tid = s.add_trial(trial(cid, seq + 2, "h1", page=Page(0, 0, 30000, 1000), bulk_bytes=10**8,
                                 cpu_json=json.dumps({"roles": {}})))
         s.add_cpu_samples(tid, [{"role": "caddy", "t_s": 0.1, "user_s": 0.01, "system_s": 0.02}])
         s.add_link_check(cid, "10mbit", "now", {"backend": "linkem", "verify": {"down": {"rate_bps": 9.9e6}}})
@@ -48,9 +48,9 @@ def test_the_readmes_five_lines_give_the_heatmaps_numbers(stored):
     df = results.trials(path, campaign="latest")
     ok = df[df.counts & (df.kind == "page")]
     med = ok.pivot_table(index=["conditions", "page"], columns="proto", values="plt_ms", aggfunc="median")
-    diff = (med.quic - med.tcp) / med.tcp * 100
+    diff = (med.h3 - med.h1) / med.h1 * 100
     with Store(path, read_only=True) as s:
-        want = {(r["conditions"], r["page"]): r["diff_pct"] for r in stats.compare(s.trials([cid]))}
+        want = {(r.conditions, r.page): r.diff_pct for r in stats.compare(s.trials([cid]))}
     got = {k: v for k, v in diff.items() if not np.isnan(v)}
     assert set(got) == set(want) and len(want) == 4
     assert all(got[k] == pytest.approx(want[k]) for k in want)
@@ -73,7 +73,7 @@ def test_one_tidy_row_per_trial_with_units_in_names(stored):
 def test_cpu_samples_and_link_checks(stored):
     path, cid = stored
     cpu = results.cpu_samples(path)
-    assert len(cpu) == 1 and cpu.iloc[0].role == "caddy" and cpu.iloc[0].proto == "tcp"
+    assert len(cpu) == 1 and cpu.iloc[0].role == "caddy" and cpu.iloc[0].proto == "h1"
     checks = results.link_checks(path)
     assert checks.iloc[0]["verify.down.rate_bps"] == 9.9e6 and checks.iloc[0].campaign_id == cid
 

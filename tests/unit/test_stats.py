@@ -16,21 +16,21 @@ def _trials(cond, size, proto, values, **kw):
 def test_identical_distributions_are_not_significant():
     rng = np.random.default_rng(1)
     trials = []
-    for i in range(10):  # ten cells where QUIC and TCP come from the same law
+    for i in range(10):  # ten cells where h3 and h1 come from the same law
         base = rng.normal(1000, 30, 20)
-        trials += _trials(f"c{i}", 5000, "quic", base[:10]) + _trials(f"c{i}", 5000, "tcp", base[10:])
+        trials += _trials(f"c{i}", 5000, "h3", base[:10]) + _trials(f"c{i}", 5000, "h1", base[10:])
     rows = stats.compare(trials)
-    assert not any(r["significant"] for r in rows)
-    assert all(r["faster"].startswith("neither") for r in rows)
+    assert not any(r.significant for r in rows)
+    assert all(r.faster.startswith("neither") for r in rows)
 
 
 def test_a_shifted_distribution_is_significant_and_its_sign_is_right():
     rng = np.random.default_rng(2)
-    trials = _trials("c", 10**7, "quic", rng.normal(900, 20, 10)) + _trials("c", 10**7, "tcp", rng.normal(1000, 20, 10))
+    trials = _trials("c", 10**7, "h3", rng.normal(900, 20, 10)) + _trials("c", 10**7, "h1", rng.normal(1000, 20, 10))
     (row,) = stats.compare(trials)
-    assert row["significant"] and row["faster"] == "quic" and row["diff_pct"] < -5
-    assert row["p_welch"] < 1e-6 and row["p_mannwhitney"] < 0.001 and row["cliffs_delta"] == -1.0
-    assert row["hedges_g"] < -3
+    assert row.significant and row.faster == "h3" and row.diff_pct < -5
+    assert row.p_welch < 1e-6 and row.p_mannwhitney < 0.001 and row.cliffs_delta == -1.0
+    assert row.hedges_g < -3
 
 
 def test_correction_moves_a_borderline_p():
@@ -41,38 +41,38 @@ def test_correction_moves_a_borderline_p():
     assert all(x >= r for x, r in zip(h, raw)) and all(bb <= hh + 1e-12 for bb, hh in zip(b, h))
     assert b[3] == pytest.approx(0.05)  # BH: 0.04 * 5 / 4
     # a cell significant alone is not after correction over many cells
-    one = (_trials("x", 5000, "quic", [1030, 1000, 1060, 1010, 1050, 1020, 1040, 1000])
-           + _trials("x", 5000, "tcp", [1000, 990, 1010, 1020, 980, 1005, 995, 1000]))
+    one = (_trials("x", 5000, "h3", [1030, 1000, 1060, 1010, 1050, 1020, 1040, 1000])
+           + _trials("x", 5000, "h1", [1000, 990, 1010, 1020, 980, 1005, 995, 1000]))
     alone = stats.compare(one)[0]
-    assert 0.001 < alone["p_welch"] < 0.05 and alone["significant"]  # borderline, significant on its own
+    assert 0.001 < alone.p_welch < 0.05 and alone.significant  # borderline, significant on its own
     crowd = list(one)
     for i in range(30):
-        crowd += _trials(f"n{i}", 5000, "quic", [1000, 1010, 990]) + _trials(f"n{i}", 5000, "tcp", [1000, 1010, 990])
-    x = [r for r in stats.compare(crowd) if r["conditions"] == label("x")][0]
-    assert x["p_welch"] == pytest.approx(alone["p_welch"])
-    assert x["p_adjusted"] > alone["p_adjusted"] and not x["significant"]  # ...but not among 31 cells
+        crowd += _trials(f"n{i}", 5000, "h3", [1000, 1010, 990]) + _trials(f"n{i}", 5000, "h1", [1000, 1010, 990])
+    x = [r for r in stats.compare(crowd) if r.conditions == label("x")][0]
+    assert x.p_welch == pytest.approx(alone.p_welch)
+    assert x.p_adjusted > alone.p_adjusted and not x.significant  # ...but not among 31 cells
     assert stats.holm([float("nan"), 0.01]) == [pytest.approx(float("nan"), nan_ok=True), 0.01]
 
 
 def test_cells_ci_warmups_failures_and_cv_warning():
     vals = [1000, 1010, 990, 1005, 995, 1002, 998]
-    t = _trials("c", 5000, "tcp", vals)
+    t = _trials("c", 5000, "h1", vals)
     t.append(replace(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
     t.append(replace(t[0], plt_ms=None, status="failed"))  # so is a failure
-    c = stats.cells(t)[(label("c"), "5KB", "tcp")]
-    assert c["n"] == 7 and c["median_ms"] == 1000 and c["ci_low_ms"] <= 1000 <= c["ci_high_ms"]
-    assert not c["warnings"]
-    noisy = stats.cells(_trials("c", 5000, "tcp", [500, 1000, 1500, 700]))[(label("c"), "5KB", "tcp")]
-    assert noisy["warnings"] and "CV" in noisy["warnings"][0]
+    c = stats.cells(t)[(label("c"), "5KB", "h1")]
+    assert c.n == 7 and c.median_ms == 1000 and c.ci_low_ms <= 1000 <= c.ci_high_ms
+    assert not c.warnings
+    noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1")]
+    assert noisy.warnings and "CV" in noisy.warnings[0]
     assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
     assert math.isnan(stats.median_ci(np.array([1.0, 2.0]))[0])
 
 
 def test_mann_whitney_primary_and_bh():
     rng = np.random.default_rng(4)
-    trials = _trials("c", 5000, "quic", rng.normal(800, 10, 12)) + _trials("c", 5000, "tcp", rng.normal(1000, 10, 12))
+    trials = _trials("c", 5000, "h3", rng.normal(800, 10, 12)) + _trials("c", 5000, "h1", rng.normal(1000, 10, 12))
     (row,) = stats.compare(trials, test="mannwhitney", correction="bh")
-    assert row["significant"] and row["p_adjusted"] == pytest.approx(row["p_mannwhitney"])
+    assert row.significant and row.p_adjusted == pytest.approx(row.p_mannwhitney)
     with pytest.raises(ValueError):
         stats.compare(trials, test="ks")
 
@@ -93,11 +93,11 @@ def cpu_trial(proto, size, cpu_s, **kw):
 
 def test_cpu_per_mb_weighs_by_bytes():
     t = cpu_trial
-    rows = stats.cpu_by_role([t("quic", 10**6, 0.1), t("quic", 9 * 10**6, 0.9), t("tcp", 10**6, 0.5)])
-    q = next(r for r in rows if r["proto"] == "quic")
+    rows = stats.cpu_by_role([t("h3", 10**6, 0.1), t("h3", 9 * 10**6, 0.9), t("h1", 10**6, 0.5)])
+    q = next(r for r in rows if r["proto"] == "h3")
     assert q["cpu_s_per_mb"] == pytest.approx(0.1) and q["mb"] == 10 and q["trials"] == 2
     assert q["cpu_s_per_trial"] == pytest.approx(0.5) and q["mb_per_trial"] == 5
-    table = stats.cpu_table([t("quic", 10**6, 0.1), t("quic", 10**6, 0.3), t("quic", 10**6, 0.2)])
+    table = stats.cpu_table([t("h3", 10**6, 0.1), t("h3", 10**6, 0.3), t("h3", 10**6, 0.2)])
     assert table[0]["n"] == 3 and table[0]["cpu_s"] == pytest.approx(0.2)
 
 
@@ -105,32 +105,66 @@ def test_small_pages_get_cpu_per_trial_and_no_figure_rounds_to_zero():
     """Seen for a 5KB-only run: 'MB 0' and 1,030,000 CPU ms/MB for the browser. Under a megabyte a
     trial, per MB is a load's fixed cost over few bytes: none is given, per trial is."""
     from plt_bench import report
-    rows = stats.cpu_by_role([cpu_trial("quic", 5000, 0.0051), cpu_trial("quic", 5000, 0.0052)])
+    rows = stats.cpu_by_role([cpu_trial("h3", 5000, 0.0051), cpu_trial("h3", 5000, 0.0052)])
     assert rows[0]["cpu_s_per_mb"] is None and rows[0]["cpu_s_per_trial"] == pytest.approx(0.00515)
     line = report.cpu_lines({"cpu_by_role": rows})[1]
-    assert line == ["quic", "renderer", "2", "0.005", "5.15", "5.15", "0", "-"]
-    assert stats.cpu_table([cpu_trial("tcp", 5000, 0.01)])[0]["cpu_s_per_mb"] is None
+    assert line == ["h3", "renderer", "2", "0.005", "5.15", "5.15", "0", "-"]
+    assert stats.cpu_table([cpu_trial("h1", 5000, 0.01)])[0]["cpu_s_per_mb"] is None
 
 
 def test_a_bulk_trials_download_counts_as_read():
     from plt_bench.pages import Page
-    bulk = cpu_trial("tcp", 0, 2.0, page=Page(0, 0, 30000, 1000), bulk_bytes=300 * 10**6)
+    bulk = cpu_trial("h1", 0, 2.0, page=Page(0, 0, 30000, 1000), bulk_bytes=300 * 10**6)
     row = stats.cpu_by_role([bulk])[0]
     assert row["mb"] == pytest.approx(300, rel=0.01) and row["cpu_s_per_mb"] == pytest.approx(2 / 300, rel=0.01)
 
 
 def test_a_precision_target_stops_a_cell_when_both_medians_are_tight_or_at_the_most_runs():
     rng = np.random.default_rng(3)
-    tight = {"quic": list(rng.normal(100, 1, 8)), "tcp": list(rng.normal(200, 2, 8))}
-    loose = {"quic": list(rng.normal(100, 30, 8)), "tcp": list(rng.normal(200, 2, 8))}
-    why, widths = stats.precision_stop(tight, 2.0, 3, 20, ("quic", "tcp"))
+    tight = {"h3": list(rng.normal(100, 1, 8)), "h1": list(rng.normal(200, 2, 8))}
+    loose = {"h3": list(rng.normal(100, 30, 8)), "h1": list(rng.normal(200, 2, 8))}
+    why, widths = stats.precision_stop(tight, 2.0, 3, 20, ("h3", "h1"))
     assert why == "precision reached" and all(0 < w <= 2.0 for w in widths.values())
-    assert stats.precision_stop(loose, 2.0, 3, 20, ("quic", "tcp"))[0] is None
-    assert stats.precision_stop(loose, 2.0, 3, 8, ("quic", "tcp"))[0] == "max runs reached"
+    assert stats.precision_stop(loose, 2.0, 3, 20, ("h3", "h1"))[0] is None
+    assert stats.precision_stop(loose, 2.0, 3, 8, ("h3", "h1"))[0] == "max runs reached"
     # fewer than the least runs: not yet, however tight
-    assert stats.precision_stop({"quic": [100.0, 100.1], "tcp": [200.0, 200.1]}, 50.0, 3, 20, ("quic", "tcp"))[0] is None
-    assert stats.precision_stop({"quic": tight["quic"]}, 2.0, 3, 20, ("quic", "tcp"))[0] is None  # TCP missing
+    assert stats.precision_stop({"h3": [100.0, 100.1], "h1": [200.0, 200.1]}, 50.0, 3, 20, ("h3", "h1"))[0] is None
+    assert stats.precision_stop({"h3": tight["h3"]}, 2.0, 3, 20, ("h3", "h1"))[0] is None  # h1 missing
     assert math.isnan(stats.half_width_pct([1.0, 2.0]))
     # the half width is the bootstrap CI's, in percent of the median
-    lo, hi = stats.median_ci(np.asarray(tight["quic"]))
-    assert stats.half_width_pct(tight["quic"]) == pytest.approx((hi - lo) / 2 / np.median(tight["quic"]) * 100)
+    lo, hi = stats.median_ci(np.asarray(tight["h3"]))
+    assert stats.half_width_pct(tight["h3"]) == pytest.approx((hi - lo) / 2 / np.median(tight["h3"]) * 100)
+
+
+def test_every_protocol_is_compared_against_the_reference_and_corrected_together():
+    rng = np.random.default_rng(5)
+    trials = (_trials("c", 5000, "h1", rng.normal(1000, 10, 8)) + _trials("c", 5000, "h3", rng.normal(900, 10, 8))
+              + _trials("c", 5000, "h2", rng.normal(950, 10, 8)))
+    cells = stats.cells(trials)
+    med = {p: cells[(label("c"), "5KB", p)].median_ms for p in ("h3", "h2", "h1")}
+    rows = stats.compare(trials)  # h3 by default, the others in the table's order
+    assert [r.pair for r in rows] == ["h3 vs h2", "h3 vs h1"]
+    assert [r.diff_pct for r in rows] == [pytest.approx((med["h3"] - med[p]) / med[p] * 100) for p in ("h2", "h1")]
+    assert all(r.significant and r.faster == "h3" for r in rows)
+    # Holm over both comparisons: the smaller p doubled, the larger as it is (never below the first)
+    ps = sorted(r.p_welch for r in rows)
+    assert sorted(r.p_adjusted for r in rows) == [pytest.approx(min(1, 2 * ps[0])), pytest.approx(max(2 * ps[0], ps[1]))]
+    other = stats.compare(trials, reference="h1")
+    assert [r.pair for r in other] == ["h1 vs h3", "h1 vs h2"] and all(r.faster in ("h3", "h2") for r in other)
+    assert other[0].diff_pct == pytest.approx((med["h1"] - med["h3"]) / med["h3"] * 100)
+    assert other[0].row()["reference"] == "h1" and other[0].row()["median_other_ms"] == med["h3"]
+    # without h3 the first protocol in the table's order is the reference; one that did not run is refused
+    assert [r.pair for r in stats.compare([t for t in trials if t.proto != "h3"])] == ["h2 vs h1"]
+    with pytest.raises(stats.UsageError, match="--reference: 'h2' was not run"):
+        stats.compare([t for t in trials if t.proto != "h2"], reference="h2")
+
+
+def test_a_cell_is_a_typed_record_and_a_comparison_reads_its_groups_fields():
+    trials = _trials("c", 5000, "h3", [900, 910, 905]) + _trials("c", 5000, "h1", [1000, 1010, 1005])
+    (row,) = stats.compare(trials)
+    assert (row.conditions, row.page, row.size_bytes, row.rate_down_bps) == (label("c"), "5KB", 5000,
+                                                                             row.reference.rate_down_bps)
+    with pytest.raises(AttributeError):
+        row.proto  # the axis differs within a comparison: it has no one value
+    assert set(row.row()) >= {"reference", "other", "n_reference", "n_other", "diff_pct", "p_adjusted"}
+    assert "warnings" not in row.reference.row()

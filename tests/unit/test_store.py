@@ -17,7 +17,7 @@ def test_round_trip_and_csv(tmp_path):
     with st.Store(path) as s:
         cid = s.new_campaign("t", "now", {"runs": 1}, {"kernel": "k"})
         s.add_trial(_trial(cid, 0, plt=8400.0))
-        s.add_trial(_trial(cid, 1, proto="tcp", plt=8300.0))
+        s.add_trial(_trial(cid, 1, proto="h1", plt=8300.0))
         s.add_trial(_trial(cid, 2, status="failed"))
         s.add_link_check(cid, "10mbit", "now", {"backend": "tcconfig"})
         s.finish_campaign(cid, "finished", "later")
@@ -124,9 +124,9 @@ CREATE TABLE link_checks (id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL, 
   checked_utc TEXT NOT NULL, result_json TEXT NOT NULL);
 INSERT INTO campaigns VALUES (1, 'old', 't', 't', 'finished', '{}', '{}');
 INSERT INTO trials (campaign_id, seq, run_index, proto, size_bytes, page, conditions, status, started_utc, finished_utc,
-  wall_s, url, plt_ms) VALUES (1, 0, 0, 'tcp', 5000, 'index_5KB.html', '10mbit', 'ok', 't', 't', 1.0, 'u', 42.0);
+  wall_s, url, plt_ms) VALUES (1, 0, 0, 'h1', 5000, 'index_5KB.html', '10mbit', 'ok', 't', 't', 1.0, 'u', 42.0);
 INSERT INTO trials (campaign_id, seq, run_index, proto, size_bytes, page, conditions, status, started_utc, finished_utc,
-  wall_s, url, plt_ms, rate_down_bps, rate_up_bps) VALUES (1, 1, 0, 'tcp', 5000, 'index_5KB.html',
+  wall_s, url, plt_ms, rate_down_bps, rate_up_bps) VALUES (1, 1, 0, 'h1', 5000, 'index_5KB.html',
   'Cable (10mbit/1mbit rtt28ms)', 'ok', 't', 't', 1.0, 'u', 43.0, 10000000, 1000000);
 """
 
@@ -190,7 +190,7 @@ def test_a_slot_is_stored_at_most_once_per_attempt(tmp_path):
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(_trial(cid, 0, cond=unshaped))
         s.add_trial(_trial(cid, 0, cond=unshaped, attempt=2))  # the next attempt of the slot
-        s.add_trial(_trial(cid, 0, cond=unshaped, proto="tcp"))  # another slot
+        s.add_trial(_trial(cid, 0, cond=unshaped, proto="h1"))  # another slot
         other = s.new_campaign("u", "now", {}, {})
         s.add_trial(_trial(other, 0, cond=unshaped))  # the same slot of another campaign
         assert len(s.trials([cid])) == 3 and len(s.trials([other])) == 1
@@ -232,8 +232,8 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     cid = db.execute("INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json) VALUES "
                      "('old', 't', 'finished', '{}', '{}')").lastrowid
     rows = [_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2)
-            for i, (proto, plt) in enumerate([("quic", 90.0), ("tcp", 120.0)] * 3)]
-    rows.append(_trial(cid, 6, proto="quic", plt=90.0, run_index=0))  # slot (run 0, quic) stored twice
+            for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)]
+    rows.append(_trial(cid, 6, proto="h3", plt=90.0, run_index=0))  # slot (run 0, quic) stored twice
     for t in rows:
         row = {k: v for k, v in t.row().items() if k != "prelaunched"}
         db.execute(f"INSERT INTO trials ({','.join(row)}) VALUES ({','.join('?' for _ in row)})", list(row.values()))
@@ -244,14 +244,38 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
         text = report.format_text(report.build(s, [cid]))
         assert len(s.trials([cid])) == 7 and {t.prelaunched for t in s.trials([cid])} == {None}
     db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 12
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
     assert [r[:-1] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
-        twin = _trial(cid, 99, proto="quic", plt=1.0, run_index=0)
+        twin = _trial(cid, 99, proto="h3", plt=1.0, run_index=0)
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(twin)
         assert report.format_text(report.build(s, [cid])) == text
-    # as version 11 reported it: every row counted, the twin too (QUIC 90, 92, 94 and 90: median 91)
+    # as version 11 reported it: every row counted, the twin too (h3 90, 92, 94 and 90: median 91)
     row = next(line for line in text.splitlines() if line.strip().startswith("10mbit"))
-    assert row.split()[2:5] == ["4", "3", "91.0"], row
+    assert row.split()[2:7] == ["h3", "vs", "h1", "4/3", "91.0"], row
+
+
+def test_a_version_12_store_of_quic_and_tcp_reports_as_before(tmp_path):
+    """Schema 13 names the protocols by their HTTP version. A store written by the version before
+    (commit 941d178: quic and tcp) reads as h3 and h1 and reports the figures that version printed
+    (tests/unit/data/README.md): the same n, medians, CIs, diff %, p-values and effect sizes."""
+    import shutil
+    from pathlib import Path
+    from plt_bench import report
+    path = tmp_path / "old.sqlite"
+    shutil.copy(Path(__file__).parent / "data" / "store-v12-quic-tcp.sqlite", path)
+    assert st.stored_version(path) == 12
+    with st.Store(path, read_only=True) as s:  # a reader migrates a writable store in place
+        (cid,) = s.campaign_ids()
+        assert [t.proto for t in s.trials([cid])[:2]] == ["h3", "h1"] and s.campaign(cid)["grid"]["protos"] == ["h3", "h1"]
+        rep = report.build(s, [cid])
+    assert rep["reference"] == "h3" and [r.pair for r in rep["rows"]] == ["h3 vs h1", "h3 vs h1"]
+    head, *body = report.table(rep)
+    old = [["10mbit", "5KB", "4/4", "912.0 [900.0, 924.0]", "991.0 [982.0, 1000.0]", "-8.0", "2.31e-05", "4.61e-05",
+            "-1.00", "h3"],
+           ["100mbit", "5KB", "4/4", "462.0 [450.0, 474.0]", "491.0 [482.0, 500.0]", "-5.9", "0.00459", "0.00459",
+            "-1.00", "h3"]]
+    assert [[r[0], r[1], *r[3:11]] for r in body] == old
+    assert st.stored_version(path) == st.SCHEMA_VERSION

@@ -15,7 +15,7 @@ def label(name: str | None = None, rate_bps: int | None = 10**7) -> str:
     return conditions(name, rate_bps).label
 
 
-def trial(cid=1, seq=0, proto="quic", status="ok", plt=100.0, cond: Conditions | None = None, size=10**7,
+def trial(cid=1, seq=0, proto="h3", status="ok", plt=100.0, cond: Conditions | None = None, size=10**7,
           page: Page | None = None, **kw) -> Trial:
     """A trial of a single-object page of `size`, or of `page` (of any kind)."""
     page = page or Page(size)

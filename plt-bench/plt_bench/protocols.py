@@ -1,0 +1,108 @@
+"""The HTTP versions plt-bench measures: one table, and the only place a protocol is named.
+
+Each protocol is a Protocol record: what a trial stores (h3, h2, h1), how the browser is forced
+to it, and how both ends prove it carried a request. Everything else in plt-bench (the plan, the
+analysis, the figures) takes protocols from here by name and never spells one out.
+
+    h3  HTTP/3 over QUIC (UDP)        Chromium forced to QUIC on the origin
+    h2  HTTP/2 over TLS 1.3 and TCP   Chromium with QUIC off; ALPN offers h2 first
+    h1  HTTP/1.1 over TLS 1.3 and TCP Chromium with QUIC and HTTP/2 off; up to six connections
+
+Names a user may type (--proto, campaign files, pytest): h3, h2, h1, and the names of the seed
+experiment, which keep their meaning: quic = h3, tcp = h1 (HTTP/1.1 over TLS, as the seed ran it),
+both = h3 and h1, all = h3, h2 and h1. Stores written before schema 13 hold quic and tcp; their
+migration rewrites them to h3 and h1 (store.py), so a stored trial keeps the protocol it ran with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """One HTTP version as plt-bench runs and proves it."""
+
+    name: str  # what trials store and options take: h3 | h2 | h1
+    label: str  # for people: HTTP/3
+    transport: str  # what carries it: QUIC | TCP
+    next_hop: str  # what Navigation and Resource Timing's nextHopProtocol say
+    server_proto: str  # what Caddy's access log says (request.proto)
+    chromium_off: tuple[str, ...]  # Chromium flags that take the other versions away
+    connect_rtts: int  # round trips to connectEnd on a fresh connection (TCP + TLS 1.3: 2; QUIC: 1)
+    first_byte_rtts: int  # ... and to the page's first byte (one more: the request)
+    color: str  # in every figure
+    max_connections: int  # per origin, as Chromium opens them
+
+    def chromium_flags(self, origin: str) -> list[str]:
+        """The flags that force this version on origin ("host:443")."""
+        if self.transport == "QUIC":
+            return ["--enable-quic", f"--origin-to-force-quic-on={origin}"]
+        return list(self.chromium_off)
+
+
+H3 = Protocol("h3", "HTTP/3", "QUIC", "h3", "HTTP/3.0", (), 1, 2, "#c0392b", 1)
+H2 = Protocol("h2", "HTTP/2", "TCP", "h2", "HTTP/2.0", ("--disable-quic",), 2, 3, "#27ae60", 1)
+H1 = Protocol("h1", "HTTP/1.1", "TCP", "http/1.1", "HTTP/1.1", ("--disable-quic", "--disable-http2"), 2, 3,
+              "#2471a3", 6)
+
+BY_NAME = {p.name: p for p in (H3, H2, H1)}
+NAMES = tuple(BY_NAME)  # the order of every table and figure: h3, h2, h1
+DEFAULT_REFERENCE = "h3"
+# what a user may type for a list of protocols, beside the names themselves
+GROUPS = {"quic": ("h3",), "tcp": ("h1",), "both": ("h3", "h1"), "all": NAMES}
+CHOICES = (*NAMES, *GROUPS)
+# the names stores before schema 13 wrote
+STORED_BEFORE_13 = {"quic": "h3", "tcp": "h1"}
+
+
+def get(name: str) -> Protocol:
+    """The protocol of a stored or canonical name; ValueError for any other."""
+    try:
+        return BY_NAME[STORED_BEFORE_13.get(name, name)]
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; expected one of {', '.join(NAMES)}") from None
+
+
+def parse(text: str, option: str = "--proto") -> tuple[str, ...]:
+    """A comma-separated list of protocols and groups -> canonical names, in the order given,
+    duplicates dropped ('both' -> ('h3', 'h1'); 'quic,h2' -> ('h3', 'h2'))."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise UsageError(f"{option}: empty; expected {form()}")
+    out: list[str] = []
+    for item in items:
+        p = item.lower()
+        if p not in CHOICES:
+            raise UsageError(f"{option}: unknown protocol '{item}'; expected {form()}")
+        for q in GROUPS.get(p, (p,)):
+            if q not in out:
+                out.append(q)
+    return tuple(out)
+
+
+def form() -> str:
+    """The accepted form of --proto, for messages and help."""
+    return (f"one or more of {', '.join(NAMES)}, comma-separated (quic = h3, tcp = h1, both = h3,h1, "
+            f"all = {','.join(NAMES)})")
+
+
+def order(name: str) -> int:
+    """A protocol's place in tables and figures (unknown names last)."""
+    return NAMES.index(name) if name in NAMES else len(NAMES)
+
+
+def label(name: str) -> str:
+    """'h3' -> 'HTTP/3' (any other value as it is)."""
+    return BY_NAME[name].label if name in BY_NAME else str(name)
+
+
+def color(name: str, fallback_index: int = 0) -> str:
+    return BY_NAME[name].color if name in BY_NAME else ("#7f8c8d", "#8e44ad", "#d35400")[fallback_index % 3]
+
+
+def is_quic(name: str) -> bool:
+    """Whether a protocol runs over QUIC (Caddy's qlog has its connection)."""
+    return get(name).transport == "QUIC"
