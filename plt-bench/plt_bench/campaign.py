@@ -16,11 +16,12 @@ import random
 import re
 import tomllib
 from pathlib import Path
+from typing import NamedTuple
 
 from . import cmd, conditions as cond_mod, protocols
 from .link import host as hostnet
 from .capture import DEFAULT_INTERVAL_S, DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
-from .conditions import Conditions, Grid
+from .conditions import Cell, Conditions, Grid
 from .errors import UsageError
 from .pages import Page
 from .units import parse_size
@@ -28,7 +29,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser_binary", "reference"}
+            "browser_binary", "reference", "compare"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -39,7 +40,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "max_runs": 30, "warmup": 0, "retries": 1, "seed": 1, "jitter_dist": "uniform", "loss_direction": "both",
             "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
-            "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm",
+            "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -53,7 +54,7 @@ class Spec:
     warmup: int                       # repetitions (run index < warmup) kept but left out of the statistics
     retries: int                      # further attempts of a failed trial
     seed: int                         # of the trial order
-    cc: str
+    cc: str                           # the first of grid.ccs: what the testbed's routes start with
     link: str                         # backend asked for (auto, netem, linkem)
     verify: str                       # stop | warn | off
     source: str                       # the preset or file it came from
@@ -70,14 +71,15 @@ class Spec:
     within: Grid | None = None         # one cell of a campaign (plt_bench.cluster): the campaign's whole grid,
     #                                    so that the cell's plan keeps the campaign's order
     overridden: tuple[str, ...] = ()   # grid keys given as options over the file's (not part of the definition)
-    reference: str | None = None       # the protocol the report compares the others against (None: h3 where it
+    reference: str | None = None       # the value the report compares the others against (None: h3 where it
     #                                    runs, else the first listed; stats.reference_for)
+    compare: str = "proto"             # what the report compares: proto, or cc (within each protocol)
 
     @property
     def trial_count(self) -> int:
         """The plan's length, without making it."""
         g = self.grid
-        return len(g.conditions) * self.planned_runs * len(g.pages) * len(g.protos)
+        return len(g.conditions) * self.planned_runs * len(g.pages) * len(g.protos) * len(g.ccs)
 
     @property
     def what(self) -> str:
@@ -96,11 +98,13 @@ class Spec:
         sizes = [p.label if p.objects or p.kind != "page" else p.size_bytes for p in self.grid.pages]
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": sizes,
                 "conditions": [dataclasses.asdict(c) for c in self.grid.conditions], "runs": self.grid.runs,
-                "warmup": self.warmup, "retries": self.retries, "seed": self.seed, "cc": self.cc, "link": self.link,
+                "warmup": self.warmup, "retries": self.retries, "seed": self.seed,
+                "cc": self.cc if len(self.grid.ccs) == 1 else list(self.grid.ccs), "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
                 **({"server": self.server} if self.server else {}),
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
                 **({"reference": self.reference} if self.reference else {}),
+                **({"compare": self.compare} if self.compare != "proto" else {}),
                 **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
                    if self.precision_pct is not None else {})}
 
@@ -113,8 +117,10 @@ class Spec:
         ident = {**self.as_dict(), "protos": [legacy.get(p, p) for p in self.grid.protos]}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
-    def plan(self) -> list[tuple[Conditions, int, Page, str]]:
-        """Every trial, in the order it runs: (conditions, run index, page, protocol)."""
+    def plan(self) -> list["Slot"]:
+        """Every trial, in the order it runs (Slot: conditions, run index, page, protocol, congestion
+        control). Within a run each page's protocols (and congestion controls) come in a seeded
+        random order; with one congestion control the order is the one campaigns always had."""
         out = []
         grid = self.within or self.grid
         for ci, cond in enumerate(grid.conditions):
@@ -123,12 +129,36 @@ class Spec:
                 pages = list(grid.pages)
                 rng.shuffle(pages)
                 for page in pages:
-                    protos = list(grid.protos)
-                    rng.shuffle(protos)
-                    out += [(cond, r, page, p) for p in protos]
+                    if len(grid.ccs) == 1:
+                        protos = list(grid.protos)
+                        rng.shuffle(protos)
+                        out += [Slot(cond, r, page, p, grid.ccs[0]) for p in protos]
+                    else:
+                        pairs = [(p, cc) for p in grid.protos for cc in grid.ccs]
+                        rng.shuffle(pairs)
+                        out += [Slot(cond, r, page, p, cc) for p, cc in pairs]
         if self.within:
-            out = [s for s in out if s[0] in self.grid.conditions and s[2] in self.grid.pages]
+            out = [s for s in out if s.conditions in self.grid.conditions and s.page in self.grid.pages]
         return out
+
+
+class Slot(NamedTuple):
+    """One trial of a campaign's plan: the cell it measures and its run."""
+
+    conditions: Conditions
+    run_index: int
+    page: Page
+    proto: str
+    cc: str = "cubic"
+
+    @property
+    def cell(self) -> Cell:
+        return Cell(self.proto, self.page, self.conditions, self.cc)
+
+    @property
+    def place(self) -> tuple[Conditions, Page]:
+        """Where in the grid: the conditions and the page (what a precision target stops, a cluster sends)."""
+        return (self.conditions, self.page)
 
 
 # A campaign file's values, by key: the TOML types each may have. A value of another type is refused
@@ -138,16 +168,16 @@ _STR, _INT, _LIST = (str,), (int,), (str, list)
 FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
-              "server_token_file": _STR, "browser_binary": _STR, "reference": _STR,
+              "server_token_file": _STR, "browser_binary": _STR, "reference": _STR, "compare": _STR,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
-              "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _STR, "backend": _STR,
+              "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
               "verify": _STR}
 TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
             "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['h3', 'h2']",
-            "sizes": "['5KB', '200x5KB']", "capture": "['pcap', 'keylog']", "cc": "'cubic'", "runs": "5"}
+            "sizes": "['5KB', '200x5KB']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
 
 
@@ -255,11 +285,24 @@ def presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.toml"))}
 
 
-def _reference(v: "Values", protos: tuple[str, ...]) -> str | None:
-    """The reference protocol asked for, which must be one the campaign runs (None: not asked)."""
+def _compare(v: "Values") -> str:
+    axis = str(v.get("compare", DEFAULTS["compare"]))
+    if axis not in ("proto", "cc"):
+        raise UsageError(f"{v.name('compare')}: '{axis}'; expected proto or cc")
+    return axis
+
+
+def _reference(v: "Values", protos: tuple[str, ...], ccs: tuple[str, ...], axis: str) -> str | None:
+    """The reference asked for, which must be one value the campaign runs of the axis compared
+    (a protocol, or with compare = cc a congestion control; None: not asked)."""
     text = v.get("reference")
     if text is None:
         return None
+    if axis == "cc":
+        if str(text) not in ccs:
+            raise UsageError(f"{v.name('reference')}: '{text}' is not one congestion control this campaign runs; "
+                             f"expected one of {', '.join(ccs)} (--cc {','.join(ccs)})")
+        return str(text)
     names = protocols.parse(str(text), v.name("reference"))
     if len(names) != 1 or names[0] not in protos:
         raise UsageError(f"{v.name('reference')}: '{text}' is not one protocol this campaign runs; expected one of "
@@ -354,7 +397,9 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     else:
         grid = cond_mod.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
                                   v.text("jitter"), v.text("loss"), **common)
-    cc = cond_mod.parse_cc(v.get("cc", DEFAULTS["cc"]), v.name("cc"))
+    ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
+    grid = dataclasses.replace(grid, ccs=ccs)
+    cc = ccs[0]
     backend = str(v.get("link", DEFAULTS["link"]))
     from .link import canonical
     canonical(backend, v.name("link"))
@@ -373,7 +418,11 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     if browser is not None and not browser.startswith("/"):
         raise UsageError(f"{v.name('browser_binary')} = {browser!r}; expected the absolute path of a Chromium or "
                          "Google Chrome binary")
-    reference = _reference(v, grid.protos)
+    if server is not None and len(ccs) > 1:
+        raise UsageError(f"{v.name('cc')}: {', '.join(ccs)}: several congestion controls need this machine's testbed; "
+                         "on two machines the server's own default applies (its net.ipv4.tcp_congestion_control)")
+    axis = _compare(v)
+    reference = _reference(v, grid.protos, ccs, axis)
     warmup = as_int("warmup", 0, 100)
     precision, max_runs = _precision(v, grid.runs)
     if warmup >= grid.runs:
@@ -383,8 +432,8 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
-                cc=cc, link=backend, verify=verify, source=str(path), reference=reference,
-                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder",))))
+                cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
+                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
                                                                        if k in cond_mod.GRID_KEYS))

@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from .campaign import Slot
 from .cpu import cpu_list
 from .errors import PltBenchError, UsageError
 
@@ -83,9 +84,9 @@ def unsupported(spec) -> None:
 def cells(spec) -> list[tuple]:
     """The campaign's cells in its plan's order: (conditions, page)."""
     out = []
-    for cond, _, page, _ in spec.plan():
-        if (cond, page) not in out:
-            out.append((cond, page))
+    for slot in spec.plan():
+        if slot.place not in out:
+            out.append(slot.place)
     return out
 
 
@@ -304,7 +305,7 @@ class Head:
                                           spec.spec_hash)
         self.done = attempts_so_far(store.trials([self.cid]))
         left = todo(spec.plan(), self.done, spec.retries)
-        self.cells = [c for c in cells(spec) if any((s[0], s[2]) == c for s in left)]
+        self.cells = [c for c in cells(spec) if any(s.place == c for s in left)]
         self.seq = max((t.seq for ts in self.done.values() for t in ts), default=-1) + 1
         self.counts = {"ok": 0, "failed": 0, "failed_attempts": 0, "cells": 0, "resubmitted": 0,
                        "campaign_id": self.cid}
@@ -326,7 +327,7 @@ class Head:
         stored = 0
         while self.queue.qsize():
             t = pickle.loads(self.queue.get())
-            slot = (t.conditions, t.run_index, t.page_spec, t.proto)
+            slot = Slot(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic")
             if any(x.status == "ok" for x in self.done.get(slot, [])):
                 continue
             # numbered by the head: a cell sent again after its worker died measures its slots anew

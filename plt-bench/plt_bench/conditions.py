@@ -113,10 +113,13 @@ class Cell:
     proto: str  # h3 | h2 | h1 (protocols.NAMES: what the trial stores)
     page: Page
     conditions: Conditions
+    cc: str = "cubic"  # the TCP congestion control on the testbed's routes (h3 runs quic-go's own whatever it is)
 
     def __post_init__(self):
         if self.proto not in protocols.NAMES:
             raise ValueError(f"Cell: protocol {self.proto!r}; expected one of {', '.join(protocols.NAMES)}")
+        if self.cc not in CONGESTION_CONTROLS:
+            raise ValueError(f"Cell: congestion control {self.cc!r}; expected one of {', '.join(CONGESTION_CONTROLS)}")
 
     @property
     def size_bytes(self) -> int:
@@ -130,9 +133,11 @@ class Grid:
     pages: tuple[Page, ...]
     conditions: tuple[Conditions, ...]
     runs: int
+    ccs: tuple[str, ...] = ("cubic",)  # TCP congestion controls, an axis like the protocols
 
     def cells(self) -> list[Cell]:
-        return [Cell(p, s, c) for c, s, p in itertools.product(self.conditions, self.pages, self.protos)]
+        return [Cell(p, s, c, cc) for c, s, p, cc in itertools.product(self.conditions, self.pages, self.protos,
+                                                                       self.ccs)]
 
 
 def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:
@@ -179,8 +184,15 @@ def parse_runs(text: str | int, option: str = "--runs") -> int:
 def parse_cc(text: str, option: str = "--cc") -> str:
     cc = str(text).strip().lower()
     if cc not in CONGESTION_CONTROLS:
-        raise UsageError(f"{option}: unknown congestion control '{text}'; expected one of {', '.join(CONGESTION_CONTROLS)}")
+        raise UsageError(f"{option}: unknown congestion control '{text}'; expected one or more of "
+                         f"{', '.join(CONGESTION_CONTROLS)}, comma-separated")
     return cc
+
+
+def parse_ccs(text: str, option: str = "--cc") -> tuple[str, ...]:
+    """TCP congestion controls, comma-separated ('cubic,bbr'): an axis of the grid."""
+    return _parse_list(text, option, f"one or more of {', '.join(CONGESTION_CONTROLS)}, comma-separated",
+                       lambda item: parse_cc(item, option))
 
 
 # What the link applies, and so the finest a condition may be given (finer values would be stored

@@ -13,7 +13,7 @@ from . import __version__, cmd
 from .cpu import cpu_list, own_cpus
 
 KEY_FIELDS = ("host", "kernel", "cpus_used", "link_backend", "link_placement", "chromium", "chromedriver",
-              "caddy_version", "congestion_control")
+              "caddy_version")  # congestion control is a trial's own field (Trial.cc) since schema 13
 
 
 def utc_now() -> str:

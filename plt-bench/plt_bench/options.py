@@ -107,8 +107,12 @@ def _table() -> dict[str, Option]:
                choices=TESTS, group="stats"),
         Option("correction", "multiple-comparison correction: holm or bh (Benjamini-Hochberg)", choices=CORRECTIONS,
                group="stats"),
-        Option("reference", "the protocol every other one is compared against (default: h3 where it runs, else the "
-                            "first listed)", metavar="PROTO", group="stats"),
+        Option("reference", "the value every other one is compared against: a protocol (default: h3 where it runs, "
+                            "else the first listed), or with --compare cc a congestion control (default: the first "
+                            "listed)", metavar="VALUE", group="stats"),
+        Option("compare", "what the report compares: proto (each protocol against the reference, within each "
+                          "congestion control) or cc (each congestion control against the reference, within each "
+                          "protocol)", choices=("proto", "cc"), group="stats"),
         Option("cluster", "run the campaign's cells on a Dask cluster's plt-bench workers (each 'plt-bench worker "
                           "--scheduler ADDR'); this machine keeps the store", metavar="tcp://HOST:PORT", group="cluster"),
         Option("scheduler", "the Dask scheduler to join (started with: dask scheduler)", metavar="tcp://HOST:PORT",
@@ -132,7 +136,7 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference")
+               "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference", "compare")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
 

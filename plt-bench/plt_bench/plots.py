@@ -98,24 +98,31 @@ def heatmap_matrix(rows: list) -> dict[tuple, dict]:
     return out
 
 
-def pairs(rows: list) -> dict[tuple[str, str], list]:
-    """The comparisons per pair (reference, other), in the table's order."""
-    out: dict[tuple[str, str], list] = {}
-    for r in sorted(rows, key=lambda r: protocols.order(r.other_value)):
-        out.setdefault((r.reference_value, r.other_value), []).append(r)
-    return out
+def pairs(rows: list) -> dict[tuple[str, str, str], list]:
+    """The comparisons per pair (reference, other, within: the other axis's value they share), in
+    the table's order."""
+    out: dict[tuple[str, str, str], list] = {}
+    for r in rows:  # rows come in the table's order (stats.compare)
+        out.setdefault((r.reference_value, r.other_value, r.within), []).append(r)
+    return dict(sorted(out.items(), key=lambda kv: (protocols.order(kv[0][0]), protocols.order(kv[0][1]),
+                                                    protocols.order(kv[0][2]))))
 
 
 def heatmaps(rows: list, meta: dict, out_dir: Path, title: str) -> list[Path]:
-    """One heatmap per pair (h3 vs h2, h3 vs h1) and per (RTT, jitter, loss): pages against rates,
-    the difference of the medians where significant; heatmap_<ref>-vs-<other>[_rtt.._jitter.._loss..]."""
+    """One heatmap per pair (h3 vs h2, h3 vs h1; or bbr vs cubic within each protocol) and per (RTT,
+    jitter, loss): pages against rates, the difference of the medians where significant;
+    heatmap_<ref>-vs-<other>[_<within>][_rtt.._jitter.._loss..]: within is the congestion control
+    where a campaign has several, the protocol of a comparison of congestion controls."""
     paths = []
-    for (ref, other), pair_rows in pairs(rows).items():
-        paths += _pair_heatmaps(pair_rows, ref, other, meta, out_dir, title)
+    grouped = pairs(rows)
+    several = len({w for _, _, w in grouped}) > 1 or (rows and rows[0].axis != "proto")
+    for (ref, other, within), pair_rows in grouped.items():
+        paths += _pair_heatmaps(pair_rows, ref, other, within if several else None, meta, out_dir, title)
     return paths
 
 
-def _pair_heatmaps(rows: list, ref: str, other: str, meta: dict, out_dir: Path, title: str) -> list[Path]:
+def _pair_heatmaps(rows: list, ref: str, other: str, within: str | None, meta: dict, out_dir: Path,
+                   title: str) -> list[Path]:
     paths = []
     for (rtt, jitter, loss), m in sorted(heatmap_matrix(rows).items()):
         diff, sig = m["diff"], m["significant"]
@@ -154,11 +161,13 @@ def _pair_heatmaps(rows: list, ref: str, other: str, meta: dict, out_dir: Path, 
         group = [r for r in rows if (r.rtt_ms, r.jitter_ms, r.loss_pct) == (rtt, jitter, loss)]
         ns = sorted({min(r.reference.n, r.other.n) for r in group})
         n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]} to {ns[-1]}"
-        ax.set_title(f"{title}: {_name(ref)} vs {_name(other)} page-load time ({n_text} per protocol and cell)\n"
+        names = f"{ref} vs {other} within {_name(within)}" if rows[0].axis != "proto" else \
+            f"{_name(ref)} vs {_name(other)}{f' under {within}' if within else ''}"
+        ax.set_title(f"{title}: {names} page-load time ({n_text} per cell)\n"
                      f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
                      f"red: {ref} faster, blue: {other} faster, framed: significant, white: not significant "
                      f"({t0.test}, {t0.correction}-corrected over every pair, p < 0.05)", fontsize=9)
-        stem = f"heatmap_{ref}-vs-{other}" + ("" if (rtt, jitter, loss) == (0, 0, 0)
+        stem = f"heatmap_{ref}-vs-{other}" + (f"_{within}" if within else "") + ("" if (rtt, jitter, loss) == (0, 0, 0)
                                                else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}")
         paths += _save(fig, out_dir, stem)
     return paths

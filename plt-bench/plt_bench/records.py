@@ -203,6 +203,9 @@ class Trial:
                            "pinned cluster worker's own set; None for trials before schema 11", None)
     prelaunched: bool | None = doc("the browser (fresh, its own profile) was started while the previous trial was "
                                    "judged and stored, so launch_s is not inside wall_s; None before schema 12", None)
+    cc: str | None = doc("the TCP congestion control of the trial's connections (h1, h2): on the testbed's routes, "
+                         "or the server's default on two machines; h3 runs quic-go's own CUBIC whatever it says. "
+                         "Stores before schema 13: the campaign's", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 
@@ -358,7 +361,7 @@ _ANSWER_KEYS = frozenset(typing.get_type_hints(WorkerAnswer))
 
 
 # -- the analysis's records (plt_bench.stats makes them; report, plots and the CSVs read them) -----------
-AXES = ("proto",)  # what a comparison may be along: a field of CellStats that varies within a group
+AXES = ("proto", "cc")  # what a comparison may be along: a field of CellStats that varies within a group
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,6 +374,7 @@ class CellStats:
     size_bytes: int = doc("every body the page's load fetches, in bytes")
     objects: int = doc("the page's images (0: one HTML file)")
     proto: str = doc("h3 | h2 | h1 (plt_bench.protocols)")
+    cc: str = doc("TCP congestion control (Trial.cc)")
     rate_down_bps: int | None = doc("the downlink rate; None: unshaped")
     rtt_ms: float = doc("the RTT the link added")
     jitter_ms: float = doc("jitter per direction")
@@ -388,8 +392,8 @@ class CellStats:
     warnings: tuple[str, ...] = doc("what to mind about the cell (instability, CPU limits)", ())
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.conditions, self.page, self.proto)
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.conditions, self.page, self.proto, self.cc)
 
     def row(self) -> dict:
         """The cell as a flat row (cells.csv), its warnings apart."""
@@ -399,14 +403,15 @@ class CellStats:
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """One value of an axis against the reference value, in one cell of everything else (its
-    conditions and page): e.g. h3 (the reference) against h1 at 100mbit for 5KB.
+    conditions, page, and the other axis): e.g. h3 (the reference) against h1 at 100mbit for 5KB
+    under cubic, or bbr against cubic for h2.
 
     diff_pct = (reference's median - other's median) / other's median x 100: negative, the reference
     loaded faster (a store of the seed experiment, QUIC against TCP, reads as h3 against h1 with
     the figures it always had). The p-values test the two cells' samples; p_adjusted is corrected
     over every comparison of the report."""
 
-    axis: str = doc("what is compared: proto (records.AXES)")
+    axis: str = doc("what is compared: proto or cc (records.AXES)")
     reference: CellStats = doc("the reference's cell (--reference; h3 by default)")
     other: CellStats = doc("the cell compared with it")
     diff_pct: float = doc("(reference - other) / other, in % of the other's median; negative: reference faster")
@@ -422,8 +427,15 @@ class Comparison:
 
     @property
     def pair(self) -> str:
-        """'h3 vs h1'."""
-        return f"{getattr(self.reference, self.axis)} vs {getattr(self.other, self.axis)}"
+        """'h3 vs h1'; along cc, with the protocol it is within: 'bbr vs cubic (h2)'."""
+        text = f"{getattr(self.reference, self.axis)} vs {getattr(self.other, self.axis)}"
+        return text if self.axis == "proto" else f"{text} ({self.reference.proto})"
+
+    @property
+    def within(self) -> str:
+        """The value of the other axis, which both cells share: the cc of a protocol comparison, the
+        protocol of a cc comparison."""
+        return self.reference.cc if self.axis == "proto" else self.reference.proto
 
     @property
     def reference_value(self) -> str:
@@ -456,5 +468,5 @@ class Comparison:
                 "correction": self.correction, "significant": self.significant, "faster": self.faster}
 
 
-_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "rate_down_bps", "rtt_ms", "jitter_ms",
+_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "cc", "rate_down_bps", "rtt_ms", "jitter_ms",
                  "loss_pct")

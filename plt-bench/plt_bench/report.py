@@ -35,10 +35,12 @@ def write_files(write, directory: Path) -> list[Path]:
 
 
 def build(store: Store, campaign_ids: list[int], test: str = "welch", correction: str = "holm",
-          reference: str | None = None) -> dict:
+          reference: str | None = None, axis: str | None = None) -> dict:
     """Statistics of one or more campaigns; refuses to pool campaigns whose key metadata differ.
-    reference: the protocol the others are compared against (stats.reference_for: h3 where it ran,
-    else the campaign's first; one that did not run is refused)."""
+    axis: what the comparisons are along, proto (the protocols within each congestion control) or
+    cc (the congestion controls within each protocol); reference: the value the others are compared
+    against (stats.reference_for: for protocols h3 where it ran, else the campaign's first; for cc
+    the campaign's first; one that did not run is refused)."""
     camps = [store.campaign(c) for c in campaign_ids]
     first = camps[0]["metadata"]
     for c in camps[1:]:
@@ -56,20 +58,26 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
         first = {**next(iter(hosts.values())), "host": ", ".join(sorted({m.get("host") for m in hosts.values()}))}
     cells = stats.cells(trials)
     ran = sorted({t.proto for t in trials}, key=protocols.order)
-    reference = reference or camps[0]["grid"].get("reference")  # the option's, else the campaign file's
-    if reference is None:  # h3 where it ran, else the first the campaign lists
-        listed = [protocols.get(p).name for p in camps[0]["grid"].get("protos") or ()]
-        reference = stats.reference_for([p for p in listed if p in ran] or ran)
+    ccs = sorted({t.cc or "cubic" for t in stats.usable(trials, None)}, key=stats.axis_order("cc"))
+    grid = camps[0]["grid"]
+    axis = axis or grid.get("compare") or "proto"  # the option's, else the campaign file's
+    if (grid.get("compare") or "proto") == axis:
+        reference = reference or grid.get("reference")  # ... and so the reference
+    if axis == "proto":
+        listed = tuple(protocols.get(p).name for p in grid.get("protos") or ())
+        reference = stats.reference_for(ran, reference, listed=listed)
     else:
-        reference = stats.reference_for(ran, reference)
-    rows = stats.compare(trials, test, correction, reference=reference)
+        cc_listed = grid.get("cc") or ()
+        listed = tuple([cc_listed] if isinstance(cc_listed, str) else cc_listed)
+        reference = stats.reference_for(ccs, reference, axis="cc", listed=listed)
+    rows = stats.compare(trials, test, correction, reference=reference, axis=axis, listed=listed)
     warnings = pool_warnings + [f"{c.conditions} {c.page} {c.proto}: {w}" for c in cells.values() for w in c.warnings]
     if test == "mannwhitney" and rows and all(min(r.reference.n, r.other.n) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
-            "reference": reference, "protos": ran,
+            "reference": reference, "protos": ran, "ccs": ccs, "axis": axis,
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
@@ -120,9 +128,11 @@ def table(rep: dict) -> list[list[str]]:
     head = ["link", "page", "compared", "n", "reference median ms [95% CI]", "other median ms [95% CI]", "diff %",
             f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster", "CPU-bound"]
     body = []
+    several_cc = len(rep.get("ccs") or ()) > 1
     for r in rep["rows"]:
         q, t = r.reference, r.other
-        body.append([r.conditions, r.page, r.pair, f"{q.n}/{t.n}",
+        pair = f"{r.pair} ({r.within})" if several_cc and r.axis == "proto" else r.pair
+        body.append([r.conditions, r.page, pair, f"{q.n}/{t.n}",
                      f"{_f(q.median_ms)} [{_f(q.ci_low_ms)}, {_f(q.ci_high_ms)}]",
                      f"{_f(t.median_ms)} [{_f(t.ci_low_ms)}, {_f(t.ci_high_ms)}]",
                      _f(r.diff_pct, "{:+.1f}"), _f(r.p_test, "{:.3g}"), _f(r.p_adjusted, "{:.3g}"),
@@ -217,8 +227,12 @@ def facts(rep: dict) -> list[str]:
             f"netem in kernel: {m.get('netem_available')})",
             f"Chromium: {m.get('chromium')}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
             f"host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
-            f"protocols: {', '.join(f'{p} ({protocols.label(p)})' for p in rep['protos'])}; reference {rep['reference']}",
-            f"statistics: medians with bootstrap 95% CI; each protocol against {rep['reference']} by {rep['test']}, "
+            f"protocols: {', '.join(f'{p} ({protocols.label(p)})' for p in rep['protos'])}; TCP congestion control: "
+            f"{', '.join(rep['ccs'])} (h3 runs quic-go's own CUBIC whatever it says); compared along "
+            f"{'the protocol' if rep['axis'] == 'proto' else 'the congestion control, within each protocol'}, "
+            f"reference {rep['reference']}",
+            f"statistics: medians with bootstrap 95% CI; each {'protocol' if rep['axis'] == 'proto' else 'one'} against "
+            f"{rep['reference']} by {rep['test']}, "
             f"p-values {rep['correction']}-corrected over {len(rep['rows'])} comparisons; diff % = ({rep['reference']} - "
             f"other) / other, negative: {rep['reference']} faster"]
 
@@ -226,8 +240,10 @@ def facts(rep: dict) -> list[str]:
 def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
-    out = [(f"Page-load time, each protocol against {rep['reference']}",
-             "medians of the page-load time per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
+    what = "protocol" if rep["axis"] == "proto" else "congestion control"
+    out = [(f"Page-load time, each {what} against {rep['reference']}",
+            "medians of the page-load time per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))
+           ] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
     out += sections(rep)
     if rep["cpu_by_role"]:
         out.append(("CPU by role", CPU_NOTE, cpu_lines(rep)))

@@ -186,6 +186,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     if broken:
         raise TestbedBroken(broken)
     bed.quiesce()  # nothing of an earlier trial may still be loading
+    bed.set_cc(cell.cc)  # the routes' congestion control, where a campaign has several (read back)
     settings = bed.capture
     cap = None
     if settings.files:
@@ -247,6 +248,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
                                                       "prelaunched": bool(answer.get("prelaunched")),
+                                                      "cc": bed.cc_in_use(),
                                                       "cpu_json": json.dumps(cpu) if cpu else None,
                                                       "cpus": cpu_list(own_cpus()),
                                                       "cpu_bound": limit[0] if limit else None,

@@ -32,7 +32,7 @@ from .metadata import KEY_FIELDS, utc_now
 from .records import Trial
 from .store import Store, check_writable
 
-Slot = tuple  # (Conditions, run index, pages.Page, protocol): one trial of the plan
+from .campaign import Slot  # one trial of the plan: its cell and its run
 SITES = cmd.PROJECT_ROOT / "sites"
 
 
@@ -65,7 +65,7 @@ def attempts_so_far(trials: list[Trial]) -> dict[Slot, list[Trial]]:
     """A campaign's stored attempts per slot, found by the trial's fields (its conditions, not a label)."""
     out: dict[Slot, list[Trial]] = {}
     for t in trials:
-        out.setdefault((t.conditions, t.run_index, t.page_spec, t.proto), []).append(t)
+        out.setdefault(Slot(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic"), []).append(t)
     return out
 
 
@@ -137,7 +137,7 @@ class Session:
                                      capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
-        planned = [(p, s.expected_bytes(c.rate_down_bps)) for c, _, s, p in self.plan]
+        planned = [(x.proto, x.page.expected_bytes(x.conditions.rate_down_bps)) for x in self.plan]
         self.capture_bytes, warning = check_space(spec.capture, planned, self.capture.root, spec.capture_limit_bytes)
         if warning:
             note(warning)
@@ -217,7 +217,8 @@ class Session:
         self.out(f"campaign {self.campaign_id} '{spec.name}': {spec.what}\n"
                  f"{'at most ' if spec.precision_pct is not None else ''}{len(self.plan)} trials "
                  f"({len(g.conditions)} condition(s) x {len(g.pages)} page(s) x "
-                 f"{len(g.protos)} protocol(s) x {runs}, order seeded with {spec.seed}) on testbed "
+                 f"{len(g.protos)} protocol(s) x {f'{len(g.ccs)} congestion controls x ' if len(g.ccs) > 1 else ''}"
+                 f"{runs}, order seeded with {spec.seed}) on testbed "
                  f"{bed.plan.prefix}, link {bed.link.backend} ({bed.link.tool}, {bed.link.placement}); results in "
                  f"{self.results}")
         if self.finished:
@@ -272,18 +273,20 @@ class Session:
         remaining slots leave the plan, and the first time a line says why."""
         from . import stats
         spec = self.spec
-        cond, r, page, _ = slot
+        cond, r, page = slot.conditions, slot.run_index, slot.page
         if spec.precision_pct is None or r < spec.grid.runs:
             return False
         times: dict[str, list[float]] = {}
-        for (c, run, pg, proto), rows in self.done.items():
-            if c == cond and pg == page and run < r:
-                times.setdefault(proto, []).extend(t.plt_ms for t in rows if t.counts)
-        why, widths = stats.precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs,
-                                           spec.grid.protos)
+        for done, rows in self.done.items():  # per protocol (and congestion control, where there are several)
+            if done.place == slot.place and done.run_index < r:
+                key = done.proto if len(spec.grid.ccs) == 1 else f"{done.proto} {done.cc}"
+                times.setdefault(key, []).extend(t.plt_ms for t in rows if t.counts)
+        kinds = spec.grid.protos if len(spec.grid.ccs) == 1 else tuple(f"{p} {cc}" for p in spec.grid.protos
+                                                                       for cc in spec.grid.ccs)
+        why, widths = stats.precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs, kinds)
         if why is None:
             return False
-        rest = [s for s in self.todo if s[0] == cond and s[2] == page and s[1] >= r]
+        rest = [s for s in self.todo if s.place == slot.place and s.run_index >= r]
         for s in rest:
             self.todo.remove(s)
         self.skipped += len(rest)
@@ -296,7 +299,7 @@ class Session:
     def skip_reason(self, slot: Slot) -> str:
         """Why run_slot ran nothing for a slot: its cell stopped under the precision target, or a
         resumed campaign had measured it."""
-        cond, _, page, _ = slot
+        cond, page = slot.place
         why = self.stops.get((cond, page))
         return (f"not needed: {cond.label} {page.label}: {why}" if why
                 else f"measured before: campaign {self.campaign_id} was resumed")
@@ -320,7 +323,7 @@ class Session:
     def _attempts(self, slot: Slot) -> Trial:
         from .link.verify import format_report
         from .runner import apply_and_verify, run_cell_once
-        cond, r, page, proto = slot
+        cond, r, page, proto = slot.conditions, slot.run_index, slot.page, slot.proto
         if cond != self.current:
             apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,
                              lambda rep: self.out(format_report(rep)))
@@ -328,7 +331,7 @@ class Session:
         attempt = len(self.done.get(slot, [])) + 1
         total = len(self.plan) - self.skipped
         while True:
-            t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, Cell(proto, page, cond), self.timeout_s,
+            t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, slot.cell, self.timeout_s,
                               extra={"attempt": attempt, "warmup": r < self.spec.warmup}, gate=self.idle_gate,
                               next_cell=self._next_cell(slot))
             self.seq += 1
@@ -338,12 +341,13 @@ class Session:
             self.finished += last
             if last and slot in self.todo:
                 self.todo.remove(slot)
-            left = self.eta.remaining_s(self.todo, len({c for c, _, _, _ in self.todo} - {cond}))
+            left = self.eta.remaining_s(self.todo, len({x.conditions for x in self.todo} - {cond}))
             plt = f"{t.plt_ms:9.1f} ms" if t.status == "ok" else "        -   "
             why = f"  {t.reason}" if t.reason else ""
             tag = f" (attempt {attempt})" if attempt > 1 else ""
+            cc_tag = f" {slot.cc:<5}" if len(self.spec.grid.ccs) > 1 else ""
             self.out(f"{bar(self.finished, total)} {self.finished:>{len(str(total))}}/{total} ETA "
-                     f"{fmt_duration(left):>6}  {cond.label:<18} {page.label:>7} {proto:<4} {t.status:<6} "
+                     f"{fmt_duration(left):>6}  {cond.label:<18} {page.label:>7} {proto:<4}{cc_tag} {t.status:<6} "
                      f"{plt}{tag}{why}")
             if t.status == "ok":
                 self.counts["ok"] += 1
@@ -360,7 +364,7 @@ class Session:
         failed attempt's retry instead finds the browser ended and starts its own)."""
         for s in self.todo:
             if s != slot:
-                return Cell(s[3], s[2], s[0])
+                return s.cell
         return None
 
 
@@ -403,7 +407,7 @@ class Eta:
 
     def remaining_s(self, todo: list[Slot], conditions_left: int) -> float:
         model = self.model()
-        return sum(self._estimate(model, c, p.total_bytes) for c, _, p, _ in todo) + conditions_left * self.verify_s
+        return sum(self._estimate(model, x.conditions, x.page.total_bytes) for x in todo) + conditions_left * self.verify_s
 
 
 def fmt_duration(s: float) -> str:
@@ -440,11 +444,11 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
 
 
 def report(results: Path, campaign_id: int, name: str, test: str, correction: str, reference: str | None = None,
-           out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
+           axis: str | None = None, out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
     """The report and figures of a stored campaign, beside its store; the text report goes to `out`."""
     from . import report as report_mod
     with Store(results, read_only=True) as store:
-        rep = report_mod.build(store, [campaign_id], test, correction, reference)
+        rep = report_mod.build(store, [campaign_id], test, correction, reference, axis)
     out(report_mod.format_text(rep))
     directory = report_mod.out_dir(Path(results), name, campaign_id)
     files = report_mod.write_files(lambda: report_mod.write_all(rep, directory, f"{name} #{campaign_id}"), directory)

@@ -28,7 +28,7 @@ from . import cpu as cpu_mod
 from . import protocols
 from .conditions import ideal_seconds
 from .errors import UsageError
-from .records import CellStats, Comparison, Trial
+from .records import AXES, CellStats, Comparison, Trial
 
 CV_WARN = 0.10
 ALPHA = 0.05
@@ -129,9 +129,9 @@ def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
 
 
 def cell_key(t: Trial) -> tuple:
-    """(conditions' label, page's label, protocol): the labels hold every field of the conditions
-    and of the page (5KB, 200x5KB)."""
-    return (t.label, t.page, t.proto)
+    """(conditions' label, page's label, protocol, congestion control): the labels hold every field
+    of the conditions and of the page (5KB, 200x5KB)."""
+    return (t.label, t.page, t.proto, t.cc or "cubic")
 
 
 def _page_fields(t: Trial) -> dict:
@@ -165,7 +165,7 @@ def cells(trials: list[Trial]) -> dict[tuple, CellStats]:
             warn.append(f"{len(bound[k])} of {len(x)} trials CPU-bound ({cpu_bound_roles(bound[k])}): "
                         + cpu_bound_meaning(meta[k].body_bytes, c.rate_down_bps, float(np.median(x))))
         out[k] = CellStats(conditions=k[0], page=k[1], size_bytes=meta[k].size_bytes, objects=meta[k].objects,
-                           proto=k[2], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
+                           proto=k[2], cc=k[3], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
                            loss_pct=c.loss_pct, n=len(x), median_ms=float(np.median(x)), mean_ms=float(np.mean(x)),
                            sd_ms=sd, ci_low_ms=lo, ci_high_ms=hi, cv=cv, n_cpu_bound=len(bound[k]),
                            cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn))
@@ -241,17 +241,29 @@ def sort_key(r: dict) -> tuple:
             r["conditions"], r["size_bytes"], r.get("objects", 0))
 
 
-def reference_for(values: list[str], asked: str | None = None, option: str = "--reference") -> str:
-    """The reference of the comparisons among the values an axis took (protocols in their table's
-    order): the one asked for, which must be among them, else h3 where it ran, else the first."""
+def axis_order(axis: str):
+    """How an axis's values are ordered in tables: protocols as their table (h3, h2, h1), congestion
+    controls as conditions.CONGESTION_CONTROLS."""
+    if axis == "proto":
+        return protocols.order
+    from .conditions import CONGESTION_CONTROLS
+    return lambda v: CONGESTION_CONTROLS.index(v) if v in CONGESTION_CONTROLS else len(CONGESTION_CONTROLS)
+
+
+def reference_for(values: list[str], asked: str | None = None, option: str = "--reference", axis: str = "proto",
+                  listed: tuple[str, ...] = ()) -> str:
+    """The reference of the comparisons among the values an axis took: the one asked for, which
+    must be among them; else for protocols h3 where it ran, else the first listed (or in the
+    table's order); for another axis the first listed."""
     if asked is not None:
-        name = protocols.STORED_BEFORE_13.get(asked, asked)
+        name = protocols.STORED_BEFORE_13.get(asked, asked) if axis == "proto" else asked
         if name not in values:
             raise UsageError(f"{option}: '{asked}' was not run here; expected one of {', '.join(values) or 'none'}")
         return name
-    if protocols.DEFAULT_REFERENCE in values:
+    if axis == "proto" and protocols.DEFAULT_REFERENCE in values:
         return protocols.DEFAULT_REFERENCE
-    return values[0] if values else protocols.DEFAULT_REFERENCE
+    first = [v for v in listed if v in values] or list(values)
+    return first[0] if first else protocols.DEFAULT_REFERENCE
 
 
 def _samples_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
@@ -267,7 +279,7 @@ def _samples_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", alpha: float = ALPHA,
-            reference: str | None = None, axis: str = "proto") -> list[Comparison]:
+            reference: str | None = None, axis: str = "proto", listed: tuple[str, ...] = ()) -> list[Comparison]:
     """Every value of the axis against the reference, for every conditions x page that has both:
     typed comparisons (records.Comparison) in numeric order, p-values corrected over all of them."""
     if test not in TESTS:
@@ -278,11 +290,13 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
     samples: dict[tuple, list[float]] = defaultdict(list)
     for t in usable(trials):
         samples[cell_key(t)].append(float(t.plt_ms))
-    values = sorted({getattr(c, axis) for c in per.values()}, key=protocols.order)
-    ref = reference_for(values, reference)
+    if axis not in AXES:
+        raise ValueError(f"axis must be one of {AXES}")
+    values = sorted({getattr(c, axis) for c in per.values()}, key=axis_order(axis))
+    ref = reference_for(values, reference, axis=axis, listed=listed)
     groups: dict[tuple, dict[str, CellStats]] = defaultdict(dict)
-    for c in per.values():
-        groups[(c.conditions, c.page)][getattr(c, axis)] = c
+    for c in per.values():  # a group: everything but the axis (its conditions, page and the other axis)
+        groups[tuple(v for f, v in zip(("conditions", "page", "proto", "cc"), c.key) if f != axis)][getattr(c, axis)] = c
     raw = []
     for members in groups.values():
         r = members.get(ref)
@@ -297,7 +311,8 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
             raw.append(Comparison(axis=axis, reference=r, other=o, diff_pct=(r.median_ms - o.median_ms) / o.median_ms * 100.0,
                                   p_welch=welch, p_mannwhitney=mw, hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b),
                                   test=test, correction=correction))
-    raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.other_value)))
+    raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.reference.proto), c.reference.cc,
+                            axis_order(axis)(c.other_value)))
     primary = [c.p_test for c in raw]
     adjusted = holm(primary) if correction == "holm" else bh(primary)
     out = []
@@ -324,12 +339,12 @@ def datarate_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "bulk"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto), ts in groups.items():
+    for (cond, page, proto, cc), ts in groups.items():
         c = ts[0].conditions
         link = [t.throughput_bps for t in ts if t.throughput_bps is not None]
         good = [t.goodput_bps for t in ts if t.goodput_bps is not None]
         (lm, lsd), (gm, gsd) = _mean_sd(link), _mean_sd(good)
-        rows.append({"conditions": cond, "page": page, "proto": proto, "rate_down_bps": c.rate_down_bps,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "rate_down_bps": c.rate_down_bps,
                      "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct, "size_bytes": 0,
                      "objects": 0, "bulk_ms": ts[0].bulk_ms, "n": len(ts), "n_link": len(link),
                      "throughput_mean_mbps": lm, "throughput_sd_mbps": lsd,
@@ -365,12 +380,12 @@ def latency_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "requests"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto), ts in groups.items():
+    for (cond, page, proto, cc), ts in groups.items():
         lat = [x for t in ts for x in t.latencies_ms()]
         p = percentiles(lat) or {}
         c = ts[0].conditions
         conns = [t.connections for t in ts if t.connections]
-        rows.append({"conditions": cond, "page": page, "proto": proto, "rate_down_bps": c.rate_down_bps,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "rate_down_bps": c.rate_down_bps,
                      "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct,
                      "size_bytes": ts[0].object_bytes, "objects": 0, "requests": ts[0].requests,
                      "streams": ts[0].streams, "n": len(ts), "n_requests": len(lat),

@@ -38,7 +38,10 @@ Schema history (SCHEMA_VERSION):
       gate's figures (busy_pct, load1, idle_wait_s) are taken after the launch.
  13 - three HTTP versions (plt_bench.protocols): trials store h3, h2 or h1. Older stores wrote quic
       (HTTP/3) and tcp (HTTP/1.1 over TLS); the migration rewrites them to h3 and h1, in the trials
-      and in each campaign's stored grid, so old trials keep the protocol they ran with.
+      and in each campaign's stored grid, so old trials keep the protocol they ran with. Trials gain
+      cc, the TCP congestion control (an axis of the grid now): older trials get their campaign's
+      (its metadata's congestion_control, else cubic); a slot is one per cc too (the rule is made
+      anew with the column).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 from . import records
+from .conditions import CONGESTION_CONTROLS
 from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
@@ -111,7 +115,7 @@ def trials_table() -> str:
 def slot_constraint() -> str:
     """The store's own rule that a slot is stored at most once per attempt: a trigger (NULL-safe,
     since an unshaped rate or an automatic queue is NULL) over the slot's columns, with its index."""
-    cols = ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "attempt"]
+    cols = ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "cc", "attempt"]
     same = " AND ".join(f"{c} IS NEW.{c}" for c in cols)
     return ("CREATE INDEX IF NOT EXISTS trials_slot ON trials(campaign_id, run_index, page, proto, attempt);\n"
             "CREATE TRIGGER IF NOT EXISTS trials_one_per_slot BEFORE INSERT ON trials\n"
@@ -344,8 +348,15 @@ class Store:
             new = dict((name, decl) for name, decl, _ in records.columns())
             self.db.execute(f"ALTER TABLE trials ADD COLUMN prelaunched {new['prelaunched']}")
             version = 12
-        if version == 12:  # 12 -> 13: the protocols by their HTTP version (quic -> h3, tcp -> h1)
+        if version == 12:  # 12 -> 13: the protocols by their HTTP version (quic -> h3, tcp -> h1); cc a column
             self._rename_protocols()
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            self.db.execute(f"ALTER TABLE trials ADD COLUMN cc {new['cc']}")
+            for cid, meta in self.db.execute("SELECT id, metadata_json FROM campaigns").fetchall():
+                cc = (json.loads(meta or "{}") or {}).get("congestion_control")
+                self.db.execute("UPDATE trials SET cc = ? WHERE campaign_id = ?",
+                                (cc if cc in CONGESTION_CONTROLS else "cubic", cid))
+            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its cc
             version = 13
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))

@@ -117,6 +117,25 @@ class Testbed:
         self.topology.write_state(conditions=cond.label)
         return result
 
+    def set_cc(self, cc: str) -> None:
+        """The TCP congestion control of the trials to come, on the hosts' routes (a connection takes
+        its route's when it opens); read back: raises LinkError if a route says otherwise."""
+        from .errors import LinkError
+        if cc == self.cc_in_use():
+            return
+        for ns, argv in self.plan.route_commands(cc):
+            cmd.run(argv, ns=ns)
+        for ns in (self.plan.client_ns, self.plan.server_ns):
+            routes = [x for x in cmd.run(["ip", "route", "show"], ns=ns).stdout.splitlines() if x.strip()]
+            wrong = [x for x in routes if f"congctl {cc}" not in x]
+            if not routes or wrong:
+                raise LinkError(f"congestion control {cc}: {ns}'s route reads back as '{(wrong or ['none'])[0]}'")
+        self._cc = cc
+
+    def cc_in_use(self) -> str:
+        """The TCP congestion control a connection opened now would use."""
+        return getattr(self, "_cc", None) or self.cc
+
     # -- trials --------------------------------------------------------------------------------
     def broken(self) -> str | None:
         """What of the testbed has died (Caddy, the link emulator, the browser worker), or None."""
@@ -328,6 +347,14 @@ class RemoteTestbed(Testbed):
 
     def remote_cpu(self) -> dict:
         return self.server.cpu()
+
+    def cc_in_use(self) -> str:
+        """The server's own default (it sends the pages; a real host's sysctls are left alone)."""
+        return (self.hello.get("sysctl") or {}).get("net.ipv4.tcp_congestion_control") or "unknown"
+
+    def set_cc(self, cc: str) -> None:
+        """Nothing to switch on two machines: the server's default applies (the campaign refuses a
+        list of congestion controls there)."""
 
     def quiesce(self) -> int:
         """The browser runs in this machine's own namespace among the user's processes: the worker

@@ -150,15 +150,19 @@ class Plan:
         for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
                         (s, self.server_if)):
             cmds.append((ns, ["ip", "link", "set", dev, "up"]))
-        cmds += [
-            (c, ["ip", "route", "add", f"198.18.{self.index}.0/24", "dev", self.client_if, "congctl", self.cc]),
-            (c, ["ip", "route", "add", "default", "via", self.router_client_ip, "dev", self.client_if,
-                 "congctl", self.cc]),
-            (s, ["ip", "route", "add", f"198.19.{self.index}.0/24", "dev", self.server_if, "congctl", self.cc]),
-            (s, ["ip", "route", "add", "default", "via", self.router_server_ip, "dev", self.server_if,
-                 "congctl", self.cc]),
+        return cmds + self.route_commands(self.cc, "add")
+
+    def route_commands(self, cc: str, verb: str = "change") -> list[tuple[str | None, list[str]]]:
+        """The hosts' routes with congestion control cc: made ("add") with the testbed, and changed
+        ("change") between trials of a campaign with several (a connection takes its route's
+        congctl when it opens; the namespace's own default may not be a restricted one like bbr)."""
+        c, _, s = self.namespaces
+        return [
+            (c, ["ip", "route", verb, f"198.18.{self.index}.0/24", "dev", self.client_if, "congctl", cc]),
+            (c, ["ip", "route", verb, "default", "via", self.router_client_ip, "dev", self.client_if, "congctl", cc]),
+            (s, ["ip", "route", verb, f"198.19.{self.index}.0/24", "dev", self.server_if, "congctl", cc]),
+            (s, ["ip", "route", verb, "default", "via", self.router_server_ip, "dev", self.server_if, "congctl", cc]),
         ]
-        return cmds
 
     def describe(self) -> dict:
         return {

@@ -88,7 +88,8 @@ def _write(tmp_path, text):
     ("max_runs = 5\n", ": max_runs: only with precision"),
     ("description = ['a', 'b']\n", ": description = ['a', 'b']; expected a string"),
     ("runs = '3'\n", ": runs = '3'; expected a whole number"),
-    ("[link]\ncc = ['bbr']\n", ": cc = ['bbr']; expected a string"),
+    ("[link]\ncc = 3\n", ": cc = 3; expected a string or a list of strings"),
+    ("[link]\ncc = ['bbr', 'vegas']\n", ": cc: unknown congestion control 'vegas'"),
     ("[link]\ncc = 'vegas'\n", ": cc: unknown congestion control 'vegas'"),
     ("warmup = 3\nruns = 2\n", ": warmup = 3 with runs 2: every run would be a warm-up"),
     ("[link]\nrtt = ['10ms', '10.0000001ms']\n", ": rtt: '10.0000001ms' is finer than the link applies"),
@@ -111,12 +112,12 @@ def test_unknown_campaign():
 def test_plan_interleaves_protocols_in_a_seeded_random_order():
     spec = campaign.load("pages", {"bw": "10mbit", "runs": "4"})
     plan = spec.plan()
-    assert len(plan) == 4 * 4 * 3 and len(set((r, s, p) for _, r, s, p in plan)) == len(plan)
+    assert len(plan) == 4 * 4 * 3 and len(set((r, s, p) for _, r, s, p, _ in plan)) == len(plan)
     for i in range(0, len(plan), 3):  # each size: its three protocols back to back
         assert plan[i][2] == plan[i + 1][2] == plan[i + 2][2] and {x[3] for x in plan[i:i + 3]} == {"h3", "h2", "h1"}
-    orders = [[s for _, r, s, _ in plan if r == run][::3] for run in range(4)]
+    orders = [[s for _, r, s, _, _ in plan if r == run][::3] for run in range(4)]
     assert len({tuple(o) for o in orders}) > 1  # the order changes between repetitions
-    assert len({p for _, r, s, p in plan[::3]}) == 3  # no protocol always goes first
+    assert len({x.proto for x in plan[::3]}) == 3  # no protocol always goes first
     assert spec.plan() == plan  # seeded: the same every time
 
 
@@ -128,7 +129,7 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     stored = [trial(seq=0, run_index=0, proto="h1", size=5000, cond=cond),
               trial(seq=1, run_index=1, proto="h1", size=5000, cond=cond, status="failed")]
     done = session.attempts_so_far(stored)
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "h1")]  # retries = 1: one more
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "h1", "cubic")]  # retries = 1: one more
     done = session.attempts_so_far(stored + [trial(seq=2, run_index=1, proto="h1", size=5000, cond=cond,
                                                    status="failed")])
     assert session.todo(spec.plan(), done, spec.retries) == []
@@ -140,7 +141,7 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     # a multi-object page is its own cell: found by its objects and their size, not by its bytes
     spec = campaign.load("quick", {"size": "5KB,3x5KB", "runs": "1", "proto": "h1"})
     done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", page=Page(5000, 3), cond=cond)])
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "h1")]
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "h1", "cubic")]
 
 
 def test_key_metadata_diff_and_eta():
@@ -214,3 +215,33 @@ def test_a_huge_grid_is_refused_before_a_plan_is_made():
     with pytest.raises(UsageError, match="conditions; at most 10,000"):
         campaign.load("quick", {"bw": rates, "rtt": ",".join(f"{i}ms" for i in range(1, 102))})
     assert campaign.load("quick").what == campaign.load("quick").description  # no option given: the file's words
+
+
+def test_congestion_control_is_an_axis_interleaved_with_the_protocols():
+    spec = campaign.load("quick", {"size": "5KB", "runs": "3", "proto": "h3,h2", "cc": "cubic,bbr", "rtt": "0"})
+    plan = spec.plan()
+    assert spec.grid.ccs == ("cubic", "bbr") and spec.cc == "cubic" and len(plan) == spec.trial_count == 3 * 2 * 2
+    for run in range(3):  # each run holds every (protocol, cc) of the page once, in a seeded order
+        assert sorted((x.proto, x.cc) for x in plan if x.run_index == run) == sorted(
+            (p, c) for p in ("h3", "h2") for c in ("cubic", "bbr"))
+    assert len({tuple((x.proto, x.cc) for x in plan if x.run_index == r) for r in range(3)}) > 1
+    assert plan[0].cell.cc == plan[0].cc and spec.as_dict()["cc"] == ["cubic", "bbr"]
+    # one cc keeps the definition (and so the hash) campaigns had
+    assert campaign.load("quick", {"cc": "bbr"}).as_dict()["cc"] == "bbr"
+    with pytest.raises(UsageError, match="--cc: cubic, bbr: several congestion controls need this machine's testbed"):
+        campaign.load("quick", {"cc": "cubic,bbr", "server": "192.0.2.1", "server_token_file": "/x", "iface": "eth0"})
+    with pytest.raises(UsageError, match="--reference: 'h2' is not one protocol"):
+        campaign.load("quick", {"reference": "h2"})
+    assert campaign.load("quick", {"cc": "cubic,bbr", "compare": "cc", "reference": "bbr"}).reference == "bbr"
+    with pytest.raises(UsageError, match="--reference: 'reno' is not one congestion control"):
+        campaign.load("quick", {"cc": "cubic,bbr", "compare": "cc", "reference": "reno"})
+
+
+def test_the_routes_carry_the_congestion_control_and_change_between_trials():
+    from plt_bench.topology import Plan
+    p = Plan(7, "bbr")
+    made = [argv for _, argv in p.create_commands() if argv[:3] == ["ip", "route", "add"]]
+    assert len(made) == 4 and all(argv[-2:] == ["congctl", "bbr"] for argv in made)
+    changed = p.route_commands("cubic")
+    assert [argv[:3] for _, argv in changed] == [["ip", "route", "change"]] * 4
+    assert {ns for ns, _ in changed} == {p.client_ns, p.server_ns} and all(a[-1] == "cubic" for _, a in changed)

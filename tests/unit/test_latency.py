@@ -121,7 +121,8 @@ def test_the_report_has_a_section_and_a_figure_per_kind(tmp_path):
     trials = [_req_trial(0, "h3", [10, 20, 30, 40]), _req_trial(1, "h1", [15, 25, 35, 45]),
               _req_trial(2, "h3", [100, 200, 300, 400], rtt=100.0), _req_trial(3, "h1", [150, 250, 350, 450], rtt=100.0)]
     rep = {"rows": [], "datarate": [], "latency": stats.latency_table(trials),
-           "establishment": stats.establishment_table([]), "cpu_by_role": [], "warnings": [], "failed": []}
+           "establishment": stats.establishment_table([]), "cpu_by_role": [], "warnings": [], "failed": [],
+           "axis": "proto", "reference": "h3", "protos": ["h3", "h1"], "ccs": ["cubic"]}
     titles = [t for t, _, _ in report.sections(rep)]
     assert titles == ["Request latency"]
     text = report.format_text(rep)

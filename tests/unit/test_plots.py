@@ -70,7 +70,7 @@ def test_loss_and_jitter_plots_need_two_levels(tmp_path):
     for loss in (0.0, 1.0, 5.0):
         for proto in ("h3", "h1"):
             cells[(f"l{loss}", "5KB", proto)] = CellStats(
-                conditions=f"l{loss}", page="5KB", size_bytes=5000, objects=0, proto=proto, n=5, median_ms=100 + loss * 10,
+                conditions=f"l{loss}", page="5KB", size_bytes=5000, objects=0, proto=proto, cc="cubic", n=5, median_ms=100 + loss * 10,
                 mean_ms=100 + loss * 10, sd_ms=5.0, cv=0.05, ci_low_ms=95.0, ci_high_ms=130.0 + loss, rate_down_bps=10**7,
                 rtt_ms=50.0, jitter_ms=0.0, loss_pct=loss, n_cpu_bound=0, cpu_bound_roles="", n_cpu_unjudged=0)
     files = plots.loss_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")

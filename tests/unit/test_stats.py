@@ -59,10 +59,10 @@ def test_cells_ci_warmups_failures_and_cv_warning():
     t = _trials("c", 5000, "h1", vals)
     t.append(replace(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
     t.append(replace(t[0], plt_ms=None, status="failed"))  # so is a failure
-    c = stats.cells(t)[(label("c"), "5KB", "h1")]
+    c = stats.cells(t)[(label("c"), "5KB", "h1", "cubic")]
     assert c.n == 7 and c.median_ms == 1000 and c.ci_low_ms <= 1000 <= c.ci_high_ms
     assert not c.warnings
-    noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1")]
+    noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1", "cubic")]
     assert noisy.warnings and "CV" in noisy.warnings[0]
     assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
     assert math.isnan(stats.median_ci(np.array([1.0, 2.0]))[0])
@@ -141,7 +141,7 @@ def test_every_protocol_is_compared_against_the_reference_and_corrected_together
     trials = (_trials("c", 5000, "h1", rng.normal(1000, 10, 8)) + _trials("c", 5000, "h3", rng.normal(900, 10, 8))
               + _trials("c", 5000, "h2", rng.normal(950, 10, 8)))
     cells = stats.cells(trials)
-    med = {p: cells[(label("c"), "5KB", p)].median_ms for p in ("h3", "h2", "h1")}
+    med = {p: cells[(label("c"), "5KB", p, "cubic")].median_ms for p in ("h3", "h2", "h1")}
     rows = stats.compare(trials)  # h3 by default, the others in the table's order
     assert [r.pair for r in rows] == ["h3 vs h2", "h3 vs h1"]
     assert [r.diff_pct for r in rows] == [pytest.approx((med["h3"] - med[p]) / med[p] * 100) for p in ("h2", "h1")]
@@ -168,3 +168,21 @@ def test_a_cell_is_a_typed_record_and_a_comparison_reads_its_groups_fields():
         row.proto  # the axis differs within a comparison: it has no one value
     assert set(row.row()) >= {"reference", "other", "n_reference", "n_other", "diff_pct", "p_adjusted"}
     assert "warnings" not in row.reference.row()
+
+
+def test_congestion_controls_compare_within_each_protocol_with_the_same_code():
+    """--cc cubic,bbr: the axis cc, each protocol its own group; along proto, each cc its own."""
+    rng = np.random.default_rng(6)
+    trials = []
+    for proto, cc, mean in (("h1", "cubic", 2000), ("h1", "bbr", 1000), ("h3", "cubic", 900), ("h3", "bbr", 905)):
+        trials += _trials("c", 5000, proto, rng.normal(mean, 10, 6), cc=cc)
+    rows = stats.compare(trials, axis="cc", listed=("cubic", "bbr"))  # the first listed is the reference
+    assert [r.pair for r in rows] == ["cubic vs bbr (h3)", "cubic vs bbr (h1)"]
+    h3, h1 = rows
+    assert h1.significant and h1.faster == "bbr" and h1.diff_pct == pytest.approx(100, abs=5)
+    assert h3.within == "h3" and abs(h3.diff_pct) < 3  # quic-go's own CUBIC either way
+    by_proto = stats.compare(trials)  # along proto: one comparison per cc
+    assert sorted((r.pair, r.within) for r in by_proto) == [("h3 vs h1", "bbr"), ("h3 vs h1", "cubic")]
+    assert stats.compare(trials, axis="cc", reference="bbr")[0].pair == "bbr vs cubic (h3)"
+    with pytest.raises(stats.UsageError, match="--reference: 'reno' was not run"):
+        stats.compare(trials, axis="cc", reference="reno")

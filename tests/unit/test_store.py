@@ -223,7 +223,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     from plt_bench import records, report
     from plt_bench.errors import StoreError
     real = records.columns
-    monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] != "prelaunched"])
+    monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in ("prelaunched", "cc")])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
     path = tmp_path / "v11.sqlite"
@@ -235,7 +235,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
             for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)]
     rows.append(_trial(cid, 6, proto="h3", plt=90.0, run_index=0))  # slot (run 0, quic) stored twice
     for t in rows:
-        row = {k: v for k, v in t.row().items() if k != "prelaunched"}
+        row = {k: v for k, v in t.row().items() if k not in ("prelaunched", "cc")}
         db.execute(f"INSERT INTO trials ({','.join(row)}) VALUES ({','.join('?' for _ in row)})", list(row.values()))
     db.commit()
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
@@ -245,7 +245,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
         assert len(s.trials([cid])) == 7 and {t.prelaunched for t in s.trials([cid])} == {None}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-1] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-2] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         twin = _trial(cid, 99, proto="h3", plt=1.0, run_index=0)

@@ -24,7 +24,7 @@ def trial(cid=1, seq=0, proto="h3", status="ok", plt=100.0, cond: Conditions | N
                 interval_ms=page.interval_ms, requests=page.requests, streams=page.streams,
                 conditions=cond or conditions(), status=status, reason=None if status == "ok" else "timeout",
                 started_utc="t0", finished_utc="t1", wall_s=1.0, url="https://plt.test/index_10MB.html?trial=x",
-                plt_ms=plt if status == "ok" else None)
+                plt_ms=plt if status == "ok" else None, cc="cubic")
     base.update(kw)
     return Trial(**base)
 
