@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     add(cmd_parser("bench-sampler", "benchmark: the CPU samplers' own cost, in %% of one core (prints ratios)"),
         "size", "runs", "cpu_interval", "results",
         defaults={"size": "50MB", "runs": "3", "cpu_interval": "100ms"})
+    add(cmd_parser("bench-literature", "benchmark: h2 vs h3 beside the literature (Zhang et al. at 1 Gbit/s; Yu & "
+                                       "Benson's page under loss): our figures and theirs"),
+        "runs", "results", defaults={"runs": "5"})
     add(cmd_parser("bench-link", "benchmark the emulated link: RTT, jitter, loss, rate and CPU (prints ratios)"),
         "link", "probes",
         defaults={"probes": "1000"}, helps={"probes": "ping probes for the RTT figure (x3 for jitter and loss)"})
@@ -185,7 +188,8 @@ def cmd_bench(a) -> int:
     from . import bench
     runner = {"bench": lambda: bench.pageload(_results(a), a.size, a.bw, a.runs, out=_say),
               "bench-sampler": lambda: bench.sampler(_results(a), a.runs, a.cpu_interval, a.size, out=_say),
-              "bench-campaign": lambda: bench.campaign_overhead(_results(a), a.bw, a.size, out=_say)}[a.command]
+              "bench-campaign": lambda: bench.campaign_overhead(_results(a), a.bw, a.size, out=_say),
+              "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say)}[a.command]
     counts, lines = runner()
     _say("\n" + "\n".join(lines))
     return 1 if counts["failed"] else 0
@@ -352,7 +356,8 @@ def cmd_pages(a) -> int:
 COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": cmd_report, "campaigns": cmd_campaigns, "up": cmd_up,
             "verify": cmd_verify, "doctor": cmd_doctor, "serve": cmd_serve, "down": cmd_down, "clean": cmd_clean,
             "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
-            "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench}
+            "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench,
+            "bench-literature": cmd_bench}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,8 @@
 """The campaign benchmark's arithmetic: where a trial's time besides its page load goes."""
 from plt_bench.bench import OVERHEAD_TARGET_S, campaign_lines, overhead_parts
 
+from plt_bench.pages import Page
+
 from .trials import conditions, trial
 
 
@@ -54,3 +56,27 @@ def test_a_browser_started_early_and_the_gate_inside_the_trial_are_accounted_for
     assert parts["launch (in the trial)"] == 0 and round(parts["idle gate"], 6) == 0.05
     assert round(parts["rest of the trial"], 6) == 0.1 and round(parts["between trials"], 6) == 0.1
     assert round(sum(v for k, v in parts.items() if k not in ("overhead", "gaps")), 6) == round(parts["overhead"], 6)
+
+
+def test_the_literature_lines_put_our_figures_beside_the_papers():
+    from plt_bench.bench import yu_benson_lines, zhang_lines
+    cond = conditions(rate_bps=10**9)
+    # 100 MB: 1.0 s is 800 Mbit/s, 2.0 s is 400 Mbit/s; two of h3's three trials CPU-bound (network)
+    trials = [trial(seq=i, proto="h2", size=10**8, plt=1000.0 + i, cond=cond) for i in range(3)]
+    trials += [trial(seq=3 + i, proto="h3", size=10**8, plt=2000.0, cond=cond, cpu_bound="network" if i else None)
+               for i in range(3)]
+    text = "\n".join(zhang_lines(trials))
+    assert "h2: 799 Mbit/s (median of 3; Zhang 924; ours / theirs 0.86); CPU-bound in 0 of 3" in text, text
+    assert "h3: 400 Mbit/s (median of 3; Zhang 475; ours / theirs 0.84); CPU-bound in 2 of 3 (network)" in text, text
+    assert "h3 / h2: 0.50 here, 0.51 in Zhang et al." in text
+    assert "no trial that counts" in "\n".join(zhang_lines(trials[:3]))
+    lossy = conditions(rate_bps=10**7)
+    close = [trial(seq=i, proto=p, page=Page(20000, 50), plt=v, cond=lossy, run_index=i)
+             for i, (p, v) in enumerate([("h3", 1500.0), ("h2", 1510.0), ("h3", 1520.0), ("h2", 1490.0),
+                                         ("h3", 1505.0), ("h2", 1500.0)])]
+    text = "\n".join(yu_benson_lines(close))
+    assert "h3 1505 ms, h2 1500 ms (n 3/3)" in text and "no significant difference" in text and "agrees" in text
+    apart = [trial(seq=i, proto=p, page=Page(20000, 50), plt=v + i, cond=lossy, run_index=i)
+             for i, (p, v) in enumerate([("h3", 1000.0), ("h2", 2000.0)] * 4)]
+    text = "\n".join(yu_benson_lines(apart))
+    assert "h3 faster" in text and "differs in size" in text, text
