@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from . import campaign
+from . import campaign, protocols
 from .conditions import ideal_seconds
 from .records import Trial
 from .session import Session
@@ -149,7 +149,8 @@ def campaign_overhead(results: Path, bw: str = "10mbit,50mbit,100mbit,500mbit,1g
 # -- the literature's h2-vs-h3 figures, ours beside them (issue 28) -------------------------------------------
 # Zhang et al., WWW'24: a 1 Gbit/s download in Chrome, goodput in Mbit/s (h3 flat near 450 above
 # 500 Mbit/s of link); Chrome's CPU at 100 Mbit/s: h2 16%, h3 88% of a core.
-ZHANG_MBPS = {"h2": 924.0, "h3": 475.0}
+H2, H3 = protocols.H2.name, protocols.H3.name
+ZHANG_MBPS = {H2: 924.0, H3: 475.0}
 # Yu & Benson, WWW'21: Chrome forced to h2 or h3 on production pages under 0/0.1/1% loss: the stacks'
 # congestion control, not head-of-line blocking, decided the differences; h3's removal of HOL
 # blocking barely moved FCP, LCP, SpeedIndex or onload.
@@ -161,10 +162,10 @@ def zhang_lines(trials: list[Trial]) -> list[str]:
     """A 1 Gbit/s download over h2 and h3: our goodput (the page's bytes over its load time, median
     of the trials that count) beside Zhang et al.'s, their ratio, and the CPU-bound flags that say
     why ours differ (pure)."""
-    from .stats import usable
+    from .analysis.stats import usable
     lines = ["h2 vs h3 at 1 Gbit/s (Zhang et al., WWW'24: Chrome 924 vs 475 Mbit/s, h3/h2 0.51)"]
     mbps = {}
-    for proto in ("h2", "h3"):
+    for proto in (H2, H3):
         ts = [t for t in usable(trials) if t.proto == proto]
         if not ts:
             lines.append(f"  {proto}: no trial that counts")
@@ -175,8 +176,8 @@ def zhang_lines(trials: list[Trial]) -> list[str]:
                      f"theirs {mbps[proto] / ZHANG_MBPS[proto]:.2f}); CPU-bound in {len(bound)} of {len(ts)}"
                      + (f" ({', '.join(sorted(set(bound)))})" if bound else ""))
     if len(mbps) == 2:
-        ratio = mbps["h3"] / mbps["h2"]
-        lines.append(f"  h3 / h2: {ratio:.2f} here, {ZHANG_MBPS['h3'] / ZHANG_MBPS['h2']:.2f} in Zhang et al.")
+        ratio = mbps[H3] / mbps[H2]
+        lines.append(f"  h3 / h2: {ratio:.2f} here, {ZHANG_MBPS[H3] / ZHANG_MBPS[H2]:.2f} in Zhang et al.")
         lines.append("  why ours differ: this machine's 2 cores run the browser, Caddy and the link emulator at "
                      "once (the CPU-bound flags say which trials a core limited); Zhang's client had a desktop's "
                      "cores to itself. What agrees is the direction: h3's user-space receive path costs more CPU "
@@ -187,8 +188,8 @@ def zhang_lines(trials: list[Trial]) -> list[str]:
 def yu_benson_lines(trials: list[Trial]) -> list[str]:
     """h3 against h2 on a 50-object page under 2% loss at 50 ms: the comparison beside Yu & Benson's
     finding, and whether ours agrees (pure)."""
-    from .stats import compare
-    rows = [r for r in compare(trials, reference="h3") if r.other_value == "h2"]
+    from .analysis.stats import compare
+    rows = [r for r in compare(trials, reference=H3) if r.other_value == H2]
     lines = [f"h3 vs h2 on a 50-object page, 2% loss, 50 ms: {YU_BENSON}"]
     if not rows:
         return lines + ["  no pair of cells with trials that count"]
@@ -212,9 +213,10 @@ def literature(results: Path, runs: str = "5", out: Callable[[str], None] = prin
     """The two published h2-vs-h3 experiments issue 28 names, on this machine: a 100 MB download at
     1 Gbit/s (Zhang et al.) and a 50-object page under 2% loss at 50 ms (Yu & Benson's setting,
     their loss raised to 2%)."""
-    zhang = campaign.bare({"size": "100MB", "bw": "1gbit", "runs": runs, "proto": "h3,h2", "name": "bench-zhang"})
+    pair = f"{H3},{H2}"
+    zhang = campaign.bare({"size": "100MB", "bw": "1gbit", "runs": runs, "proto": pair, "name": "bench-zhang"})
     yb = campaign.bare({"size": "50x20KB", "bw": "10mbit", "rtt": "50ms", "loss": "2%", "runs": runs,
-                        "proto": "h3,h2", "name": "bench-yu-benson"})
+                        "proto": pair, "name": "bench-yu-benson"})
     c1, t1, _ = _run(zhang, results, out)
     c2, t2, _ = _run(yb, results, out)
     counts = {k: c1.get(k, 0) + c2.get(k, 0) for k in set(c1) | set(c2) if isinstance(c1.get(k, 0), int)}

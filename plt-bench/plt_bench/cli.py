@@ -207,7 +207,7 @@ def _stored_campaign(store, text: str) -> list[int]:
 
 
 def cmd_report(a) -> int:
-    from . import plots, report
+    from .analysis import plots, report
     from .store import Store
     with Store(_results(a), read_only=True) as store:  # an archived, read-only store reads as well as a live one
         ids = _stored_campaign(store, a.campaign)
@@ -337,7 +337,7 @@ def cmd_export(a) -> int:
 
 def cmd_summary(a) -> int:
     from .store import Store
-    from .summary import tables
+    from .analysis.summary import tables
     with Store(_results(a), read_only=True) as store:
         print("\n\n".join(text for _, text in tables(store.trials(store.resolve_campaign(a.campaign)))))
     return 0

@@ -86,7 +86,7 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     s = config.stash.get(_KEY, None)
     if s is not None and s.campaign_id is not None:
-        from .summary import campaign_sections
+        from .analysis.summary import campaign_sections
         for title, text in campaign_sections(s.results, s.campaign_id):
             terminalreporter.section(title)
             terminalreporter.write_line(text)

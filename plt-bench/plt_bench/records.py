@@ -216,7 +216,7 @@ class Trial:
     @property
     def counts(self) -> bool:
         """In the statistics: ok, with a page-load time, and not a warm-up (the one rule, used by
-        plt_bench.stats and the summary alike)."""
+        plt_bench.analysis.stats and the summary alike)."""
         return self.status == "ok" and not self.warmup and self.plt_ms is not None
 
     @property
@@ -360,7 +360,7 @@ _HINTS = (typing.get_type_hints(Trial), typing.get_type_hints(Conditions))  # re
 _ANSWER_KEYS = frozenset(typing.get_type_hints(WorkerAnswer))
 
 
-# -- the analysis's records (plt_bench.stats makes them; report, plots and the CSVs read them) -----------
+# -- the analysis's records (plt_bench.analysis.stats makes them; report, plots and the CSVs read them) -----------
 AXES = ("proto", "cc")  # what a comparison may be along: a field of CellStats that varies within a group
 
 

@@ -271,7 +271,7 @@ class Session:
         """With a precision target: the slot's cell had stopped before the slot's run (judged on the
         trials of the runs before it, so both protocols of a cell always have the same runs); its
         remaining slots leave the plan, and the first time a line says why."""
-        from . import stats
+        from .analysis import stats
         spec = self.spec
         cond, r, page = slot.conditions, slot.run_index, slot.page
         if spec.precision_pct is None or r < spec.grid.runs:
@@ -446,7 +446,7 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
 def report(results: Path, campaign_id: int, name: str, test: str, correction: str, reference: str | None = None,
            axis: str | None = None, out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
     """The report and figures of a stored campaign, beside its store; the text report goes to `out`."""
-    from . import report as report_mod
+    from .analysis import report as report_mod
     with Store(results, read_only=True) as store:
         rep = report_mod.build(store, [campaign_id], test, correction, reference, axis)
     out(report_mod.format_text(rep))

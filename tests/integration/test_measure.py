@@ -123,7 +123,7 @@ def test_pytest_mode_resumes_skips_what_was_measured_and_keeps_warmups_out(tmp_p
     measured = ok_slots(trials, lambda t: (t["run_index"], t["proto"]))
     assert (r.returncode == 0) == (len(measured) == 6) and {p for _, p in measured} == {"h3", "h1"}, measured
     assert all(t["warmup"] == (t["run_index"] == 0) for t in trials)
-    from plt_bench import report
+    from plt_bench.analysis import report
     from plt_bench.store import Store
     with Store(results, read_only=True) as s:  # the statistics count no warm-up
         rows = report.build(s, [1])["rows"]

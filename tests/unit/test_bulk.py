@@ -6,7 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from plt_bench import bulk, pages, plots, stats
+from plt_bench import bulk, pages
+from plt_bench.analysis import plots, stats
 from plt_bench.browser import judge_bulk
 from plt_bench.errors import UsageError
 from plt_bench.link.counters import parse_net_dev, per_interval

@@ -32,7 +32,7 @@ def test_the_cells_of_a_campaign_and_a_cells_own_plan():
 
 
 def test_a_cell_never_pools_hosts_whose_key_metadata_differ():
-    from plt_bench import stats
+    from plt_bench.analysis import stats
     from plt_bench.metadata import KEY_FIELDS
 
     from .trials import trial

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from plt_bench import latency, plots, report, stats
+from plt_bench import latency
+from plt_bench.analysis import plots, report, stats
 from plt_bench.browser import judge_objects, judge_requests
 from plt_bench.errors import UsageError
 from plt_bench.pages import MIN_OBJECT_BYTES, Page, parse_page
@@ -137,7 +138,7 @@ def test_the_report_has_a_section_and_a_figure_per_kind(tmp_path):
 
 
 def test_the_summary_shows_each_kind_with_the_reports_own_table():
-    from plt_bench.summary import tables
+    from plt_bench.analysis.summary import tables
     trials = [_req_trial(0, "h3", [10, 20, 30, 40]), trial(seq=1, proto="h1", size=5000, plt=150.0),
               _req_trial(2, "h1", [10, 20], status="failed", reason="requests: 2 of 4 answered 200")]
     got = dict(tables(trials))

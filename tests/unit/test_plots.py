@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from plt_bench import plots, report
+from plt_bench.analysis import plots, report
 from plt_bench.pages import Page
 from plt_bench.records import CellStats
 from plt_bench.store import Store

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from plt_bench import results, stats
+from plt_bench import results
+from plt_bench.analysis import stats
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page
 from plt_bench.store import Store

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from plt_bench import stats
+from plt_bench.analysis import stats
 
 from .trials import conditions, label, replace, trial
 
@@ -104,7 +104,7 @@ def test_cpu_per_mb_weighs_by_bytes():
 def test_small_pages_get_cpu_per_trial_and_no_figure_rounds_to_zero():
     """Seen for a 5KB-only run: 'MB 0' and 1,030,000 CPU ms/MB for the browser. Under a megabyte a
     trial, per MB is a load's fixed cost over few bytes: none is given, per trial is."""
-    from plt_bench import report
+    from plt_bench.analysis import report
     rows = stats.cpu_by_role([cpu_trial("h3", 5000, 0.0051), cpu_trial("h3", 5000, 0.0052)])
     assert rows[0]["cpu_s_per_mb"] is None and rows[0]["cpu_s_per_trial"] == pytest.approx(0.00515)
     line = report.cpu_lines({"cpu_by_role": rows})[1]

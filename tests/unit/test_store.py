@@ -7,7 +7,7 @@ import pytest
 from plt_bench import store as st
 from plt_bench.pages import Page
 from plt_bench.errors import UsageError
-from plt_bench.summary import format_table, summarize
+from plt_bench.analysis.summary import format_table, summarize
 
 from .trials import trial as _trial
 
@@ -220,7 +220,8 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     """Schema 12 adds the slot rule and the column prelaunched: a store of version 11 (holding a slot
     twice, as the concurrent runs of issue 26 left it) keeps every row, reads and reports as before,
     and takes no new twin."""
-    from plt_bench import records, report
+    from plt_bench import records
+    from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     real = records.columns
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in ("prelaunched", "cc")])
@@ -263,7 +264,7 @@ def test_a_version_12_store_of_quic_and_tcp_reports_as_before(tmp_path):
     (tests/unit/data/README.md): the same n, medians, CIs, diff %, p-values and effect sizes."""
     import shutil
     from pathlib import Path
-    from plt_bench import report
+    from plt_bench.analysis import report
     path = tmp_path / "old.sqlite"
     shutil.copy(Path(__file__).parent / "data" / "store-v12-quic-tcp.sqlite", path)
     assert st.stored_version(path) == 12

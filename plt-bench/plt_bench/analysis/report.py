@@ -8,10 +8,11 @@ import csv
 import math
 from pathlib import Path
 
-from . import protocols, stats, units
-from .metadata import KEY_FIELDS
-from .records import Trial
-from .store import Store
+from .. import protocols, units
+from . import stats
+from ..metadata import KEY_FIELDS
+from ..records import Trial
+from ..store import Store
 
 
 DEFAULT_STORE_STEM = "plt-bench"
@@ -30,7 +31,7 @@ def write_files(write, directory: Path) -> list[Path]:
     try:
         return write()
     except OSError as e:
-        from .errors import PltBenchError
+        from ..errors import PltBenchError
         raise PltBenchError(f"the report files could not be written to {directory}: {e.strerror or e}") from None
 
 
@@ -46,7 +47,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     for c in camps[1:]:
         diff = [k for k in KEY_FIELDS if c["metadata"].get(k) != first.get(k)]
         if diff:
-            from .errors import UsageError
+            from ..errors import UsageError
             raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
                              "their trials are not pooled")
     trials = store.trials(campaign_ids)
@@ -149,7 +150,7 @@ def _bound(*cells) -> str:
 
 
 def _rate(bps) -> str:
-    from .units import format_rate
+    from ..units import format_rate
     return "unshaped" if bps is None else format_rate(bps)
 
 

@@ -1,15 +1,15 @@
-"""Summary tables of a set of trials: per cell the trials that count (plt_bench.stats.usable: the one
+"""Summary tables of a set of trials: per cell the trials that count (stats.usable: the one
 rule), the failed attempts and the warm-ups apart; for pages median/min/max PLT and PLT / payload-only
-ideal, for bulk pages the throughput (plt_bench.stats.datarate_table)."""
+ideal, for bulk pages the throughput (stats.datarate_table)."""
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
 
-from . import protocols
-from .conditions import ideal_seconds
-from .records import Trial
+from .. import protocols
+from ..conditions import ideal_seconds
+from ..records import Trial
 from .stats import cell_key, datarate_table, latency_table, usable
 
 
@@ -40,8 +40,8 @@ def summarize(trials: list[Trial]) -> list[dict]:
 
 def campaign_sections(results, campaign_id: int) -> list[tuple[str, str]]:
     """(title, text) of a stored campaign: its link as measured, and its summary table."""
-    from .link.verify import format_report
-    from .store import Store
+    from ..link.verify import format_report
+    from ..store import Store
     with Store(results, read_only=True) as store:
         c = store.campaign(campaign_id)
         link = [format_report(x["result"]["verify"]) if "verify" in x["result"] else

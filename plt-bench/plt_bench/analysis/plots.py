@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from . import protocols, units  # noqa: E402
-from .units import format_rate  # noqa: E402
+from .. import protocols, units  # noqa: E402
+from ..units import format_rate  # noqa: E402
 
 
 def _protos(rows, key=lambda r: r["proto"]) -> list[str]:

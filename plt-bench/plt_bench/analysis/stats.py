@@ -24,11 +24,11 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats as sps
 
-from . import cpu as cpu_mod
-from . import protocols
-from .conditions import ideal_seconds
-from .errors import UsageError
-from .records import AXES, CellStats, Comparison, Trial
+from .. import cpu as cpu_mod
+from .. import protocols
+from ..conditions import ideal_seconds
+from ..errors import UsageError
+from ..records import AXES, CellStats, Comparison, Trial
 
 CV_WARN = 0.10
 ALPHA = 0.05
@@ -246,7 +246,7 @@ def axis_order(axis: str):
     controls as conditions.CONGESTION_CONTROLS."""
     if axis == "proto":
         return protocols.order
-    from .conditions import CONGESTION_CONTROLS
+    from ..conditions import CONGESTION_CONTROLS
     return lambda v: CONGESTION_CONTROLS.index(v) if v in CONGESTION_CONTROLS else len(CONGESTION_CONTROLS)
 
 
@@ -375,7 +375,7 @@ def throughput_series(trials: list[Trial]) -> list[dict]:
 def latency_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, request page, protocol), the requests of all its counted trials pooled: n
     (trials), n_requests, p50/p90/p99 in ms, and the connections the trials used (median)."""
-    from .latency import percentiles
+    from ..latency import percentiles
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials, "requests"):
         groups[cell_key(t)].append(t)
@@ -433,7 +433,7 @@ PER_MB_MIN_BYTES = 10**6
 def cpu_rows(trials: list[Trial]) -> list[dict]:
     """One row per usable trial of any kind and role: CPU seconds (user, system), the trial's body MB, and
     seconds per MB where the trial read at least PER_MB_MIN_BYTES (else None)."""
-    from .cpu import roles_of
+    from ..cpu import roles_of
     out = []
     for t in usable(trials, None):
         agg: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
