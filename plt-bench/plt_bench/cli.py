@@ -132,8 +132,12 @@ def _stats(a) -> tuple[str, str, str | None, str | None]:
 
 
 def _link_spec(a, **fixed):
-    """The conditions that the link options of up and verify describe, read as a campaign's."""
-    return campaign.bare({**options.values(a, ("bw", "up_bw") + LINK), **fixed})
+    """The conditions that the link options of up and verify describe, read as a campaign's (one
+    congestion control: the testbed's routes carry one)."""
+    spec = campaign.bare({**options.values(a, ("bw", "up_bw") + LINK), **fixed})
+    if len(spec.grid.ccs) > 1:
+        raise UsageError(f"--cc: {a.command} takes one congestion control; got {', '.join(spec.grid.ccs)}")
+    return spec
 
 
 def cmd_run(a) -> int:

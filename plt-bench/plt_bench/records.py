@@ -415,6 +415,9 @@ class Comparison:
     reference: CellStats = doc("the reference's cell (--reference; h3 by default)")
     other: CellStats = doc("the cell compared with it")
     diff_pct: float = doc("(reference - other) / other, in % of the other's median; negative: reference faster")
+    diff_ci_low_pct: float = doc("bootstrap 95% confidence interval of diff_pct, low end (nan below three trials "
+                                 "each)")
+    diff_ci_high_pct: float = doc("... and high end")
     p_welch: float = doc("Welch's t-test, two-sided (nan below two trials each)")
     p_mannwhitney: float = doc("Mann-Whitney U test, two-sided")
     hedges_g: float = doc("effect size: difference of the means over the pooled sd, small-sample corrected")
@@ -462,7 +465,8 @@ class Comparison:
         group = {k: getattr(r, k) for k in _GROUP_FIELDS if k != self.axis}
         return {**group, "axis": self.axis, "reference": self.reference_value, "other": self.other_value,
                 "n_reference": r.n, "n_other": o.n, "median_reference_ms": r.median_ms, "median_other_ms": o.median_ms,
-                "diff_pct": self.diff_pct, "p_welch": self.p_welch, "p_mannwhitney": self.p_mannwhitney,
+                "diff_pct": self.diff_pct, "diff_ci_low_pct": self.diff_ci_low_pct,
+                "diff_ci_high_pct": self.diff_ci_high_pct, "p_welch": self.p_welch, "p_mannwhitney": self.p_mannwhitney,
                 "hedges_g": self.hedges_g, "cliffs_delta": self.cliffs_delta, "cpu_bound_reference": r.n_cpu_bound,
                 "cpu_bound_other": o.n_cpu_bound, "p_adjusted": self.p_adjusted, "test": self.test,
                 "correction": self.correction, "significant": self.significant, "faster": self.faster}

@@ -41,6 +41,7 @@ class Testbed:
         self.capture = capture or Settings()
         self.qlog_spool: Path | None = None
         self.cc, self.link_name, self.index, self.all_conditions = cc, link, index, list(conditions)
+        self._cc = cc  # what the routes carry now (set_cc changes it between trials)
         self.persistent, self.with_browser = persistent, with_browser
         self.topology: Topology | None = None
         self.server: Server | None = None
@@ -134,7 +135,7 @@ class Testbed:
 
     def cc_in_use(self) -> str:
         """The TCP congestion control a connection opened now would use."""
-        return getattr(self, "_cc", None) or self.cc
+        return self._cc
 
     # -- trials --------------------------------------------------------------------------------
     def broken(self) -> str | None:

@@ -61,7 +61,7 @@ def test_pytest_and_the_cli_store_the_same_measurement(tmp_path):
     assert camps[0] == camps[1] and camps[0][0]["status"] == "finished" and '"seed": 1' in camps[0][0]["grid_json"]
     # every slot of the seeded plan, in the plan's order, in both stores
     spec = campaign.load(None, {"proto": "both", "bw": "10mbit", "size": "5KB", "runs": "3", "verify": "off"})
-    plan = [(c.label, r, s.total_bytes, p) for c, r, s, p in spec.plan()]
+    plan = [(x.conditions.label, x.run_index, x.page.total_bytes, x.proto) for x in spec.plan()]
     for path, run in ((py, r), (cli, c)):
         trials = _recorded(path)
         ok = ok_slots(trials, lambda t: (t["run_index"], t["proto"]))
@@ -169,12 +169,12 @@ def test_a_campaign_from_another_kernel_is_not_resumed_by_pytest(tmp_path):
     assert _nothing("pb223") and system_state() == before
 
 
-@pytest.mark.parametrize("command", [
-    ["bench", "--size", "5KB", "--bw", "10mbit", "--runs", "1"],
-    ["bench-sampler", "--size", "5KB", "--runs", "1"],
-    ["bench-campaign", "--bw", "10mbit", "--size", "5KB"],
+@pytest.mark.parametrize("command,protos", [
+    (["bench", "--size", "5KB", "--bw", "10mbit", "--runs", "1"], {"h3", "h1"}),
+    (["bench-sampler", "--size", "5KB", "--runs", "1"], {"h3", "h1"}),
+    (["bench-campaign", "--bw", "10mbit", "--size", "5KB"], {"h3", "h2", "h1"}),  # the pages preset's protocols
 ])
-def test_each_bench_command_runs_once_on_a_tiny_page_and_prints_ratios(tmp_path, command):
+def test_each_bench_command_runs_once_on_a_tiny_page_and_prints_ratios(tmp_path, command, protos):
     before = system_state()
     results = tmp_path / "b.sqlite"
     r = run_cli(*command, "--results", str(results), timeout=400)
@@ -182,7 +182,23 @@ def test_each_bench_command_runs_once_on_a_tiny_page_and_prints_ratios(tmp_path,
     assert "ratio to target" in r.stdout or "PLT/ideal" in r.stdout, r.stdout[-2000:]
     trials = _recorded(results)
     assert trials and all(t["status"] == "ok" for t in trials) == (r.returncode == 0)
-    assert ok_slots(trials, lambda t: t["proto"]) == {"h3", "h1"}  # a figure of each protocol was measured
+    assert ok_slots(trials, lambda t: t["proto"]) == protos  # a figure of each protocol was measured
+    assert system_state() == before
+
+
+def test_bench_literature_runs_once_and_prints_ours_beside_the_papers(tmp_path):
+    """Issue 28's literature checks: 100 MB at 1 Gbit/s over h2 and h3 beside Zhang et al.'s 924 and
+    475 Mbit/s, and h3 against h2 on a 50-object page under 2% loss beside Yu & Benson's finding."""
+    before = system_state()
+    results = tmp_path / "l.sqlite"
+    r = run_cli("bench-literature", "--runs", "1", "--results", str(results), timeout=900)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout[r.stdout.index("h2 vs h3 at 1 Gbit/s"):]
+    print("\n" + out)
+    assert "Zhang 924" in out or "no trial that counts" in out
+    assert "Yu & Benson" in out and "50x20KB" in out or "no pair of cells" in out
+    trials = _recorded(results)
+    assert {(t["proto"], t["size_bytes"]) for t in trials} >= {("h2", 10**8), ("h3", 10**8)}
     assert system_state() == before
 
 

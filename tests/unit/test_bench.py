@@ -68,7 +68,9 @@ def test_the_literature_lines_put_our_figures_beside_the_papers():
     text = "\n".join(zhang_lines(trials))
     assert "h2: 799 Mbit/s (median of 3; Zhang 924; ours / theirs 0.86); CPU-bound in 0 of 3" in text, text
     assert "h3: 400 Mbit/s (median of 3; Zhang 475; ours / theirs 0.84); CPU-bound in 2 of 3 (network)" in text, text
-    assert "h3 / h2: 0.50 here, 0.51 in Zhang et al." in text
+    assert "h3 / h2: 0.50 here, 0.51 in Zhang et al." in text and "a core limited h3's loads" in text
+    faster = [trial(seq=9 + i, proto="h3", size=10**8, plt=1200.0, cond=cond) for i in range(3)]
+    assert "h3 keeps more of h2's rate here" in "\n".join(zhang_lines(trials[:3] + faster))
     assert "no trial that counts" in "\n".join(zhang_lines(trials[:3]))
     lossy = conditions(rate_bps=10**7)
     close = [trial(seq=i, proto=p, page=Page(20000, 50), plt=v, cond=lossy, run_index=i)

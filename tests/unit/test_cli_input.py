@@ -72,6 +72,7 @@ CLI = [
     (["verify", "--probes", "3"], "--probes: '3' is not a whole number from 10 to 100000"),
     (["run", "--cc", "vegas"], "--cc: unknown congestion control 'vegas'"),
     (["run", "--cc", "cubic,foo"], "--cc: unknown congestion control 'foo'; expected one or more of cubic, bbr, reno"),
+    (["up", "--cc", "cubic,bbr"], "--cc: up takes one congestion control; got cubic, bbr"),
     (["run", "--link", "netem2"], "--link: unknown backend 'netem2'"),
     (["run", "--timeout", "soon"], "--timeout: 'soon' is not a duration"),
     (["run", "--capture", "pcapng"], "--capture: unknown capture kind(s) pcapng"),

@@ -29,6 +29,8 @@ def test_a_shifted_distribution_is_significant_and_its_sign_is_right():
     trials = _trials("c", 10**7, "h3", rng.normal(900, 20, 10)) + _trials("c", 10**7, "h1", rng.normal(1000, 20, 10))
     (row,) = stats.compare(trials)
     assert row.significant and row.faster == "h3" and row.diff_pct < -5
+    assert row.diff_ci_low_pct <= row.diff_pct <= row.diff_ci_high_pct < 0  # the difference's own 95% CI, 0 outside
+    assert all(np.isnan(stats.diff_pct_ci(np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0]))))
     assert row.p_welch < 1e-6 and row.p_mannwhitney < 0.001 and row.cliffs_delta == -1.0
     assert row.hedges_g < -3
 
@@ -186,3 +188,14 @@ def test_congestion_controls_compare_within_each_protocol_with_the_same_code():
     assert stats.compare(trials, axis="cc", reference="bbr")[0].pair == "bbr vs cubic (h3)"
     with pytest.raises(stats.UsageError, match="--reference: 'reno' was not run"):
         stats.compare(trials, axis="cc", reference="reno")
+
+
+def test_a_protocol_whose_every_trial_failed_ran_and_has_no_comparison():
+    """Every trial failed (a 1 ms timeout; a cluster's lost cells): the report still stands, with no
+    comparison, and the failed protocol may be the reference (it ran)."""
+    failed = [replace(t, plt_ms=None, status="failed") for t in _trials("c", 5000, "h1", [1, 2])]
+    assert stats.compare(failed) == [] and stats.compare(failed, reference="h1") == []
+    ok = _trials("c", 5000, "h3", [900, 910, 920])
+    assert stats.compare(ok + failed, reference="h1") == []  # h1 has no cell: nothing to compare with
+    with pytest.raises(stats.UsageError, match="'h2' was not run"):
+        stats.compare(ok + failed, reference="h2")

@@ -278,5 +278,6 @@ def test_a_version_12_store_of_quic_and_tcp_reports_as_before(tmp_path):
             "-1.00", "h3"],
            ["100mbit", "5KB", "4/4", "462.0 [450.0, 474.0]", "491.0 [482.0, 500.0]", "-5.9", "0.00459", "0.00459",
             "-1.00", "h3"]]
-    assert [[r[0], r[1], *r[3:11]] for r in body] == old
+    assert [[*r[0:2], *r[3:6], r[6].split(" [")[0], *r[7:11]] for r in body] == old
+    assert all(r.diff_ci_low_pct <= r.diff_pct <= r.diff_ci_high_pct for r in rep["rows"])  # new beside them: its CI
     assert st.stored_version(path) == st.SCHEMA_VERSION

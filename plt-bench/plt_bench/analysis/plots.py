@@ -26,7 +26,15 @@ def _protos(rows, key=lambda r: r["proto"]) -> list[str]:
 
 
 def _color(proto: str) -> str:
-    return protocols.color(proto)
+    return protocols.color(proto.split()[0])
+
+
+def _variants(cells) -> tuple[list[str], callable]:
+    """The lines of a cell figure: one per protocol, or per protocol and congestion control where
+    the cells hold several ("h2 bbr"); and the function naming a cell's."""
+    several = len({c.cc for c in cells}) > 1
+    name = (lambda c: f"{c.proto} {c.cc}") if several else (lambda c: c.proto)
+    return sorted({name(c) for c in cells}, key=lambda v: (protocols.order(v.split()[0]), v)), name
 
 
 def _name(proto: str) -> str:
@@ -185,9 +193,10 @@ def loss_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
         pages = _pages(cs)
         fig, axes = plt.subplots(1, len(pages), figsize=(4.2 * len(pages), 3.6), squeeze=False)
         for ax, page in zip(axes[0], pages):
-            for proto in _protos(cs, lambda c: c.proto):
+            variants, name = _variants(cs)
+            for proto in variants:
                 pts = sorted((c.loss_pct, c.median_ms, c.ci_low_ms, c.ci_high_ms) for c in cs
-                             if c.page == page and c.proto == proto)
+                             if c.page == page and name(c) == proto)
                 if not pts:
                     continue
                 x, y, lo, hi = (np.array(v, dtype=float) for v in zip(*pts))
@@ -218,10 +227,10 @@ def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path
         fig, axes = plt.subplots(1, len(pages), figsize=(3.6 * len(pages), 3.6), squeeze=False)
         for ax, page in zip(axes[0], pages):
             width = 0.8 / len(jitters)
-            protos = _protos(cs, lambda c: c.proto)
+            protos, name = _variants(cs)
             for k, jit in enumerate(jitters):
                 for p_i, proto in enumerate(protos):
-                    c = next((c for c in cs if c.page == page and c.proto == proto and c.jitter_ms == jit), None)
+                    c = next((c for c in cs if c.page == page and name(c) == proto and c.jitter_ms == jit), None)
                     if c is None:
                         continue
                     y = c.median_ms / 1000
@@ -257,8 +266,9 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
         rates = sorted({c.rate_down_bps for c in cs}, key=lambda b: (b is None, b or 0))
         palette = sns.color_palette("viridis", len(rates))
         for color, rate in zip(palette, rates):
-            for proto, style in zip(_protos(cs, lambda c: c.proto), ("-", "--", ":")):
-                pts = sorted((c.size_bytes, c.median_ms) for c in cs if c.rate_down_bps == rate and c.proto == proto)
+            variants, name = _variants(cs)
+            for proto, style in zip(variants, ("-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1)))):
+                pts = sorted((c.size_bytes, c.median_ms) for c in cs if c.rate_down_bps == rate and name(c) == proto)
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, np.array(y) / 1000, style, marker="o", color=color,
@@ -268,7 +278,7 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
         ax.set_xlabel("page size (bytes)")
         ax.set_ylabel("PLT (s), median")
         ax.legend(fontsize=7, ncol=2)
-        ax.set_title(f"{title}: PLT vs page size per bandwidth ({', '.join(f'{p} {w}' for p, w in zip(_protos(cs, lambda c: c.proto), ('solid', 'dashed', 'dotted')))})\n{_other(rtt, jitter, loss)}; "
+        ax.set_title(f"{title}: PLT vs page size per bandwidth ({', '.join(f'{p} {w}' for p, w in zip(_variants(cs)[0], ('solid', 'dashed', 'dotted', 'dash-dot', 'sparse dots', 'dense dashes')))})\n{_other(rtt, jitter, loss)}; "
                      f"link: {meta.get('link_backend')}", fontsize=9)
         paths += _save(fig, out_dir, "size" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_loss{loss:g}"))
     return paths

@@ -126,7 +126,8 @@ def _f(v, fmt="{:.1f}") -> str:
 def table(rep: dict) -> list[list[str]]:
     """One row per comparison: the pair, both cells' n and median [95% CI], the difference, the
     test and the effect size."""
-    head = ["link", "page", "compared", "n", "reference median ms [95% CI]", "other median ms [95% CI]", "diff %",
+    head = ["link", "page", "compared", "n", "reference median ms [95% CI]", "other median ms [95% CI]",
+            "diff % [95% CI]",
             f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster", "CPU-bound"]
     body = []
     several_cc = len(rep.get("ccs") or ()) > 1
@@ -136,7 +137,8 @@ def table(rep: dict) -> list[list[str]]:
         body.append([r.conditions, r.page, pair, f"{q.n}/{t.n}",
                      f"{_f(q.median_ms)} [{_f(q.ci_low_ms)}, {_f(q.ci_high_ms)}]",
                      f"{_f(t.median_ms)} [{_f(t.ci_low_ms)}, {_f(t.ci_high_ms)}]",
-                     _f(r.diff_pct, "{:+.1f}"), _f(r.p_test, "{:.3g}"), _f(r.p_adjusted, "{:.3g}"),
+                     f"{_f(r.diff_pct, '{:+.1f}')} [{_f(r.diff_ci_low_pct, '{:+.1f}')}, {_f(r.diff_ci_high_pct, '{:+.1f}')}]",
+                     _f(r.p_test, "{:.3g}"), _f(r.p_adjusted, "{:.3g}"),
                      _f(r.cliffs_delta, "{:+.2f}"), r.faster, _bound(q, t)])
     return [head, *body]
 

@@ -51,6 +51,23 @@ def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[f
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def diff_pct_ci(a: np.ndarray, b: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Bootstrap 95% CI of the diff % of two samples' medians, (median(a) - median(b)) / median(b)
+    x 100, each sample resampled on its own (nan below three values in either)."""
+    if len(a) < 3 or len(b) < 3:
+        return float("nan"), float("nan")
+    if np.all(a == a[0]) and np.all(b == b[0]):
+        d = (float(a[0]) - float(b[0])) / float(b[0]) * 100.0
+        return d, d
+
+    def diff(x, y, axis=-1):
+        my = np.median(y, axis=axis)
+        return (np.median(x, axis=axis) - my) / my * 100.0
+    res = sps.bootstrap((a, b), diff, confidence_level=confidence, n_resamples=2000, method="percentile",
+                        vectorized=True, paired=False, random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 def half_width_pct(x: list[float]) -> float:
     """Half the width of the median's 95% CI, in percent of the median (nan below three values)."""
     a = np.asarray(x, dtype=float)
@@ -292,7 +309,10 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
         samples[cell_key(t)].append(float(t.plt_ms))
     if axis not in AXES:
         raise ValueError(f"axis must be one of {AXES}")
-    values = sorted({getattr(c, axis) for c in per.values()}, key=axis_order(axis))
+    # the values the axis ran with (a protocol whose every trial failed ran too: it may be asked for,
+    # and its comparisons are simply absent)
+    values = sorted({getattr(c, axis) for c in per.values()} | {cell_key(t)[2 if axis == "proto" else 3] for t in trials},
+                    key=axis_order(axis))
     ref = reference_for(values, reference, axis=axis, listed=listed)
     groups: dict[tuple, dict[str, CellStats]] = defaultdict(dict)
     for c in per.values():  # a group: everything but the axis (its conditions, page and the other axis)
@@ -308,9 +328,11 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
                 continue
             a, b = np.asarray(samples[r.key]), np.asarray(samples[o.key])
             welch, mw = _samples_test(a, b)
+            lo, hi = diff_pct_ci(a, b)
             raw.append(Comparison(axis=axis, reference=r, other=o, diff_pct=(r.median_ms - o.median_ms) / o.median_ms * 100.0,
-                                  p_welch=welch, p_mannwhitney=mw, hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b),
-                                  test=test, correction=correction))
+                                  diff_ci_low_pct=lo, diff_ci_high_pct=hi, p_welch=welch, p_mannwhitney=mw,
+                                  hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b), test=test,
+                                  correction=correction))
     raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.reference.proto), c.reference.cc,
                             axis_order(axis)(c.other_value)))
     primary = [c.p_test for c in raw]
