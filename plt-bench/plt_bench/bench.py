@@ -208,10 +208,14 @@ def yu_benson_lines(trials: list[Trial]) -> list[str]:
         lines.append(f"  {r.conditions} {r.page}: h3 {r.reference.median_ms:.0f} ms, h2 {r.other.median_ms:.0f} ms "
                      f"(n {r.reference.n}/{r.other.n}); diff {r.diff_pct:+.1f}%, p adj {r.p_adjusted:.3g}: "
                      f"{'h3 faster' if r.significant and r.diff_pct < 0 else 'h2 faster' if r.significant else 'no significant difference'}")
-        if not r.significant or abs(r.diff_pct) < 10:
-            lines.append("  agrees: under loss the two load this page within 10% or indistinguishably; both send "
-                         "with CUBIC (Linux's for h2, quic-go's for h3), and the head-of-line blocking h3 removes "
-                         "costs h2 little on a page of small objects")
+        if abs(r.diff_pct) < 10:
+            lines.append("  agrees: under loss the two load this page within 10%; both send with CUBIC (Linux's for "
+                         "h2, quic-go's for h3), and the head-of-line blocking h3 removes costs h2 little on a page "
+                         "of small objects")
+        elif not r.significant:
+            lines.append(f"  undecided: a {r.diff_pct:+.0f}% difference that {min(r.reference.n, r.other.n)} runs "
+                         "cannot tell from this loss's noise (95% CI of the diff "
+                         f"[{r.diff_ci_low_pct:+.0f}, {r.diff_ci_high_pct:+.0f}]%): run with more --runs")
         else:
             lines.append("  differs in size: both send with CUBIC, but not the same CUBIC: Linux's TCP recovers "
                          "with SACK, RACK-TLP and PRR, quic-go with its own loss detection, and h2's one TCP "
@@ -220,7 +224,7 @@ def yu_benson_lines(trials: list[Trial]) -> list[str]:
     return lines
 
 
-def literature(results: Path, runs: str = "5", out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
+def literature(results: Path, runs: str = "10", out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
     """The two published h2-vs-h3 experiments issue 28 names, on this machine: a 100 MB download at
     1 Gbit/s (Zhang et al.) and a 50-object page under 2% loss at 50 ms (Yu & Benson's setting,
     their loss raised to 2%)."""

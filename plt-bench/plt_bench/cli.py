@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         defaults={"size": "50MB", "runs": "3", "cpu_interval": "100ms"})
     add(cmd_parser("bench-literature", "benchmark: h2 vs h3 beside the literature (Zhang et al. at 1 Gbit/s; Yu & "
                                        "Benson's page under loss): our figures and theirs"),
-        "runs", "results", defaults={"runs": "5"})
+        "runs", "results", defaults={"runs": "10"})
     add(cmd_parser("bench-link", "benchmark the emulated link: RTT, jitter, loss, rate and CPU (prints ratios)"),
         "link", "probes",
         defaults={"probes": "1000"}, helps={"probes": "ping probes for the RTT figure (x3 for jitter and loss)"})

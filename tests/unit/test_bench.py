@@ -78,6 +78,10 @@ def test_the_literature_lines_put_our_figures_beside_the_papers():
                                          ("h3", 1505.0), ("h2", 1500.0)])]
     text = "\n".join(yu_benson_lines(close))
     assert "h3 1505 ms, h2 1500 ms (n 3/3)" in text and "no significant difference" in text and "agrees" in text
+    noisy = [trial(seq=i, proto=p, page=Page(20000, 50), plt=v, cond=lossy, run_index=i)
+             for i, (p, v) in enumerate([("h3", 1000.0), ("h2", 3000.0), ("h3", 3000.0), ("h2", 1500.0),
+                                         ("h3", 1200.0), ("h2", 2500.0)])]
+    assert "undecided: a -52% difference that 3 runs cannot tell" in "\n".join(yu_benson_lines(noisy))
     apart = [trial(seq=i, proto=p, page=Page(20000, 50), plt=v + i, cond=lossy, run_index=i)
              for i, (p, v) in enumerate([("h3", 1000.0), ("h2", 2000.0)] * 4)]
     text = "\n".join(yu_benson_lines(apart))
