@@ -59,18 +59,17 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
         first = {**next(iter(hosts.values())), "host": ", ".join(sorted({m.get("host") for m in hosts.values()}))}
     cells = stats.cells(trials)
     ran = sorted({t.proto for t in trials}, key=protocols.order)
-    ccs = sorted({t.cc or "cubic" for t in stats.usable(trials, None)}, key=stats.axis_order("cc"))
+    ccs = sorted({stats.axis_value(t, "cc") for t in trials}, key=stats.axis_order("cc"))
     grid = camps[0]["grid"]
     axis = axis or grid.get("compare") or "proto"  # the option's, else the campaign file's
     if (grid.get("compare") or "proto") == axis:
         reference = reference or grid.get("reference")  # ... and so the reference
     if axis == "proto":
         listed = tuple(protocols.get(p).name for p in grid.get("protos") or ())
-        reference = stats.reference_for(ran, reference, listed=listed)
     else:
         cc_listed = grid.get("cc") or ()
         listed = tuple([cc_listed] if isinstance(cc_listed, str) else cc_listed)
-        reference = stats.reference_for(ccs, reference, axis="cc", listed=listed)
+    reference = stats.reference_for(ran if axis == "proto" else ccs, reference, axis=axis, listed=listed)
     rows = stats.compare(trials, test, correction, reference=reference, axis=axis, listed=listed)
     warnings = pool_warnings + [f"{c.conditions} {c.page} {c.proto}: {w}" for c in cells.values() for w in c.warnings]
     if test == "mannwhitney" and rows and all(min(r.reference.n, r.other.n) <= 5 for r in rows) and len(rows) > 1:

@@ -148,7 +148,13 @@ def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
 def cell_key(t: Trial) -> tuple:
     """(conditions' label, page's label, protocol, congestion control): the labels hold every field
     of the conditions and of the page (5KB, 200x5KB)."""
-    return (t.label, t.page, t.proto, t.cc or "cubic")
+    return (t.label, t.page, axis_value(t, "proto"), axis_value(t, "cc"))
+
+
+def axis_value(t: Trial, axis: str) -> str:
+    """A trial's value of a comparison's axis (records.AXES): its protocol, or its congestion
+    control (cubic for a trial stored without one)."""
+    return t.proto if axis == "proto" else (t.cc or "cubic")
 
 
 def _page_fields(t: Trial) -> dict:
@@ -311,7 +317,7 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
         raise ValueError(f"axis must be one of {AXES}")
     # the values the axis ran with (a protocol whose every trial failed ran too: it may be asked for,
     # and its comparisons are simply absent)
-    values = sorted({getattr(c, axis) for c in per.values()} | {cell_key(t)[2 if axis == "proto" else 3] for t in trials},
+    values = sorted({getattr(c, axis) for c in per.values()} | {axis_value(t, axis) for t in trials},
                     key=axis_order(axis))
     ref = reference_for(values, reference, axis=axis, listed=listed)
     groups: dict[tuple, dict[str, CellStats]] = defaultdict(dict)
