@@ -34,7 +34,6 @@ class Protocol:
     connect_rtts: int  # round trips to connectEnd on a fresh connection (TCP + TLS 1.3: 2; QUIC: 1)
     first_byte_rtts: int  # ... and to the page's first byte (one more: the request)
     color: str  # in every figure
-    max_connections: int  # per origin, as Chromium opens them
 
     def chromium_flags(self, origin: str) -> list[str]:
         """The flags that force this version on origin ("host:443")."""
@@ -43,10 +42,9 @@ class Protocol:
         return list(self.chromium_off)
 
 
-H3 = Protocol("h3", "HTTP/3", "QUIC", "h3", "HTTP/3.0", (), 1, 2, "#c0392b", 1)
-H2 = Protocol("h2", "HTTP/2", "TCP", "h2", "HTTP/2.0", ("--disable-quic",), 2, 3, "#27ae60", 1)
-H1 = Protocol("h1", "HTTP/1.1", "TCP", "http/1.1", "HTTP/1.1", ("--disable-quic", "--disable-http2"), 2, 3,
-              "#2471a3", 6)
+H3 = Protocol("h3", "HTTP/3", "QUIC", "h3", "HTTP/3.0", (), 1, 2, "#c0392b")
+H2 = Protocol("h2", "HTTP/2", "TCP", "h2", "HTTP/2.0", ("--disable-quic",), 2, 3, "#27ae60")
+H1 = Protocol("h1", "HTTP/1.1", "TCP", "http/1.1", "HTTP/1.1", ("--disable-quic", "--disable-http2"), 2, 3, "#2471a3")
 
 BY_NAME = {p.name: p for p in (H3, H2, H1)}
 NAMES = tuple(BY_NAME)  # the order of every table and figure: h3, h2, h1
@@ -102,7 +100,3 @@ def label(name: str) -> str:
 def color(name: str, fallback_index: int = 0) -> str:
     return BY_NAME[name].color if name in BY_NAME else ("#7f8c8d", "#8e44ad", "#d35400")[fallback_index % 3]
 
-
-def is_quic(name: str) -> bool:
-    """Whether a protocol runs over QUIC (Caddy's qlog has its connection)."""
-    return get(name).transport == "QUIC"
