@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import cmd, protocols
 from .errors import BrowserError
+from .pages import HOST
 
 if TYPE_CHECKING:
     from .drivers import Browser
@@ -37,20 +38,31 @@ PREFS = {
 }
 
 
-def chromium_args(proto: str, host: str, server_ip: str, spki_b64: str, profile_dir: str) -> list[str]:
-    """Command-line flags for one trial (pure; unit-tested)."""
+# The window every trial renders in: fixed, since the largest contentful paint is the largest element
+# in it (and an image filling it would not count).
+WINDOW = (1280, 800)
+
+
+def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
+                  extra: tuple[str, ...] = ()) -> list[str]:
+    """Command-line flags for one trial (pure; unit-tested). origins: (host, address) of every
+    origin the testbed serves, the test host first; each resolves to its address and is forced to
+    the protocol. extra: flags a kind of trial adds (a repeat visit's)."""
     protocol = protocols.get(proto)  # ValueError for an unknown one
+    rules = ", ".join(f"MAP {h} {ip}" for h, ip in origins)
     args = [
         "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--disable-extensions", "--disable-default-apps", "--mute-audio",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
         f"--user-data-dir={profile_dir}",
-        # The test host resolves to the server; every other name fails inside Chromium, so no
-        # lookup ever leaves the testbed.
-        f"--host-resolver-rules=MAP {host} {server_ip}, MAP * ~NOTFOUND",
+        # The test hosts resolve to the server's addresses; every other name fails inside Chromium,
+        # so no lookup ever leaves the testbed.
+        f"--host-resolver-rules={rules}, MAP * ~NOTFOUND",
         f"--ignore-certificate-errors-spki-list={spki_b64}",
+        *extra,
     ]
-    return args + protocol.chromium_flags(f"{host}:443")
+    return args + protocol.chromium_flags([f"{h}:443" for h, _ in origins])
 
 
 def _ms(nav: dict, end: str, start: str = "startTime") -> float | None:
@@ -125,36 +137,46 @@ def url_path(url: str | None) -> str:
     return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
 
 
+def url_host(url: str | None) -> str:
+    """'https://plt-o1.test/obj_5KB.png?i=3' -> 'plt-o1.test' (a port, if any, dropped)."""
+    netloc = (url or "").split("://", 1)[-1].split("/", 1)[0]
+    return netloc.rsplit(":", 1)[0] if ":" in netloc else netloc
+
+
 def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
                   server_entries: list[dict] | None) -> tuple[int, str | None]:
     """(objects proven, why the trial fails or None) for a multi-object page. An object is proven
-    when the browser's word (its one Resource Timing entry: status 200, every byte, over the asked
-    protocol) and, where the server's log is read, the server's (its URI once: 200, every byte, over
-    the protocol) both say so."""
+    when the browser's word (its one Resource Timing entry: every byte, over the asked protocol, and
+    status 200, or 0 where Chromium hides a cross-origin image's status) and, where the server's log
+    is read, the server's (its URI once on its origin: 200, every byte, over the protocol) both say
+    so. A many-origin page's objects are told apart by their host as well as their URI."""
     hop, want_proto = protocols.get(proto).next_hop, protocols.get(proto).server_proto
     problems: list[str] = []
     proven = 0
-    by_path: dict[str, list[dict]] = {}
+    by_url: dict[tuple[str, str], list[dict]] = {}
     for r in resources or []:
-        by_path.setdefault(url_path(r.get("name")), []).append(r)
-    logged: dict[str, list[dict]] = {}
+        by_url.setdefault((url_host(r.get("name")), url_path(r.get("name"))), []).append(r)
+    logged: dict[tuple[str, str], list[dict]] = {}
     for e in server_entries or []:
-        logged.setdefault(e.get("uri"), []).append(e)
-    for uri in page.object_uris():  # its images, or its requests
-        seen, got = by_path.get(uri, []), logged.get(uri, [])
+        logged.setdefault((e.get("host") or HOST, e.get("uri")), []).append(e)
+    for host, uri in page.object_urls():  # its images, or its requests
+        seen, got = by_url.get((host, uri), []), logged.get((host, uri), [])
+        where = uri if host == HOST else f"{host}{uri}"
+        status_ok = seen and (seen[0].get("responseStatus") == 200
+                              or (host != HOST and seen[0].get("responseStatus") == 0))
         if len(seen) != 1:
-            problems.append(f"{uri}: the browser has {len(seen)} Resource Timing entries for it, expected 1")
+            problems.append(f"{where}: the browser has {len(seen)} Resource Timing entries for it, expected 1")
         elif seen[0].get("nextHopProtocol") != hop:
-            problems.append(f"{uri}: carried over '{seen[0].get('nextHopProtocol')}', expected '{hop}'")
-        elif seen[0].get("responseStatus") != 200 or seen[0].get("decodedBodySize") != page.size_bytes:
-            problems.append(f"{uri}: the browser saw status {seen[0].get('responseStatus')} with "
+            problems.append(f"{where}: carried over '{seen[0].get('nextHopProtocol')}', expected '{hop}'")
+        elif not status_ok or seen[0].get("decodedBodySize") != page.size_bytes:
+            problems.append(f"{where}: the browser saw status {seen[0].get('responseStatus')} with "
                             f"{seen[0].get('decodedBodySize')} bytes, expected 200 with {page.size_bytes}")
         elif server_entries is not None and len(got) != 1:
-            problems.append(f"{uri}: the server logged {len(got)} requests for it, expected 1")
+            problems.append(f"{where}: the server logged {len(got)} requests for it, expected 1")
         elif server_entries is not None and got[0].get("proto") != want_proto:
-            problems.append(f"{uri}: the server saw {got[0].get('proto')}, expected {want_proto}")
+            problems.append(f"{where}: the server saw {got[0].get('proto')}, expected {want_proto}")
         elif server_entries is not None and (got[0].get("status") != 200 or got[0].get("size") != page.size_bytes):
-            problems.append(f"{uri}: the server sent status {got[0].get('status')} with {got[0].get('size')} bytes, "
+            problems.append(f"{where}: the server sent status {got[0].get('status')} with {got[0].get('size')} bytes, "
                             f"expected 200 with {page.size_bytes}")
         else:
             proven += 1
@@ -210,6 +232,39 @@ def connections(server_entries: list[dict] | None) -> int | None:
     opens up to six per host; HTTP/2 and HTTP/3 one), or None when the log gives no ports."""
     ports = {e.get("remote_port") for e in server_entries or [] if e.get("remote_port")}
     return len(ports) or None
+
+
+def connections_per_origin(server_entries: list[dict] | None) -> dict[str, int]:
+    """{host: connections} of a trial's requests: the client ports per origin in the server's log
+    (each origin has its own address, so a connection serves one origin); {} without ports."""
+    ports: dict[str, set] = {}
+    for e in server_entries or []:
+        if e.get("remote_port"):
+            ports.setdefault(e.get("host") or HOST, set()).add(e["remote_port"])
+    return {h: len(p) for h, p in sorted(ports.items(), key=lambda kv: (kv[0] != HOST, kv[0]))}
+
+
+def paint_fields(paint: dict | None, loaded: bool) -> dict:
+    """A trial's paint metrics (records.Trial: fcp_ms, lcp_ms, lcp_element, lcp_url, paint_reason)
+    from the worker's figures (browser_worker.PAINT_JS). A metric Chromium did not report is None
+    with the reason, never zero. Nothing for a load that failed (no page was painted)."""
+    if not loaded:
+        return {}
+    p = paint or {}
+    lcp = p.get("lcp") or {}
+    why = []
+    if p.get("error"):
+        why.append(f"paint metrics not read: {p['error']}")
+    elif p.get("visibility") not in (None, "visible"):
+        why.append(f"the page was {p['visibility']}: Chromium reports no LCP for it")
+    if p.get("fcp_ms") is None and not why:
+        why.append("no first-contentful-paint entry: nothing contentful was painted")
+    if not lcp and not p.get("error"):
+        why.append("no largest-contentful-paint candidate: no text or image qualified (an image under 0.05 bits "
+                   "per pixel, or filling the viewport, does not count)")
+    start = lcp.get("start_ms") or lcp.get("render_ms") or lcp.get("load_ms")
+    return {"fcp_ms": p.get("fcp_ms"), "lcp_ms": float(start) if start else None, "lcp_element": lcp.get("element"),
+            "lcp_url": lcp.get("url") or None, "paint_reason": "; ".join(why) or None}
 
 
 class BrowserWorker:

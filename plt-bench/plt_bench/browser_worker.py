@@ -12,6 +12,7 @@ Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-
           "launch_attempts": 1, or 2 where chromedriver could not create the first session,
           "har": {"entries": n} or {"error": why} when har_path was given (the HAR written there),
           "workload": what window.pltBench resolved to (a bulk page's byte counts), when await_s is given,
+          "paint": the page's paint metrics (PAINT_JS: fcp_ms, lcp {start_ms, element, url, ...}) after a load,
           "nav_t0": monotonic s when the navigation began,
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
                   "launch": the same for the browser's start-up, "sampler": {interval, samples, own cost}},
@@ -61,6 +62,43 @@ NAV_JS = ("const e = performance.getEntriesByType('navigation')[0]; "
           f"const f = {list(RESOURCE_FIELDS)!r}; "
           "const r = performance.getEntriesByType('resource').map(x => Object.fromEntries(f.map(k => [k, x[k]]))); "
           "return [e ? e.toJSON() : null, c ? c.textContent.trim() : null, r];")
+# The page's paint metrics, read after the load once two more frames have been drawn (an image that
+# arrives last paints in the frame after the load event): first-contentful-paint from the paint
+# timeline; the largest-contentful-paint from a buffered observer's last record (getEntriesByType
+# gives nothing for it). Nothing touches the page first: any input would stop LCP. A page whose LCP
+# Chromium did not report (no candidate) says why instead of a figure.
+PAINT_JS = """
+const done = arguments[arguments.length - 1];
+const out = {fp_ms: null, fcp_ms: null, lcp: null, lcp_candidates: 0, visibility: document.visibilityState,
+             error: null};
+try {
+  for (const e of performance.getEntriesByType('paint')) {
+    if (e.name === 'first-paint') out.fp_ms = e.startTime;
+    if (e.name === 'first-contentful-paint') out.fcp_ms = e.startTime;
+  }
+  let last = null;
+  const po = new PerformanceObserver(list => { for (const e of list.getEntries()) { last = e; out.lcp_candidates++; } });
+  po.observe({type: 'largest-contentful-paint', buffered: true});
+  const finish = () => {
+    for (const e of po.takeRecords()) { last = e; out.lcp_candidates++; }
+    po.disconnect();
+    if (out.fcp_ms === null) {
+      const f = performance.getEntriesByName('first-contentful-paint')[0];
+      if (f) out.fcp_ms = f.startTime;
+    }
+    if (last) {
+      const el = last.element;
+      out.lcp = {start_ms: last.startTime, render_ms: last.renderTime, load_ms: last.loadTime, size_px: last.size,
+                 url: last.url || null, element: el ? (el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')) : null};
+    }
+    done(out);
+  };
+  requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(finish, 0)));
+} catch (e) {
+  out.error = String(e);
+  done(out);
+}
+"""
 # A page with a workload after its load (pages.Page: bulk) leaves its figures in window.pltBench.
 AWAIT_JS = ("const done = arguments[arguments.length - 1]; "
             "if (!window.pltBench) { done({error: 'the page has no workload (window.pltBench)'}); } "
@@ -199,6 +237,8 @@ def one_trial(req: dict) -> dict:
             msg = (e.msg or str(e)).strip().splitlines()[0]
             out["error"] = f"navigation error: {msg}"
         out["load_s"] = time.monotonic() - t1
+        if out["error"] is None:
+            out["paint"] = _paint(driver)
         if out["error"] is None and req.get("await_s"):
             out["workload"] = _await_workload(driver, req["await_s"])
         if out["error"] is None or out["error"].startswith("navigation error"):
@@ -227,6 +267,19 @@ def one_trial(req: dict) -> dict:
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
         _unlink_driver_log(req["profile_dir"])
     return out
+
+
+def _paint(driver) -> dict:
+    """The page's paint metrics (PAINT_JS), or why there are none."""
+    from selenium.common.exceptions import TimeoutException, WebDriverException
+    driver.set_script_timeout(10)
+    try:
+        got = driver.execute_async_script(PAINT_JS)
+    except TimeoutException:
+        return {"error": "the paint metrics were not read within 10 s (no frame was drawn)"}
+    except WebDriverException as e:
+        return {"error": f"could not read the paint metrics: {(e.msg or str(e)).strip().splitlines()[0]}"}
+    return got if isinstance(got, dict) else {"error": f"the paint script answered {type(got).__name__}"}
 
 
 def _await_workload(driver, await_s: float) -> dict:

@@ -29,7 +29,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser_binary", "reference", "compare"}
+            "browser_binary", "reference", "compare", "metric"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -41,6 +41,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
+            "metric": "plt",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -74,6 +75,7 @@ class Spec:
     reference: str | None = None       # the value the report compares the others against (None: h3 where it
     #                                    runs, else the first listed; stats.reference_for)
     compare: str = "proto"             # what the report compares: proto, or cc (within each protocol)
+    metric: str = "plt"                # the time the report compares cells by (records.METRICS)
 
     @property
     def trial_count(self) -> int:
@@ -105,6 +107,7 @@ class Spec:
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
+                **({"metric": self.metric} if self.metric != DEFAULTS["metric"] else {}),
                 **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
                    if self.precision_pct is not None else {})}
 
@@ -115,6 +118,7 @@ class Spec:
         before three protocols came resumes after."""
         legacy = {new: old for old, new in protocols.STORED_BEFORE_13.items()}
         ident = {**self.as_dict(), "protos": [legacy.get(p, p) for p in self.grid.protos]}
+        ident.pop("metric", None)  # what the report compares by: the same trials either way
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def plan(self) -> list["Slot"]:
@@ -169,6 +173,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "browser_binary": _STR, "reference": _STR, "compare": _STR,
+              "metric": _STR,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -290,6 +295,15 @@ def _compare(v: "Values") -> str:
     if axis not in ("proto", "cc"):
         raise UsageError(f"{v.name('compare')}: '{axis}'; expected proto or cc")
     return axis
+
+
+def _metric(v: "Values") -> str:
+    from .records import METRICS
+    metric = str(v.get("metric", DEFAULTS["metric"]))
+    if metric not in METRICS:
+        raise UsageError(f"{v.name('metric')}: '{metric}'; expected one of {', '.join(METRICS)} "
+                         f"({'; '.join(f'{m.name}: {m.label}' for m in METRICS.values())})")
+    return metric
 
 
 def _reference(v: "Values", protos: tuple[str, ...], ccs: tuple[str, ...], axis: str) -> str | None:
@@ -433,6 +447,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
+                metric=_metric(v),
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden

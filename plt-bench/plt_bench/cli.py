@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         x = cmd_parser(name, text)
         x.add_argument("campaign", nargs="?", default="latest", metavar="CAMPAIGN",
                        help="a campaign number, 'latest' (default), or a preset/file name (its latest campaign)")
-        add(x, "results", "test", "correction", "reference", "compare")
+        add(x, "results", "test", "correction", "reference", "compare", "metric")
     add(cmd_parser("campaigns", "list the presets and the campaigns in the results store"), "results")
     u = cmd_parser("up", "bring the testbed up and leave it running for your own tools",
                    "Create the namespaces, start Caddy, shape the link, print where everything is. Take it down with "
@@ -126,9 +126,10 @@ def _results(a) -> Path:
     return Path(a.results or campaign.DEFAULTS["results"])
 
 
-def _stats(a) -> tuple[str, str, str | None, str | None]:
-    """The report's test, correction, reference and axis (--compare; None: the campaign's own)."""
-    return a.test or campaign.DEFAULTS["test"], a.correction or campaign.DEFAULTS["correction"], a.reference, a.compare
+def _stats(a) -> tuple[str, str, str | None, str | None, str | None]:
+    """The report's test, correction, reference, axis (--compare) and metric (None: the campaign's own)."""
+    return (a.test or campaign.DEFAULTS["test"], a.correction or campaign.DEFAULTS["correction"], a.reference,
+            a.compare, a.metric)
 
 
 def _link_spec(a, **fixed):

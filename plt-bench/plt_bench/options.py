@@ -37,6 +37,7 @@ class Option:
 def _table() -> dict[str, Option]:
     from .conditions import JITTER_DISTS, LOSS_DIRECTIONS
     from .analysis.stats import CORRECTIONS, TESTS
+    from .records import METRICS
     o = [
         Option("proto", "protocol(s), comma-separated: h3 (HTTP/3 over QUIC), h2 (HTTP/2 over TLS/TCP), h1 "
                         "(HTTP/1.1 over TLS/TCP); quic = h3, tcp = h1, both = h3,h1, all = h3,h2,h1"),
@@ -113,6 +114,9 @@ def _table() -> dict[str, Option]:
         Option("compare", "what the report compares: proto (each protocol against the reference, within each "
                           "congestion control) or cc (each congestion control against the reference, within each "
                           "protocol)", choices=("proto", "cc"), group="stats"),
+        Option("metric", "the time the report compares and draws: plt (the load event), fcp (first contentful "
+                         "paint), lcp (largest contentful paint) or ttfb (first byte)", choices=tuple(METRICS),
+               group="stats"),
         Option("cluster", "run the campaign's cells on a Dask cluster's plt-bench workers (each 'plt-bench worker "
                           "--scheduler ADDR'); this machine keeps the store", metavar="tcp://HOST:PORT", group="cluster"),
         Option("scheduler", "the Dask scheduler to join (started with: dask scheduler)", metavar="tcp://HOST:PORT",
@@ -136,7 +140,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference", "compare")
+               "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference", "compare",
+               "metric")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
 

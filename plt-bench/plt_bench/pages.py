@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import struct
@@ -25,6 +26,21 @@ from typing import Callable, Iterable, Iterator
 
 from . import units
 from .errors import UsageError
+
+# The test host (.test is reserved, RFC 2606: it can never mean a real site), and a many-origin page's
+# other origins: sites of their own (plt-o1.test, ...), each with its own address on the server, as a
+# third party's would be (one address for all would let Chromium pool HTTP/2 and HTTP/3 connections
+# across them, which real third parties on other addresses do not allow)
+HOST = "plt.test"
+MAX_ORIGINS = 16
+
+
+def origin_host(k: int) -> str:
+    """Origin k of a many-origin page: 0 is the page's own (plt.test), 1..MAX_ORIGINS-1 others."""
+    if not 0 <= k < MAX_ORIGINS:
+        raise ValueError(f"origin {k}: expected 0 to {MAX_ORIGINS - 1}")
+    return HOST if k == 0 else f"plt-o{k}.test"
+
 
 GENERATOR_VERSION = 1  # the single-object pages' bytes; multi-object files are new names, not a new version
 CHUNK_BYTES = 1 << 20  # largest comment, including its delimiters
@@ -104,11 +120,13 @@ MAX_OBJECTS = 1000
 # Resource Timing keeps 250 entries unless the page asks for more: ours asks, before any <img>
 RESOURCE_BUFFER_SPARE = 16
 PAGE_FORM = (f"a size (one HTML file: 5KB, 500KB, 10MB), NxS (an HTML page with N images of S each, "
-             f"N from 1 to {MAX_OBJECTS}: 200x5KB, 1x1MB), bulkD[_I] (a download for D, bytes counted per "
+             f"N from 1 to {MAX_OBJECTS}: 200x5KB, 1x1MB), Go:NxS (the same images spread over G origins, "
+             f"2 to {MAX_ORIGINS}: 4o:60x5KB), bulkD[_I] (a download for D, bytes counted per "
              f"interval I, 1s unless given: bulk30s, bulk10s_100ms) or reqKxS[_cC] (K requests of S, C at once, "
              f"1 unless given: req100x1KB, req100x64KB_c10); 1 KB = 1000 bytes, 1 KiB = 1024")
 MIN_PAGE_BYTES = 1000  # smallest single-object page: its fixed HTML frame fits
 MAX_PAGE_BYTES = 2 * 10**9  # largest the testbed generates (all of a page's objects together)
+HERO_MAX_PX, HERO_MIN_BYTES = 300, 1000  # a multi-object page's first image: its side at most, its bytes at least
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -121,13 +139,29 @@ _IEND = _chunk(b"IEND", b"")
 MIN_OBJECT_BYTES = len(PNG_SIGNATURE) + len(_IHDR) + len(_IDAT) + 12 + len(_IEND)  # 12: the pad chunk's frame
 
 
-def iter_png(size_bytes: int) -> Iterator[bytes]:
-    """Yield a valid 1x1 PNG of exactly size_bytes: padded by one private chunk before IEND."""
-    pad = size_bytes - MIN_OBJECT_BYTES
+def _png_head(side: int) -> bytes:
+    """A side x side mid-grey PNG's signature, header and pixels (the pad chunk follows)."""
+    if side == 1:
+        return PNG_SIGNATURE + _IHDR + _IDAT
+    ihdr = _chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0))
+    return PNG_SIGNATURE + ihdr + _chunk(b"IDAT", zlib.compress((b"\x00" + b"\x80" * side) * side, 9))
+
+
+def png_min_bytes(side: int = 1) -> int:
+    """The smallest PNG iter_png makes of that side (its pad chunk empty)."""
+    return len(_png_head(side)) + 12 + len(_IEND)
+
+
+def iter_png(size_bytes: int, side: int = 1) -> Iterator[bytes]:
+    """Yield a valid side x side PNG of exactly size_bytes: padded by one private chunk before IEND.
+    Chrome weighs an image's entropy by its bytes (at least 0.05 bits per displayed pixel to be a
+    largest contentful paint), so a padded grey image counts as a photograph of its size would."""
+    head = _png_head(side)
+    pad = size_bytes - len(head) - 12 - len(_IEND)
     if pad < 0:
         raise UsageError(f"--size: an image of {size_bytes} bytes is smaller than the smallest PNG "
-                         f"({MIN_OBJECT_BYTES} bytes)")
-    yield PNG_SIGNATURE + _IHDR + _IDAT + struct.pack(">I", pad) + PAD_CHUNK
+                         f"({MIN_OBJECT_BYTES if side == 1 else png_min_bytes(side)} bytes)")
+    yield head + struct.pack(">I", pad) + PAD_CHUNK
     crc = zlib.crc32(PAD_CHUNK)
     line = (_FILL_LINE * (CHUNK_BYTES // len(_FILL_LINE) + 1))[:CHUNK_BYTES]
     left = pad
@@ -234,7 +268,8 @@ class Page:
     """What one trial loads; one of four kinds (`kind`):
     - "page", objects == 0: one HTML file of size_bytes ("5KB");
     - "page", objects == N: an HTML page embedding N images of size_bytes each ("200x5KB": N + 1
-      requests, the HTML's own size set by N);
+      requests, the HTML's own size set by N); with origins == G > 1 ("4o:60x5KB") image k comes
+      from origin k mod G (origin_host: 0 is the page's own, the others sites of their own);
     - "bulk", bulk_ms > 0: a page that downloads /bulk.bin for bulk_ms after its load and counts the
       bytes per interval_ms ("bulk30s", "bulk30s_100ms"; size_bytes 0);
     - "requests", requests == K: a page that, after its load, makes K requests for an object of
@@ -246,6 +281,7 @@ class Page:
     interval_ms: int = 0  # a bulk page's interval (1000 unless asked); 0 for other pages
     requests: int = 0
     streams: int = 0      # a request page's requests at once (1 unless asked); 0 for other pages
+    origins: int = 1      # a multi-object page's origins: its objects round-robin over them (origin_host)
 
     @property
     def kind(self) -> str:
@@ -259,12 +295,16 @@ class Page:
             return f"bulk{format_ms(self.bulk_ms)}{every}"
         if self.requests:
             return f"req{self.requests}x{size}" + (f"_c{self.streams}" if self.streams > 1 else "")
+        if self.origins > 1:
+            return f"{self.origins}o:{self.objects}x{size}"
         return f"{self.objects}x{size}" if self.objects else size
 
     @property
     def html_name(self) -> str:
         if self.bulk_ms or self.requests:
             return f"{self.label}.html"
+        if self.origins > 1:
+            return f"objects_{self.objects}x{units.format_size(self.size_bytes)}_{self.origins}o.html"
         return f"objects_{self.label}.html" if self.objects else page_name(self.size_bytes)
 
     @property
@@ -280,8 +320,34 @@ class Page:
         """The URIs the page asks for the object file under (relative to the site's root): its
         images' (?i=k), or its requests' (?r=k)."""
         key = "r" if self.requests else "i"
-        return [f"/{self.object_name}?{key}={k}" for k in range(self.fetched)]
+        return [f"/{self.hero_name if k == 0 and self.hero_px else self.object_name}?{key}={k}"
+                for k in range(self.fetched)]
 
+    def object_urls(self) -> list[tuple[str, str]]:
+        """(host, URI) of every object, in the page's order: object k on origin k mod origins."""
+        return [(origin_host(k % self.origins), uri) for k, uri in enumerate(self.object_uris())]
+
+    def hosts(self) -> list[str]:
+        """The origins the page's load touches: its own first."""
+        return [origin_host(k) for k in range(self.origins)]
+
+    @property
+    def hero_px(self) -> int:
+        """The side in pixels of a multi-object page's first image, its largest contentful paint,
+        or 0 where it has none (a request page; images under HERO_MIN_BYTES). The image is a PNG of
+        that side shown at that side: Chrome counts an image by the smaller of its shown and its
+        own size (a 1x1 image shown large counts as one pixel), only at 0.05 bits per shown pixel or
+        more, and not when it fills the viewport; so the side keeps 0.1 bit per pixel (twice the
+        floor), at most HERO_MAX_PX, well inside the fixed window (browser.WINDOW). Without one, the
+        page's heading is its largest paint."""
+        if not self.objects or self.size_bytes < HERO_MIN_BYTES:
+            return 0
+        return min(HERO_MAX_PX, int(math.isqrt(self.size_bytes * 8 * 10)))
+
+    @property
+    def hero_name(self) -> str | None:
+        """The first image's file: the objects' size, hero_px on a side (hero_5KB.png)."""
+        return f"hero_{units.format_size(self.size_bytes)}.png" if self.hero_px else None
     def html(self) -> bytes:
         """A multi-object, bulk or request page's HTML (a single-object page's bytes come from iter_page)."""
         head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -297,10 +363,18 @@ class Page:
             return (f"{head}{timing}</head>\n<body>\n<h1>plt-bench requests</h1>\n"
                     f"<p id=\"size\">{self.label}: {self.requests} requests of {self.size_bytes} bytes, "
                     f"{self.streams} at once</p>\n<script>{script}</script>\n</body>\n</html>\n").encode()
-        imgs = "".join(f'<img src="{u[1:]}" width="1" height="1" alt="">\n' for u in self.object_uris())
+        imgs = "".join(self._img(k, host, uri) for k, (host, uri) in enumerate(self.object_urls()))
+        # the full URL as Referer, across origins too: the server tells a trial's requests by it
+        head += "<meta name=\"referrer\" content=\"unsafe-url\">\n"
         return (f"{head}{timing}</head>\n<body>\n<h1>plt-bench test page</h1>\n"
                 f"<p id=\"size\">{self.label}: {self.objects} images of {self.size_bytes} bytes</p>\n"
                 f"{imgs}<p id=\"end\">end of page</p>\n</body>\n</html>\n").encode()
+
+    def _img(self, k: int, host: str, uri: str) -> str:
+        src = uri[1:] if host == HOST else f"https://{host}{uri}"
+        side = self.hero_px if k == 0 and self.hero_px else 1
+        tag = ' id="hero"' if side > 1 else ""
+        return f'<img{tag} src="{src}" width="{side}" height="{side}" alt="">\n'
 
     @property
     def html_bytes(self) -> int:
@@ -322,7 +396,8 @@ class Page:
         return self.total_bytes + (self.bulk_ms * (rate_bps or 10**9) // 8000 if self.bulk_ms else 0)
 
     def sort_key(self) -> tuple:
-        return (self.bulk_ms, self.requests, self.total_bytes, self.objects, self.interval_ms, self.streams)
+        return (self.bulk_ms, self.requests, self.total_bytes, self.objects, self.interval_ms, self.streams,
+                self.origins)
 
     def files(self) -> list[tuple[str, int, Callable[[], Iterator[bytes]] | None]]:
         """(file name, size, a function yielding its bytes) for every file the page needs; None for
@@ -333,8 +408,11 @@ class Page:
         if not self.fetched:
             return [(self.html_name, self.size_bytes, lambda: iter_page(self.size_bytes))]
         html = self.html()
-        return [(self.html_name, len(html), lambda: iter([html])),
-                (self.object_name, self.size_bytes, lambda: iter_png(self.size_bytes))]
+        files = [(self.html_name, len(html), lambda: iter([html])),
+                 (self.object_name, self.size_bytes, lambda: iter_png(self.size_bytes))]
+        if self.hero_px:
+            files.append((self.hero_name, self.size_bytes, lambda: iter_png(self.size_bytes, self.hero_px)))
+        return files
 
 
 def parse_bulk(item: str, option: str = "--size") -> Page | None:
@@ -395,7 +473,7 @@ def parse_page(text: str, option: str = "--size") -> Page:
     special = parse_bulk(item, option) or parse_requests(item, option)
     if special:
         return special
-    m = re.fullmatch(r"(?P<n>[0-9]+)\s*[xX]\s*(?P<size>[0-9].*)", item)  # 5XB is a bad size, not 5 x "B"
+    m = re.fullmatch(r"(?:(?P<o>[0-9]+)\s*o\s*:\s*)?(?P<n>[0-9]+)\s*[xX]\s*(?P<size>[0-9].*)", item)  # 5XB: a bad size
     if not m:
         size = units.parse_size(item, option)
         if size < MIN_PAGE_BYTES:
@@ -412,7 +490,13 @@ def parse_page(text: str, option: str = "--size") -> Page:
     if n * size > MAX_PAGE_BYTES:
         raise UsageError(f"{option}: '{item}' is too large; a page is at most {units.format_size(MAX_PAGE_BYTES)} "
                          "in all")
-    return Page(size, n)
+    origins = int(m["o"]) if m["o"] else 1
+    if not 1 <= origins <= MAX_ORIGINS:
+        raise UsageError(f"{option}: '{item}' has {origins} origins; expected 1 to {MAX_ORIGINS} (4o:60x5KB)")
+    if origins > n:
+        raise UsageError(f"{option}: '{item}' spreads {n} objects over {origins} origins; each origin needs one "
+                         "at least (4o:60x5KB)")
+    return Page(size, n, origins=origins)
 
 
 def as_page(item: "Page | int") -> Page:

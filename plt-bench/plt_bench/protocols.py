@@ -35,10 +35,10 @@ class Protocol:
     first_byte_rtts: int  # ... and to the page's first byte (one more: the request)
     color: str  # in every figure
 
-    def chromium_flags(self, origin: str) -> list[str]:
-        """The flags that force this version on origin ("host:443")."""
+    def chromium_flags(self, origins: list[str]) -> list[str]:
+        """The flags that force this version on every origin ("host:443")."""
         if self.transport == "QUIC":
-            return ["--enable-quic", f"--origin-to-force-quic-on={origin}"]
+            return ["--enable-quic", f"--origin-to-force-quic-on={','.join(origins)}"]
         return list(self.chromium_off)
 
 

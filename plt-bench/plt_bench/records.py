@@ -59,6 +59,7 @@ class WorkerAnswer(TypedDict, total=False):
     quit_s: float | None
     nav_t0: float               # the navigation's start on the monotonic clock
     workload: BulkFigures       # what the page's script measured after the load, when awaited
+    paint: PaintFigures         # the page's paint metrics, read after a load (browser_worker.PAINT_JS)
     cpu: CpuFigures | None      # the browser's roles (and its sampler)
     cpu_series: list[dict]      # [{"t_s", "role", "user_s", "system_s"}] when asked for
     strays_killed: int          # how many processes of the trial were killed at its end (the browser, unless quit)
@@ -66,6 +67,17 @@ class WorkerAnswer(TypedDict, total=False):
     prelaunched: bool           # the browser was started before the request, during the previous trial's
     #                             bookkeeping (browser_worker: prepare); launch_s is that start's
     gate: dict                  # the idle gate between the launch and the navigation (cpu.wait_idle), when asked
+
+
+class PaintFigures(TypedDict, total=False):
+    """What the paint script hands over (browser_worker.PAINT_JS); times in ms from the navigation's start."""
+    fp_ms: float | None          # first-paint
+    fcp_ms: float | None         # first-contentful-paint
+    lcp: dict | None             # the last largest-contentful-paint record: start_ms (its time: render
+    #                              time, else load time), render_ms, load_ms, size_px, url, element
+    lcp_candidates: int          # records the observer saw
+    visibility: str              # document.visibilityState (a hidden page reports no LCP)
+    error: str | None
 
 
 class BulkFigures(TypedDict, total=False):
@@ -156,6 +168,15 @@ class Trial:
     ttfb_ms: float | None = doc("responseStart - startTime", None)
     response_end_ms: float | None = doc("responseEnd - startTime", None)
     dcl_ms: float | None = doc("domContentLoadedEventEnd - startTime", None)
+    fcp_ms: float | None = doc("first-contentful-paint: the first text or image painted, from startTime (NULL: none "
+                               "reported, paint_reason says why; before schema 14: not read)", None)
+    lcp_ms: float | None = doc("largest-contentful-paint: the last record of a buffered observer read after the load "
+                               "(its render time), from startTime; NULL: no candidate, paint_reason says why", None)
+    lcp_element: str | None = doc("what the largest contentful paint was: img#hero (a multi-object page's first image), "
+                                  "h1, p#size ...", None)
+    lcp_url: str | None = doc("the largest contentful paint's image URL, or NULL for text", None)
+    paint_reason: str | None = doc("why fcp_ms or lcp_ms is NULL on a loaded page (no candidate, the page hidden, "
+                                   "the script failed); NULL when both are there", None)
     next_hop_protocol: str | None = doc("what carried the page, as the browser says: h3 | h2 | http/1.1", None)
     response_status: int | None = doc("HTTP status the browser saw", None)
     decoded_body_bytes: int | None = doc("the page's body as the browser decoded it", None)
@@ -168,6 +189,9 @@ class Trial:
     objects_ok: int | None = doc("objects (or requests) proven whole over the asked protocol by the browser and "
                                  "the server", None)
     connections: int | None = doc("connections that carried the trial's requests (client ports in Caddy's log)", None)
+    origins: int = doc("the origins a multi-object page's objects come from (4o:60x5KB: 4); 1 for other pages", 1)
+    connections_json: str | None = doc("connections per origin, {host: connections} from Caddy's log (JSON), or NULL",
+                                       None)
     resources_json: str | None = doc("the objects' PerformanceResourceTiming entries (JSON), or NULL", None)
     link_json: str | None = doc("the link emulator's counters during this trial (linkem; JSON), or NULL", None)
     bulk_ms: int = doc("a bulk page's download time; 0 for other pages", 0)
@@ -231,7 +255,7 @@ class Trial:
             return Page(0, 0, self.bulk_ms, self.interval_ms)
         if self.requests:
             return Page(self.object_bytes, requests=self.requests, streams=self.streams)
-        return Page(self.object_bytes, self.objects) if self.objects else Page(self.size_bytes)
+        return Page(self.object_bytes, self.objects, origins=self.origins or 1) if self.objects else Page(self.size_bytes)
 
     @property
     def body_bytes(self) -> int:
@@ -256,6 +280,16 @@ class Trial:
     @property
     def resources(self) -> list[dict]:
         return json.loads(self.resources_json) if self.resources_json else []
+
+    @property
+    def page_host(self) -> str:
+        """The host the page itself came from (the URL's)."""
+        from .browser import url_host
+        return url_host(self.url)
+
+    @property
+    def connections_per_origin(self) -> dict[str, int]:
+        return json.loads(self.connections_json) if self.connections_json else {}
 
     @property
     def cpu(self) -> CpuFigures:
@@ -360,6 +394,24 @@ _HINTS = (typing.get_type_hints(Trial), typing.get_type_hints(Conditions))  # re
 _ANSWER_KEYS = frozenset(typing.get_type_hints(WorkerAnswer))
 
 
+# -- what the analysis measures a cell by ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A per-trial time the analysis can compare cells by (--metric)."""
+    name: str    # what --metric takes
+    field: str   # the Trial's field, in ms from the navigation's start
+    label: str   # for people
+
+
+METRICS = {m.name: m for m in (
+    Metric("plt", "plt_ms", "page-load time (loadEventEnd)"),
+    Metric("fcp", "fcp_ms", "first contentful paint"),
+    Metric("lcp", "lcp_ms", "largest contentful paint"),
+    Metric("ttfb", "ttfb_ms", "time to first byte (responseStart)"),
+)}
+DEFAULT_METRIC = "plt"
+
+
 # -- the analysis's records (plt_bench.analysis.stats makes them; report, plots and the CSVs read them) -----------
 AXES = ("proto", "cc")  # what a comparison may be along: a field of CellStats that varies within a group
 
@@ -390,6 +442,9 @@ class CellStats:
     cpu_bound_roles: str = doc("the roles that limited them, most frequent first ('machine x2, renderer')")
     n_cpu_unjudged: int = doc("trials with too few CPU readings to judge (cpu.MIN_READINGS)")
     warnings: tuple[str, ...] = doc("what to mind about the cell (instability, CPU limits)", ())
+    metric: str = doc("what median_ms and the rest measure: plt, fcp, lcp or ttfb (records.METRICS)", DEFAULT_METRIC)
+    n_no_metric: int = doc("trials that count but have no value of the metric (an LCP never reported: "
+                           "Trial.paint_reason), left out of n", 0)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -463,7 +518,8 @@ class Comparison:
         """The comparison as a flat row (comparison.csv)."""
         r, o = self.reference, self.other
         group = {k: getattr(r, k) for k in _GROUP_FIELDS if k != self.axis}
-        return {**group, "axis": self.axis, "reference": self.reference_value, "other": self.other_value,
+        return {**group, "metric": r.metric, "axis": self.axis, "reference": self.reference_value,
+                "other": self.other_value,
                 "n_reference": r.n, "n_other": o.n, "median_reference_ms": r.median_ms, "median_other_ms": o.median_ms,
                 "diff_pct": self.diff_pct, "diff_ci_low_pct": self.diff_ci_low_pct,
                 "diff_ci_high_pct": self.diff_ci_high_pct, "p_welch": self.p_welch, "p_mannwhitney": self.p_mannwhitney,

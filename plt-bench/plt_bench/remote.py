@@ -320,6 +320,13 @@ class RemotePlan:
     server_ns = None
 
     @property
+    def origins(self) -> list[tuple[str, str]]:
+        """The one origin a server machine serves: the test host on its address (a many-origin page
+        needs an address per origin, which a real host's interface is not given: refused)."""
+        from .pages import HOST
+        return [(HOST, self.server_ip)]
+
+    @property
     def prefix(self) -> str:
         return f"pb{self.index}"
 
@@ -381,6 +388,10 @@ class RemoteSites:
         self.pages, self.addr = pages, addr
 
     def ensure(self, pages) -> None:
+        many = [p.label for p in pages if p.origins > 1]
+        if many:
+            raise UsageError(f"--size: {', '.join(many)} spread over several origins, each on an address of its own: "
+                             "the embedded testbed gives them, a server machine does not; run them without --server")
         missing = [p for p in pages if any(self.pages.get(name) != size for name, size, _ in p.files())]
         if missing:
             names = ",".join(p.label for p in missing)

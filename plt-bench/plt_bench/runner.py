@@ -8,7 +8,8 @@ import time
 from typing import Callable
 
 from . import bulk, latency
-from .browser import connections, is_error_page, judge, judge_bulk, judge_objects, judge_requests, timings, url_path
+from .browser import (connections, connections_per_origin, is_error_page, judge, judge_bulk, judge_objects,
+                      judge_requests, paint_fields, timings, url_path)
 from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
@@ -148,12 +149,15 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
     # (nav_json) for forensics, never as timings of the page.
     t = timings(nav) if nav and not is_error_page(answer) else {}
+    t.update(paint_fields(answer.get("paint"), bool(t)))
+    per_origin = connections_per_origin(server_entries)
     srv = page_entries[0] if page_entries and len(page_entries) == 1 else {}
     resources = answer.get("resources")
     return Trial(
         campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=page.total_bytes,
         page=page.label, objects=page.objects, object_bytes=page.size_bytes if page.fetched else 0,
-        objects_ok=objects_ok, connections=connections(server_entries),
+        objects_ok=objects_ok, connections=connections(server_entries), origins=page.origins,
+        connections_json=json.dumps(per_origin) if per_origin else None,
         resources_json=json.dumps(resources) if resources else None,
         conditions=cell.conditions, status=status, reason=reason,
         started_utc=started, finished_utc=utc_now(), wall_s=wall_s, url=url,

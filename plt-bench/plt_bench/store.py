@@ -42,6 +42,10 @@ Schema history (SCHEMA_VERSION):
       cc, the TCP congestion control (an axis of the grid now): older trials get their campaign's
       (its metadata's congestion_control, else cubic); a slot is one per cc too (the rule is made
       anew with the column).
+ 14 - pages like the web's: trials gain fcp_ms, lcp_ms, lcp_element, lcp_url and paint_reason (the
+      page's paint metrics; NULL for older trials, which did not read them), origins (a multi-object
+      page's origins; 1 for every older trial, which had one) and connections_json (connections per
+      origin, from Caddy's log).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -358,6 +362,11 @@ class Store:
                                 (cc if cc in CONGESTION_CONTROLS else "cubic", cid))
             self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its cc
             version = 13
+        if version == 13:  # 13 -> 14: paint metrics, origins, connections per origin
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("fcp_ms", "lcp_ms", "lcp_element", "lcp_url", "paint_reason", "origins", "connections_json"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            version = 14
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

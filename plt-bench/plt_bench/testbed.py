@@ -88,7 +88,8 @@ class Testbed:
             self.qlog_spool.mkdir(parents=True, exist_ok=True)
             self._stack.callback(shutil.rmtree, self.qlog_spool, True)
             env["QLOGDIR"] = str(self.qlog_spool)
-        self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root, env=env)
+        self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
+                             origins=self.plan.origins, env=env)
         self._stack.callback(self.server.stop)
         self.server.start()
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
@@ -168,7 +169,7 @@ class Testbed:
     def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None) -> dict:
         """The worker's request for one load (its timeout and await_s filled in by load)."""
         profile = self.plan.run_dir / "profiles" / tag
-        args = chromium_args(proto, HOST, self.plan.server_ip, self.server.cert.spki_sha256_b64, str(profile))
+        args = chromium_args(proto, self.plan.origins, self.server.cert.spki_sha256_b64, str(profile))
         if capture_dir is not None:
             args += chromium_capture_args(self.capture.kinds, capture_dir)
         req = {"url": self.url(page, tag), "profile_dir": str(profile), "prefs": PREFS,

@@ -2,7 +2,8 @@
 
 Every name carries one prefix, pb<N>, so two testbeds never collide and cleanup touches only
 what is ours. Addresses come from the benchmarking range 198.18.0.0/15 (RFC 2544):
-client 198.18.N.2, router 198.18.N.1 | 198.19.N.1, server 198.19.N.2.
+client 198.18.N.2, router 198.18.N.1 | 198.19.N.1, server 198.19.N.2, and the server's other
+origins (a many-origin page's: pages.origin_host) 198.19.N.11 to 198.19.N.25, one each.
 
 Nothing is changed in the root namespace: the veths are created directly inside the
 namespaces, and TCP congestion control is set per route (a namespace may not switch its
@@ -106,6 +107,14 @@ class Plan:
         return f"198.19.{self.index}.2"
 
     @property
+    def origins(self) -> list[tuple[str, str]]:
+        """Every origin the server serves, (host name, address): the test host on server_ip, and a
+        many-origin page's others (pages.origin_host(k)) on 198.19.N.(10 + k), each its own."""
+        from .pages import MAX_ORIGINS, origin_host
+        return [(origin_host(0), self.server_ip)] + [(origin_host(k), f"198.19.{self.index}.{10 + k}")
+                                                     for k in range(1, MAX_ORIGINS)]
+
+    @property
     def down_if(self) -> str:
         """The router's egress towards the client: where the downlink is shaped."""
         return self.router_client_if
@@ -147,6 +156,7 @@ class Plan:
             (r, ["ip", "addr", "add", f"{self.router_server_ip}/24", "dev", self.router_server_if]),
             (s, ["ip", "addr", "add", f"{self.server_ip}/24", "dev", self.server_if, "noprefixroute"]),
         ]
+        cmds += [(s, ["ip", "addr", "add", f"{ip}/32", "dev", self.server_if]) for _, ip in self.origins[1:]]
         for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
                         (s, self.server_if)):
             cmds.append((ns, ["ip", "link", "set", dev, "up"]))

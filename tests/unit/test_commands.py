@@ -39,25 +39,38 @@ def test_plan_commands_build_three_namespaces_with_offloads_off_and_congctl():
     assert all(ns is not None or a[:3] in (["ip", "netns", "add"], ["ip", "link", "add"]) for ns, a in cmds)
 
 
-def test_caddy_config_binds_only_the_server_address(tmp_path):
-    text = server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="198.19.4.2",
+ORIGINS = [("plt.test", "198.19.4.2"), ("plt-o1.test", "198.19.4.11"), ("plt-o2.test", "198.19.4.12")]
+
+
+def test_caddy_config_binds_only_the_servers_addresses_one_site_for_every_origin(tmp_path):
+    text = server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS,
                                 cert=tmp_path / "c.pem", key=tmp_path / "k.pem", sites=tmp_path,
                                 access_log=tmp_path / "a.log")
     assert "admin off" in text and "protocols h1 h2 h3" in text and "auto_https off" in text
-    assert "bind 198.19.4.2" in text and "https://plt.test:443" in text
+    assert "bind 198.19.4.2 198.19.4.11 198.19.4.12\n" in text
+    assert "https://plt.test:443, https://plt-o1.test:443, https://plt-o2.test:443 {" in text
+    assert "header Timing-Allow-Origin *" in text  # cross-origin Resource Timing and LCP render times
     assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in text and "${" not in text  # every placeholder filled
     # the pages' files only (pages.Page.files: HTML, objects, the bulk body), nothing else of the folder
     (served,) = re.findall(r"@notpage not path_regexp (\S+)\n", text)
     for page in (Page(5000), Page(10**7), Page(5000, 200), Page(1024 * 1024, 1), parse_page("bulk30s"),
                  parse_page("bulk10s_100ms"), parse_page("bulk1500ms_500ms"), parse_page("req100x1KB"),
-                 parse_page("req10x64KiB_c10")):
+                 parse_page("req10x64KiB_c10"), parse_page("4o:60x5KB"), parse_page("16o:16x1KB")):
         assert all(re.fullmatch(served, f"/{name}") for name, _, _ in page.files()), page
     for name in ("MANIFEST.json", "README.md", "bulk.bin.part", "index_5KB.part", "bulk30s.html.tmp", "bulk.binx",
                  "index_5KB.html/x", "../index_5KB.html"):
         assert not re.fullmatch(served, f"/{name}"), name
     with pytest.raises(Exception, match="cannot hold"):
-        server.render_config(server.TEMPLATE.read_text(), host="plt.test", bind="x", cert=tmp_path / "a b",
+        server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "a b",
                              key=tmp_path, sites=tmp_path, access_log=tmp_path)
+    with pytest.raises(Exception, match="not a host name"):
+        server.render_config(server.TEMPLATE.read_text(), origins=[("plt.test {", "1.2.3.4")], cert=tmp_path,
+                             key=tmp_path, sites=tmp_path, access_log=tmp_path)
+
+
+def test_the_certificate_names_every_origin_and_address_once():
+    assert server.subject_alt_names(ORIGINS + [("plt-o3.test", "198.19.4.2")]) == (
+        "DNS:plt.test,DNS:plt-o1.test,DNS:plt-o2.test,DNS:plt-o3.test,IP:198.19.4.2,IP:198.19.4.11,IP:198.19.4.12")
 
 
 def test_spki_hash_matches_openssl(tmp_path):
@@ -71,16 +84,18 @@ def test_spki_hash_matches_openssl(tmp_path):
 
 def test_access_log_parser():
     page = "https://plt.test/index_5KB.html?trial=ab"
-    lines = [json.dumps({"request": {"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "remote_port": "40112"},
+    lines = [json.dumps({"request": {"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "remote_port": "40112",
+                                     "host": "plt.test", "tls": {"resumed": True, "version": 772}},
                          "status": 200, "size": 5000, "ts": 100.5, "duration": 0.25}),
              "not json", "[1, 2]",
              json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1", "headers": {"Referer": [page]}},
                          "status": 404, "size": 0})]
     e = server.parse_access_log("\n".join(lines))
-    assert e == [{"uri": "/index_5KB.html?trial=ab", "proto": "HTTP/3.0", "status": 200, "size": 5000,
-                  "end_unix_s": 100.5, "duration_s": 0.25, "referer": None, "remote_port": "40112"},
-                 {"uri": "/favicon.ico", "proto": "HTTP/1.1", "status": 404, "size": 0, "end_unix_s": None,
-                  "duration_s": None, "referer": page, "remote_port": None}]
+    assert e == [{"uri": "/index_5KB.html?trial=ab", "host": "plt.test", "proto": "HTTP/3.0", "status": 200,
+                  "size": 5000, "end_unix_s": 100.5, "duration_s": 0.25, "referer": None, "remote_port": "40112",
+                  "resumed": True},
+                 {"uri": "/favicon.ico", "host": None, "proto": "HTTP/1.1", "status": 404, "size": 0,
+                  "end_unix_s": None, "duration_s": None, "referer": page, "remote_port": None, "resumed": None}]
 
 
 def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not():
@@ -104,9 +119,10 @@ def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not()
 
 
 def test_chromium_flags_per_protocol():
-    q = browser.chromium_args("h3", "plt.test", "198.19.0.2", "HASH=", "/p")
-    h2 = browser.chromium_args("h2", "plt.test", "198.19.0.2", "HASH=", "/p")
-    t = browser.chromium_args("h1", "plt.test", "198.19.0.2", "HASH=", "/p")
+    one = [("plt.test", "198.19.0.2")]
+    q = browser.chromium_args("h3", one, "HASH=", "/p")
+    h2 = browser.chromium_args("h2", one, "HASH=", "/p")
+    t = browser.chromium_args("h1", one, "HASH=", "/p")
     assert "--enable-quic" in q and "--origin-to-force-quic-on=plt.test:443" in q and "--disable-quic" not in q
     assert "--disable-quic" in t and not any("quic-on" in a for a in t)
     # h2: no QUIC (Caddy's Alt-Svc would move the page to h3), ALPN offers h2; h1: neither
@@ -116,9 +132,15 @@ def test_chromium_flags_per_protocol():
         assert "--host-resolver-rules=MAP plt.test 198.19.0.2, MAP * ~NOTFOUND" in a
         assert "--ignore-certificate-errors-spki-list=HASH=" in a and "--user-data-dir=/p" in a
         assert "--headless=new" in a and not any("'" in x or '"' in x for x in a)
+        assert "--window-size=1280,800" in a  # LCP is the largest element in a fixed window
     assert browser.PREFS["net"]["network_prediction_options"] == 2
     with pytest.raises(ValueError):
-        browser.chromium_args("sctp", "plt.test", "x", "h", "/p")
+        browser.chromium_args("sctp", one, "h", "/p")
+    # every origin resolves to its own address and is forced to QUIC
+    many = browser.chromium_args("h3", ORIGINS, "HASH=", "/p")
+    assert ("--host-resolver-rules=MAP plt.test 198.19.4.2, MAP plt-o1.test 198.19.4.11, MAP plt-o2.test "
+            "198.19.4.12, MAP * ~NOTFOUND") in many
+    assert "--origin-to-force-quic-on=plt.test:443,plt-o1.test:443,plt-o2.test:443" in many
 
 
 NAV = {"startTime": 0, "domainLookupStart": 1, "domainLookupEnd": 1, "connectStart": 2, "secureConnectionStart": 3,
@@ -166,10 +188,10 @@ OBJ_SRV = [{"uri": u, "proto": "HTTP/1.1", "status": 200, "size": 5000, "remote_
     (RES, OBJ_SRV, 3, None),
     (RES, None, 3, None),  # no server log to read (it is read on every testbed): the browser's word alone
     (RES[:2], OBJ_SRV, 2, "1 of 3 objects not proven; first: /obj_5KB.png?i=2: the browser has 0 Resource Timing"),
-    (RES + RES[:1], OBJ_SRV, 2, "/obj_5KB.png?i=0: the browser has 2 Resource Timing entries"),
+    (RES + RES[:1], OBJ_SRV, 2, "/hero_5KB.png?i=0: the browser has 2 Resource Timing entries"),
     ([{**RES[0], "nextHopProtocol": "h3"}] + RES[1:], OBJ_SRV, 2, "carried over 'h3', expected 'http/1.1'"),
     ([{**RES[0], "decodedBodySize": 4999}] + RES[1:], OBJ_SRV, 2, "the browser saw status 200 with 4999 bytes"),
-    (RES, OBJ_SRV[1:], 2, "/obj_5KB.png?i=0: the server logged 0 requests for it"),
+    (RES, OBJ_SRV[1:], 2, "/hero_5KB.png?i=0: the server logged 0 requests for it"),
     (RES, [{**OBJ_SRV[0], "proto": "HTTP/3.0"}] + OBJ_SRV[1:], 2, "the server saw HTTP/3.0, expected HTTP/1.1"),
     (RES, [{**OBJ_SRV[0], "size": 10}] + OBJ_SRV[1:], 2, "the server sent status 200 with 10 bytes"),
     (None, OBJ_SRV, 0, "3 of 3 objects not proven"),
@@ -177,6 +199,55 @@ OBJ_SRV = [{"uri": u, "proto": "HTTP/1.1", "status": 200, "size": 5000, "remote_
 def test_every_object_of_a_page_needs_both_proofs(resources, entries, proven, reason):
     got, why = browser.judge_objects("h1", OBJ_PAGE, resources, entries)
     assert got == proven and (why is None if reason is None else reason in why), why
+
+
+MANY = Page(5000, 4, origins=2)  # objects 0 and 2 on plt.test, 1 and 3 on plt-o1.test
+MANY_RES = [{"name": f"https://{h}{u}", "nextHopProtocol": "h2", "responseStatus": 200 if h == "plt.test" else 0,
+             "decodedBodySize": 5000} for h, u in MANY.object_urls()]
+MANY_SRV = [{"uri": u, "host": h, "proto": "HTTP/2.0", "status": 200, "size": 5000, "remote_port": p}
+            for (h, u), p in zip(MANY.object_urls(), ("1", "2", "1", "2"))]
+
+
+@pytest.mark.parametrize("resources,entries,proven,reason", [
+    (MANY_RES, MANY_SRV, 4, None),
+    # the same URI asked of the wrong origin is not the object
+    (MANY_RES[:1] + [{**MANY_RES[1], "name": "https://plt.test" + MANY.object_urls()[1][1]}] + MANY_RES[2:], MANY_SRV,
+     3, "plt-o1.test/obj_5KB.png?i=1: the browser has 0 Resource Timing entries"),
+    (MANY_RES, MANY_SRV[:1] + [{**MANY_SRV[1], "host": "plt.test"}] + MANY_SRV[2:], 3,
+     "plt-o1.test/obj_5KB.png?i=1: the server logged 0 requests"),
+    # status 0 is Chromium hiding a cross-origin image's status: only there
+    ([{**MANY_RES[0], "responseStatus": 0}] + MANY_RES[1:], MANY_SRV, 3, "/hero_5KB.png?i=0: the browser saw status 0"),
+    (MANY_RES[:1] + [{**MANY_RES[1], "nextHopProtocol": "http/1.1"}] + MANY_RES[2:], MANY_SRV, 3,
+     "plt-o1.test/obj_5KB.png?i=1: carried over 'http/1.1', expected 'h2'"),
+])
+def test_a_many_origin_pages_objects_are_proven_on_their_own_origin(resources, entries, proven, reason):
+    got, why = browser.judge_objects("h2", MANY, resources, entries)
+    assert got == proven and (why is None if reason is None else reason in why), why
+    assert browser.connections_per_origin(MANY_SRV) == {"plt.test": 1, "plt-o1.test": 1}
+    assert browser.connections_per_origin(MANY_SRV + [{**MANY_SRV[1], "remote_port": "3"}])["plt-o1.test"] == 2
+
+
+@pytest.mark.parametrize("paint,loaded,want", [
+    ({"fcp_ms": 236.0, "lcp": {"start_ms": 340.0, "element": "img#hero", "url": "https://plt.test/hero_5KB.png?i=0"},
+      "visibility": "visible"}, True,
+     {"fcp_ms": 236.0, "lcp_ms": 340.0, "lcp_element": "img#hero", "lcp_url": "https://plt.test/hero_5KB.png?i=0",
+      "paint_reason": None}),
+    # no candidate: none, with the reason; never zero
+    ({"fcp_ms": 236.0, "lcp": None, "visibility": "visible"}, True,
+     {"fcp_ms": 236.0, "lcp_ms": None, "lcp_element": None, "lcp_url": None,
+      "paint_reason": "no largest-contentful-paint candidate: no text or image qualified (an image under 0.05 bits "
+                      "per pixel, or filling the viewport, does not count)"}),
+    ({"fcp_ms": None, "lcp": None, "visibility": "hidden"}, True, "the page was hidden"),
+    ({"error": "could not read the paint metrics: boom"}, True, "paint metrics not read"),
+    (None, True, "no first-contentful-paint entry"),
+    ({"fcp_ms": 1.0}, False, {}),  # a failed load paints nothing of the page
+])
+def test_paint_metrics_are_stored_or_their_absence_explained(paint, loaded, want):
+    got = browser.paint_fields(paint, loaded)
+    if isinstance(want, dict):
+        assert got == want
+    else:
+        assert got["lcp_ms"] is None and want in got["paint_reason"]
 
 
 H2_NAV = {**NAV, "nextHopProtocol": "h2"}

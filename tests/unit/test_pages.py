@@ -105,6 +105,11 @@ def test_a_multi_object_page_embeds_n_distinct_images_and_asks_for_their_timings
     assert p.tags.count("img") == 200 and "end of page" in p.text
     uris = page.object_uris()
     assert len(set(uris)) == 200 and all(f'src="{u[1:]}"'.encode() in html for u in uris)
+    # its largest contentful paint: the first image, a 300x300 PNG shown at its size (Chrome counts an
+    # image by the smaller of its shown and its own size, and at 0.05 bits per shown pixel or more)
+    assert uris[0] == "/hero_5KB.png?i=0" and page.hero_px == 300 and 5000 * 8 / 300**2 >= 0.1
+    assert b'<img id="hero" src="hero_5KB.png?i=0" width="300" height="300"' in html
+    assert b'<meta name="referrer" content="unsafe-url">' in html  # the server tells a trial's requests by it
     assert b"setResourceTimingBufferSize(216)" in html  # more than the default 250 would drop entries
     assert page.html_bytes == len(html) and page.total_bytes == len(html) + 200 * 5000
     assert pages.parse_page("5KB") == pages.Page(5000) and pages.Page(5000).total_bytes == 5000
@@ -115,11 +120,39 @@ def test_a_multi_object_page_embeds_n_distinct_images_and_asks_for_their_timings
     ("0x5KB", "has 0 objects; expected a size"), ("1001x5KB", "has 1001 objects"), ("10x50B", "the smallest PNG"),
     ("10x5QB", "is not a size"), ("900B", "at least 1000 bytes"), ("1000x3GB", "at most 2GB in all"),
     ("x5KB", "is not a size"), ("5XB", "'5XB' is not a size"),
+    ("17o:60x5KB", "has 17 origins; expected 1 to 16"), ("0o:60x5KB", "has 0 origins"),
+    ("5o:3x5KB", "spreads 3 objects over 5 origins"), ("4o:", "is not a size"),
 ])
 def test_bad_pages_are_refused_naming_the_option(text, fragment):
     with pytest.raises(pages.UsageError, match="--size") as e:
         pages.parse_page(text)
     assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("size", [1000, 5000, 10**6])
+def test_the_hero_is_an_exact_valid_png_of_its_side(size):
+    import io
+    from PIL import Image
+    side = pages.Page(size, 2).hero_px
+    data = b"".join(pages.iter_png(size, side))
+    assert len(data) == size and size * 8 / side**2 >= 0.1 and side <= pages.HERO_MAX_PX
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        assert im.size == (side, side) and im.getpixel((side // 2, side // 2)) == 0x80
+    assert pages.Page(999, 2).hero_px == 0 and pages.Page(5000, requests=3).hero_px == 0  # none: heading is the LCP
+
+
+def test_a_many_origin_page_spreads_its_objects_round_robin_over_sites_of_their_own():
+    page = pages.parse_page("4o:60x5KB")
+    assert (page.label, page.origins, page.objects, page.html_name) == ("4o:60x5KB", 4, 60, "objects_60x5KB_4o.html")
+    assert page.hosts() == ["plt.test", "plt-o1.test", "plt-o2.test", "plt-o3.test"]
+    urls = page.object_urls()
+    assert [h for h, _ in urls[:5]] == ["plt.test", "plt-o1.test", "plt-o2.test", "plt-o3.test", "plt.test"]
+    assert sum(h == "plt-o3.test" for h, _ in urls) == 15
+    html = page.html().decode()
+    assert 'src="https://plt-o1.test/obj_5KB.png?i=1"' in html and 'src="obj_5KB.png?i=4"' in html
+    assert pages.parse_page("1o:3x5KB") == pages.Page(5000, 3)  # one origin: the page as it always was
+    assert page.total_bytes == page.html_bytes + 60 * 5000
 
 
 def test_sites_generate_a_multi_object_page_once(tmp_path):

@@ -59,7 +59,11 @@ def test_missing_pages_on_the_server_are_named_with_the_fix():
     page = Page(5000, 3)  # a multi-object page needs its HTML and its object
     with pytest.raises(UsageError, match=r"does not have objects_3x5KB.html.*--size 3x5KB"):
         RemoteSites({page.html_name: page.html_bytes}, "10.0.0.1").ensure([page])
-    RemoteSites({page.html_name: page.html_bytes, "obj_5KB.png": 5000}, "10.0.0.1").ensure([page])
+    RemoteSites({page.html_name: page.html_bytes, "obj_5KB.png": 5000, "hero_5KB.png": 5000}, "10.0.0.1").ensure([page])
+    # a many-origin page needs an address per origin: the embedded testbed's, refused before anything is asked
+    many = Page(5000, 4, origins=2)
+    with pytest.raises(UsageError, match=r"2o:4x5KB spread over several origins.*run them without --server"):
+        RemoteSites({name: size for name, size, _ in many.files()}, "10.0.0.1").ensure([many])
 
 
 @pytest.fixture

@@ -131,7 +131,10 @@ def heatmaps(rows: list, meta: dict, out_dir: Path, title: str) -> list[Path]:
 
 def _pair_heatmaps(rows: list, ref: str, other: str, within: str | None, meta: dict, out_dir: Path,
                    title: str) -> list[Path]:
+    from ..records import DEFAULT_METRIC, METRICS
     paths = []
+    metric = rows[0].reference.metric
+    short = "PLT" if metric == DEFAULT_METRIC else metric.upper()
     for (rtt, jitter, loss), m in sorted(heatmap_matrix(rows).items()):
         diff, sig = m["diff"], m["significant"]
         finite = np.abs(diff[np.isfinite(diff)])
@@ -139,7 +142,7 @@ def _pair_heatmaps(rows: list, ref: str, other: str, within: str | None, meta: d
         fig, ax = plt.subplots(figsize=(1.3 * len(m["rates"]) + 2.5, 0.8 * len(m["pages"]) + 2.2))
         shown = np.where(sig, diff, np.nan)  # white where not significant
         sns.heatmap(shown, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim,
-                    cbar_kws={"label": f"{ref} vs {other} PLT (%)"},
+                    cbar_kws={"label": f"{ref} vs {other} {short} (%)"},
                     linewidths=0.5, linecolor="#dddddd", xticklabels=[_rate_label(b) for b in m["rates"]],
                     yticklabels=m["pages"])
         for i in range(diff.shape[0]):
@@ -171,12 +174,13 @@ def _pair_heatmaps(rows: list, ref: str, other: str, within: str | None, meta: d
         n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]} to {ns[-1]}"
         names = f"{ref} vs {other} within {_name(within)}" if rows[0].axis != "proto" else \
             f"{_name(ref)} vs {_name(other)}{f' under {within}' if within else ''}"
-        ax.set_title(f"{title}: {names} page-load time ({n_text} per cell)\n"
+        ax.set_title(f"{title}: {names} {METRICS[metric].label} ({n_text} per cell)\n"
                      f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
                      f"red: {ref} faster, blue: {other} faster, framed: significant, white: not significant "
                      f"({t0.test}, {t0.correction}-corrected over every pair, p < 0.05)", fontsize=9)
-        stem = f"heatmap_{ref}-vs-{other}" + (f"_{within}" if within else "") + ("" if (rtt, jitter, loss) == (0, 0, 0)
-                                               else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}")
+        stem = (("heatmap_" if metric == DEFAULT_METRIC else f"heatmap_{metric}_") + f"{ref}-vs-{other}"
+                + (f"_{within}" if within else "")
+                + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}"))
         paths += _save(fig, out_dir, stem)
     return paths
 

@@ -5,13 +5,14 @@ figures in results/<name>-<id>/."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
 from .. import protocols, units
 from . import stats
 from ..metadata import KEY_FIELDS
-from ..records import Trial
+from ..records import DEFAULT_METRIC, METRICS, Trial
 from ..store import Store
 
 
@@ -36,12 +37,13 @@ def write_files(write, directory: Path) -> list[Path]:
 
 
 def build(store: Store, campaign_ids: list[int], test: str = "welch", correction: str = "holm",
-          reference: str | None = None, axis: str | None = None) -> dict:
+          reference: str | None = None, axis: str | None = None, metric: str | None = None) -> dict:
     """Statistics of one or more campaigns; refuses to pool campaigns whose key metadata differ.
     axis: what the comparisons are along, proto (the protocols within each congestion control) or
     cc (the congestion controls within each protocol); reference: the value the others are compared
     against (stats.reference_for: for protocols h3 where it ran, else the campaign's first; for cc
-    the campaign's first; one that did not run is refused)."""
+    the campaign's first; one that did not run is refused); metric: the time compared (plt, fcp,
+    lcp, ttfb: records.METRICS; the option's, else the campaign's, else plt)."""
     camps = [store.campaign(c) for c in campaign_ids]
     first = camps[0]["metadata"]
     for c in camps[1:]:
@@ -57,7 +59,9 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     if hosts:  # a cluster's campaign: its facts are its hosts'; a cell never pools unlike hosts
         trials, pool_warnings = stats.unpooled(trials, hosts, KEY_FIELDS)
         first = {**next(iter(hosts.values())), "host": ", ".join(sorted({m.get("host") for m in hosts.values()}))}
-    cells = stats.cells(trials)
+    grid = camps[0]["grid"]
+    metric = metric or grid.get("metric") or DEFAULT_METRIC
+    cells = stats.cells(trials, metric)
     ran = sorted({t.proto for t in trials}, key=protocols.order)
     ccs = sorted({stats.axis_value(t, "cc") for t in trials}, key=stats.axis_order("cc"))
     grid = camps[0]["grid"]
@@ -70,14 +74,17 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
         cc_listed = grid.get("cc") or ()
         listed = tuple([cc_listed] if isinstance(cc_listed, str) else cc_listed)
     reference = stats.reference_for(ran if axis == "proto" else ccs, reference, axis=axis, listed=listed)
-    rows = stats.compare(trials, test, correction, reference=reference, axis=axis, listed=listed)
-    warnings = pool_warnings + [f"{c.conditions} {c.page} {c.proto}: {w}" for c in cells.values() for w in c.warnings]
+    rows = stats.compare(trials, test, correction, reference=reference, axis=axis, listed=listed, metric=metric)
+    without = sorted({stats.cell_key(t) for t in stats.usable(trials)} - set(cells))
+    warnings = pool_warnings + [f"{k[0]} {k[1]} {k[2]}: no trial has a {METRICS[metric].label}; the cell is left out"
+                                for k in without] + [f"{c.conditions} {c.page} {c.proto}: {w}" for c in cells.values() for w in c.warnings]
     if test == "mannwhitney" and rows and all(min(r.reference.n, r.other.n) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
-            "reference": reference, "protos": ran, "ccs": ccs, "axis": axis,
+            "reference": reference, "protos": ran, "ccs": ccs, "axis": axis, "metric": metric,
+            "visitor": stats.visitor_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
@@ -188,6 +195,18 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                      *[[r["conditions"], r["page"], r["proto"], str(r["n"]), str(r["n_requests"]),
                         _f(r["connections"], "{:g}"), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])]
                        for r in rep["latency"]]]))
+    if rep.get("visitor"):
+        out.append(("What a visitor sees", "medians per cell of the first byte, the first and the largest contentful "
+                    "paint and the load event (ms from the navigation's start); LCP: what it was (img#hero: the page's "
+                    "first image), no LCP: trials where Chromium reported none (Trial.paint_reason); connections "
+                    "per origin: median of the trials, from the server's log (the page's own origin first)",
+                    [["link", "page", "protocol", "n", "TTFB ms", "FCP ms", "LCP ms", "PLT ms", "LCP", "no LCP",
+                      "connections per origin"],
+                     *[[r["conditions"], r["page"], r["proto"] + (f" ({r['cc']})" if len(rep["ccs"]) > 1 else ""),
+                        str(r["n"]), _f(r["ttfb_ms"]), _f(r["fcp_ms"]), _f(r["lcp_ms"]), _f(r["plt_ms"]),
+                        r["lcp_element"] or "-", str(r["n_no_lcp"]),
+                        " ".join(f"{units.format_sig(v)}" for v in r["connections_per_origin"].values()) or "-"]
+                       for r in rep["visitor"]]]))
     if rep["establishment"]:
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
                     "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 (h1, h2) "
@@ -233,6 +252,8 @@ def facts(rep: dict) -> list[str]:
             f"{', '.join(rep['ccs'])} (h3 runs quic-go's own CUBIC whatever it says); compared along "
             f"{'the protocol' if rep['axis'] == 'proto' else 'the congestion control, within each protocol'}, "
             f"reference {rep['reference']}",
+            f"compared by: {METRICS[rep.get('metric', DEFAULT_METRIC)].label} (--metric "
+            f"{rep.get('metric', DEFAULT_METRIC)})",
             f"statistics: medians with bootstrap 95% CI; each {'protocol' if rep['axis'] == 'proto' else 'one'} against "
             f"{rep['reference']} by {rep['test']}, "
             f"p-values {rep['correction']}-corrected over {len(rep['rows'])} comparisons; diff % = ({rep['reference']} - "
@@ -243,8 +264,9 @@ def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
     what = "protocol" if rep["axis"] == "proto" else "congestion control"
-    out = [(f"Page-load time, each {what} against {rep['reference']}",
-            "medians of the page-load time per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))
+    label = METRICS[rep.get("metric", DEFAULT_METRIC)].label
+    out = [(f"{label[0].upper()}{label[1:]}, each {what} against {rep['reference']}",
+            f"medians of the {label} per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))
            ] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
     out += sections(rep)
     if rep["cpu_by_role"]:
@@ -340,13 +362,13 @@ def write(rep: dict, directory: Path) -> list[Path]:
         w.writerows(vals)
     files = [md, comp, cells]
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
-                      ("latency.csv", "latency"), ("establishment.csv", "establishment")):
-        if rep[key]:
+                      ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor")):
+        if rep.get(key):
             path = directory / name
             with open(path, "w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=list(rep[key][0]), lineterminator="\n")
                 w.writeheader()
-                w.writerows(rep[key])
+                w.writerows([{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]])
             files.append(path)
     if rep["cpu"]:
         cpu = directory / "cpu.csv"

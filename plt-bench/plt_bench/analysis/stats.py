@@ -28,7 +28,7 @@ from .. import cpu as cpu_mod
 from .. import protocols
 from ..conditions import ideal_seconds
 from ..errors import UsageError
-from ..records import AXES, CellStats, Comparison, Trial
+from ..records import AXES, DEFAULT_METRIC, METRICS, CellStats, Comparison, Trial
 
 CV_WARN = 0.10
 ALPHA = 0.05
@@ -161,14 +161,28 @@ def _page_fields(t: Trial) -> dict:
     return {"page": t.page, "size_bytes": t.size_bytes, "objects": t.objects}
 
 
-def cells(trials: list[Trial]) -> dict[tuple, CellStats]:
-    """Per (conditions, page, proto): the cell's statistics (records.CellStats)."""
+def metric_value(t: Trial, metric: str = DEFAULT_METRIC) -> float | None:
+    """A trial's value of a metric (records.METRICS) in ms, or None where it has none."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {tuple(METRICS)}")
+    v = getattr(t, METRICS[metric].field)
+    return None if v is None else float(v)
+
+
+def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, CellStats]:
+    """Per (conditions, page, proto, cc): the cell's statistics of a metric (records.CellStats); a
+    trial that counts but has no value of it (no LCP reported) is counted apart, never as zero."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, Trial] = {}
     bound: dict[tuple, list[str]] = defaultdict(list)
     unjudged: dict[tuple, int] = defaultdict(int)
+    missing: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials):
-        groups[cell_key(t)].append(float(t.plt_ms))
+        v = metric_value(t, metric)
+        if v is None:
+            missing[cell_key(t)].append(t)
+            continue
+        groups[cell_key(t)].append(v)
         meta.setdefault(cell_key(t), t)
         if t.cpu_bound:
             bound[cell_key(t)].append(t.cpu_bound)
@@ -181,6 +195,9 @@ def cells(trials: list[Trial]) -> dict[tuple, CellStats]:
         lo, hi = median_ci(x)
         cv = sd / float(np.mean(x)) if len(x) > 1 else float("nan")
         warn = []
+        if missing[k]:
+            why = next((t.paint_reason for t in missing[k] if t.paint_reason), "not recorded (a trial before schema 14)")
+            warn.append(f"{len(missing[k])} trial(s) have no {METRICS[metric].label}, left out: {why}")
         if len(x) > 1 and cv > CV_WARN:
             warn.append(f"CV {cv:.0%} > {CV_WARN:.0%}: unstable; add --runs or check the machine's load (busy_pct)")
         c = meta[k].conditions
@@ -191,7 +208,8 @@ def cells(trials: list[Trial]) -> dict[tuple, CellStats]:
                            proto=k[2], cc=k[3], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
                            loss_pct=c.loss_pct, n=len(x), median_ms=float(np.median(x)), mean_ms=float(np.mean(x)),
                            sd_ms=sd, ci_low_ms=lo, ci_high_ms=hi, cv=cv, n_cpu_bound=len(bound[k]),
-                           cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn))
+                           cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn),
+                           metric=metric, n_no_metric=len(missing[k]))
     return out
 
 
@@ -302,17 +320,20 @@ def _samples_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", alpha: float = ALPHA,
-            reference: str | None = None, axis: str = "proto", listed: tuple[str, ...] = ()) -> list[Comparison]:
+            reference: str | None = None, axis: str = "proto", listed: tuple[str, ...] = (),
+            metric: str = DEFAULT_METRIC) -> list[Comparison]:
     """Every value of the axis against the reference, for every conditions x page that has both:
     typed comparisons (records.Comparison) in numeric order, p-values corrected over all of them."""
     if test not in TESTS:
         raise ValueError(f"test must be one of {TESTS}")
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}")
-    per = cells(trials)
+    per = cells(trials, metric)
     samples: dict[tuple, list[float]] = defaultdict(list)
     for t in usable(trials):
-        samples[cell_key(t)].append(float(t.plt_ms))
+        v = metric_value(t, metric)
+        if v is not None:
+            samples[cell_key(t)].append(v)
     if axis not in AXES:
         raise ValueError(f"axis must be one of {AXES}")
     # the values the axis ran with (a protocol whose every trial failed ran too: it may be asked for,
@@ -441,6 +462,33 @@ def establishment_table(trials: list[Trial]) -> list[dict]:
                      "expected_connect_rtts": protocols.get(proto).connect_rtts,
                      "expected_first_byte_rtts": protocols.get(proto).first_byte_rtts})
     return rows
+
+
+def visitor_table(trials: list[Trial]) -> list[dict]:
+    """What a visitor sees, per (conditions, page, protocol, cc) over the page loads that count and
+    read paint metrics (schema 14 on): medians of TTFB, FCP, LCP and PLT, what the LCP was (the most
+    frequent element), the trials without an LCP, and the median connections per origin."""
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials):
+        if t.fcp_ms is not None or t.paint_reason:
+            groups[cell_key(t)].append(t)
+    rows = []
+    for key, ts in groups.items():
+        def med(field):
+            vals = [getattr(t, field) for t in ts if getattr(t, field) is not None]
+            return float(np.median(vals)) if vals else None
+        elements = [t.lcp_element for t in ts if t.lcp_element]
+        hosts = sorted({h for t in ts for h in t.connections_per_origin}, key=lambda h: (h != ts[0].page_host, h))
+        per_origin = {h: float(np.median([t.connections_per_origin.get(h, 0) for t in ts])) for h in hosts}
+        c = ts[0].conditions
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "n": len(ts),
+                     "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "size_bytes": ts[0].size_bytes,
+                     "objects": ts[0].objects, "origins": ts[0].origins or 1,
+                     "ttfb_ms": med("ttfb_ms"), "fcp_ms": med("fcp_ms"), "lcp_ms": med("lcp_ms"), "plt_ms": med("plt_ms"),
+                     "lcp_element": max(set(elements), key=elements.count) if elements else None,
+                     "n_no_lcp": sum(t.lcp_ms is None for t in ts), "connections_per_origin": per_origin,
+                     "connections": med("connections")})
+    return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["origins"], protocols.order(r["proto"]), r["cc"]))
 
 
 # -- CPU --------------------------------------------------------------------------------------------------
