@@ -94,11 +94,14 @@ def is_error_page(load: dict) -> bool:
                 or (load.get("final_url") or "").startswith("chrome-error://"))
 
 
-def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict] | None) -> tuple[str, str | None]:
+def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict] | None,
+          revalidated: bool = False) -> tuple[str, str | None]:
     """('ok', None) or ('failed', reason) for one load; every check must pass for 'ok'.
 
     The client's word (Navigation Timing) and the server's (Caddy's access log) must both say
-    the page came whole, with status 200, over the protocol that was asked for.
+    the page came whole, with status 200, over the protocol that was asked for. revalidated: a
+    repeat visit with its cache kept, where the server may answer 304 without a body (the page is
+    then the browser's cached copy, whole).
     """
     if load.get("error"):
         return "failed", load["error"]
@@ -126,6 +129,8 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
         e = server_entries[0]
         if e["proto"] != want_proto:
             return "failed", f"server saw {e['proto']}, expected {want_proto}"
+        if revalidated and e["status"] == 304 and not e["size"]:
+            return "ok", None
         if e["status"] != 200 or e["size"] != expected_bytes:
             return "failed", f"server sent status {e['status']} with {e['size']} bytes, expected 200 with {expected_bytes}"
     return "ok", None
@@ -143,13 +148,21 @@ def url_host(url: str | None) -> str:
     return netloc.rsplit(":", 1)[0] if ":" in netloc else netloc
 
 
+def from_cache(entry: dict, size_bytes: int) -> bool:
+    """A Resource Timing entry of an object the browser took whole from its own cache: nothing
+    transferred, every byte decoded."""
+    return entry.get("transferSize") == 0 and entry.get("decodedBodySize") == size_bytes
+
+
 def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
                   server_entries: list[dict] | None) -> tuple[int, str | None]:
     """(objects proven, why the trial fails or None) for a multi-object page. An object is proven
     when the browser's word (its one Resource Timing entry: every byte, over the asked protocol, and
     status 200, or 0 where Chromium hides a cross-origin image's status) and, where the server's log
     is read, the server's (its URI once on its origin: 200, every byte, over the protocol) both say
-    so. A many-origin page's objects are told apart by their host as well as their URI."""
+    so. A many-origin page's objects are told apart by their host as well as their URI. On a
+    repeat visit with the cache kept, an object may instead come whole from the browser's cache,
+    with no request at all (from_cache; the server's log must then have none)."""
     hop, want_proto = protocols.get(proto).next_hop, protocols.get(proto).server_proto
     problems: list[str] = []
     proven = 0
@@ -164,7 +177,9 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
         where = uri if host == HOST else f"{host}{uri}"
         status_ok = seen and (seen[0].get("responseStatus") == 200
                               or (host != HOST and seen[0].get("responseStatus") == 0))
-        if len(seen) != 1:
+        if len(seen) == 1 and page.visit == "repeat-warm" and not got and from_cache(seen[0], page.size_bytes):
+            proven += 1
+        elif len(seen) != 1:
             problems.append(f"{where}: the browser has {len(seen)} Resource Timing entries for it, expected 1")
         elif seen[0].get("nextHopProtocol") != hop:
             problems.append(f"{where}: carried over '{seen[0].get('nextHopProtocol')}', expected '{hop}'")
@@ -232,6 +247,26 @@ def connections(server_entries: list[dict] | None) -> int | None:
     opens up to six per host; HTTP/2 and HTTP/3 one), or None when the log gives no ports."""
     ports = {e.get("remote_port") for e in server_entries or [] if e.get("remote_port")}
     return len(ports) or None
+
+
+def resumed_connections(server_entries: list[dict] | None) -> int | None:
+    """How many connections of a load resumed a TLS session, as the server's log says (its client
+    ports whose requests say resumed); None where it says nothing."""
+    said = {(e.get("host"), e.get("remote_port")): e["resumed"] for e in server_entries or []
+            if e.get("resumed") is not None and e.get("remote_port")}
+    return sum(bool(v) for v in said.values()) if said else None
+
+
+def zero_rtt_summary(states: list[str]) -> str | None:
+    """A repeat visit's QUIC sessions' 0-RTT states (net-log) in a word: succeeded, rejected, not
+    attempted, or each with its count where they differ; None without a QUIC session."""
+    words = {"AttemptedAndSucceeded": "succeeded", "AttemptedAndRejected": "rejected", "NotAttempted": "not attempted"}
+    said = [words.get(s, str(s)) for s in states]
+    if not said:
+        return None
+    if len(set(said)) == 1:
+        return said[0]
+    return ", ".join(f"{w} {said.count(w)}" for w in dict.fromkeys(said))
 
 
 def connections_per_origin(server_entries: list[dict] | None) -> dict[str, int]:

@@ -3,6 +3,8 @@ answer per line on stdout. Each request starts a fresh chromedriver + Chromium w
 profile, loads one URL, reads the Navigation Timing entry, and quits.
 
 Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series",
+          "visit": a repeat visit's {"cache": "cleared" | "kept", "settle_s", "netlog": its net-log's path,
+                   "keep_netlog": the net-log is the trial's capture}, or absent,
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
           "har_path": where to write the trial's HAR 1.2 (plt_bench.har), or absent,
           "graceful_quit": true when Chromium writes files that it completes only when it closes (the
@@ -13,6 +15,9 @@ Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-
           "har": {"entries": n} or {"error": why} when har_path was given (the HAR written there),
           "workload": what window.pltBench resolved to (a bulk page's byte counts), when await_s is given,
           "paint": the page's paint metrics (PAINT_JS: fcp_ms, lcp {start_ms, element, url, ...}) after a load,
+          "first_visit": a repeat visit's first load ({"nav", "load_s", "boundary_unix"}, or {"error"}),
+          "visit_evidence": its repeat's connections from the net-log ({"quic_zero_rtt": [state, ...],
+                            "tcp_tls_resumed": [bool, ...], "netlog_bytes"} or with "error"),
           "nav_t0": monotonic s when the navigation began,
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
                   "launch": the same for the browser's start-up, "sampler": {interval, samples, own cost}},
@@ -222,6 +227,11 @@ def one_trial(req: dict) -> dict:
         else:
             driver = _start_browser(req, out)
             out["launch_s"] = time.monotonic() - t0
+        if req.get("visit"):  # a repeat visit: the first load in this browser, then its connections closed
+            out["first_visit"] = _first_visit(driver, req)
+            if out["first_visit"].get("error"):
+                out["error"] = f"the first visit failed: {out['first_visit']['error']}"
+                return out
         if req.get("gate"):  # after the launch: its CPU burst is not the page's
             from plt_bench.cpu import wait_idle
             out["gate"] = wait_idle()
@@ -266,7 +276,86 @@ def one_trial(req: dict) -> dict:
         out["quit_s"] = time.monotonic() - t2
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
         _unlink_driver_log(req["profile_dir"])
+        if req.get("visit") and out.get("first_visit") and not out["first_visit"].get("error"):
+            out["visit_evidence"] = _visit_evidence(req["visit"], out["first_visit"]["boundary_unix"])
+        elif req.get("visit") and not req["visit"].get("keep_netlog"):
+            _unlink(req["visit"].get("netlog"))
     return out
+
+
+def _unlink(path: str | None) -> None:
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+# A repeat visit's first load: its Navigation Timing's figures, read as a trial's are.
+FIRST_NAV_JS = "const e = performance.getEntriesByType('navigation')[0]; return e ? e.toJSON() : null;"
+
+
+def _first_visit(driver, req: dict) -> dict:
+    """Load the page once in this browser, wait for its last requests (its favicon) to end, close
+    its connections (chrome.benchmarking, --enable-net-benchmarking) and clear its HTTP cache where
+    asked, then leave it for about:blank: the next navigation is a repeat visit. boundary_unix:
+    the wall-clock moment after which the server's log and the net-log belong to the repeat."""
+    from selenium.common.exceptions import TimeoutException, WebDriverException
+    visit = req["visit"]
+    driver.set_page_load_timeout(req["timeout_s"])
+    t0 = time.monotonic()
+    try:
+        driver.get(req["url"])
+        nav = driver.execute_script(FIRST_NAV_JS)
+        load_s = time.monotonic() - t0
+        time.sleep(visit.get("settle_s", 0.5))
+        driver.execute_script("chrome.benchmarking.closeConnections();"
+                              + ("chrome.benchmarking.clearCache();" if visit.get("cache") == "cleared" else ""))
+        driver.get("about:blank")
+    except TimeoutException:
+        return {"error": f"timeout: the page did not load within {req['timeout_s']:g}s"}
+    except WebDriverException as e:
+        return {"error": (e.msg or str(e)).strip().splitlines()[0]}
+    time.sleep(0.1)
+    return {"nav": nav, "load_s": load_s, "boundary_unix": time.time()}
+
+
+def _read_netlog(path: str) -> dict:
+    """Chromium's net-log (JSON); one cut short (a browser killed) is closed as its viewer does."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(text.rstrip().rstrip(",") + "]}")
+
+
+def _visit_evidence(visit: dict, boundary_unix: float) -> dict:
+    """What the repeat visit's connections did, from the net-log, after the boundary: each QUIC
+    session's 0-RTT state (QUIC_SESSION_ZERO_RTT_STATE: AttemptedAndSucceeded, AttemptedAndRejected,
+    NotAttempted) and each TLS-over-TCP handshake's resumption (SSL_CONNECT's is_resumed). The
+    net-log is then removed unless it is the trial's capture."""
+    path = visit.get("netlog")
+    ev: dict = {"quic_zero_rtt": [], "tcp_tls_resumed": []}
+    try:
+        ev["netlog_bytes"] = os.path.getsize(path)
+        log = _read_netlog(path)
+        types = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+        offset_ms = int(log["constants"]["timeTickOffset"])
+        for e in log["events"]:
+            if int(e["time"]) + offset_ms < boundary_unix * 1000:
+                continue
+            kind, params = types.get(e["type"]), e.get("params") or {}
+            if kind == "QUIC_SESSION_ZERO_RTT_STATE":
+                ev["quic_zero_rtt"].append(params.get("state"))
+            elif kind == "SSL_CONNECT" and e.get("phase") == 2 and "is_resumed" in params:
+                ev["tcp_tls_resumed"].append(bool(params["is_resumed"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        ev["error"] = f"the net-log could not be read: {type(e).__name__}: {e}"[:300]
+    finally:
+        if not visit.get("keep_netlog"):
+            _unlink(path)
+    return ev
 
 
 def _paint(driver) -> dict:

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
-from . import cmd, conditions as cond_mod, protocols
+from . import cmd, conditions as cond_mod, protocols, units
 from .link import host as hostnet
 from .capture import DEFAULT_INTERVAL_S, DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Cell, Conditions, Grid
@@ -29,7 +29,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser_binary", "reference", "compare", "metric"}
+            "browser_binary", "reference", "compare", "metric", "visit"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -41,7 +41,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
-            "metric": "plt",
+            "metric": "plt", "visit": "first",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -173,7 +173,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "browser_binary": _STR, "reference": _STR, "compare": _STR,
-              "metric": _STR,
+              "metric": _STR, "visit": _LIST,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -297,6 +297,25 @@ def _compare(v: "Values") -> str:
     return axis
 
 
+def _visits(v: "Values", pages: tuple[Page, ...]) -> tuple[Page, ...]:
+    """The pages with every visit asked (--visit first,repeat): each page of kind "page" once per
+    visit, in that order; a page that names its own visit (20x5KB@repeat) and bulk and request
+    pages stay as they are."""
+    from .pages import VISITS
+    visits = units.split_list(_as_list(v.get("visit", DEFAULTS["visit"])))
+    if not visits or any(x not in VISITS for x in visits):
+        raise UsageError(f"{v.name('visit')}: '{_as_list(v.get('visit'))}'; expected one or more of {', '.join(VISITS)} "
+                         "(first: a fresh browser; repeat: the same browser again, its connections closed and its "
+                         "cache cleared; repeat-warm: the same with its cache kept)")
+    if visits == ["first"]:
+        return pages
+    out: list[Page] = []
+    for p in pages:
+        more = [dataclasses.replace(p, visit=x) for x in visits] if p.kind == "page" and p.visit == "first" else [p]
+        out += [q for q in more if q not in out]
+    return tuple(out)
+
+
 def _metric(v: "Values") -> str:
     from .records import METRICS
     metric = str(v.get("metric", DEFAULTS["metric"]))
@@ -412,7 +431,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         grid = cond_mod.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
                                   v.text("jitter"), v.text("loss"), **common)
     ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
-    grid = dataclasses.replace(grid, ccs=ccs)
+    grid = dataclasses.replace(grid, ccs=ccs, pages=_visits(v, grid.pages))
     cc = ccs[0]
     backend = str(v.get("link", DEFAULTS["link"]))
     from .link import canonical

@@ -114,6 +114,9 @@ def _table() -> dict[str, Option]:
         Option("compare", "what the report compares: proto (each protocol against the reference, within each "
                           "congestion control) or cc (each congestion control against the reference, within each "
                           "protocol)", choices=("proto", "cc"), group="stats"),
+        Option("visit", "which load of each page a trial measures, comma-separated: first (a fresh browser), repeat "
+                        "(the same browser again a moment later, its connections closed and its cache cleared), "
+                        "repeat-warm (the same, its cache kept); a page may name its own: 20x5KB@repeat"),
         Option("metric", "the time the report compares and draws: plt (the load event), fcp (first contentful "
                          "paint), lcp (largest contentful paint) or ttfb (first byte)", choices=tuple(METRICS),
                group="stats"),
@@ -141,7 +144,7 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference", "compare",
-               "metric")
+               "metric", "visit")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
 

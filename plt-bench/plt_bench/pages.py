@@ -42,6 +42,12 @@ def origin_host(k: int) -> str:
     return HOST if k == 0 else f"plt-o{k}.test"
 
 
+# A visit: a fresh browser's first load of the page (the default), or a repeat visit in the browser
+# that loaded it a moment before, with its connections closed and its HTTP cache cleared ("repeat")
+# or kept ("repeat-warm": the page revalidated, its images from the cache). Labels: 20x5KB@repeat.
+VISITS = ("first", "repeat", "repeat-warm")
+
+
 GENERATOR_VERSION = 1  # the single-object pages' bytes; multi-object files are new names, not a new version
 CHUNK_BYTES = 1 << 20  # largest comment, including its delimiters
 _OPEN, _CLOSE = b"<!--", b"-->\n"
@@ -282,6 +288,7 @@ class Page:
     requests: int = 0
     streams: int = 0      # a request page's requests at once (1 unless asked); 0 for other pages
     origins: int = 1      # a multi-object page's origins: its objects round-robin over them (origin_host)
+    visit: str = "first"  # first | repeat | repeat-warm (VISITS): which load of it a trial measures
 
     @property
     def kind(self) -> str:
@@ -289,6 +296,16 @@ class Page:
 
     @property
     def label(self) -> str:
+        return self.base_label + ("" if self.visit == "first" else f"@{self.visit}")
+
+    @property
+    def first_visit(self) -> "Page":
+        """The same page, loaded by a fresh browser."""
+        return dataclasses.replace(self, visit="first")
+
+    @property
+    def base_label(self) -> str:
+        """The page whatever the visit (20x5KB for 20x5KB@repeat)."""
         size = units.format_size(self.size_bytes)
         if self.bulk_ms:
             every = "" if self.interval_ms == 1000 else f"_{format_ms(self.interval_ms)}"
@@ -302,10 +319,10 @@ class Page:
     @property
     def html_name(self) -> str:
         if self.bulk_ms or self.requests:
-            return f"{self.label}.html"
+            return f"{self.base_label}.html"
         if self.origins > 1:
             return f"objects_{self.objects}x{units.format_size(self.size_bytes)}_{self.origins}o.html"
-        return f"objects_{self.label}.html" if self.objects else page_name(self.size_bytes)
+        return f"objects_{self.base_label}.html" if self.objects else page_name(self.size_bytes)
 
     @property
     def fetched(self) -> int:
@@ -351,23 +368,23 @@ class Page:
     def html(self) -> bytes:
         """A multi-object, bulk or request page's HTML (a single-object page's bytes come from iter_page)."""
         head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                f"<title>plt-bench {self.label}</title>\n")
+                f"<title>plt-bench {self.base_label}</title>\n")
         if self.bulk_ms:
             return (f"{head}</head>\n<body>\n<h1>plt-bench bulk download</h1>\n"
-                    f"<p id=\"size\">{self.label}: {BULK_URI} for {self.bulk_ms} ms, bytes per {self.interval_ms} ms</p>\n"
+                    f"<p id=\"size\">{self.base_label}: {BULK_URI} for {self.bulk_ms} ms, bytes per {self.interval_ms} ms</p>\n"
                     f"<script>{_BULK_JS % {'d': self.bulk_ms, 'i': self.interval_ms, 'uri': BULK_URI}}</script>\n"
                     "</body>\n</html>\n").encode()
         timing = f"<script>performance.setResourceTimingBufferSize({self.fetched + RESOURCE_BUFFER_SPARE})</script>\n"
         if self.requests:
             script = _REQ_JS % {"k": self.requests, "c": self.streams, "base": f"/{self.object_name}?r="}
             return (f"{head}{timing}</head>\n<body>\n<h1>plt-bench requests</h1>\n"
-                    f"<p id=\"size\">{self.label}: {self.requests} requests of {self.size_bytes} bytes, "
+                    f"<p id=\"size\">{self.base_label}: {self.requests} requests of {self.size_bytes} bytes, "
                     f"{self.streams} at once</p>\n<script>{script}</script>\n</body>\n</html>\n").encode()
         imgs = "".join(self._img(k, host, uri) for k, (host, uri) in enumerate(self.object_urls()))
         # the full URL as Referer, across origins too: the server tells a trial's requests by it
         head += "<meta name=\"referrer\" content=\"unsafe-url\">\n"
         return (f"{head}{timing}</head>\n<body>\n<h1>plt-bench test page</h1>\n"
-                f"<p id=\"size\">{self.label}: {self.objects} images of {self.size_bytes} bytes</p>\n"
+                f"<p id=\"size\">{self.base_label}: {self.objects} images of {self.size_bytes} bytes</p>\n"
                 f"{imgs}<p id=\"end\">end of page</p>\n</body>\n</html>\n").encode()
 
     def _img(self, k: int, host: str, uri: str) -> str:
@@ -397,7 +414,7 @@ class Page:
 
     def sort_key(self) -> tuple:
         return (self.bulk_ms, self.requests, self.total_bytes, self.objects, self.interval_ms, self.streams,
-                self.origins)
+                self.origins, VISITS.index(self.visit))
 
     def files(self) -> list[tuple[str, int, Callable[[], Iterator[bytes]] | None]]:
         """(file name, size, a function yielding its bytes) for every file the page needs; None for
@@ -470,6 +487,16 @@ def parse_page(text: str, option: str = "--size") -> Page:
     -> a bulk download of 30 s (parse_bulk); 'req100x1KB_c10' -> 100 requests of 1 KB, 10 at once
     (parse_requests)."""
     item = str(text).strip()
+    if "@" in item:
+        base, _, visit = item.rpartition("@")
+        if visit not in VISITS[1:]:
+            raise UsageError(f"{option}: '{item}': a visit is @repeat (connections closed, cache cleared) or "
+                             "@repeat-warm (connections closed, cache kept), after a page: 20x5KB@repeat")
+        page = parse_page(base, option)
+        if page.kind != "page":
+            raise UsageError(f"{option}: '{item}': repeat visits are of pages (5KB, 20x5KB, 4o:60x5KB), not of a "
+                             f"{page.kind} page")
+        return dataclasses.replace(page, visit=visit)
     special = parse_bulk(item, option) or parse_requests(item, option)
     if special:
         return special

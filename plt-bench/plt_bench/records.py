@@ -60,6 +60,8 @@ class WorkerAnswer(TypedDict, total=False):
     nav_t0: float               # the navigation's start on the monotonic clock
     workload: BulkFigures       # what the page's script measured after the load, when awaited
     paint: PaintFigures         # the page's paint metrics, read after a load (browser_worker.PAINT_JS)
+    first_visit: dict           # a repeat visit's first load: {"nav", "load_s", "boundary_unix"} or {"error"}
+    visit_evidence: dict        # the repeat's connections from the net-log: {"quic_zero_rtt": [...], "tcp_tls_resumed": [...]}
     cpu: CpuFigures | None      # the browser's roles (and its sampler)
     cpu_series: list[dict]      # [{"t_s", "role", "user_s", "system_s"}] when asked for
     strays_killed: int          # how many processes of the trial were killed at its end (the browser, unless quit)
@@ -192,6 +194,21 @@ class Trial:
     origins: int = doc("the origins a multi-object page's objects come from (4o:60x5KB: 4); 1 for other pages", 1)
     connections_json: str | None = doc("connections per origin, {host: connections} from Caddy's log (JSON), or NULL",
                                        None)
+    visit: str = doc("first (a fresh browser) | repeat (the same browser a moment after a first load, its "
+                     "connections closed and its cache cleared) | repeat-warm (the same, its cache kept); "
+                     "pages.VISITS", "first")
+    first_plt_ms: float | None = doc("a repeat visit's first load's page-load time, in the same browser", None)
+    resumed_connections: int | None = doc("connections of the (measured) load that resumed a TLS session, as Caddy's "
+                                          "log says (request.tls.resumed), beside `connections`; NULL where its log "
+                                          "says nothing", None)
+    zero_rtt: str | None = doc("a repeat visit's QUIC 0-RTT, from Chromium's net-log: succeeded | rejected | not "
+                               "attempted (every QUIC session; mixed: 'succeeded 3, not attempted 1'); NULL for a "
+                               "first visit and where no QUIC session opened (h1, h2: Chromium offers no TLS "
+                               "early data over TCP)", None)
+    cached_objects: int | None = doc("a repeat-warm visit's objects served from the browser's cache (no request), "
+                                     "or NULL", None)
+    visit_json: str | None = doc("a repeat visit's evidence (JSON): the net-log's 0-RTT states and TLS resumptions "
+                                 "after the first load, the first load's own figures", None)
     resources_json: str | None = doc("the objects' PerformanceResourceTiming entries (JSON), or NULL", None)
     link_json: str | None = doc("the link emulator's counters during this trial (linkem; JSON), or NULL", None)
     bulk_ms: int = doc("a bulk page's download time; 0 for other pages", 0)
@@ -255,7 +272,10 @@ class Trial:
             return Page(0, 0, self.bulk_ms, self.interval_ms)
         if self.requests:
             return Page(self.object_bytes, requests=self.requests, streams=self.streams)
-        return Page(self.object_bytes, self.objects, origins=self.origins or 1) if self.objects else Page(self.size_bytes)
+        visit = self.visit or "first"
+        if self.objects:
+            return Page(self.object_bytes, self.objects, origins=self.origins or 1, visit=visit)
+        return Page(self.size_bytes, visit=visit)
 
     @property
     def body_bytes(self) -> int:

@@ -8,8 +8,9 @@ import time
 from typing import Callable
 
 from . import bulk, latency
-from .browser import (connections, connections_per_origin, is_error_page, judge, judge_bulk, judge_objects,
-                      judge_requests, paint_fields, timings, url_path)
+from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_bulk,
+                      judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_path,
+                      zero_rtt_summary)
 from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
@@ -123,7 +124,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     page, uri = cell.page, url_path(url)
     page_entries = None if server_entries is None else [e for e in server_entries if e["uri"] == uri]
     others = None if server_entries is None else [e for e in server_entries if e["uri"] != uri]
-    status, reason = judge(cell.proto, page.html_bytes, answer, page_entries)
+    status, reason = judge(cell.proto, page.html_bytes, answer, page_entries, revalidated=page.visit == "repeat-warm")
     objects_ok = None
     if page.fetched:
         objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"), others)
@@ -150,6 +151,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     # (nav_json) for forensics, never as timings of the page.
     t = timings(nav) if nav and not is_error_page(answer) else {}
     t.update(paint_fields(answer.get("paint"), bool(t)))
+    t.update(visit_fields(page, answer, server_entries))
     per_origin = connections_per_origin(server_entries)
     srv = page_entries[0] if page_entries and len(page_entries) == 1 else {}
     resources = answer.get("resources")
@@ -167,6 +169,29 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
         link_json=json.dumps(link_stats) if link_stats else None, **workload_fields, **t, **(extra or {}))
+
+
+def visit_fields(page, answer: WorkerAnswer, server_entries: list[dict] | None) -> dict:
+    """A trial's visit (records.Trial: visit, first_plt_ms, resumed_connections, zero_rtt, cached_objects,
+    visit_json): the server's word on TLS resumption for every load; for a repeat visit its first
+    load's page-load time, the net-log's 0-RTT states and the objects its cache served."""
+    out = {"visit": page.visit, "resumed_connections": resumed_connections(server_entries)}
+    if page.visit == "first":
+        return out
+    first, evidence = answer.get("first_visit") or {}, answer.get("visit_evidence") or {}
+    nav = first.get("nav") or {}
+    if nav.get("loadEventEnd"):
+        out["first_plt_ms"] = float(nav["loadEventEnd"]) - float(nav.get("startTime") or 0)
+    if "quic_zero_rtt" in evidence and not evidence.get("error"):
+        out["zero_rtt"] = zero_rtt_summary(evidence["quic_zero_rtt"])
+    if page.visit == "repeat-warm" and page.fetched:
+        out["cached_objects"] = sum(from_cache(r, page.size_bytes) for r in answer.get("resources") or []
+                                    if url_path(r.get("name")).split("?")[0].endswith(".png"))
+    out["visit_json"] = json.dumps({"evidence": evidence, "first_load_s": first.get("load_s"),
+                                    "boundary_unix": first.get("boundary_unix"),
+                                    "first_nav": {k: nav.get(k) for k in ("connectStart", "connectEnd", "responseStart",
+                                                                          "loadEventEnd", "transferSize")}})
+    return out
 
 
 def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_index: int, cell: Cell,
@@ -213,7 +238,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         started = utc_now()
         t0, t0_unix = time.monotonic(), time.time()
         answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None,
-                               await_s=await_s, gate=gate)
+                               await_s=await_s, gate=gate, visit=cell.page.visit)
         wall = time.monotonic() - t0
         t1_unix = time.time()
         last = sampler.stop()
@@ -234,14 +259,19 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
     if next_cell is not None and not settings.files and next_cell.conditions == cell.conditions and not dead:
-        bed.prepare(next_cell.proto, next_cell.page.html_name)  # from here on, nothing of this trial is measured
+        bed.prepare(next_cell.proto, next_cell.page.html_name, next_cell.page.visit)  # nothing of this trial is measured now on
     # saturation over the browser's own window (navigation to the end of its workload), not its start-up
     nav_t0 = answer.get("nav_t0")
     nav_s = ((answer.get("cpu") or {}).get("sampler") or {}).get("window_s")
     cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats,
                       sampler.info(nav_t0, nav_t0 + nav_s if nav_t0 and nav_s else None))
-    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2,
-                                       expect=1 + cell.page.fetched + (1 if cell.page.bulk_ms else 0))
+    own = 1 + cell.page.fetched + (1 if cell.page.bulk_ms else 0)
+    first = answer.get("first_visit") or {}
+    expect = own + {"repeat": own, "repeat-warm": 1}.get(cell.page.visit, 0) if first.get("boundary_unix") else own
+    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect)
+    if first.get("boundary_unix"):  # a repeat visit: its first load's entries ended before the boundary
+        logged = [e for e in logged if not isinstance(e.get("end_unix_s"), (int, float))
+                  or e["end_unix_s"] >= first["boundary_unix"]]
     entries = own_entries(logged, uri)
     # others' traffic counts from the navigation on: during the browser's start-up the link may still carry
     # the previous trial's last request (its /favicon.ico, asked after its load: at 200 ms of RTT it

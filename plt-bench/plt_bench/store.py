@@ -44,8 +44,9 @@ Schema history (SCHEMA_VERSION):
       anew with the column).
  14 - pages like the web's: trials gain fcp_ms, lcp_ms, lcp_element, lcp_url and paint_reason (the
       page's paint metrics; NULL for older trials, which did not read them), origins (a multi-object
-      page's origins; 1 for every older trial, which had one) and connections_json (connections per
-      origin, from Caddy's log).
+      page's origins; 1 for every older trial, which had one), connections_json (connections per
+      origin, from Caddy's log), and repeat visits' figures: visit (first for every older trial, a
+      fresh browser's load), first_plt_ms, resumed_connections, zero_rtt, cached_objects and visit_json.
 """
 
 from __future__ import annotations
@@ -364,7 +365,8 @@ class Store:
             version = 13
         if version == 13:  # 13 -> 14: paint metrics, origins, connections per origin
             new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("fcp_ms", "lcp_ms", "lcp_element", "lcp_url", "paint_reason", "origins", "connections_json"):
+            for col in ("fcp_ms", "lcp_ms", "lcp_element", "lcp_url", "paint_reason", "origins", "connections_json",
+                        "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects", "visit_json"):
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             version = 14
         if row and version != row[0]:

@@ -48,7 +48,7 @@ class Testbed:
         self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
-        self._prepared: tuple[str, str, str] | None = None  # (proto, page, tag) of the browser started early
+        self._prepared: tuple[str, str, str, str] | None = None  # (proto, page, tag, visit) of the browser started early
         self.conditions: Conditions | None = None
         self.timing = link_mod.verify.Timing()  # this machine's own timing error, measured at open
         self.pcap_filter: Path | None = None  # tcpdump's filter file, where the interface carries other traffic
@@ -166,10 +166,18 @@ class Testbed:
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
 
-    def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None) -> dict:
-        """The worker's request for one load (its timeout and await_s filled in by load)."""
+    def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None, visit: str = "first") -> dict:
+        """The worker's request for one load (its timeout and await_s filled in by load). A repeat
+        visit (pages.VISITS) loads the page first in the same browser, which keeps a net-log (the
+        capture's, if the trial captures one) for the repeat's evidence of resumption and 0-RTT."""
         profile = self.plan.run_dir / "profiles" / tag
-        args = chromium_args(proto, self.plan.origins, self.server.cert.spki_sha256_b64, str(profile))
+        repeat = visit != "first"
+        netlog = (capture_dir / FILENAMES["netlog"] if capture_dir is not None and "netlog" in self.capture.kinds
+                  else Path(f"{profile}.visit-netlog.json"))
+        extra = ("--enable-net-benchmarking",) if repeat else ()
+        if repeat and netlog.name != FILENAMES["netlog"]:
+            extra += (f"--log-net-log={netlog}", "--net-log-capture-mode=Default")
+        args = chromium_args(proto, self.plan.origins, self.server.cert.spki_sha256_b64, str(profile), extra)
         if capture_dir is not None:
             args += chromium_capture_args(self.capture.kinds, capture_dir)
         req = {"url": self.url(page, tag), "profile_dir": str(profile), "prefs": PREFS,
@@ -178,15 +186,19 @@ class Testbed:
             req["graceful_quit"] = True  # Chromium completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
             req["har_path"] = str(capture_dir / FILENAMES["har"])
+        if repeat:
+            rtt_s = (self.conditions.rtt_ms if self.conditions else 0.0) / 1000.0
+            req["visit"] = {"cache": "kept" if visit == "repeat-warm" else "cleared", "settle_s": 0.5 + 3 * rtt_s,
+                            "netlog": str(netlog), "keep_netlog": netlog.name == FILENAMES["netlog"]}
         return req
 
-    def prepare(self, proto: str, page: str) -> None:
+    def prepare(self, proto: str, page: str, visit: str = "first") -> None:
         """Start the browser of the next load now (its own fresh profile and flags, idle on
         about:blank), while the last trial is judged and stored; load() takes it when it asks for
         the same protocol and page without a capture folder, and any other load ends it first."""
         tag = uuid.uuid4().hex[:16]
-        self._prepared = (proto, page, tag)
-        self.worker.prepare(self._request(proto, page, tag, None))
+        self._prepared = (proto, page, tag, visit)
+        self.worker.prepare(self._request(proto, page, tag, None, visit))
 
     def discard_prepared(self) -> None:
         if self._prepared:
@@ -194,15 +206,16 @@ class Testbed:
             self.worker.discard()
 
     def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
-             await_s: float = 0.0, gate: bool = False) -> tuple[dict, str]:
+             await_s: float = 0.0, gate: bool = False, visit: str = "first") -> tuple[dict, str]:
         """One fresh-browser load; returns the worker's answer and the URI the server should log.
         With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
         await_s > 0: then wait that long for the page's own figures (a bulk page's download).
         gate: the idle gate runs between the browser's launch and the navigation (answer's gate)."""
         ready, self._prepared = self._prepared, None
-        tag = ready[2] if ready and ready[:2] == (proto, page) and capture_dir is None else uuid.uuid4().hex[:16]
+        same = ready and (ready[0], ready[1], ready[3]) == (proto, page, visit) and capture_dir is None
+        tag = ready[2] if same else uuid.uuid4().hex[:16]
         uri = f"/{page}?trial={tag}"
-        req = {**self._request(proto, page, tag, capture_dir), "timeout_s": timeout_s, "await_s": await_s,
+        req = {**self._request(proto, page, tag, capture_dir, visit), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate}
         ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)
         return ans, uri

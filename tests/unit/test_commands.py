@@ -341,3 +341,46 @@ def test_a_testbed_in_use_is_named_with_what_works(tmp_path, monkeypatch):
         assert said in topology.in_use(index), topology.in_use(index)
     (tmp_path / "worker-pb4.json").write_text(json.dumps(me))
     assert f"cluster worker PID {os.getpid()} holds it" in topology.in_use(4)
+
+
+def test_a_repeat_visits_evidence_reads_in_a_word():
+    assert browser.zero_rtt_summary([]) is None  # no QUIC session: h1, h2
+    assert browser.zero_rtt_summary(["AttemptedAndSucceeded"] * 4) == "succeeded"
+    assert browser.zero_rtt_summary(["AttemptedAndSucceeded", "NotAttempted", "AttemptedAndSucceeded"]) == \
+        "succeeded 2, not attempted 1"
+    assert browser.zero_rtt_summary(["AttemptedAndRejected"]) == "rejected"
+    # resumed connections: per connection (origin and client port), as the server's log says
+    log = [{"host": "plt.test", "remote_port": "1", "resumed": True}, {"host": "plt.test", "remote_port": "1", "resumed": True},
+           {"host": "plt.test", "remote_port": "2", "resumed": False}, {"host": "plt-o1.test", "remote_port": "1",
+                                                                         "resumed": True}]
+    assert browser.resumed_connections(log) == 2 and browser.resumed_connections([{"uri": "/x"}]) is None
+
+
+WARM = Page(5000, 2, visit="repeat-warm")
+
+
+@pytest.mark.parametrize("resources,entries,proven,reason", [
+    # the images from the browser's own cache: no request, nothing transferred, every byte
+    ([{"name": f"https://plt.test{u}", "transferSize": 0, "decodedBodySize": 5000, "nextHopProtocol": "h2",
+       "responseStatus": 200} for u in WARM.object_uris()], [], 2, None),
+    # a cached entry with a request in the server's log is not from the cache: judged as fetched
+    ([{"name": f"https://plt.test{u}", "transferSize": 0, "decodedBodySize": 5000, "nextHopProtocol": "h2",
+       "responseStatus": 200} for u in WARM.object_uris()],
+     [{"uri": WARM.object_uris()[0], "proto": "HTTP/2.0", "status": 304, "size": 0}], 1, "the server sent status 304"),
+    ([{"name": f"https://plt.test{u}", "transferSize": 0, "decodedBodySize": 4999, "nextHopProtocol": "h2",
+       "responseStatus": 200} for u in WARM.object_uris()], [], 0, "the browser saw status 200 with 4999 bytes"),
+])
+def test_a_warm_repeat_visits_objects_may_come_from_the_cache(resources, entries, proven, reason):
+    got, why = browser.judge_objects("h2", WARM, resources, entries)
+    assert got == proven and (why is None if reason is None else reason in why), why
+    # only there: a first visit's object never counts from a cache
+    first, _ = browser.judge_objects("h2", WARM.first_visit, resources, [])
+    assert first == 0
+
+
+def test_a_warm_repeat_visits_page_may_be_revalidated_304():
+    srv = [{**SRV[0], "proto": "HTTP/3.0", "status": 304, "size": 0}]
+    assert browser.judge("h3", 5000, GOOD, srv, revalidated=True) == ("ok", None)
+    assert browser.judge("h3", 5000, GOOD, srv)[0] == "failed"  # a first visit is sent whole
+    assert "body size 10" in browser.judge("h3", 5000, {**GOOD, "nav": {**NAV, "decodedBodySize": 10}}, srv,
+                                           revalidated=True)[1]

@@ -155,6 +155,19 @@ def test_a_many_origin_page_spreads_its_objects_round_robin_over_sites_of_their_
     assert page.total_bytes == page.html_bytes + 60 * 5000
 
 
+def test_a_repeat_visit_is_the_same_page_loaded_again():
+    p = pages.parse_page("4o:20x5KB@repeat")
+    assert (p.visit, p.label, p.base_label, p.html_name) == ("repeat", "4o:20x5KB@repeat", "4o:20x5KB",
+                                                            "objects_20x5KB_4o.html")
+    assert p.files() == p.first_visit.files() or [f[:2] for f in p.files()] == [f[:2] for f in p.first_visit.files()]
+    assert p.html() == p.first_visit.html() and pages.parse_page("5KB@repeat-warm").visit == "repeat-warm"
+    for bad, fragment in (("5KB@again", "a visit is @repeat"), ("bulk10s@repeat", "not of a bulk page"),
+                          ("req10x1KB@repeat-warm", "not of a requests page"), ("@repeat", "is not a size")):
+        with pytest.raises(pages.UsageError, match="--size") as e:
+            pages.parse_page(bad)
+        assert fragment in str(e.value), e.value
+
+
 def test_sites_generate_a_multi_object_page_once(tmp_path):
     sites = pages.Sites(tmp_path)
     page = pages.Page(5000, 3)

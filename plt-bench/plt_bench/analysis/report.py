@@ -84,7 +84,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "reference": reference, "protos": ran, "ccs": ccs, "axis": axis, "metric": metric,
-            "visitor": stats.visitor_table(trials),
+            "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
@@ -207,6 +207,20 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         r["lcp_element"] or "-", str(r["n_no_lcp"]),
                         " ".join(f"{units.format_sig(v)}" for v in r["connections_per_origin"].values()) or "-"]
                        for r in rep["visitor"]]]))
+    if rep.get("visits"):
+        out.append(("First and repeat visits", "per protocol, a fresh browser's first load against a repeat visit in "
+                    "the browser that loaded the page a moment before (its connections closed; repeat: its cache "
+                    "cleared; repeat-warm: kept, the page revalidated): medians of the load event and the first "
+                    "byte; vs first: the change of the median PLT; resumed: connections that resumed TLS, as "
+                    "Caddy's log says; 0-RTT: the QUIC sessions' 0-RTT state, as Chromium's net-log says "
+                    "(Chromium offers no TLS early data over TCP); cached: images served by the browser's cache",
+                    [["link", "page", "protocol", "visit", "n", "PLT ms", "vs first %", "TTFB ms", "resumed",
+                      "0-RTT", "cached"],
+                     *[[r["conditions"], r["page"], r["proto"] + (f" ({r['cc']})" if len(rep["ccs"]) > 1 else ""),
+                        r["visit"], str(r["n"]), _f(r["plt_ms"]), _f(r["vs_first_pct"], "{:+.1f}"), _f(r["ttfb_ms"]),
+                        _f(None if r["resumed_share"] is None else 100 * r["resumed_share"], "{:.0f}%"),
+                        r["zero_rtt"] or "-", _f(r["cached_objects"], "{:g}")]
+                       for r in rep["visits"]]]))
     if rep["establishment"]:
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
                     "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 (h1, h2) "
@@ -362,7 +376,8 @@ def write(rep: dict, directory: Path) -> list[Path]:
         w.writerows(vals)
     files = [md, comp, cells]
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
-                      ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor")):
+                      ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
+                      ("visits.csv", "visits")):
         if rep.get(key):
             path = directory / name
             with open(path, "w", newline="") as f:

@@ -452,7 +452,8 @@ def establishment_table(trials: list[Trial]) -> list[dict]:
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials, None):
         c = t.conditions
-        if c.rtt_ms and not c.loss_pct and not c.jitter_ms and t.connect_ms is not None and t.ttfb_ms is not None:
+        if (c.rtt_ms and not c.loss_pct and not c.jitter_ms and t.connect_ms is not None and t.ttfb_ms is not None
+                and (t.visit or "first") == "first"):  # a repeat visit's connection may resume (0-RTT)
             groups[(c.rtt_ms, t.proto)].append(t)
     rows = []
     for (rtt, proto), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], protocols.order(kv[0][1]))):
@@ -489,6 +490,40 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
                      "n_no_lcp": sum(t.lcp_ms is None for t in ts), "connections_per_origin": per_origin,
                      "connections": med("connections")})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["origins"], protocols.order(r["proto"]), r["cc"]))
+
+
+def visits_table(trials: list[Trial]) -> list[dict]:
+    """First against repeat visits, per (conditions, page, protocol, cc) of campaigns with repeat
+    visits: for each visit the median PLT and first byte, the share of connections that resumed
+    TLS (the server's log), the 0-RTT the net-log saw (repeat visits of h3), and the objects a kept
+    cache served; the repeat's change of PLT against the first visit's median."""
+    groups: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+    for t in usable(trials):
+        base = t.page.split("@")[0]
+        groups[(t.label, base, t.proto, axis_value(t, "cc"))][t.visit or "first"].append(t)
+    rows = []
+    for (cond, base, proto, cc), by in groups.items():
+        if set(by) == {"first"}:
+            continue
+        first_plt = float(np.median([t.plt_ms for t in by["first"]])) if by.get("first") else None
+        for visit in [v for v in ("first", "repeat", "repeat-warm") if v in by]:
+            ts = by[visit]
+            plt_ = float(np.median([t.plt_ms for t in ts]))
+            conns = sum(t.connections or 0 for t in ts)
+            resumed = [t.resumed_connections for t in ts if t.resumed_connections is not None]
+            zero = [t.zero_rtt for t in ts if t.zero_rtt]
+            cached = [t.cached_objects for t in ts if t.cached_objects is not None]
+            rows.append({"conditions": cond, "page": base, "proto": proto, "cc": cc, "visit": visit, "n": len(ts),
+                         "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
+                         "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
+                         "plt_ms": plt_, "ttfb_ms": float(np.median([t.ttfb_ms for t in ts if t.ttfb_ms is not None]))
+                         if any(t.ttfb_ms is not None for t in ts) else None,
+                         "vs_first_pct": (plt_ - first_plt) / first_plt * 100 if first_plt and visit != "first" else None,
+                         "resumed_share": sum(resumed) / conns if resumed and conns else None,
+                         "zero_rtt": ", ".join(f"{w} {zero.count(w)}/{len(ts)}" for w in dict.fromkeys(zero)) or None,
+                         "cached_objects": float(np.median(cached)) if cached else None})
+    return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["page"], protocols.order(r["proto"]),
+                                       r["cc"], ("first", "repeat", "repeat-warm").index(r["visit"])))
 
 
 # -- CPU --------------------------------------------------------------------------------------------------
