@@ -172,27 +172,27 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     logged: dict[tuple[str, str], list[dict]] = {}
     for e in server_entries or []:
         logged.setdefault((e.get("host") or HOST, e.get("uri")), []).append(e)
-    for host, uri in page.object_urls():  # its images, or its requests
+    for host, uri, size in page.object_specs():  # its images, or its requests
         seen, got = by_url.get((host, uri), []), logged.get((host, uri), [])
         where = uri if host == HOST else f"{host}{uri}"
         status_ok = seen and (seen[0].get("responseStatus") == 200
                               or (host != HOST and seen[0].get("responseStatus") == 0))
-        if len(seen) == 1 and page.visit == "repeat-warm" and not got and from_cache(seen[0], page.size_bytes):
+        if len(seen) == 1 and page.visit == "repeat-warm" and not got and from_cache(seen[0], size):
             proven += 1
         elif len(seen) != 1:
             problems.append(f"{where}: the browser has {len(seen)} Resource Timing entries for it, expected 1")
         elif seen[0].get("nextHopProtocol") != hop:
             problems.append(f"{where}: carried over '{seen[0].get('nextHopProtocol')}', expected '{hop}'")
-        elif not status_ok or seen[0].get("decodedBodySize") != page.size_bytes:
+        elif not status_ok or seen[0].get("decodedBodySize") != size:
             problems.append(f"{where}: the browser saw status {seen[0].get('responseStatus')} with "
-                            f"{seen[0].get('decodedBodySize')} bytes, expected 200 with {page.size_bytes}")
+                            f"{seen[0].get('decodedBodySize')} bytes, expected 200 with {size}")
         elif server_entries is not None and len(got) != 1:
             problems.append(f"{where}: the server logged {len(got)} requests for it, expected 1")
         elif server_entries is not None and got[0].get("proto") != want_proto:
             problems.append(f"{where}: the server saw {got[0].get('proto')}, expected {want_proto}")
-        elif server_entries is not None and (got[0].get("status") != 200 or got[0].get("size") != page.size_bytes):
+        elif server_entries is not None and (got[0].get("status") != 200 or got[0].get("size") != size):
             problems.append(f"{where}: the server sent status {got[0].get('status')} with {got[0].get('size')} bytes, "
-                            f"expected 200 with {page.size_bytes}")
+                            f"expected 200 with {size}")
         else:
             proven += 1
     if not problems:

@@ -278,5 +278,5 @@ class TrialCapture:
 
 
 def trial_folder(captures_root: Path, campaign_id: int, seq: int, proto: str, page: str) -> Path:
-    stem = page.rsplit(".", 1)[0]
+    stem = page.rsplit(".", 1)[0].replace("replay/", "har-").replace("/index", "")  # replay/NAME/index.html: har-NAME
     return captures_root / str(campaign_id) / f"{seq:05d}-{proto}-{stem}"

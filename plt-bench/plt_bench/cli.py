@@ -93,7 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "export":
             x.add_argument("--out", default="-", help="output file (default: standard output)")
             x.add_argument("--nav", action="store_true", help="include the full Navigation Timing entry as JSON")
-    add(cmd_parser("pages", "generate (or check) the test pages in sites/"), "size", defaults={"size": ",".join(ALL_SIZES)})
+    pg = cmd_parser("pages", "generate (or check) the test pages in sites/; or make a page set from a recorded page",
+                    "Generate (or check) the test pages in sites/. With --from-har FILE NAME: make the page set NAME "
+                    "from a recorded page (a HAR 1.2 file: Chromium's DevTools, WebPageTest, or plt-bench's own "
+                    "--capture har), its origins, objects, types and sizes in the recorded order; measure it with "
+                    "--size har:NAME.")
+    add(pg, "size", defaults={"size": ",".join(ALL_SIZES)})
+    pg.add_argument("--from-har", metavar="FILE", help="a recorded page (HAR 1.2) to make a page set of")
+    pg.add_argument("name", nargs="?", metavar="NAME", help="the page set's name, with --from-har (a-z, 0-9, _ and -)")
     add(cmd_parser("bench", "benchmark: PLT / payload-only ideal and per-trial overhead (prints ratios)"),
         "size", "bw", "runs", "results", defaults={"size": "50MB", "bw": "100mbit", "runs": "3"})
     add(cmd_parser("bench-campaign", "benchmark: overhead per trial of the pages preset, one run (prints ratios)"),
@@ -351,10 +358,30 @@ def cmd_summary(a) -> int:
 def cmd_pages(a) -> int:
     from .conditions import parse_pages
     from .pages import Sites
+    if a.from_har or a.name:
+        return _pages_from_har(a)
     for page, path in Sites(SITES).ensure(parse_pages(a.size)).items():
         extra = (f" + {page.fetched} x {page.object_name} of {page.size_bytes} bytes" if page.fetched else
                  " + bulk.bin (sparse)" if page.bulk_ms else "")
         print(f"{path}  {page.html_bytes} bytes{extra}")
+    return 0
+
+
+def _pages_from_har(a) -> int:
+    from . import replay
+    from .pages import origin_host
+    if not a.from_har or not a.name:
+        raise UsageError("--from-har: expected a recording and a name: plt-bench pages --from-har FILE NAME")
+    rs, notes = replay.make(Path(a.from_har), a.name, SITES)
+    kept = sum(o.body == "har" for o in rs.objects)
+    print(f"page set {rs.name}: {replay.root_of(SITES, rs.name)}")
+    print(f"  {len(rs.objects)} objects, {rs.object_bytes} bytes, from {len(rs.origins)} origins "
+          f"({kept} bodies from the recording, {len(rs.objects) - kept} made of the same size and type)")
+    for k, origin in enumerate(rs.origins):
+        print(f"  {origin:<40} -> https://{origin_host(k)}  ({sum(o.origin == k for o in rs.objects)} objects)")
+    for note in notes:
+        print(f"  {note}")
+    print(f"  measure it: plt-bench run --size har:{rs.name} --proto all")
     return 0
 
 

@@ -127,7 +127,8 @@ MAX_OBJECTS = 1000
 RESOURCE_BUFFER_SPARE = 16
 PAGE_FORM = (f"a size (one HTML file: 5KB, 500KB, 10MB), NxS (an HTML page with N images of S each, "
              f"N from 1 to {MAX_OBJECTS}: 200x5KB, 1x1MB), Go:NxS (the same images spread over G origins, "
-             f"2 to {MAX_ORIGINS}: 4o:60x5KB), bulkD[_I] (a download for D, bytes counted per "
+             f"2 to {MAX_ORIGINS}: 4o:60x5KB), har:NAME (a page set made from a recording: plt-bench pages "
+             f"--from-har FILE NAME), any of these @repeat or @repeat-warm (a repeat visit), bulkD[_I] (a download for D, bytes counted per "
              f"interval I, 1s unless given: bulk30s, bulk10s_100ms) or reqKxS[_cC] (K requests of S, C at once, "
              f"1 unless given: req100x1KB, req100x64KB_c10); 1 KB = 1000 bytes, 1 KiB = 1024")
 MIN_PAGE_BYTES = 1000  # smallest single-object page: its fixed HTML frame fits
@@ -289,6 +290,8 @@ class Page:
     streams: int = 0      # a request page's requests at once (1 unless asked); 0 for other pages
     origins: int = 1      # a multi-object page's origins: its objects round-robin over them (origin_host)
     visit: str = "first"  # first | repeat | repeat-warm (VISITS): which load of it a trial measures
+    replay: str = ""      # a replayed page's page set (plt_bench.replay: har:NAME); size_bytes is then all its
+    #                       objects' bytes together, objects and origins the recording's
 
     @property
     def kind(self) -> str:
@@ -306,6 +309,8 @@ class Page:
     @property
     def base_label(self) -> str:
         """The page whatever the visit (20x5KB for 20x5KB@repeat)."""
+        if self.replay:
+            return f"har:{self.replay}"
         size = units.format_size(self.size_bytes)
         if self.bulk_ms:
             every = "" if self.interval_ms == 1000 else f"_{format_ms(self.interval_ms)}"
@@ -318,6 +323,8 @@ class Page:
 
     @property
     def html_name(self) -> str:
+        if self.replay:
+            return f"replay/{self.replay}/index.html"
         if self.bulk_ms or self.requests:
             return f"{self.base_label}.html"
         if self.origins > 1:
@@ -336,13 +343,29 @@ class Page:
     def object_uris(self) -> list[str]:
         """The URIs the page asks for the object file under (relative to the site's root): its
         images' (?i=k), or its requests' (?r=k)."""
+        if self.replay:
+            return [u for _, u, _ in self.object_specs()]
         key = "r" if self.requests else "i"
         return [f"/{self.hero_name if k == 0 and self.hero_px else self.object_name}?{key}={k}"
                 for k in range(self.fetched)]
 
     def object_urls(self) -> list[tuple[str, str]]:
-        """(host, URI) of every object, in the page's order: object k on origin k mod origins."""
-        return [(origin_host(k % self.origins), uri) for k, uri in enumerate(self.object_uris())]
+        """(host, URI) of every object, in the page's order: object k on origin k mod origins (a
+        replayed page's: on its recorded origin's)."""
+        return [(h, u) for h, u, _ in self.object_specs()]
+
+    def object_specs(self) -> list[tuple[str, str, int]]:
+        """(host, URI, body bytes) of every object, in the page's order."""
+        if self.replay:
+            rs = self.replay_set
+            return [(origin_host(o.origin), rs.object_path(o) + o.query, o.size) for o in rs.objects]
+        return [(origin_host(k % self.origins), uri, self.size_bytes) for k, uri in enumerate(self.object_uris())]
+
+    @property
+    def replay_set(self):
+        """A replayed page's page set (plt_bench.replay.ReplaySet)."""
+        from .replay import load
+        return load(self.replay)
 
     def hosts(self) -> list[str]:
         """The origins the page's load touches: its own first."""
@@ -357,7 +380,7 @@ class Page:
         more, and not when it fills the viewport; so the side keeps 0.1 bit per pixel (twice the
         floor), at most HERO_MAX_PX, well inside the fixed window (browser.WINDOW). Without one, the
         page's heading is its largest paint."""
-        if not self.objects or self.size_bytes < HERO_MIN_BYTES:
+        if not self.objects or self.size_bytes < HERO_MIN_BYTES or self.replay:
             return 0
         return min(HERO_MAX_PX, int(math.isqrt(self.size_bytes * 8 * 10)))
 
@@ -366,7 +389,11 @@ class Page:
         """The first image's file: the objects' size, hero_px on a side (hero_5KB.png)."""
         return f"hero_{units.format_size(self.size_bytes)}.png" if self.hero_px else None
     def html(self) -> bytes:
-        """A multi-object, bulk or request page's HTML (a single-object page's bytes come from iter_page)."""
+        """A multi-object, bulk, request or replayed page's HTML (a single-object page's bytes come
+        from iter_page)."""
+        if self.replay:
+            from .replay import html
+            return html(self.replay_set)
         head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                 f"<title>plt-bench {self.base_label}</title>\n")
         if self.bulk_ms:
@@ -395,11 +422,15 @@ class Page:
 
     @property
     def html_bytes(self) -> int:
+        if self.replay:
+            return self.replay_set.html_bytes
         return len(self.html()) if self.kind != "page" or self.objects else self.size_bytes
 
     @property
     def object_bytes(self) -> int:
         """Bytes of all the fetched objects together (0 for a single-object or bulk page)."""
+        if self.replay:
+            return self.size_bytes
         return self.fetched * self.size_bytes
 
     @property
@@ -419,6 +450,8 @@ class Page:
     def files(self) -> list[tuple[str, int, Callable[[], Iterator[bytes]] | None]]:
         """(file name, size, a function yielding its bytes) for every file the page needs; None for
         the bulk body, a sparse file of zeros."""
+        if self.replay:
+            return []  # made once from its recording (plt-bench pages --from-har); Sites.ensure checks it
         if self.bulk_ms:
             html = self.html()
             return [(self.html_name, len(html), lambda: iter([html])), (BULK_NAME, BULK_BYTES, None)]
@@ -497,6 +530,10 @@ def parse_page(text: str, option: str = "--size") -> Page:
             raise UsageError(f"{option}: '{item}': repeat visits are of pages (5KB, 20x5KB, 4o:60x5KB), not of a "
                              f"{page.kind} page")
         return dataclasses.replace(page, visit=visit)
+    if item.lower().startswith("har:"):
+        from .replay import load
+        rs = load(item[4:], option=option)
+        return Page(rs.object_bytes, len(rs.objects), origins=len(rs.origins), replay=rs.name)
     special = parse_bulk(item, option) or parse_requests(item, option)
     if special:
         return special
@@ -563,6 +600,9 @@ class Sites:
         out = {}
         for item in items:
             page = as_page(item)
+            if page.replay:
+                from .replay import check
+                check(page.replay, self.root)
             for name, size, pieces in page.files():
                 path = self.root / name
                 if pieces is None:  # the bulk body: zeros, sparse; its size is its check

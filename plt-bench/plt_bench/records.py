@@ -273,6 +273,9 @@ class Trial:
         if self.requests:
             return Page(self.object_bytes, requests=self.requests, streams=self.streams)
         visit = self.visit or "first"
+        if self.page.startswith("har:"):
+            return Page(self.object_bytes, self.objects, origins=self.origins or 1, visit=visit,
+                        replay=self.page.split("@")[0][4:])
         if self.objects:
             return Page(self.object_bytes, self.objects, origins=self.origins or 1, visit=visit)
         return Page(self.size_bytes, visit=visit)

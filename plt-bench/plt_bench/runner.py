@@ -9,7 +9,8 @@ from typing import Callable
 
 from . import bulk, latency
 from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_bulk,
-                      judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_path,
+                      judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_host,
+                      url_path,
                       zero_rtt_summary)
 from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
@@ -185,8 +186,9 @@ def visit_fields(page, answer: WorkerAnswer, server_entries: list[dict] | None) 
     if "quic_zero_rtt" in evidence and not evidence.get("error"):
         out["zero_rtt"] = zero_rtt_summary(evidence["quic_zero_rtt"])
     if page.visit == "repeat-warm" and page.fetched:
-        out["cached_objects"] = sum(from_cache(r, page.size_bytes) for r in answer.get("resources") or []
-                                    if url_path(r.get("name")).split("?")[0].endswith(".png"))
+        sizes = {(h, u): n for h, u, n in page.object_specs()}
+        out["cached_objects"] = sum(from_cache(r, sizes[key]) for r in answer.get("resources") or []
+                                    if (key := (url_host(r.get("name")), url_path(r.get("name")))) in sizes)
     out["visit_json"] = json.dumps({"evidence": evidence, "first_load_s": first.get("load_s"),
                                     "boundary_unix": first.get("boundary_unix"),
                                     "first_nav": {k: nav.get(k) for k in ("connectStart", "connectEnd", "responseStart",

@@ -42,6 +42,15 @@ CLI = [
                                                        "expected one of h3, h1"),
     (["run", "--proto", "all", "--reference", "h2,h1"], "--reference: 'h2,h1' is not one protocol"),
     (["run", "--size", "5XB"], "--size: '5XB' is not a size; expected a whole number with a unit"),
+    # issue 29: pages like the web's (origins, repeat visits, replayed pages) and what the report compares by
+    (["run", "--size", "17o:60x5KB"], "--size: '17o:60x5KB' has 17 origins; expected 1 to 16"),
+    (["run", "--size", "20x5KB@second"], "--size: '20x5KB@second': a visit is @repeat"),
+    (["run", "--size", "har:no-such-set"], "--size: 'har:no-such-set': no page set no-such-set"),
+    (["run", "--visit", "second"], "--visit: 'second'; expected one or more of first, repeat, repeat-warm"),
+    (["run", "--metric", "speedindex"], "--metric"),
+    (["report", "--metric", "onload"], "--metric"),
+    (["pages", "--from-har", "/nonexistent.har", "x"], "--from-har: /nonexistent.har: No such file"),
+    (["pages", "--from-har", "/etc/hostname"], "--from-har: expected a recording and a name"),
     (["run", "--runs", "0"], "--runs: 0 is out of range"),
     (["run", "--precision", "2"], "--precision: '2' is not a percentage"),
     (["run", "--precision", "0%"], "--precision: '0%' is out of range"),
@@ -183,6 +192,8 @@ CAMPAIGN_FILES = [
     ("protos = ['h3', 'spdy']\n", "c.toml: protos: unknown protocol 'spdy'"),
     ("warmup = 3\nruns = 2\n", "c.toml: warmup = 3 with runs 2: every run would be a warm-up"),
     (b"name = 'caf\xe9'\n", "not UTF-8 text"),
+    ("metric = 'si'\n", "c.toml: metric: 'si'; expected one of plt, fcp, lcp, ttfb"),
+    ("visit = ['again']\n", "c.toml: visit: 'again'; expected one or more of first, repeat, repeat-warm"),
 ]
 
 
@@ -288,3 +299,26 @@ def test_a_token_file_is_checked_by_kind_and_read_bounded(tmp_path):
                            (str(big), f"{big} is larger than 4096 bytes")):
         _refused([*base, "--server-token-file", path], f"--server-token-file: {fragment}", tmp_path, timeout=30)
     assert not (tmp_path / "new").exists()
+
+
+HOSTILE_HARS = [
+    ('{"log": {"entries": [{"request": {"url": "https://a.example/"}, "response": {"status": 200, "content": '
+     '{"size": 9, "mimeType": "text/html"}}}, {"request": {"url": "https://a.example/../../etc/passwd"}, '
+     '"response": {"status": 200, "content": {"size": 9, "mimeType": "text/plain"}}}]}}', "entry 2: "),
+    ('{"log": {"entries": [{"request": {"url": "https://a.example/"}, "response": {"status": 200, "content": '
+     '{"size": 9, "mimeType": "text/html"}}}, {"request": {"url": "file:///etc/shadow"}, '
+     '"response": {"status": 200, "content": {"size": 9, "mimeType": "text/plain"}}}]}}', "has the scheme 'file'"),
+    ("[1, 2", "is not JSON"),
+]
+
+
+@pytest.mark.parametrize("text,fragment", HOSTILE_HARS)
+def test_a_hostile_or_malformed_recording_is_refused_by_the_cli_and_nothing_is_written(text, fragment, tmp_path):
+    sites = ROOT / "sites" / "replay"
+    before = sorted(p.name for p in sites.iterdir()) if sites.exists() else None
+    f = tmp_path / "page.har"
+    f.write_text(text)
+    r = run_cli("pages", "--from-har", str(f), "hostile-test", timeout=60)
+    assert r.returncode == 2 and fragment in r.stderr and "--from-har" in r.stderr, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert (sorted(p.name for p in sites.iterdir()) if sites.exists() else None) == before

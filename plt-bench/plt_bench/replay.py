@@ -1,0 +1,435 @@
+"""Replayed pages: a recorded page (a HAR 1.2 file) turned into a page set plt-bench serves over
+h1, h2 and h3 and proves request by request (`plt-bench pages --from-har FILE NAME`, then
+`--size har:NAME`).
+
+What is kept of the recording, in its order: the page's document and every object it loaded
+(each GET answered 200 over http or https), each object's origin, type (its MIME type) and size
+(the decoded body: the replay serves bodies uncompressed). Each recorded origin becomes one of the
+testbed's origins (pages.origin_host: the document's is plt.test, the others plt-o1.test, ... in
+order of first appearance, each on its own address), so connections per origin are as the
+recording's. Object k is served at https://<its origin>/replay/NAME/<k>-<its file name><its query>.
+
+Bodies come from the HAR where it holds them whole (content.text, base64 or not, of the recorded
+size), else they are made of the same size: a padded PNG for an image, a comment for a stylesheet
+or a script, filler for anything else. Active bodies (HTML, CSS, JavaScript) are always made, never
+copied: a recorded script would run and ask for what the recording does not list (no request of
+the replay could then be proven), and a stylesheet would fetch its own url()s twice. The page is
+plt-bench's own HTML, padded to the recorded document's size: each object in order as an <img>
+(images, and whatever has no element of its own: fonts, JSON, media), a <link rel=stylesheet>
+or a <script>.
+
+Refused, with the entry's number, exit 2 and nothing written outside the new page set:
+malformed files (not JSON, no log.entries, a field of the wrong type, a body that is not valid
+base64), huge ones (over MAX_HAR_BYTES, more than pages.MAX_OBJECTS objects, more than
+pages.MAX_ORIGINS origins, more than pages.MAX_PAGE_BYTES in all) and hostile ones: a scheme other
+than http or https, a path with a `..` segment (also percent-encoded or with backslashes), a host
+that is an address, `localhost` or carries user information, or a redirect to a host the
+recording does not hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import unquote, urlsplit
+
+from . import cmd
+from .errors import UsageError
+
+FORMAT_VERSION = 1
+MAX_HAR_BYTES = 200 * 10**6
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+FILE_RE = re.compile(r"[A-Za-z0-9._-]{1,60}")
+MANIFEST = "replay.json"
+ACTIVE = ("text/html", "text/css", "application/javascript", "text/javascript", "application/x-javascript")
+EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
+              "image/avif": ".avif", "image/svg+xml": ".svg", "image/x-icon": ".ico", "image/vnd.microsoft.icon": ".ico",
+              "text/css": ".css", "application/javascript": ".js", "text/javascript": ".js",
+              "application/x-javascript": ".js", "application/json": ".json", "font/woff2": ".woff2",
+              "font/woff": ".woff", "font/ttf": ".ttf", "text/html": ".html", "text/plain": ".txt",
+              "application/wasm": ".wasm", "video/mp4": ".mp4", "audio/mpeg": ".mp3"}
+OPTION = "--from-har"
+DEFAULT_SITES = cmd.PROJECT_ROOT / "sites"  # where the CLI, the testbed and --size har:NAME find page sets
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayObject:
+    """One recorded object as the page set serves it."""
+    index: int        # its place in the recording, from 0 (the document not counted)
+    origin: int       # the testbed origin it is served from (pages.origin_host)
+    recorded_url: str
+    file: str         # its file in the page set's folder: <index>-<name><ext>
+    query: str        # the recorded query, with its '?', or ''
+    mime: str
+    size: int         # decoded body bytes
+    element: str      # img | link | script
+    body: str         # har | made
+    sha256: str
+
+    @property
+    def uri(self) -> str:
+        return f"/{self.file}{self.query}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaySet:
+    """A page set made from a recording (MANIFEST in its folder)."""
+    name: str
+    origins: tuple[str, ...]        # the recorded origins (scheme://host[:port]), in order: index = testbed origin
+    objects: tuple[ReplayObject, ...]
+    html_bytes: int                 # the page's HTML (the recorded document's size where it was larger than ours)
+    recorded_document_bytes: int
+    source: dict                    # the HAR's file name, SHA-256, creator, document URL, entries left out
+
+    @property
+    def object_bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+    def object_path(self, o: ReplayObject) -> str:
+        return f"/replay/{self.name}/{o.file}"
+
+
+def root_of(sites: Path, name: str) -> Path:
+    return Path(sites) / "replay" / name
+
+
+def check_name(name: str, option: str = "NAME") -> str:
+    if not NAME_RE.fullmatch(name or ""):
+        raise UsageError(f"{option}: '{name}' is not a page set name; expected 1 to 40 of a-z, 0-9, '_' and '-', "
+                         "starting with a letter or digit (e.g. news-home)")
+    return name
+
+
+# -- reading a recording -------------------------------------------------------------------------------------
+def _bad(what: str) -> UsageError:
+    return UsageError(f"{OPTION}: {what}")
+
+
+def _get(d, key, kind, where):
+    v = d.get(key) if isinstance(d, dict) else None
+    if not isinstance(v, kind) or isinstance(v, bool) and kind is not bool:
+        raise _bad(f"{where}: '{key}' is missing or not {kind.__name__ if isinstance(kind, type) else 'valid'}: "
+                   "not a HAR 1.2 file")
+    return v
+
+
+def _origin(url: str, where: str) -> tuple[str, str]:
+    """(origin, path) of a recorded URL; hostile forms refused."""
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError:
+        raise _bad(f"{where}: '{url[:80]}' is not a URL") from None
+    if u.scheme not in ("http", "https"):
+        raise _bad(f"{where}: '{url[:80]}' has the scheme '{u.scheme}'; a page set replays http and https only "
+                   "(hostile or not a web page's request)")
+    host = (u.hostname or "").lower()
+    if u.username is not None or u.password is not None or "@" in u.netloc:
+        raise _bad(f"{where}: '{url[:80]}' carries user information; refused (hostile)")
+    if not host or not re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*", host) \
+            or re.fullmatch(r"[0-9.]+", host) or host == "localhost" or host.endswith(".localhost"):
+        raise _bad(f"{where}: '{url[:80]}' names the host '{host}', an address or not a public name; a recording "
+                   "names web hosts (hostile)")
+    path = u.path or "/"
+    segments = re.split(r"[/\\]", unquote(unquote(path)))
+    if ".." in segments or "\\" in path or "\x00" in unquote(path):
+        raise _bad(f"{where}: '{url[:80]}' has a '..' segment or a backslash in its path; refused (hostile)")
+    default = 443 if u.scheme == "https" else 80
+    return f"{u.scheme}://{host}{'' if port in (None, default) else f':{port}'}", path
+
+
+def _mime(entry: dict) -> str:
+    content = (entry.get("response") or {}).get("content") or {}
+    return str(content.get("mimeType") or "application/octet-stream").split(";")[0].strip().lower()
+
+
+def _har_body(entry: dict, size: int, where: str) -> bytes | None:
+    """The recorded body where the HAR holds it whole, else None."""
+    content = (entry.get("response") or {}).get("content") or {}
+    text = content.get("text")
+    if not isinstance(text, str):
+        return None
+    if content.get("encoding") == "base64":
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise _bad(f"{where}: its body is marked base64 but is not valid base64 (malformed)") from None
+    else:
+        data = text.encode("utf-8", "surrogatepass")
+    return data if len(data) == size else None
+
+
+def read(path: Path) -> tuple[dict, list[dict]]:
+    """The HAR's log and its first page's entries, in order; malformed and huge files refused."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise _bad(f"{path}: {e.strerror or e}") from None
+    if not path.is_file():
+        raise _bad(f"{path} is not a file")
+    if size > MAX_HAR_BYTES:
+        raise _bad(f"{path} is {size} bytes; a recording is at most {MAX_HAR_BYTES // 10**6} MB (huge)")
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise _bad(f"{path} is not JSON ({e}); expected a HAR 1.2 file") from None
+    log = _get(data, "log", dict, str(path))
+    entries = _get(log, "entries", list, f"{path}: log")
+    if not entries:
+        raise _bad(f"{path}: the recording has no entries")
+    pages = log.get("pages") if isinstance(log.get("pages"), list) else []
+    if pages:
+        ref = pages[0].get("id") if isinstance(pages[0], dict) else None
+        entries = [e for e in entries if not isinstance(e, dict) or e.get("pageref", ref) == ref]
+    for i, e in enumerate(entries):
+        where = f"entry {i + 1}"
+        _get(e, "request", dict, where)
+        _get(e, "response", dict, where)
+        _get(e["request"], "url", str, f"{where} request")
+        _get(e["response"], "status", int, f"{where} response")
+    return log, entries
+
+
+# -- making a page set --------------------------------------------------------------------------------------
+def plan(log: dict, entries: list[dict], name: str) -> tuple[ReplaySet, list[bytes | None], list[str]]:
+    """The page set a recording makes (pure): its ReplaySet, each object's recorded body or None,
+    and what was left out (one line per kind). Every refusal names the entry."""
+    from .pages import MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES
+    doc = entries[0]
+    doc_origin, _ = _origin(doc["request"]["url"], "entry 1 (the document)")
+    if doc["response"]["status"] != 200 or not _mime(doc).startswith(("text/html", "application/xhtml")):
+        raise _bad(f"entry 1 is not the page's document (status {doc['response']['status']}, {_mime(doc)}); a "
+                   "recording starts with the page it loaded (malformed)")
+    origins = [doc_origin]
+    recorded_hosts = {doc_origin}
+    kept: list[tuple[int, dict, str, str]] = []
+    left: dict[str, int] = {}
+    for i, e in enumerate(entries[1:], start=2):
+        where = f"entry {i}"
+        origin, path = _origin(e["request"]["url"], where)
+        recorded_hosts.add(origin)
+        status, method = e["response"]["status"], str(e["request"].get("method", "GET")).upper()
+        redirect = e["response"].get("redirectURL") or ""
+        if redirect and 300 <= status < 400:
+            target, _ = _origin(redirect if "://" in redirect else f"{origin}{redirect}", f"{where} redirect")
+            kept_hosts = {urlsplit(x["request"]["url"]).hostname for x in entries if isinstance(x, dict)}
+            if urlsplit(target).hostname not in kept_hosts:
+                raise _bad(f"{where}: redirects to '{redirect[:80]}', a host the recording does not hold (hostile)")
+        why = ("not a GET" if method != "GET" else f"status {status}" if status != 200 else None)
+        if why:
+            left[why] = left.get(why, 0) + 1
+            continue
+        kept.append((i, e, origin, path))
+        if origin not in origins:
+            origins.append(origin)
+    if len(kept) > MAX_OBJECTS:
+        raise _bad(f"the recording has {len(kept)} objects; a page set holds at most {MAX_OBJECTS} (huge)")
+    if len(origins) > MAX_ORIGINS:
+        raise _bad(f"the recording has {len(origins)} origins; the testbed serves at most {MAX_ORIGINS} (huge)")
+    objects, bodies = [], []
+    for k, (i, e, origin, path) in enumerate(kept):
+        where = f"entry {i}"
+        mime = _mime(e)
+        size = (e["response"].get("content") or {}).get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise _bad(f"{where}: response.content.size is {size!r}; expected the body's bytes (malformed)")
+        body = _har_body(e, size, where)  # a body marked base64 that is not is refused, kept or not
+        if mime in ACTIVE:
+            body = None  # made, never copied (the module's doc)
+        base = path.rstrip("/").rsplit("/", 1)[-1] or "index"
+        safe = "".join(c if FILE_RE.fullmatch(c) else "_" for c in unquote(base))[:50] or "object"
+        ext = EXTENSIONS.get(mime, ".bin")
+        if not safe.endswith(ext):
+            safe += ext
+        query = urlsplit(e["request"]["url"]).query
+        element = "link" if mime == "text/css" else "script" if mime in ACTIVE[2:] else "img"
+        objects.append(ReplayObject(index=k, origin=origins.index(origin), recorded_url=e["request"]["url"][:2000],
+                                    file=f"{k}-{safe}", query=f"?{query}" if query else "", mime=mime, size=size,
+                                    element=element, body="har" if body is not None else "made", sha256=""))
+        bodies.append(body)
+    total = sum(o.size for o in objects)
+    if total > MAX_PAGE_BYTES:
+        raise _bad(f"the recording's objects hold {total} bytes; a page is at most {MAX_PAGE_BYTES} (huge)")
+    doc_size = (doc["response"].get("content") or {}).get("size")
+    doc_size = doc_size if isinstance(doc_size, int) and not isinstance(doc_size, bool) and doc_size > 0 else 0
+    rs = ReplaySet(name=name, origins=tuple(origins), objects=tuple(objects), html_bytes=0,
+                   recorded_document_bytes=doc_size,
+                   source={"document_url": doc["request"]["url"][:2000],
+                           "creator": (log.get("creator") or {}).get("name") if isinstance(log.get("creator"), dict)
+                           else None, "left_out": left})
+    rs = dataclasses.replace(rs, html_bytes=len(html(rs)))
+    return rs, bodies, [f"{n} entr{'y' if n == 1 else 'ies'} left out: {why}" for why, n in left.items()]
+
+
+def made_body(mime: str, size: int) -> Iterator[bytes]:
+    """A body of exactly size bytes for a type: a padded PNG for an image (where it fits), a comment
+    for a stylesheet, a script or HTML, filler for the rest."""
+    from .pages import MIN_OBJECT_BYTES, _FILL_LINE, iter_png
+    if mime.startswith("image/") and size >= MIN_OBJECT_BYTES:
+        yield from iter_png(size)
+        return
+    frame = {"text/css": (b"/*", b"*/"), "text/html": (b"<!--", b"-->")}.get(mime)
+    if mime in ACTIVE[2:]:
+        frame = (b"/*", b"*/")
+    if frame and size >= len(frame[0]) + len(frame[1]):
+        inner = size - len(frame[0]) - len(frame[1])
+        yield frame[0] + (_FILL_LINE * (inner // len(_FILL_LINE) + 1))[:inner].replace(b"*/", b"* ") + frame[1]
+        return
+    yield (b" " * size) if frame or mime.startswith("text/") else (_FILL_LINE * (size // len(_FILL_LINE) + 1))[:size]
+
+
+def html(rs: ReplaySet) -> bytes:
+    """The page: each object in the recorded order as its element, padded to the recorded document's
+    size where that is larger."""
+    from .pages import RESOURCE_BUFFER_SPARE, origin_host
+    head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>plt-bench har:{rs.name}</title>\n<meta name=\"referrer\" content=\"unsafe-url\">\n"
+            f"<script>performance.setResourceTimingBufferSize({len(rs.objects) + RESOURCE_BUFFER_SPARE})</script>\n")
+    links, body = [], []
+    for o in rs.objects:
+        src = f"https://{origin_host(o.origin)}{rs.object_path(o)}{o.query}".replace("&", "&amp;").replace('"', "%22")
+        if o.element == "link":
+            links.append(f'<link rel="stylesheet" href="{src}">\n')
+        elif o.element == "script":
+            body.append(f'<script src="{src}"></script>\n')
+        else:
+            body.append(f'<img src="{src}" width="1" height="1" alt="">\n')
+    text = (head + "".join(links) + "</head>\n<body>\n<h1>plt-bench replayed page</h1>\n"
+            f"<p id=\"size\">har:{rs.name}: {len(rs.objects)} objects from {len(rs.origins)} origins</p>\n"
+            + "".join(body) + "<p id=\"end\">end of page</p>\n").encode()
+    tail = b"</body>\n</html>\n"
+    pad = rs.recorded_document_bytes - len(text) - len(tail)
+    if pad >= 8:
+        inner = pad - 8
+        text += b"<!--" + (b"x" * inner) + b"-->\n"
+    return text + tail
+
+
+def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
+    """Write the page set NAME of a recording under sites/replay/NAME: a new folder, made beside it
+    and renamed into place whole, or nothing at all. Returns the set and what was left out."""
+    check_name(name)
+    dest = root_of(sites, name)
+    if dest.exists():
+        raise UsageError(f"NAME: a page set '{name}' exists already ({dest}); choose another name or remove it")
+    log, entries = read(har_path)
+    rs, bodies, notes = plan(log, entries, name)
+    digest = hashlib.sha256(Path(har_path).read_bytes()).hexdigest()
+    rs = dataclasses.replace(rs, source={**rs.source, "file": Path(har_path).name, "sha256": digest})
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{name}.part-{os.getpid()}"
+    try:
+        tmp.mkdir()
+        objects = []
+        for o, body in zip(rs.objects, bodies):
+            h = hashlib.sha256()
+            with open(tmp / o.file, "wb") as f:
+                for piece in ([body] if body is not None else made_body(o.mime, o.size)):
+                    f.write(piece)
+                    h.update(piece)
+            objects.append(dataclasses.replace(o, sha256=h.hexdigest()))
+        rs = dataclasses.replace(rs, objects=tuple(objects))
+        (tmp / "index.html").write_bytes(html(rs))
+        (tmp / MANIFEST).write_text(json.dumps(to_json(rs), indent=1) + "\n")
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return rs, notes
+
+
+def to_json(rs: ReplaySet) -> dict:
+    return {"format": FORMAT_VERSION, "name": rs.name, "origins": list(rs.origins), "html_bytes": rs.html_bytes,
+            "recorded_document_bytes": rs.recorded_document_bytes, "source": rs.source,
+            "objects": [dataclasses.asdict(o) for o in rs.objects]}
+
+
+_CACHE: dict[tuple[str, int], ReplaySet] = {}  # by folder and manifest time: a set made again is read again
+
+
+def load(name: str, sites: Path | None = None, option: str = "--size") -> ReplaySet:
+    """A page set made before (its manifest), or a message saying how to make it."""
+    check_name(name, option)
+    folder = root_of(sites or DEFAULT_SITES, name)
+    try:
+        key = (str(folder), (folder / MANIFEST).stat().st_mtime_ns)
+    except OSError:
+        key = None
+    if key in _CACHE:
+        return _CACHE[key]
+    try:
+        d = json.loads((folder / MANIFEST).read_text())
+        rs = ReplaySet(name=d["name"], origins=tuple(d["origins"]),
+                       objects=tuple(ReplayObject(**o) for o in d["objects"]), html_bytes=d["html_bytes"],
+                       recorded_document_bytes=d["recorded_document_bytes"], source=d["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"{option}: 'har:{name}': no page set {name} in {folder.parent}; make it from a recording: "
+                         f"plt-bench pages --from-har FILE {name}") from None
+    if key:
+        _CACHE[key] = rs
+    return rs
+
+
+def check(name: str, sites: Path) -> None:
+    """The page set's files are whole (sizes and checksums as made); a damaged set is named."""
+    rs = load(name, sites)
+    folder = root_of(sites, name)
+    for o in rs.objects:
+        p = folder / o.file
+        if not p.is_file() or p.stat().st_size != o.size or _file_sha(p) != o.sha256:
+            raise UsageError(f"--size: har:{name}: {p} is missing or changed since the page set was made; make it "
+                             f"again (remove {folder}, then plt-bench pages --from-har FILE {name})")
+    if (folder / "index.html").read_bytes() != html(rs):
+        raise UsageError(f"--size: har:{name}: {folder / 'index.html'} changed since the page set was made")
+
+
+def _file_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def requests_of(log: dict) -> list[tuple[int, str, str, int]]:
+    """A recording's requests as a replay keeps them (pure), for comparing two recordings: per
+    object answered 200 to a GET, after the document, in order: (its origin's place among the
+    recording's origins, its file name (a replay's without its 'k-' prefix) and query, its MIME
+    type, its body bytes)."""
+    entries = [e for e in log["log"]["entries"] if isinstance(e, dict)]
+    origins: list[str] = []
+    out = []
+    for i, e in enumerate(entries):
+        origin, path = _origin(e["request"]["url"], f"entry {i + 1}")
+        if origin not in origins:
+            origins.append(origin)
+        if i == 0 or e["response"]["status"] != 200 or str(e["request"].get("method", "GET")).upper() != "GET":
+            continue
+        name = path.rsplit("/", 1)[-1]
+        if path.startswith("/replay/"):
+            name = name.split("-", 1)[1] if "-" in name else name
+        query = urlsplit(e["request"]["url"]).query
+        out.append((origins.index(origin), name + (f"?{query}" if query else ""), _mime(e),
+                    int((e["response"].get("content") or {}).get("size", -1))))
+    return out
+
+
+def round_trip_differences(recorded: dict, replayed: dict) -> list[str]:
+    """What a replay's recording shows that the recording it was made of does not, or the other
+    way round: requests, origins, types and sizes (order aside: a browser may ask for two images
+    in either order); [] when they are the same."""
+    a, b = sorted(requests_of(recorded)), sorted(requests_of(replayed))
+    if a == b:
+        return []
+    gone, extra = [x for x in a if x not in b], [x for x in b if x not in a]
+    return ([f"recorded, not replayed: origin {o} {n} {m} {s} bytes" for o, n, m, s in gone]
+            + [f"replayed, not recorded: origin {o} {n} {m} {s} bytes" for o, n, m, s in extra])

@@ -1,0 +1,168 @@
+"""Replayed pages (plt_bench.replay): a recording turned into a page set; hostile, malformed and
+huge recordings refused with nothing written. Pure: HAR files written here, no browser."""
+
+import base64
+import json
+
+import pytest
+
+from plt_bench import pages, replay
+from plt_bench.errors import UsageError
+
+PNG = b"".join(pages.iter_png(300))
+
+
+def entry(url, mime="image/png", size=300, status=200, method="GET", text=None, encoding=None, redirect=""):
+    content = {"size": size, "mimeType": mime}
+    if text is not None:
+        content["text"] = text
+    if encoding:
+        content["encoding"] = encoding
+    return {"pageref": "page_1", "request": {"method": method, "url": url},
+            "response": {"status": status, "content": content, "redirectURL": redirect}}
+
+
+def har(*entries, doc="https://www.example.org/index.html"):
+    return {"log": {"version": "1.2", "creator": {"name": "test"}, "pages": [{"id": "page_1"}],
+                    "entries": [entry(doc, "text/html", 5000), *entries]}}
+
+
+def write(tmp_path, data, name="page.har"):
+    p = tmp_path / name
+    p.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return p
+
+
+GOOD = har(entry("https://www.example.org/a.png?v=1", text=base64.b64encode(PNG).decode(), encoding="base64"),
+           entry("https://cdn.example.net/style.css", "text/css; charset=utf-8", 1200, text="body{background:url(x.png)}"),
+           entry("https://cdn.example.net/app.js", "application/javascript", 800, text="fetch('https://evil.test/')"),
+           entry("https://fonts.example.com/f.woff2", "font/woff2", 2000),
+           entry("https://www.example.org/beacon", "text/plain", 0, status=204),
+           entry("https://www.example.org/form", "text/html", 10, method="POST"))
+
+
+def test_a_recording_becomes_a_page_set_in_its_order_origins_types_and_sizes(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "DEFAULT_SITES", tmp_path / "sites")
+    rs, notes = replay.make(write(tmp_path, GOOD), "news", tmp_path / "sites")
+    assert rs.origins == ("https://www.example.org", "https://cdn.example.net", "https://fonts.example.com")
+    assert [(o.origin, o.mime, o.size, o.element, o.body) for o in rs.objects] == [
+        (0, "image/png", 300, "img", "har"), (1, "text/css", 1200, "link", "made"),
+        (1, "application/javascript", 800, "script", "made"), (2, "font/woff2", 2000, "img", "made")]
+    assert sorted(notes) == ["1 entry left out: not a GET", "1 entry left out: status 204"]
+    folder = replay.root_of(tmp_path / "sites", "news")
+    # bodies: the recorded image byte for byte; the active ones made inert, of the recorded size
+    assert (folder / rs.objects[0].file).read_bytes() == PNG and rs.objects[0].file == "0-a.png"
+    css = (folder / rs.objects[1].file).read_bytes()
+    js = (folder / rs.objects[2].file).read_bytes()
+    assert len(css) == 1200 and css.startswith(b"/*") and css.endswith(b"*/") and b"url(" not in css
+    assert len(js) == 800 and b"evil" not in js and (folder / rs.objects[3].file).stat().st_size == 2000
+    # the page: every object in order, on its testbed origin, padded to the recorded document's size
+    page = (folder / "index.html").read_bytes()
+    assert len(page) == 5000 == rs.html_bytes
+    assert page.index(b"https://plt.test/replay/news/0-a.png?v=1") < page.index(b"https://plt-o1.test/replay/news/2-app.js")
+    assert b'<link rel="stylesheet" href="https://plt-o1.test/replay/news/1-style.css">' in page
+    assert b"https://plt-o2.test/replay/news/3-f.woff2" in page
+    # as a page of the grid: har:NAME, its objects proven one by one at their own sizes
+    p = pages.Page(rs.object_bytes, 4, origins=3, replay="news")
+    assert pages.parse_page("har:news") == p and pages.parse_page("har:news@repeat").visit == "repeat"
+    assert p.label == "har:news" and p.html_name == "replay/news/index.html" and p.total_bytes == 5000 + 4300
+    assert p.object_specs()[1] == ("plt-o1.test", "/replay/news/1-style.css", 1200)
+    replay.check("news", tmp_path / "sites")
+    (folder / rs.objects[3].file).write_bytes(b"x" * 2000)
+    with pytest.raises(UsageError, match="changed since the page set was made"):
+        replay.check("news", tmp_path / "sites")
+
+
+def test_a_name_taken_or_malformed_is_refused_before_anything_is_written(tmp_path):
+    sites = tmp_path / "sites"
+    replay.make(write(tmp_path, GOOD), "one", sites)
+    with pytest.raises(UsageError, match="exists already"):
+        replay.make(write(tmp_path, GOOD), "one", sites)
+    for bad in ("", "Big", "../x", "a/b", "-x", "x" * 41):
+        with pytest.raises(UsageError, match="is not a page set name"):
+            replay.make(write(tmp_path, GOOD), bad, sites)
+    assert sorted(p.name for p in (sites / "replay").iterdir()) == ["one"]
+
+
+@pytest.mark.parametrize("data, fragment", [
+    ("{not json", "is not JSON"),
+    ({"log": {"entries": []}}, "has no entries"),
+    ({"entries": []}, "'log' is missing"),
+    ({"log": {"entries": [{"request": {"url": 3}, "response": {"status": 200}}]}}, "'url' is missing or not str"),
+    (har(entry("https://www.example.org/a.png", size=-1)), "response.content.size is -1"),
+    (har(entry("https://www.example.org/a.png", text="%%%", encoding="base64")), "not valid base64"),
+    ({"log": {"entries": [entry("https://www.example.org/a.png")]}}, "entry 1 is not the page's document"),
+])
+def test_malformed_recordings_are_refused(tmp_path, data, fragment):
+    with pytest.raises(UsageError, match="--from-har") as e:
+        replay.make(write(tmp_path, data), "x", tmp_path / "sites")
+    assert fragment in str(e.value)
+    assert not (tmp_path / "sites" / "replay" / "x").exists()
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("file:///etc/passwd", "has the scheme 'file'"),
+    ("javascript:alert(1)", "has the scheme 'javascript'"),
+    ("data:image/png;base64,AAAA", "has the scheme 'data'"),
+    ("https://www.example.org/../../etc/passwd", "'..' segment"),
+    ("https://www.example.org/a/%2e%2e/%2e%2e/b", "'..' segment"),
+    ("https://www.example.org/a/%252e%252e/b", "'..' segment"),
+    ("https://www.example.org/a\\..\\b", "'..' segment"),
+    ("https://127.0.0.1/x.png", "an address or not a public name"),
+    ("https://localhost/x.png", "an address or not a public name"),
+    ("https://user:pw@www.example.org/x.png", "user information"),
+])
+def test_hostile_recordings_are_refused_naming_the_entry(tmp_path, url, fragment):
+    with pytest.raises(UsageError, match="entry 2") as e:
+        replay.make(write(tmp_path, har(entry(url))), "x", tmp_path / "sites")
+    assert fragment in str(e.value)
+    assert not (tmp_path / "sites" / "replay").exists() or not any((tmp_path / "sites" / "replay").iterdir())
+
+
+def test_a_redirect_to_a_host_the_recording_does_not_hold_is_hostile(tmp_path):
+    bad = har(entry("https://www.example.org/go", "text/html", 0, status=302, redirect="https://elsewhere.example/x"))
+    with pytest.raises(UsageError, match="a host the recording does not hold"):
+        replay.make(write(tmp_path, bad), "x", tmp_path / "sites")
+    ok = har(entry("https://www.example.org/go", "text/html", 0, status=302, redirect="/a.png"),
+             entry("https://www.example.org/a.png"))
+    rs, notes = replay.make(write(tmp_path, ok), "y", tmp_path / "sites")
+    assert len(rs.objects) == 1 and notes == ["1 entry left out: status 302"]
+
+
+def test_huge_recordings_are_refused(tmp_path, monkeypatch):
+    many = har(*[entry(f"https://www.example.org/{i}.png") for i in range(pages.MAX_OBJECTS + 1)])
+    with pytest.raises(UsageError, match="at most 1000 .huge"):
+        replay.make(write(tmp_path, many), "x", tmp_path / "sites")
+    origins = har(*[entry(f"https://o{i}.example.org/a.png") for i in range(pages.MAX_ORIGINS)])
+    with pytest.raises(UsageError, match="17 origins; the testbed serves at most 16"):
+        replay.make(write(tmp_path, origins), "x", tmp_path / "sites")
+    big = har(entry("https://www.example.org/a.bin", "application/octet-stream", pages.MAX_PAGE_BYTES + 1))
+    with pytest.raises(UsageError, match="huge"):
+        replay.make(write(tmp_path, big), "x", tmp_path / "sites")
+    monkeypatch.setattr(replay, "MAX_HAR_BYTES", 100)
+    with pytest.raises(UsageError, match="a recording is at most"):
+        replay.make(write(tmp_path, GOOD), "x", tmp_path / "sites")
+    assert not (tmp_path / "sites" / "replay" / "x").exists()
+
+
+def test_two_recordings_compare_by_requests_origins_types_and_sizes():
+    a = har(entry("https://www.example.org/a.png?i=1"), entry("https://cdn.example.net/b.css", "text/css", 10))
+    # each object from the other's origin
+    b = har(entry("https://plt.test/replay/n/1-b.css", "text/css", 10), entry("https://plt-o1.test/replay/n/0-a.png?i=1"),
+            doc="https://plt.test/replay/n/index.html?trial=x")
+    assert replay.requests_of(a) == [(0, "a.png?i=1", "image/png", 300), (1, "b.css", "text/css", 10)]
+    assert replay.round_trip_differences(a, b) == [
+        "recorded, not replayed: origin 0 a.png?i=1 image/png 300 bytes",
+        "recorded, not replayed: origin 1 b.css text/css 10 bytes",
+        "replayed, not recorded: origin 0 b.css text/css 10 bytes",
+        "replayed, not recorded: origin 1 a.png?i=1 image/png 300 bytes"]
+    # the same, asked in another order (a browser may ask for two objects in either), on the testbed's names
+    c = har(entry("https://plt-o1.test/replay/n/1-b.css", "text/css", 10), entry("https://plt.test/replay/n/0-a.png?i=1"),
+            doc="https://plt.test/replay/n/index.html?trial=x")
+    assert replay.round_trip_differences(a, c) == []
+
+
+def test_a_missing_page_set_says_how_to_make_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "DEFAULT_SITES", tmp_path)
+    with pytest.raises(UsageError, match=r"--size: 'har:nosuchset': no page set nosuchset .*pages --from-har FILE"):
+        pages.parse_page("har:nosuchset")
