@@ -424,13 +424,14 @@ class Metric:
     name: str    # what --metric takes
     field: str   # the Trial's field, in ms from the navigation's start
     label: str   # for people
+    title: str   # a table's heading
 
 
 METRICS = {m.name: m for m in (
-    Metric("plt", "plt_ms", "page-load time (loadEventEnd)"),
-    Metric("fcp", "fcp_ms", "first contentful paint"),
-    Metric("lcp", "lcp_ms", "largest contentful paint"),
-    Metric("ttfb", "ttfb_ms", "time to first byte (responseStart)"),
+    Metric("plt", "plt_ms", "page-load time (loadEventEnd)", "Page-load time"),
+    Metric("fcp", "fcp_ms", "first contentful paint", "First contentful paint"),
+    Metric("lcp", "lcp_ms", "largest contentful paint", "Largest contentful paint"),
+    Metric("ttfb", "ttfb_ms", "time to first byte (responseStart)", "Time to first byte"),
 )}
 DEFAULT_METRIC = "plt"
 

@@ -284,3 +284,39 @@ def test_a_version_12_store_of_quic_and_tcp_reports_as_before(tmp_path):
     assert [[*r[0:2], *r[3:6], r[6].split(" [")[0], *r[7:11]] for r in body] == old
     assert all(r.diff_ci_low_pct <= r.diff_pct <= r.diff_ci_high_pct for r in rep["rows"])  # new beside them: its CI
     assert st.stored_version(path) == st.SCHEMA_VERSION
+
+
+def test_a_version_13_store_reports_as_before(tmp_path):
+    """Schema 14 adds paint metrics, origins, connections per origin and repeat visits. A store
+    written by the version before (commit 25adbb4, tests/unit/data/README.md) reads with every
+    trial a fresh browser's first visit of a one-origin page, reports the figures that version
+    printed, and says that it has no paint metric rather than a zero."""
+    import shutil
+    from pathlib import Path
+    from plt_bench.analysis import report
+    path = tmp_path / "old.sqlite"
+    shutil.copy(Path(__file__).parent / "data" / "store-v13-three-protocols.sqlite", path)
+    assert st.stored_version(path) == 13
+    with st.Store(path, read_only=True) as s:
+        (cid,) = s.campaign_ids()
+        trials = s.trials([cid])
+        rep = report.build(s, [cid])
+        lcp = report.build(s, [cid], metric="lcp")
+    assert len(trials) == 24 and {(t.visit, t.origins, t.fcp_ms, t.lcp_ms, t.connections_json) for t in trials} == {
+        ("first", 1, None, None, None)}
+    assert {t.page_spec.label for t in trials} == {"20x5KB"}
+    text = report.format_text(rep)
+    old = [["10mbit rtt50ms", "20x5KB", "h3 vs h2", "4/4", "495.0 [491.0, 514.0]", "681.0 [678.0, 688.0]",
+            "-27.3 [-28.2, -24.5]", "4.16e-06", "1.25e-05", "-1.00", "h3", "-"],
+           ["10mbit rtt50ms", "20x5KB", "h3 vs h1", "4/4", "495.0 [491.0, 514.0]", "872.5 [864.0, 878.0]",
+            "-43.3 [-43.8, -41.1]", "4e-08", "1.6e-07", "-1.00", "h3", "-"],
+           ["100mbit rtt50ms", "20x5KB", "h3 vs h2", "4/4", "278.5 [261.0, 298.0]", "346.0 [330.0, 357.0]",
+            "-19.5 [-25.8, -11.9]", "0.00114", "0.00114", "-1.00", "h3", "-"],
+           ["100mbit rtt50ms", "20x5KB", "h3 vs h1", "4/4", "278.5 [261.0, 298.0]", "432.0 [428.0, 437.0]",
+            "-35.5 [-39.6, -31.0]", "0.000162", "0.000323", "-1.00", "h3", "-"]]
+    assert report.table(rep)[1:] == old
+    assert text.startswith("Page-load time, each protocol against h3:")
+    assert "What a visitor sees" not in text and "First and repeat visits" not in text  # none of it was measured
+    # compared by LCP, which version 13 did not read: no cell, and each says why (never a zero)
+    assert lcp["rows"] == [] and len([w for w in lcp["warnings"] if "no trial has a largest contentful paint" in w]) == 6
+    assert st.stored_version(path) == st.SCHEMA_VERSION

@@ -278,9 +278,9 @@ def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
     what = "protocol" if rep["axis"] == "proto" else "congestion control"
-    label = METRICS[rep.get("metric", DEFAULT_METRIC)].label
-    out = [(f"{label[0].upper()}{label[1:]}, each {what} against {rep['reference']}",
-            f"medians of the {label} per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))
+    m = METRICS[rep.get("metric", DEFAULT_METRIC)]
+    out = [(f"{m.title}, each {what} against {rep['reference']}",
+            f"medians of the {m.label.split(' (')[0]} per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))
            ] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
     out += sections(rep)
     if rep["cpu_by_role"]:
