@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import cmd, protocols
 from .errors import BrowserError
-from .pages import HOST
+from .pages import HOST, url_host, url_path  # noqa: F401 - url_* are the browser's names too
 
 if TYPE_CHECKING:
     from .drivers import Browser
@@ -134,18 +134,6 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
         if e["status"] != 200 or e["size"] != expected_bytes:
             return "failed", f"server sent status {e['status']} with {e['size']} bytes, expected 200 with {expected_bytes}"
     return "ok", None
-
-
-def url_path(url: str | None) -> str:
-    """'https://plt.test/obj_5KB.png?i=3' -> '/obj_5KB.png?i=3'."""
-    rest = (url or "").split("://", 1)[-1]
-    return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
-
-
-def url_host(url: str | None) -> str:
-    """'https://plt-o1.test/obj_5KB.png?i=3' -> 'plt-o1.test' (a port, if any, dropped)."""
-    netloc = (url or "").split("://", 1)[-1].split("/", 1)[0]
-    return netloc.rsplit(":", 1)[0] if ":" in netloc else netloc
 
 
 def from_cache(entry: dict, size_bytes: int) -> bool:

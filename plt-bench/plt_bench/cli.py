@@ -369,12 +369,12 @@ def cmd_pages(a) -> int:
 
 def _pages_from_har(a) -> int:
     from . import replay
-    from .pages import origin_host
+    from .pages import origin_host, replay_root
     if not a.from_har or not a.name:
         raise UsageError("--from-har: expected a recording and a name: plt-bench pages --from-har FILE NAME")
     rs, notes = replay.make(Path(a.from_har), a.name, SITES)
     kept = sum(o.body == "har" for o in rs.objects)
-    print(f"page set {rs.name}: {replay.root_of(SITES, rs.name)}")
+    print(f"page set {rs.name}: {replay_root(SITES, rs.name)}")
     print(f"  {len(rs.objects)} objects, {rs.object_bytes} bytes, from {len(rs.origins)} origins "
           f"({kept} bodies from the recording, {len(rs.objects) - kept} made of the same size and type)")
     for k, origin in enumerate(rs.origins):

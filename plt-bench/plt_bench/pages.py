@@ -24,7 +24,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from . import units
+from . import cmd, units
 from .errors import UsageError
 
 # The test host (.test is reserved, RFC 2606: it can never mean a real site), and a many-origin page's
@@ -53,6 +53,18 @@ CHUNK_BYTES = 1 << 20  # largest comment, including its delimiters
 _OPEN, _CLOSE = b"<!--", b"-->\n"
 _MIN_COMMENT = len(_OPEN) + len(_CLOSE)
 _FILL_LINE = b"plt-bench padding: 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
+
+
+def url_path(url: str | None) -> str:
+    """'https://plt.test/obj_5KB.png?i=3' -> '/obj_5KB.png?i=3'."""
+    rest = (url or "").split("://", 1)[-1]
+    return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+
+
+def url_host(url: str | None) -> str:
+    """'https://plt-o1.test/obj_5KB.png?i=3' -> 'plt-o1.test' (a port, if any, dropped)."""
+    netloc = (url or "").split("://", 1)[-1].split("/", 1)[0]
+    return netloc.rsplit(":", 1)[0] if ":" in netloc else netloc
 
 
 def page_name(size_bytes: int) -> str:
@@ -364,8 +376,7 @@ class Page:
     @property
     def replay_set(self):
         """A replayed page's page set (plt_bench.replay.ReplaySet)."""
-        from .replay import load
-        return load(self.replay)
+        return load_replay(self.replay)
 
     def hosts(self) -> list[str]:
         """The origins the page's load touches: its own first."""
@@ -392,8 +403,7 @@ class Page:
         """A multi-object, bulk, request or replayed page's HTML (a single-object page's bytes come
         from iter_page)."""
         if self.replay:
-            from .replay import html
-            return html(self.replay_set)
+            return replay_html(self.replay_set)
         head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                 f"<title>plt-bench {self.base_label}</title>\n")
         if self.bulk_ms:
@@ -465,6 +475,129 @@ class Page:
         return files
 
 
+# -- replayed pages: page sets made from recordings (plt_bench.replay makes them; here they are served) --------
+REPLAY_MANIFEST = "replay.json"
+REPLAY_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+DEFAULT_SITES = cmd.PROJECT_ROOT / "sites"  # where the CLI, the testbed and --size har:NAME find page sets
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayObject:
+    """One recorded object as the page set serves it."""
+    index: int        # its place in the recording, from 0 (the document not counted)
+    origin: int       # the testbed origin it is served from (pages.origin_host)
+    recorded_url: str
+    file: str         # its file in the page set's folder: <index>-<name><ext>
+    query: str        # the recorded query, with its '?', or ''
+    mime: str
+    size: int         # decoded body bytes
+    element: str      # img | link | script
+    body: str         # har | made
+    sha256: str
+
+    @property
+    def uri(self) -> str:
+        return f"/{self.file}{self.query}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaySet:
+    """A page set made from a recording (MANIFEST in its folder)."""
+    name: str
+    origins: tuple[str, ...]        # the recorded origins (scheme://host[:port]), in order: index = testbed origin
+    objects: tuple[ReplayObject, ...]
+    html_bytes: int                 # the page's HTML (the recorded document's size where it was larger than ours)
+    recorded_document_bytes: int
+    source: dict                    # the HAR's file name, SHA-256, creator, document URL, entries left out
+
+    @property
+    def object_bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+    def object_path(self, o: ReplayObject) -> str:
+        return f"/replay/{self.name}/{o.file}"
+
+
+def replay_root(sites: Path, name: str) -> Path:
+    """A page set's folder: sites/replay/NAME."""
+    return Path(sites) / "replay" / name
+
+
+def replay_html(rs: "ReplaySet") -> bytes:
+    """The page: each object in the recorded order as its element, padded to the recorded document's
+    size where that is larger."""
+    head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>plt-bench har:{rs.name}</title>\n<meta name=\"referrer\" content=\"unsafe-url\">\n"
+            f"<script>performance.setResourceTimingBufferSize({len(rs.objects) + RESOURCE_BUFFER_SPARE})</script>\n")
+    links, body = [], []
+    for o in rs.objects:
+        src = f"https://{origin_host(o.origin)}{rs.object_path(o)}{o.query}".replace("&", "&amp;").replace('"', "%22")
+        if o.element == "link":
+            links.append(f'<link rel="stylesheet" href="{src}">\n')
+        elif o.element == "script":
+            body.append(f'<script src="{src}"></script>\n')
+        else:
+            body.append(f'<img src="{src}" width="1" height="1" alt="">\n')
+    text = (head + "".join(links) + "</head>\n<body>\n<h1>plt-bench replayed page</h1>\n"
+            f"<p id=\"size\">har:{rs.name}: {len(rs.objects)} objects from {len(rs.origins)} origins</p>\n"
+            + "".join(body) + "<p id=\"end\">end of page</p>\n").encode()
+    tail = b"</body>\n</html>\n"
+    pad = rs.recorded_document_bytes - len(text) - len(tail)
+    if pad >= 8:
+        inner = pad - 8
+        text += b"<!--" + (b"x" * inner) + b"-->\n"
+    return text + tail
+
+
+_CACHE: dict[tuple[str, int], ReplaySet] = {}  # by folder and manifest time: a set made again is read again
+
+
+def load_replay(name: str, sites: Path | None = None, option: str = "--size") -> ReplaySet:
+    """A page set made before (its manifest), or a message saying how to make it."""
+    if not REPLAY_NAME_RE.fullmatch(name or ""):
+        raise UsageError(f"{option}: 'har:{name}': '{name}' is not a page set name; expected 1 to 40 of a-z, 0-9, '_' "
+                         "and '-', starting with a letter or digit")
+    folder = replay_root(sites or DEFAULT_SITES, name)
+    try:
+        key = (str(folder), (folder / REPLAY_MANIFEST).stat().st_mtime_ns)
+    except OSError:
+        key = None
+    if key in _CACHE:
+        return _CACHE[key]
+    try:
+        d = json.loads((folder / REPLAY_MANIFEST).read_text())
+        rs = ReplaySet(name=d["name"], origins=tuple(d["origins"]),
+                       objects=tuple(ReplayObject(**o) for o in d["objects"]), html_bytes=d["html_bytes"],
+                       recorded_document_bytes=d["recorded_document_bytes"], source=d["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"{option}: 'har:{name}': no page set {name} in {folder.parent}; make it from a recording: "
+                         f"plt-bench pages --from-har FILE {name}") from None
+    if key:
+        _CACHE[key] = rs
+    return rs
+
+
+def check_replay(name: str, sites: Path) -> None:
+    """The page set's files are whole (sizes and checksums as made); a damaged set is named."""
+    rs = load_replay(name, sites)
+    folder = replay_root(sites, name)
+    for o in rs.objects:
+        p = folder / o.file
+        if not p.is_file() or p.stat().st_size != o.size or _file_sha(p) != o.sha256:
+            raise UsageError(f"--size: har:{name}: {p} is missing or changed since the page set was made; make it "
+                             f"again (remove {folder}, then plt-bench pages --from-har FILE {name})")
+    if (folder / "index.html").read_bytes() != replay_html(rs):
+        raise UsageError(f"--size: har:{name}: {folder / 'index.html'} changed since the page set was made")
+
+
+def _file_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def parse_bulk(item: str, option: str = "--size") -> Page | None:
     """'bulk30s' -> a 30 s download counted per second; 'bulk10s_100ms' per 100 ms; None if the item
     is not of that form."""
@@ -531,8 +664,7 @@ def parse_page(text: str, option: str = "--size") -> Page:
                              f"{page.kind} page")
         return dataclasses.replace(page, visit=visit)
     if item.lower().startswith("har:"):
-        from .replay import load
-        rs = load(item[4:], option=option)
+        rs = load_replay(item[4:], option=option)
         return Page(rs.object_bytes, len(rs.objects), origins=len(rs.origins), replay=rs.name)
     special = parse_bulk(item, option) or parse_requests(item, option)
     if special:
@@ -601,8 +733,7 @@ class Sites:
         for item in items:
             page = as_page(item)
             if page.replay:
-                from .replay import check
-                check(page.replay, self.root)
+                check_replay(page.replay, self.root)
             for name, size, pieces in page.files():
                 path = self.root / name
                 if pieces is None:  # the bulk body: zeros, sparse; its size is its check

@@ -307,7 +307,7 @@ class Trial:
     @property
     def page_host(self) -> str:
         """The host the page itself came from (the URL's)."""
-        from .browser import url_host
+        from .pages import url_host
         return url_host(self.url)
 
     @property

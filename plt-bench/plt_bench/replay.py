@@ -41,14 +41,13 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote, urlsplit
 
-from . import cmd
 from .errors import UsageError
+from .pages import (MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_OBJECT_BYTES, REPLAY_MANIFEST, REPLAY_NAME_RE,
+                    ReplayObject, ReplaySet, _FILL_LINE, iter_png, replay_html, replay_root)
 
 FORMAT_VERSION = 1
 MAX_HAR_BYTES = 200 * 10**6
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 FILE_RE = re.compile(r"[A-Za-z0-9._-]{1,60}")
-MANIFEST = "replay.json"
 ACTIVE = ("text/html", "text/css", "application/javascript", "text/javascript", "application/x-javascript")
 EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
               "image/avif": ".avif", "image/svg+xml": ".svg", "image/x-icon": ".ico", "image/vnd.microsoft.icon": ".ico",
@@ -57,52 +56,11 @@ EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "i
               "font/woff": ".woff", "font/ttf": ".ttf", "text/html": ".html", "text/plain": ".txt",
               "application/wasm": ".wasm", "video/mp4": ".mp4", "audio/mpeg": ".mp3"}
 OPTION = "--from-har"
-DEFAULT_SITES = cmd.PROJECT_ROOT / "sites"  # where the CLI, the testbed and --size har:NAME find page sets
 
-
-@dataclasses.dataclass(frozen=True)
-class ReplayObject:
-    """One recorded object as the page set serves it."""
-    index: int        # its place in the recording, from 0 (the document not counted)
-    origin: int       # the testbed origin it is served from (pages.origin_host)
-    recorded_url: str
-    file: str         # its file in the page set's folder: <index>-<name><ext>
-    query: str        # the recorded query, with its '?', or ''
-    mime: str
-    size: int         # decoded body bytes
-    element: str      # img | link | script
-    body: str         # har | made
-    sha256: str
-
-    @property
-    def uri(self) -> str:
-        return f"/{self.file}{self.query}"
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplaySet:
-    """A page set made from a recording (MANIFEST in its folder)."""
-    name: str
-    origins: tuple[str, ...]        # the recorded origins (scheme://host[:port]), in order: index = testbed origin
-    objects: tuple[ReplayObject, ...]
-    html_bytes: int                 # the page's HTML (the recorded document's size where it was larger than ours)
-    recorded_document_bytes: int
-    source: dict                    # the HAR's file name, SHA-256, creator, document URL, entries left out
-
-    @property
-    def object_bytes(self) -> int:
-        return sum(o.size for o in self.objects)
-
-    def object_path(self, o: ReplayObject) -> str:
-        return f"/replay/{self.name}/{o.file}"
-
-
-def root_of(sites: Path, name: str) -> Path:
-    return Path(sites) / "replay" / name
 
 
 def check_name(name: str, option: str = "NAME") -> str:
-    if not NAME_RE.fullmatch(name or ""):
+    if not REPLAY_NAME_RE.fullmatch(name or ""):
         raise UsageError(f"{option}: '{name}' is not a page set name; expected 1 to 40 of a-z, 0-9, '_' and '-', "
                          "starting with a letter or digit (e.g. news-home)")
     return name
@@ -203,7 +161,6 @@ def read(path: Path) -> tuple[dict, list[dict]]:
 def plan(log: dict, entries: list[dict], name: str) -> tuple[ReplaySet, list[bytes | None], list[str]]:
     """The page set a recording makes (pure): its ReplaySet, each object's recorded body or None,
     and what was left out (one line per kind). Every refusal names the entry."""
-    from .pages import MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES
     doc = entries[0]
     doc_origin, _ = _origin(doc["request"]["url"], "entry 1 (the document)")
     if doc["response"]["status"] != 200 or not _mime(doc).startswith(("text/html", "application/xhtml")):
@@ -266,14 +223,13 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[ReplaySet, list[byt
                    source={"document_url": doc["request"]["url"][:2000],
                            "creator": (log.get("creator") or {}).get("name") if isinstance(log.get("creator"), dict)
                            else None, "left_out": left})
-    rs = dataclasses.replace(rs, html_bytes=len(html(rs)))
+    rs = dataclasses.replace(rs, html_bytes=len(replay_html(rs)))
     return rs, bodies, [f"{n} entr{'y' if n == 1 else 'ies'} left out: {why}" for why, n in left.items()]
 
 
 def made_body(mime: str, size: int) -> Iterator[bytes]:
     """A body of exactly size bytes for a type: a padded PNG for an image (where it fits), a comment
     for a stylesheet, a script or HTML, filler for the rest."""
-    from .pages import MIN_OBJECT_BYTES, _FILL_LINE, iter_png
     if mime.startswith("image/") and size >= MIN_OBJECT_BYTES:
         yield from iter_png(size)
         return
@@ -287,38 +243,11 @@ def made_body(mime: str, size: int) -> Iterator[bytes]:
     yield (b" " * size) if frame or mime.startswith("text/") else (_FILL_LINE * (size // len(_FILL_LINE) + 1))[:size]
 
 
-def html(rs: ReplaySet) -> bytes:
-    """The page: each object in the recorded order as its element, padded to the recorded document's
-    size where that is larger."""
-    from .pages import RESOURCE_BUFFER_SPARE, origin_host
-    head = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>plt-bench har:{rs.name}</title>\n<meta name=\"referrer\" content=\"unsafe-url\">\n"
-            f"<script>performance.setResourceTimingBufferSize({len(rs.objects) + RESOURCE_BUFFER_SPARE})</script>\n")
-    links, body = [], []
-    for o in rs.objects:
-        src = f"https://{origin_host(o.origin)}{rs.object_path(o)}{o.query}".replace("&", "&amp;").replace('"', "%22")
-        if o.element == "link":
-            links.append(f'<link rel="stylesheet" href="{src}">\n')
-        elif o.element == "script":
-            body.append(f'<script src="{src}"></script>\n')
-        else:
-            body.append(f'<img src="{src}" width="1" height="1" alt="">\n')
-    text = (head + "".join(links) + "</head>\n<body>\n<h1>plt-bench replayed page</h1>\n"
-            f"<p id=\"size\">har:{rs.name}: {len(rs.objects)} objects from {len(rs.origins)} origins</p>\n"
-            + "".join(body) + "<p id=\"end\">end of page</p>\n").encode()
-    tail = b"</body>\n</html>\n"
-    pad = rs.recorded_document_bytes - len(text) - len(tail)
-    if pad >= 8:
-        inner = pad - 8
-        text += b"<!--" + (b"x" * inner) + b"-->\n"
-    return text + tail
-
-
 def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
     """Write the page set NAME of a recording under sites/replay/NAME: a new folder, made beside it
     and renamed into place whole, or nothing at all. Returns the set and what was left out."""
     check_name(name)
-    dest = root_of(sites, name)
+    dest = replay_root(sites, name)
     if dest.exists():
         raise UsageError(f"NAME: a page set '{name}' exists already ({dest}); choose another name or remove it")
     log, entries = read(har_path)
@@ -338,8 +267,8 @@ def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
                     h.update(piece)
             objects.append(dataclasses.replace(o, sha256=h.hexdigest()))
         rs = dataclasses.replace(rs, objects=tuple(objects))
-        (tmp / "index.html").write_bytes(html(rs))
-        (tmp / MANIFEST).write_text(json.dumps(to_json(rs), indent=1) + "\n")
+        (tmp / "index.html").write_bytes(replay_html(rs))
+        (tmp / REPLAY_MANIFEST).write_text(json.dumps(to_json(rs), indent=1) + "\n")
         os.rename(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -353,51 +282,6 @@ def to_json(rs: ReplaySet) -> dict:
             "objects": [dataclasses.asdict(o) for o in rs.objects]}
 
 
-_CACHE: dict[tuple[str, int], ReplaySet] = {}  # by folder and manifest time: a set made again is read again
-
-
-def load(name: str, sites: Path | None = None, option: str = "--size") -> ReplaySet:
-    """A page set made before (its manifest), or a message saying how to make it."""
-    check_name(name, option)
-    folder = root_of(sites or DEFAULT_SITES, name)
-    try:
-        key = (str(folder), (folder / MANIFEST).stat().st_mtime_ns)
-    except OSError:
-        key = None
-    if key in _CACHE:
-        return _CACHE[key]
-    try:
-        d = json.loads((folder / MANIFEST).read_text())
-        rs = ReplaySet(name=d["name"], origins=tuple(d["origins"]),
-                       objects=tuple(ReplayObject(**o) for o in d["objects"]), html_bytes=d["html_bytes"],
-                       recorded_document_bytes=d["recorded_document_bytes"], source=d["source"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise UsageError(f"{option}: 'har:{name}': no page set {name} in {folder.parent}; make it from a recording: "
-                         f"plt-bench pages --from-har FILE {name}") from None
-    if key:
-        _CACHE[key] = rs
-    return rs
-
-
-def check(name: str, sites: Path) -> None:
-    """The page set's files are whole (sizes and checksums as made); a damaged set is named."""
-    rs = load(name, sites)
-    folder = root_of(sites, name)
-    for o in rs.objects:
-        p = folder / o.file
-        if not p.is_file() or p.stat().st_size != o.size or _file_sha(p) != o.sha256:
-            raise UsageError(f"--size: har:{name}: {p} is missing or changed since the page set was made; make it "
-                             f"again (remove {folder}, then plt-bench pages --from-har FILE {name})")
-    if (folder / "index.html").read_bytes() != html(rs):
-        raise UsageError(f"--size: har:{name}: {folder / 'index.html'} changed since the page set was made")
-
-
-def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def requests_of(log: dict) -> list[tuple[int, str, str, int]]:

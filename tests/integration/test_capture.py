@@ -129,7 +129,7 @@ def test_h2_trial_decrypts_to_http2_streams_on_one_connection(captured):
     objs = captured["trials"]["h2-objects"]
     pcap, keys = objs["artifacts"]["pcap"]["path"], objs["artifacts"]["keylog"]["path"]
     gets = tshark(pcap, keys, 'http2.headers.method == "GET"', "tcp.stream", "http2.streamid", "http2.headers.path")
-    imgs = [(f[0], sid, path) for f in gets for sid, path in zip(f[1].split(","), f[2].split(",")) if "/obj_" in path]
+    imgs = [(f[0], sid, path) for f in gets for sid, path in zip(f[1].split(","), f[2].split(",")) if "/obj_" in path or "/hero_" in path]
     assert len(imgs) == OBJECTS.objects and len({f[0] for f in gets}) == 1, gets  # one connection
     assert len({sid for _, sid, _ in imgs}) == OBJECTS.objects  # a stream each
 

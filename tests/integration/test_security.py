@@ -13,16 +13,18 @@ def _get(bed, path):
 
 def test_caddy_serves_the_pages_and_nothing_else(bed):
     assert _get(bed, "/index_5KB.html") == "200"
-    for other in ("/MANIFEST.json", "/README.md", "/", "/../server/Caddyfile.template", "/index_5KB.html.bak"):
+    for other in ("/MANIFEST.json", "/README.md", "/", "/../server/Caddyfile.template", "/index_5KB.html.bak",
+                  "/replay/x/replay.json", "/replay/x/0-a.png/../../../MANIFEST.json"):
         assert _get(bed, other) == "404", other
 
 
-def test_caddy_listens_only_on_the_testbed_address(bed):
+def test_caddy_listens_only_on_the_testbed_addresses(bed):
     listeners = []
     for flags in ("-Hltn", "-Hlun"):
         for line in cmd.run(["ss", flags], ns=bed.plan.server_ns).stdout.splitlines():
             listeners.append(line.split()[3])
-    assert listeners and set(listeners) == {f"{bed.plan.server_ip}:443"}, listeners  # no admin port, no wildcard
+    # the server's address and its other origins' (one each): no admin port, no wildcard
+    assert listeners and set(listeners) == {f"{ip}:443" for _, ip in bed.plan.origins}, listeners
 
 
 def test_key_and_certificate_are_private(bed):

@@ -42,14 +42,14 @@ GOOD = har(entry("https://www.example.org/a.png?v=1", text=base64.b64encode(PNG)
 
 
 def test_a_recording_becomes_a_page_set_in_its_order_origins_types_and_sizes(tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, "DEFAULT_SITES", tmp_path / "sites")
+    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
     rs, notes = replay.make(write(tmp_path, GOOD), "news", tmp_path / "sites")
     assert rs.origins == ("https://www.example.org", "https://cdn.example.net", "https://fonts.example.com")
     assert [(o.origin, o.mime, o.size, o.element, o.body) for o in rs.objects] == [
         (0, "image/png", 300, "img", "har"), (1, "text/css", 1200, "link", "made"),
         (1, "application/javascript", 800, "script", "made"), (2, "font/woff2", 2000, "img", "made")]
     assert sorted(notes) == ["1 entry left out: not a GET", "1 entry left out: status 204"]
-    folder = replay.root_of(tmp_path / "sites", "news")
+    folder = pages.replay_root(tmp_path / "sites", "news")
     # bodies: the recorded image byte for byte; the active ones made inert, of the recorded size
     assert (folder / rs.objects[0].file).read_bytes() == PNG and rs.objects[0].file == "0-a.png"
     css = (folder / rs.objects[1].file).read_bytes()
@@ -67,10 +67,10 @@ def test_a_recording_becomes_a_page_set_in_its_order_origins_types_and_sizes(tmp
     assert pages.parse_page("har:news") == p and pages.parse_page("har:news@repeat").visit == "repeat"
     assert p.label == "har:news" and p.html_name == "replay/news/index.html" and p.total_bytes == 5000 + 4300
     assert p.object_specs()[1] == ("plt-o1.test", "/replay/news/1-style.css", 1200)
-    replay.check("news", tmp_path / "sites")
+    pages.check_replay("news", tmp_path / "sites")
     (folder / rs.objects[3].file).write_bytes(b"x" * 2000)
     with pytest.raises(UsageError, match="changed since the page set was made"):
-        replay.check("news", tmp_path / "sites")
+        pages.check_replay("news", tmp_path / "sites")
 
 
 def test_a_name_taken_or_malformed_is_refused_before_anything_is_written(tmp_path):
@@ -163,6 +163,6 @@ def test_two_recordings_compare_by_requests_origins_types_and_sizes():
 
 
 def test_a_missing_page_set_says_how_to_make_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, "DEFAULT_SITES", tmp_path)
+    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path)
     with pytest.raises(UsageError, match=r"--size: 'har:nosuchset': no page set nosuchset .*pages --from-har FILE"):
         pages.parse_page("har:nosuchset")
