@@ -245,3 +245,17 @@ def test_the_routes_carry_the_congestion_control_and_change_between_trials():
     changed = p.route_commands("cubic")
     assert [argv[:3] for _, argv in changed] == [["ip", "route", "change"]] * 4
     assert {ns for ns, _ in changed} == {p.client_ns, p.server_ns} and all(a[-1] == "cubic" for _, a in changed)
+
+
+def test_visits_multiply_the_pages_and_the_metric_leaves_the_campaign_as_it_was():
+    from plt_bench import campaign
+    s = campaign.load("quick", {"size": "5KB,4o:20x5KB,bulk10s,20x5KB@repeat", "visit": "first,repeat-warm"})
+    assert [p.label for p in s.grid.pages] == ["5KB", "5KB@repeat-warm", "4o:20x5KB", "4o:20x5KB@repeat-warm",
+                                               "bulk10s", "20x5KB@repeat"]  # a bulk page and a named visit as given
+    assert s.trial_count == 6 * 2 * 5 * 1
+    plain = campaign.load("quick")
+    by_lcp = campaign.load("quick", {"metric": "lcp"})
+    assert by_lcp.metric == "lcp" and by_lcp.as_dict()["metric"] == "lcp" and "metric" not in plain.as_dict()
+    assert by_lcp.spec_hash == plain.spec_hash  # what the report compares by: the same trials, the same campaign
+    assert campaign.load("repeat").grid.pages[1].visit == "repeat"
+    assert [p.label for p in campaign.load("origins").grid.pages] == ["60x5KB", "4o:60x5KB", "8o:60x5KB"]
