@@ -267,6 +267,10 @@ def connections_per_origin(server_entries: list[dict] | None) -> dict[str, int]:
     return {h: len(p) for h, p in sorted(ports.items(), key=lambda kv: (kv[0] != HOST, kv[0]))}
 
 
+def _waited(p: dict) -> str:
+    return f"{p['waited_ms']:.0f} ms after the load" if isinstance(p.get("waited_ms"), (int, float)) else "after the load"
+
+
 def paint_fields(paint: dict | None, loaded: bool) -> dict:
     """A trial's paint metrics (records.Trial: fcp_ms, lcp_ms, lcp_element, lcp_url, paint_reason)
     from the worker's figures (browser_worker.PAINT_JS). A metric Chromium did not report is None
@@ -281,10 +285,10 @@ def paint_fields(paint: dict | None, loaded: bool) -> dict:
     elif p.get("visibility") not in (None, "visible"):
         why.append(f"the page was {p['visibility']}: Chromium reports no LCP for it")
     if p.get("fcp_ms") is None and not why:
-        why.append("no first-contentful-paint entry: nothing contentful was painted")
+        why.append(f"no first-contentful-paint entry {_waited(p)}: nothing contentful was painted")
     if not lcp and not p.get("error"):
-        why.append("no largest-contentful-paint candidate: no text or image qualified (an image under 0.05 bits "
-                   "per pixel, or filling the viewport, does not count)")
+        why.append(f"no largest-contentful-paint candidate {_waited(p)}: no text or image qualified (an image under "
+                   "0.05 bits per pixel, or filling the viewport, does not count)")
     start = lcp.get("start_ms") or lcp.get("render_ms") or lcp.get("load_ms")
     return {"fcp_ms": p.get("fcp_ms"), "lcp_ms": float(start) if start else None, "lcp_element": lcp.get("element"),
             "lcp_url": lcp.get("url") or None, "paint_reason": "; ".join(why) or None}

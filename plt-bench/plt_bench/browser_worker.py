@@ -67,43 +67,52 @@ NAV_JS = ("const e = performance.getEntriesByType('navigation')[0]; "
           f"const f = {list(RESOURCE_FIELDS)!r}; "
           "const r = performance.getEntriesByType('resource').map(x => Object.fromEntries(f.map(k => [k, x[k]]))); "
           "return [e ? e.toJSON() : null, c ? c.textContent.trim() : null, r];")
-# The page's paint metrics, read after the load once two more frames have been drawn (an image that
-# arrives last paints in the frame after the load event): first-contentful-paint from the paint
-# timeline; the largest-contentful-paint from a buffered observer's last record (getEntriesByType
-# gives nothing for it). Nothing touches the page first: any input would stop LCP. A page whose LCP
-# Chromium did not report (no candidate) says why instead of a figure.
+# The page's paint metrics, read after the load: first-contentful-paint from the paint timeline; the
+# largest-contentful-paint from a buffered observer's last record (getEntriesByType gives nothing for
+# it). Paint entries arrive when their frame is presented, which can be some frames after the load
+# event (an image that arrives last paints after it; a 5KB page that loads in 17 ms had no entry yet
+# two frames later): the script waits until both are there and no new LCP record has come for
+# PAINT_QUIET_MS, or PAINT_WAIT_MS at most (a page without a candidate then says so). Nothing touches
+# the page first: any input would stop LCP.
+PAINT_QUIET_MS, PAINT_WAIT_MS = 50, 2000
 PAINT_JS = """
 const done = arguments[arguments.length - 1];
 const out = {fp_ms: null, fcp_ms: null, lcp: null, lcp_candidates: 0, visibility: document.visibilityState,
-             error: null};
+             waited_ms: 0, error: null};
 try {
-  for (const e of performance.getEntriesByType('paint')) {
-    if (e.name === 'first-paint') out.fp_ms = e.startTime;
-    if (e.name === 'first-contentful-paint') out.fcp_ms = e.startTime;
-  }
-  let last = null;
-  const po = new PerformanceObserver(list => { for (const e of list.getEntries()) { last = e; out.lcp_candidates++; } });
+  let last = null, lastAt = performance.now();
+  const t0 = performance.now();
+  const po = new PerformanceObserver(list => {
+    for (const e of list.getEntries()) { last = e; out.lcp_candidates++; lastAt = performance.now(); }
+  });
   po.observe({type: 'largest-contentful-paint', buffered: true});
   const finish = () => {
     for (const e of po.takeRecords()) { last = e; out.lcp_candidates++; }
     po.disconnect();
-    if (out.fcp_ms === null) {
-      const f = performance.getEntriesByName('first-contentful-paint')[0];
-      if (f) out.fcp_ms = f.startTime;
+    for (const e of performance.getEntriesByType('paint')) {
+      if (e.name === 'first-paint') out.fp_ms = e.startTime;
+      if (e.name === 'first-contentful-paint') out.fcp_ms = e.startTime;
     }
     if (last) {
       const el = last.element;
       out.lcp = {start_ms: last.startTime, render_ms: last.renderTime, load_ms: last.loadTime, size_px: last.size,
                  url: last.url || null, element: el ? (el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')) : null};
     }
+    out.waited_ms = performance.now() - t0;
     done(out);
   };
-  requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(finish, 0)));
+  const tick = () => {
+    const now = performance.now();
+    const fcp = performance.getEntriesByName('first-contentful-paint').length > 0;
+    if ((fcp && last && now - lastAt >= %(quiet)d) || now - t0 >= %(wait)d) { finish(); return; }
+    requestAnimationFrame(() => setTimeout(tick, 10));
+  };
+  requestAnimationFrame(() => setTimeout(tick, 0));
 } catch (e) {
   out.error = String(e);
   done(out);
 }
-"""
+""" % {"quiet": PAINT_QUIET_MS, "wait": PAINT_WAIT_MS}
 # A page with a workload after its load (pages.Page: bulk) leaves its figures in window.pltBench.
 AWAIT_JS = ("const done = arguments[arguments.length - 1]; "
             "if (!window.pltBench) { done({error: 'the page has no workload (window.pltBench)'}); } "
@@ -361,11 +370,11 @@ def _visit_evidence(visit: dict, boundary_unix: float) -> dict:
 def _paint(driver) -> dict:
     """The page's paint metrics (PAINT_JS), or why there are none."""
     from selenium.common.exceptions import TimeoutException, WebDriverException
-    driver.set_script_timeout(10)
+    driver.set_script_timeout(10 + PAINT_WAIT_MS / 1000)
     try:
         got = driver.execute_async_script(PAINT_JS)
     except TimeoutException:
-        return {"error": "the paint metrics were not read within 10 s (no frame was drawn)"}
+        return {"error": f"the paint metrics were not read within {10 + PAINT_WAIT_MS / 1000:g} s (no frame was drawn)"}
     except WebDriverException as e:
         return {"error": f"could not read the paint metrics: {(e.msg or str(e)).strip().splitlines()[0]}"}
     return got if isinstance(got, dict) else {"error": f"the paint script answered {type(got).__name__}"}

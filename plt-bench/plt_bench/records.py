@@ -79,6 +79,7 @@ class PaintFigures(TypedDict, total=False):
     #                              time, else load time), render_ms, load_ms, size_px, url, element
     lcp_candidates: int          # records the observer saw
     visibility: str              # document.visibilityState (a hidden page reports no LCP)
+    waited_ms: float             # how long the script waited for the entries after the load
     error: str | None
 
 

@@ -10,8 +10,7 @@ from typing import Callable
 from . import bulk, latency
 from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_bulk,
                       judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_host,
-                      url_path,
-                      zero_rtt_summary)
+                      url_path, zero_rtt_summary)
 from .conditions import Cell, ideal_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
@@ -261,19 +260,20 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     dead = bed.link.died_reason()
     stats = link_delta(before, bed.link.snapshot())
     if next_cell is not None and not settings.files and next_cell.conditions == cell.conditions and not dead:
-        bed.prepare(next_cell.proto, next_cell.page.html_name, next_cell.page.visit)  # nothing of this trial is measured now on
+        # from here on, nothing of this trial is measured
+        bed.prepare(next_cell.proto, next_cell.page.html_name, next_cell.page.visit)
     # saturation over the browser's own window (navigation to the end of its workload), not its start-up
     nav_t0 = answer.get("nav_t0")
     nav_s = ((answer.get("cpu") or {}).get("sampler") or {}).get("window_s")
     cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats,
                       sampler.info(nav_t0, nav_t0 + nav_s if nav_t0 and nav_s else None))
     own = 1 + cell.page.fetched + (1 if cell.page.bulk_ms else 0)
-    first = answer.get("first_visit") or {}
-    expect = own + {"repeat": own, "repeat-warm": 1}.get(cell.page.visit, 0) if first.get("boundary_unix") else own
+    boundary = (answer.get("first_visit") or {}).get("boundary_unix")  # a repeat visit's first load ended before
+    # a repeat visit: its first load's entries too (all of them), then the repeat's (a kept cache: the page's alone)
+    expect = own + ({"repeat": own, "repeat-warm": 1}.get(cell.page.visit, 0) if boundary else 0)
     logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect)
-    if first.get("boundary_unix"):  # a repeat visit: its first load's entries ended before the boundary
-        logged = [e for e in logged if not isinstance(e.get("end_unix_s"), (int, float))
-                  or e["end_unix_s"] >= first["boundary_unix"]]
+    if boundary:  # the first load's entries are not the trial's
+        logged = [e for e in logged if not isinstance(e.get("end_unix_s"), (int, float)) or e["end_unix_s"] >= boundary]
     entries = own_entries(logged, uri)
     # others' traffic counts from the navigation on: during the browser's start-up the link may still carry
     # the previous trial's last request (its /favicon.ico, asked after its load: at 200 ms of RTT it

@@ -57,6 +57,20 @@ def test_a_page_of_four_origins_is_proven_per_origin_with_its_paint_metrics(bed,
     assert t.ttfb_ms < t.fcp_ms
 
 
+def test_a_page_that_loads_in_milliseconds_has_its_paint_metrics_too(bed, store, campaign):
+    """Paint entries come when their frame is presented, frames after a fast load: two frames after
+    a 5KB page's 17 ms load one trial in eight had none yet (the suite, 2026-11-24)."""
+    unshaped = Conditions(None, None)
+    if bed.conditions != unshaped:
+        bed.set_conditions(unshaped)
+    page = parse_page("5KB")
+    trials = [run_cell_once(bed, store, campaign, 0, run, Cell("h3", page, unshaped)) for run in range(8)]
+    ok = [t for t in trials if t.ok]
+    assert ok, [t.reason for t in trials]
+    assert all(t.fcp_ms and t.lcp_ms and t.lcp_element == "h1" and t.paint_reason is None for t in ok), \
+        [(t.plt_ms, t.fcp_ms, t.paint_reason) for t in ok]
+
+
 @pytest.mark.parametrize("proto", ["h3", "h1"])
 def test_a_repeat_visit_resumes_tls_and_h3_sends_its_request_in_0rtt(bed, store, campaign, proto):
     t, reasons = _until_ok(bed, store, campaign, proto, "4o:8x5KB@repeat")

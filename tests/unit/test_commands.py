@@ -235,9 +235,11 @@ def test_a_many_origin_pages_objects_are_proven_on_their_own_origin(resources, e
     # no candidate: none, with the reason; never zero
     ({"fcp_ms": 236.0, "lcp": None, "visibility": "visible"}, True,
      {"fcp_ms": 236.0, "lcp_ms": None, "lcp_element": None, "lcp_url": None,
-      "paint_reason": "no largest-contentful-paint candidate: no text or image qualified (an image under 0.05 bits "
-                      "per pixel, or filling the viewport, does not count)"}),
+      "paint_reason": "no largest-contentful-paint candidate after the load: no text or image qualified (an image under "
+                      "0.05 bits per pixel, or filling the viewport, does not count)"}),
     ({"fcp_ms": None, "lcp": None, "visibility": "hidden"}, True, "the page was hidden"),
+    ({"fcp_ms": 236.0, "lcp": None, "visibility": "visible", "waited_ms": 2000.4}, True,
+     "no largest-contentful-paint candidate 2000 ms after the load"),
     ({"error": "could not read the paint metrics: boom"}, True, "paint metrics not read"),
     (None, True, "no first-contentful-paint entry"),
     ({"fcp_ms": 1.0}, False, {}),  # a failed load paints nothing of the page
