@@ -108,6 +108,9 @@ class Spec:
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
                 **({"metric": self.metric} if self.metric != DEFAULTS["metric"] else {}),
+                # a replayed page's set by its recording too: a set made again of another recording is another campaign
+                **({"replays": {p.replay: p.replay_set.source.get("sha256") for p in self.grid.pages if p.replay}}
+                   if any(p.replay for p in self.grid.pages) else {}),
                 **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
                    if self.precision_pct is not None else {})}
 

@@ -549,7 +549,7 @@ def replay_html(rs: "ReplaySet") -> bytes:
     return text + tail
 
 
-_CACHE: dict[tuple[str, int], ReplaySet] = {}  # by folder and manifest time: a set made again is read again
+_CACHE: dict[tuple, ReplaySet] = {}  # by folder and manifest (inode, time, size): a set made again is read again
 
 
 def load_replay(name: str, sites: Path | None = None, option: str = "--size") -> ReplaySet:
@@ -559,7 +559,8 @@ def load_replay(name: str, sites: Path | None = None, option: str = "--size") ->
                          "and '-', starting with a letter or digit")
     folder = replay_root(sites or DEFAULT_SITES, name)
     try:
-        key = (str(folder), (folder / REPLAY_MANIFEST).stat().st_mtime_ns)
+        st = (folder / REPLAY_MANIFEST).stat()
+        key = (str(folder), st.st_ino, st.st_mtime_ns, st.st_size)
     except OSError:
         key = None
     if key in _CACHE:

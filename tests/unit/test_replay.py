@@ -166,3 +166,19 @@ def test_a_missing_page_set_says_how_to_make_it(tmp_path, monkeypatch):
     monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path)
     with pytest.raises(UsageError, match=r"--size: 'har:nosuchset': no page set nosuchset .*pages --from-har FILE"):
         pages.parse_page("har:nosuchset")
+
+
+def test_a_campaign_of_a_replayed_page_is_tied_to_its_recording(tmp_path, monkeypatch):
+    from plt_bench import campaign
+    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    replay.make(write(tmp_path, GOOD), "news", tmp_path / "sites")
+    first = campaign.load("quick", {"size": "har:news", "proto": "all"})
+    assert [p.label for p in first.grid.pages] == ["har:news"] and "replays" in first.as_dict()
+    first_hash = first.spec_hash
+    # the same name made again from another recording: another campaign, never a resumed one
+    import shutil
+    shutil.rmtree(pages.replay_root(tmp_path / "sites", "news"))
+    other = dict(GOOD, log=dict(GOOD["log"], entries=GOOD["log"]["entries"][:2]))
+    replay.make(write(tmp_path, other, "other.har"), "news", tmp_path / "sites")
+    again = campaign.load("quick", {"size": "har:news", "proto": "all"})
+    assert again.spec_hash != first_hash and again.grid.pages[0].objects == 1
