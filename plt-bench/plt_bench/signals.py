@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import sys
+import threading
 
 TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -63,17 +65,44 @@ def _handler(signum, frame):
     _say(f"\n{signal.Signals(signum).name}: plt-bench is cleaning up; it stops as soon as everything it made is gone\n")
 
 
+# A handler's exception raised where Python cannot pass it on (a weakref callback, a __del__) is
+# printed as "Exception ignored in ..." and dropped: a Ctrl-C 0.15 s into a run, landing in the import
+# machinery's module-lock callback, was lost that way, and the run went on to its end. Such a
+# swallowed ending is taken back and the signal delivered again a moment later, from outside the
+# callback (a handler always runs in the main thread, at a point where its exception propagates).
+REDELIVER_S = 0.05
+_MARK = "_plt_bench_signum"
+
+
+def _unraisable_hook(previous):
+    def hook(unraisable):
+        global _first
+        signum = getattr(unraisable.exc_value, _MARK, None)
+        if signum is None:
+            previous(unraisable)
+            return
+        _first = None  # not an ending yet: it never reached the code that ends
+        threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
+    return hook
+
+
 def install(raise_as=None) -> None:
     """Handle every terminating signal. raise_as(signum) builds the exception to raise instead of
     Interrupted (the pytest plugin raises KeyboardInterrupt, which pytest unwinds cleanly)."""
     global _first
     _first = None
-    def translated(signum, frame):
+
+    def marked(signum, frame):
         try:
             _handler(signum, frame)
         except Interrupted as e:
-            raise raise_as(e.signum) from None
-    handler = _handler if raise_as is None else translated
+            out = e if raise_as is None else raise_as(e.signum)
+            setattr(out, _MARK, e.signum)
+            raise out from None
+    handler = marked
+    if not getattr(sys.unraisablehook, "_plt_bench", False):
+        sys.unraisablehook = _unraisable_hook(sys.unraisablehook)
+        sys.unraisablehook._plt_bench = True
     for sig in TERMINATING:
         if signal.getsignal(sig) is signal.SIG_IGN:  # nohup, a background job: the user chose to ignore it
             continue
