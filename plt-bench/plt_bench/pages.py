@@ -314,11 +314,6 @@ class Page:
         return self.base_label + ("" if self.visit == "first" else f"@{self.visit}")
 
     @property
-    def first_visit(self) -> "Page":
-        """The same page, loaded by a fresh browser."""
-        return dataclasses.replace(self, visit="first")
-
-    @property
     def base_label(self) -> str:
         """The page whatever the visit (20x5KB for 20x5KB@repeat)."""
         if self.replay:
@@ -377,10 +372,6 @@ class Page:
     def replay_set(self):
         """A replayed page's page set (plt_bench.replay.ReplaySet)."""
         return load_replay(self.replay)
-
-    def hosts(self) -> list[str]:
-        """The origins the page's load touches: its own first."""
-        return [origin_host(k) for k in range(self.origins)]
 
     @property
     def hero_px(self) -> int:

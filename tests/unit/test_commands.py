@@ -1,4 +1,5 @@
 """Command builders and parsers: topology plan, Caddy, Chromium (the link's: test_link_commands.py)."""
+import dataclasses
 import json
 import re
 import subprocess
@@ -376,7 +377,7 @@ def test_a_warm_repeat_visits_objects_may_come_from_the_cache(resources, entries
     got, why = browser.judge_objects("h2", WARM, resources, entries)
     assert got == proven and (why is None if reason is None else reason in why), why
     # only there: a first visit's object never counts from a cache
-    first, _ = browser.judge_objects("h2", WARM.first_visit, resources, [])
+    first, _ = browser.judge_objects("h2", dataclasses.replace(WARM, visit="first"), resources, [])
     assert first == 0
 
 

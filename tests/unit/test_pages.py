@@ -1,3 +1,4 @@
+import dataclasses
 import hashlib
 from html.parser import HTMLParser
 
@@ -145,8 +146,8 @@ def test_the_hero_is_an_exact_valid_png_of_its_side(size):
 def test_a_many_origin_page_spreads_its_objects_round_robin_over_sites_of_their_own():
     page = pages.parse_page("4o:60x5KB")
     assert (page.label, page.origins, page.objects, page.html_name) == ("4o:60x5KB", 4, 60, "objects_60x5KB_4o.html")
-    assert page.hosts() == ["plt.test", "plt-o1.test", "plt-o2.test", "plt-o3.test"]
     urls = page.object_urls()
+    assert list(dict.fromkeys(h for h, _ in urls)) == ["plt.test", "plt-o1.test", "plt-o2.test", "plt-o3.test"]
     assert [h for h, _ in urls[:5]] == ["plt.test", "plt-o1.test", "plt-o2.test", "plt-o3.test", "plt.test"]
     assert sum(h == "plt-o3.test" for h, _ in urls) == 15
     html = page.html().decode()
@@ -159,8 +160,9 @@ def test_a_repeat_visit_is_the_same_page_loaded_again():
     p = pages.parse_page("4o:20x5KB@repeat")
     assert (p.visit, p.label, p.base_label, p.html_name) == ("repeat", "4o:20x5KB@repeat", "4o:20x5KB",
                                                             "objects_20x5KB_4o.html")
-    assert p.files() == p.first_visit.files() or [f[:2] for f in p.files()] == [f[:2] for f in p.first_visit.files()]
-    assert p.html() == p.first_visit.html() and pages.parse_page("5KB@repeat-warm").visit == "repeat-warm"
+    first = dataclasses.replace(p, visit="first")
+    assert [f[:2] for f in p.files()] == [f[:2] for f in first.files()]  # the same files: the same page
+    assert p.html() == first.html() and pages.parse_page("5KB@repeat-warm").visit == "repeat-warm"
     for bad, fragment in (("5KB@again", "a visit is @repeat"), ("bulk10s@repeat", "not of a bulk page"),
                           ("req10x1KB@repeat-warm", "not of a requests page"), ("@repeat", "is not a size")):
         with pytest.raises(pages.UsageError, match="--size") as e:
