@@ -369,28 +369,28 @@ def _visit_evidence(visit: dict, boundary_unix: float) -> dict:
 
 def _paint(driver) -> dict:
     """The page's paint metrics (PAINT_JS), or why there are none."""
-    from selenium.common.exceptions import TimeoutException, WebDriverException
-    driver.set_script_timeout(10 + PAINT_WAIT_MS / 1000)
-    try:
-        got = driver.execute_async_script(PAINT_JS)
-    except TimeoutException:
-        return {"error": f"the paint metrics were not read within {10 + PAINT_WAIT_MS / 1000:g} s (no frame was drawn)"}
-    except WebDriverException as e:
-        return {"error": f"could not read the paint metrics: {(e.msg or str(e)).strip().splitlines()[0]}"}
-    return got if isinstance(got, dict) else {"error": f"the paint script answered {type(got).__name__}"}
+    wait_s = 10 + PAINT_WAIT_MS / 1000
+    return _page_script(driver, PAINT_JS, wait_s, "the paint metrics",
+                        f"the paint metrics were not read within {wait_s:g} s (no frame was drawn)")
 
 
 def _await_workload(driver, await_s: float) -> dict:
     """The page's own figures, once its workload is done (a bulk download), or why there are none."""
+    return _page_script(driver, AWAIT_JS, await_s, "the page's workload",
+                        f"timeout: the page's workload did not end within {await_s:g}s")
+
+
+def _page_script(driver, js: str, timeout_s: float, what: str, timed_out: str) -> dict:
+    """What an asynchronous script of the page hands over (an object), or {"error": why not}."""
     from selenium.common.exceptions import TimeoutException, WebDriverException
-    driver.set_script_timeout(await_s)
+    driver.set_script_timeout(timeout_s)
     try:
-        got = driver.execute_async_script(AWAIT_JS)
+        got = driver.execute_async_script(js)
     except TimeoutException:
-        return {"error": f"timeout: the page's workload did not end within {await_s:g}s"}
+        return {"error": timed_out}
     except WebDriverException as e:
-        return {"error": f"could not read the page's workload: {(e.msg or str(e)).strip().splitlines()[0]}"}
-    return got if isinstance(got, dict) else {"error": f"the page's workload answered {type(got).__name__}"}
+        return {"error": f"could not read {what}: {(e.msg or str(e)).strip().splitlines()[0]}"}
+    return got if isinstance(got, dict) else {"error": f"{what} answered {type(got).__name__}"}
 
 
 def _launch(webdriver, Service, chromedriver: str, opts, req: dict, out: dict):

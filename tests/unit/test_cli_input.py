@@ -1,4 +1,5 @@
 """Bad input: a message naming the option and the accepted form, exit 2, and nothing created."""
+import json
 import os
 import subprocess
 import sys
@@ -301,13 +302,17 @@ def test_a_token_file_is_checked_by_kind_and_read_bounded(tmp_path):
     assert not (tmp_path / "new").exists()
 
 
+def _har(*addresses: str) -> str:
+    """A recording of a page and its objects (fixture data on the reserved .test domain, never fetched)."""
+    entries = [{"request": {"url": a}, "response": {"status": 200, "content": {"size": 9, "mimeType": m}}}
+               for a, m in zip(addresses, ["text/html"] + ["text/plain"] * len(addresses))]
+    return json.dumps({"log": {"entries": entries}})
+
+
+PAGE = "https://a.rec.test/"
 HOSTILE_HARS = [
-    ('{"log": {"entries": [{"request": {"url": "https://a.example/"}, "response": {"status": 200, "content": '
-     '{"size": 9, "mimeType": "text/html"}}}, {"request": {"url": "https://a.example/../../etc/passwd"}, '
-     '"response": {"status": 200, "content": {"size": 9, "mimeType": "text/plain"}}}]}}', "entry 2: "),
-    ('{"log": {"entries": [{"request": {"url": "https://a.example/"}, "response": {"status": 200, "content": '
-     '{"size": 9, "mimeType": "text/html"}}}, {"request": {"url": "file:///etc/shadow"}, '
-     '"response": {"status": 200, "content": {"size": 9, "mimeType": "text/plain"}}}]}}', "has the scheme 'file'"),
+    (_har(PAGE, PAGE + "../../etc/passwd"), "entry 2: "),
+    (_har(PAGE, "file:///etc/shadow"), "has the scheme 'file'"),
     ("[1, 2", "is not JSON"),
 ]
 

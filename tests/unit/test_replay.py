@@ -12,17 +12,22 @@ from plt_bench.errors import UsageError
 PNG = b"".join(pages.iter_png(300))
 
 
-def entry(url, mime="image/png", size=300, status=200, method="GET", text=None, encoding=None, redirect=""):
+def url(host: str, path: str = "/") -> str:
+    """A recorded URL on a host of the reserved .test domain (RFC 2606): fixture data, never fetched."""
+    return f"https://{host}.rec.test{path}"
+
+
+def entry(address, mime="image/png", size=300, status=200, method="GET", text=None, encoding=None, redirect=""):
     content = {"size": size, "mimeType": mime}
     if text is not None:
         content["text"] = text
     if encoding:
         content["encoding"] = encoding
-    return {"pageref": "page_1", "request": {"method": method, "url": url},
+    return {"pageref": "page_1", "request": {"method": method, "url": address},
             "response": {"status": status, "content": content, "redirectURL": redirect}}
 
 
-def har(*entries, doc="https://www.example.org/index.html"):
+def har(*entries, doc=url("www", "/index.html")):
     return {"log": {"version": "1.2", "creator": {"name": "test"}, "pages": [{"id": "page_1"}],
                     "entries": [entry(doc, "text/html", 5000), *entries]}}
 
@@ -33,18 +38,18 @@ def write(tmp_path, data, name="page.har"):
     return p
 
 
-GOOD = har(entry("https://www.example.org/a.png?v=1", text=base64.b64encode(PNG).decode(), encoding="base64"),
-           entry("https://cdn.example.net/style.css", "text/css; charset=utf-8", 1200, text="body{background:url(x.png)}"),
-           entry("https://cdn.example.net/app.js", "application/javascript", 800, text="fetch('https://evil.test/')"),
-           entry("https://fonts.example.com/f.woff2", "font/woff2", 2000),
-           entry("https://www.example.org/beacon", "text/plain", 0, status=204),
-           entry("https://www.example.org/form", "text/html", 10, method="POST"))
+GOOD = har(entry(url("www", "/a.png?v=1"), text=base64.b64encode(PNG).decode(), encoding="base64"),
+           entry(url("cdn", "/style.css"), "text/css; charset=utf-8", 1200, text="body{background:url(x.png)}"),
+           entry(url("cdn", "/app.js"), "application/javascript", 800, text=f"fetch('{url('evil')}')"),
+           entry(url("fonts", "/f.woff2"), "font/woff2", 2000),
+           entry(url("www", "/beacon"), "text/plain", 0, status=204),
+           entry(url("www", "/form"), "text/html", 10, method="POST"))
 
 
 def test_a_recording_becomes_a_page_set_in_its_order_origins_types_and_sizes(tmp_path, monkeypatch):
     monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
     rs, notes = replay.make(write(tmp_path, GOOD), "news", tmp_path / "sites")
-    assert rs.origins == ("https://www.example.org", "https://cdn.example.net", "https://fonts.example.com")
+    assert rs.origins == (url("www", ""), url("cdn", ""), url("fonts", ""))
     assert [(o.origin, o.mime, o.size, o.element, o.body) for o in rs.objects] == [
         (0, "image/png", 300, "img", "har"), (1, "text/css", 1200, "link", "made"),
         (1, "application/javascript", 800, "script", "made"), (2, "font/woff2", 2000, "img", "made")]
@@ -89,9 +94,9 @@ def test_a_name_taken_or_malformed_is_refused_before_anything_is_written(tmp_pat
     ({"log": {"entries": []}}, "has no entries"),
     ({"entries": []}, "'log' is missing"),
     ({"log": {"entries": [{"request": {"url": 3}, "response": {"status": 200}}]}}, "'url' is missing or not str"),
-    (har(entry("https://www.example.org/a.png", size=-1)), "response.content.size is -1"),
-    (har(entry("https://www.example.org/a.png", text="%%%", encoding="base64")), "not valid base64"),
-    ({"log": {"entries": [entry("https://www.example.org/a.png")]}}, "entry 1 is not the page's document"),
+    (har(entry(url("www", "/a.png"), size=-1)), "response.content.size is -1"),
+    (har(entry(url("www", "/a.png"), text="%%%", encoding="base64")), "not valid base64"),
+    ({"log": {"entries": [entry(url("www", "/a.png"))]}}, "entry 1 is not the page's document"),
 ])
 def test_malformed_recordings_are_refused(tmp_path, data, fragment):
     with pytest.raises(UsageError, match="--from-har") as e:
@@ -104,13 +109,13 @@ def test_malformed_recordings_are_refused(tmp_path, data, fragment):
     ("file:///etc/passwd", "has the scheme 'file'"),
     ("javascript:alert(1)", "has the scheme 'javascript'"),
     ("data:image/png;base64,AAAA", "has the scheme 'data'"),
-    ("https://www.example.org/../../etc/passwd", "'..' segment"),
-    ("https://www.example.org/a/%2e%2e/%2e%2e/b", "'..' segment"),
-    ("https://www.example.org/a/%252e%252e/b", "'..' segment"),
-    ("https://www.example.org/a\\..\\b", "'..' segment"),
+    (url("www", "/../../etc/passwd"), "'..' segment"),
+    (url("www", "/a/%2e%2e/%2e%2e/b"), "'..' segment"),
+    (url("www", "/a/%252e%252e/b"), "'..' segment"),
+    (url("www", "/a\\..\\b"), "'..' segment"),
     ("https://127.0.0.1/x.png", "an address or not a public name"),
     ("https://localhost/x.png", "an address or not a public name"),
-    ("https://user:pw@www.example.org/x.png", "user information"),
+    (url("user:pw@www", "/x.png"), "user information"),
 ])
 def test_hostile_recordings_are_refused_naming_the_entry(tmp_path, url, fragment):
     with pytest.raises(UsageError, match="entry 2") as e:
@@ -120,23 +125,23 @@ def test_hostile_recordings_are_refused_naming_the_entry(tmp_path, url, fragment
 
 
 def test_a_redirect_to_a_host_the_recording_does_not_hold_is_hostile(tmp_path):
-    bad = har(entry("https://www.example.org/go", "text/html", 0, status=302, redirect="https://elsewhere.example/x"))
+    bad = har(entry(url("www", "/go"), "text/html", 0, status=302, redirect=url("elsewhere", "/x")))
     with pytest.raises(UsageError, match="a host the recording does not hold"):
         replay.make(write(tmp_path, bad), "x", tmp_path / "sites")
-    ok = har(entry("https://www.example.org/go", "text/html", 0, status=302, redirect="/a.png"),
-             entry("https://www.example.org/a.png"))
+    ok = har(entry(url("www", "/go"), "text/html", 0, status=302, redirect="/a.png"),
+             entry(url("www", "/a.png")))
     rs, notes = replay.make(write(tmp_path, ok), "y", tmp_path / "sites")
     assert len(rs.objects) == 1 and notes == ["1 entry left out: status 302"]
 
 
 def test_huge_recordings_are_refused(tmp_path, monkeypatch):
-    many = har(*[entry(f"https://www.example.org/{i}.png") for i in range(pages.MAX_OBJECTS + 1)])
+    many = har(*[entry(url("www", f"/{i}.png")) for i in range(pages.MAX_OBJECTS + 1)])
     with pytest.raises(UsageError, match="at most 1000 .huge"):
         replay.make(write(tmp_path, many), "x", tmp_path / "sites")
-    origins = har(*[entry(f"https://o{i}.example.org/a.png") for i in range(pages.MAX_ORIGINS)])
+    origins = har(*[entry(url(f"o{i}", "/a.png")) for i in range(pages.MAX_ORIGINS)])
     with pytest.raises(UsageError, match="17 origins; the testbed serves at most 16"):
         replay.make(write(tmp_path, origins), "x", tmp_path / "sites")
-    big = har(entry("https://www.example.org/a.bin", "application/octet-stream", pages.MAX_PAGE_BYTES + 1))
+    big = har(entry(url("www", "/a.bin"), "application/octet-stream", pages.MAX_PAGE_BYTES + 1))
     with pytest.raises(UsageError, match="huge"):
         replay.make(write(tmp_path, big), "x", tmp_path / "sites")
     monkeypatch.setattr(replay, "MAX_HAR_BYTES", 100)
@@ -146,7 +151,7 @@ def test_huge_recordings_are_refused(tmp_path, monkeypatch):
 
 
 def test_two_recordings_compare_by_requests_origins_types_and_sizes():
-    a = har(entry("https://www.example.org/a.png?i=1"), entry("https://cdn.example.net/b.css", "text/css", 10))
+    a = har(entry(url("www", "/a.png?i=1")), entry(url("cdn", "/b.css"), "text/css", 10))
     # each object from the other's origin
     b = har(entry("https://plt.test/replay/n/1-b.css", "text/css", 10), entry("https://plt-o1.test/replay/n/0-a.png?i=1"),
             doc="https://plt.test/replay/n/index.html?trial=x")
