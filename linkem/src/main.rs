@@ -12,14 +12,18 @@
 //! since the last mark are reset: a reader waits for the number it asked for, never for a file
 //! time (a periodic write in the same clock tick, or after the reset, would pass for the answer).
 //!
-//! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1
+//! A direction given trace=PATH (and limit=N packets) follows a Mahimahi link trace: its packets
+//! wait in a droptail queue for the trace's 1500-byte delivery opportunities (sched::Trace), then
+//! for their delay. SIGUSR2 starts every trace over (one trial's mark) and answers like SIGUSR1.
+//!
+//! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1[,trace=PATH,limit=N]
 //!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO]
 
 mod nfq;
 mod rng;
 mod sched;
 
-use sched::{Action, Direction, Dist, Params, LATE_BUCKETS_US};
+use sched::{Action, Direction, Dist, Params, Trace, LATE_BUCKETS_US};
 use std::fmt::Write as _;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +41,7 @@ struct Config {
 
 fn usage(msg: &str) -> ! {
     eprintln!("linkem: {msg}");
-    eprintln!("usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1 \
+    eprintln!("usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1[,trace=PATH,limit=N] \
                [--dir ...] --stats PATH [--seed S] [--maxlen N] [--fifo PRIO] [--stats-ms MS]");
     std::process::exit(2);
 }
@@ -45,7 +49,8 @@ fn usage(msg: &str) -> ! {
 fn parse_dir(spec: &str) -> Params {
     let (name, rest) = spec.split_once(':').unwrap_or_else(|| usage(&format!("--dir '{spec}': expected NAME:key=value,...")));
     let mut p = Params { name: name.to_string(), queue: u16::MAX, delay_ns: 0, jitter_ns: 0, dist: Dist::Uniform,
-                         loss: 0.0, reorder: true };
+                         loss: 0.0, reorder: true, trace: None };
+    let (mut trace_path, mut limit) = (None, None);
     for kv in rest.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or_else(|| usage(&format!("--dir '{spec}': '{kv}' is not key=value")));
         macro_rules! bad {
@@ -65,11 +70,21 @@ fn parse_dir(spec: &str) -> Params {
                 }
             }
             "reorder" => p.reorder = match v { "1" => true, "0" => false, _ => bad!() },
+            "trace" => trace_path = Some(v.to_string()),
+            "limit" => limit = Some(v.parse::<usize>().unwrap_or_else(|_| bad!())),
             _ => usage(&format!("--dir '{spec}': unknown key '{k}'")),
         }
     }
     if p.queue == u16::MAX {
         usage(&format!("--dir '{spec}': queue= is required"));
+    }
+    match (trace_path, limit) {
+        (Some(path), Some(limit)) => {
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| usage(&format!("--dir '{spec}': {path}: {e}")));
+            p.trace = Some(Trace::parse(&path, &text, limit).unwrap_or_else(|e| usage(&format!("--dir '{spec}': {e}"))));
+        }
+        (None, None) => {}
+        _ => usage(&format!("--dir '{spec}': trace= and limit= go together")),
     }
     p
 }
@@ -158,17 +173,40 @@ fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64,
         let early = format!("\"early\":{},\"early_max_us\":{:.1},", c.early, c.early_max_ns as f64 / 1000.0);
         let hist: Vec<String> = LATE_BUCKETS_US.iter().zip(c.late_hist.iter())
             .map(|(b, n)| format!("\"{}\":{}", if *b == u64::MAX { "inf".to_string() } else { b.to_string() }, n)).collect();
+        let t = &d.t;
+        let trace = format!("\"trace\":{{\"path\":{},\"period_ms\":{},\"opportunities_per_period\":{},\"limit\":{},\
+                             \"epoch_ns\":{},\"rewinds\":{},\"opportunities\":{},\"served_bytes\":{},\"queue_drops\":{},\
+                             \"qdepth\":{},\"max_qdepth\":{}}},",
+                            json_str(d.p.trace.as_ref().map_or("", |tr| tr.path.as_str())),
+                            d.p.trace.as_ref().map_or(0, |tr| tr.period_ms), d.p.trace.as_ref().map_or(0, |tr| tr.ms.len()),
+                            d.p.trace.as_ref().map_or(0, |tr| tr.limit), t.epoch_ns, t.rewinds, t.opportunities,
+                            t.served_bytes, t.queue_drops, d.queued(), t.max_qdepth);
         let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
                            \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
-                           \"reordered\":{},{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
+                           \"reordered\":{},{}{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
                            \"since_mark\":{{\"late_max_us\":{:.1},\"early_max_us\":{:.1},\"max_depth\":{}}}}}",
                        if i > 0 { "," } else { "" }, d.p.name, d.p.queue, d.p.delay_ns / 1000, d.p.jitter_ns / 1000,
                        d.p.dist, d.p.loss, d.p.reorder, c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
-                       c.reordered, early, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
+                       c.reordered, early, trace, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
                        c.mark.late_max_ns as f64 / 1000.0, c.mark.early_max_ns as f64 / 1000.0, c.mark.max_depth);
     }
     s.push_str("}}\n");
     s
+}
+
+/// A JSON string (paths are the only free text linkem writes).
+fn json_str(v: &str) -> String {
+    let mut out = String::from("\"");
+    for ch in v.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => { let _ = write!(out, "\\u{:04x}", c as u32); }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// One direction: what its thread and the main thread (stats, signals) share.
@@ -275,7 +313,7 @@ fn run(c: Config) -> io::Result<()> {
     let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe {
         libc::sigemptyset(&mut mask);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1] {
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2] {
             libc::sigaddset(&mut mask, s);
         }
         libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
@@ -294,6 +332,10 @@ fn run(c: Config) -> io::Result<()> {
                                         enobufs: AtomicU64::new(0) }))
         .collect();
     let started = Instant::now();
+    let t0 = now_ns();
+    for sh in &shared {
+        sh.dir.lock().unwrap().rewind(t0); // every trace starts with linkem
+    }
     for (sock, sh) in socks.into_iter().zip(shared.iter().cloned()) {
         let name = format!("linkem-q{}", sh.dir.lock().unwrap().p.queue);
         std::thread::Builder::new().name(name).spawn(move || {
@@ -325,7 +367,17 @@ fn run(c: Config) -> io::Result<()> {
             let mut si: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let sz = std::mem::size_of::<libc::signalfd_siginfo>();
             let got = unsafe { libc::read(sfd, &mut si as *mut _ as *mut libc::c_void, sz) };
-            if got == sz as isize && si.ssi_signo == libc::SIGUSR1 as u32 {
+            if got == sz as isize && (si.ssi_signo == libc::SIGUSR1 as u32 || si.ssi_signo == libc::SIGUSR2 as u32) {
+                if si.ssi_signo == libc::SIGUSR2 as u32 {
+                    let now = now_ns(); // a mark: every trace starts over now, in one instant for all directions
+                    for sh in &shared {
+                        let mut d = sh.dir.lock().unwrap();
+                        if d.p.trace.is_some() {
+                            d.rewind(now);
+                            d.t.rewinds += 1;
+                        }
+                    }
+                }
                 snapshots += 1;
                 write_stats(&snap_path, &shared, &started, true, snapshots); // a snapshot on request
                 for sh in &shared {
@@ -362,7 +414,7 @@ mod tests {
     /// Two directions with fixed counters, as after a short run with one 2 s stall.
     fn sample_dirs() -> Vec<Direction> {
         let mut down = Direction::new(Params { name: "down".into(), queue: 42, delay_ns: 25_000_000, jitter_ns: 5_000_000,
-                                               dist: Dist::Uniform, loss: 0.01, reorder: true }, 1);
+                                               dist: Dist::Uniform, loss: 0.01, reorder: true, trace: None }, 1);
         down.c.packets = 7000;
         down.c.bytes = 10_150_000;
         down.c.dropped = 70;
@@ -375,8 +427,15 @@ mod tests {
         down.c.early_max_ns = 40_000;
         down.c.reordered = 12;
         down.c.mark = Marked { late_max_ns: 2_000_100_000, early_max_ns: 40_000, max_depth: 120 };
-        let up = Direction::new(Params { name: "up".into(), queue: 43, delay_ns: 25_000_000, jitter_ns: 0,
-                                         dist: Dist::Normal, loss: 0.0, reorder: false }, 2);
+        let mut up = Direction::new(Params { name: "up".into(), queue: 43, delay_ns: 25_000_000, jitter_ns: 0,
+                                         dist: Dist::Normal, loss: 0.0, reorder: false,
+                                         trace: Some(Trace { path: "/tmp/a \"b\".txt".into(), ms: vec![1, 1, 3], period_ms: 3, limit: 40 }) }, 2);
+        up.t.epoch_ns = 5_000_000_000;
+        up.t.rewinds = 2;
+        up.t.opportunities = 300;
+        up.t.served_bytes = 450_000;
+        up.t.queue_drops = 7;
+        up.t.max_qdepth = 40;
         vec![down, up]
     }
 

@@ -4,7 +4,72 @@
 
 use crate::rng::Rng;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Bytes one delivery opportunity of a trace carries (Mahimahi's MTU-sized opportunity).
+pub const OPPORTUNITY_BYTES: u32 = 1500;
+
+/// A Mahimahi link trace: one millisecond timestamp per 1500-byte delivery opportunity, looping
+/// with the last timestamp as its period. Packets wait in a droptail queue of `limit` packets;
+/// an opportunity carries up to 1500 bytes of the queue's head (a larger packet spans several);
+/// an opportunity that finds the queue empty, or what is left of one when it empties, is lost.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub path: String,
+    /// opportunity offsets within one period, ms, non-decreasing
+    pub ms: Vec<u64>,
+    /// the period, ms (the last timestamp, > 0)
+    pub period_ms: u64,
+    /// droptail queue limit, packets
+    pub limit: usize,
+}
+
+impl Trace {
+    /// A trace file's text (the format's rules; the Python side checks the same before any run).
+    pub fn parse(path: &str, text: &str, limit: usize) -> Result<Trace, String> {
+        let mut ms = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.is_empty() {
+                continue;
+            }
+            let v: u64 = t.parse().map_err(|_| format!("{path}: line {}: '{t}' is not a whole number of milliseconds", i + 1))?;
+            if let Some(&last) = ms.last() {
+                if v < last {
+                    return Err(format!("{path}: line {}: {v} is before the line above ({last}); timestamps never decrease", i + 1));
+                }
+            }
+            ms.push(v);
+        }
+        let period_ms = *ms.last().ok_or_else(|| format!("{path}: no timestamps"))?;
+        if period_ms == 0 {
+            return Err(format!("{path}: the trace lasts 0 ms; its last timestamp is its period and must be > 0"));
+        }
+        if limit == 0 {
+            return Err(format!("{path}: a queue of 0 packets"));
+        }
+        Ok(Trace { path: path.to_string(), ms, period_ms, limit })
+    }
+}
+
+/// A trace direction's state: its queue, its place in the trace, its counters.
+#[derive(Default, Clone, Debug)]
+pub struct TraceState {
+    queue: VecDeque<(u32, u32)>, // (packet id, length)
+    head_left: u32,              // bytes of the head packet still to deliver
+    /// the trace's time zero (the monotonic ns of its first period's start)
+    pub epoch_ns: u64,
+    cycle: u64,
+    idx: usize,
+    pub rewinds: u64,
+    /// packets refused by the full queue (the droptail's own drops, apart from random loss)
+    pub queue_drops: u64,
+    /// bytes the opportunities carried out of the queue
+    pub served_bytes: u64,
+    /// opportunities passed (used, partly used or lost) since the epoch
+    pub opportunities: u64,
+    pub max_qdepth: u64,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Dist {
@@ -25,6 +90,8 @@ pub struct Params {
     pub loss: f64,
     /// false: a packet never overtakes the one before it (release times are made monotone)
     pub reorder: bool,
+    /// a rate that follows a trace (the packet waits for its opportunities, then for its delay)
+    pub trace: Option<Trace>,
 }
 
 /// Lateness histogram bucket upper bounds, microseconds (the last bucket is open).
@@ -64,10 +131,13 @@ pub struct Direction {
     last_release: u64,
     last_released_seq: u64,
     pub c: Counters,
+    pub t: TraceState,
 }
 
 pub enum Action {
     Drop,
+    /// waiting in a trace's queue for its delivery opportunities
+    Queued,
     /// held until this release time (the event loop only needs to know it is held)
     Hold(#[allow(dead_code)] u64),
 }
@@ -75,7 +145,90 @@ pub enum Action {
 impl Direction {
     pub fn new(p: Params, seed: u64) -> Direction {
         Direction { p, rng: Rng::new(seed), heap: BinaryHeap::new(), seq: 0, last_release: 0,
-                    last_released_seq: 0, c: Counters::default() }
+                    last_released_seq: 0, c: Counters::default(), t: TraceState::default() }
+    }
+
+    /// Start the trace over at `now` (its first period begins then); the queue keeps what it holds.
+    pub fn rewind(&mut self, now: u64) {
+        self.t.epoch_ns = now;
+        self.t.cycle = 0;
+        self.t.idx = 0;
+        self.t.opportunities = 0;
+    }
+
+    /// The trace's next opportunity, ns (None without a trace).
+    fn opportunity(&self) -> Option<u64> {
+        let tr = self.p.trace.as_ref()?;
+        Some(self.t.epoch_ns + (self.t.cycle * tr.period_ms + tr.ms[self.t.idx]) * 1_000_000)
+    }
+
+    fn next_opportunity(&mut self) {
+        let n = self.p.trace.as_ref().map_or(1, |tr| tr.ms.len());
+        self.t.opportunities += 1;
+        self.t.idx += 1;
+        if self.t.idx == n {
+            self.t.idx = 0;
+            self.t.cycle += 1;
+        }
+    }
+
+    /// With the queue empty, every opportunity before `now` is lost: move to the first at or after it.
+    fn skip_to(&mut self, now: u64) {
+        let Some(tr) = self.p.trace.as_ref() else { return };
+        if self.opportunity().map_or(true, |t| t >= now) {
+            return;
+        }
+        let rel = now - self.t.epoch_ns;
+        let period_ns = tr.period_ms * 1_000_000;
+        let (cycle, within) = (rel / period_ns, rel % period_ns);
+        let idx = tr.ms.partition_point(|&m| m * 1_000_000 < within);
+        let n = tr.ms.len() as u64;
+        let before = self.t.cycle * n + self.t.idx as u64;
+        let (cycle, idx) = if idx == tr.ms.len() { (cycle + 1, 0) } else { (cycle, idx) };
+        self.t.opportunities += (cycle * n + idx as u64).saturating_sub(before);
+        self.t.cycle = cycle;
+        self.t.idx = idx;
+    }
+
+    /// Hold a packet until `at` (its delivery), in or out of order as asked.
+    fn hold(&mut self, mut at: u64, id: u32) -> u64 {
+        if !self.p.reorder && at < self.last_release {
+            at = self.last_release;
+        }
+        self.last_release = self.last_release.max(at);
+        self.seq += 1;
+        self.heap.push(Reverse((at, self.seq, id)));
+        self.c.max_depth = self.c.max_depth.max(self.heap.len() as u64);
+        self.c.mark.max_depth = self.c.mark.max_depth.max(self.heap.len() as u64);
+        at
+    }
+
+    /// Spend every opportunity up to `until` on the trace's queue: each packet fully carried
+    /// leaves at its last opportunity's time and is then held for its delay.
+    fn serve(&mut self, until: u64) {
+        while !self.t.queue.is_empty() {
+            let t = match self.opportunity() {
+                Some(t) if t <= until => t,
+                _ => break,
+            };
+            let mut credit = OPPORTUNITY_BYTES;
+            while credit > 0 {
+                let Some(&(id, _)) = self.t.queue.front() else { break };
+                if self.t.head_left <= credit {
+                    credit -= self.t.head_left;
+                    self.t.served_bytes += self.t.head_left as u64;
+                    self.t.queue.pop_front();
+                    self.t.head_left = self.t.queue.front().map_or(0, |&(_, len)| len);
+                    let at = t + self.sample_delay();
+                    self.hold(at, id);
+                } else {
+                    self.t.head_left -= credit;
+                    self.t.served_bytes += credit as u64;
+                    credit = 0;
+                }
+            }
+            self.next_opportunity();
+        }
     }
 
     /// One delay sample in ns (never negative).
@@ -101,21 +254,41 @@ impl Direction {
             self.c.dropped += 1;
             return Action::Drop;
         }
-        let mut at = now + self.sample_delay();
-        if !self.p.reorder && at < self.last_release {
-            at = self.last_release;
+        if let Some(limit) = self.p.trace.as_ref().map(|tr| tr.limit) {
+            self.serve(now); // the opportunities before this packet went to the packets before it
+            if self.t.queue.is_empty() {
+                self.skip_to(now);
+            }
+            if self.t.queue.len() >= limit {
+                self.t.queue_drops += 1;
+                return Action::Drop;
+            }
+            if self.t.queue.is_empty() {
+                self.t.head_left = len;
+            }
+            self.t.queue.push_back((id, len));
+            self.t.max_qdepth = self.t.max_qdepth.max(self.t.queue.len() as u64);
+            self.serve(now);
+            return Action::Queued;
         }
-        self.last_release = self.last_release.max(at);
-        self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, id)));
-        self.c.max_depth = self.c.max_depth.max(self.heap.len() as u64);
-        self.c.mark.max_depth = self.c.mark.max_depth.max(self.heap.len() as u64);
-        Action::Hold(at)
+        let at = now + self.sample_delay();
+        Action::Hold(self.hold(at, id))
     }
 
-    /// Earliest release time held, if any.
+    /// Earliest time something is due, if any: a release, or the trace's next opportunity for a
+    /// packet waiting in its queue.
     pub fn next_due(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse((t, _, _))| *t)
+        let release = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let opp = if self.t.queue.is_empty() { None } else { self.opportunity() };
+        match (release, opp) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Packets waiting in the trace's queue.
+    pub fn queued(&self) -> usize {
+        self.t.queue.len()
     }
 
     /// Move every packet due by `now + horizon` into `out` (packet ids, in release order).
@@ -124,6 +297,7 @@ impl Direction {
     /// much ahead of the next release, so releasing what falls due within the horizon lands, on
     /// average, on time rather than one wake-up latency late.
     pub fn due(&mut self, now: u64, horizon: u64, out: &mut Vec<u32>) {
+        self.serve(now + horizon);
         while let Some(Reverse((t, seq, id))) = self.heap.peek().copied() {
             if t > now + horizon {
                 break;
@@ -163,7 +337,7 @@ mod tests {
 
     fn dir(delay_ms: f64, jitter_ms: f64, dist: Dist, loss: f64, reorder: bool) -> Direction {
         Direction::new(Params { name: "t".into(), queue: 0, delay_ns: (delay_ms * 1e6) as u64,
-                                jitter_ns: (jitter_ms * 1e6) as u64, dist, loss, reorder }, 42)
+                                jitter_ns: (jitter_ms * 1e6) as u64, dist, loss, reorder, trace: None }, 42)
     }
 
     /// Kolmogorov-Smirnov statistic of samples against a CDF.
@@ -193,7 +367,7 @@ mod tests {
         for i in 0..100u64 {
             match d.on_packet(i * 1000, i as u32, 1500) {
                 Action::Hold(t) => assert_eq!(t, i * 1000 + 25_000_000),
-                Action::Drop => panic!("no loss configured"),
+                _ => panic!("no loss and no trace configured"),
             }
         }
     }
@@ -298,5 +472,124 @@ mod tests {
             assert_eq!(x, y);
         }
         assert_eq!(a.next_due(), b.next_due());
+    }
+    fn traced(ms: Vec<u64>, limit: usize, delay_ms: f64) -> Direction {
+        let period_ms = *ms.last().unwrap();
+        let mut d = dir(delay_ms, 0.0, Dist::Uniform, 0.0, true);
+        d.p.trace = Some(Trace { path: "t".into(), ms, period_ms, limit });
+        d.rewind(0);
+        d
+    }
+
+    /// Feed `n` packets of `len` bytes at `gap_ns` intervals from t=0; the release time of each.
+    fn releases(d: &mut Direction, n: u32, len: u32, gap_ns: u64, until: u64) -> Vec<(u32, u64)> {
+        let mut out = vec![];
+        let mut got = vec![];
+        let mut now = 0;
+        for i in 0..n {
+            now = i as u64 * gap_ns;
+            let _ = d.on_packet(now, i, len);
+            // the loop wakes at each next due time, as the event loop's timer does
+            while let Some(t) = d.next_due() {
+                if t > now { break; }
+                d.due(t, 0, &mut got);
+                out.extend(got.drain(..).map(|id| (id, t)));
+            }
+        }
+        while let Some(t) = d.next_due() {
+            if t > until.max(now) { break; }
+            d.due(t, 0, &mut got);
+            out.extend(got.drain(..).map(|id| (id, t)));
+        }
+        out
+    }
+
+    #[test]
+    fn a_trace_of_one_line_holding_1_is_12_mbit() {
+        // one 1500-byte opportunity a millisecond: a saturated queue delivers 1500 B/ms
+        let mut d = traced(vec![1], 100_000, 0.0);
+        let out = releases(&mut d, 5000, 1500, 100_000, 10_000_000_000); // offered 10x the rate
+        let delivered_by_1s = out.iter().filter(|(_, t)| *t <= 1_000_000_000).count();
+        assert_eq!(delivered_by_1s, 1000, "12 Mbit/s is 1000 packets of 1500 B a second");
+        assert!(out.windows(2).all(|w| w[1].1 - w[0].1 == 1_000_000), "one packet each ms");
+    }
+
+    #[test]
+    fn small_packets_share_an_opportunity_and_large_ones_span_several() {
+        let mut d = traced(vec![1], 1000, 0.0);
+        let out = releases(&mut d, 3, 500, 0, 100_000_000); // three 500 B packets: one opportunity
+        assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), vec![1_000_000; 3]);
+        let mut d = traced(vec![1], 1000, 0.0);
+        d.p.trace.as_mut().unwrap().ms = vec![1];
+        let mut got = vec![];
+        d.on_packet(0, 9, 4000); // 4000 B: opportunities at 1, 2 and 3 ms
+        d.due(2_999_999, 0, &mut got);
+        assert!(got.is_empty());
+        d.due(3_000_000, 0, &mut got);
+        assert_eq!(got, vec![9]);
+        assert_eq!(d.t.served_bytes, 4000);
+    }
+
+    #[test]
+    fn unused_opportunities_are_lost_and_the_trace_loops() {
+        // opportunities at 10 and 10 ms (two), period 100 ms: off for 90 ms of each 100
+        let mut d = traced(vec![10, 10, 100], 1000, 0.0);
+        let mut got = vec![];
+        d.on_packet(50_000_000, 1, 1500); // after this period's burst: waits for the one at 100 ms
+        d.due(99_999_999, 0, &mut got);
+        assert!(got.is_empty());
+        d.due(100_000_000, 0, &mut got);
+        assert_eq!(got, vec![1]);
+        // the next period: opportunities at 110 (two) and 200
+        for i in 2..6 {
+            d.on_packet(105_000_000, i, 1500);
+        }
+        d.due(110_000_000, 0, &mut got);
+        assert_eq!(got, vec![1, 2, 3]);
+        d.due(200_000_000, 0, &mut got);
+        assert_eq!(got, vec![1, 2, 3, 4]);
+        assert_eq!(d.next_due(), Some(210_000_000));
+        // idle for 10 periods: those opportunities are gone, none is spent late
+        got.clear();
+        d.due(210_000_000, 0, &mut got);
+        assert_eq!(got, vec![5]);
+        d.on_packet(1_234_000_000, 6, 1500);
+        assert_eq!(d.next_due(), Some(1_300_000_000));
+    }
+
+    #[test]
+    fn the_queue_is_droptail_with_its_limit() {
+        let mut d = traced(vec![1], 10, 0.0);
+        let mut queued = 0;
+        for i in 0..25u32 {
+            if let Action::Queued = d.on_packet(0, i, 1500) { queued += 1; }
+        }
+        assert_eq!((queued, d.t.queue_drops, d.queued()), (10, 15, 10));
+        assert_eq!(d.c.dropped, 0, "random loss is counted apart from the queue's drops");
+    }
+
+    #[test]
+    fn delay_comes_after_the_trace_and_a_rewind_starts_it_over() {
+        let mut d = traced(vec![5, 100], 100, 20.0);
+        let mut got = vec![];
+        d.on_packet(0, 1, 1500);
+        assert_eq!(d.next_due(), Some(5_000_000)); // its opportunity
+        d.due(5_000_000, 0, &mut got);
+        assert_eq!(d.next_due(), Some(25_000_000)); // then its 20 ms
+        d.due(25_000_000, 0, &mut got);
+        assert_eq!(got, vec![1]);
+        d.rewind(1_000_003_000);
+        d.on_packet(1_000_003_000, 2, 1500);
+        assert_eq!(d.next_due(), Some(1_000_003_000 + 5_000_000));
+    }
+
+    #[test]
+    fn trace_files_are_parsed_with_their_rules() {
+        let t = Trace::parse("f", "1\n1\n\n3\n", 5).unwrap();
+        assert_eq!((t.ms, t.period_ms), (vec![1, 1, 3], 3));
+        for (text, want) in [("", "no timestamps"), ("0\n", "lasts 0 ms"), ("5\n4\n", "line 2"), ("1\nx\n", "line 2")] {
+            let e = Trace::parse("f", text, 5).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
     }
 }

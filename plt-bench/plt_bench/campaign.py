@@ -31,7 +31,7 @@ TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
             "browser_binary", "reference", "compare", "metric", "visit"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
-             "backend", "verify"}
+             "backend", "verify", "trace_down", "trace_up"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
 
 # What applies when neither an option nor the campaign file says: the one place these are written
@@ -99,7 +99,7 @@ class Spec:
         # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold)
         sizes = [p.label if p.objects or p.kind != "page" else p.size_bytes for p in self.grid.pages]
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": sizes,
-                "conditions": [dataclasses.asdict(c) for c in self.grid.conditions], "runs": self.grid.runs,
+                "conditions": [_cond_dict(c) for c in self.grid.conditions], "runs": self.grid.runs,
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed,
                 "cc": self.cc if len(self.grid.ccs) == 1 else list(self.grid.ccs), "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
@@ -149,6 +149,12 @@ class Spec:
         return out
 
 
+def _cond_dict(c: Conditions) -> dict:
+    """Conditions as a campaign's definition holds them: a constant-rate link without the trace fields
+    (which came later), so campaigns begun before traces keep their hash."""
+    return {k: v for k, v in dataclasses.asdict(c).items() if not (k.startswith("trace_") and v is None)}
+
+
 class Slot(NamedTuple):
     """One trial of a campaign's plan: the cell it measures and its run."""
 
@@ -180,12 +186,12 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
-              "verify": _STR}
+              "verify": _STR, "trace_down": _LIST, "trace_up": _LIST}
 TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
             "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['h3', 'h2']",
-            "sizes": "['5KB', '200x5KB']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5"}
+            "sizes": "['5KB', '200x5KB']", "trace_down": "['lte-down.txt', 'gen:onoff:24mbit:1s:1s']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
 
 
@@ -379,6 +385,16 @@ def bare(overrides: dict | None = None) -> Spec:
     return _spec({"name": "options"}, Path("options"), "options", overrides, {})
 
 
+def _trace_paths(v: Values, key: str, path: Path) -> str | None:
+    """A campaign's trace files as one option string: a campaign file's relative paths are relative to
+    the file's folder (an option's to the working folder); gen: descriptions stay as they are."""
+    text = v.text(key)
+    if text is None or key in v.overrides or not path.parent.is_dir():
+        return text
+    return ",".join(x if x.startswith("gen:") or Path(x).expanduser().is_absolute() else str(path.parent / x)
+                    for x in units.split_list(text))
+
+
 def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> Spec:
     unknown = set(data) - TOP_KEYS
     if unknown:
@@ -431,8 +447,13 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
             conds += [dataclasses.replace(c, name=str(prof["name"])) for c in g.conditions]
         grid = dataclasses.replace(g, conditions=tuple(conds))
     else:
+        if v.given("trace_down") and v.given("bw"):
+            raise UsageError(f"{v.name('trace_down')} and {v.name('bw')}: the downlink's rate follows the trace; "
+                             "give one of them")
         grid = cond_mod.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
-                                  v.text("jitter"), v.text("loss"), **common)
+                                  v.text("jitter"), v.text("loss"), **common,
+                                  trace_down=_trace_paths(v, "trace_down", path),
+                                  trace_up=_trace_paths(v, "trace_up", path))
     ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
     grid = dataclasses.replace(grid, ccs=ccs, pages=_visits(v, grid.pages))
     cc = ccs[0]

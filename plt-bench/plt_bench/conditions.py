@@ -9,7 +9,7 @@ import dataclasses
 import itertools
 from typing import Iterable
 
-from . import protocols, units
+from . import protocols, traces, units
 from .errors import UsageError
 from .pages import PAGE_FORM, Page, parse_page
 
@@ -31,8 +31,50 @@ MIN_QUEUE_MS = 4.0
 
 
 @dataclasses.dataclass(frozen=True)
+class ConstantRate:
+    """A direction's rate, fixed (htb in the kernel, or linkem)."""
+
+    bps: int
+    kind = "constant"
+
+    @property
+    def label(self) -> str:
+        return units.format_rate(self.bps)
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceRate:
+    """A direction's rate following a Mahimahi trace (traces.py), known here by its name and hash;
+    the link looks its opportunities up by the hash. mean_bps is the trace's mean over its period."""
+
+    name: str
+    sha256: str
+    mean_bps: int
+    kind = "trace"
+
+    @property
+    def label(self) -> str:
+        return f"trace:{self.name}"
+
+    def trace(self) -> traces.Trace:
+        """The trace's opportunities, read in this process (LookupError if it was not)."""
+        t = traces.lookup(self.sha256)
+        if t is None:
+            raise LookupError(f"trace {self.name} (sha256 {self.sha256[:12]}...) was not read in this process: "
+                              "give its file again (--trace-down/--trace-up or the campaign's trace_down/trace_up)")
+        return t
+
+
+Rate = ConstantRate | TraceRate  # the kinds of rate a direction can have; None: unshaped
+
+
+@dataclasses.dataclass(frozen=True)
 class Conditions:
     """The link between client and server. A rate of None means unshaped.
+
+    A direction whose rate follows a trace has trace_down/trace_up (the trace's name) and its
+    SHA-256; its rate_*_bps is then the trace's mean rate (what ideals, queue sizes and plots use).
+    `down` and `up` give each direction's rate as its kind (ConstantRate, TraceRate, None).
 
     rtt_ms is split evenly over the two directions; jitter_ms applies to each direction (uniform
     in [-j, +j] like netem, or normal with sd j); loss_pct is per packet, per direction it applies
@@ -50,6 +92,23 @@ class Conditions:
     reorder: bool = True
     queue_pkts: int | None = None
     name: str | None = None  # a named profile ("Cable", "3GFast"), if the conditions come from one
+    trace_down: str | None = None
+    trace_down_sha256: str | None = None
+    trace_up: str | None = None
+    trace_up_sha256: str | None = None
+
+    @property
+    def down(self) -> Rate | None:
+        return _rate(self.rate_down_bps, self.trace_down, self.trace_down_sha256)
+
+    @property
+    def up(self) -> Rate | None:
+        return _rate(self.rate_up_bps, self.trace_up, self.trace_up_sha256)
+
+    @property
+    def traced(self) -> bool:
+        """A direction's rate follows a trace."""
+        return bool(self.trace_down_sha256 or self.trace_up_sha256)
 
     @property
     def delay_ms(self) -> float:
@@ -81,13 +140,13 @@ class Conditions:
 
     @property
     def label(self) -> str:
-        if self.rate_down_bps is None:
+        down, up = self.down, self.up
+        if down is None and up is None:
             parts = [UNSHAPED]
-        elif self.rate_up_bps == self.rate_down_bps:
-            parts = [units.format_rate(self.rate_down_bps)]
+        elif down == up:
+            parts = [down.label]
         else:
-            up = units.format_rate(self.rate_up_bps) if self.rate_up_bps else UNSHAPED
-            parts = [f"{units.format_rate(self.rate_down_bps)}/{up}"]
+            parts = [f"{down.label if down else UNSHAPED}/{up.label if up else UNSHAPED}"]
         if self.rtt_ms:
             parts.append(f"rtt{_num(self.rtt_ms)}ms")
         if self.jitter_ms:
@@ -98,6 +157,12 @@ class Conditions:
         if self.queue_pkts is not None:
             parts.append(f"q{self.queue_pkts}")
         return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
+
+
+def _rate(bps: int | None, trace: str | None, sha256: str | None) -> Rate | None:
+    if sha256:
+        return TraceRate(trace or "trace", sha256, bps or 0)
+    return None if bps is None else ConstantRate(bps)
 
 
 def _num(x: float) -> str:
@@ -260,20 +325,68 @@ def check_jitter(delay_ms: float, jitter_ms: float, dist: str, option: str = "--
                          f"least {_num(2 * jitter_ms * (1 if dist == 'uniform' else 3))}ms or lower --jitter")
 
 
-GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue")
+GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue",
+             "trace_down", "trace_up")
+
+
+def parse_traces(text: str, option: str) -> tuple[traces.Trace, ...]:
+    """Trace files, comma-separated: each read and checked (traces.read); two different files may not
+    share a name (labels and reports show the name)."""
+    out = _parse_list(text, option, traces.TRACE_FORM, lambda item: traces.read(item, option))
+    names: dict[str, str] = {}
+    for t in out:
+        if names.setdefault(t.name, t.sha256) != t.sha256:
+            raise UsageError(f"{option}: two different traces are named {t.name} ({t.path} and another); rename one")
+    return out
+
+
+def _directions(downs, ups, trace_downs, trace_ups, name) -> list[tuple]:
+    """Each condition's (down, up) rates: ints, None (unshaped) or traces.Trace."""
+    if trace_downs:
+        if trace_ups and len(trace_ups) not in (1, len(trace_downs)):
+            raise UsageError(f"{name['trace_up']}: {len(trace_ups)} traces for {len(trace_downs)} downlink traces; "
+                             f"give one (for every downlink trace) or one for each, in the order of {name['trace_down']}")
+        pairs = []
+        for i, d in enumerate(trace_downs):
+            up = (trace_ups[0] if len(trace_ups) == 1 else trace_ups[i]) if trace_ups else (ups[0] if ups else d)
+            pairs.append((d, up))
+        return pairs
+    pairs = []
+    for d in downs:
+        up = d if ups is None else ups[0]
+        if trace_ups:
+            up = trace_ups[0]
+            if len(trace_ups) != 1:
+                raise UsageError(f"{name['trace_up']}: give one trace when the downlink has a rate ({name['bw']})")
+        if up is not None and d is None:
+            raise UsageError(f"{name['trace_up'] if trace_ups else name['up_bw']}: cannot shape the uplink while "
+                             f"{name['bw']} leaves the link unshaped")
+        pairs.append((d, up))
+    return pairs
+
+
+def _rate_fields(rate, side: str) -> dict:
+    """Conditions' fields for one direction's rate (an int, None or a trace)."""
+    if isinstance(rate, traces.Trace):
+        return {f"rate_{side}_bps": rate.mean_bps, f"trace_{side}": rate.name, f"trace_{side}_sha256": rate.sha256}
+    return {f"rate_{side}_bps": rate}
 
 
 def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: str | None = None,
               rtt: str | None = None, jitter: str | None = None, loss: str | None = None,
               jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
-              queue: str | None = None, names: dict[str, str] | None = None) -> Grid:
+              queue: str | None = None, names: dict[str, str] | None = None,
+              trace_down: str | None = None, trace_up: str | None = None) -> Grid:
     """Build a grid from the user's strings; raises UsageError before anything is created. `names`
     says how each value was given (GRID_KEYS -> '--bw', or a campaign file's 'campaign file F: bw');
-    a value not named there is an option's."""
+    a value not named there is an option's. trace_down / trace_up: trace files whose rates replace
+    the constant ones (the downlink's are an axis; the uplink's one for all or one each)."""
     name = {k: "--" + k.replace("_", "-") for k in GRID_KEYS}
     name.update(names or {})
     p = protocols.parse(protos, name["proto"])
-    downs = parse_rates(rates, name["bw"])
+    trace_downs = parse_traces(trace_down, name["trace_down"]) if trace_down is not None else ()
+    trace_ups = parse_traces(trace_up, name["trace_up"]) if trace_up is not None else ()
+    downs = parse_rates(rates, name["bw"]) if not trace_downs else (None,)
     s = parse_pages(sizes, name["size"])
     n = parse_runs(runs, name["runs"])
     rtts = parse_durations(rtt, name["rtt"], RTT_STEP_MS) if rtt is not None else (0.0,)
@@ -286,25 +399,28 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
         raise UsageError(f"{name['loss_direction']}: unknown direction '{loss_direction}'; expected one of "
                          f"{', '.join(LOSS_DIRECTIONS)}")
     q = parse_queue(queue, name["queue"])
+    ups = None
     if up_rates is not None:
+        if trace_ups:
+            raise UsageError(f"{name['up_bw']} and {name['trace_up']}: the uplink has one rate; give one of them")
         ups = parse_rates(up_rates, name["up_bw"])
         if len(ups) != 1:
             raise UsageError(f"{name['up_bw']}: give one rate; it applies to every rate of {name['bw']}")
-    many = len(downs) * len(rtts) * len(jitters) * len(losses)
+    pairs = _directions(downs, ups, trace_downs, trace_ups, name)
+    many = len(pairs) * len(rtts) * len(jitters) * len(losses)
     if many > MAX_CONDITIONS:
         raise UsageError(f"{name['bw']}, {name['rtt']}, {name['jitter']}, {name['loss']}: {many:,} conditions; "
                          f"at most {MAX_CONDITIONS:,} (each is applied and verified in turn): split the campaign")
     conds = []
-    for d in downs:
-        up = d if up_rates is None else ups[0]
-        if up is not None and d is None:
-            raise UsageError(f"{name['up_bw']}: cannot shape the uplink while {name['bw']} leaves the link unshaped")
+    for d, up in pairs:
+        rates_kw = {**_rate_fields(d, "down"), **_rate_fields(up, "up")}
         for r in rtts:
             for j in jitters:
                 if j:
                     check_jitter(r / 2.0, j, jitter_dist, name["jitter"])
                 for lo in losses:
-                    conds.append(Conditions(d, up, r, j, jitter_dist, lo, loss_direction, reorder, q))
+                    conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
+                                            loss_direction=loss_direction, reorder=reorder, queue_pkts=q, **rates_kw))
     return Grid(p, s, tuple(conds), n)
 
 

@@ -75,6 +75,14 @@ def _table() -> dict[str, Option]:
         Option("no_reorder", "keep packets in order despite jitter (linkem backend only)", flag=True, group="link"),
         Option("queue", "bottleneck queue in packets, or auto (one bandwidth-delay product, at least 64)",
                group="link"),
+        Option("trace_down", "downlink rate(s) following Mahimahi link traces instead of --bw, comma-separated: a "
+                             "file (one millisecond timestamp per line, each a 1500-byte delivery opportunity, "
+                             "looping) or gen:constant:12mbit, gen:onoff:24mbit:500ms:500ms, "
+                             "gen:ramp:2mbit:24mbit:10s; the uplink follows the same trace unless --trace-up or "
+                             "--up-bw says otherwise (linkem follows traces, on every kernel)", metavar="TRACE",
+               group="link"),
+        Option("trace_up", "uplink trace(s): one for every downlink trace, or one each in --trace-down's order",
+               metavar="TRACE", group="link"),
         Option("cc", "TCP congestion control of client and server: cubic, bbr, reno", group="link"),
         Option("link", "link backend: auto (netem where it can run, else linkem), netem (the kernel's; tcconfig "
                        "configures it in the router), linkem (userspace); tcconfig is another name for netem",
@@ -142,7 +150,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
-               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "cc", "link", "verify", "name", "capture", "cpu_interval",
+               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
+               "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference", "compare",
                "metric", "visit")
 # how to reach the server and where to store: not part of a campaign's definition

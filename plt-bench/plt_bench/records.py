@@ -248,6 +248,8 @@ class Trial:
     cc: str | None = doc("the TCP congestion control of the trial's connections (h1, h2): on the testbed's routes, "
                          "or the server's default on two machines; h3 runs quic-go's own CUBIC whatever it says. "
                          "Stores before schema 13: the campaign's", None)
+    trace_phase_ms: float | None = doc("where the navigation began in the link's trace: ms after the trial's mark "
+                                       "started the trace over; None without a trace (and before schema 15)", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 
@@ -381,7 +383,12 @@ _COND_DOCS = {"rate_down_bps": "downlink rate; NULL: unshaped", "rate_up_bps": "
               "jitter_dist": "uniform | normal", "loss_pct": "loss per packet, per direction it applies to",
               "loss_direction": "both | down | up", "reorder": "1: jitter may reorder packets",
               "queue_pkts": "bottleneck queue; NULL: automatic (>= one bandwidth-delay product)",
-              "name": "a named profile's name (Cable, 3GFast...), if any"}
+              "name": "a named profile's name (Cable, 3GFast...), if any",
+              "trace_down": "the downlink's trace (its file's name) when its rate follows one; rate_down_bps is "
+                            "then the trace's mean",
+              "trace_down_sha256": "SHA-256 of the downlink's trace file",
+              "trace_up": "the uplink's trace when its rate follows one; rate_up_bps is then its mean",
+              "trace_up_sha256": "SHA-256 of the uplink's trace file"}
 
 
 def columns() -> list[tuple[str, str, str]]:

@@ -95,10 +95,25 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
         d.update({k: a[k] for k in ("max_depth", "late_max_us", "early_max_us") if k in a})
         d.update(a.get("since_mark") or {})
         d["late_hist_us"] = {k: v - b.get("late_hist_us", {}).get(k, 0) for k, v in a.get("late_hist_us", {}).items()}
+        ta, tb = a.get("trace") or {}, b.get("trace") or {}
+        if ta.get("path"):  # the trace's part: what its opportunities carried and its queue refused in the trial
+            d["trace"] = {"epoch_ns": ta["epoch_ns"], "opportunities": ta["opportunities"],
+                          "served_bytes": ta["served_bytes"] - tb.get("served_bytes", 0),
+                          "queue_drops": ta["queue_drops"] - tb.get("queue_drops", 0), "max_qdepth": ta["max_qdepth"]}
         if d.get("released"):
             d["late_mean_us"] = round((a.get("late_sum_us", 0) - b.get("late_sum_us", 0)) / d["released"], 2)
         out["dirs"][name] = d
     return out
+
+
+def trace_phase_ms(mark: dict | None, nav_t0: float | None) -> float | None:
+    """Where the navigation began in the link's trace: ms after the mark started it over (both on
+    CLOCK_MONOTONIC); None without a trace or a navigation time."""
+    epochs = [d["trace"]["epoch_ns"] for d in ((mark or {}).get("dirs") or {}).values()
+              if (d.get("trace") or {}).get("path")]
+    if not epochs or not isinstance(nav_t0, (int, float)):
+        return None
+    return round(nav_t0 * 1000 - max(epochs) / 1e6, 3)
 
 
 def foreign_traffic_problem(foreign: list[dict]) -> str | None:
@@ -228,7 +243,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     try:
         if point:  # what the link delivers, sampled across the bulk download
             counter = DeliveryCounter(*point, sample_s=bulk.sample_s(cell.page)).start()
-        before = bed.link.snapshot()
+        before = bed.link.mark()  # the trial's counters start here, and any trace starts over
         remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
         sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
@@ -281,9 +296,11 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     nav_unix = t0_unix + (nav_t0 - t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= t0 else t0_unix
     foreign = overlapping(logged, uri, nav_unix, t1_unix)
     limit = cpu_bound(cpu)
+    phase = trace_phase_ms(before, nav_t0)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
                                                       "prelaunched": bool(answer.get("prelaunched")),
+                                                      "trace_phase_ms": phase,
                                                       "cc": bed.cc_in_use(),
                                                       "cpu_json": json.dumps(cpu) if cpu else None,
                                                       "cpus": cpu_list(own_cpus()),

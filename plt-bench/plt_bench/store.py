@@ -47,6 +47,9 @@ Schema history (SCHEMA_VERSION):
       page's origins; 1 for every older trial, which had one), connections_json (connections per
       origin, from Caddy's log), and repeat visits' figures: visit (first for every older trial, a
       fresh browser's load), first_plt_ms, resumed_connections, zero_rtt, cached_objects and visit_json.
+ 15 - links that move: trials gain trace_down, trace_down_sha256, trace_up, trace_up_sha256 (the trace a
+      direction's rate followed, by name and hash; NULL for older trials, whose rates were constant)
+      and trace_phase_ms (where the navigation began in the trace).
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -369,6 +372,11 @@ class Store:
                         "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects", "visit_json"):
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             version = 14
+        if version == 14:  # 14 -> 15: trace-driven rates
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256", "trace_phase_ms"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            version = 15
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

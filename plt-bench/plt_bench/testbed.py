@@ -226,7 +226,7 @@ class Testbed:
 
     def verify_args(self) -> dict:
         """What the link check needs beyond the plan (an iperf3 server elsewhere, the jitter's legs, the path)."""
-        return {"timing": self.timing}
+        return {"timing": self.timing, "link": self.link}
 
     # -- metadata ------------------------------------------------------------------------------
     def describe(self, check: dict, pages) -> dict:

@@ -226,7 +226,8 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     real = records.columns
     later = ("prelaunched", "cc", "fcp_ms", "lcp_ms", "lcp_element", "lcp_url", "paint_reason", "origins",
              "connections_json", "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects",
-             "visit_json")  # the columns of versions 12 to 14
+             "visit_json", "trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256",
+             "trace_phase_ms")  # the columns of versions 12 to 15
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -319,4 +320,25 @@ def test_a_version_13_store_reports_as_before(tmp_path):
     assert "What a visitor sees" not in text and "First and repeat visits" not in text  # none of it was measured
     # compared by LCP, which version 13 did not read: no cell, and each says why (never a zero)
     assert lcp["rows"] == [] and len([w for w in lcp["warnings"] if "no trial has a largest contentful paint" in w]) == 6
+    assert st.stored_version(path) == st.SCHEMA_VERSION
+
+
+def test_a_version_14_store_reports_as_before(tmp_path):
+    """Schema 15 adds the traces a direction's rate followed. A store written by the version before
+    (commit dd5e39a, tests/unit/data/README.md) reads with constant rates only and prints the very
+    report that version printed, every table of it."""
+    import shutil
+    from pathlib import Path
+    from plt_bench.analysis import report
+    data = Path(__file__).parent / "data"
+    path = tmp_path / "old.sqlite"
+    shutil.copy(data / "store-v14-paint-visits.sqlite", path)
+    assert st.stored_version(path) == 14
+    with st.Store(path, read_only=True) as s:
+        trials = s.trials(s.campaign_ids())
+        text = report.format_text(report.build(s, s.campaign_ids()))
+    assert len(trials) == 48
+    assert {(t.conditions.trace_down, t.conditions.trace_up, t.trace_phase_ms) for t in trials} == {(None, None, None)}
+    assert {t.conditions.label for t in trials} == {"10mbit rtt50ms", "100mbit rtt50ms"}
+    assert text + "\n" == (data / "store-v14-report.txt").read_text()  # as print() wrote it
     assert st.stored_version(path) == st.SCHEMA_VERSION

@@ -10,7 +10,7 @@ and where; they go into every campaign's metadata:
 
 from __future__ import annotations
 
-from ..conditions import Conditions
+from ..conditions import Conditions, ConstantRate, Rate
 
 
 class Link:
@@ -49,6 +49,11 @@ class Link:
     def snapshot(self) -> dict | None:
         return None
 
+    def mark(self) -> dict | None:
+        """One trial begins: a snapshot (the counters the trial's figures are taken against) that also
+        starts any trace over, so every trial meets the trace from its beginning."""
+        return self.snapshot()
+
     def delivery_point(self) -> tuple[str | None, str] | None:
         """(network namespace, device) whose transmit counter is what the link delivers towards the
         client, after rate, delay and loss (link.counters); None where this process cannot read
@@ -63,7 +68,13 @@ def router_delivery_point(plan) -> tuple[str, str]:
 
 
 def router_directions(plan, cond: Conditions) -> list[tuple[str, str, int | None, float]]:
-    """(name, egress device, rate, loss %) of each direction in the embedded testbed's router: the
-    downlink leaves the router towards the client, the uplink towards the server."""
-    return [("downlink", plan.down_if, cond.rate_down_bps, cond.loss_down_pct),
-            ("uplink", plan.up_if, cond.rate_up_bps, cond.loss_up_pct)]
+    """(name, egress device, kernel rate, loss %) of each direction in the embedded testbed's router:
+    the downlink leaves the router towards the client, the uplink towards the server. The kernel rate
+    is a constant rate's (htb); a trace's direction has none there (linkem follows the trace)."""
+    return [("downlink", plan.down_if, kernel_rate(cond.down), cond.loss_down_pct),
+            ("uplink", plan.up_if, kernel_rate(cond.up), cond.loss_up_pct)]
+
+
+def kernel_rate(rate: Rate | None) -> int | None:
+    """The rate htb sets for a direction: a constant rate's; None for none or a trace's."""
+    return rate.bps if isinstance(rate, ConstantRate) else None

@@ -1,6 +1,8 @@
-"""The linkem backend, for kernels without sch_netem: the rate stays in the kernel (htb with an
-explicit quantum, a pfifo bottleneck queue); delay, jitter and loss come from linkem, our
-userspace emulator (Rust, linkem/), fed by iptables NFQUEUE rules. No --queue-bypass and no
+"""The linkem backend, for kernels without sch_netem: a constant rate stays in the kernel (htb with
+an explicit quantum, a pfifo bottleneck queue); delay, jitter and loss come from linkem, our
+userspace emulator (Rust, linkem/), fed by iptables NFQUEUE rules. A rate that follows a trace is
+linkem's too (on every kernel): that direction has no htb, and linkem serves its droptail queue at
+the trace's opportunities before the delay; each trial's mark starts the trace over. No --queue-bypass and no
 fail-open: if linkem dies, traffic stops and the trial fails, it never runs unshaped.
 
 - In the embedded testbed's router (LinkemLink, placement 'router'): one queue a direction, from
@@ -21,9 +23,10 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import NamedTuple
 
-from .. import cmd
-from ..conditions import Conditions
+from .. import cmd, traces
+from ..conditions import Conditions, TraceRate
 from ..errors import LinkError, UsageError
 from . import host as hostnet
 from .base import Link, router_delivery_point, router_directions
@@ -37,17 +40,46 @@ LINKEM_FIFO_PRIORITY = 10
 QUEUE_BASE = 0x5042  # a client host's NFQUEUE number is QUEUE_BASE + the testbed index (clear of 0 and 1)
 
 
-def linkem_dirs(cond: Conditions) -> list[tuple[str, int, float, float]]:
-    """(name, queue, one-way delay ms, loss %) of each direction linkem runs in the router."""
-    return [("down", QUEUE_DOWN, cond.delay_ms, cond.loss_down_pct), ("up", QUEUE_UP, cond.delay_ms, cond.loss_up_pct)]
+class LinkemDir(NamedTuple):
+    """One direction linkem runs: its NFQUEUE, one-way delay, loss, and the trace its rate follows
+    (None: no rate of linkem's; the kernel's htb, if any, sets it)."""
+    name: str
+    queue: int
+    delay_ms: float
+    loss_pct: float
+    trace: TraceRate | None = None
+
+
+def linkem_dirs(cond: Conditions) -> list[LinkemDir]:
+    """Each direction linkem runs in the router."""
+    return [LinkemDir("down", QUEUE_DOWN, cond.delay_ms, cond.loss_down_pct, _traced(cond.down)),
+            LinkemDir("up", QUEUE_UP, cond.delay_ms, cond.loss_up_pct, _traced(cond.up))]
+
+
+def _traced(rate) -> TraceRate | None:
+    return rate if isinstance(rate, TraceRate) else None
+
+
+def needs_linkem(cond: Conditions) -> bool:
+    """linkem runs for delay, jitter, loss or a trace; a constant rate alone is the kernel's."""
+    return cond.impaired or cond.traced
+
+
+def trace_file(folder: Path, d: LinkemDir) -> Path:
+    """Where the link writes a direction's trace for linkem: the trace as read when the campaign
+    began (by its hash), so a file changed meanwhile cannot change a running campaign's link."""
+    return folder / f"trace-{d.name}-{d.trace.sha256[:16]}.txt"
 
 
 def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
-                dirs: list[tuple[str, int, float, float]] | None = None) -> list[str]:
+                dirs: list[LinkemDir] | None = None) -> list[str]:
     argv = [binary]
-    for name, queue, delay_ms, loss_pct in dirs or linkem_dirs(cond):
-        argv += ["--dir", f"{name}:queue={queue},delay_us={round(delay_ms * 1000)},jitter_us={round(cond.jitter_ms * 1000)},"
-                          f"dist={cond.jitter_dist},loss={loss_pct / 100:.6g},reorder={int(cond.reorder)}"]
+    for d in dirs or linkem_dirs(cond):
+        spec = (f"{d.name}:queue={d.queue},delay_us={round(d.delay_ms * 1000)},jitter_us={round(cond.jitter_ms * 1000)},"
+                f"dist={cond.jitter_dist},loss={d.loss_pct / 100:.6g},reorder={int(cond.reorder)}")
+        if d.trace is not None:
+            spec += f",trace={trace_file(stats.parent, d)},limit={cond.queue_for(d.trace.mean_bps)}"
+        argv += ["--dir", spec]
     return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY)]
 
 
@@ -87,6 +119,13 @@ class LinkemLink(Link):
             self._log = None
 
     def _start(self, cond: Conditions) -> None:
+        for d in self.dirs(cond):
+            if d.trace is not None:
+                try:
+                    t = d.trace.trace()
+                except LookupError as e:
+                    raise LinkError(str(e)) from None
+                trace_file(self.stats_path.parent, d).write_text(traces.render(list(t.ms)))
         self.stats_path.unlink(missing_ok=True)
         self.snap_path.unlink(missing_ok=True)
         self._snapshots = 0  # a new linkem counts its snapshots from 1
@@ -103,7 +142,7 @@ class LinkemLink(Link):
             time.sleep(0.01)
         raise LinkError(f"linkem did not bind its queues within 5s: {self._log_tail()}")
 
-    def dirs(self, cond: Conditions) -> list[tuple[str, int, float, float]]:
+    def dirs(self, cond: Conditions) -> list[LinkemDir]:
         return linkem_dirs(cond)
 
     def _log_tail(self) -> str:
@@ -121,7 +160,7 @@ class LinkemLink(Link):
             cmd.run(["tc", "qdisc", "del", "dev", dev, "root"], ns=ns, check=False)
             if rate is not None:
                 cmd.run_all(htb_commands(dev, rate, pfifo_leaf(cond.queue_for(rate))), ns=ns)
-        if cond.impaired:
+        if needs_linkem(cond):
             self._start(cond)
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_server_if, QUEUE_DOWN))
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_client_if, QUEUE_UP))
@@ -133,7 +172,7 @@ class LinkemLink(Link):
                **check_directions(self.plan.router_ns, router_directions(self.plan, cond), cond, netem=False)}
         rules = self._iptables("-S", "FORWARD").stdout
         queued = re.findall(r"-j NFQUEUE --queue-num (\d+)(.*)", rules)
-        if cond.impaired:
+        if needs_linkem(cond):
             if sorted(int(q) for q, _ in queued) != [QUEUE_DOWN, QUEUE_UP] or any("bypass" in rest for _, rest in queued):
                 raise LinkError(f"the router's NFQUEUE rules are not as set: {rules.strip()}")
             out["linkem"] = self.check_running(cond)
@@ -147,13 +186,25 @@ class LinkemLink(Link):
         if not self.alive():
             raise LinkError(f"linkem is not running: {self.died_reason()}")
         stats = self.snapshot() or {}
-        for name, q, delay_ms, loss in self.dirs(cond):
-            d = stats.get("dirs", {}).get(name, {})
-            want = (q, round(delay_ms * 1000), round(cond.jitter_ms * 1000), cond.reorder)
+        for x in self.dirs(cond):
+            d = stats.get("dirs", {}).get(x.name, {})
+            want = (x.queue, round(x.delay_ms * 1000), round(cond.jitter_ms * 1000), cond.reorder)
             got = (d.get("queue"), d.get("delay_us"), d.get("jitter_us"), d.get("reorder"))
-            if want != got or abs(d.get("loss", -1) - loss / 100) > 1e-9:
-                raise LinkError(f"linkem's {name} direction runs {d}, expected queue/delay/jitter/reorder {want} "
-                                f"and loss {loss / 100}")
+            if want != got or abs(d.get("loss", -1) - x.loss_pct / 100) > 1e-9:
+                raise LinkError(f"linkem's {x.name} direction runs {d}, expected queue/delay/jitter/reorder {want} "
+                                f"and loss {x.loss_pct / 100}")
+            tr = d.get("trace") or {}
+            if x.trace is None:
+                if tr.get("path"):
+                    raise LinkError(f"linkem's {x.name} direction follows a trace ({tr['path']}) the conditions do not have")
+                continue
+            t = x.trace.trace()
+            want_t = (str(trace_file(self.stats_path.parent, x)), t.period_ms, t.opportunities,
+                      cond.queue_for(x.trace.mean_bps))
+            got_t = (tr.get("path"), tr.get("period_ms"), tr.get("opportunities_per_period"), tr.get("limit"))
+            if want_t != got_t:
+                raise LinkError(f"linkem's {x.name} direction follows {got_t} (path, period, opportunities, queue), "
+                                f"expected {want_t}")
         return {"pid": self.proc.pid, "binary": str(self.binary), "fifo_priority": LINKEM_FIFO_PRIORITY}
 
     def delivery_point(self) -> tuple[str | None, str] | None:
@@ -163,7 +214,7 @@ class LinkemLink(Link):
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def alive(self) -> bool:
-        return self.cond is None or not self.cond.impaired or (self.proc is not None and self.proc.poll() is None)
+        return self.cond is None or not needs_linkem(self.cond) or (self.proc is not None and self.proc.poll() is None)
 
     def died_reason(self) -> str | None:
         if self.alive():
@@ -172,14 +223,18 @@ class LinkemLink(Link):
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return f"link emulator (linkem) died ({how}); traffic through the router is stopped, never passed unshaped"
 
-    def snapshot(self) -> dict | None:
+    def mark(self) -> dict | None:
+        """A snapshot that starts every trace over (SIGUSR2: linkem rewinds, then answers as to SIGUSR1)."""
+        return self.snapshot(signal.SIGUSR2)
+
+    def snapshot(self, sig: int = signal.SIGUSR1) -> dict | None:
         """linkem's counters now, with its maxima since the last snapshot: on SIGUSR1 it writes them
         to its .snap file under the next number (then resets those maxima). None when linkem is not
         running; LinkError when a running linkem does not answer (it runs SCHED_FIFO: it is stuck)."""
         if self.proc is None or self.proc.poll() is not None:
             return None
         self._snapshots += 1
-        os.kill(self.proc.pid, signal.SIGUSR1)
+        os.kill(self.proc.pid, sig)
         deadline, problem = time.monotonic() + SNAPSHOT_WAIT_S, "no answer"
         while True:
             try:
@@ -236,8 +291,8 @@ class HostLinkem(LinkemLink):
         self._iptables("-t", "mangle", "-N", p.chain)
         self._iptables("-t", "mangle", "-A", *jump_rule(p.iface, p.chain))
 
-    def dirs(self, cond: Conditions):
-        return [("down", self.plan.queue, cond.rtt_ms, cond.loss_down_pct)]
+    def dirs(self, cond: Conditions) -> list[LinkemDir]:
+        return [LinkemDir("down", self.plan.queue, cond.rtt_ms, cond.loss_down_pct)]
 
     def _clear(self) -> None:
         self._stop()

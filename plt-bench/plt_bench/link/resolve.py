@@ -8,6 +8,8 @@
   was given --iface (it may shape) and its kernel has sch_netem (or only a rate is asked for);
   otherwise linkem on this client's ingress.
 - In-order jitter (--no-reorder) is linkem's alone: netem reorders jittered packets.
+- A rate that follows a trace is linkem's alone, on every kernel (netem cannot follow one), in the
+  embedded testbed's router; two machines refuse traces for now.
 Every refusal is a UsageError naming the option and what to change, raised before anything is made.
 """
 
@@ -54,6 +56,15 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
     name = canonical(requested)
     no_reorder = any(c.jitter_ms and not c.reorder for c in conditions)
     impaired = any(c.impaired for c in conditions)
+    traced = [c for c in conditions if c.traced]
+    if traced and topology != "embedded":
+        raise UsageError("--trace-down/--trace-up: a trace is followed by linkem in this machine's testbed; with "
+                         "--server (two machines) give constant rates (--bw)")
+    if traced and name == "netem":
+        raise UsageError(f"--link {requested}: netem cannot follow a trace ({traced[0].label}); traces need --link "
+                         "linkem or auto (linkem follows them on every kernel)")
+    if traced:
+        name = "linkem"
     if topology == "embedded":
         if name == "auto":
             name = "netem" if caps.netem and not no_reorder else "linkem"

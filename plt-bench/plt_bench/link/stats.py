@@ -26,6 +26,21 @@ class SinceMark(TypedDict):
     max_depth: int       # the most packets held at once
 
 
+class TraceStats(TypedDict):
+    """A direction's trace (all zero and an empty path when its rate is not a trace's)."""
+    path: str
+    period_ms: int                 # the trace's period (its last timestamp)
+    opportunities_per_period: int
+    limit: int                     # the droptail queue's limit, packets
+    epoch_ns: int                  # CLOCK_MONOTONIC ns at which the trace last started over
+    rewinds: int                   # marks that started it over (SIGUSR2)
+    opportunities: int             # passed since the epoch (used or lost)
+    served_bytes: int              # carried out of the queue by opportunities (lifetime)
+    queue_drops: int               # refused by the full queue (apart from random loss)
+    qdepth: int                    # packets waiting for an opportunity now
+    max_qdepth: int
+
+
 class DirectionStats(TypedDict):
     """One direction's settings and lifetime counters."""
     queue: int           # its NFQUEUE number
@@ -43,6 +58,7 @@ class DirectionStats(TypedDict):
     reordered: int       # released before a packet that arrived earlier
     early: int           # released ahead of their due time
     early_max_us: float
+    trace: TraceStats
     late_mean_us: float  # mean lateness over released packets (early ones count negative)
     late_sum_us: float
     late_max_us: float

@@ -3,6 +3,9 @@
 - RTT, its spread and round-trip loss: ping, PROBES probes from the client to the server.
 - Downlink loss and reordering: a UDP iperf3 stream (server -> client) at half the downlink rate.
 - Rate: bulk TCP iperf3 transfers, downlink and uplink, compared with the rate less headers.
+- A rate that follows a trace: a saturating UDP stream through that direction, the receiver's
+  interface counters sampled every millisecond, and the bytes delivered in each 100 ms window set
+  against the bytes the trace's opportunities offer in it (the trace started over at a mark).
 
 Each figure is compared with what the conditions imply, with a tolerance that accounts for the
 sample size; a figure that cannot be judged (TCP cannot fill a lossy link) is reported as such,
@@ -20,12 +23,16 @@ import subprocess
 import threading
 import time
 
+import signal
+import sys
+
 from .. import cmd
-from ..conditions import Conditions
+from ..conditions import Conditions, TraceRate
 from ..errors import LinkError
 
 TCP_PAYLOAD_PER_WIRE = 1448 / 1514  # MSS with timestamps / full Ethernet frame, as the qdisc counts it
 IPERF_PORT = 5201
+TRACE_IPERF_PORT = 5202
 
 
 def jitter_sd_ms(cond: Conditions) -> float:
@@ -140,6 +147,17 @@ def check_ping(cond: Conditions, sent: int, rtts: list[float], legs: int = 2, ti
     mean, sd = statistics.fmean(rtts), statistics.stdev(rtts)
     exp_sd = math.sqrt(legs * jitter_sd_ms(cond) ** 2 + path_sd ** 2 + late_sd ** 2)
     exp_mean = cond.rtt_ms + path_mean
+    if cond.traced:
+        # a probe waits for its direction's next opportunity: the mean and spread are the trace's, not
+        # judged; the least RTT, a probe that found an opportunity at once each way, is the delay's
+        waits = sum(_least_gap_ms(r) for r in (cond.down, cond.up) if isinstance(r, TraceRate))
+        lo, hi = exp_mean - 0.5 - 2 * jitter_sd_ms(cond) * 3, exp_mean + late + 0.5 + waits
+        checks.append(_check("rtt min", round(min(rtts), 3), round(exp_mean, 3), lo <= min(rtts) <= hi,
+                             f"{lo:.3f} to {hi:.3f} (the trace's least wait between opportunities, {waits:.3f} ms, "
+                             f"and late timers up to {late:.3f} ms)", "ms"))
+        checks.append(_check("rtt mean", round(mean, 3), round(exp_mean, 3), None,
+                             f"not judged: probes wait for the trace's opportunities (sd {sd:.3f})", "ms"))
+        return checks
     jitter_in_order = cond.jitter_ms and not cond.reorder
     if jitter_in_order:
         checks.append(_check("rtt mean", round(mean, 3), cond.rtt_ms, None,
@@ -165,6 +183,13 @@ def check_ping(cond: Conditions, sent: int, rtts: list[float], legs: int = 2, ti
         checks.append(_check("rtt sd", round(sd, 3), round(exp_sd, 3), abs(sd - exp_sd) <= tol,
                              f"+-{tol:.3f} (5% or 3 standard errors)", "ms"))
     return checks
+
+
+def _least_gap_ms(rate: TraceRate) -> float:
+    """A direction's wait for an opportunity when the trace is at its densest: its least gap between
+    two distinct opportunity times (at least 1 ms: timestamps are whole milliseconds)."""
+    ms = sorted(set(rate.trace().ms))
+    return float(max(1, min((b - a for a, b in zip(ms, ms[1:])), default=1)))
 
 
 def in_flight_packets(cond: Conditions, pps: float) -> int:
@@ -249,21 +274,159 @@ def check_tcp_rate(cond: Conditions, direction: str, rate_bps: int | None, bps: 
     return _check(name, round(ratio, 4), 1.0, 0.95 <= ratio <= 1.02, "0.95 to 1.02")
 
 
+TRACE_WINDOW_MS = 100
+TRACE_TOTAL_TOLERANCE = 0.02   # delivered / offered over every window
+TRACE_WINDOW_TOLERANCE = 0.05  # sum |delivered - offered| / sum offered, window by window (plus jitter's smear)
+ETH_HEADER = 14                # what a veth's rx_bytes counts beyond the IP packet
+
+# Runs in the receiving namespace: every ~1 ms, CLOCK_MONOTONIC ns and the interface's rx bytes and packets.
+_SAMPLER = r"""
+import sys, time
+dev, seconds = sys.argv[1], float(sys.argv[2])
+end, out = time.monotonic() + seconds, []
+def sample():
+    with open('/proc/net/dev') as f:
+        for line in f:
+            name, _, rest = line.partition(':')
+            if name.strip() == dev:
+                v = rest.split()
+                out.append(f"{time.monotonic_ns()} {v[0]} {v[1]}")
+try:
+    while time.monotonic() < end:
+        sample()
+        time.sleep(0.001)
+except KeyboardInterrupt:
+    sample()
+print("\n".join(out))
+"""
+
+
+def parse_samples(text: str) -> list[tuple[int, int]]:
+    """(monotonic ns, IP bytes received) from the sampler's lines (Ethernet headers taken off)."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and all(p.isdigit() for p in parts):
+            t, b, n = map(int, parts)
+            out.append((t, b - ETH_HEADER * n))
+    return out
+
+
+def _bytes_at(samples: list[tuple[int, int]], t: int) -> float:
+    """The receiver's byte count at time t, interpolated between the samples around it."""
+    import bisect
+    i = bisect.bisect_left(samples, (t, -1))
+    if i == 0:
+        return float(samples[0][1])
+    if i >= len(samples):
+        return float(samples[-1][1])
+    (t0, b0), (t1, b1) = samples[i - 1], samples[i]
+    return b0 + (b1 - b0) * (t - t0) / max(1, t1 - t0)
+
+
+def check_trace(direction: str, rate: TraceRate, samples: list[tuple[int, int]], epoch_ns: int, delay_ms: float,
+                jitter_ms: float = 0.0, window_ms: int = TRACE_WINDOW_MS) -> tuple[dict, list[dict]]:
+    """Delivered bytes per window against the trace's offer. The trace started over at epoch_ns (a
+    mark, with the queue already full); an opportunity's bytes reach the receiver delay_ms later.
+    Returns (the check, the windows: offered and delivered bytes)."""
+    name = f"{direction} trace {rate.name} (bytes per {window_ms} ms / offered)"
+    if len(samples) < 2:
+        return _check(name, None, 1.0, False, "no receiver samples"), []
+    start = epoch_ns + round(delay_ms * 1e6)
+    count = int((samples[-1][0] - start) // (window_ms * 10**6))
+    if count < 5:
+        return _check(name, None, 1.0, False, f"only {count} whole windows measured"), []
+    offered = rate.trace().window_bytes(window_ms, 0, count)
+    edges = [_bytes_at(samples, start + k * window_ms * 10**6) for k in range(count + 1)]
+    got = [edges[k + 1] - edges[k] for k in range(count)]
+    total_off, total_got = sum(offered), sum(got)
+    windows = [{"t_ms": k * window_ms, "offered": offered[k], "delivered": round(got[k])} for k in range(count)]
+    if not total_off:
+        return _check(name, None, 1.0, False, "the trace offers nothing in the windows measured"), windows
+    ratio = total_got / total_off
+    err = sum(abs(g - o) for g, o in zip(got, offered)) / total_off
+    win_tol = TRACE_WINDOW_TOLERANCE + 2 * jitter_ms / window_ms
+    ok = abs(ratio - 1) <= TRACE_TOTAL_TOLERANCE and err <= win_tol
+    return _check(name, round(ratio, 4), 1.0, ok,
+                  f"total within +-{TRACE_TOTAL_TOLERANCE:.0%} and window error {err:.3f} <= {win_tol:.3f} "
+                  f"(sum |delivered - offered| / offered over {count} windows, a saturating UDP stream)"), windows
+
+
+def measure_trace(plan, cond: Conditions, direction: str, rate: TraceRate, link, seconds: float = 4.0) -> dict:
+    """Saturate one traced direction with UDP (1500-byte packets: one an opportunity) at 1.25x the
+    trace's peak; once the trace's queue is at least half full, mark the link (the trace starts over
+    with its queue full); sample the receiver's interface, and judge the windows (check_trace)."""
+    down = direction == "downlink"
+    recv_ns, recv_if = (plan.client_ns, plan.client_if) if down else (plan.server_ns, plan.server_if)
+    trace = rate.trace()
+    send_bps = max(10**6, int(trace.peak_bps(TRACE_WINDOW_MS) * 1.25))
+    fill_s = max(0.5, 3 * cond.rtt_ms / 1000)
+    with Iperf(plan.server_ns, plan.server_ip, port=TRACE_IPERF_PORT):  # its own: a stopped test leaves none busy
+        out, marked = _saturate(plan, cond, down, recv_ns, recv_if, trace, send_bps, fill_s, seconds, link)
+    d = (marked.get("dirs") or {}).get("down" if down else "up") or {}
+    epoch = (d.get("trace") or {}).get("epoch_ns")
+    if not epoch:
+        return {"check": _check(f"{direction} trace {rate.name}", None, 1.0, False,
+                                "the emulator did not report the trace's start (no mark)"), "windows": []}
+    check, windows = check_trace(direction, rate, parse_samples(out), epoch, cond.delay_ms, cond.jitter_ms)
+    check["tolerance"] += f"; sent at {send_bps / 1e6:.3g} Mbit/s"
+    return {"check": check, "windows": windows}
+
+
+def _saturate(plan, cond, down, recv_ns, recv_if, trace, send_bps, fill_s, seconds, link) -> tuple[str, dict]:
+    """The receiver's samples and the link's mark of one saturating UDP stream (measure_trace)."""
+    marked: dict = {}
+    sampler = subprocess.Popen(cmd.in_netns(recv_ns, [sys.executable, "-c", _SAMPLER, recv_if,
+                                                      f"{fill_s + seconds + 12 + 2 * trace.period_ms / 1000:g}"]),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        sender = subprocess.Popen(cmd.in_netns(plan.client_ns, [
+            "iperf3", "-c", plan.server_ip, "-p", str(TRACE_IPERF_PORT), "-J", "-u", *(["-R"] if down else []),
+            "-b", str(send_bps), "-l", "1472", "-t", f"{fill_s + seconds + 12 + 2 * trace.period_ms / 1000:g}"]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            time.sleep(fill_s)
+            name = "down" if down else "up"
+            deadline = time.monotonic() + 10 + 2 * trace.period_ms / 1000
+            while time.monotonic() < deadline:  # iperf3's own handshake crosses the trace: wait for the queue to fill
+                d = ((link.snapshot() or {}).get("dirs") or {}).get(name) or {}
+                if (d.get("trace") or {}).get("qdepth", 0) >= (d.get("trace") or {}).get("limit", 1) * 0.5:
+                    break
+                time.sleep(0.02)
+            marked = link.mark() or {}
+            time.sleep(seconds + cond.rtt_ms / 1000)
+        finally:
+            sender.send_signal(signal.SIGINT)  # iperf3 ends its test with the server, which then takes the next
+            try:
+                sender.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                cmd.stop_process(sender)
+    finally:
+        sampler.send_signal(signal.SIGINT)  # it prints what it has sampled
+        try:
+            out, _ = sampler.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            cmd.stop_process(sampler)
+            out = ""
+    return out, marked
+
+
 class Iperf:
     """An iperf3 server in the server namespace for the duration of a verification."""
 
-    def __init__(self, server_ns: str | None, server_ip: str, log=None):
+    def __init__(self, server_ns: str | None, server_ip: str, log=None, port: int = IPERF_PORT):
         self.ns, self.ip, self.log = server_ns, server_ip, log  # log: marks it as ours (clean finds it by its path)
+        self.port = port
         self.proc = None
 
     def __enter__(self):
         extra = ["--logfile", str(self.log)] if self.log else []
-        self.proc = subprocess.Popen(cmd.in_netns(self.ns, ["iperf3", "-s", "-B", self.ip, "-p", str(IPERF_PORT),
+        self.proc = subprocess.Popen(cmd.in_netns(self.ns, ["iperf3", "-s", "-B", self.ip, "-p", str(self.port),
                                                             *extra]),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            if f"{self.ip}:{IPERF_PORT}" in cmd.run(["ss", "-Hltn"], ns=self.ns).stdout:
+            if f"{self.ip}:{self.port}" in cmd.run(["ss", "-Hltn"], ns=self.ns).stdout:
                 return self
             time.sleep(0.05)
         raise LinkError("iperf3 server did not start")
@@ -291,13 +454,31 @@ def rmem_max(ns: str | None) -> int:
     return int(res.stdout.strip()) if res.stdout.strip().isdigit() else 212992
 
 
+def udp_loss(plan, cond: Conditions, rate_down: int | None) -> list[dict]:
+    """Downlink loss and reordering: a UDP stream at half the downlink rate (check_udp)."""
+    udp_rate = int((rate_down or 200 * 10**6) * 0.5)
+    # -w: a large receive buffer, so the receiving socket does not overflow at high rates; at most
+    # rmem_max, or iperf3 fails ("socket buffer size not set correctly")
+    for _ in range(2):  # under heavy loss iperf3's own control connection may fail it: once more
+        before = udp_rcvbuf_errors(cmd.run(["cat", "/proc/net/snmp"], ns=plan.client_ns, check=False).stdout)
+        udp = iperf_client(plan.client_ns, plan.server_ip, ["-u", "-R", "-b", str(udp_rate), "-l", "1200", "-t",
+                                                            "2", "-w", str(min(4 << 20, rmem_max(plan.client_ns)))], 2)
+        after = udp_rcvbuf_errors(cmd.run(["cat", "/proc/net/snmp"], ns=plan.client_ns, check=False).stdout)
+        if "error" not in udp:
+            break
+    if "error" in udp:
+        return [_check("downlink loss (UDP)", None, cond.loss_down_pct, False, f"iperf3 failed: {udp['error']}")]
+    drops = after - before if before is not None and after is not None else 0
+    return check_udp(cond, udp, in_flight_packets(cond, udp_rate / 8 / 1200), drops)
+
+
 def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, tcp_seconds: float = 4.0,
-           iperf=None, legs: int = 2, user_latency: bool = False, timing: Timing = Timing()) -> dict:
+           iperf=None, legs: int = 2, user_latency: bool = False, timing: Timing = Timing(), link=None) -> dict:
     """Measure the live link of a testbed under cond; returns {'ok', 'checks', 'conditions', ...}.
     iperf: the iperf3 server's context (default: one in the server namespace). user_latency: ping
     -U, where the delay is on the client's own ingress: ping's kernel receive timestamp is taken
     before netfilter, so it would not see the delay the browser sees. timing: this machine's own
-    (Timing, check_ping)."""
+    (Timing, check_ping). link: the Link, whose mark starts its traces over (a traced direction's check)."""
     from ..cpu import wait_idle
     checks: list[dict] = []
     t0 = time.monotonic()
@@ -308,21 +489,28 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
     sent, rtts = parse_ping(ping.stdout)
     checks += check_ping(cond, sent, rtts, legs, timers.worse(timing))
     rate_down, rate_up = cond.rate_down_bps, cond.rate_up_bps
+    traced = {"downlink": cond.down, "uplink": cond.up}
+    windows = {}
     with iperf or Iperf(plan.server_ns, plan.server_ip):
-        udp_rate = int((rate_down or 200 * 10**6) * 0.5)
-        # -w: a large receive buffer, so the receiving socket does not overflow at high rates; at most
-        # rmem_max, or iperf3 fails ("socket buffer size not set correctly")
-        for _ in range(2):  # under heavy loss iperf3's own control connection may fail it: once more
-            before = udp_rcvbuf_errors(cmd.run(["cat", "/proc/net/snmp"], ns=plan.client_ns, check=False).stdout)
-            udp = iperf_client(plan.client_ns, plan.server_ip, ["-u", "-R", "-b", str(udp_rate), "-l", "1200", "-t",
-                                                                "2", "-w", str(min(4 << 20, rmem_max(plan.client_ns)))], 2)
-            after = udp_rcvbuf_errors(cmd.run(["cat", "/proc/net/snmp"], ns=plan.client_ns, check=False).stdout)
-            if "error" not in udp:
-                break
-        drops = after - before if before is not None and after is not None else 0
-        checks += check_udp(cond, udp, in_flight_packets(cond, udp_rate / 8 / 1200), drops) if "error" not in udp else [
-            _check("downlink loss (UDP)", None, cond.loss_down_pct, False, f"iperf3 failed: {udp['error']}")]
+        for direction, rate in traced.items():
+            if isinstance(rate, TraceRate):
+                if link is None:
+                    raise LinkError(f"{direction}: a traced link is verified through the link's mark; no link was given")
+                got = measure_trace(plan, cond, direction, rate, link)
+                checks.append(got["check"])
+                windows[direction] = got["windows"]
+        if isinstance(cond.down, TraceRate):  # a trace's queue drops too: the UDP loss test could not tell them apart
+            checks.append(_check("downlink loss (UDP)", None, cond.loss_down_pct, None,
+                                 "not judged: the trace's droptail queue drops as well (see the trace check)", "%"))
+        else:
+            checks += udp_loss(plan, cond, rate_down)
         for direction, rate, extra in (("downlink", rate_down, ["-R"]), ("uplink", rate_up, [])):
+            if isinstance(traced[direction], TraceRate):
+                continue  # judged by its trace check
+            if cond.traced and rate is not None:
+                checks.append(_check(f"{direction} rate (TCP goodput / rate x 1448/1514)", None, 1.0, None,
+                                     "not judged: the other direction (its ACKs) follows a trace"))
+                continue
             if rate is None:
                 checks.append(check_tcp_rate(cond, direction, None, None))
                 continue
@@ -340,7 +528,8 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
             checks.append(tries[-1])
     failed = [c["name"] for c in checks if c["ok"] is False]
     return {"conditions": cond.label, "ok": not failed, "failed": failed, "checks": checks,
-            "probes": probes, "seconds": round(time.monotonic() - t0, 1), "idle_gate": idle}
+            **({"trace_windows": windows} if windows else {}), "probes": probes,
+            "seconds": round(time.monotonic() - t0, 1), "idle_gate": idle}
 
 
 def format_report(report: dict) -> str:
