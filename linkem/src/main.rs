@@ -14,7 +14,8 @@
 //!
 //! A direction given trace=PATH (and limit=N packets) follows a Mahimahi link trace: its packets
 //! wait in a droptail queue for the trace's 1500-byte delivery opportunities (sched::Trace), then
-//! for their delay. SIGUSR2 starts every trace over (one trial's mark) and answers like SIGUSR1.
+//! for their delay. SIGUSR2 starts every trace over (one trial's mark, sent by the browser's worker
+//! the instant before it navigates); the stats count the rewinds and give the last one's time.
 //!
 //! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1[,trace=PATH,limit=N]
 //!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO]
@@ -367,17 +368,18 @@ fn run(c: Config) -> io::Result<()> {
             let mut si: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let sz = std::mem::size_of::<libc::signalfd_siginfo>();
             let got = unsafe { libc::read(sfd, &mut si as *mut _ as *mut libc::c_void, sz) };
-            if got == sz as isize && (si.ssi_signo == libc::SIGUSR1 as u32 || si.ssi_signo == libc::SIGUSR2 as u32) {
-                if si.ssi_signo == libc::SIGUSR2 as u32 {
-                    let now = now_ns(); // a mark: every trace starts over now, in one instant for all directions
-                    for sh in &shared {
-                        let mut d = sh.dir.lock().unwrap();
-                        if d.p.trace.is_some() {
-                            d.rewind(now);
-                            d.t.rewinds += 1;
-                        }
+            if got == sz as isize && si.ssi_signo == libc::SIGUSR2 as u32 {
+                let now = now_ns(); // a mark: every trace starts over now, in one instant for all directions
+                for sh in &shared {
+                    let mut d = sh.dir.lock().unwrap();
+                    if d.p.trace.is_some() {
+                        d.rewind(now);
+                        d.t.rewinds += 1;
                     }
                 }
+                continue;
+            }
+            if got == sz as isize && si.ssi_signo == libc::SIGUSR1 as u32 {
                 snapshots += 1;
                 write_stats(&snap_path, &shared, &started, true, snapshots); // a snapshot on request
                 for sh in &shared {

@@ -246,6 +246,8 @@ def one_trial(req: dict) -> dict:
             out["gate"] = wait_idle()
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
+        if req.get("mark"):  # the link's traces start over with this navigation
+            os.kill(*req["mark"])
         t1 = time.monotonic()
         out["nav_t0"] = t1
         try:

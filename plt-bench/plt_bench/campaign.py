@@ -430,7 +430,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     protos = v.text("proto", DEFAULTS["proto"])
     sizes = v.text("size", DEFAULTS["size"])
     runs = v.get("runs", DEFAULTS["runs"])
-    if profiles and not any(k in overrides for k in ("bw", "rtt", "jitter", "loss")):
+    if profiles and not any(k in overrides for k in ("bw", "rtt", "jitter", "loss", "trace_down", "trace_up")):
         conds = []
         for i, prof in enumerate(profiles):
             if not isinstance(prof, dict) or set(prof) - PROFILE_KEYS or "name" not in prof or "bw" not in prof:
@@ -447,12 +447,17 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
             conds += [dataclasses.replace(c, name=str(prof["name"])) for c in g.conditions]
         grid = dataclasses.replace(g, conditions=tuple(conds))
     else:
+        trace_down = _trace_paths(v, "trace_down", path)
         if v.given("trace_down") and v.given("bw"):
-            raise UsageError(f"{v.name('trace_down')} and {v.name('bw')}: the downlink's rate follows the trace; "
-                             "give one of them")
+            # an option over the file's value: the option's rate or trace is the downlink's
+            opt_trace, opt_bw = "trace_down" in overrides, "bw" in overrides
+            if opt_trace == opt_bw:
+                raise UsageError(f"{v.name('trace_down')} and {v.name('bw')}: the downlink's rate follows the trace; "
+                                 "give one of them")
+            if opt_bw:
+                trace_down = None
         grid = cond_mod.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
-                                  v.text("jitter"), v.text("loss"), **common,
-                                  trace_down=_trace_paths(v, "trace_down", path),
+                                  v.text("jitter"), v.text("loss"), **common, trace_down=trace_down,
                                   trace_up=_trace_paths(v, "trace_up", path))
     ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
     grid = dataclasses.replace(grid, ccs=ccs, pages=_visits(v, grid.pages))

@@ -106,11 +106,11 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
     return out
 
 
-def trace_phase_ms(mark: dict | None, nav_t0: float | None) -> float | None:
-    """Where the navigation began in the link's trace: ms after the mark started it over (both on
-    CLOCK_MONOTONIC); None without a trace or a navigation time."""
-    epochs = [d["trace"]["epoch_ns"] for d in ((mark or {}).get("dirs") or {}).values()
-              if (d.get("trace") or {}).get("path")]
+def trace_phase_ms(stats: dict | None, nav_t0: float | None) -> float | None:
+    """Where the navigation began in the link's trace: ms after the trace last started over (the
+    worker's mark; both on CLOCK_MONOTONIC), from the trial's link counters (link_delta); None
+    without a trace or a navigation time."""
+    epochs = [d["trace"]["epoch_ns"] for d in ((stats or {}).get("dirs") or {}).values() if d.get("trace")]
     if not epochs or not isinstance(nav_t0, (int, float)):
         return None
     return round(nav_t0 * 1000 - max(epochs) / 1e6, 3)
@@ -243,7 +243,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     try:
         if point:  # what the link delivers, sampled across the bulk download
             counter = DeliveryCounter(*point, sample_s=bulk.sample_s(cell.page)).start()
-        before = bed.link.mark()  # the trial's counters start here, and any trace starts over
+        before = bed.link.snapshot()  # the trial's counters start here (the worker starts any trace over)
         remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
         sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
@@ -296,7 +296,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     nav_unix = t0_unix + (nav_t0 - t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= t0 else t0_unix
     foreign = overlapping(logged, uri, nav_unix, t1_unix)
     limit = cpu_bound(cpu)
-    phase = trace_phase_ms(before, nav_t0)
+    phase = trace_phase_ms(stats, nav_t0)
     trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
                        answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
                                                       "prelaunched": bool(answer.get("prelaunched")),

@@ -216,7 +216,7 @@ class Testbed:
         tag = ready[2] if same else uuid.uuid4().hex[:16]
         uri = f"/{page}?trial={tag}"
         req = {**self._request(proto, page, tag, capture_dir, visit), "timeout_s": timeout_s, "await_s": await_s,
-               "gate": gate}
+               "gate": gate, "mark": self.link.mark_signal()}
         ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)
         return ans, uri
 

@@ -49,9 +49,14 @@ class Link:
     def snapshot(self) -> dict | None:
         return None
 
+    def mark_signal(self) -> tuple[int, int] | None:
+        """(pid, signal) that starts the link's traces over when another process sends it: the browser's
+        worker sends it the instant before the trial's navigation, so every trial meets the trace from
+        its beginning. None: the link has nothing to start over."""
+        return None
+
     def mark(self) -> dict | None:
-        """One trial begins: a snapshot (the counters the trial's figures are taken against) that also
-        starts any trace over, so every trial meets the trace from its beginning."""
+        """Start any trace over now (this process's mark, for the link check); the snapshot after it."""
         return self.snapshot()
 
     def delivery_point(self) -> tuple[str | None, str] | None:

@@ -223,9 +223,27 @@ class LinkemLink(Link):
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return f"link emulator (linkem) died ({how}); traffic through the router is stopped, never passed unshaped"
 
+    def mark_signal(self) -> tuple[int, int] | None:
+        """SIGUSR2 to linkem starts every trace over; only a traced link has anything to start over."""
+        pid = self.pid()
+        return (pid, signal.SIGUSR2) if pid and self.cond is not None and self.cond.traced else None
+
     def mark(self) -> dict | None:
-        """A snapshot that starts every trace over (SIGUSR2: linkem rewinds, then answers as to SIGUSR1)."""
-        return self.snapshot(signal.SIGUSR2)
+        """Start every trace over now; then the snapshot that shows it (its rewinds counted one more)."""
+        how = self.mark_signal()
+        if how is None:
+            return self.snapshot()
+        before = self.snapshot() or {}
+        count = lambda st: sum((d.get("trace") or {}).get("rewinds", 0) for d in (st.get("dirs") or {}).values())  # noqa: E731
+        os.kill(*how)
+        deadline = time.monotonic() + SNAPSHOT_WAIT_S
+        while True:
+            after = self.snapshot() or {}
+            if count(after) > count(before):
+                return after
+            if time.monotonic() > deadline:
+                raise LinkError(f"linkem (pid {how[0]}) did not start its traces over within {SNAPSHOT_WAIT_S:.0f} s")
+            time.sleep(0.002)
 
     def snapshot(self, sig: int = signal.SIGUSR1) -> dict | None:
         """linkem's counters now, with its maxima since the last snapshot: on SIGUSR1 it writes them
