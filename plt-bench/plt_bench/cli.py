@@ -102,6 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
     add(pg, "size", defaults={"size": ",".join(ALL_SIZES)})
     pg.add_argument("--from-har", metavar="FILE", help="a recorded page (HAR 1.2) to make a page set of")
     pg.add_argument("name", nargs="?", metavar="NAME", help="the page set's name, with --from-har (a-z, 0-9, _ and -)")
+    tr = cmd_parser("trace", "make a link trace from a rate series (CSV of time s, Mbit/s) or a gen: description, "
+                             "or describe one",
+                    "Link traces in Mahimahi's format (--trace-down/--trace-up): one whole number of milliseconds "
+                    "per line, each a 1500-byte delivery opportunity, looping with the last timestamp as the period. "
+                    "SOURCE is a CSV rate series (rows time_s,mbit; each rate holds until the next row's time, the "
+                    "last for as long as the step before it), a gen: description (gen:constant:12mbit, "
+                    "gen:onoff:24mbit:500ms:500ms, gen:ramp:2mbit:24mbit:10s) or a trace file. Prints its period, "
+                    "mean and peak rate and SHA-256; with OUT, writes the trace there (never over a file).")
+    tr.add_argument("source", metavar="SOURCE", help="a rates .csv, a gen: description, or a trace file")
+    tr.add_argument("out", nargs="?", metavar="OUT", help="where to write the trace (from a .csv or gen:)")
     add(cmd_parser("bench", "benchmark: PLT / payload-only ideal and per-trial overhead (prints ratios)"),
         "size", "bw", "runs", "results", defaults={"size": "50MB", "bw": "100mbit", "runs": "3"})
     add(cmd_parser("bench-campaign", "benchmark: overhead per trial of the pages preset, one run (prints ratios)"),
@@ -368,6 +378,51 @@ def cmd_pages(a) -> int:
     return 0
 
 
+def cmd_trace(a) -> int:
+    import hashlib
+    from . import traces
+    src = a.source
+    if src.lower().endswith(".csv"):
+        try:
+            text = Path(src).read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"SOURCE: {src}: cannot be read ({getattr(e, 'strerror', None) or e}); expected "
+                             f"{traces.RATES_FORM}") from None
+        try:
+            ms = traces.from_rates(traces.parse_rates_csv(text, f"SOURCE: {src}"))
+        except UsageError as e:
+            raise UsageError(str(e) if str(e).startswith("SOURCE") else f"SOURCE: {src}: {e}") from None
+    elif src.startswith("gen:"):
+        ms = list(traces.generate(src, "SOURCE").ms)
+    else:
+        if a.out:
+            raise UsageError(f"OUT: {src} is a trace already; OUT is for a .csv rate series or a gen: description")
+        ms = None
+    if a.out:
+        out = Path(a.out)
+        if not out.parent.is_dir():
+            raise UsageError(f"OUT: {out.parent} is not a folder")
+        try:
+            traces.write(out, ms)
+        except UsageError as e:
+            raise UsageError(f"OUT: {e}") from None
+        src = str(out)
+    elif ms is not None:  # what would be written
+        print("(not written: give OUT to write it)")
+        ms_text = traces.render(ms).encode()
+        _print_trace(traces.Trace(Path(src).stem, src, hashlib.sha256(ms_text).hexdigest(), tuple(ms), ms[-1]))
+        return 0
+    _print_trace(traces.read(src, "SOURCE"))
+    return 0
+
+
+def _print_trace(t) -> None:
+    print(f"trace {t.name}: {t.path}")
+    print(f"  {t.opportunities} opportunities of 1500 bytes over a period of {t.period_ms} ms (looping)")
+    print(f"  mean {t.mean_bps / 1e6:.3f} Mbit/s, peak {t.peak_bps(100) / 1e6:.3f} Mbit/s (over 100 ms windows)")
+    print(f"  sha256 {t.sha256}")
+
+
 def _pages_from_har(a) -> int:
     from . import replay
     from .pages import origin_host, replay_root
@@ -388,7 +443,7 @@ def _pages_from_har(a) -> int:
 
 COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": cmd_report, "campaigns": cmd_campaigns, "up": cmd_up,
             "verify": cmd_verify, "doctor": cmd_doctor, "serve": cmd_serve, "down": cmd_down, "clean": cmd_clean,
-            "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "bench": cmd_bench,
+            "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "trace": cmd_trace, "bench": cmd_bench,
             "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench,
             "bench-literature": cmd_bench}
 

@@ -215,7 +215,7 @@ def from_rates(series: list[tuple[float, float]], end_s: float | None = None) ->
     """A trace's timestamps for a rate series: each rate holds from its time to the next row's (the
     last one until `end_s`, else for as long as the step before it, else 1 s). Opportunity k falls at
     the first whole millisecond by which the series has offered k x 1500 bytes, so the trace's mean
-    over its period is the series' mean to one opportunity."""
+    over its period (which ends at its last opportunity) is the series' mean to one opportunity."""
     if end_s is None:
         end_s = series[-1][0] + (series[-1][0] - series[-2][0] if len(series) > 1 else 1.0)
     if end_s <= series[-1][0]:
@@ -233,13 +233,11 @@ def from_rates(series: list[tuple[float, float]], end_s: float | None = None) ->
             out.extend([ms] * (int(bits + 1e-9) - int(before + 1e-9)))
     if not out:
         raise UsageError("the series offers less than one 1500-byte opportunity in all: no trace")
-    end_ms = round(end_s * 1000)
-    if out[-1] != end_ms:
-        # the period is the last timestamp: a series that ends in silence cannot keep it, say so
-        gap = end_ms - out[-1]
-        if gap > 1:
-            raise UsageError(f"the series' last {gap} ms offer no opportunity, and a trace's period is its last "
-                             "timestamp: end the series on a rate above zero (or shorten it)")
+    if series[-1][1] == 0:
+        # the period is the last timestamp: a series that ends in silence cannot keep its silence
+        raise UsageError(f"the series ends at {series[-1][0]:g} s on a rate of 0, and a trace's period is its last "
+                         "opportunity: end the series on a rate above zero (or put the silence first)")
+    # the period ends at the last opportunity, at most one opportunity's time before end_s
     return out
 
 

@@ -52,6 +52,18 @@ CLI = [
     (["report", "--metric", "onload"], "--metric"),
     (["pages", "--from-har", "/nonexistent.har", "x"], "--from-har: /nonexistent.har: No such file"),
     (["pages", "--from-har", "/etc/hostname"], "--from-har: expected a recording and a name"),
+    # issue 30: links that move (traces)
+    (["run", "--trace-down", "/nonexistent/lte.txt"], "--trace-down: /nonexistent/lte.txt: cannot be read"),
+    (["run", "--trace-down", "gen:wobble:1mbit"], "--trace-down: gen:wobble:1mbit: expected gen:constant:RATE"),
+    (["run", "--trace-down", "gen:constant:12mbit", "--bw", "10mbit"], "--trace-down and --bw: the downlink's rate "
+                                                                         "follows the trace; give one of them"),
+    (["run", "--trace-down", "gen:constant:12mbit", "--link", "netem"], "--link netem: netem cannot follow a trace"),
+    (["run", "--trace-up", "gen:constant:1mbit", "--bw", "unshaped"], "--trace-up: cannot shape the uplink while --bw "
+                                                                      "leaves the link unshaped"),
+    (["run", "--trace-down", "gen:constant:12mbit", "--trace-up", "gen:constant:1mbit,gen:constant:2mbit"],
+     "--trace-up: 2 traces for 1 downlink traces"),
+    (["trace", "gen:onoff:24mbit:1s"], "SOURCE: gen:onoff:24mbit:1s: expected gen:constant:RATE"),
+    (["trace", "/nonexistent/rates.csv", "/tmp/x.txt"], "SOURCE: /nonexistent/rates.csv: cannot be read"),
     (["run", "--runs", "0"], "--runs: 0 is out of range"),
     (["run", "--precision", "2"], "--precision: '2' is not a percentage"),
     (["run", "--precision", "0%"], "--precision: '0%' is out of range"),
@@ -195,6 +207,9 @@ CAMPAIGN_FILES = [
     (b"name = 'caf\xe9'\n", "not UTF-8 text"),
     ("metric = 'si'\n", "c.toml: metric: 'si'; expected one of plt, fcp, lcp, ttfb"),
     ("visit = ['again']\n", "c.toml: visit: 'again'; expected one or more of first, repeat, repeat-warm"),
+    ("[link]\ntrace_down = 5\n", "c.toml: trace_down = 5; expected a string or a list of strings"),
+    ("[link]\ntrace_down = 'no-such-trace.txt'\n", "c.toml: trace_down: "),  # relative to the file's folder
+    ("[link]\nbw = '10mbit'\ntrace_down = 'gen:constant:12mbit'\n", "c.toml: trace_down and campaign file"),
 ]
 
 
@@ -327,3 +342,48 @@ def test_a_hostile_or_malformed_recording_is_refused_by_the_cli_and_nothing_is_w
     assert r.returncode == 2 and fragment in r.stderr and "--from-har" in r.stderr, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr
     assert (sorted(p.name for p in sites.iterdir()) if sites.exists() else None) == before
+
+
+BAD_TRACES = [
+    ("", "no timestamps (an empty trace)"),
+    ("\n\n", "no timestamps (an empty trace)"),
+    ("1\n2\nseven\n", "line 3: 'seven' is not a whole number of milliseconds"),
+    ("1\n-2\n", "line 2: '-2' is not a whole number"),
+    ("5\n9\n7\n", "line 3: 7 comes after 9; timestamps never decrease"),
+    ("0\n0\n", "line 2: the last timestamp is 0, so the trace lasts no time"),
+    ("1.5\n", "line 1: '1.5' is not a whole number"),
+    ("1\n\u0661\n", "line 2: not ASCII text"),
+]
+
+
+@pytest.mark.parametrize("text,fragment", BAD_TRACES)
+def test_a_bad_trace_is_refused_with_its_line_exit_2_and_nothing_created(text, fragment, tmp_path):
+    """A trace file that breaks the format: the option, the file and the line, exit 2, no change; in a
+    campaign file too, and for either direction."""
+    if os.geteuid() != 0:
+        pytest.skip("the system snapshot reads iptables: run the suite as root")
+    bad = tmp_path / "bad-trace.txt"
+    bad.write_bytes(text.encode())
+    before = system_state()
+    for args, option in ((["--trace-down", str(bad)], "--trace-down"),
+                         (["--bw", "10mbit", "--trace-up", str(bad)], "--trace-up"),
+                         ([_campaign_file(tmp_path, "[link]\ntrace_down = 'bad-trace.txt'\n")],
+                          f"{tmp_path / 'c.toml'}: trace_down")):
+        r = run_cli("run", *args, "--results", str(tmp_path / "new" / "r.sqlite"), timeout=60)
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert f"{option}: " in r.stderr and fragment in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert system_state() == before
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_rate_series_is_refused_with_its_line_and_no_trace_is_written(tmp_path):
+    rates = tmp_path / "rates.csv"
+    for text, fragment in (("time_s,mbit\n0,5\n1,x\n", "line 3: '1,x' is not two numbers"),
+                           ("0,5\n2,1\n1,3\n", "line 3: time 1 s does not come after 2 s"),
+                           ("1,5\n", "line 1: the series starts at 1 s"),
+                           ("0,0\n1,0\n", "less than one 1500-byte opportunity")):
+        rates.write_text(text)
+        r = run_cli("trace", str(rates), str(tmp_path / "out.txt"), timeout=60)
+        assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "out.txt").exists()
