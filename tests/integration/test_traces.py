@@ -1,0 +1,97 @@
+"""Links that move, with real packets: a rate that follows a trace (Mahimahi's format), on this
+kernel and inside the netem VM (where linkem follows the trace too: netem cannot). The traces are
+the tests' own (generated), never the published ones."""
+import json
+import sqlite3
+
+import pytest
+
+from plt_bench import cmd, testbed, traces
+from plt_bench.conditions import Conditions, make_grid
+from plt_bench.link import verify
+
+from ..conftest import run_cli
+
+pytestmark = pytest.mark.vm  # this module also runs inside the netem VM
+
+
+def _grid_conditions(**kw) -> Conditions:
+    (c,) = make_grid("h3", "unshaped", "5KB", 1, **kw).conditions
+    return c
+
+
+@pytest.fixture(scope="module")
+def trace_bed():
+    """A testbed whose conditions hold a trace: its link is linkem on every kernel."""
+    cond = _grid_conditions(trace_down="gen:constant:12mbit", rtt="20ms")
+    with testbed.Testbed(cmd.PROJECT_ROOT / "sites", conditions=[cond], with_browser=False) as bed:
+        assert bed.link.backend == "linkem"
+        yield bed
+
+
+def _tcp_down_bps(bed, cond: Conditions) -> float:
+    bed.set_conditions(cond)
+    with verify.Iperf(bed.plan.server_ns, bed.plan.server_ip):
+        res = verify.iperf_client(bed.plan.client_ns, bed.plan.server_ip,
+                                  ["-R", "-t", "4", "-O", str(verify.tcp_omit_s(cond.rtt_ms, 12 * 10**6))], 8)
+    return res["end"]["sum_received"]["bits_per_second"]
+
+
+def test_a_constant_trace_of_12_mbit_is_htb_s_12_mbit(trace_bed):
+    """The trace counts 1500 IP bytes an opportunity, htb 1514 bytes a full frame: TCP's goodput
+    through the trace is 1514/1500 of htb's (0.9%), within the 2% the issue asks."""
+    traced = _tcp_down_bps(trace_bed, _grid_conditions(trace_down="gen:constant:12mbit", rtt="20ms"))
+    htb = _tcp_down_bps(trace_bed, Conditions(12 * 10**6, 12 * 10**6, rtt_ms=20.0))
+    print(f"TCP goodput: trace {traced / 1e6:.3f} Mbit/s, htb {htb / 1e6:.3f} Mbit/s, ratio {traced / htb:.4f} "
+          f"(header accounting alone: {1514 / 1500:.4f})")
+    assert abs(traced / htb - 1) <= 0.02
+
+
+@pytest.mark.parametrize("spec", ["gen:onoff:24mbit:500ms:500ms", "ramp-file"])
+def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_bed, spec, tmp_path):
+    """On/off and a ramp (written to a file by the library, as `plt-bench trace` does): the verification
+    sends a saturating stream each way and finds every 100 ms window's bytes within tolerance."""
+    if spec == "ramp-file":
+        path = tmp_path / "ramp.txt"
+        traces.write(path, traces.ramp(2.0, 16.0, 2.0, steps=4))
+        spec = str(path)
+    cond = _grid_conditions(trace_down=spec, rtt="30ms")
+    trace_bed.set_conditions(cond)
+    rep = verify.verify(trace_bed.plan, cond, probes=100, **trace_bed.verify_args())
+    print(verify.format_report(rep))
+    assert rep["ok"], verify.format_report(rep)
+    checks = {c["name"].split(" (")[0]: c for c in rep["checks"]}
+    for direction in ("downlink", "uplink"):
+        c = next(v for k, v in checks.items() if k.startswith(f"{direction} trace"))
+        assert abs(c["measured"] - 1) <= 0.02
+        windows = rep["trace_windows"][direction]
+        assert len(windows) >= 30 and any(w["offered"] == 0 for w in windows) == spec.startswith("gen:onoff")
+    assert "downlink rate (TCP goodput / rate x 1448/1514)" not in checks  # a traced rate is judged by its windows
+
+
+def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(tmp_path):
+    """The issue's command: plt-bench run --trace-down t.txt --trace-up u.txt --size 50x5KB --proto all,
+    with the link verified against the traces; every trial proves its protocol, stores both traces'
+    names and hashes, and met the trace from its start."""
+    t, u = tmp_path / "t.txt", tmp_path / "u.txt"
+    traces.write(t, traces.ramp(4.0, 24.0, 2.0, steps=4))
+    traces.write(u, traces.on_off(6.0, 0.2, 0.05, cycles=4))
+    store = tmp_path / "r.sqlite"
+    r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", "all",
+                "--runs", "1", "--rtt", "40ms", "--results", str(store), timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    db = sqlite3.connect(store)
+    rows = db.execute("SELECT proto, status, conditions, trace_down, trace_down_sha256, trace_up, trace_up_sha256, "
+                      "rate_down_bps, trace_phase_ms, link_json FROM trials").fetchall()
+    assert sorted(x[0] for x in rows) == ["h1", "h2", "h3"] and {x[1] for x in rows} == {"ok"}, rows
+    sha_t, sha_u = (traces.read(p, "test").sha256 for p in (t, u))
+    assert {x[2:8] for x in rows} == {("trace:t/trace:u rtt40ms", "t", sha_t, "u", sha_u,
+                                        traces.read(t, "test").mean_bps)}
+    assert all(abs(x[8]) < 50 for x in rows), [x[8] for x in rows]  # the trace started with the navigation
+    assert all(json.loads(x[9])["dirs"]["down"]["trace"]["served_bytes"] > 250_000 for x in rows)
+    (check,) = db.execute("SELECT result_json FROM link_checks").fetchone()
+    names = {c["name"].split(" (")[0]: c["ok"] for c in json.loads(check)["verify"]["checks"]}
+    assert names["downlink trace t"] is True and names["uplink trace u"] is True
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+    assert meta["link_backend"] == "linkem"
+    assert "trace:t/trace:u" in r.stdout
