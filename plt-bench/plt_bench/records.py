@@ -477,6 +477,8 @@ class CellStats:
     metric: str = doc("what median_ms and the rest measure: plt, fcp, lcp or ttfb (records.METRICS)", DEFAULT_METRIC)
     n_no_metric: int = doc("trials that count but have no value of the metric (an LCP never reported: "
                            "Trial.paint_reason), left out of n", 0)
+    trace_down: str | None = doc("the downlink's trace, when its rate followed one (rate_down_bps is then the "
+                                 "trace's mean)", None)
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -29,6 +29,15 @@ def trace_bed():
         yield bed
 
 
+@pytest.fixture(scope="module")
+def peak_mbit(trace_bed) -> float:
+    """The fastest a moving trace of these tests runs: 24 Mbit/s, or a quarter of what the path carries
+    unshaped now, if less (the netem VM's software emulation carried 0.65-0.77 of 20 Mbit/s with a
+    core busy, and a trace that outruns the machine is rightly refused by its check)."""
+    carried = _tcp_down_bps(trace_bed, Conditions(None, None))
+    return round(min(24.0, carried / 4 / 1e6), 1)
+
+
 def _tcp_down_bps(bed, cond: Conditions) -> float:
     bed.set_conditions(cond)
     with verify.Iperf(bed.plan.server_ns, bed.plan.server_ip):
@@ -39,22 +48,28 @@ def _tcp_down_bps(bed, cond: Conditions) -> float:
 
 def test_a_constant_trace_of_12_mbit_is_htb_s_12_mbit(trace_bed):
     """The trace counts 1500 IP bytes an opportunity, htb 1514 bytes a full frame: TCP's goodput
-    through the trace is 1514/1500 of htb's (0.9%), within the 2% the issue asks."""
+    through the trace is 1514/1500 of htb's (0.9%); each against its own ideal, the two rates agree
+    within 2%, as the issue asks."""
     traced = _tcp_down_bps(trace_bed, _grid_conditions(trace_down="gen:constant:12mbit", rtt="20ms"))
     htb = _tcp_down_bps(trace_bed, Conditions(12 * 10**6, 12 * 10**6, rtt_ms=20.0))
-    print(f"TCP goodput: trace {traced / 1e6:.3f} Mbit/s, htb {htb / 1e6:.3f} Mbit/s, ratio {traced / htb:.4f} "
-          f"(header accounting alone: {1514 / 1500:.4f})")
-    assert abs(traced / htb - 1) <= 0.02
+    ideal_trace, ideal_htb = 12e6 * 1448 / 1500, 12e6 * verify.TCP_PAYLOAD_PER_WIRE
+    print(f"TCP goodput: trace {traced / 1e6:.3f} Mbit/s ({traced / ideal_trace:.4f} of its ideal), htb "
+          f"{htb / 1e6:.3f} Mbit/s ({htb / ideal_htb:.4f}); trace / htb {traced / htb:.4f} (header accounting "
+          f"alone: {1514 / 1500:.4f})")
+    assert abs((traced / ideal_trace) / (htb / ideal_htb) - 1) <= 0.02
+    assert abs(traced / ideal_trace - 1) <= 0.02
 
 
-@pytest.mark.parametrize("spec", ["gen:onoff:24mbit:500ms:500ms", "ramp-file"])
-def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_bed, spec, tmp_path):
+@pytest.mark.parametrize("shape", ["onoff", "ramp-file"])
+def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_bed, peak_mbit, shape, tmp_path):
     """On/off and a ramp (written to a file by the library, as `plt-bench trace` does): the verification
     sends a saturating stream each way and finds every 100 ms window's bytes within tolerance."""
-    if spec == "ramp-file":
+    if shape == "ramp-file":
         path = tmp_path / "ramp.txt"
-        traces.write(path, traces.ramp(2.0, 16.0, 2.0, steps=4))
+        traces.write(path, traces.ramp(peak_mbit / 8, peak_mbit * 2 / 3, 2.0, steps=4))
         spec = str(path)
+    else:
+        spec = f"gen:onoff:{peak_mbit:g}mbit:500ms:500ms"
     cond = _grid_conditions(trace_down=spec, rtt="30ms")
     trace_bed.set_conditions(cond)
     rep = verify.verify(trace_bed.plan, cond, probes=100, **trace_bed.verify_args())
@@ -65,17 +80,17 @@ def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_be
         c = next(v for k, v in checks.items() if k.startswith(f"{direction} trace"))
         assert abs(c["measured"] - 1) <= 0.02
         windows = rep["trace_windows"][direction]
-        assert len(windows) >= 30 and any(w["offered"] == 0 for w in windows) == spec.startswith("gen:onoff")
+        assert len(windows) >= 30 and any(w["offered"] == 0 for w in windows) == (shape == "onoff")
     assert "downlink rate (TCP goodput / rate x 1448/1514)" not in checks  # a traced rate is judged by its windows
 
 
-def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(tmp_path):
+def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_mbit, tmp_path):
     """The issue's command: plt-bench run --trace-down t.txt --trace-up u.txt --size 50x5KB --proto all,
     with the link verified against the traces; every trial proves its protocol, stores both traces'
     names and hashes, and met the trace from its start."""
     t, u = tmp_path / "t.txt", tmp_path / "u.txt"
-    traces.write(t, traces.ramp(4.0, 24.0, 2.0, steps=4))
-    traces.write(u, traces.on_off(6.0, 0.2, 0.05, cycles=4))
+    traces.write(t, traces.ramp(peak_mbit / 6, peak_mbit, 2.0, steps=4))
+    traces.write(u, traces.on_off(peak_mbit / 4, 0.2, 0.05, cycles=4))
     store = tmp_path / "r.sqlite"
     r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", "all",
                 "--runs", "1", "--rtt", "40ms", "--results", str(store), timeout=1800)

@@ -150,7 +150,7 @@ def test_linkem_is_told_the_trace_and_its_queue(tmp_path):
 
 def _receiver(trace, epoch_ns, delay_ms, seconds, share=1.0, step_ns=1_000_000):
     """What an ideal receiver's counter reads each ms: every opportunity's bytes, delay_ms after it."""
-    samples, total = [], 0
+    samples, total = [(epoch_ns - 10**6, 0)], 0  # the sampler runs before the trace starts over
     opps = trace.window_bytes(1, 0, int(seconds * 1000))  # bytes per ms of trace time
     for k in range(int(seconds * 1000)):
         total += opps[k] * share
@@ -169,6 +169,9 @@ def test_the_trace_check_passes_a_faithful_link_and_fails_a_short_or_late_one():
     late, _ = check_trace("downlink", rate, _receiver(t, 10**12, 75.0, 4.0), 10**12, 25.0)  # 50 ms behind its trace
     assert late["ok"] is False and "window error" in late["tolerance"]
     assert parse_samples("5 1514 1\nx\n9 3028 2\n") == [(5, 1500), (9, 3000)]
+    begun_late = _receiver(t, 10**12, 25.0, 4.0)[200:]  # a receiver counted from 0.2 s on only
+    late_start, _ = check_trace("downlink", rate, begun_late, 10**12, 25.0)
+    assert late_start["ok"] is False and "sampling began" in late_start["tolerance"]
 
 
 def test_probes_through_a_trace_are_judged_by_their_least_rtt():
@@ -178,3 +181,31 @@ def test_probes_through_a_trace_are_judged_by_their_least_rtt():
     checks = {x["name"]: x for x in check_ping(c, 100, [45.0] * 100)}  # faster than the delay: not the link asked for
     assert checks["rtt min"]["ok"] is False
     assert dataclasses.replace(c, trace_down_sha256=None, trace_up_sha256=None).traced is False
+
+
+def test_the_cellular_preset_generates_its_traces():
+    spec = campaign.load("cellular")
+    conds = spec.grid.conditions
+    assert [c.label for c in conds] == ["trace:constant-4mbit rtt60ms", "trace:ramp-2mbit-20mbit-4s rtt60ms",
+                                        "trace:constant-12mbit rtt60ms", "trace:onoff-30mbit-400ms-200ms rtt60ms"]
+    assert [round(c.rate_down_bps / 1e6, 1) for c in conds] == [4.0, 11.0, 12.0, 20.0]  # each trace's mean
+    assert all(c.down == c.up for c in conds) and spec.grid.protos == ("h3", "h2", "h1")
+    assert len(spec.plan()) == 4 * 3 * 8
+
+
+def test_the_trace_figure_draws_the_metric_against_each_trace_s_mean(tmp_path):
+    from plt_bench.analysis import plots, stats
+    from .trials import trial
+    ts = []
+    for i, spec in enumerate(["gen:constant:4mbit", "gen:onoff:30mbit:400ms:200ms"]):
+        (c,) = make_grid("h3,h1", "unshaped", "20x5KB", 1, rtt="60ms", trace_down=spec).conditions
+        for run in range(3):
+            for proto, plt in (("h3", 900.0 - 300 * i), ("h1", 1400.0 - 400 * i)):
+                ts.append(trial(1, len(ts), proto, plt=plt + run, cond=c, run_index=run))
+    cells = stats.cells(ts)
+    assert {c.trace_down for c in cells.values()} == {"constant-4mbit", "onoff-30mbit-400ms-200ms"}
+    files = plots.trace_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
+    assert [f.name for f in files] == ["trace_rate_rtt60.png", "trace_rate_rtt60.svg"]
+    assert files[0].stat().st_size > 10_000
+    one = {k: v for k, v in cells.items() if v.trace_down == "constant-4mbit"}
+    assert plots.trace_plot(one, {}, tmp_path / "none", "t") == []  # one trace: nothing to set against

@@ -255,6 +255,48 @@ def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path
     return paths
 
 
+def trace_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """The metric against the downlink trace's mean rate, per protocol, one panel per page: links that
+    move, set beside what a constant link of the same mean would suggest (each point is named by
+    its trace: two traces of one mean may differ)."""
+    from ..records import DEFAULT_METRIC, METRICS
+    by = defaultdict(list)
+    for c in cells.values():
+        if c.trace_down:
+            by[(c.rtt_ms, c.jitter_ms, c.loss_pct)].append(c)
+    paths = []
+    for (rtt, jitter, loss), cs in by.items():
+        if len({c.trace_down for c in cs}) < 2:
+            continue
+        pages = _pages(cs)
+        metric = METRICS[cs[0].metric]
+        fig, axes = plt.subplots(1, len(pages), figsize=(4.8 * len(pages), 4.0), squeeze=False)
+        for ax, page in zip(axes[0], pages):
+            variants, name = _variants(cs)
+            for proto in variants:
+                pts = sorted((c.rate_down_bps / 1e6, c.median_ms, c.ci_low_ms, c.ci_high_ms, c.trace_down) for c in cs
+                             if c.page == page and name(c) == proto)
+                if not pts:
+                    continue
+                x, y, lo, hi = (np.array([p[i] for p in pts], dtype=float) for i in range(4))
+                ax.plot(x, y / 1000, "o-", color=_color(proto), label=proto)
+                ok = np.isfinite(lo) & np.isfinite(hi)
+                ax.fill_between(x[ok], lo[ok] / 1000, hi[ok] / 1000, color=_color(proto), alpha=0.2)
+            for xv, trace in sorted({(c.rate_down_bps / 1e6, c.trace_down) for c in cs if c.page == page}):
+                ax.annotate(trace, (xv, ax.get_ylim()[1]), fontsize=6, rotation=90, va="top", ha="right",
+                            color="#555555")
+            ax.set_title(page)
+            ax.set_xlabel("downlink trace's mean rate (Mbit/s)")
+            ax.set_ylabel(f"{metric.label} (s), median and 95% CI")
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{title}: {metric.label} over trace-driven links, against each trace's mean rate; "
+                     f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}", fontsize=9)
+        fig.tight_layout()
+        paths += _save(fig, out_dir, "trace_rate" + ("" if cs[0].metric == DEFAULT_METRIC else f"_{cs[0].metric}")
+                       + f"_rtt{rtt:g}" + (f"_jitter{jitter:g}" if jitter else "") + (f"_loss{loss:g}" if loss else ""))
+    return paths
+
+
 def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
     """PLT against the size of single-object pages (a multi-object page's PLT is not a function of
     its bytes alone: the heatmap has those)."""
@@ -527,6 +569,7 @@ def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: st
     paths += loss_plot(cells, meta, out_dir, title)
     paths += jitter_plot(cells, meta, out_dir, title)
     paths += size_plot(cells, meta, out_dir, title)
+    paths += trace_plot(cells, meta, out_dir, title)
     paths += cpu_time_plot(cpu_series or {}, meta, out_dir, title)
     paths += cpu_by_role_plot(by_role or [], meta, out_dir, title)
     paths += datarate_plot(datarate or [], meta, out_dir, title)

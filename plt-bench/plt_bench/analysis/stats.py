@@ -209,7 +209,7 @@ def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, Cell
                            loss_pct=c.loss_pct, n=len(x), median_ms=float(np.median(x)), mean_ms=float(np.mean(x)),
                            sd_ms=sd, ci_low_ms=lo, ci_high_ms=hi, cv=cv, n_cpu_bound=len(bound[k]),
                            cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn),
-                           metric=metric, n_no_metric=len(missing[k]))
+                           metric=metric, n_no_metric=len(missing[k]), trace_down=c.trace_down)
     return out
 
 

@@ -291,6 +291,8 @@ def sample():
             if name.strip() == dev:
                 v = rest.split()
                 out.append(f"{time.monotonic_ns()} {v[0]} {v[1]}")
+sample()
+print("ready", flush=True)
 try:
     while time.monotonic() < end:
         sample()
@@ -333,6 +335,9 @@ def check_trace(direction: str, rate: TraceRate, samples: list[tuple[int, int]],
     if len(samples) < 2:
         return _check(name, None, 1.0, False, "no receiver samples"), []
     start = epoch_ns + round(delay_ms * 1e6)
+    if samples[0][0] > start:
+        return _check(name, None, 1.0, False, f"the receiver's sampling began {(samples[0][0] - start) / 1e6:.1f} ms "
+                                              "after the trace's start"), []
     count = int((samples[-1][0] - start) // (window_ms * 10**6))
     if count < 5:
         return _check(name, None, 1.0, False, f"only {count} whole windows measured"), []
@@ -380,6 +385,8 @@ def _saturate(plan, cond, down, recv_ns, recv_if, trace, send_bps, fill_s, secon
                                                       f"{fill_s + seconds + 12 + 2 * trace.period_ms / 1000:g}"]),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
+        if sampler.stdout.readline().strip() != "ready":  # Python starts in 1-2 s under the VM's emulation
+            raise LinkError(f"the receiver's sampler in {recv_ns} did not start")
         sender = subprocess.Popen(cmd.in_netns(plan.client_ns, [
             "iperf3", "-c", plan.server_ip, "-p", str(TRACE_IPERF_PORT), "-J", "-u", *(["-R"] if down else []),
             "-b", str(send_bps), "-l", "1472", "-t", f"{fill_s + seconds + 12 + 2 * trace.period_ms / 1000:g}"]),
@@ -404,7 +411,7 @@ def _saturate(plan, cond, down, recv_ns, recv_if, trace, send_bps, fill_s, secon
     finally:
         sampler.send_signal(signal.SIGINT)  # it prints what it has sampled
         try:
-            out, _ = sampler.communicate(timeout=10)
+            out, _ = sampler.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             cmd.stop_process(sampler)
             out = ""
