@@ -76,6 +76,8 @@ class Spec:
     #                                    runs, else the first listed; stats.reference_for)
     compare: str = "proto"             # what the report compares: proto, or cc (within each protocol)
     metric: str = "plt"                # the time the report compares cells by (records.METRICS)
+    traces: tuple = dataclasses.field(default=(), compare=False)  # the traces.Trace the conditions name (by
+    #                                    hash): what a cluster's worker registers to run them
 
     @property
     def trial_count(self) -> int:
@@ -385,6 +387,13 @@ def bare(overrides: dict | None = None) -> Spec:
     return _spec({"name": "options"}, Path("options"), "options", overrides, {})
 
 
+def _traces_of(grid: Grid) -> tuple:
+    """The traces (traces.Trace, read by the grid's parsing) its conditions name, once each."""
+    from . import traces
+    shas = dict.fromkeys(sha for c in grid.conditions for sha in (c.trace_down_sha256, c.trace_up_sha256) if sha)
+    return tuple(traces.lookup(sha) for sha in shas)
+
+
 def _trace_paths(v: Values, key: str, path: Path) -> str | None:
     """A campaign's trace files as one option string: a campaign file's relative paths are relative to
     the file's folder (an option's to the working folder); gen: descriptions stay as they are."""
@@ -495,7 +504,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
-                metric=_metric(v),
+                metric=_metric(v), traces=_traces_of(grid),
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden

