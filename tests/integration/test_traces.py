@@ -91,20 +91,23 @@ def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_be
 def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_mbit, tmp_path):
     """The issue's command: plt-bench run --trace-down t.txt --trace-up u.txt --size 50x5KB --proto all,
     with the link verified against the traces; every trial proves its protocol, stores both traces'
-    names and hashes, and met the trace from its start."""
+    names and hashes, and met the trace from its start. At 100 ms: linkem's releases are judged late
+    from 10% of the one-way delay (runner.late_bound_ms), and inside the netem VM, whose software
+    emulation runs Chromium and linkem on the same two slow cores, 13-24% of them were 2 ms late at
+    40 ms (the trials rightly refused) and 0.4% 5 ms late."""
     t, u = tmp_path / "t.txt", tmp_path / "u.txt"
     traces.write(t, traces.ramp(peak_mbit / 6, peak_mbit, 2.0, steps=4))
     traces.write(u, traces.on_off(peak_mbit / 4, 0.2, 0.05, cycles=4))
     store = tmp_path / "r.sqlite"
     r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", "all",
-                "--runs", "1", "--rtt", "40ms", "--results", str(store), timeout=1800)
+                "--runs", "1", "--rtt", "100ms", "--results", str(store), timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
     db = sqlite3.connect(store)
     rows = db.execute("SELECT proto, status, conditions, trace_down, trace_down_sha256, trace_up, trace_up_sha256, "
                       "rate_down_bps, trace_phase_ms, link_json FROM trials").fetchall()
     assert sorted(x[0] for x in rows) == ["h1", "h2", "h3"] and {x[1] for x in rows} == {"ok"}, rows
     sha_t, sha_u = (traces.read(p, "test").sha256 for p in (t, u))
-    assert {x[2:8] for x in rows} == {("trace:t/trace:u rtt40ms", "t", sha_t, "u", sha_u,
+    assert {x[2:8] for x in rows} == {("trace:t/trace:u rtt100ms", "t", sha_t, "u", sha_u,
                                         traces.read(t, "test").mean_bps)}
     assert all(abs(x[8]) < 50 for x in rows), [x[8] for x in rows]  # the trace started with the navigation
     assert all(json.loads(x[9])["dirs"]["down"]["trace"]["served_bytes"] > 250_000 for x in rows)
