@@ -21,6 +21,7 @@
 //!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO]
 
 mod nfq;
+mod pkt;
 mod rng;
 mod sched;
 
@@ -31,8 +32,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+/// How a direction's packets come and go: an NFQUEUE (the kernel forwards what linkem releases),
+/// or an AF_PACKET bridge from one interface to another (pkt.rs).
+#[derive(Clone)]
+enum Io {
+    Nfqueue,
+    Packet { input: String, output: String, src: [u8; 6], dst: [u8; 6] },
+}
+
 struct Config {
     dirs: Vec<Params>,
+    io: Vec<Io>,
     stats: String,
     seed: u64,
     maxlen: u32,
@@ -47,11 +57,12 @@ fn usage(msg: &str) -> ! {
     std::process::exit(2);
 }
 
-fn parse_dir(spec: &str) -> Params {
+fn parse_dir(spec: &str) -> (Params, Io) {
     let (name, rest) = spec.split_once(':').unwrap_or_else(|| usage(&format!("--dir '{spec}': expected NAME:key=value,...")));
     let mut p = Params { name: name.to_string(), queue: u16::MAX, delay_ns: 0, jitter_ns: 0, dist: Dist::Uniform,
                          loss: 0.0, reorder: true, trace: None };
     let (mut trace_path, mut limit) = (None, None);
+    let (mut input, mut output, mut src, mut dst) = (None, None, None, None);
     for kv in rest.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or_else(|| usage(&format!("--dir '{spec}': '{kv}' is not key=value")));
         macro_rules! bad {
@@ -72,12 +83,24 @@ fn parse_dir(spec: &str) -> Params {
             }
             "reorder" => p.reorder = match v { "1" => true, "0" => false, _ => bad!() },
             "trace" => trace_path = Some(v.to_string()),
+            "in" => input = Some(v.to_string()),
+            "out" => output = Some(v.to_string()),
+            "src" => src = Some(pkt::parse_mac(v).unwrap_or_else(|| bad!())),
+            "dst" => dst = Some(pkt::parse_mac(v).unwrap_or_else(|| bad!())),
             "limit" => limit = Some(v.parse::<usize>().unwrap_or_else(|_| bad!())),
             _ => usage(&format!("--dir '{spec}': unknown key '{k}'")),
         }
     }
+    let io = match (input, output, src, dst) {
+        (None, None, None, None) => Io::Nfqueue,
+        (Some(input), Some(output), Some(src), Some(dst)) => Io::Packet { input, output, src, dst },
+        _ => usage(&format!("--dir '{spec}': in=, out=, src= and dst= go together")),
+    };
     if p.queue == u16::MAX {
-        usage(&format!("--dir '{spec}': queue= is required"));
+        if matches!(io, Io::Nfqueue) {
+            usage(&format!("--dir '{spec}': queue= is required (or in=, out=, src=, dst= for a bridge)"));
+        }
+        p.queue = 0;
     }
     match (trace_path, limit) {
         (Some(path), Some(limit)) => {
@@ -87,16 +110,20 @@ fn parse_dir(spec: &str) -> Params {
         (None, None) => {}
         _ => usage(&format!("--dir '{spec}': trace= and limit= go together")),
     }
-    p
+    (p, io)
 }
 
 fn parse_args() -> Config {
-    let mut c = Config { dirs: vec![], stats: String::new(), seed: 1, maxlen: 65536, fifo: 0, stats_ms: 250 };
+    let mut c = Config { dirs: vec![], io: vec![], stats: String::new(), seed: 1, maxlen: 65536, fifo: 0, stats_ms: 250 };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
         match a.as_str() {
-            "--dir" => c.dirs.push(parse_dir(&val())),
+            "--dir" => {
+                let (p, io) = parse_dir(&val());
+                c.dirs.push(p);
+                c.io.push(io);
+            }
             "--stats" => c.stats = val(),
             "--seed" => c.seed = val().parse().unwrap_or_else(|_| usage("--seed takes a whole number")),
             "--maxlen" => c.maxlen = val().parse().unwrap_or_else(|_| usage("--maxlen takes a whole number")),
@@ -216,42 +243,81 @@ struct Shared {
     enobufs: AtomicU64,
 }
 
-/// One direction's loop, on a thread of its own: its queue's socket, its timer. A packet costs its
-/// verdict's system call, and the kernel runs the released packet's forwarding (and the
-/// receiver's stack) inside that call: one thread per direction spreads this over the cores.
-fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
-    let queue = sh.dir.lock().unwrap().p.queue;
-    let tfd = check(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) }, "timerfd")?;
+/// A direction's timer: aimed ahead of the next release by its expected wake-up latency, learned
+/// from every wake-up (an EWMA), so that releases land on time rather than one latency late.
+struct Timer {
+    fd: i32,
+    armed_for: u64, // the release time the timer is set for
+    armed_at: u64,  // the time the timer was asked to fire
+    latency: u64,   // expected timer wake-up latency, ns
+}
+
+impl Timer {
+    fn new() -> io::Result<Timer> {
+        let fd = check(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) }, "timerfd")?;
+        Ok(Timer { fd, armed_for: u64::MAX, armed_at: 0, latency: 0 })
+    }
+
+    fn fired(&mut self) {
+        let mut buf = [0u8; 8];
+        unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, 8) };
+        let lat = now_ns().saturating_sub(self.armed_at).min(MAX_COMPENSATION_NS);
+        self.latency = (self.latency * 7 + lat) / 8;
+        self.armed_for = u64::MAX;
+    }
+
+    fn aim(&mut self, next: Option<u64>, now: u64) -> io::Result<()> {
+        if let Some(next) = next {
+            if next != self.armed_for {
+                self.armed_at = next.saturating_sub(self.latency).max(now + 1);
+                arm(self.fd, self.armed_at)?;
+                self.armed_for = next;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An epoll set over these descriptors (each event's u64 is its fd).
+fn epoll_of(fds: &[i32]) -> io::Result<i32> {
     let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll")?;
-    for fd in [sock.fd, tfd] {
+    for &fd in fds {
         let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
         check(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }, "epoll_ctl")?;
     }
+    Ok(ep)
+}
+
+fn wait(ep: i32, events: &mut [libc::epoll_event]) -> io::Result<usize> {
+    loop {
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// One direction's loop over an NFQUEUE, on a thread of its own: its queue's socket, its timer. A
+/// packet costs its verdict's system call, and the kernel runs the released packet's forwarding
+/// (and the receiver's stack) inside that call: one thread per direction spreads this over the cores.
+fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
+    let queue = sh.dir.lock().unwrap().p.queue;
+    let mut timer = Timer::new()?;
+    let ep = epoll_of(&[sock.fd, timer.fd])?;
     let mut pkts = Vec::with_capacity(4096);
     let mut drops = Vec::with_capacity(4096);
     let mut due = Vec::with_capacity(4096);
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
-    let mut armed_for = u64::MAX; // the release time the timer is set for
-    let mut armed_at = 0u64; // the time the timer was asked to fire
-    // expected timer wake-up latency (EWMA, ns), learned from every timer wake-up
-    let mut wake_latency: u64 = 0;
     loop {
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(e);
-        }
-        for ev in &events[..n as usize] {
+        let n = wait(ep, &mut events)?;
+        for ev in &events[..n] {
             let fd = ev.u64 as i32;
-            if fd == tfd {
-                let mut buf = [0u8; 8];
-                unsafe { libc::read(tfd, buf.as_mut_ptr() as *mut libc::c_void, 8) };
-                let lat = now_ns().saturating_sub(armed_at).min(MAX_COMPENSATION_NS);
-                wake_latency = (wake_latency * 7 + lat) / 8;
-                armed_for = u64::MAX;
+            if fd == timer.fd {
+                timer.fired();
             } else if fd == sock.fd {
                 // a bounded drain: releases that fall due are never starved by a flood of arrivals
                 for _ in 0..MAX_BATCHES_PER_TURN {
@@ -285,7 +351,7 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
         due.clear();
         let next = {
             let mut d = sh.dir.lock().unwrap();
-            d.due(now, wake_latency, &mut due);
+            d.due(now, timer.latency, &mut due);
             d.next_due()
         };
         for &id in &due {
@@ -293,13 +359,84 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
         }
         sock.flush()?;
         sh.enobufs.store(sock.enobufs, Ordering::Relaxed);
-        if let Some(next) = next {
-            if next != armed_for {
-                armed_at = next.saturating_sub(wake_latency).max(now + 1);
-                arm(tfd, armed_at)?;
-                armed_for = next;
+        timer.aim(next, now)?;
+    }
+}
+
+/// Frames held by a bridge direction, by id (the scheduler's packet id): a slab of buffers reused.
+struct Slab {
+    bufs: Vec<Vec<u8>>,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    fn take(&mut self, frame: &[u8]) -> Option<u32> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None if self.bufs.len() < MAX_HELD_FRAMES => {
+                self.bufs.push(Vec::with_capacity(2048));
+                (self.bufs.len() - 1) as u32
+            }
+            None => return None,
+        };
+        let b = &mut self.bufs[id as usize];
+        b.clear();
+        b.extend_from_slice(frame);
+        Some(id)
+    }
+}
+
+/// The most frames a bridge direction holds at once (as NFQUEUE's --maxlen): beyond, a frame is dropped.
+const MAX_HELD_FRAMES: usize = 65536;
+
+/// One direction's loop over an AF_PACKET bridge (pkt.rs): frames from the input interface's ring,
+/// copied and held, rewritten for their next hop and sent in batches on the output interface.
+fn bridge_loop(mut rx: pkt::Rx, mut tx: pkt::Tx, src: [u8; 6], dst: [u8; 6], sh: Arc<Shared>) -> io::Result<()> {
+    let mut timer = Timer::new()?;
+    let ep = epoll_of(&[rx.fd, timer.fd])?;
+    let mut slab = Slab { bufs: Vec::new(), free: Vec::new() };
+    let mut due = Vec::with_capacity(4096);
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
+    let mut overflow = 0u64;
+    loop {
+        let n = wait(ep, &mut events)?;
+        for ev in &events[..n] {
+            if ev.u64 as i32 == timer.fd {
+                timer.fired();
             }
         }
+        // whatever woke the loop, the ring is read: a bounded batch, so releases are never starved
+        {
+            let now = now_ns();
+            let mut d = sh.dir.lock().unwrap();
+            rx.drain(MAX_BATCHES_PER_TURN * nfq::BATCH, |frame| {
+                let Some(id) = slab.take(frame) else {
+                    overflow += 1;
+                    return;
+                };
+                if !pkt::forward(&mut slab.bufs[id as usize], &dst, &src) {
+                    slab.free.push(id);
+                    return;
+                }
+                if let Action::Drop = d.on_packet(now, id, (frame.len() - 14) as u32) {
+                    slab.free.push(id);
+                }
+            });
+        }
+        let now = now_ns();
+        due.clear();
+        let next = {
+            let mut d = sh.dir.lock().unwrap();
+            d.due(now, timer.latency, &mut due);
+            d.next_due()
+        };
+        if !due.is_empty() {
+            let frames: Vec<&[u8]> = due.iter().map(|&id| slab.bufs[id as usize].as_slice()).collect();
+            tx.send(&frames)?;
+            slab.free.extend_from_slice(&due);
+        }
+        sh.enobufs.store(overflow + rx.losing + tx.refused, Ordering::Relaxed);
+        timer.aim(next, now)?;
     }
 }
 
@@ -322,11 +459,25 @@ fn run(c: Config) -> io::Result<()> {
     let sfd = check(unsafe { libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) }, "signalfd")?;
 
     // every queue bound, each on its own socket, before anything runs: a failure is linkem's exit
+    enum Ends {
+        Nfq(nfq::Socket),
+        Bridge(pkt::Rx, pkt::Tx, [u8; 6], [u8; 6]),
+    }
     let mut socks = Vec::new();
-    for p in &c.dirs {
-        let mut sock = nfq::Socket::open(64 << 20)?;
-        sock.bind_queue(p.queue, c.maxlen).map_err(|e| io::Error::new(e.kind(), format!("binding queue {}: {e}", p.queue)))?;
-        socks.push(sock);
+    for (p, io) in c.dirs.iter().zip(&c.io) {
+        socks.push(match io {
+            Io::Nfqueue => {
+                let mut sock = nfq::Socket::open(64 << 20)?;
+                sock.bind_queue(p.queue, c.maxlen)
+                    .map_err(|e| io::Error::new(e.kind(), format!("binding queue {}: {e}", p.queue)))?;
+                Ends::Nfq(sock)
+            }
+            Io::Packet { input, output, src, dst } => {
+                let rx = pkt::Rx::open(input, c.maxlen as usize).map_err(|e| io::Error::new(e.kind(), format!("{input}: {e}")))?;
+                let tx = pkt::Tx::open(output).map_err(|e| io::Error::new(e.kind(), format!("{output}: {e}")))?;
+                Ends::Bridge(rx, tx, *src, *dst)
+            }
+        });
     }
     let shared: Vec<Arc<Shared>> = c.dirs.iter().enumerate()
         .map(|(i, p)| Arc::new(Shared { dir: Mutex::new(Direction::new(p.clone(), c.seed.wrapping_add(i as u64 * 0x9E37_79B9))),
@@ -340,7 +491,11 @@ fn run(c: Config) -> io::Result<()> {
     for (sock, sh) in socks.into_iter().zip(shared.iter().cloned()) {
         let name = format!("linkem-q{}", sh.dir.lock().unwrap().p.queue);
         std::thread::Builder::new().name(name).spawn(move || {
-            if let Err(e) = dir_loop(sock, sh) {
+            let r = match sock {
+                Ends::Nfq(sock) => dir_loop(sock, sh),
+                Ends::Bridge(rx, tx, src, dst) => bridge_loop(rx, tx, src, dst, sh),
+            };
+            if let Err(e) = r {
                 eprintln!("linkem: {e}");
                 std::process::exit(1); // fail closed: the queues go with the process
             }

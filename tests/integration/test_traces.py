@@ -42,7 +42,7 @@ def _tcp_down_bps(bed, cond: Conditions) -> float:
     bed.set_conditions(cond)
     with verify.Iperf(bed.plan.server_ns, bed.plan.server_ip):
         res = verify.iperf_client(bed.plan.client_ns, bed.plan.server_ip,
-                                  ["-R", "-t", "4", "-O", str(verify.tcp_omit_s(cond.rtt_ms, 12 * 10**6))], 8)
+                                  ["-R", "-t", "8", "-O", str(verify.tcp_omit_s(cond.rtt_ms, 12 * 10**6))], 12)
     return res["end"]["sum_received"]["bits_per_second"]
 
 

@@ -60,8 +60,9 @@ def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -
 
 def run(bed, out=print, probes: int = 1000) -> dict:
     """Every figure, printed as it comes; returns them."""
-    fig: dict = {"backend": bed.link.backend}
-    out(f"link benchmark on backend {bed.link.backend} ({bed.link.tool}, {bed.link.placement}; targets in brackets)")
+    fig: dict = {"backend": bed.link.backend, "io": getattr(bed.link, "io", None)}
+    io = f", its packets through {fig['io']}" if fig["io"] else ""
+    out(f"link benchmark on backend {bed.link.backend} ({bed.link.tool}, {bed.link.placement}{io}; targets in brackets)")
 
     c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
     bed.set_conditions(c)
@@ -129,8 +130,7 @@ def run(bed, out=print, probes: int = 1000) -> dict:
             r = _tcp(bed, c, seconds=6)
             fig[f"trace_{mbit}mbit_ratio"], fig[f"cpu_trace_{mbit}mbit_emulator"] = r["ratio"], r["emulator_core_share"]
             out(f"  a constant trace of {mbit} Mbit/s (linkem's own rate) with RTT 50 ms, TCP download: goodput / "
-                f"(rate x 1448/1500) = {r['ratio']:.4f} [0.98 to 1.02], linkem {r['emulator_core_share']:.1%} of a core, "
-                f"machine {r['machine_cores']:.3f} cores")
+                f"(rate x 1448/1500) = {r['ratio']:.4f} [0.98 to 1.02], linkem {r['emulator_core_share']:.1%} of a core")
     out("  the issue's five figures: marginal CPU at 100 Mbit/50 ms {:.3f} cores [<= 0.05]; 1 Gbit/50 ms {:.3f} of the "
         "rate [>= 0.95]; RTT error {:+.3f} ms, jitter sd/theory {:.3f}/{:.3f}, loss z {:+.2f}/{:+.2f}; rate at "
         "10M/100M/1G {:.4f}/{:.4f}/{:.4f} [0.98 to 1.02]".format(
