@@ -278,6 +278,16 @@ impl Timer {
     }
 }
 
+/// The packets due now (within the timer's expected latency) into `due`, under the direction's lock
+/// (let go before the kernel is asked to send them); returns (now, the next due time).
+fn take_due(sh: &Shared, timer: &Timer, due: &mut Vec<u32>) -> (u64, Option<u64>) {
+    let now = now_ns();
+    due.clear();
+    let mut d = sh.dir.lock().unwrap();
+    d.due(now, timer.latency, due);
+    (now, d.next_due())
+}
+
 /// An epoll set over these descriptors (each event's u64 is its fd).
 fn epoll_of(fds: &[i32]) -> io::Result<i32> {
     let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll")?;
@@ -347,13 +357,7 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
         }
         // release everything due, then sleep until the next release; the verdicts go out after
         // the lock is let go, so the stats writer never waits on the kernel's forwarding
-        let now = now_ns();
-        due.clear();
-        let next = {
-            let mut d = sh.dir.lock().unwrap();
-            d.due(now, timer.latency, &mut due);
-            d.next_due()
-        };
+        let (now, next) = take_due(&sh, &timer, &mut due);
         for &id in &due {
             sock.verdict(queue, id, nfq::NF_ACCEPT)?;
         }
@@ -423,13 +427,7 @@ fn bridge_loop(mut rx: pkt::Rx, mut tx: pkt::Tx, src: [u8; 6], dst: [u8; 6], sh:
                 }
             });
         }
-        let now = now_ns();
-        due.clear();
-        let next = {
-            let mut d = sh.dir.lock().unwrap();
-            d.due(now, timer.latency, &mut due);
-            d.next_due()
-        };
+        let (now, next) = take_due(&sh, &timer, &mut due);
         if !due.is_empty() {
             let frames: Vec<&[u8]> = due.iter().map(|&id| slab.bufs[id as usize].as_slice()).collect();
             tx.send(&frames)?;

@@ -101,8 +101,9 @@ def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_
     store = tmp_path / "r.sqlite"
     r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", "all",
                 "--runs", "1", "--rtt", "100ms", "--results", str(store), timeout=1800)
-    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
     db = sqlite3.connect(store)
+    reasons = db.execute("SELECT proto, status, reason FROM trials WHERE status != 'ok'").fetchall()
+    assert r.returncode == 0, (reasons, r.stderr[-2000:], r.stdout[-2000:])
     rows = db.execute("SELECT proto, status, conditions, trace_down, trace_down_sha256, trace_up, trace_up_sha256, "
                       "rate_down_bps, trace_phase_ms, link_json FROM trials").fetchall()
     assert sorted(x[0] for x in rows) == ["h1", "h2", "h3"] and {x[1] for x in rows} == {"ok"}, rows

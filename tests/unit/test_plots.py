@@ -41,10 +41,10 @@ def test_heatmap_matches_the_statistics_and_files_are_images(fixture_store):
     s, cid, tmp = fixture_store
     rep = report.build(s, [cid])
     m = plots.heatmap_matrix(rep["rows"])[(0.0, 0.0, 0.0)]
-    assert m["pages"] == ["5KB", "500KB", "200x5KB"] and m["rates"] == list(RATES)
+    assert m["pages"] == ["5KB", "500KB", "200x5KB"] and m["rates"] == [(r, None) for r in RATES]
     assert m["axis"] == "page (NxS: N images of S)"
     for r in rep["rows"]:
-        i, j = m["pages"].index(r.page), m["rates"].index(r.rate_down_bps)
+        i, j = m["pages"].index(r.page), m["rates"].index((r.rate_down_bps, None))
         assert m["diff"][i, j] == pytest.approx(r.diff_pct) and m["significant"][i, j] == r.significant
     sig = {(r.page, r.rate_down_bps): (r.significant, r.faster) for r in rep["rows"]}
     assert sig[("5KB", 10**7)] == (True, "h3") and sig[("5KB", 10**8)] == (True, "h1")
@@ -159,7 +159,7 @@ def test_cpu_bound_trials_mark_their_cell_in_the_table_the_warnings_and_the_heat
     s.db.commit()
     rep = report.build(s, [cid])
     m = plots.heatmap_matrix(rep["rows"])[(0.0, 0.0, 0.0)]
-    assert m["cpu_bound"].sum() == 1 and m["cpu_bound"][m["pages"].index("500KB"), m["rates"].index(10**8)]
+    assert m["cpu_bound"].sum() == 1 and m["cpu_bound"][m["pages"].index("500KB"), m["rates"].index((10**8, None))]
     head, *body = report.table(rep)
     marks = {(r[0], r[1]): r[head.index("CPU-bound")] for r in body}
     assert marks[("100mbit", "500KB")] == "h3 3/8 network" and set(marks.values()) == {"h3 3/8 network", "-"}

@@ -223,3 +223,20 @@ def test_a_campaign_carries_its_traces_to_a_cluster_s_workers():
     for t in sent.traces:
         traces.register(t)
     assert sent.grid.conditions[0].down.trace().ms == spec.traces[0].ms
+
+
+def test_a_trace_has_its_own_heatmap_column_beside_a_constant_rate_of_its_mean():
+    from plt_bench.analysis import plots, stats
+    from .trials import trial
+    ts = []
+    constant = make_grid("h3,h1", "12mbit", "20x5KB", 1, rtt="60ms").conditions[0]
+    traced = make_grid("h3,h1", "unshaped", "20x5KB", 1, rtt="60ms", trace_down="gen:constant:12mbit").conditions[0]
+    assert constant.rate_down_bps == traced.rate_down_bps == 12_000_000
+    for c, slower in ((constant, 0), (traced, 200)):
+        for run in range(4):
+            for proto, plt in (("h3", 500.0 + slower), ("h1", 900.0)):
+                ts.append(trial(1, len(ts), proto, plt=plt + run, cond=c, run_index=run))
+    m = plots.heatmap_matrix(stats.compare(ts))[(60.0, 0.0, 0.0)]
+    assert m["rates"] == [(12_000_000, None), (12_000_000, "constant-12mbit")]
+    assert m["diff"][0, 0] != m["diff"][0, 1]
+    assert plots._column_label(m["rates"][1]) == "trace:constant-12mbit\n(mean 12mbit)"

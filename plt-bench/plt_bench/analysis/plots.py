@@ -93,17 +93,28 @@ def heatmap_matrix(rows: list) -> dict[tuple, dict]:
     out = {}
     for key, rs in groups.items():
         pages = _pages([r.reference for r in rs])
-        rates = sorted({r.rate_down_bps for r in rs}, key=lambda b: (b is None, b or 0))
+        # a column per downlink rate, a trace's apart from a constant rate of its mean
+        rates = sorted({_column(r) for r in rs}, key=lambda c: (c[0] is None, c[0] or 0, c[1] or ""))
         diff = np.full((len(pages), len(rates)), np.nan)
         sig = np.zeros((len(pages), len(rates)), dtype=bool)
         cpu = np.zeros((len(pages), len(rates)), dtype=bool)
         for r in rs:
-            i, j = pages.index(r.page), rates.index(r.rate_down_bps)
+            i, j = pages.index(r.page), rates.index(_column(r))
             diff[i, j], sig[i, j] = r.diff_pct, r.significant
             cpu[i, j] = bool(r.reference.n_cpu_bound or r.other.n_cpu_bound)
         out[key] = {"pages": pages, "rates": rates, "diff": diff, "significant": sig, "cpu_bound": cpu,
                     "axis": _page_axis([r.reference for r in rs])}
     return out
+
+
+def _column(r) -> tuple:
+    """A comparison's heatmap column: (downlink rate, its trace's name or None)."""
+    return (r.rate_down_bps, getattr(r.reference, "trace_down", None))
+
+
+def _column_label(col: tuple) -> str:
+    rate, trace = col
+    return f"trace:{trace}\n(mean {_rate_label(rate)})" if trace else _rate_label(rate)
 
 
 def pairs(rows: list) -> dict[tuple[str, str, str], list]:
@@ -143,7 +154,7 @@ def _pair_heatmaps(rows: list, ref: str, other: str, within: str | None, meta: d
         shown = np.where(sig, diff, np.nan)  # white where not significant
         sns.heatmap(shown, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim,
                     cbar_kws={"label": f"{ref} vs {other} {short} (%)"},
-                    linewidths=0.5, linecolor="#dddddd", xticklabels=[_rate_label(b) for b in m["rates"]],
+                    linewidths=0.5, linecolor="#dddddd", xticklabels=[_column_label(c) for c in m["rates"]],
                     yticklabels=m["pages"])
         for i in range(diff.shape[0]):
             for j in range(diff.shape[1]):

@@ -1,7 +1,17 @@
 """What every link backend is: one interface, whatever shapes and wherever it shapes.
 
-A backend is built for one testbed, then `apply(cond)` sets the conditions and returns
-what it read back (raising LinkError if the kernel or the emulator disagrees), `close()` removes everything it made. The names say honestly what shaped
+A backend is built for one testbed; its life, in order:
+- `open()`: what outlives one set of conditions;
+- `apply(cond)`: set the conditions and return what was read back (LinkError if the kernel or the
+  emulator disagrees); each direction's rate is a kind (conditions.ConstantRate: htb or netem's;
+  conditions.TraceRate: linkem's), and `kernel_rate` says which the kernel sets;
+- per trial: `snapshot()` before and after (the emulator's counters; the trial's own maxima), and
+  the mark: `mark_signal()`, sent by the browser's worker the instant before it navigates, starts
+  any trace over (`mark()` does it from this process, for the link check);
+- `link.verify.verify(plan, cond, link=...)`: the live link measured with real packets;
+- `close()`: everything it made removed.
+A next kind of rate (a schedule, a loss trace, Gilbert-Elliott bursts) is a class in
+plt_bench.conditions and what the emulator does with it. The names say honestly what shaped
 and where; they go into every campaign's metadata:
 - backend: which emulator adds delay, jitter and loss ('netem' in the kernel, or 'linkem');
 - tool: what configured it ('tcconfig', 'tc', 'linkem');
