@@ -21,7 +21,6 @@
 //!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO]
 
 mod nfq;
-mod pkt;
 mod rng;
 mod sched;
 
@@ -32,17 +31,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// How a direction's packets come and go: an NFQUEUE (the kernel forwards what linkem releases),
-/// or an AF_PACKET bridge from one interface to another (pkt.rs).
-#[derive(Clone)]
-enum Io {
-    Nfqueue,
-    Packet { input: String, output: String, src: [u8; 6], dst: [u8; 6] },
-}
-
 struct Config {
     dirs: Vec<Params>,
-    io: Vec<Io>,
     stats: String,
     seed: u64,
     maxlen: u32,
@@ -57,12 +47,11 @@ fn usage(msg: &str) -> ! {
     std::process::exit(2);
 }
 
-fn parse_dir(spec: &str) -> (Params, Io) {
+fn parse_dir(spec: &str) -> Params {
     let (name, rest) = spec.split_once(':').unwrap_or_else(|| usage(&format!("--dir '{spec}': expected NAME:key=value,...")));
     let mut p = Params { name: name.to_string(), queue: u16::MAX, delay_ns: 0, jitter_ns: 0, dist: Dist::Uniform,
                          loss: 0.0, reorder: true, trace: None };
     let (mut trace_path, mut limit) = (None, None);
-    let (mut input, mut output, mut src, mut dst) = (None, None, None, None);
     for kv in rest.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or_else(|| usage(&format!("--dir '{spec}': '{kv}' is not key=value")));
         macro_rules! bad {
@@ -83,24 +72,12 @@ fn parse_dir(spec: &str) -> (Params, Io) {
             }
             "reorder" => p.reorder = match v { "1" => true, "0" => false, _ => bad!() },
             "trace" => trace_path = Some(v.to_string()),
-            "in" => input = Some(v.to_string()),
-            "out" => output = Some(v.to_string()),
-            "src" => src = Some(pkt::parse_mac(v).unwrap_or_else(|| bad!())),
-            "dst" => dst = Some(pkt::parse_mac(v).unwrap_or_else(|| bad!())),
             "limit" => limit = Some(v.parse::<usize>().unwrap_or_else(|_| bad!())),
             _ => usage(&format!("--dir '{spec}': unknown key '{k}'")),
         }
     }
-    let io = match (input, output, src, dst) {
-        (None, None, None, None) => Io::Nfqueue,
-        (Some(input), Some(output), Some(src), Some(dst)) => Io::Packet { input, output, src, dst },
-        _ => usage(&format!("--dir '{spec}': in=, out=, src= and dst= go together")),
-    };
     if p.queue == u16::MAX {
-        if matches!(io, Io::Nfqueue) {
-            usage(&format!("--dir '{spec}': queue= is required (or in=, out=, src=, dst= for a bridge)"));
-        }
-        p.queue = 0;
+        usage(&format!("--dir '{spec}': queue= is required"));
     }
     match (trace_path, limit) {
         (Some(path), Some(limit)) => {
@@ -110,20 +87,16 @@ fn parse_dir(spec: &str) -> (Params, Io) {
         (None, None) => {}
         _ => usage(&format!("--dir '{spec}': trace= and limit= go together")),
     }
-    (p, io)
+    p
 }
 
 fn parse_args() -> Config {
-    let mut c = Config { dirs: vec![], io: vec![], stats: String::new(), seed: 1, maxlen: 65536, fifo: 0, stats_ms: 250 };
+    let mut c = Config { dirs: vec![], stats: String::new(), seed: 1, maxlen: 65536, fifo: 0, stats_ms: 250 };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
         match a.as_str() {
-            "--dir" => {
-                let (p, io) = parse_dir(&val());
-                c.dirs.push(p);
-                c.io.push(io);
-            }
+            "--dir" => c.dirs.push(parse_dir(&val())),
             "--stats" => c.stats = val(),
             "--seed" => c.seed = val().parse().unwrap_or_else(|_| usage("--seed takes a whole number")),
             "--maxlen" => c.maxlen = val().parse().unwrap_or_else(|_| usage("--maxlen takes a whole number")),
@@ -367,77 +340,6 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
     }
 }
 
-/// Frames held by a bridge direction, by id (the scheduler's packet id): a slab of buffers reused.
-struct Slab {
-    bufs: Vec<Vec<u8>>,
-    free: Vec<u32>,
-}
-
-impl Slab {
-    fn take(&mut self, frame: &[u8]) -> Option<u32> {
-        let id = match self.free.pop() {
-            Some(id) => id,
-            None if self.bufs.len() < MAX_HELD_FRAMES => {
-                self.bufs.push(Vec::with_capacity(2048));
-                (self.bufs.len() - 1) as u32
-            }
-            None => return None,
-        };
-        let b = &mut self.bufs[id as usize];
-        b.clear();
-        b.extend_from_slice(frame);
-        Some(id)
-    }
-}
-
-/// The most frames a bridge direction holds at once (as NFQUEUE's --maxlen): beyond, a frame is dropped.
-const MAX_HELD_FRAMES: usize = 65536;
-
-/// One direction's loop over an AF_PACKET bridge (pkt.rs): frames from the input interface's ring,
-/// copied and held, rewritten for their next hop and sent in batches on the output interface.
-fn bridge_loop(mut rx: pkt::Rx, mut tx: pkt::Tx, src: [u8; 6], dst: [u8; 6], sh: Arc<Shared>) -> io::Result<()> {
-    let mut timer = Timer::new()?;
-    let ep = epoll_of(&[rx.fd, timer.fd])?;
-    let mut slab = Slab { bufs: Vec::new(), free: Vec::new() };
-    let mut due = Vec::with_capacity(4096);
-    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
-    let mut overflow = 0u64;
-    loop {
-        let n = wait(ep, &mut events)?;
-        for ev in &events[..n] {
-            if ev.u64 as i32 == timer.fd {
-                timer.fired();
-            }
-        }
-        // whatever woke the loop, the ring is read: a bounded batch, so releases are never starved
-        {
-            let now = now_ns();
-            let mut d = sh.dir.lock().unwrap();
-            rx.drain(MAX_BATCHES_PER_TURN * nfq::BATCH, |frame| {
-                let Some(id) = slab.take(frame) else {
-                    overflow += 1;
-                    return;
-                };
-                if !pkt::forward(&mut slab.bufs[id as usize], &dst, &src) {
-                    slab.free.push(id);
-                    return;
-                }
-                if let Action::Drop = d.on_packet(now, id, (frame.len() - 14) as u32) {
-                    slab.free.push(id);
-                }
-            });
-        }
-        let (now, next) = take_due(&sh, &timer, &mut due);
-        if !due.is_empty() {
-            let frames: Vec<&[u8]> = due.iter().map(|&id| slab.bufs[id as usize].as_slice()).collect();
-            tx.send(&frames)?;
-            slab.free.extend_from_slice(&due);
-        }
-        sh.enobufs.store(overflow + rx.losing + tx.refused, Ordering::Relaxed);
-        timer.aim(next, now)?;
-    }
-}
-
 fn run(c: Config) -> io::Result<()> {
     // the scheduling policy, the timer slack and the signal mask are set before the direction
     // threads start, which inherit them: signals reach only the main thread's signalfd
@@ -457,25 +359,11 @@ fn run(c: Config) -> io::Result<()> {
     let sfd = check(unsafe { libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) }, "signalfd")?;
 
     // every queue bound, each on its own socket, before anything runs: a failure is linkem's exit
-    enum Ends {
-        Nfq(nfq::Socket),
-        Bridge(pkt::Rx, pkt::Tx, [u8; 6], [u8; 6]),
-    }
     let mut socks = Vec::new();
-    for (p, io) in c.dirs.iter().zip(&c.io) {
-        socks.push(match io {
-            Io::Nfqueue => {
-                let mut sock = nfq::Socket::open(64 << 20)?;
-                sock.bind_queue(p.queue, c.maxlen)
-                    .map_err(|e| io::Error::new(e.kind(), format!("binding queue {}: {e}", p.queue)))?;
-                Ends::Nfq(sock)
-            }
-            Io::Packet { input, output, src, dst } => {
-                let rx = pkt::Rx::open(input, c.maxlen as usize).map_err(|e| io::Error::new(e.kind(), format!("{input}: {e}")))?;
-                let tx = pkt::Tx::open(output).map_err(|e| io::Error::new(e.kind(), format!("{output}: {e}")))?;
-                Ends::Bridge(rx, tx, *src, *dst)
-            }
-        });
+    for p in &c.dirs {
+        let mut sock = nfq::Socket::open(64 << 20)?;
+        sock.bind_queue(p.queue, c.maxlen).map_err(|e| io::Error::new(e.kind(), format!("binding queue {}: {e}", p.queue)))?;
+        socks.push(sock);
     }
     let shared: Vec<Arc<Shared>> = c.dirs.iter().enumerate()
         .map(|(i, p)| Arc::new(Shared { dir: Mutex::new(Direction::new(p.clone(), c.seed.wrapping_add(i as u64 * 0x9E37_79B9))),
@@ -489,11 +377,7 @@ fn run(c: Config) -> io::Result<()> {
     for (sock, sh) in socks.into_iter().zip(shared.iter().cloned()) {
         let name = format!("linkem-q{}", sh.dir.lock().unwrap().p.queue);
         std::thread::Builder::new().name(name).spawn(move || {
-            let r = match sock {
-                Ends::Nfq(sock) => dir_loop(sock, sh),
-                Ends::Bridge(rx, tx, src, dst) => bridge_loop(rx, tx, src, dst, sh),
-            };
-            if let Err(e) = r {
+            if let Err(e) = dir_loop(sock, sh) {
                 eprintln!("linkem: {e}");
                 std::process::exit(1); // fail closed: the queues go with the process
             }

@@ -60,9 +60,8 @@ def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -
 
 def run(bed, out=print, probes: int = 1000) -> dict:
     """Every figure, printed as it comes; returns them."""
-    fig: dict = {"backend": bed.link.backend, "io": getattr(bed.link, "io", None)}
-    io = f", its packets through {fig['io']}" if fig["io"] else ""
-    out(f"link benchmark on backend {bed.link.backend} ({bed.link.tool}, {bed.link.placement}{io}; targets in brackets)")
+    fig: dict = {"backend": bed.link.backend}
+    out(f"link benchmark on backend {bed.link.backend} ({bed.link.tool}, {bed.link.placement}; targets in brackets)")
 
     c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
     bed.set_conditions(c)

@@ -125,20 +125,6 @@ def router_nfqueue_rule(in_dev: str, queue: int) -> list[str]:
     return ["-i", in_dev, "-j", "NFQUEUE", "--queue-num", str(queue)]
 
 
-def bridge_drop_rule(dev: str) -> list[str]:
-    """linkem's AF_PACKET bridge takes a veth's arriving IPv4 frames from its ring; the kernel's own
-    copy is dropped in the raw table's PREROUTING (packet sockets tap a frame before netfilter; this
-    kernel has no tc drop action). The rule stays when linkem dies: traffic stops, never runs
-    unshaped. ARP is the kernel's still."""
-    return ["-t", "raw", "-A", "PREROUTING", "-i", dev, "-j", "DROP"]
-
-
-def checksum_offload_off_command(dev: str) -> list[str]:
-    """A host's veth computes its own checksums: a frame a packet socket copies and sends again
-    must carry a complete one (with offload it is left to a later stage that never comes)."""
-    return ["ethtool", "-K", dev, "tx", "off"]
-
-
 def host_nfqueue_rules(server: str, queue: int) -> list[list[str]]:
     """Rules of our chain on a client host: test packets from the server to linkem's queue (no
     --queue-bypass: without linkem they are dropped, never passed undelayed)."""

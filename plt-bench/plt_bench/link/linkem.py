@@ -30,7 +30,7 @@ from ..conditions import Conditions, TraceRate
 from ..errors import LinkError, UsageError
 from . import host as hostnet
 from .base import Link, router_delivery_point, router_directions
-from .commands import (QUEUE_DOWN, QUEUE_UP, bridge_drop_rule, checksum_offload_off_command, htb_commands, host_egress_commands, host_nfqueue_rules,
+from .commands import (QUEUE_DOWN, QUEUE_UP, htb_commands, host_egress_commands, host_nfqueue_rules,
                        ingress_redirect_commands, jump_rule, pfifo_leaf, router_nfqueue_rule, u32_matches)
 from .readback import check_directions
 from .stats import parse_stats
@@ -42,26 +42,12 @@ QUEUE_BASE = 0x5042  # a client host's NFQUEUE number is QUEUE_BASE + the testbe
 
 class LinkemDir(NamedTuple):
     """One direction linkem runs: its NFQUEUE, one-way delay, loss, and the trace its rate follows
-    (None: no rate of linkem's; the kernel's htb, if any, sets it). bridge: (input interface, output
-    interface, source MAC, next hop's MAC) when linkem bridges the direction over AF_PACKET instead."""
+    (None: no rate of linkem's; the kernel's htb, if any, sets it)."""
     name: str
     queue: int
     delay_ms: float
     loss_pct: float
     trace: TraceRate | None = None
-    bridge: tuple[str, str, str, str] | None = None
-
-
-IO_MODES = ("nfqueue", "packet")
-
-
-def io_mode() -> str:
-    """How linkem takes and gives back packets in the router: NFQUEUE (the default) or an AF_PACKET
-    bridge (PLT_BENCH_LINKEM_IO=packet; measured against NFQUEUE with bench-link, README)."""
-    mode = os.environ.get("PLT_BENCH_LINKEM_IO", "nfqueue")
-    if mode not in IO_MODES:
-        raise UsageError(f"PLT_BENCH_LINKEM_IO: '{mode}'; expected one of {', '.join(IO_MODES)}")
-    return mode
 
 
 def linkem_dirs(cond: Conditions) -> list[LinkemDir]:
@@ -72,13 +58,6 @@ def linkem_dirs(cond: Conditions) -> list[LinkemDir]:
 
 def _traced(rate) -> TraceRate | None:
     return rate if isinstance(rate, TraceRate) else None
-
-
-def _mac(ns: str, dev: str) -> str:
-    """An interface's MAC address, read in its namespace."""
-    import json
-    info = json.loads(cmd.run(["ip", "-j", "link", "show", "dev", dev], ns=ns).stdout)
-    return info[0]["address"]
 
 
 def needs_linkem(cond: Conditions) -> bool:
@@ -98,8 +77,6 @@ def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
     for d in dirs or linkem_dirs(cond):
         spec = (f"{d.name}:queue={d.queue},delay_us={round(d.delay_ms * 1000)},jitter_us={round(cond.jitter_ms * 1000)},"
                 f"dist={cond.jitter_dist},loss={d.loss_pct / 100:.6g},reorder={int(cond.reorder)}")
-        if d.bridge is not None:
-            spec += ",in={},out={},src={},dst={}".format(*d.bridge)
         if d.trace is not None:
             spec += f",trace={trace_file(stats.parent, d)},limit={cond.queue_for(d.trace.mean_bps)}"
         argv += ["--dir", spec]
@@ -130,11 +107,6 @@ class LinkemLink(Link):
         self.log_path = plan.run_dir / "linkem.log"
         self.proc: subprocess.Popen | None = None
         self.cond: Conditions | None = None
-        self.io = io_mode() if self.ns is not None else "nfqueue"  # the bridge is the router's only
-        if self.io == "packet":
-            self.detail = ("router egress veths (htb), linkem bridging the router's veths over AF_PACKET (the "
-                           "kernel's copy dropped in raw PREROUTING)")
-        self._bridged = False
 
     def _iptables(self, *args: str, check: bool = True):
         return cmd.run(["iptables", "-w", *args], ns=self.ns, check=check)
@@ -171,27 +143,7 @@ class LinkemLink(Link):
         raise LinkError(f"linkem did not bind its queues within 5s: {self._log_tail()}")
 
     def dirs(self, cond: Conditions) -> list[LinkemDir]:
-        dirs = linkem_dirs(cond)
-        if self.io != "packet":
-            return dirs
-        p = self.plan
-        client, server = _mac(p.client_ns, p.client_if), _mac(p.server_ns, p.server_if)
-        rc, rs = _mac(p.router_ns, p.router_client_if), _mac(p.router_ns, p.router_server_if)
-        ends = {"down": (p.router_server_if, p.router_client_if, rc, client),
-                "up": (p.router_client_if, p.router_server_if, rs, server)}
-        return [d._replace(bridge=ends[d.name]) for d in dirs]
-
-    def _bridge(self, on: bool) -> None:
-        """The kernel's copy of each arriving IPv4 frame dropped at the router's ingress (linkem's
-        bridge forwards it), or forwarding by the kernel again."""
-        p = self.plan
-        self._iptables("-t", "raw", "-F", "PREROUTING", check=on)
-        if on:
-            for ns, dev in ((p.client_ns, p.client_if), (p.server_ns, p.server_if)):
-                cmd.run(checksum_offload_off_command(dev), ns=ns)
-            for dev in (p.router_client_if, p.router_server_if):
-                self._iptables(*bridge_drop_rule(dev))
-        self._bridged = on
+        return linkem_dirs(cond)
 
     def _log_tail(self) -> str:
         try:
@@ -208,11 +160,7 @@ class LinkemLink(Link):
             cmd.run(["tc", "qdisc", "del", "dev", dev, "root"], ns=ns, check=False)
             if rate is not None:
                 cmd.run_all(htb_commands(dev, rate, pfifo_leaf(cond.queue_for(rate))), ns=ns)
-        if self.io == "packet":
-            self._bridge(needs_linkem(cond))
-            if needs_linkem(cond):
-                self._start(cond)
-        elif needs_linkem(cond):
+        if needs_linkem(cond):
             self._start(cond)
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_server_if, QUEUE_DOWN))
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_client_if, QUEUE_UP))
@@ -224,17 +172,7 @@ class LinkemLink(Link):
                **check_directions(self.plan.router_ns, router_directions(self.plan, cond), cond, netem=False)}
         rules = self._iptables("-S", "FORWARD").stdout
         queued = re.findall(r"-j NFQUEUE --queue-num (\d+)(.*)", rules)
-        if self.io == "packet":
-            raw = self._iptables("-t", "raw", "-S", "PREROUTING").stdout
-            for dev in (self.plan.router_client_if, self.plan.router_server_if):
-                dropping = ' '.join(bridge_drop_rule(dev)[2:]) in raw
-                if dropping != needs_linkem(cond):
-                    raise LinkError(f"{dev}: the drop of the kernel's copy is {'missing' if needs_linkem(cond) else 'set'}: "
-                                    f"{raw.strip()}")
-            if needs_linkem(cond):
-                out["linkem"] = self.check_running(cond)
-            out["io"] = "packet"
-        elif needs_linkem(cond):
+        if needs_linkem(cond):
             if sorted(int(q) for q, _ in queued) != [QUEUE_DOWN, QUEUE_UP] or any("bypass" in rest for _, rest in queued):
                 raise LinkError(f"the router's NFQUEUE rules are not as set: {rules.strip()}")
             out["linkem"] = self.check_running(cond)
@@ -337,8 +275,6 @@ class LinkemLink(Link):
     def close(self) -> None:
         self._stop()
         self._iptables("-F", "FORWARD", check=False)
-        if self._bridged:
-            self._bridge(False)
 
 
 class HostLinkem(LinkemLink):
