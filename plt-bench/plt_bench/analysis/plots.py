@@ -281,7 +281,7 @@ def trace_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]
             continue
         pages = _pages(cs)
         metric = METRICS[cs[0].metric]
-        fig, axes = plt.subplots(1, len(pages), figsize=(4.8 * len(pages), 4.0), squeeze=False)
+        fig, axes = plt.subplots(1, len(pages), figsize=(7.0 * len(pages), 4.8), squeeze=False)
         for ax, page in zip(axes[0], pages):
             variants, name = _variants(cs)
             for proto in variants:
@@ -290,9 +290,9 @@ def trace_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]
                 if not pts:
                     continue
                 x, y, lo, hi = (np.array([p[i] for p in pts], dtype=float) for i in range(4))
-                ax.plot(x, y / 1000, "o-", color=_color(proto), label=proto)
-                ok = np.isfinite(lo) & np.isfinite(hi)
-                ax.fill_between(x[ok], lo[ok] / 1000, hi[ok] / 1000, color=_color(proto), alpha=0.2)
+                # points, not a line: two traces of one mean rate are two links (the shape decides)
+                err = np.array([np.where(np.isfinite(lo), y - lo, 0), np.where(np.isfinite(hi), hi - y, 0)]) / 1000
+                ax.errorbar(x, y / 1000, yerr=err, fmt="o", capsize=3, color=_color(proto), label=proto)
             for xv, trace in sorted({(c.rate_down_bps / 1e6, c.trace_down) for c in cs if c.page == page}):
                 ax.annotate(trace, (xv, ax.get_ylim()[1]), fontsize=6, rotation=90, va="top", ha="right",
                             color="#555555")
@@ -300,7 +300,7 @@ def trace_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]
             ax.set_xlabel("downlink trace's mean rate (Mbit/s)")
             ax.set_ylabel(f"{metric.label} (s), median and 95% CI")
             ax.legend(fontsize=7)
-        fig.suptitle(f"{title}: {metric.label} over trace-driven links, against each trace's mean rate; "
+        fig.suptitle(f"{title}: {metric.label} over trace-driven links, against each trace's mean rate\n"
                      f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}", fontsize=9)
         fig.tight_layout()
         paths += _save(fig, out_dir, "trace_rate" + ("" if cs[0].metric == DEFAULT_METRIC else f"_{cs[0].metric}")
