@@ -11,6 +11,9 @@
     verify     the live link proven with real packets (ping, iperf3)
     bench      the link benchmark, printed as ratios
 
+A rate that follows a trace is a kind of rate (conditions.TraceRate); the format, reading and
+making of traces is plt_bench/traces.py, beside conditions (which names them), below this package.
+
 Embedded (three namespaces): `make(choice, plan=...)`; two machines: the client passes its
 plan, the control channel and the state-file recorder.
 """
