@@ -99,7 +99,7 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
         if ta.get("path"):  # the trace's part: what its opportunities carried and its queue refused in the trial
             d["trace"] = {"epoch_ns": ta["epoch_ns"], "opportunities": ta["opportunities"],
                           "served_bytes": ta["served_bytes"] - tb.get("served_bytes", 0),
-                          "queue_drops": ta["queue_drops"] - tb.get("queue_drops", 0), "max_qdepth": ta["max_qdepth"]}
+                          "queue_drops": ta["queue_drops"] - tb.get("queue_drops", 0)}
         if d.get("released"):
             d["late_mean_us"] = round((a.get("late_sum_us", 0) - b.get("late_sum_us", 0)) / d["released"], 2)
         out["dirs"][name] = d
