@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import ROOT, run_cli, system_state
+from .test_replay import url
 
 
 def _campaign_file(tmp_path, text):
@@ -324,7 +325,7 @@ def _har(*addresses: str) -> str:
     return json.dumps({"log": {"entries": entries}})
 
 
-PAGE = "https://a.rec.test/"
+PAGE = url("a")  # the replay tests' one helper: a host of the reserved .test domain, never fetched
 HOSTILE_HARS = [
     (_har(PAGE, PAGE + "../../etc/passwd"), "entry 2: "),
     (_har(PAGE, "file:///etc/shadow"), "has the scheme 'file'"),
