@@ -313,7 +313,7 @@ def _visits(v: "Values", pages: tuple[Page, ...]) -> tuple[Page, ...]:
     visit, in that order; a page that names its own visit (20x5KB@repeat) and bulk and request
     pages stay as they are."""
     from .pages import VISITS
-    visits = units.split_list(_as_list(v.get("visit", DEFAULTS["visit"])))
+    visits = list(dict.fromkeys(units.split_list(_as_list(v.get("visit", DEFAULTS["visit"])), v.name("visit"))))
     if not visits or any(x not in VISITS for x in visits):
         raise UsageError(f"{v.name('visit')}: '{_as_list(v.get('visit'))}'; expected one or more of {', '.join(VISITS)} "
                          "(first: a fresh browser; repeat: the same browser again, its connections closed and its "
@@ -343,10 +343,10 @@ def _reference(v: "Values", protos: tuple[str, ...], ccs: tuple[str, ...], axis:
     if text is None:
         return None
     if axis == "cc":
-        if str(text) not in ccs:
+        if str(text).strip().lower() not in ccs:  # one rule for case, as --cc reads its own
             raise UsageError(f"{v.name('reference')}: '{text}' is not one congestion control this campaign runs; "
                              f"expected one of {', '.join(ccs)} (--cc {','.join(ccs)})")
-        return str(text)
+        return str(text).strip().lower()
     names = protocols.parse(str(text), v.name("reference"))
     if len(names) != 1 or names[0] not in protos:
         raise UsageError(f"{v.name('reference')}: '{text}' is not one protocol this campaign runs; expected one of "

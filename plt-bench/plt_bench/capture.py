@@ -62,7 +62,8 @@ def parse_kinds(text: str | list | None, option: str = "--capture") -> tuple[str
     """'all', 'none' or a comma-separated list of KINDS (a list from a campaign file)."""
     if text is None:
         return ()
-    items = [str(x).strip().lower() for x in (text if isinstance(text, list) else str(text).split(","))]
+    from .units import split_list
+    items = [str(x).strip().lower() for x in text] if isinstance(text, list) else [x.lower() for x in split_list(text, option)]
     items = [x for x in items if x]
     if items in (["all"], ["yes"], ["true"]):
         return KINDS

@@ -27,6 +27,12 @@ TWO = ("server", "server_pin", "server_token", "server_token_file", "control_por
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        # no abbreviations: '--browser firefox' was taken as '--browser-binary firefox', and a new option
+        # could shadow an old one's prefix; an unknown option is refused by name
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # argparse's own errors: same form, exit 2
         self.print_usage(sys.stderr)
         print(f"Error: {message}", file=sys.stderr)
@@ -66,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "'plt-bench down'.")
     add(u, "bw", "up_bw", "size", *LINK, "testbed", "json", defaults={"bw": "unshaped", "size": ",".join(DEFAULT_SIZES)},
         types=index)
+    u.set_defaults(bw=None)  # unshaped unless a downlink trace gives the rate (cmd_up): a default is no --bw given
     v = cmd_parser("verify", "measure the live link (ping, iperf3) and compare it with the configuration",
                    "Bring a testbed up (no browser), apply each condition, measure RTT, jitter, loss, reordering and "
                    "rate with real packets, store the figures, and exit 1 if one is out of tolerance.")
@@ -87,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         helps={"testbed": "only testbed N (default: all started by 'up')"})
     c = cmd_parser("clean", "remove whatever a killed run left behind (only plt-bench's own); safe to rerun")
     c.add_argument("--force", action="store_true", help="also remove testbeds whose owning run is still alive")
+    add(c, "testbed", types=index, helps={"testbed": "only testbed N: its namespaces, run folder, processes and "
+                                                     "worker claim (default: every abandoned one, and half-made page "
+                                                     "sets whose maker was killed)"})
     for name, text in (("export", "export trials as CSV"), ("summary", "print the summary table of a stored campaign")):
         x = cmd_parser(name, text)
         add(x, "results")
@@ -280,6 +290,8 @@ def cmd_bench_link(a) -> int:
 
 def cmd_up(a) -> int:
     from .testbed import Testbed
+    if a.bw is None and not a.trace_down:
+        a.bw = "unshaped"
     spec = _link_spec(a, size=a.size)
     if len(spec.grid.conditions) != 1:
         raise UsageError("--bw, --rtt, --jitter, --loss: 'up' takes one value of each")
@@ -341,7 +353,14 @@ def cmd_doctor(a) -> int:
 
 def cmd_clean(a) -> int:
     cmd.require_root()
-    rep = topology.clean(force=a.force)
+    rep = topology.clean(force=a.force, index=a.testbed)
+    if a.testbed is None:
+        from .replay import remove_dead_parts
+        rep["removed"] += [f"{SITES / 'replay' / name} (a page set whose maker was killed)"
+                           for name in remove_dead_parts(SITES / "replay")]
+    elif not rep["removed"] and not rep["kept"] and not rep["up"]:
+        print(f"nothing of testbed {a.testbed} (pb{a.testbed}) to clean")
+        return 0
     print("\n".join([f"removed {p}" for p in rep["removed"]]
                     + [f"kept {p}: its run is still alive (use --force to remove it anyway)" for p in rep["kept"]]
                     + [f"kept {p}: brought up by 'plt-bench up' (take it down with 'plt-bench down --testbed "
@@ -448,8 +467,13 @@ COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": 
             "bench-literature": cmd_bench}
 
 
+# The commands that store trials: only their interruption speaks of trials kept.
+MEASURING = frozenset({"run", "worker", "bench", "bench-campaign", "bench-sampler", "bench-literature", "bench-link"})
+
+
 def main(argv: list[str] | None = None) -> int:
     signals.install()  # first: a signal while the parser loads its modules is an ending like any other
+    args = None
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
@@ -465,8 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (KeyboardInterrupt, signals.Interrupted) as e:
         signals.settle()
-        print("\ninterrupted: nothing it made is left behind; trials it finished, if any, are in the store",
-              file=sys.stderr)
+        measuring = getattr(args, "command", None) in MEASURING
+        print("\ninterrupted: nothing it made is left behind" +
+              ("; trials it finished, if any, are in the store" if measuring else ""), file=sys.stderr)
         return e.exit_code if isinstance(e, signals.Interrupted) else 130
 
 

@@ -207,7 +207,7 @@ class Grid:
 
 def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:
     """A comma-separated list, each item parsed (and checked) by parse_one, duplicates dropped."""
-    items = units.split_list(text)
+    items = units.split_list(text, option)
     if not items:
         raise UsageError(f"{option}: empty; expected {form}")
     out: list = []

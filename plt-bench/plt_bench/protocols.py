@@ -67,7 +67,8 @@ def get(name: str) -> Protocol:
 def parse(text: str, option: str = "--proto") -> tuple[str, ...]:
     """A comma-separated list of protocols and groups -> canonical names, in the order given,
     duplicates dropped ('both' -> ('h3', 'h1'); 'quic,h2' -> ('h3', 'h2'))."""
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    from .units import split_list
+    items = split_list(text, option)
     if not items:
         raise UsageError(f"{option}: empty; expected {form()}")
     out: list[str] = []

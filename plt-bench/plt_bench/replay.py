@@ -39,7 +39,7 @@ import re
 import shutil
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from .errors import UsageError
 from .pages import (MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_OBJECT_BYTES, REPLAY_MANIFEST, REPLAY_NAME_RE,
@@ -98,7 +98,9 @@ def _origin(url: str, where: str) -> tuple[str, str]:
                    "names web hosts (hostile)")
     path = u.path or "/"
     segments = re.split(r"[/\\]", unquote(unquote(path)))
-    if ".." in segments or "\\" in path or "\x00" in unquote(path):
+    if "\x00" in unquote(unquote(path)) or "\x00" in url:
+        raise _bad(f"{where}: {url[:80]!r} has a NUL character in its path; refused (hostile)")
+    if ".." in segments or "\\" in path:
         raise _bad(f"{where}: '{url[:80]}' has a '..' segment or a backslash in its path; refused (hostile)")
     default = 443 if u.scheme == "https" else 80
     return f"{u.scheme}://{host}{'' if port in (None, default) else f':{port}'}", path
@@ -125,21 +127,34 @@ def _har_body(entry: dict, size: int, where: str) -> bytes | None:
     return data if len(data) == size else None
 
 
-def read(path: Path) -> tuple[dict, list[dict]]:
-    """The HAR's log and its first page's entries, in order; malformed and huge files refused."""
+def read_bytes(path: Path) -> bytes:
+    """A recording's bytes: a regular file (a link to one is followed) read to at most MAX_HAR_BYTES,
+    whatever its size claims (/proc/self/mem says 0 and cannot be read)."""
+    import stat
     path = Path(path)
     try:
-        size = path.stat().st_size
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:  # a FIFO does not block here
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise _bad(f"{path} is not a file")
+            data = f.read(MAX_HAR_BYTES + 1)
     except OSError as e:
-        raise _bad(f"{path}: {e.strerror or e}") from None
-    if not path.is_file():
-        raise _bad(f"{path} is not a file")
-    if size > MAX_HAR_BYTES:
-        raise _bad(f"{path} is {size} bytes; a recording is at most {MAX_HAR_BYTES // 10**6} MB (huge)")
+        raise _bad(f"{path}: {e.strerror or e}; expected a HAR 1.2 file that can be read") from None
+    if len(data) > MAX_HAR_BYTES:
+        raise _bad(f"{path} is over {MAX_HAR_BYTES // 10**6} MB; a recording is at most {MAX_HAR_BYTES // 10**6} MB "
+                   "(huge)")
+    return data
+
+
+def read(path: Path, data: bytes | None = None) -> tuple[dict, list[dict]]:
+    """The HAR's log and its first page's entries, in order; malformed and huge files refused."""
+    path = Path(path)
+    data = read_bytes(path) if data is None else data
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise _bad(f"{path} is not JSON ({e}); expected a HAR 1.2 file") from None
+    except RecursionError:
+        raise _bad(f"{path}: its JSON is nested too deeply for a HAR 1.2 file (hostile)") from None
     log = _get(data, "log", dict, str(path))
     entries = _get(log, "entries", list, f"{path}: log")
     if not entries:
@@ -148,12 +163,21 @@ def read(path: Path) -> tuple[dict, list[dict]]:
     if pages:
         ref = pages[0].get("id") if isinstance(pages[0], dict) else None
         entries = [e for e in entries if not isinstance(e, dict) or e.get("pageref", ref) == ref]
+        if not entries:
+            raise _bad(f"{path}: no entry belongs to the first page ('pageref' {str(ref)[:40]!r}); a recording holds "
+                       "its first page's requests")
     for i, e in enumerate(entries):
         where = f"entry {i + 1}"
         _get(e, "request", dict, where)
         _get(e, "response", dict, where)
         _get(e["request"], "url", str, f"{where} request")
         _get(e["response"], "status", int, f"{where} response")
+        for key, kind in (("content", dict), ("redirectURL", str)):
+            if e["response"].get(key) is not None and not isinstance(e["response"][key], kind):
+                raise _bad(f"{where} response: '{key}' is not {'an object' if kind is dict else 'a string'}: not a "
+                           "HAR 1.2 file (malformed)")
+        if "method" in e["request"] and not isinstance(e["request"]["method"], str):
+            raise _bad(f"{where} request: 'method' is not a string: not a HAR 1.2 file (malformed)")
     return log, entries
 
 
@@ -177,7 +201,8 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[ReplaySet, list[byt
         status, method = e["response"]["status"], str(e["request"].get("method", "GET")).upper()
         redirect = e["response"].get("redirectURL") or ""
         if redirect and 300 <= status < 400:
-            target, _ = _origin(redirect if "://" in redirect else f"{origin}{redirect}", f"{where} redirect")
+            # resolved as a browser would: '//host/x' is another host, 'x' a path beside the request's
+            target, _ = _origin(urljoin(e["request"]["url"], redirect), f"{where} redirect")
             kept_hosts = {urlsplit(x["request"]["url"]).hostname for x in entries if isinstance(x, dict)}
             if urlsplit(target).hostname not in kept_hosts:
                 raise _bad(f"{where}: redirects to '{redirect[:80]}', a host the recording does not hold (hostile)")
@@ -213,11 +238,12 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[ReplaySet, list[byt
                                     file=f"{k}-{safe}", query=f"?{query}" if query else "", mime=mime, size=size,
                                     element=element, body="har" if body is not None else "made", sha256=""))
         bodies.append(body)
-    total = sum(o.size for o in objects)
-    if total > MAX_PAGE_BYTES:
-        raise _bad(f"the recording's objects hold {total} bytes; a page is at most {MAX_PAGE_BYTES} (huge)")
     doc_size = (doc["response"].get("content") or {}).get("size")
     doc_size = doc_size if isinstance(doc_size, int) and not isinstance(doc_size, bool) and doc_size > 0 else 0
+    total = sum(o.size for o in objects) + doc_size  # the document is padded to its recorded size: it counts
+    if total > MAX_PAGE_BYTES:
+        raise _bad(f"the recording's document and objects hold {total} bytes; a page is at most {MAX_PAGE_BYTES} "
+                   "(huge)")
     rs = ReplaySet(name=name, origins=tuple(origins), objects=tuple(objects), html_bytes=0,
                    recorded_document_bytes=doc_size,
                    source={"document_url": doc["request"]["url"][:2000],
@@ -248,14 +274,18 @@ def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
     and renamed into place whole, or nothing at all. Returns the set and what was left out."""
     check_name(name)
     dest = replay_root(sites, name)
+    exists = f"NAME: a page set '{name}' exists already ({dest}); choose another name or remove it"
     if dest.exists():
-        raise UsageError(f"NAME: a page set '{name}' exists already ({dest}); choose another name or remove it")
-    log, entries = read(har_path)
+        raise UsageError(exists)
+    data = read_bytes(Path(har_path))
+    log, entries = read(har_path, data)
     rs, bodies, notes = plan(log, entries, name)
-    digest = hashlib.sha256(Path(har_path).read_bytes()).hexdigest()
-    rs = dataclasses.replace(rs, source={**rs.source, "file": Path(har_path).name, "sha256": digest})
+    rs = dataclasses.replace(rs, source={**rs.source, "file": Path(har_path).name,
+                                         "sha256": hashlib.sha256(data).hexdigest()})
+    del data
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{name}.part-{os.getpid()}"
+    remove_dead_parts(dest.parent)
+    tmp = dest.parent / f".{name}{PART}{os.getpid()}"
     try:
         tmp.mkdir()
         objects = []
@@ -269,11 +299,39 @@ def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
         rs = dataclasses.replace(rs, objects=tuple(objects))
         (tmp / "index.html").write_bytes(replay_html(rs))
         (tmp / REPLAY_MANIFEST).write_text(json.dumps(to_json(rs), indent=1) + "\n")
-        os.rename(tmp, dest)
+        try:
+            os.rename(tmp, dest)
+        except OSError as e:
+            if dest.exists():  # another maker of the same set finished first: theirs stands
+                raise UsageError(exists) from None
+            raise
+    except OSError as e:  # a full disk, a read-only folder: nothing of the set is left
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UsageError(f"NAME: the page set '{name}' cannot be written in {dest.parent} ({e.strerror or e}); nothing "
+                         "was written") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return rs, notes
+
+
+PART = ".part-"  # a set being made: .NAME.part-PID beside the sets, renamed into place whole
+
+
+def remove_dead_parts(folder: Path) -> list[str]:
+    """Half-made sets whose maker is gone (killed mid-write: SIGKILL runs no cleanup): removed, by
+    name; a live maker's is kept. Returns the names removed."""
+    removed = []
+    try:
+        found = [p for p in Path(folder).iterdir() if p.name.startswith(".") and PART in p.name]
+    except OSError:
+        return removed
+    for p in found:
+        pid = p.name.rsplit(PART, 1)[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+    return removed
 
 
 def to_json(rs: ReplaySet) -> dict:

@@ -280,7 +280,9 @@ class Session:
         for done, rows in self.done.items():  # per protocol (and congestion control, where there are several)
             if done.place == slot.place and done.run_index < r:
                 key = done.proto if len(spec.grid.ccs) == 1 else f"{done.proto} {done.cc}"
-                times.setdefault(key, []).extend(t.plt_ms for t in rows if t.counts)
+                # the campaign's metric (--metric), as its report compares: a trial without it does not count
+                times.setdefault(key, []).extend(v for t in rows if t.counts
+                                                 and (v := stats.metric_value(t, spec.metric)) is not None)
         kinds = spec.grid.protos if len(spec.grid.ccs) == 1 else tuple(f"{p} {cc}" for p in spec.grid.protos
                                                                        for cc in spec.grid.ccs)
         why, widths = stats.precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs, kinds)

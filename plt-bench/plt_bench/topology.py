@@ -463,11 +463,16 @@ def remove_empty_run_dir() -> None:
         pass
 
 
-def clean(force: bool = False) -> dict:
+def clean(force: bool = False, index: int | None = None) -> dict:
     """Remove every testbed of ours that is really abandoned: its owning run is gone, and it is not
-    one that 'plt-bench up' brought up for the user ('down' removes those). force: all of them."""
+    one that 'plt-bench up' brought up for the user ('down' removes those). force: all of them.
+    index: testbed `index` alone (its namespaces, run folder, processes and worker claim), so that a
+    user cleans up their own without touching a colleague's."""
     report = {"removed": [], "kept": [], "up": []}
+    aimed = None if index is None else Plan(index, "cubic").prefix  # an index out of range is refused here
     for prefix in our_prefixes():
+        if aimed is not None and prefix != aimed:
+            continue
         state = read_state(prefix)
         if not force and state.get("up"):
             report["up"].append(prefix)
@@ -478,11 +483,15 @@ def clean(force: bool = False) -> dict:
         teardown(prefix)
         report["removed"].append(prefix)
     for prefix, claim in worker_claims().items():  # a killed cluster worker's claim on its CPUs
+        if aimed is not None and prefix != aimed:
+            continue
         if force or not owner_alive(claim):
             shutil.rmtree(worker_dir(int(prefix[2:])), ignore_errors=True)
             claim_path(int(prefix[2:])).unlink(missing_ok=True)
             remove_empty_run_dir()
             report["removed"].append(f"worker-{prefix}.json")
+    if aimed is not None:
+        return report
     for ns in existing_namespaces():  # a netem probe whose process died mid-probe
         m = PROBE_RE.match(ns)
         if m and not Path(f"/proc/{m.group(1)}").exists():

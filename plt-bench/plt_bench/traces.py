@@ -20,6 +20,7 @@ import csv
 import dataclasses
 import hashlib
 import io
+import itertools
 import math
 import os
 import re
@@ -85,13 +86,20 @@ class Trace:
 def parse(text: str, where: str) -> tuple[tuple[int, ...], int]:
     """(opportunity times, period) of a trace's text; UsageError naming `where` and the line."""
     ms: list[int] = []
-    last = 0
-    for n, line in enumerate(text.splitlines(), 1):
+    last, last_text = 0, None
+    n = 0
+    for n, line in enumerate(io.StringIO(text, newline=None), 1):  # a line at a time, not a list of them
         t = line.strip()
         if not t:
             continue
+        if t == last_text:  # a repeated timestamp: the same int object, not millions of copies
+            ms.append(last)
+            if len(ms) > MAX_OPPORTUNITIES:
+                raise UsageError(f"{where}: line {n}: more than {MAX_OPPORTUNITIES:,} opportunities")
+            continue
         if not (t.isascii() and t.isdigit()):
-            raise UsageError(f"{where}: line {n}: '{t[:40]}' is not a whole number of milliseconds; expected {TRACE_FORM}")
+            # the line is not quoted: a path given by mistake (/etc/passwd) is not echoed
+            raise UsageError(f"{where}: line {n}: not a whole number of milliseconds; expected {TRACE_FORM}")
         v = int(t)
         if v < last:
             raise UsageError(f"{where}: line {n}: {v} comes after {last}; timestamps never decrease ({TRACE_FORM})")
@@ -99,7 +107,7 @@ def parse(text: str, where: str) -> tuple[tuple[int, ...], int]:
             raise UsageError(f"{where}: line {n}: {v} ms is more than 24 hours; expected a trace of at most "
                              f"{MAX_PERIOD_MS} ms")
         ms.append(v)
-        last = v
+        last, last_text = v, t
         if len(ms) > MAX_OPPORTUNITIES:
             raise UsageError(f"{where}: line {n}: more than {MAX_OPPORTUNITIES:,} opportunities")
     if not ms:
@@ -201,9 +209,10 @@ def parse_rates_csv(text: str, where: str) -> list[tuple[float, float]]:
         except ValueError:
             if not rows and n == 1:
                 continue  # a header
-            raise UsageError(f"{where}: line {n}: '{','.join(cells[:2])}' is not two numbers; expected {RATES_FORM}") from None
+            # the line is not quoted: a file given by mistake is not echoed
+            raise UsageError(f"{where}: line {n}: not two numbers; expected {RATES_FORM}") from None
         if not (math.isfinite(t) and math.isfinite(r)) or r < 0 or t < 0:
-            raise UsageError(f"{where}: line {n}: time {cells[0]} and rate {cells[1]} must be finite and not negative")
+            raise UsageError(f"{where}: line {n}: time {t:g} and rate {r:g} must be finite and not negative")
         if r > 100_000:
             raise UsageError(f"{where}: line {n}: {r:g} Mbit/s; expected at most 100000 (100 Gbit/s)")
         if rows and t <= rows[-1][0]:
@@ -225,6 +234,7 @@ def from_rates(series: list[tuple[float, float]], end_s: float | None = None) ->
         end_s = series[-1][0] + (series[-1][0] - series[-2][0] if len(series) > 1 else 1.0)
     if end_s <= series[-1][0]:
         raise UsageError(f"the series ends at {end_s:g} s, not after its last row at {series[-1][0]:g} s")
+    check_limits(series, end_s)
     out: list[int] = []
     bits = 0.0  # offered so far, in units of one opportunity
     per_opp = OPPORTUNITY_BYTES * 8
@@ -246,8 +256,27 @@ def from_rates(series: list[tuple[float, float]], end_s: float | None = None) ->
     return out
 
 
-def render(ms: list[int]) -> str:
-    return "".join(f"{m}\n" for m in ms)
+def check_limits(series: list[tuple[float, float]], end_s: float) -> None:
+    """Refuse a series whose trace would break a trace file's limits (its period, its opportunities,
+    its bytes) before a single timestamp is made: a two-row CSV can describe billions of them."""
+    period_ms = round(end_s * 1000)
+    if period_ms > MAX_PERIOD_MS:
+        raise UsageError(f"the series lasts {end_s:g} s; a trace lasts at most {MAX_PERIOD_MS // 1000} s (24 hours)")
+    bounds = [t for t, _ in series[1:]] + [end_s]
+    opportunities = sum(mbit * 1e6 * (t1 - t0) / (OPPORTUNITY_BYTES * 8) for (t0, mbit), t1 in zip(series, bounds))
+    if opportunities > MAX_OPPORTUNITIES:
+        raise UsageError(f"the series offers {opportunities:,.0f} opportunities of 1500 bytes; a trace holds at most "
+                         f"{MAX_OPPORTUNITIES:,} (lower the rate or the duration)")
+    text_bytes = opportunities * (len(str(period_ms)) + 1)  # at most this many digits and a newline each
+    if text_bytes > MAX_TRACE_BYTES:
+        raise UsageError(f"the series' trace would take about {text_bytes / 2**20:,.0f} MB; a trace file holds at most "
+                         f"{MAX_TRACE_BYTES // 2**20} MB (lower the rate or the duration)")
+
+
+def render(ms) -> str:
+    """A trace's text: one line per opportunity (a repeated timestamp written as one string per run of
+    it, so a trace of millions of lines costs its text and no more)."""
+    return "".join(f"{m}\n" * len(list(run)) for m, run in itertools.groupby(ms))
 
 
 def constant(mbit: float, seconds: float) -> list[int]:
@@ -271,12 +300,17 @@ def ramp(lo_mbit: float, hi_mbit: float, seconds: float, steps: int = 10) -> lis
 def write(path: Path, ms: list[int]) -> None:
     """Write a trace atomically; never over an existing file."""
     path = Path(path)
-    if path.exists():
-        raise UsageError(f"{path}: exists; a trace is identified by its content, so plt-bench does not overwrite "
-                         "one: choose another name or remove it")
+    taken = (f"{path}: exists (a symbolic link, even one to nothing, counts); a trace is identified by its content, "
+             "so plt-bench does not overwrite one: choose another name or remove it")
+    if os.path.lexists(path):
+        raise UsageError(taken)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(render(ms))
         os.link(tmp, path)  # fails if the name was taken meanwhile
+    except FileExistsError:
+        raise UsageError(taken) from None
+    except OSError as e:  # a full disk, a read-only folder: nothing is left written
+        raise UsageError(f"{path}: cannot be written ({e.strerror or e}); nothing was written") from None
     finally:
         tmp.unlink(missing_ok=True)

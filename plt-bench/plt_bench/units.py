@@ -126,6 +126,11 @@ def parse_percent(text: str, option: str, most: float = 100.0) -> float:
     return p
 
 
-def split_list(text: str) -> list[str]:
-    """'a, b,c' -> ['a', 'b', 'c']; empty items are dropped."""
-    return [part.strip() for part in str(text).split(",") if part.strip()]
+def split_list(text: str, option: str | None = None) -> list[str]:
+    """'a, b,c' -> ['a', 'b', 'c']. With the option a user gave the list in, an empty item ('h3,,h1',
+    'h3,') is refused by that name; without one, empty items are dropped. Every list option keeps one
+    rule for a repeated value: it counts once (the callers drop duplicates, keeping the first)."""
+    parts = [part.strip() for part in str(text).split(",")]
+    if option is not None and any(not p for p in parts) and any(parts):
+        raise UsageError(f"{option}: '{text}' has an empty item; expected comma-separated values with none empty")
+    return [p for p in parts if p]

@@ -259,3 +259,28 @@ def test_visits_multiply_the_pages_and_the_metric_leaves_the_campaign_as_it_was(
     assert by_lcp.spec_hash == plain.spec_hash  # what the report compares by: the same trials, the same campaign
     assert campaign.load("repeat").grid.pages[1].visit == "repeat"
     assert [p.label for p in campaign.load("origins").grid.pages] == ["60x5KB", "4o:60x5KB", "8o:60x5KB"]
+
+
+def test_a_repeated_value_counts_once_in_every_list_and_an_empty_item_is_refused():
+    """Issue 36: --visit first,first doubled the runs per cell while --size and --cc dropped repeats;
+    --proto h3,,h1 was taken. One rule for every list: a repeat counts once (the first place kept),
+    an empty item is refused by the option's name."""
+    base = {"size": "5KB", "proto": "h3"}
+    for key, value, once in (("visit", "first,first", "first"), ("visit", "first,repeat,first", "first,repeat"),
+                             ("proto", "h3,h3,quic", "h3"), ("size", "5KB,5000B", "5KB"), ("cc", "cubic,CUBIC", "cubic"),
+                             ("bw", "10mbit,10Mbit", "10mbit"), ("rtt", "50ms,50ms", "50ms"), ("loss", "1%,1%", "1%")):
+        spec, want = campaign.load("quick", {**base, key: value}), campaign.load("quick", {**base, key: once})
+        assert spec.trial_count == len(spec.plan()) == want.trial_count == len(want.plan()), (key, value)
+    for key, value in (("proto", "h3,,h1"), ("proto", "h3,"), ("size", "5KB,,500KB"), ("visit", "first,"),
+                       ("cc", ",cubic"), ("bw", "10mbit,,20mbit"), ("capture", "cpu,,pcap")):
+        with pytest.raises(UsageError, match=f"--{key.replace('_', '-')}: .* has an empty item"):
+            campaign.load("quick", {key: value})
+
+
+def test_the_reference_takes_any_case_as_the_list_it_names_does():
+    """Issue 36: `run --proto H1` was taken and `report --reference H1` refused: one rule for case."""
+    from plt_bench.analysis import stats
+    spec = campaign.load("quick", {"proto": "H3,H1", "reference": "H1"})
+    assert spec.grid.protos == ("h3", "h1") and spec.reference == "h1"
+    assert stats.reference_for(["h3", "h1"], "H1") == "h1" and stats.reference_for(["h3", "h1"], "QUIC") == "h3"
+    assert campaign.load("quick", {"cc": "CUBIC,BBR", "compare": "cc", "reference": "BBR"}).reference == "bbr"

@@ -187,3 +187,106 @@ def test_a_campaign_of_a_replayed_page_is_tied_to_its_recording(tmp_path, monkey
     replay.make(write(tmp_path, other, "other.har"), "news", tmp_path / "sites")
     again = campaign.load("quick", {"size": "har:news", "proto": "all"})
     assert again.spec_hash != first_hash and again.grid.pages[0].objects == 1
+
+
+def _doc_sized(size):
+    data = har()
+    data["log"]["entries"][0]["response"]["content"]["size"] = size
+    return data
+
+
+def _content_as(value, key="content"):
+    data = har(entry(url("www", "/a.png")))
+    data["log"]["entries"][1]["response"][key] = value
+    return data
+
+
+@pytest.mark.parametrize("data, fragment", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    (_doc_sized(10**15), "a page is at most"),
+    (_doc_sized(10**30), "a page is at most"),
+    ({"log": {"pages": [{"id": "p1"}], "entries": [{**entry(url("www", "/")), "pageref": "p2"}]}},
+     "no entry belongs to the first page"),
+    (_content_as("a string"), "entry 2 response: 'content' is not an object"),
+    (_content_as(5, "redirectURL"), "entry 2 response: 'redirectURL' is not a string"),
+])
+def test_hostile_structures_are_refused_not_crashed_on(tmp_path, data, fragment):
+    """Issue 36: deep nesting (RecursionError), a document of 10^15 or 10^30 bytes (MemoryError,
+    OverflowError), no entry of the first page (IndexError), content as a string and an integer
+    redirectURL (attribute and type errors): each refused by name, nothing written."""
+    with pytest.raises(UsageError, match="--from-har") as e:
+        replay.make(write(tmp_path, data), "x", tmp_path / "sites")
+    assert fragment in str(e.value)
+    assert not (tmp_path / "sites" / "replay" / "x").exists()
+
+
+def test_a_recording_that_is_a_link_to_process_memory_or_a_fifo_is_refused(tmp_path):
+    """Issue 36: a path linked to /proc/self/mem crashed on read (it claims 0 bytes and cannot be read);
+    a FIFO would block."""
+    import os
+    link = tmp_path / "mem.har"
+    link.symlink_to("/proc/self/mem")
+    fifo = tmp_path / "pipe.har"
+    os.mkfifo(fifo)
+    for path in (link, fifo):
+        with pytest.raises(UsageError, match="--from-har: "):
+            replay.make(path, "x", tmp_path / "sites")
+    assert not (tmp_path / "sites" / "replay" / "x").exists()
+
+
+def test_a_scheme_relative_redirect_to_another_host_is_hostile(tmp_path):
+    """Issue 36: '//evil.example/x' was read as a path on the recorded host and accepted."""
+    bad = har(entry(url("www", "/go"), "text/html", 0, status=302, redirect="//evil.rec.test/x"))
+    with pytest.raises(UsageError, match="a host the recording does not hold"):
+        replay.make(write(tmp_path, bad), "x", tmp_path / "sites")
+
+
+def test_a_nul_in_a_path_is_called_a_nul(tmp_path):
+    with pytest.raises(UsageError, match="NUL character") as e:
+        replay.make(write(tmp_path, har(entry(url("www", "/a%00.png")))), "x", tmp_path / "sites")
+    assert "'..'" not in str(e.value)
+
+
+def test_a_full_disk_or_a_second_maker_leaves_nothing_and_is_refused(tmp_path, monkeypatch):
+    """Issue 36: a full disk and two makers of one set at once (Directory not empty) were tracebacks."""
+    import errno
+    import builtins
+    sites = tmp_path / "sites"
+    real_open = builtins.open
+
+    def full(path, mode="r", *a, **kw):
+        if "w" in mode and ".part-" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, mode, *a, **kw)
+    monkeypatch.setattr(builtins, "open", full)
+    with pytest.raises(UsageError, match="cannot be written .*No space left on device.*nothing was written"):
+        replay.make(write(tmp_path, GOOD), "x", sites)
+    monkeypatch.setattr(builtins, "open", real_open)
+    assert sorted(p.name for p in (sites / "replay").iterdir()) == []
+    real_rename = replay.os.rename
+
+    def raced(src, dst):  # the other maker renames its set into place first
+        pages.replay_root(sites, "x").mkdir()
+        (pages.replay_root(sites, "x") / "theirs").write_text("")
+        return real_rename(src, dst)
+    monkeypatch.setattr(replay.os, "rename", raced)
+    with pytest.raises(UsageError, match="exists already"):
+        replay.make(write(tmp_path, GOOD), "x", sites)
+    assert sorted(p.name for p in (sites / "replay").iterdir()) == ["x"]
+    assert [p.name for p in pages.replay_root(sites, "x").iterdir()] == ["theirs"]
+
+
+def test_a_killed_maker_s_half_made_set_is_removed_by_the_next_maker(tmp_path):
+    """Issue 36: SIGKILL during `pages --from-har` left sites/replay/.NAME.part-PID (994 MB). The next
+    `pages` (and `clean`) removes those whose PID is dead, and keeps a live maker's."""
+    import subprocess
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = tmp_path / "sites" / "replay"
+    folder.mkdir(parents=True)
+    (folder / f".news.part-{dead.pid}").mkdir()
+    (folder / f".news.part-{dead.pid}" / "0-a.png").write_bytes(b"x" * 1000)
+    import os
+    (folder / f".live.part-{os.getpid()}").mkdir()
+    replay.make(write(tmp_path, GOOD), "other", tmp_path / "sites")
+    assert sorted(p.name for p in folder.iterdir()) == [f".live.part-{os.getpid()}", "other"]

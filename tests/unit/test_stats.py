@@ -199,3 +199,34 @@ def test_a_protocol_whose_every_trial_failed_ran_and_has_no_comparison():
     assert stats.compare(ok + failed, reference="h1") == []  # h1 has no cell: nothing to compare with
     with pytest.raises(stats.UsageError, match="'h2' was not run"):
         stats.compare(ok + failed, reference="h2")
+
+
+def test_a_precision_table_judges_the_campaign_s_metric():
+    """Issue 36: --precision judged PLT whatever --metric said, and the 'Runs per cell' table showed PLT
+    widths in an LCP report. Tight LCPs and scattered PLTs: an LCP campaign's cells are precise."""
+    from .trials import trial
+    rows = [trial(seq=i, proto=p, plt=100.0 + 40 * (i % 3), lcp_ms=50.0 + 0.01 * i) for i in range(6) for p in ("h3", "h1")]
+    grid = {"precision_pct": 2.0, "runs": 3, "max_runs": 20, "protos": ["h3", "h1"]}
+    by_plt = stats.precision_table(grid, rows)
+    by_lcp = stats.precision_table({**grid, "metric": "lcp"}, rows)
+    assert by_plt["cells"][0]["stopped"] == "unfinished" and by_plt["metric"] == "plt"
+    assert by_lcp["cells"][0]["stopped"] == "precision reached" and by_lcp["metric"] == "lcp"
+    assert all(w < 1 for w in by_lcp["cells"][0]["half_width_pct"].values())
+
+
+def test_two_traces_of_one_name_are_two_cells_when_pooled():
+    """Issue 36: `summary --campaign all` pooled two campaigns' traces named alike (12 and 6 Mbit/s)
+    into one row. Cells are keyed by the trace's hash: a shared name shows its hash's first digits;
+    a name no other trace shares is shown as before."""
+    from plt_bench.analysis import summary
+    from .trials import conditions, trial
+    fast = conditions(rate_bps=12 * 10**6, trace_down="l", trace_down_sha256="a" * 64)
+    slow = conditions(rate_bps=6 * 10**6, trace_down="l", trace_down_sha256="b" * 64)
+    rows = [trial(cid=1, seq=i, plt=100.0, cond=fast) for i in range(3)] + \
+           [trial(cid=2, seq=i, plt=200.0, cond=slow) for i in range(3)]
+    table = summary.summarize(stats.distinct_traces(rows))
+    assert sorted((r["conditions"], r["median_ms"]) for r in table) == [
+        ("trace:l@aaaaaaaa/12mbit", 100.0), ("trace:l@bbbbbbbb/6mbit", 200.0)]
+    assert "trace:l@" in summary.tables(rows)[0][1]
+    alone = rows[:3]
+    assert stats.distinct_traces(alone) is alone

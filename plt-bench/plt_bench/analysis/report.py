@@ -52,7 +52,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             from ..errors import UsageError
             raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
                              "their trials are not pooled")
-    trials = store.trials(campaign_ids)
+    trials = stats.distinct_traces(store.trials(campaign_ids))
     hosts_table = stats.hosts_table(trials)
     pool_warnings: list[str] = []
     hosts = first.get("hosts") if first.get("mode") == "cluster" else None
@@ -168,8 +168,10 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     out = []
     if rep.get("precision"):
         pr = rep["precision"]
-        out.append((f"Runs per cell (precision target +-{pr['target_pct']:g}%)",
-                    f"each cell ran, protocols interleaved, until the 95% CI of each protocol's median was within "
+        metric = pr.get("metric") or DEFAULT_METRIC  # what the campaign judged precision by (a PLT one as before)
+        judged = "" if metric == DEFAULT_METRIC else f" on {METRICS[metric].label}"
+        out.append((f"Runs per cell (precision target +-{pr['target_pct']:g}%{judged})",
+                    f"each cell ran, protocols interleaved, until the 95% CI of each protocol's median{judged} was within "
                     f"+-{pr['target_pct']:g}% of it (at least {pr['min_runs']}, at most {pr['max_runs']} runs); "
                     "half widths in percent of the median",
                     [["link", "page", *[f"n {p}" for p in pr["protos"]], *[f"{p} +-%" for p in pr["protos"]],

@@ -128,21 +128,53 @@ def hosts_table(trials: list[Trial]) -> list[list[str]]:
 
 def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
     """A precision campaign's cells (grid: the campaign's stored definition): runs per protocol, the
-    medians' half widths and why each stopped (precision_stop on all its counted trials;
-    "unfinished" when neither held). None for a campaign of fixed runs."""
+    medians' half widths and why each stopped (precision_stop on all its counted trials' values of
+    the metric the campaign judged precision by, its --metric; "unfinished" when neither held).
+    None for a campaign of fixed runs."""
     if grid.get("precision_pct") is None:
         return None
+    metric = grid.get("metric") or DEFAULT_METRIC
     protos = tuple(protocols.get(p).name for p in grid.get("protos") or ())
     by: dict[tuple, dict[str, list[float]]] = {}
     for t in usable(trials):
-        by.setdefault((t.label, t.page), {}).setdefault(t.proto, []).append(float(t.plt_ms))
+        v = metric_value(t, metric)
+        if v is not None:
+            by.setdefault((t.label, t.page), {}).setdefault(t.proto, []).append(float(v))
     cells = []
     for (cond, page), times in by.items():
         why, widths = precision_stop(times, grid["precision_pct"], grid["runs"], grid["max_runs"], protos)
         cells.append({"conditions": cond, "page": page, "n": {p: len(times.get(p, [])) for p in protos},
                       "half_width_pct": widths, "stopped": why or "unfinished"})
     return {"target_pct": grid["precision_pct"], "min_runs": grid["runs"], "max_runs": grid["max_runs"],
-            "protos": protos, "cells": cells}
+            "protos": protos, "cells": cells, "metric": metric}
+
+
+def distinct_traces(trials: list[Trial]) -> list[Trial]:
+    """Trials whose conditions name a trace that another trace of the same name shares here (two
+    campaigns' files, pooled by `--campaign all`): that trace is named with its hash's first 8 hex
+    digits (trace:lte@1a2b3c4d), so that cells, which are keyed by labels, never pool two links.
+    Trials of names that are not shared are returned as they are (a campaign's report as before)."""
+    hashes: dict[str, set[str]] = defaultdict(set)
+    for t in trials:
+        c = t.conditions
+        for name, sha in ((c.trace_down, c.trace_down_sha256), (c.trace_up, c.trace_up_sha256)):
+            if name:
+                hashes[name].add(sha or "")
+    shared = {name for name, shas in hashes.items() if len(shas) > 1}
+    if not shared:
+        return trials
+
+    def renamed(name, sha):
+        return f"{name}@{(sha or 'unknown')[:8]}" if name in shared else name
+    out = []
+    for t in trials:
+        c = t.conditions
+        if c.trace_down in shared or c.trace_up in shared:
+            c = dataclasses.replace(c, trace_down=renamed(c.trace_down, c.trace_down_sha256),
+                                    trace_up=renamed(c.trace_up, c.trace_up_sha256))
+            t = dataclasses.replace(t, conditions=c)
+        out.append(t)
+    return out
 
 
 def cell_key(t: Trial) -> tuple:
@@ -297,7 +329,8 @@ def reference_for(values: list[str], asked: str | None = None, option: str = "--
     must be among them; else for protocols h3 where it ran, else the first listed (or in the
     table's order); for another axis the first listed."""
     if asked is not None:
-        name = protocols.STORED_BEFORE_13.get(asked, asked) if axis == "proto" else asked
+        name = str(asked).strip().lower()  # one rule for case, as --proto and --cc read theirs
+        name = protocols.STORED_BEFORE_13.get(name, name) if axis == "proto" else name
         if name not in values:
             raise UsageError(f"{option}: '{asked}' was not run here; expected one of {', '.join(values) or 'none'}")
         return name

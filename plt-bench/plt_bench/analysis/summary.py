@@ -57,6 +57,8 @@ def tables(trials: list[Trial]) -> list[tuple[str, str]]:
     the report's own tables (report.sections: one table, one place); a set without trials: the
     pages' table, empty."""
     from .report import _columns, sections
+    from .stats import distinct_traces
+    trials = distinct_traces(trials)
     kinds = {t.kind for t in trials} or {"page"}
     out = []
     if "page" in kinds:
