@@ -333,6 +333,7 @@ class Session:
         attempt = len(self.done.get(slot, [])) + 1
         total = len(self.plan) - self.skipped
         while True:
+            self.store.ensure_present()  # a store removed or replaced meanwhile: saved, and the run stops
             t = run_cell_once(self.bed, self.store, self.campaign_id, self.seq, r, slot.cell, self.timeout_s,
                               extra={"attempt": attempt, "warmup": r < self.spec.warmup}, gate=self.idle_gate,
                               next_cell=self._next_cell(slot))

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Iterable, TextIO
@@ -223,6 +224,30 @@ def _check_version(path: Path, option: str, writing: bool) -> None:
                          f"to {SCHEMA_VERSION}: copy it somewhere writable and open it once with this plt-bench")
 
 
+# The tables every version of the store has had: a store holding some of them and not the others is
+# damaged (a campaigns table dropped by hand), never a new store to fill in around the rows it has.
+CORE_TABLES = ("schema_info", "campaigns", "trials")
+
+
+def check_intact(db: sqlite3.Connection, path: Path, option: str = "--results") -> None:
+    """Refuse a store that has some of CORE_TABLES and lacks others, naming what is missing."""
+    have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = [t for t in CORE_TABLES if t not in have]
+    if missing and len(missing) < len(CORE_TABLES):
+        raise UsageError(f"{option}: {path} is damaged: it has no {' and no '.join(repr(t) for t in missing)} table "
+                         f"(it has {', '.join(sorted(t for t in CORE_TABLES if t in have))}); plt-bench neither reads "
+                         "nor adopts its rows: restore it from a copy, or choose another --results path")
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at path now; None if there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _writing(method):
     """A write to the store: a full disk or an I/O error is a message naming the store (what was
     committed before stays), not sqlite's traceback."""
@@ -249,6 +274,7 @@ class Store:
     def __init__(self, path: Path, read_only: bool = False):
         self.path = Path(path)
         self.read_only = read_only
+        self._identity = None
         if read_only:
             check_kind(self.path)
             if not self.path.exists():
@@ -257,6 +283,7 @@ class Store:
             _check_version(self.path, "--results", writing=False)
             try:
                 self.db = _connect_read_only(self.path)
+                check_intact(self.db, self.path)
                 self.db.execute("SELECT version FROM schema_info").fetchone()
             except sqlite3.Error as e:
                 raise UsageError(f"--results: {self.path} is not a plt-bench results store ({e})") from None
@@ -265,11 +292,13 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=30)
+            check_intact(self.db, self.path)  # before anything is written to it
             self.db.execute("PRAGMA journal_mode=WAL")
             self._migrate()
             self.db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise UsageError(f"--results: cannot write the results store {self.path}: {e}") from None
+        self._identity = _file_identity(self.path)  # ensure_present: still this file?
         row = self.db.execute("SELECT version FROM schema_info").fetchone()
         if row is None:
             self.db.execute("INSERT INTO schema_info VALUES (?)", (SCHEMA_VERSION,))
@@ -462,8 +491,48 @@ class Store:
 
     @_writing
     def finish_campaign(self, campaign_id: int, status: str, finished_utc: str) -> None:
+        """The campaign's end; a store removed or replaced meanwhile is saved first (ensure_present),
+        its end written into what was saved, and then the StoreError raised."""
+        lost = self.rescue()
         self.db.execute("UPDATE campaigns SET status=?, finished_utc=? WHERE id=?", (status, finished_utc, campaign_id))
         self.db.commit()
+        if lost:
+            raise StoreError(lost)
+
+    def ensure_present(self) -> None:
+        """Between trials: StoreError if the store's file was removed or replaced since it was opened
+        (a results folder deleted mid-run), after saving all it holds (rescue)."""
+        lost = self.rescue()
+        if lost:
+            raise StoreError(lost)
+
+    def rescue(self) -> str | None:
+        """None while the store's path is still the file opened. Else what this connection holds (it
+        still reads the removed file) is copied with SQLite's backup API: to the path itself when
+        nothing is there now (its folder made again), beside it when another file took its place; the
+        store goes on in that copy, and the words for the StoreError are returned, naming where
+        everything went, or, if it could not be saved, exactly which trials were lost."""
+        if self.read_only or self._identity is None or _file_identity(self.path) == self._identity:
+            return None
+        gone = _file_identity(self.path) is None
+        how = "removed" if gone else "replaced by another file"
+        target = self.path if gone else self.path.with_name(f"{self.path.stem}.rescued-{os.getpid()}{self.path.suffix}")
+        held = self.db.execute("SELECT campaign_id, COUNT(*), MIN(seq), MAX(seq) FROM trials GROUP BY campaign_id "
+                               "ORDER BY campaign_id").fetchall()
+        what = "; ".join(f"campaign {c}: {n} trial(s), seq {lo} to {hi}" for c, n, lo, hi in held) or "no trial"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copy = sqlite3.connect(target, timeout=30)
+            self.db.backup(copy)
+            copy.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.Error) as e:
+            self._identity = None  # said once: the trials below are lost with the file
+            return (f"the results store {self.path} was {how} during the run and what it held could not be saved to "
+                    f"{target} ({getattr(e, 'strerror', None) or e}): lost: {what}; the run stops")
+        self.db.close()
+        self.db, self.path, self._identity = copy, target, _file_identity(target)
+        return (f"the results store was {how} during the run; everything it held ({what}) was saved to {target}; "
+                "the run stops (run the same command again to resume)")
 
     @_writing
     def add_trial(self, t: Trial) -> int:

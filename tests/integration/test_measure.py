@@ -240,3 +240,33 @@ def test_a_precision_target_stops_a_cell_when_reached_or_at_its_most_runs(tmp_pa
     else:  # a busy machine spread the loads too widely: the most runs, and said so
         assert runs["h3"] == most and "max runs reached" in row, (runs, row)
     assert n.get("h3", 0) <= runs["h3"] and n.get("h1", 0) <= runs["h1"]
+
+
+def test_a_store_deleted_mid_run_is_saved_and_the_run_exits_1(tmp_path):
+    """Issue 36: the results folder deleted after trial 2 of 6: the run printed '6 ok', exited 2 and
+    trials 3 to 6 were gone. Now within one trial it notices, saves what it holds at its path, stops,
+    exits 1, and every trial it measured is in the saved store."""
+    import shutil
+    import time
+    from .test_cli import _start_run
+    results = tmp_path / "res" / "r.sqlite"
+    p = _start_run(227, results, "--proto", "h3", "--bw", "100mbit", "--size", "5KB", "--runs", "6", "--verify", "off")
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and p.poll() is None:
+            if results.exists() and len(_rows(results, "SELECT id FROM trials")) >= 2:
+                break
+            time.sleep(0.1)
+        assert p.poll() is None, p.communicate()
+        shutil.rmtree(results.parent)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    assert p.returncode == 1 and "was saved to" in err and str(results) in err and "Traceback" not in err, (p.returncode, err)
+    measured = len(re.findall(r" (ok|failed) ", out))
+    kept = _rows(results, "SELECT seq, status FROM trials ORDER BY seq")
+    assert len(kept) >= 2 and len(kept) == measured, (kept, out)
+    assert _rows(results, "SELECT status FROM campaigns") == [{"status": "failed"}]
+    assert _nothing("pb227")

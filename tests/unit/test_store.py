@@ -1,5 +1,6 @@
 import csv
 import io
+import os
 import sqlite3
 
 import pytest
@@ -342,3 +343,63 @@ def test_a_version_14_store_reports_as_before(tmp_path):
     assert {t.conditions.label for t in trials} == {"10mbit rtt50ms", "100mbit rtt50ms"}
     assert text + "\n" == (data / "store-v14-report.txt").read_text()  # as print() wrote it
     assert st.stored_version(path) == st.SCHEMA_VERSION
+
+
+def test_a_store_without_its_campaigns_table_is_refused_as_damaged_and_its_rows_never_adopted(tmp_path):
+    """Issue 36: with its campaigns table dropped, summary, report and export crashed, and run made the
+    table again and adopted the orphaned trials as a new campaign. Refused, naming what is missing;
+    nothing written (the file's bytes stay)."""
+    import sqlite3
+    from ..conftest import run_cli
+    from .trials import trial
+    path = tmp_path / "r.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("quick", "now", {}, {})
+        s.add_trial(trial(cid=cid))
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE campaigns")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    for read_only in (True, False):
+        with pytest.raises(UsageError, match="is damaged: it has no 'campaigns' table"):
+            st.Store(path, read_only=read_only)
+    for command in (["summary"], ["report"], ["export"], ["run", "--size", "5KB", "--runs", "1"]):
+        r = run_cli(*command, "--results", str(path), timeout=120)
+        assert r.returncode == 2 and "is damaged: it has no 'campaigns' table" in r.stderr, (command, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert path.read_bytes() == before
+    db = sqlite3.connect(path)
+    assert "campaigns" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    db.close()
+
+
+@pytest.mark.parametrize("how", ["folder removed", "file replaced"])
+def test_a_store_removed_or_replaced_mid_run_keeps_what_it_held_and_says_where(tmp_path, how):
+    """Issue 36: with the results folder deleted after trial 2 of 6, the run said '6 ok', exited 2
+    ('--results ... does not exist') and trials 3 to 6 were gone. Between trials the store sees its
+    file is not the one it opened: everything it holds is saved (the path again, or beside the file
+    that took its place), the run stops with a StoreError (exit 1), and later writes go to the copy."""
+    import shutil
+    from plt_bench.errors import StoreError
+    path = tmp_path / "results" / "r.sqlite"
+    s = st.Store(path)
+    cid = s.new_campaign("quick", "now", {}, {})
+    s.add_trial(_trial(cid, 0))
+    s.ensure_present()  # nothing happened: nothing said
+    if how == "folder removed":
+        shutil.rmtree(path.parent)
+    else:
+        path.unlink()
+        path.write_text("someone else's file")
+    s.add_trial(_trial(cid, 1))  # a trial that ends after the removal is written to the open store
+    with pytest.raises(StoreError, match=r"campaign 1: 2 trial\(s\), seq 0 to 1\) was saved to") as e:
+        s.ensure_present()
+    saved = path if how == "folder removed" else path.with_name(f"r.rescued-{os.getpid()}.sqlite")
+    assert str(saved) in str(e.value)
+    s.finish_campaign(cid, "failed", "then")  # the run's end lands in the copy
+    s.close()
+    with st.Store(saved, read_only=True) as back:
+        assert [t.seq for t in back.trials([cid])] == [0, 1] and back.campaign(cid)["status"] == "failed"
+    if how == "file replaced":
+        assert path.read_text() == "someone else's file"
