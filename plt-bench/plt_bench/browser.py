@@ -142,6 +142,17 @@ def from_cache(entry: dict, size_bytes: int) -> bool:
     return entry.get("transferSize") == 0 and entry.get("decodedBodySize") == size_bytes
 
 
+def revalidated(entry: dict, logged: list[dict], size_bytes: int, hop: str, server_proto: str) -> bool:
+    """An object a repeat visit revalidated: the server logged its one request, answered 304 without a
+    body over the asked protocol, and the browser's one entry holds every byte (from its cache), over
+    that protocol, with the status of the cached response (200) or the 304 itself, having exchanged
+    something with the server (transferSize > 0: its headers; 0 would say no request was made)."""
+    return (len(logged) == 1 and logged[0].get("status") == 304 and not logged[0].get("size")
+            and logged[0].get("proto") == server_proto and entry.get("nextHopProtocol") == hop
+            and (entry.get("transferSize") or 0) > 0
+            and entry.get("decodedBodySize") == size_bytes and entry.get("responseStatus") in (200, 304))
+
+
 def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
                   server_entries: list[dict] | None) -> tuple[int, str | None]:
     """(objects proven, why the trial fails or None) for a multi-object page. An object is proven
@@ -150,7 +161,9 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     is read, the server's (its URI once on its origin: 200, every byte, over the protocol) both say
     so. A many-origin page's objects are told apart by their host as well as their URI. On a
     repeat visit with the cache kept, an object may instead come whole from the browser's cache,
-    with no request at all (from_cache; the server's log must then have none)."""
+    with no request at all (from_cache; the server's log must then have none), or be revalidated:
+    its one request answered 304 without a body over the asked protocol (a sub-document, which is
+    served no-cache as a page is), the browser holding every byte (revalidated)."""
     hop, want_proto = protocols.get(proto).next_hop, protocols.get(proto).server_proto
     problems: list[str] = []
     proven = 0
@@ -166,6 +179,9 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
         status_ok = seen and (seen[0].get("responseStatus") == 200
                               or (host != HOST and seen[0].get("responseStatus") == 0))
         if len(seen) == 1 and page.visit == "repeat-warm" and not got and from_cache(seen[0], size):
+            proven += 1
+        elif (len(seen) == 1 and page.visit == "repeat-warm" and server_entries is not None
+              and revalidated(seen[0], got, size, hop, want_proto)):
             proven += 1
         elif len(seen) != 1:
             problems.append(f"{where}: the browser has {len(seen)} Resource Timing entries for it, expected 1")

@@ -56,10 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("campaign", nargs="?", default=None, metavar="CAMPAIGN", help=options.option("campaign").help
                    + f" (default: {campaign.DEFAULTS['campaign']})")
     add(r, *[k for k in MEASUREMENT if k not in TWO and k != "campaign"], "testbed", "results", "new", "timeout",
-        *TWO, "cluster", "test", "correction", types=index)
+        *TWO, "cluster", "tls", "test", "correction", types=index)
     w = cmd_parser("worker", "join a Dask cluster as a measuring host: one cell at a time on this machine's testbed")
-    add(w, "scheduler", "testbed", "cpus", "share_cores", types=index,
+    add(w, "scheduler", "testbed", "cpus", "share_cores", "listen", "tls", types=index,
         helps={"testbed": "this worker's testbed index (default: 0)"})
+    ct = cmd_parser("cluster-tls", "make a cluster's TLS files (a CA and a node certificate) in a new folder",
+                    "Make DIR (new, 0700) with ca.pem, node.pem and node.key (ECDSA P-256, one year) and ca.key, the "
+                    "CA's key to keep apart. Copy ca.pem, node.pem and node.key to every machine of the cluster; start "
+                    "the scheduler with 'dask scheduler --host ADDR --protocol tls --tls-ca-file DIR/ca.pem --tls-cert "
+                    "DIR/node.pem --tls-key DIR/node.key', the workers and the head with --tls DIR and tls://ADDR:PORT.")
+    ct.add_argument("dir", metavar="DIR", help="a new folder for the files")
     for name, text in (("report", "statistics of a stored campaign: table, Markdown, CSV, figures and report.html"),
                        ("plot", "figures of a stored campaign: heatmap, loss, jitter, PLT vs size (PNG, SVG)")):
         x = cmd_parser(name, text)
@@ -173,6 +179,8 @@ def cmd_run(a) -> int:
     from . import session
     if a.cluster:
         return _run_on_cluster(a)
+    if a.tls:
+        raise UsageError("--tls: only with --cluster (the TLS files of the cluster's scheduler)")
     s = session.from_options(options.values(a, MEASUREMENT + REACH))
     with s:
         t0 = time.monotonic()
@@ -202,7 +210,7 @@ def _run_on_cluster(a) -> int:
     spec = session.spec_from_options(values)
     timeout_s = session.parse_timeout_s(a.timeout)
     results = Path(values.get("results") or campaign.DEFAULTS["results"])
-    counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say, timeout_s=timeout_s)
+    counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say, timeout_s=timeout_s, tls=a.tls)
     _say(f"\n{counts['ok']} ok, {counts['failed']} failed ({counts['failed_attempts']} failed attempt(s) in all); "
          f"{counts['cells']} cell(s), {counts['resubmitted']} submitted again")
     return _report(a, results, counts["campaign_id"], spec.name, counts["failed"])
@@ -213,7 +221,19 @@ def cmd_worker(a) -> int:
     if not a.scheduler:
         raise UsageError("--scheduler: required; expected tcp://HOST:PORT (the Dask scheduler to join)")
     cluster.serve_worker(a.scheduler, a.testbed if a.testbed is not None else 0, a.cpus, bool(a.share_cores),
-                         out=_say)
+                         out=_say, listen=a.listen, tls=a.tls)
+    return 0
+
+
+def cmd_cluster_tls(a) -> int:
+    from . import cluster
+    files = cluster.make_tls(Path(a.dir))
+    folder = files[0].parent
+    print(f"made {', '.join(str(f) for f in files)} (and {folder / 'ca.key'}, the CA's key: keep it apart)")
+    print(f"scheduler: dask scheduler --host ADDR --protocol tls --tls-ca-file {files[0]} --tls-cert {files[1]} "
+          f"--tls-key {files[2]}")
+    print(f"workers:   plt-bench worker --scheduler tls://ADDR:8786 --tls {folder}")
+    print(f"head:      plt-bench run CAMPAIGN --cluster tls://ADDR:8786 --tls {folder}")
     return 0
 
 
@@ -463,6 +483,7 @@ def _pages_from_har(a) -> int:
 COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": cmd_report, "campaigns": cmd_campaigns, "up": cmd_up,
             "verify": cmd_verify, "doctor": cmd_doctor, "serve": cmd_serve, "down": cmd_down, "clean": cmd_clean,
             "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "trace": cmd_trace, "bench": cmd_bench,
+            "cluster-tls": cmd_cluster_tls,
             "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench,
             "bench-literature": cmd_bench}
 

@@ -45,16 +45,115 @@ DASK_CONFIG = {
     "distributed.worker.memory.monitor-interval": "10s",
     "distributed.admin.tick.interval": "1s",
 }
-_ADDRESS = re.compile(r"tcp://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})")
+_ADDRESS = re.compile(r"(?:tcp|tls)://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})")
 
 
 def scheduler_address(text: str, option: str) -> str:
-    """tcp://HOST:PORT, checked (pure)."""
+    """tcp://HOST:PORT or tls://HOST:PORT, checked (pure)."""
     m = _ADDRESS.fullmatch(text or "")
     if not m or not 0 < int(m.group(2)) < 65536:
         raise UsageError(f"{option}: '{text}' is not a scheduler address; expected tcp://HOST:PORT "
-                         "(for example tcp://10.0.0.1:8786)")
+                         "(for example tcp://10.0.0.1:8786), or tls://HOST:PORT with --tls")
     return text
+
+
+# -- what a cluster exposes, and to whom -----------------------------------------------------------------
+# Dask's comm is an unauthenticated RPC that unpickles what it is sent, and a plt-bench worker runs
+# as root: whoever reaches a worker's or the scheduler's port runs code there. So a worker listens
+# only on the address that reaches its scheduler (loopback for a scheduler on this machine), or on
+# the one given with --listen, never on every interface; and with --tls every connection is mutual
+# TLS with certificates of one CA (cluster-tls makes them), the scheduler's too.
+TLS_FILES = ("ca.pem", "node.pem", "node.key")  # the CA's certificate, a node's certificate and key
+
+
+def tls_commands(folder: Path, days: int = 365) -> list[list[str]]:
+    """openssl argv that make TLS_FILES in folder (pure): a CA (ECDSA P-256, its key kept beside as
+    ca.key to sign more), and one node certificate signed by it that every scheduler, worker and head
+    of the cluster presents (Dask verifies the chain, not the host name)."""
+    f = Path(folder)
+    ca_key, ca, key, csr, node = f / "ca.key", f / "ca.pem", f / "node.key", f / "node.csr", f / "node.pem"
+    return [
+        ["openssl", "req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(ca_key), "-out", str(ca), "-days", str(days), "-subj", "/CN=plt-bench cluster CA",
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+        ["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(csr), "-subj", "/CN=plt-bench cluster node"],
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+         "-out", str(node), "-days", str(days)],
+    ]
+
+
+def make_tls(folder: Path) -> list[Path]:
+    """cluster-tls: a new folder of TLS files for a cluster (never over an existing one), private (0700,
+    files 0600). Returns the files a scheduler, worker or head needs (TLS_FILES)."""
+    from . import cmd
+    folder = Path(folder)
+    if folder.exists():
+        raise UsageError(f"DIR: {folder} exists; plt-bench makes a cluster's TLS files in a new folder")
+    if not folder.parent.is_dir():
+        raise UsageError(f"DIR: the folder {folder.parent} does not exist")
+    old = os.umask(0o077)
+    try:
+        folder.mkdir(mode=0o700)
+        for argv in tls_commands(folder):
+            cmd.run(argv)
+        for extra in ("node.csr", "ca.srl"):
+            (folder / extra).unlink(missing_ok=True)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        os.umask(old)
+    return [folder / name for name in TLS_FILES]
+
+
+def security(tls: str | None, address: str, option: str):
+    """distributed.Security for a tls:// scheduler from a folder of TLS_FILES (mutual TLS, encryption
+    required), None for tcp://; a folder without tls://, tls:// without a folder, or a missing file
+    is refused by name."""
+    scheme = address.split("://", 1)[0]
+    if scheme == "tls" and not tls:
+        raise UsageError(f"{option}: {address} is a TLS scheduler; give --tls DIR (its ca.pem, node.pem and node.key: "
+                         "plt-bench cluster-tls DIR makes them)")
+    if tls and scheme != "tls":
+        raise UsageError(f"--tls: the scheduler {address} speaks plain TCP; give its tls:// address (a scheduler "
+                         "started with --tls-ca-file, --tls-cert and --tls-key)")
+    if not tls:
+        return None
+    files = [Path(tls) / name for name in TLS_FILES]
+    missing = [str(p) for p in files if not p.is_file()]
+    if missing:
+        raise UsageError(f"--tls: {', '.join(missing)} missing; expected a folder with {', '.join(TLS_FILES)} "
+                         "(plt-bench cluster-tls DIR makes one)")
+    from distributed.security import Security
+    ca, cert, key = (str(p) for p in files)
+    return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, tls_worker_cert=cert,
+                    tls_worker_key=key, tls_scheduler_cert=cert, tls_scheduler_key=key, require_encryption=True)
+
+
+def listen_host(address: str, given: str | None = None) -> str:
+    """Where a worker's ports listen: the address given (--listen), else this machine's own address on
+    the route to the scheduler (127.0.0.1 for a scheduler on loopback); never every interface."""
+    if given:
+        try:
+            import ipaddress
+            ipaddress.ip_address(given)
+        except ValueError:
+            raise UsageError(f"--listen: '{given}' is not an address of this machine; expected one such as "
+                             "10.0.0.2 (the interface the scheduler reaches)") from None
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in given else socket.AF_INET) as s:
+                s.bind((given, 0))
+        except OSError as e:
+            raise UsageError(f"--listen: {given} is not an address of this machine ({e.strerror})") from None
+        return given
+    m = _ADDRESS.fullmatch(address)
+    host, port = m.group(1).strip("[]"), int(m.group(2))
+    for family, _, _, _, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM):
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect(sockaddr)  # no packet is sent: the kernel picks the route and its source address
+            return s.getsockname()[0]
+    raise UsageError(f"--scheduler: {address}: no route to its host")
 
 
 def check_answers(address: str, option: str) -> None:
@@ -233,7 +332,7 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
 
 
 def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: bool = False,
-                 out: Callable[[str], None] = print) -> None:
+                 out: Callable[[str], None] = print, listen: str | None = None, tls: str | None = None) -> None:
     """'plt-bench worker': a Dask worker (one thread, testbed=1) until Ctrl-C or the scheduler goes,
     pinned to its own CPUs (cpus, or the first free ones) unless it shares every core."""
     import asyncio
@@ -252,6 +351,8 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
         raise UsageError("--cpus and --share-cores: give one (pinned to a CPU list, or sharing every core)")
     if cpus:
         parse_cpus(cpus, "--cpus")  # the form first, before anything is claimed
+    sec = security(tls, scheduler, "--scheduler")
+    host = listen_host(scheduler, listen)
     check_answers(scheduler, "--scheduler")
     _WORKER["index"] = index
     claim, held, shared = pin(index, cpus, share)
@@ -261,8 +362,9 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
     async def main():
         with dask.config.set(DASK_CONFIG):
             try:
+                # host: its comm and its HTTP port listen there only (Dask's default is every interface)
                 w = await asyncio.wait_for(Worker(scheduler, nthreads=1, resources={RESOURCE: 1},
-                                                  name=host_name(index), dashboard=False,
+                                                  name=host_name(index), dashboard=False, host=host, security=sec,
                                                   local_directory=str(worker_dir(index))), CONNECT_S)
             except (OSError, asyncio.TimeoutError) as e:
                 raise UsageError(f"--scheduler: no Dask scheduler answers at {scheduler} within {CONNECT_S} s "
@@ -270,7 +372,8 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
             except ValueError as e:  # the scheduler refused the worker's name: another machine's pbN of that name
                 raise UsageError(f"--testbed: the scheduler at {scheduler} refused this worker: {e}; give it another "
                                  "--testbed") from None
-            out(f"plt-bench worker {host_name(index)} ({how}) joined {scheduler}; Ctrl-C to leave")
+            out(f"plt-bench worker {host_name(index)} ({how}) joined {scheduler}, listening on {host} only"
+                f"{' (mutual TLS)' if sec else ''}; Ctrl-C to leave")
             await w.finished()
     try:
         asyncio.run(main())
@@ -391,7 +494,7 @@ class Head:
 
 
 def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[str], None] = print,
-        timeout_s: float | None = None) -> dict:
+        timeout_s: float | None = None, tls: str | None = None) -> dict:
     """'plt-bench run --cluster': every cell still to measure dispatched to the cluster's workers,
     the trials stored here as they arrive. {"ok", "failed" (slots whose every attempt failed),
     "failed_attempts", "cells", "resubmitted", "campaign_id"}."""
@@ -406,6 +509,7 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
     from .metadata import utc_now
     from .store import Store, check_writable
     scheduler_address(scheduler, "--cluster")
+    sec = security(tls, scheduler, "--cluster")
     unsupported(spec)
     check_writable(results)
     check_answers(scheduler, "--cluster")
@@ -416,7 +520,7 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
             logging.getLogger(name).setLevel(logging.CRITICAL)
     with dask.config.set(DASK_CONFIG):
         try:
-            client = Client(scheduler, timeout=f"{CONNECT_S}s")
+            client = Client(scheduler, timeout=f"{CONNECT_S}s", security=sec)
         except (OSError, TimeoutError) as e:
             raise UsageError(f"--cluster: no Dask scheduler answers at {scheduler} within {CONNECT_S} s "
                              f"({type(e).__name__}); start one there with: dask scheduler") from e

@@ -130,7 +130,13 @@ def _table() -> dict[str, Option]:
                group="stats"),
         Option("cluster", "run the campaign's cells on a Dask cluster's plt-bench workers (each 'plt-bench worker "
                           "--scheduler ADDR'); this machine keeps the store", metavar="tcp://HOST:PORT", group="cluster"),
-        Option("scheduler", "the Dask scheduler to join (started with: dask scheduler)", metavar="tcp://HOST:PORT",
+        Option("scheduler", "the Dask scheduler to join (started with: dask scheduler --host ADDR)",
+               metavar="tcp://HOST:PORT", group="cluster"),
+        Option("listen", "the address this worker's Dask ports listen on (its comm and its HTTP port); default: this "
+                         "machine's address on the route to the scheduler (127.0.0.1 for a scheduler on loopback), "
+                         "never every interface", metavar="ADDR", group="cluster"),
+        Option("tls", "a folder of the cluster's TLS files (ca.pem, node.pem, node.key; 'plt-bench cluster-tls DIR' "
+                      "makes them): every connection to the tls:// scheduler is mutual TLS", metavar="DIR",
                group="cluster"),
         Option("cpus", "the CPUs this worker, its testbed and its trials are pinned to (a CPU list: 2-3, 0,4); "
                        "default: the first two no other worker of this machine holds", metavar="LIST",

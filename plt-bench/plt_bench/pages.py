@@ -482,7 +482,7 @@ class ReplayObject:
     query: str        # the recorded query, with its '?', or ''
     mime: str
     size: int         # decoded body bytes
-    element: str      # img | link | script
+    element: str      # img | link | script | iframe | fetch (replay.element_for)
     body: str         # har | made
     sha256: str
 
@@ -527,6 +527,10 @@ def replay_html(rs: "ReplaySet") -> bytes:
             links.append(f'<link rel="stylesheet" href="{src}">\n')
         elif o.element == "script":
             body.append(f'<script src="{src}"></script>\n')
+        elif o.element == "fetch":  # read whole and cached, never decoded (the server allows any origin)
+            links.append(f'<link rel="preload" as="fetch" crossorigin="anonymous" href="{src}">\n')
+        elif o.element == "iframe":
+            body.append(f'<iframe src="{src}" width="1" height="1" title="recorded sub-document"></iframe>\n')
         else:
             body.append(f'<img src="{src}" width="1" height="1" alt="">\n')
     text = (head + "".join(links) + "</head>\n<body>\n<h1>plt-bench replayed page</h1>\n"

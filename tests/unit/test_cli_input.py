@@ -32,6 +32,16 @@ CLI = [
     (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--cpus", "0-1", "--share-cores"],
      "--cpus and --share-cores: give one"),
     (["run", "--cluster", "tcp://127.0.0.1:1", "--capture", "pcap"], "--capture: pcap is not taken with --cluster"),
+    # issue 36: what a cluster exposes (--listen) and TLS
+    (["worker", "--scheduler", "tls://127.0.0.1:1", "--testbed", "240"], "--scheduler: tls://127.0.0.1:1 is a TLS "
+                                                                          "scheduler; give --tls DIR"),
+    (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--tls", "/tmp"], "--tls: the scheduler "
+                                                                                         "tcp://127.0.0.1:1 speaks plain TCP"),
+    (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--listen", "eth0"], "--listen: 'eth0' is not "
+                                                                                            "an address"),
+    (["run", "--tls", "/tmp"], "--tls: only with --cluster"),
+    (["cluster-tls", "/nonexistent/dir/tls"], "DIR: the folder /nonexistent/dir does not exist"),
+    (["cluster-tls", "/tmp"], "DIR: /tmp exists"),
     (["run", "--cluster", "head:8786"], "--cluster: 'head:8786' is not a scheduler address; expected tcp://HOST:PORT"),
     (["run", "--cluster", "tcp://127.0.0.1:1"], "--cluster: no Dask scheduler answers at tcp://127.0.0.1:1"),
     (["run", "--bw", "100"], "--bw: '100' is not a rate; expected a number with a unit"),
@@ -254,7 +264,7 @@ def test_not_root_is_refused_with_a_clear_message(tmp_path):
 
 def test_every_command_has_help():
     for sub in ("run", "report", "plot", "campaigns", "up", "verify", "down", "clean", "export", "summary", "pages",
-                "bench", "bench-link", "bench-campaign", "bench-sampler", "doctor", "serve"):
+                "bench", "bench-link", "bench-campaign", "bench-sampler", "doctor", "serve", "cluster-tls", "trace"):
         r = run_cli(sub, "--help", timeout=30)
         assert r.returncode == 0 and "usage: plt-bench" in r.stdout
 

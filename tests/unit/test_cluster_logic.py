@@ -83,3 +83,31 @@ def test_a_cluster_campaign_refuses_captures_and_a_server_machine():
         cluster.unsupported(campaign.load(None, {"capture": "cpu,pcap"}))
     with pytest.raises(UsageError, match=r"^--server: not with --cluster"):
         cluster.unsupported(campaign.load(None, {"server": "10.0.0.2", "iface": "eth0"}))
+
+
+def test_the_cluster_s_tls_files_are_made_by_pure_openssl_commands(tmp_path):
+    """Issue 36: a CA and one node certificate signed by it, ECDSA P-256, keys never on a command line."""
+    from plt_bench import cluster
+    argv = cluster.tls_commands(tmp_path)
+    assert [a[:2] for a in argv] == [["openssl", "req"], ["openssl", "req"], ["openssl", "x509"]]
+    assert "-x509" in argv[0] and "CA:TRUE" in " ".join(argv[0]) and "prime256v1" in " ".join(argv[1])
+    assert argv[2][argv[2].index("-CA") + 1] == str(tmp_path / "ca.pem")
+    assert {a for cmd in argv for a in cmd if a.startswith(str(tmp_path))} >= {
+        str(tmp_path / n) for n in ("ca.pem", "ca.key", "node.pem", "node.key")}
+
+
+def test_tls_and_plain_schedulers_and_listen_addresses_are_checked_by_name(tmp_path):
+    from plt_bench import cluster
+    assert cluster.security(None, "tcp://127.0.0.1:8786", "--cluster") is None
+    with pytest.raises(UsageError, match="--cluster: tls://127.0.0.1:8786 is a TLS scheduler; give --tls DIR"):
+        cluster.security(None, "tls://127.0.0.1:8786", "--cluster")
+    with pytest.raises(UsageError, match="--tls: the scheduler tcp://127.0.0.1:8786 speaks plain TCP"):
+        cluster.security(str(tmp_path), "tcp://127.0.0.1:8786", "--cluster")
+    with pytest.raises(UsageError, match="--tls: .*ca.pem.* missing"):
+        cluster.security(str(tmp_path), "tls://127.0.0.1:8786", "--cluster")
+    assert cluster.listen_host("tcp://127.0.0.1:8786") == "127.0.0.1"
+    assert cluster.listen_host("tls://localhost:8786") in ("127.0.0.1", "::1")
+    assert cluster.listen_host("tcp://127.0.0.1:8786", "127.0.0.1") == "127.0.0.1"
+    for bad, why in (("eth0", "is not an address of this machine; expected"), ("192.0.2.77", "is not an address of")):
+        with pytest.raises(UsageError, match=f"--listen: .*{why}"):
+            cluster.listen_host("tcp://127.0.0.1:8786", bad)

@@ -372,6 +372,17 @@ WARM = Page(5000, 2, visit="repeat-warm")
      [{"uri": WARM.object_uris()[0], "proto": "HTTP/2.0", "status": 304, "size": 0}], 1, "the server sent status 304"),
     ([{"name": f"https://plt.test{u}", "transferSize": 0, "decodedBodySize": 4999, "nextHopProtocol": "h2",
        "responseStatus": 200} for u in WARM.object_uris()], [], 0, "the browser saw status 200 with 4999 bytes"),
+    # issue 36: revalidated (a sub-document is served no-cache, as a page is): the server's 304 without a
+    # body over the protocol, the browser's whole body from its cache, with its headers exchanged
+    ([{"name": f"https://plt.test{u}", "transferSize": 300, "decodedBodySize": 5000, "nextHopProtocol": "h2",
+       "responseStatus": s} for u, s in zip(WARM.object_uris(), (200, 304))],
+     [{"uri": u, "proto": "HTTP/2.0", "status": 304, "size": 0} for u in WARM.object_uris()], 2, None),
+    ([{"name": f"https://plt.test{u}", "transferSize": 300, "decodedBodySize": 4000, "nextHopProtocol": "h2",
+       "responseStatus": 200} for u in WARM.object_uris()],
+     [{"uri": u, "proto": "HTTP/2.0", "status": 304, "size": 0} for u in WARM.object_uris()], 0, "with 4000 bytes"),
+    ([{"name": f"https://plt.test{u}", "transferSize": 300, "decodedBodySize": 5000, "nextHopProtocol": "h2",
+       "responseStatus": 200} for u in WARM.object_uris()],
+     [{"uri": u, "proto": "HTTP/1.1", "status": 304, "size": 0} for u in WARM.object_uris()], 0, "the server saw HTTP/1.1"),
 ])
 def test_a_warm_repeat_visits_objects_may_come_from_the_cache(resources, entries, proven, reason):
     got, why = browser.judge_objects("h2", WARM, resources, entries)

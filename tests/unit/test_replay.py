@@ -52,7 +52,7 @@ def test_a_recording_becomes_a_page_set_in_its_order_origins_types_and_sizes(tmp
     assert rs.origins == (url("www", ""), url("cdn", ""), url("fonts", ""))
     assert [(o.origin, o.mime, o.size, o.element, o.body) for o in rs.objects] == [
         (0, "image/png", 300, "img", "har"), (1, "text/css", 1200, "link", "made"),
-        (1, "application/javascript", 800, "script", "made"), (2, "font/woff2", 2000, "img", "made")]
+        (1, "application/javascript", 800, "script", "made"), (2, "font/woff2", 2000, "fetch", "made")]
     assert sorted(notes) == ["1 entry left out: not a GET", "1 entry left out: status 204"]
     folder = pages.replay_root(tmp_path / "sites", "news")
     # bodies: the recorded image byte for byte; the active ones made inert, of the recorded size
