@@ -116,6 +116,31 @@ def trace_phase_ms(stats: dict | None, nav_t0: float | None) -> float | None:
     return round(nav_t0 * 1000 - max(epochs) / 1e6, 3)
 
 
+def trace_starved(conditions, wall_s: float, page_bytes: int) -> str | None:
+    """A failed load's cause when a direction follows a trace that offered less than the page in the
+    trial's time (a trace with long silences, or one opportunity a minute): the trace named with what it
+    offered, so that Chromium's own error (ERR_QUIC_PROTOCOL_ERROR, a timeout) is not taken for the
+    protocol's. None when no traced direction starved the page."""
+    from .conditions import TraceRate
+    window_ms = max(1, int(wall_s * 1000))
+    # what each direction must carry at the least: the page down; requests and ACKs up (64 packets)
+    for name, rate, need, what in (("downlink", conditions.down, page_bytes, f"less than the page's {page_bytes:,}"),
+                                   ("uplink", conditions.up, UPLINK_NEED_BYTES, "too little for the requests")):
+        if not isinstance(rate, TraceRate):
+            continue
+        try:
+            offered = rate.trace().window_bytes(window_ms, 0, 1)[0]  # from the mark the trial's navigation set
+        except LookupError:
+            continue
+        if offered < need:
+            return (f"the {name} follows trace {rate.name} (mean {rate.mean_bps / 1e6:.3f} Mbit/s), which offered "
+                    f"{offered:,} bytes in the trial's {wall_s:.1f} s, {what}: the trace starved the load")
+    return None
+
+
+UPLINK_NEED_BYTES = 64 * 1500
+
+
 def foreign_traffic_problem(foreign: list[dict]) -> str | None:
     """Why a trial that shared the link with other requests' responses does not count, or None."""
     if not foreign:
@@ -161,6 +186,9 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or stalled
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
+    elif status == "failed" and cell.conditions.traced and (
+            starved := trace_starved(cell.conditions, wall_s, page.total_bytes)):
+        reason = f"{starved} (the browser: {reason})"
     nav = answer.get("nav") or {}
     # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
     # (nav_json) for forensics, never as timings of the page.

@@ -44,6 +44,26 @@ def test_up_gives_a_usable_link_and_down_removes_it():
     assert _nothing("pb201")
 
 
+def test_up_takes_traces_in_both_directions():
+    """Issue 36: `up --trace-down T --trace-up T` refused with '--trace-down and --bw' though no --bw was
+    given ('up' gave --bw unshaped as a default). A user's own tools run through the traces."""
+    r = run_cli("up", "--trace-down", "gen:constant:12mbit", "--trace-up", "gen:constant:2mbit", "--rtt", "20ms",
+                "--testbed", "202", "--json", timeout=120)
+    try:
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout)
+        assert "trace:constant-12mbit/trace:constant-2mbit" in json.dumps(info), info
+        curl = cmd.run(["curl", "-sk", "--resolve", f"plt.test:443:{info['addresses']['server']}", "-o", "/dev/null",
+                        "-w", "%{http_code}", info["url"]], ns=info["namespaces"]["client"], check=False)
+        assert curl.stdout == "200", curl.stdout + curl.stderr
+    finally:
+        d = run_cli("down", "--testbed", "202", timeout=60)
+    assert d.returncode == 0, d.stderr
+    assert _nothing("pb202")
+    both = run_cli("up", "--trace-down", "gen:constant:12mbit", "--bw", "10mbit", "--testbed", "202", timeout=60)
+    assert both.returncode == 2 and "--trace-down and --bw" in both.stderr and _nothing("pb202")
+
+
 def _start_run(index, results, *extra):
     return subprocess.Popen([*CLI, "run", "--testbed", str(index), "--results", str(results), *extra],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -303,3 +323,24 @@ def test_ctrl_c_while_the_run_is_starting_is_an_ending_not_a_traceback(tmp_path,
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert p.returncode in (130, 0), (p.returncode, err)  # 0: it had finished before the signal came
     assert _nothing("pb206") and system_state() == before
+
+
+def test_clean_removes_a_killed_maker_s_half_made_page_set_and_keeps_a_live_one():
+    """Issue 36: SIGKILL during `pages --from-har` left sites/replay/.NAME.part-PID; `clean` removes those
+    whose maker is gone, and keeps a live maker's."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = ROOT / "sites" / "replay"
+    folder.mkdir(parents=True, exist_ok=True)
+    gone, live = folder / f".killed-test.part-{dead.pid}", folder / f".live-test.part-{os.getpid()}"
+    try:
+        for d in (gone, live):
+            d.mkdir()
+            (d / "0-a.bin").write_bytes(b"x" * 1000)
+        r = run_cli("clean", timeout=120)
+        assert r.returncode == 0 and gone.name in r.stdout, r.stdout + r.stderr
+        assert not gone.exists() and live.exists()
+    finally:
+        import shutil
+        for d in (gone, live):
+            shutil.rmtree(d, ignore_errors=True)

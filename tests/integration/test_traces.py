@@ -132,3 +132,19 @@ def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_
     meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
     assert meta["link_backend"] == "linkem"
     assert "trace:t/trace:u" in r.stdout
+
+
+def test_a_trace_that_starves_the_load_is_named_in_the_failed_trial_s_reason(tmp_path):
+    """Issue 36: through a dead-link trace (one opportunity a minute) a trial failed with Chromium's
+    ERR_QUIC_PROTOCOL_ERROR, as if QUIC had failed. The reason names the trace and what it offered."""
+    dead = tmp_path / "dead.txt"
+    dead.write_text("60000\n")
+    results = tmp_path / "r.sqlite"
+    r = run_cli("run", "--trace-down", str(dead), "--rtt", "20ms", "--proto", "h3", "--size", "5KB", "--runs", "1",
+                "--verify", "off", "--timeout", "8s", "--testbed", "233", "--results", str(results), timeout=600)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    db = sqlite3.connect(results)
+    reasons = [x for (x,) in db.execute("SELECT reason FROM trials")]
+    db.close()
+    assert reasons and all(x.startswith("the downlink follows trace dead (mean 0.000 Mbit/s), which offered 0 bytes")
+                           and "the trace starved the load (the browser: " in x for x in reasons), reasons

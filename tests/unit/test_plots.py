@@ -197,3 +197,26 @@ def test_every_report_format_shows_hostile_names_as_text(tmp_path):
         assert len(widths) <= 1, rows
     page = report.html(rep, [])
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_a_report_that_runs_out_of_disk_leaves_no_empty_or_cut_file(fixture_store, monkeypatch):
+    """Issue 36: a report that ran out of disk left a 0-byte PNG. Every report file is written whole
+    (a temporary renamed into place) or not at all; the message names the folder."""
+    import errno
+    from matplotlib.figure import Figure
+    from plt_bench.errors import PltBenchError
+    s, cid, tmp = fixture_store
+    rep = report.build(s, [cid])
+    real = Figure.savefig
+
+    def full(self, fname, *a, **kw):
+        if str(fname).endswith(".tmp") and ".png." in str(fname):
+            open(fname, "wb").close()  # what a full disk leaves: the file made, nothing in it
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, fname, *a, **kw)
+    monkeypatch.setattr(Figure, "savefig", full)
+    folder = tmp / "full"
+    with pytest.raises(PltBenchError, match=f"could not be written to {folder}: No space left on device"):
+        report.write_files(lambda: report.write_all(rep, folder, "fixture #1"), folder)
+    left = sorted(folder.iterdir())
+    assert not [p for p in left if p.suffix == ".png" or p.name.endswith(".tmp") or p.stat().st_size == 0], left

@@ -44,10 +44,13 @@ def _name(proto: str) -> str:
 
 def _save(fig, out_dir: Path, stem: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
+    from .report import atomic
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
-    fig.savefig(paths[0], dpi=130, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
-    plt.close(fig)
+    try:  # each whole or not at all: a full disk left a 0-byte PNG
+        atomic(paths[0], lambda tmp: fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight"))
+        atomic(paths[1], lambda tmp: fig.savefig(tmp, format="svg", bbox_inches="tight"))
+    finally:
+        plt.close(fig)
     return paths
 
 

@@ -27,6 +27,29 @@ def out_dir(results: Path, name: str, campaign_id: int) -> Path:
     return results.parent / f"{prefix}{name}-{campaign_id}"
 
 
+def atomic(path: Path, write) -> Path:
+    """A report file whole or not at all: write(tmp) fills a hidden file beside it, which is then renamed
+    over it; a full disk (or any failure) leaves no 0-byte or cut file, nor the temporary."""
+    import os
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
+    def fill(tmp):
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+    return atomic(path, fill)
+
+
 def write_files(write, directory: Path) -> list[Path]:
     """Report or figure files, or a message naming the folder that cannot take them."""
     try:
@@ -353,45 +376,24 @@ def write_all(rep: dict, directory: Path, name: str) -> list[Path]:
     from . import plots
     files = write(rep, directory)
     files += plots.draw_report(rep, directory, name)
-    page = directory / "report.html"
-    page.write_text(html(rep, files))
+    page = atomic(directory / "report.html", lambda tmp: tmp.write_text(html(rep, files)))
     return files + [page]
 
 
 def write(rep: dict, directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    md = directory / "report.md"
-    md.write_text(markdown(rep))
-    comp = directory / "comparison.csv"
-    with open(comp, "w", newline="") as f:
-        rows = [r.row() for r in rep["rows"]]
-        fields = list(rows[0]) if rows else ["conditions"]
-        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    cells = directory / "cells.csv"
-    with open(cells, "w", newline="") as f:
-        vals = [c.row() for c in rep["cells"].values()]
-        fields = list(vals[0]) if vals else ["conditions"]
-        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
-        w.writeheader()
-        w.writerows(vals)
+    md = atomic(directory / "report.md", lambda tmp: tmp.write_text(markdown(rep)))
+    rows = [r.row() for r in rep["rows"]]
+    comp = _csv(directory / "comparison.csv", list(rows[0]) if rows else ["conditions"], rows)
+    vals = [c.row() for c in rep["cells"].values()]
+    cells = _csv(directory / "cells.csv", list(vals[0]) if vals else ["conditions"], vals)
     files = [md, comp, cells]
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
                       ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
                       ("visits.csv", "visits")):
         if rep.get(key):
-            path = directory / name
-            with open(path, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(rep[key][0]), lineterminator="\n")
-                w.writeheader()
-                w.writerows([{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]])
-            files.append(path)
+            files.append(_csv(directory / name, list(rep[key][0]),
+                              [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]]))
     if rep["cpu"]:
-        cpu = directory / "cpu.csv"
-        with open(cpu, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rep["cpu"][0]), lineterminator="\n")
-            w.writeheader()
-            w.writerows(rep["cpu"])
-        files.append(cpu)
+        files.append(_csv(directory / "cpu.csv", list(rep["cpu"][0]), rep["cpu"]))
     return files
