@@ -48,13 +48,14 @@ def ok_slots(trials, key) -> set:
     return {key(t) for t in trials if t["status"] == "ok"}
 
 
-def foreign() -> dict:
+def foreign(with_up: bool = True) -> dict:
     """What another plt-bench owns on this machine now, and so what no test here may judge: the
     testbeds (pbN) owned by a live process that is neither this test process nor one of its
     descendants (another campaign, a colleague's run), or brought 'up' by a user; their worker
     claims; a live netem probe of a process not ours; and the processes of those testbeds (below
     their owner, naming their run folder, or inside their namespaces). A testbed whose owner died
-    is not foreign: it is a leak, whoever left it."""
+    is not foreign: it is a leak, whoever left it. with_up=False: a testbed 'up' made is not taken
+    for another's (the end of the suite, which knows the ones that were there before it)."""
     from plt_bench import procs, topology
     table = procs.table()
     mine = procs.descendants({pid: ppid for pid, (ppid, _, _) in table.items()}, os.getpid()) | {os.getpid()}
@@ -62,7 +63,8 @@ def foreign() -> dict:
     def theirs(state: dict) -> bool:
         pid = state.get("owner_pid")
         return bool(pid) and int(pid) not in mine and topology.owner_alive(state)
-    prefixes = {p for p in topology.our_prefixes() if theirs(topology.read_state(p)) or topology.read_state(p).get("up")}
+    prefixes = {p for p in topology.our_prefixes()
+                if theirs(topology.read_state(p)) or (with_up and topology.read_state(p).get("up"))}
     prefixes |= {p for p, claim in topology.worker_claims().items() if theirs(claim)}
     owners = {int(topology.read_state(p).get("owner_pid") or 0) for p in prefixes} - {0}
     below = set().union(*[procs.descendants({pid: ppid for pid, (ppid, _, _) in table.items()}, o) for o in owners]) \
@@ -181,7 +183,7 @@ def pytest_sessionfinish(session, exitstatus):
         return
     from plt_bench import topology
     # the live testbeds found at the start, and another plt-bench's that started during the suite
-    theirs = foreign()
+    theirs = foreign(with_up=False)
     left = topology.leftovers(besides=session.config.stash.get(_KEPT, frozenset()) | frozenset(theirs["prefixes"]))
     left["namespaces"] = [n for n in left["namespaces"] if n not in theirs["probes"]]
     left["processes"] = [p for p in left["processes"] if p not in theirs["pids"]]
