@@ -248,16 +248,20 @@ class Session:
                 kind, (KeyboardInterrupt, signals.Interrupted, PltBenchError)):
             self.note(f"campaign {self.campaign_id} stopped; it keeps every finished trial: run the same command again "
                       "to resume")
+        # the campaign's end is stored before the testbed goes: a cluster worker's cell store lives in
+        # the testbed's run folder, and a store removed meanwhile is saved here (Store.finish_campaign)
         try:
-            if self._entered:
-                self._entered = False
-                self.bed.__exit__(kind, exc, tb)
+            if self.store is not None and self.campaign_id is not None:
+                self.store.finish_campaign(self.campaign_id, self.status, utc_now())
         finally:
-            if self.store is not None:
-                if self.campaign_id is not None:
-                    self.store.finish_campaign(self.campaign_id, self.status, utc_now())
-                self.store.close()
-                self.store = None
+            try:
+                if self._entered:
+                    self._entered = False
+                    self.bed.__exit__(kind, exc, tb)
+            finally:
+                if self.store is not None:
+                    self.store.close()
+                    self.store = None
 
     # -- running ------------------------------------------------------------------------------------
     def run(self) -> dict:

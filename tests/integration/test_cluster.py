@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ..conftest import ROOT, run_cli
+from ..conftest import ROOT, ok_slots, run_cli
 
 DASK = [sys.executable, "-c", "from distributed.cli.dask_scheduler import main; main()"]
 
@@ -84,6 +84,20 @@ def _slots(rows):
     return sorted((r["conditions"], r["page"], r["run_index"], r["proto"]) for r in rows if r["status"] == "ok")
 
 
+def _tried(rows):
+    """Every slot tried (ok, or refused by the busy machine on each attempt: ok_slots checks that no
+    other failure is among them), once each: a busy machine's answer is a recorded refusal, not a
+    failed test (issue 36: the suite beside another plt-bench's campaign)."""
+    ok_slots(rows, lambda r: 0)
+    assert _slots(rows) == sorted(set(_slots(rows)))  # an ok slot once
+    return sorted({(r["conditions"], r["page"], r["run_index"], r["proto"]) for r in rows})
+
+
+def _ended(returncode, text):
+    """0, or 1 with the message that a slot failed every attempt (what a busy machine may refuse)."""
+    assert returncode == 0 or (returncode == 1 and "failed every attempt" in text), (returncode, text[-3000:])
+
+
 def _utc_now():
     import datetime as dt
     return dt.datetime.now(dt.timezone.utc)
@@ -108,12 +122,12 @@ def test_a_tiny_campaign_on_two_workers_holds_what_a_local_run_would(cluster, tm
     address, *_ = cluster
     opts = ["--size", "5KB,500KB", "--bw", "100mbit", "--runs", "2", "--proto", "both", "--verify", "off"]
     c = run_cli("run", *opts, "--cluster", address, "--results", str(tmp_path / "cluster.sqlite"), timeout=900)
-    assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-3000:]
+    _ended(c.returncode, c.stdout + c.stderr)
     local = run_cli("run", *opts, "--testbed", "230", "--results", str(tmp_path / "local.sqlite"), timeout=900)
-    assert local.returncode == 0, local.stderr[-3000:]
+    _ended(local.returncode, local.stdout + local.stderr)
     got, want = _rows(tmp_path / "cluster.sqlite"), _rows(tmp_path / "local.sqlite")
     assert set(got[0]) == set(want[0])  # the same columns
-    assert _slots(got) == _slots(want) and len(_slots(got)) == 8  # the same trials: 2 cells x 2 runs x 2 protocols
+    assert _tried(got) == _tried(want) and len(_tried(got)) == 8  # the same trials: 2 cells x 2 runs x 2 protocols
     hosts = {}
     for r in got:
         assert r["host"], r
@@ -158,10 +172,10 @@ def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp
     killed = _utc_now()
     os.killpg(workers[victim].pid, signal.SIGKILL)
     out, _ = head.communicate(timeout=1500)
-    assert head.returncode == 0, out[-4000:]
+    _ended(head.returncode, out)
     rows = _rows(store)
     _print_timeline(rows, f"pb{victim} killed", killed)  # shown with pytest -s: the note's timeline
-    assert _slots(rows) == sorted(set(_slots(rows))) and len(_slots(rows)) == 2 * 3 * 2  # every slot once
+    assert len(_tried(rows)) == 2 * 3 * 2  # every slot, once
     assert set(kept) <= {r["id"] for r in rows}  # the dead worker's finished trials stay
     hosts = {}
     for r in rows:
@@ -194,11 +208,11 @@ def test_the_head_killed_then_run_again_resumes_its_campaign(cluster, tmp_path):
     head.wait()
     assert len(first) >= 2, "the head stored nothing before it was killed"
     again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    _ended(again.returncode, again.stdout + again.stderr)
     rows = _rows(store)
     assert {r["campaign_id"] for r in rows} == {first[0]["campaign_id"]}  # the same campaign, resumed
     assert {r["id"] for r in first} <= {r["id"] for r in rows}  # what the first head stored stays
-    assert _slots(rows) == sorted(set(_slots(rows))) and len(_slots(rows)) == 2 * 3 * 2
+    assert len(_tried(rows)) == 2 * 3 * 2
 
 
 def test_the_scheduler_killed_mid_campaign_the_head_says_so_and_keeps_the_trials(cluster, tmp_path):
@@ -262,9 +276,9 @@ def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_pat
         store = tmp_path / "pinned.sqlite"
         c = run_cli("run", "--size", "5KB", "--bw", "100mbit", "--runs", "1", "--proto", "both", "--verify", "off",
                     "--cluster", address, "--results", str(store), timeout=600)
-        assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-3000:]
+        _ended(c.returncode, c.stdout + c.stderr)
         rows = _rows(store)
-        assert len(rows) == 2 and {r["cpus"] for r in rows} == {mine}, rows  # recorded per trial
+        assert len(_tried(rows)) == 2 and {r["cpus"] for r in rows} == {mine}, rows  # recorded per trial
         with Store(store) as s:
             hosts = s.campaign(rows[0]["campaign_id"])["metadata"]["hosts"]
         assert [(h["cpus"], h["cpus_shared"]) for h in hosts.values()] == [(mine, False)]
