@@ -70,7 +70,8 @@ def foreign(with_up: bool = True) -> dict:
     for another's (the end of the suite, which knows the ones that were there before it)."""
     from plt_bench import procs, topology
     table = procs.table()
-    mine = procs.descendants({pid: ppid for pid, (ppid, _, _) in table.items()}, os.getpid()) | {os.getpid()}
+    parents = {pid: ppid for pid, (ppid, _, _) in table.items()}
+    mine = procs.descendants(parents, os.getpid()) | {os.getpid()}
 
     def theirs(state: dict) -> bool:
         pid = state.get("owner_pid")
@@ -79,8 +80,7 @@ def foreign(with_up: bool = True) -> dict:
                 if theirs(topology.read_state(p)) or (with_up and topology.read_state(p).get("up"))}
     prefixes |= {p for p, claim in topology.worker_claims().items() if theirs(claim)}
     owners = {int(topology.read_state(p).get("owner_pid") or 0) for p in prefixes} - {0}
-    below = set().union(*[procs.descendants({pid: ppid for pid, (ppid, _, _) in table.items()}, o) for o in owners]) \
-        if owners else set()
+    below = set().union(*[procs.descendants(parents, o) for o in owners]) if owners else set()
     inodes = set().union(*[topology._ns_inodes(p) for p in prefixes]) if prefixes else set()
     pids = {pid for pid, (_, _, line) in table.items()
             if pid in below or pid in owners or any(f"{topology.RUN_DIR}/{p}/" in line for p in prefixes)
