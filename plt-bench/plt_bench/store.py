@@ -512,9 +512,10 @@ class Store:
         nothing is there now (its folder made again), beside it when another file took its place; the
         store goes on in that copy, and the words for the StoreError are returned, naming where
         everything went, or, if it could not be saved, exactly which trials were lost."""
-        if self.read_only or self._identity is None or _file_identity(self.path) == self._identity:
+        now = None if self.read_only or self._identity is None else _file_identity(self.path)
+        if now == self._identity or self._identity is None:
             return None
-        gone = _file_identity(self.path) is None
+        gone = now is None
         how = "removed" if gone else "replaced by another file"
         target = self.path if gone else self.path.with_name(f"{self.path.stem}.rescued-{os.getpid()}{self.path.suffix}")
         held = self.db.execute("SELECT campaign_id, COUNT(*), MIN(seq), MAX(seq) FROM trials GROUP BY campaign_id "
