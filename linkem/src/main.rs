@@ -176,12 +176,12 @@ fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64,
             .map(|(b, n)| format!("\"{}\":{}", if *b == u64::MAX { "inf".to_string() } else { b.to_string() }, n)).collect();
         let t = &d.t;
         let trace = format!("\"trace\":{{\"path\":{},\"period_ms\":{},\"opportunities_per_period\":{},\"limit\":{},\
-                             \"epoch_ns\":{},\"rewinds\":{},\"opportunities\":{},\"served_bytes\":{},\"queue_drops\":{},\
+                             \"epoch_ns\":{},\"rewinds\":{},\"opportunities\":{},\"idle_opportunities\":{},\"served_bytes\":{},\"queue_drops\":{},\
                              \"qdepth\":{},\"max_qdepth\":{}}},",
                             json_str(d.p.trace.as_ref().map_or("", |tr| tr.path.as_str())),
                             d.p.trace.as_ref().map_or(0, |tr| tr.period_ms), d.p.trace.as_ref().map_or(0, |tr| tr.ms.len()),
                             d.p.trace.as_ref().map_or(0, |tr| tr.limit), t.epoch_ns, t.rewinds, t.opportunities,
-                            t.served_bytes, t.queue_drops, d.queued(), t.max_qdepth);
+                            t.idle_opportunities, t.served_bytes, t.queue_drops, d.queued(), t.max_qdepth);
         let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
                            \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
                            \"reordered\":{},{}{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
@@ -472,6 +472,7 @@ mod tests {
         up.t.epoch_ns = 5_000_000_000;
         up.t.rewinds = 2;
         up.t.opportunities = 300;
+        up.t.idle_opportunities = 120;
         up.t.served_bytes = 450_000;
         up.t.queue_drops = 7;
         up.t.max_qdepth = 40;

@@ -68,6 +68,9 @@ pub struct TraceState {
     pub served_bytes: u64,
     /// opportunities passed (used, partly used or lost) since the epoch
     pub opportunities: u64,
+    /// of those, the ones that found the queue empty (lost whole): a sender that does not keep the
+    /// queue full (a verification's stream short of CPU) shows here, not as the trace's fault
+    pub idle_opportunities: u64,
     pub max_qdepth: u64,
 }
 
@@ -154,6 +157,7 @@ impl Direction {
         self.t.cycle = 0;
         self.t.idx = 0;
         self.t.opportunities = 0;
+        self.t.idle_opportunities = 0;
     }
 
     /// The trace's next opportunity, ns (None without a trace).
@@ -185,7 +189,9 @@ impl Direction {
         let n = tr.ms.len() as u64;
         let before = self.t.cycle * n + self.t.idx as u64;
         let (cycle, idx) = if idx == tr.ms.len() { (cycle + 1, 0) } else { (cycle, idx) };
-        self.t.opportunities += (cycle * n + idx as u64).saturating_sub(before);
+        let skipped = (cycle * n + idx as u64).saturating_sub(before);
+        self.t.opportunities += skipped;
+        self.t.idle_opportunities += skipped;
         self.t.cycle = cycle;
         self.t.idx = idx;
     }
@@ -536,6 +542,7 @@ mod tests {
         let mut d = traced(vec![10, 10, 100], 1000, 0.0);
         let mut got = vec![];
         d.on_packet(50_000_000, 1, 1500); // after this period's burst: waits for the one at 100 ms
+        assert_eq!(d.t.idle_opportunities, 2, "the two at 10 ms found the queue empty");
         d.due(99_999_999, 0, &mut got);
         assert!(got.is_empty());
         d.due(100_000_000, 0, &mut got);
@@ -555,6 +562,9 @@ mod tests {
         assert_eq!(got, vec![5]);
         d.on_packet(1_234_000_000, 6, 1500);
         assert_eq!(d.next_due(), Some(1_300_000_000));
+        // lost whole with the queue empty: the second at 210 ms and the one at 300, nine whole periods
+        // of three, the two at 1210 ms (and the two at 10 ms before)
+        assert_eq!((d.t.idle_opportunities, d.t.opportunities), (2 + 2 + 27 + 2, 38));
     }
 
     #[test]

@@ -349,14 +349,19 @@ def test_a_killed_server_is_cleaned_up_by_clean(server, tmp_path):
     while not info_file.exists():
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while not info_file.stat().st_size and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run_dir = json.loads(info_file.read_text())["run_dir"]  # its own testbed: the one it judges and cleans
     proc.kill()
     proc.wait()
     left = system_state(SRV)
-    assert left != before and any(f"{SRV_MGMT}" in open(f"/proc/{p}/cmdline").read() or "Caddyfile" in
-                                  open(f"/proc/{p}/cmdline").read() for p in topology.leftovers()["processes"])
-    r = subprocess.run([*CLI, "clean"], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 0 and "removed pb" in r.stdout, r.stdout + r.stderr
-    assert system_state(SRV) == before  # the module's own server is untouched (its owner is alive)
+    assert left != before and any(run_dir in (procs.cmdline(p) or "")
+                                  for p in topology.leftovers()["processes"])  # its Caddy, in its run folder
+    prefix = os.path.basename(run_dir)
+    r = subprocess.run([*CLI, "clean", "--testbed", prefix[2:]], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and f"removed {prefix}" in r.stdout, r.stdout + r.stderr
+    assert system_state(SRV) == before and not os.path.exists(run_dir)  # the module's own server untouched
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])

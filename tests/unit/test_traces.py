@@ -174,6 +174,18 @@ def test_the_trace_check_passes_a_faithful_link_and_fails_a_short_or_late_one():
     assert late_start["ok"] is False and "sampling began" in late_start["tolerance"]
 
 
+def test_a_short_window_check_whose_queue_ran_empty_is_the_streams_shortfall_not_the_links():
+    from plt_bench.link.verify import starved
+    t = traces.generate("gen:onoff:24mbit:500ms:500ms", "--trace-down")
+    rate = TraceRate(t.name, t.sha256, t.mean_bps)
+    short = lambda: check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0, share=0.9), 10**12, 25.0)[0]  # noqa: E731
+    c = starved(short(), 400, 8000)  # 5% of the opportunities found the queue empty
+    assert c["ok"] is False and c["starved"] and "empty at 400 of 8000 opportunities" in c["tolerance"]
+    assert "starved" not in starved(short(), 40, 8000)  # 0.5%: the link's own shortfall
+    ok = check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0), 10**12, 25.0)[0]
+    assert "starved" not in starved(ok, 400, 8000) and ok["idle_opportunities"] == [400, 8000]  # passed: judged
+
+
 def test_probes_through_a_trace_are_judged_by_their_least_rtt():
     (c,) = make_grid("h3", "unshaped", "5KB", 1, rtt="50ms", trace_down="gen:onoff:24mbit:500ms:500ms").conditions
     checks = {x["name"]: x for x in check_ping(c, 100, [50.6] * 50 + [300.0] * 50)}

@@ -35,6 +35,7 @@ class TraceStats(TypedDict):
     epoch_ns: int                  # CLOCK_MONOTONIC ns at which the trace last started over
     rewinds: int                   # marks that started it over (SIGUSR2)
     opportunities: int             # passed since the epoch (used or lost)
+    idle_opportunities: int        # of those, lost whole: the queue was empty (the sender fell short)
     served_bytes: int              # carried out of the queue by opportunities (lifetime)
     queue_drops: int               # refused by the full queue (apart from random loss)
     qdepth: int                    # packets waiting for an opportunity now
