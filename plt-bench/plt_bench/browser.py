@@ -205,6 +205,91 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     return proven, f"{len(problems)} of {page.fetched} {what} not proven; first: {problems[0]}"
 
 
+FAVICON = "/favicon.ico"  # Chromium asks for it when a page names no icon: a recording (DevTools') never holds it
+UNRECORDED_MAX = 0  # a replayed trial with more requests the recording did not hold is not a clean ok
+
+
+def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load: dict,
+                  server_entries: list[dict]) -> tuple[str, str | None, int, dict]:
+    """(status, reason, objects proven (the document not counted), evidence) for a load of a recording replayed as recorded
+    (plt_bench.archive; server_entries: Caddy's entries for the recorded hosts in the trial's time).
+
+    The document: the browser's Navigation Timing says 200, the asked protocol, every byte served
+    (document_bytes: the recorded body with the replay's script), and a load event. Each response the
+    replay served (replayd matched it: exact or by query): the server saw the asked protocol, and where
+    the top document's Resource Timing has its URL, the browser did too, with the bytes the server
+    sent; a response the top document has no entry for (a redirect's hop, a request of an iframe or a
+    worker) is counted as unseen, not failed. A browser entry on a recorded host that moved bytes
+    with nothing in the server's log fails the trial. Requests the recording did not hold (404 at
+    once; /favicon.ico aside) fail it when over UNRECORDED_MAX."""
+    want = protocols.get(proto)
+    evidence: dict = {"served": 0, "proven": 0, "query_matched": [], "unseen": [], "unrecorded": [], "preflights": 0,
+                      "cached": 0}
+    if load.get("error"):
+        return "failed", load["error"], 0, evidence
+    nav = load.get("nav")
+    if is_error_page(load) or not nav:
+        return "failed", f"error page: {load.get('error_code') or 'unknown error'}", 0, evidence
+    problems: list[str] = []
+    if nav.get("responseStatus") != 200:
+        problems.append(f"the document: responseStatus {nav.get('responseStatus')}, not 200")
+    if nav.get("nextHopProtocol") != want.next_hop:
+        problems.append(f"the document: nextHopProtocol '{nav.get('nextHopProtocol')}', expected '{want.next_hop}'")
+    if document_bytes is not None and nav.get("decodedBodySize") != document_bytes:
+        problems.append(f"the document: {nav.get('decodedBodySize')} bytes, expected {document_bytes} as served")
+    if not nav.get("loadEventEnd"):
+        problems.append("the load event never ended")
+    seen: dict[tuple[str, str], list[dict]] = {}
+    for r in [dict(nav, initiatorType="navigation"), *(load.get("resources") or [])]:
+        seen.setdefault((url_host(r.get("name")), url_path(r.get("name"))), []).append(r)
+    logged: set[tuple[str, str]] = set()
+    for e in server_entries:
+        key, where = (e.get("host"), e.get("uri")), f"{e.get('host')}{e.get('uri')}"
+        logged.add(key)
+        if e.get("proto") != want.server_proto:
+            problems.append(f"{where}: the server saw {e.get('proto')}, expected {want.server_proto}")
+            continue
+        if e.get("replay") == "miss":
+            if not (e.get("uri") or "").startswith(FAVICON):
+                evidence["unrecorded"].append(where[:300])
+            continue
+        if e.get("replay") == "preflight":
+            evidence["preflights"] += 1
+            continue
+        evidence["served"] += 1
+        if e.get("replay") == "query":
+            evidence["query_matched"].append(where[:300])
+        entries = seen.get(key) or []
+        if not entries:
+            evidence["unseen"].append(f"{e.get('status')} {where[:300]}")
+            continue
+        r = entries[0]
+        if r.get("nextHopProtocol") != want.next_hop:
+            problems.append(f"{where}: the browser's entry says '{r.get('nextHopProtocol')}', expected '{want.next_hop}'")
+        elif r.get("initiatorType") != "navigation" and (r.get("transferSize") or 0) > 0 and \
+                r.get("encodedBodySize") != e.get("size"):
+            problems.append(f"{where}: the browser received {r.get('encodedBodySize')} body bytes, the server sent "
+                            f"{e.get('size')}")
+        else:
+            evidence["proven"] += 1
+            evidence["document_proven"] = evidence.get("document_proven") or r.get("initiatorType") == "navigation"
+    for key, entries in seen.items():
+        if key[0] in hosts and key not in logged:
+            if all((r.get("transferSize") or 0) == 0 for r in entries):
+                evidence["cached"] += len(entries)  # the memory cache: one request served twice
+            else:
+                problems.append(f"{key[0]}{key[1][:200]}: the browser fetched it over the network, the server logged "
+                                "nothing")
+    n = len(evidence["unrecorded"])
+    if not problems and n > UNRECORDED_MAX:
+        problems.append(f"{n} request(s) the recording does not hold (answered 404; at most {UNRECORDED_MAX} for a "
+                        f"clean trial): {', '.join(evidence['unrecorded'][:3])}")
+    objects = evidence["proven"] - bool(evidence.get("document_proven"))  # the recording's objects, as objects_ok
+    if problems:
+        return "failed", f"{len(problems)} problem(s) in the replay; first: {problems[0]}", objects, evidence
+    return "ok", None, objects, evidence
+
+
 def judge_bulk(proto: str, page: "Page", work: dict | None, server_entries: list[dict] | None) -> str | None:
     """Why a bulk page's download does not count, or None: the script read the body over the whole
     duration (it did not end first), and the server's log has the one request of the trial for it,

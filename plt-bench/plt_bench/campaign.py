@@ -111,7 +111,8 @@ class Spec:
                 **({"compare": self.compare} if self.compare != "proto" else {}),
                 **({"metric": self.metric} if self.metric != DEFAULTS["metric"] else {}),
                 # a replayed page's set by its recording too: a set made again of another recording is another campaign
-                **({"replays": {p.replay: p.replay_set.source.get("sha256") for p in self.grid.pages if p.replay}}
+                **({"replays": {p.replay: (p.archive if p.archived else p.replay_set).source.get("sha256")
+                                for p in self.grid.pages if p.replay}}
                    if any(p.replay for p in self.grid.pages) else {}),
                 **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
                    if self.precision_pct is not None else {})}

@@ -111,12 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
             x.add_argument("--out", default="-", help="output file (default: standard output)")
             x.add_argument("--nav", action="store_true", help="include the full Navigation Timing entry as JSON")
     pg = cmd_parser("pages", "generate (or check) the test pages in sites/; or make a page set from a recorded page",
-                    "Generate (or check) the test pages in sites/. With --from-har FILE NAME: make the page set NAME "
-                    "from a recorded page (a HAR 1.2 file: Chromium's DevTools, WebPageTest, or plt-bench's own "
-                    "--capture har), its origins, objects, types and sizes in the recorded order; measure it with "
-                    "--size har:NAME.")
+                    "Generate (or check) the test pages in sites/. With --from-har FILE NAME: make the archive NAME "
+                    "of a recorded page (a HAR 1.2 file with bodies: Chromium's DevTools, browsertime, WebPageTest, "
+                    "or plt-bench's own --capture har): every request with its recorded status, headers and body "
+                    "bytes, and the protocol each origin spoke; measure it with --size har:NAME, replayed as "
+                    "recorded on its own host names. --stand-in makes instead a page of plt-bench's own HTML with "
+                    "objects of the recorded sizes and types (the page's weight, not the page).")
     add(pg, "size", defaults={"size": ",".join(ALL_SIZES)})
-    pg.add_argument("--from-har", metavar="FILE", help="a recorded page (HAR 1.2) to make a page set of")
+    pg.add_argument("--from-har", metavar="FILE", help="a recorded page (HAR 1.2) to make an archive of")
+    pg.add_argument("--stand-in", action="store_true",
+                    help="with --from-har: a same-weight stand-in of plt-bench's own HTML instead of the recording")
     pg.add_argument("name", nargs="?", metavar="NAME", help="the page set's name, with --from-har (a-z, 0-9, _ and -)")
     tr = cmd_parser("trace", "make a link trace from a rate series (CSV of time s, Mbit/s) or a gen: description, "
                              "or describe one",
@@ -467,6 +471,8 @@ def _pages_from_har(a) -> int:
     from .pages import origin_host, replay_root
     if not a.from_har or not a.name:
         raise UsageError("--from-har: expected a recording and a name: plt-bench pages --from-har FILE NAME")
+    if not a.stand_in:
+        return _archive_from_har(a)
     rs, notes = replay.make(Path(a.from_har), a.name, SITES)
     kept = sum(o.body == "har" for o in rs.objects)
     print(f"page set {rs.name}: {replay_root(SITES, rs.name)}")
@@ -477,6 +483,23 @@ def _pages_from_har(a) -> int:
     for note in notes:
         print(f"  {note}")
     print(f"  measure it: plt-bench run --size har:{rs.name} --proto all")
+    return 0
+
+
+def _archive_from_har(a) -> int:
+    from . import archive
+    from .pages import replay_root
+    arc, notes = archive.make(Path(a.from_har), a.name, SITES)
+    print(f"archive {arc.name}: {replay_root(SITES, arc.name)}")
+    print(f"  {arc.url}")
+    print(f"  {len(arc.responses)} responses, {arc.body_bytes} body bytes, from {len(arc.origins)} origins "
+          f"({', '.join(f'{n} {p}' for p, n in arc.mix().items())} when recorded)")
+    for o in arc.origins:
+        mine = [r for r in arc.responses if r.host == o.host]
+        print(f"  {o.host:<40} {o.protocol or '?':<3} {len(mine):>4} responses {sum(r.size_bytes for r in mine):>10} bytes")
+    for note in notes:
+        print(f"  {note}")
+    print(f"  measure it: plt-bench run --size har:{arc.name} --proto all")
     return 0
 
 

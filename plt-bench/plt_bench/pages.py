@@ -304,6 +304,8 @@ class Page:
     visit: str = "first"  # first | repeat | repeat-warm (VISITS): which load of it a trial measures
     replay: str = ""      # a replayed page's page set (plt_bench.replay: har:NAME); size_bytes is then all its
     #                       objects' bytes together, objects and origins the recording's
+    archived: bool = False  # the set is an archive (plt_bench.archive), replayed as recorded: objects counts
+    #                       its recorded requests after the navigation, origins its recorded hosts
 
     @property
     def kind(self) -> str:
@@ -330,6 +332,8 @@ class Page:
 
     @property
     def html_name(self) -> str:
+        if self.archived:
+            return f"{ARCHIVED}{self.replay}"
         if self.replay:
             return f"replay/{self.replay}/index.html"
         if self.bulk_ms or self.requests:
@@ -363,6 +367,8 @@ class Page:
 
     def object_specs(self) -> list[tuple[str, str, int]]:
         """(host, URI, body bytes) of every object, in the page's order."""
+        if self.archived:
+            return [(r.host, r.target, r.size_bytes) for r in self.archive.responses[1:]]
         if self.replay:
             rs = self.replay_set
             return [(origin_host(o.origin), rs.object_path(o) + o.query, o.size) for o in rs.objects]
@@ -372,6 +378,12 @@ class Page:
     def replay_set(self):
         """A replayed page's page set (plt_bench.replay.ReplaySet)."""
         return load_replay(self.replay)
+
+    @property
+    def archive(self):
+        """An archived page's recording (plt_bench.archive.Archive)."""
+        from . import archive
+        return archive.load(self.replay, DEFAULT_SITES)
 
     @property
     def hero_px(self) -> int:
@@ -423,6 +435,8 @@ class Page:
 
     @property
     def html_bytes(self) -> int:
+        if self.archived:
+            return self.archive.responses[0].size_bytes
         if self.replay:
             return self.replay_set.html_bytes
         return len(self.html()) if self.kind != "page" or self.objects else self.size_bytes
@@ -468,6 +482,7 @@ class Page:
 
 # -- replayed pages: page sets made from recordings (plt_bench.replay makes them; here they are served) --------
 REPLAY_MANIFEST = "replay.json"
+ARCHIVED = "archive:"  # an archived page's html_name: no file of the site, the recording's own URL (testbed.url)
 REPLAY_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 DEFAULT_SITES = cmd.PROJECT_ROOT / "sites"  # where the CLI, the testbed and --size har:NAME find page sets
 
@@ -660,6 +675,11 @@ def parse_page(text: str, option: str = "--size") -> Page:
                              f"{page.kind} page")
         return dataclasses.replace(page, visit=visit)
     if item.lower().startswith("har:"):
+        from . import archive
+        if REPLAY_NAME_RE.fullmatch(item[4:]) and archive.is_archive(replay_root(DEFAULT_SITES, item[4:])):
+            a = archive.load(item[4:], DEFAULT_SITES, option)
+            return Page(a.body_bytes - a.responses[0].size_bytes, len(a.responses) - 1, origins=len(a.origins),
+                        replay=a.name, archived=True)
         rs = load_replay(item[4:], option=option)
         return Page(rs.object_bytes, len(rs.objects), origins=len(rs.origins), replay=rs.name)
     special = parse_bulk(item, option) or parse_requests(item, option)
@@ -728,7 +748,7 @@ class Sites:
         out = {}
         for item in items:
             page = as_page(item)
-            if page.replay:
+            if page.replay and not page.archived:
                 check_replay(page.replay, self.root)
             for name, size, pieces in page.files():
                 path = self.root / name

@@ -250,6 +250,11 @@ class Trial:
                          "Stores before schema 13: the campaign's", None)
     trace_phase_ms: float | None = doc("where the navigation began in the link's trace: ms after the trial's mark "
                                        "started the trace over; None without a trace (and before schema 15)", None)
+    unrecorded: int | None = doc("a replayed recording's requests that it did not hold (answered 404 at once; "
+                                 "Chromium's own /favicon.ico aside); NULL for other pages (and before schema 16)",
+                                 None)
+    replay_json: str | None = doc("a replayed recording's evidence (JSON): responses served, proven by both ends, "
+                                  "matched by query, unseen by the top document, the unrecorded URLs", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 

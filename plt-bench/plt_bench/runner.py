@@ -8,7 +8,7 @@ import time
 from typing import Callable
 
 from . import bulk, latency
-from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_bulk,
+from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_archive, judge_bulk,
                       judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_host,
                       url_path, zero_rtt_summary)
 from .conditions import Cell, ideal_seconds
@@ -141,6 +141,20 @@ def trace_starved(conditions, wall_s: float, page_bytes: int) -> str | None:
 UPLINK_NEED_BYTES = 64 * 1500
 
 
+def replayed_entries(entries: list[dict], hosts: set[str], since_unix: float) -> list[dict]:
+    """A replayed recording's trial's own log entries: its recorded hosts' requests that began after
+    the trial did (an entry without times counts)."""
+    out = []
+    for e in entries:
+        if e.get("host") not in hosts:
+            continue
+        end, dur = e.get("end_unix_s"), e.get("duration_s")
+        if isinstance(end, (int, float)) and isinstance(dur, (int, float)) and end - dur < since_unix:
+            continue
+        out.append(e)
+    return out
+
+
 def foreign_traffic_problem(foreign: list[dict]) -> str | None:
     """Why a trial that shared the link with other requests' responses does not count, or None."""
     if not foreign:
@@ -164,9 +178,22 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     page, uri = cell.page, url_path(url)
     page_entries = None if server_entries is None else [e for e in server_entries if e["uri"] == uri]
     others = None if server_entries is None else [e for e in server_entries if e["uri"] != uri]
-    status, reason = judge(cell.proto, page.html_bytes, answer, page_entries, revalidated=page.visit == "repeat-warm")
     objects_ok = None
-    if page.fetched:
+    replayed = {}
+    if page.archived:
+        from .pages import DEFAULT_SITES
+        from .replayd import served_bytes
+        a = page.archive
+        name = (answer.get("nav") or {}).get("name") or url
+        status, reason, objects_ok, evidence = judge_archive(
+            cell.proto, {o.host for o in a.origins}, served_bytes(a, DEFAULT_SITES, url_host(name), url_path(name)),
+            answer, server_entries or [])
+        replayed = {"unrecorded": len(evidence["unrecorded"]), "replay_json": json.dumps(evidence)}
+        page_entries = [e for e in page_entries or [] if e.get("host") == url_host(url)]
+    else:
+        status, reason = judge(cell.proto, page.html_bytes, answer, page_entries,
+                               revalidated=page.visit == "repeat-warm")
+    if page.fetched and not page.archived:
         objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"), others)
         if status == "ok" and why:
             status, reason = "failed", why
@@ -211,7 +238,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
-        link_json=json.dumps(link_stats) if link_stats else None, **workload_fields, **t, **(extra or {}))
+        link_json=json.dumps(link_stats) if link_stats else None, **workload_fields, **t, **replayed, **(extra or {}))
 
 
 def visit_fields(page, answer: WorkerAnswer, server_entries: list[dict] | None) -> dict:
@@ -314,18 +341,29 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     boundary = (answer.get("first_visit") or {}).get("boundary_unix")  # a repeat visit's first load ended before
     # a repeat visit: its first load's entries too (all of them), then the repeat's (a kept cache: the page's alone)
     expect = own + ({"repeat": own, "repeat-warm": 1}.get(cell.page.visit, 0) if boundary else 0)
-    logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect)
-    if boundary:  # the first load's entries are not the trial's
-        logged = [e for e in logged if not isinstance(e.get("end_unix_s"), (int, float)) or e["end_unix_s"] >= boundary]
-    entries = own_entries(logged, uri)
-    # others' traffic counts from the navigation on: during the browser's start-up the link may still carry
-    # the previous trial's last request (its /favicon.ico, asked after its load: at 200 ms of RTT it
-    # reached the server 40 ms into the next trial's start-up, which no figure of this trial covers)
     nav_unix = t0_unix + (nav_t0 - t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= t0 else t0_unix
-    foreign = overlapping(logged, uri, nav_unix, t1_unix)
+    if cell.page.archived:  # a recording's requests are its hosts' since the trial began (no Referer to go by)
+        hosts = {o.host for o in cell.page.archive.origins}
+        expect = 1 + sum(1 for r in answer.get("resources") or []
+                         if url_host(r.get("name")) in hosts and (r.get("transferSize") or 0) > 0)
+        logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect,
+                                           own=lambda found: replayed_entries(found, hosts, t0_unix))
+        entries = replayed_entries(logged, hosts, t0_unix)
+        foreign = [e for e in overlapping(logged, uri, nav_unix, t1_unix) if e.get("host") not in hosts]
+    else:
+        logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect)
+        if boundary:  # the first load's entries are not the trial's
+            logged = [e for e in logged if not isinstance(e.get("end_unix_s"), (int, float))
+                      or e["end_unix_s"] >= boundary]
+        entries = own_entries(logged, uri)
+        # others' traffic counts from the navigation on: during the browser's start-up the link may still carry
+        # the previous trial's last request (its /favicon.ico, asked after its load: at 200 ms of RTT it
+        # reached the server 40 ms into the next trial's start-up, which no figure of this trial covers)
+        foreign = overlapping(logged, uri, nav_unix, t1_unix)
     limit = cpu_bound(cpu)
     phase = trace_phase_ms(stats, nav_t0)
-    trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + uri[uri.index("?"):], started, wall,
+    trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + (uri[uri.index("?"):] if not
+                                                                        cell.page.archived else ""), started, wall,
                        answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
                                                       "prelaunched": bool(answer.get("prelaunched")),
                                                       "trace_phase_ms": phase,

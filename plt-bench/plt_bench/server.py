@@ -78,7 +78,7 @@ def spki_hash_from_pem_pubkey(pem: str) -> str:
 
 def subject_alt_names(origins: list[tuple[str, str]]) -> str:
     """The certificate's subjectAltName: every origin's host name and address (pure)."""
-    names = [f"DNS:{h}" for h, _ in origins]
+    names = [f"DNS:{h}" for h in dict.fromkeys(h for h, _ in origins)]
     ips = [f"IP:{ip}" for ip in dict.fromkeys(ip for _, ip in origins)]
     return ",".join(names + ips)
 
@@ -100,9 +100,31 @@ def make_certificate(folder: Path, origins: list[tuple[str, str]], days: int = 3
     return Certificate(cert, key, spki_hash_from_pem_pubkey(pub))
 
 
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """Recordings a testbed's Caddy replays (plt_bench.archive), through plt_bench.replayd."""
+    sites: Path
+    names: tuple[str, ...]
+    origins: list[tuple[str, str]]   # every recorded host and the address it is served on
+    deterministic: bool = True
+
+    @property
+    def addresses(self) -> list[str]:
+        return list(dict.fromkeys(ip for _, ip in self.origins))
+
+
+def replay_block(addresses: list[str], port: int, cert: Path, key: Path, access_log: Path) -> str:
+    """The Caddyfile's site for replayed recordings (pure): every host name on the replay addresses,
+    passed on to replayd on the loopback with its Host; logged with the generated pages' requests."""
+    return (f"\nhttps:// {{\n\tbind {' '.join(addresses)}\n\ttls {cert} {key}\n"
+            f"\treverse_proxy 127.0.0.1:{port} {{\n\t\tflush_interval -1\n\t}}\n"
+            f"\tlog {{\n\t\toutput file {access_log}\n\t\tformat json\n\t}}\n}}\n")
+
+
 def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, key: Path, sites: Path,
-                  access_log: Path) -> str:
-    """The Caddyfile for every origin ((host, address) pairs): one site, bound to their addresses."""
+                  access_log: Path, replay: tuple[list[str], int] | None = None) -> str:
+    """The Caddyfile for every origin ((host, address) pairs): one site, bound to their addresses;
+    replay: (addresses, replayd's port), a second site for the recordings replayed there."""
     for host, ip in origins:
         if not re.fullmatch(r"[a-z0-9.-]+", host) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
             raise ServerError(f"origin {host} at {ip}: not a host name and an address the Caddyfile can hold")
@@ -111,16 +133,21 @@ def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, 
             raise ServerError(f"path of {name} contains a space, brace or quote, which the Caddyfile cannot hold: {value}")
     addresses = ", ".join(f"https://{h}:443" for h, _ in origins)
     bind = " ".join(dict.fromkeys(ip for _, ip in origins))
-    return string.Template(template).substitute(addresses=addresses, bind=bind, cert=cert, key=key, sites=sites,
+    text = string.Template(template).substitute(addresses=addresses, bind=bind, cert=cert, key=key, sites=sites,
                                                 access_log=access_log)
+    if replay:
+        if not all(re.fullmatch(r"[0-9a-fA-F.:]+", ip) for ip in replay[0]):
+            raise ServerError(f"replay addresses {replay[0]}: not addresses the Caddyfile can hold")
+        text += replay_block(replay[0], int(replay[1]), cert, key, access_log)
+    return text
 
 
 def parse_access_log(text: str) -> list[dict]:
     """Caddy's JSON access log lines -> [{'uri', 'host', 'proto', 'status', 'size', 'end_unix_s',
-    'duration_s', 'referer', 'remote_port', 'resumed'}] (Caddy writes a line when a response ends,
-    with its wall-clock end and its duration; host: the origin asked (its Host or :authority);
+    'duration_s', 'referer', 'remote_port', 'resumed', 'method', 'replay'}] (Caddy writes a line when a
+    response ends, with its wall-clock end and its duration; host: the origin asked (its Host or :authority);
     remote_port: the client's port, one per connection; resumed: the connection's TLS session was
-    resumed)."""
+    resumed; replay: how replayd matched a replayed request, exact | query | miss | preflight)."""
     out = []
     for line in text.splitlines():
         try:
@@ -132,9 +159,11 @@ def parse_access_log(text: str) -> list[dict]:
         req = e.get("request") or {}
         referer = ((req.get("headers") or {}).get("Referer") or [None])[0]
         tls = req.get("tls") or {}
+        matched = ((e.get("resp_headers") or {}).get("X-Plt-Replay") or [None])[0]  # replayd's word (replayed hosts)
         out.append({"uri": req.get("uri"), "host": req.get("host"), "proto": req.get("proto"), "status": e.get("status"),
                     "size": e.get("size"), "end_unix_s": e.get("ts"), "duration_s": e.get("duration"),
-                    "referer": referer, "remote_port": req.get("remote_port"), "resumed": tls.get("resumed")})
+                    "referer": referer, "remote_port": req.get("remote_port"), "resumed": tls.get("resumed"),
+                    "method": req.get("method"), "replay": matched})
     return out
 
 
@@ -176,10 +205,13 @@ class Server:
     """One Caddy process inside a namespace, serving a folder of pages."""
 
     def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
-                 env: dict | None = None):
-        """origins: every (host, address) it serves, the first its own (HOST on bind_ip unless given)."""
+                 env: dict | None = None, replay: "Replay | None" = None):
+        """origins: every (host, address) it serves, the first its own (HOST on bind_ip unless given).
+        replay: recordings it replays besides (their hosts on their own addresses, behind replayd)."""
         self.ns, self.bind_ip, self.run_dir, self.sites = ns, bind_ip, run_dir, Path(sites)
         self.origins = list(origins or [(HOST, bind_ip)])
+        self.replay = replay
+        self.replayd: subprocess.Popen | None = None
         self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
         self.path, self.source = locate_caddy()
         self.config_path = run_dir / "Caddyfile"
@@ -192,11 +224,18 @@ class Server:
     def info(self) -> dict:
         return {**caddy_info(self.path), "source": self.source}
 
+    @property
+    def all_origins(self) -> list[tuple[str, str]]:
+        """Every (host, address) it answers for: the generated pages' origins, then replayed ones."""
+        return self.origins + (self.replay.origins if self.replay else [])
+
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
-        self.cert = make_certificate(self.run_dir, self.origins)
+        self.cert = make_certificate(self.run_dir, self.all_origins)
+        port = self._start_replayd(timeout_s) if self.replay else None
         self.config_path.write_text(render_config(
             TEMPLATE.read_text(), origins=self.origins, cert=self.cert.cert, key=self.cert.key,
-            sites=self.sites.resolve(), access_log=self.access_log))
+            sites=self.sites.resolve(), access_log=self.access_log,
+            replay=(self.replay.addresses, port) if self.replay else None))
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
                "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config"),
                **self.extra_env}
@@ -214,10 +253,31 @@ class Server:
         raise ServerError(f"Caddy did not listen on {self.bind_ip}:443 and its origins' (TCP and UDP) within {timeout_s:.0f}s: "
                           f"{self.log_tail()}")
 
+    def _start_replayd(self, timeout_s: float) -> int:
+        """The replay server on the namespace's loopback; returns its port."""
+        import sys
+        r = self.replay
+        argv = [sys.executable, "-m", "plt_bench.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
+                "on" if r.deterministic else "off", *r.names]
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+               "PYTHONPATH": str(cmd.PACKAGE_DIR.parent)}  # this plt_bench, wherever it runs from
+        with open(self.run_dir / "replayd.log", "ab") as log:
+            self.replayd = subprocess.Popen(cmd.in_netns(self.ns, argv), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
+                                            text=True)
+        import select
+        ready, _, _ = select.select([self.replayd.stdout], [], [], timeout_s)
+        line = self.replayd.stdout.readline() if ready else ""
+        try:
+            return int(json.loads(line)["port"])
+        except (ValueError, KeyError, TypeError):
+            raise ServerError(f"the replay server did not start: {line.strip()[:200] or 'no answer'}; log: "
+                              f"{self.run_dir / 'replayd.log'}") from None
+
     def _listening(self) -> bool:
         tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
         udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
-        return all(f"{ip}:443 " in tcp and f"{ip}:443 " in udp for ip in {ip for _, ip in self.origins})
+        return all(f"{ip}:443 " in tcp and f"{ip}:443 " in udp for ip in {ip for _, ip in self.all_origins})
 
     def log_tail(self, n: int = 3) -> str:
         try:
@@ -247,7 +307,7 @@ class Server:
         self._log_offset += end
         return data[:end].decode(errors="replace")
 
-    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> list[dict]:
+    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1, own=None) -> list[dict]:
         """Every access-log entry written since the last call, once `expect` of the trial's are among
         them: its page's (`uri`) and, for a multi-object page, those its page asked for (Referer:
         the page). An entry is written when its response ends, so wait briefly. The caller tells its
@@ -257,7 +317,8 @@ class Server:
         while True:
             found += parse_access_log(self._new_log_lines())
             page = any(e["uri"] == uri for e in found)
-            if (page and len(own_entries(found, uri)) >= expect) or time.monotonic() >= deadline:
+            mine = own(found) if own else own_entries(found, uri)  # own: a replayed recording's (by host and time)
+            if (page and len(mine) >= expect) or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
 
@@ -275,3 +336,7 @@ class Server:
     def stop(self) -> None:
         cmd.stop_process(self.proc)
         self.proc = None
+        if self.replayd is not None:
+            cmd.stop_process(self.replayd)
+            self.replayd.stdout.close()
+            self.replayd = None

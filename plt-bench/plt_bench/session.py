@@ -131,8 +131,12 @@ class Session:
             note(TOKEN_ARGV_WARNING)
         if ref is None:
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
-                               capture=self.capture, browser_binary=spec.browser_binary)
+                               capture=self.capture, browser_binary=spec.browser_binary,
+                               replays=[p.replay for p in spec.grid.pages if p.archived])
         else:
+            if any(p.archived for p in spec.grid.pages):
+                raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "
+                                 "machines) give generated pages")
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
                                      capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary)
             self.bed.check()  # bad two-machine options fail here, before anything is made

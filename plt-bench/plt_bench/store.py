@@ -50,6 +50,9 @@ Schema history (SCHEMA_VERSION):
  15 - links that move: trials gain trace_down, trace_down_sha256, trace_up, trace_up_sha256 (the trace a
       direction's rate followed, by name and hash; NULL for older trials, whose rates were constant)
       and trace_phase_ms (where the navigation began in the trace).
+ 16 - recordings replayed as recorded (plt_bench.archive): trials gain unrecorded (requests the
+      recording did not hold, answered 404; NULL for every other page and older trial) and replay_json
+      (the replay's evidence per trial: responses served, proven by both ends, matched by query).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -406,6 +409,11 @@ class Store:
             for col in ("trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256", "trace_phase_ms"):
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             version = 15
+        if version == 15:  # 15 -> 16: recordings replayed as recorded
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("unrecorded", "replay_json"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            version = 16
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

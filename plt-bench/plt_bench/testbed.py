@@ -19,7 +19,7 @@ from .browser import PREFS, BrowserWorker, chromium_args
 from .capture import FILENAMES, Settings, chromium_capture_args
 from .conditions import Conditions
 from .metadata import machine, utc_now
-from .pages import Sites
+from .pages import ARCHIVED, Sites, url_path
 from .server import HOST, Server
 from .topology import Topology, pids_in
 
@@ -34,8 +34,9 @@ WORKER_ALLOWANCE_S = 240.0
 class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
-                 capture: Settings | None = None, browser_binary: str | None = None):
+                 capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = ()):
         self.sites = Sites(sites_dir)
+        self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
         self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.drivers)
         self.browser: drivers.Browser | None = None
         self.capture = capture or Settings()
@@ -89,7 +90,7 @@ class Testbed:
             self._stack.callback(shutil.rmtree, self.qlog_spool, True)
             env["QLOGDIR"] = str(self.qlog_spool)
         self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
-                             origins=self.plan.origins, env=env)
+                             origins=self.plan.origins, env=env, replay=self.replay_config())
         self._stack.callback(self.server.stop)
         self.server.start()
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
@@ -102,6 +103,26 @@ class Testbed:
 
     def close(self) -> None:
         self._stack.close()
+
+    def replay_config(self):
+        """What the server replays: every recorded host of the campaign's recordings, each on its own
+        replay address (a host two recordings share, on one); None when it replays nothing."""
+        if not self.replays:
+            return None
+        from . import archive
+        from .errors import UsageError
+        from .server import Replay
+        hosts = list(dict.fromkeys(o.host for n in self.replays for o in archive.load(n, self.sites.root).origins))
+        addresses = self.plan.replay_addresses
+        if len(hosts) > len(addresses):
+            raise UsageError(f"--size: the recordings {', '.join(self.replays)} have {len(hosts)} origins together; a "
+                             f"testbed replays at most {len(addresses)} at once (run them in separate campaigns)")
+        return Replay(self.sites.root, self.replays, list(zip(hosts, addresses)))
+
+    def origins_for(self, page: str) -> list[tuple[str, str]]:
+        """The (host, address) pairs a load's browser resolves and forces its protocol on: the
+        generated pages' origins, and a replayed recording's hosts."""
+        return self.server.all_origins if self.server else self.plan.origins
 
     def detach(self) -> None:
         """Leave everything up (plt-bench up): forget the cleanups, hand the testbed over to `down`."""
@@ -163,6 +184,11 @@ class Testbed:
         return len(strays)
 
     def url(self, page: str, tag: str | None = None) -> str:
+        """A page's URL (with its trial's tag: the server's log tells trials apart by it); a replayed
+        recording's is the recorded URL itself, untagged (its scripts read their own address)."""
+        if page.startswith(ARCHIVED):
+            from . import archive
+            return archive.load(page[len(ARCHIVED):], self.sites.root).url
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
 
@@ -177,7 +203,7 @@ class Testbed:
         extra = ("--enable-net-benchmarking",) if repeat else ()
         if repeat and netlog.name != FILENAMES["netlog"]:
             extra += (f"--log-net-log={netlog}", "--net-log-capture-mode=Default")
-        args = chromium_args(proto, self.plan.origins, self.server.cert.spki_sha256_b64, str(profile), extra)
+        args = chromium_args(proto, self.origins_for(page), self.server.cert.spki_sha256_b64, str(profile), extra)
         if capture_dir is not None:
             args += chromium_capture_args(self.capture.kinds, capture_dir)
         req = {"url": self.url(page, tag), "profile_dir": str(profile), "prefs": PREFS,
@@ -214,7 +240,7 @@ class Testbed:
         ready, self._prepared = self._prepared, None
         same = ready and (ready[0], ready[1], ready[3]) == (proto, page, visit) and capture_dir is None
         tag = ready[2] if same else uuid.uuid4().hex[:16]
-        uri = f"/{page}?trial={tag}"
+        uri = url_path(self.url(page)) if page.startswith(ARCHIVED) else f"/{page}?trial={tag}"
         req = {**self._request(proto, page, tag, capture_dir, visit), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal()}
         ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)

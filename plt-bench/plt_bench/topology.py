@@ -3,7 +3,8 @@
 Every name carries one prefix, pb<N>, so two testbeds never collide and cleanup touches only
 what is ours. Addresses come from the benchmarking range 198.18.0.0/15 (RFC 2544):
 client 198.18.N.2, router 198.18.N.1 | 198.19.N.1, server 198.19.N.2, and the server's other
-origins (a many-origin page's: pages.origin_host) 198.19.N.11 to 198.19.N.25, one each.
+origins (a many-origin page's: pages.origin_host) 198.19.N.11 to 198.19.N.25, one each, and a
+replayed recording's origins 198.19.N.64 to 198.19.N.95 (Plan.replay_addresses).
 
 Nothing is changed in the root namespace: the veths are created directly inside the
 namespaces, and TCP congestion control is set per route (a namespace may not switch its
@@ -22,6 +23,9 @@ from pathlib import Path
 from . import cmd
 from .cpu import own_cpus
 from .errors import TopologyError, UsageError
+
+REPLAY_FIRST = 64  # the last octet of a replayed recording's first origin address
+
 
 def testbed_index(text: str) -> int:
     """--testbed's value: a whole number from 0 to MAX_INDEX (argparse type; pure)."""
@@ -115,6 +119,13 @@ class Plan:
                                                      for k in range(1, MAX_ORIGINS)]
 
     @property
+    def replay_addresses(self) -> list[str]:
+        """The addresses of a replayed recording's origins (plt_bench.archive): 198.19.N.64 onwards, one
+        per recorded origin (archive.MAX_ORIGINS), apart from the generated pages' origins."""
+        from .archive import MAX_ORIGINS
+        return [f"198.19.{self.index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)]
+
+    @property
     def down_if(self) -> str:
         """The router's egress towards the client: where the downlink is shaped."""
         return self.router_client_if
@@ -156,7 +167,8 @@ class Plan:
             (r, ["ip", "addr", "add", f"{self.router_server_ip}/24", "dev", self.router_server_if]),
             (s, ["ip", "addr", "add", f"{self.server_ip}/24", "dev", self.server_if, "noprefixroute"]),
         ]
-        cmds += [(s, ["ip", "addr", "add", f"{ip}/32", "dev", self.server_if]) for _, ip in self.origins[1:]]
+        cmds += [(s, ["ip", "addr", "add", f"{ip}/32", "dev", self.server_if])
+                 for ip in [ip for _, ip in self.origins[1:]] + self.replay_addresses]
         for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
                         (s, self.server_if)):
             cmds.append((ns, ["ip", "link", "set", dev, "up"]))

@@ -1,0 +1,192 @@
+"""Replay archives and the replay server (plt_bench.archive, plt_bench.replayd): a recording kept as
+the web served it, matched and served as recorded. Pure, and one real HTTP server on this process's
+loopback (no root, no testbed)."""
+
+import base64
+import gzip
+import http.client
+import json
+import shutil
+import subprocess
+import threading
+
+import pytest
+
+from plt_bench import archive, replayd
+from plt_bench.errors import UsageError
+
+from .test_replay import url
+
+JS = b"document.title = 'made by its script';\n"
+DOC = b"<!DOCTYPE html><html><head><title>t</title></head><body><script src=app.js></script></body></html>"
+
+
+def entry(address, status=200, body=None, mime="text/html", headers=(), version="h2", method="GET", ip="192.0.2.1",
+          binary=False, size=None, started=None):
+    content = {"mimeType": mime, "size": len(body) if body is not None else (size or 0)}
+    if body is not None:
+        content.update(text=base64.b64encode(body).decode(), encoding="base64") if binary else content.update(
+            text=body.decode())
+    e = {"request": {"method": method, "url": address},
+         "response": {"status": status, "httpVersion": version, "content": content, "bodySize": -1,
+                      "headers": [{"name": k, "value": v} for k, v in [("Content-Type", mime), *headers]]},
+         "serverIPAddress": ip}
+    if started:
+        e["startedDateTime"] = started
+    return e
+
+
+def har(*entries):
+    return {"log": {"version": "1.2", "creator": {"name": "test"}, "entries": list(entries)}}
+
+
+def recording():
+    png = bytes(range(256)) * 4
+    return har(entry(url("www", "/"), body=DOC, version="h3", started="2026-11-25T10:00:00.000Z",
+                     headers=[("Content-Encoding", "br"), ("Date", "x"), ("Content-Length", "99"),
+                              ("Content-Security-Policy", "default-src 'self'; script-src 'self'")]),
+               entry(url("www", "/app.js"), body=JS, mime="application/javascript", version="h3",
+                     headers=[("Cache-Control", "max-age=60"), ("Alt-Svc", "h3=\":443\"")]),
+               entry(url("cdn", "/a.png?v=1&t=5"), body=png, mime="image/png", binary=True, version="http/2.0"),
+               entry(url("cdn", "/old"), status=301, headers=[("Location", "/a.png?v=1&t=5")], version="http/2.0"),
+               entry(url("api", "/data.json"), method="POST", body=b'{"a": 1}', mime="application/json",
+                     version="http/1.1", ip="[2001:db8::1]"),
+               entry(url("www", "/gone.js"), status=0),
+               entry("data:image/png;base64,AAAA", body=b"x"))
+
+
+def test_a_recording_is_kept_as_served_with_each_origins_protocol_and_address(tmp_path):
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))
+    a, notes = archive.make(p, "page", tmp_path / "sites")
+    assert [(o.host, o.protocol, o.address) for o in a.origins] == [
+        ("www.rec.test", "h3", "ipv4"), ("cdn.rec.test", "h2", "ipv4"), ("api.rec.test", "h1", "ipv6")]
+    assert a.mix() == {"h3": 1, "h2": 1, "h1": 1} and a.url == url("www", "/")
+    doc, js, png, moved, post = a.responses
+    assert doc.encoding == "br" and ("content-length" not in dict(doc.headers)) and "date" not in dict(doc.headers)
+    assert dict(js.headers) == {"content-type": "application/javascript", "cache-control": "max-age=60"}  # no Alt-Svc
+    assert (png.path, png.query, png.size_bytes) == ("/a.png", "v=1&t=5", 1024)
+    assert (moved.status, dict(moved.headers)["location"], moved.body) == (301, "/a.png?v=1&t=5", "")
+    assert post.method == "POST"
+    assert a.source["left_out"] == {"status 0 (blocked or failed when recorded)": 1, "data: URL": 1}
+    assert a.source["recorded_unix_ms"] == 1795600800000
+    folder = tmp_path / "sites" / "replay" / "page"
+    assert (folder / "bodies" / png.body).read_bytes() == bytes(range(256)) * 4  # the exact bytes
+    assert archive.load("page", tmp_path / "sites") == a and len(notes) == 2
+    with pytest.raises(UsageError, match="exists already"):
+        archive.make(p, "page", tmp_path / "sites")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (entry("http://www.rec.test/"), "not https on port 443"),
+    (entry("https://www.rec.test:8443/"), "not https on port 443"),
+    (entry(url("www", "/"), headers=[("X-A\r\nSet-Cookie", "a")]), "hostile"),
+    (entry(url("www", "/"), headers=[("Link", "a\nb")]), "hostile"),
+    (entry(url("www", "/"), method="GE T"), "not an HTTP method"),
+    (entry(url("www", "/"), status=999), "not an HTTP status"),
+    (entry(url("www", "/"), status=0), "nothing to replay"),
+    (entry("https://127.0.0.1/"), "an address"),
+    (entry("https://www.rec.test/a/../../etc/passwd"), "'..'"),
+])
+def test_a_hostile_or_unservable_recording_is_refused_with_its_entry_and_nothing_written(tmp_path, bad, message):
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(har(bad)))
+    with pytest.raises(UsageError, match=message) as e:
+        archive.make(p, "page", tmp_path / "sites")
+    assert "entry 1" in str(e.value)
+    assert not (tmp_path / "sites" / "replay").exists() or not any((tmp_path / "sites" / "replay").iterdir())
+
+
+def test_too_many_origins_are_refused():
+    entries = [entry(url("www", "/"), body=DOC)] + [entry(url(f"o{k}", "/x.js"), body=JS) for k in range(40)]
+    with pytest.raises(UsageError, match="41 origins; a replay serves at most 32"):
+        archive.plan(har(*entries)["log"], entries, "page")
+
+
+def test_requests_match_exactly_then_by_the_most_query_parameters_shared():
+    entries = [entry(url("www", "/"), body=DOC), entry(url("www", "/s?a=1&b=2"), body=b"one", mime="text/plain"),
+               entry(url("www", "/s?a=1&b=3&c=4"), body=b"two", mime="text/plain")]
+    a, _, _ = archive.plan(har(*entries)["log"], entries, "page")
+    index = replayd.Index([a])
+    assert index.match("GET", "www.rec.test", "/s?a=1&b=2") == (a.responses[1], "exact")
+    assert index.match("GET", "WWW.rec.test", "/s?c=4&b=3&t=999") == (a.responses[2], "query")  # cache-buster t
+    assert index.match("GET", "www.rec.test", "/s?t=1") == (a.responses[1], "query")  # a tie: the first recorded
+    assert index.match("GET", "www.rec.test", "/other") == (None, "miss")
+    assert index.match("POST", "www.rec.test", "/s?a=1&b=2") == (None, "miss")
+    assert index.match("GET", "elsewhere.test", "/") == (None, "miss")
+
+
+def test_the_script_goes_first_and_a_policy_that_limits_scripts_is_given_its_hash():
+    s = "var x=1;"
+    assert replayd.inject(b"<!doctype html><HTML lang=en><Head id=h><title>", s) == \
+        b"<!doctype html><HTML lang=en><Head id=h><script>var x=1;</script><title>"
+    assert replayd.inject(b"<html><body>", s) == b"<html><script>var x=1;</script><body>"
+    assert replayd.inject(b"hello", s) == b"<script>var x=1;</script>hello"
+    h = "'sha256-" + base64.b64encode(__import__("hashlib").sha256(s.encode()).digest()).decode() + "'"
+    assert replayd.csp_with_hash("default-src 'self'; script-src 'self' 'nonce-a'", s) == \
+        f"default-src 'self'; script-src 'self' 'nonce-a' {h}"
+    assert replayd.csp_with_hash("default-src 'none'", s) == f"default-src {h}"
+    assert replayd.csp_with_hash("script-src 'unsafe-inline'", s) == "script-src 'unsafe-inline'"  # runs as is
+    assert replayd.csp_with_hash("img-src *", s) == "img-src *"
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="node runs the script outside a browser")
+def test_the_deterministic_script_seeds_time_and_randomness(tmp_path):
+    js = replayd.deterministic_script(1795600800000)
+    probe = ("globalThis.self = globalThis;" + js +
+             "const a = [Math.random(), Math.random()]; const d = new Date(); const b = new Uint8Array(4);"
+             "crypto.getRandomValues(b);"
+             "console.log(JSON.stringify({a, year: d.getUTCFullYear(), t: Date.now(), s: typeof Date(), "
+             "old: new Date(0).getTime(), inst: d instanceof Date, b: Array.from(b), u: crypto.randomUUID()}))")
+    (tmp_path / "probe.js").write_text(probe)  # a file: node -e shadows the global crypto with its module
+    runs = [json.loads(subprocess.run(["node", str(tmp_path / "probe.js")], capture_output=True, text=True,
+                                      check=True).stdout) for _ in range(2)]
+    for r in runs:
+        assert r["year"] == 2026 and 1795600800000 <= r["t"] < 1795600800000 + 60_000
+        assert r["s"] == "string" and r["old"] == 0 and r["inst"] and len(r["u"]) == 36 and r["u"][14] == "4"
+    assert runs[0]["a"] == runs[1]["a"] and runs[0]["b"] == runs[1]["b"] and runs[0]["u"] == runs[1]["u"]
+    assert runs[0]["a"][0] != runs[0]["a"][1]
+
+
+@pytest.fixture
+def served(tmp_path):
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))
+    archive.make(p, "page", tmp_path / "sites")
+    server = replayd.make_server(tmp_path / "sites", ["page"], 0)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _get(port, host, target, method="GET", headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request(method, target, headers={"Host": host, **(headers or {})})
+    r = c.getresponse()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+
+
+def test_the_server_answers_as_recorded_and_404s_what_was_not(served):
+    status, h, body = _get(served, "cdn.rec.test", "/a.png?v=1&t=5")
+    assert (status, body, h["x-plt-replay"], h["timing-allow-origin"]) == (200, bytes(range(256)) * 4, "exact", "*")
+    status, h, body = _get(served, "cdn.rec.test", "/a.png?v=1&t=77")
+    assert (status, h["x-plt-replay"], len(body)) == (200, "query", 1024)
+    status, h, _ = _get(served, "cdn.rec.test", "/old")
+    assert (status, h["location"]) == (301, "/a.png?v=1&t=5")
+    status, h, body = _get(served, "www.rec.test", "/", headers={"Accept-Encoding": "gzip, br"})
+    doc = gzip.decompress(body)  # recorded with br: gzip, the one every browser takes
+    assert h["content-encoding"] == "gzip" and doc.startswith(b"<!DOCTYPE html><html><head><script>(function(){")
+    assert doc.endswith(DOC[len(b"<!DOCTYPE html><html><head>"):]) and "'sha256-" in h["content-security-policy"]
+    status, h, body = _get(served, "www.rec.test", "/")
+    assert "content-encoding" not in h and body.startswith(b"<!DOCTYPE html>")
+    status, h, body = _get(served, "www.rec.test", "/app.js", headers={"Accept-Encoding": "gzip"})
+    assert (body, h["cache-control"], "content-encoding" in h) == (JS, "max-age=60", False)  # recorded plain
+    status, h, body = _get(served, "api.rec.test", "/data.json", method="POST")
+    assert (status, body) == (200, b'{"a": 1}')
+    status, h, body = _get(served, "www.rec.test", "/not-recorded.js")
+    assert (status, h["x-plt-replay"], body) == (404, "miss", replayd.MISS_BODY)
+    status, h, _ = _get(served, "api.rec.test", "/data.json", method="OPTIONS",
+                        headers={"Origin": "https://www.rec.test", "Access-Control-Request-Method": "POST"})
+    assert (status, h["x-plt-replay"], h["access-control-allow-origin"]) == (204, "preflight", "https://www.rec.test")
