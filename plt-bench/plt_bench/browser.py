@@ -256,6 +256,9 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
         if e.get("replay") == "preflight":
             evidence["preflights"] += 1
             continue
+        if e.get("replay") not in ("exact", "query"):
+            problems.append(f"{where}: answered by the generated pages' site, not the replay")
+            continue
         evidence["served"] += 1
         if e.get("replay") == "query":
             evidence["query_matched"].append(where[:300])

@@ -121,8 +121,14 @@ class Testbed:
 
     def origins_for(self, page: str) -> list[tuple[str, str]]:
         """The (host, address) pairs a load's browser resolves and forces its protocol on: the
-        generated pages' origins, and a replayed recording's hosts."""
-        return self.server.all_origins if self.server else self.plan.origins
+        generated pages' origins and the replayed recordings' hosts; where a recording holds a host
+        the generated pages have too (a recording of plt-bench's own page), the load of a recording
+        resolves it to the replay's address, any other load to the generated pages'."""
+        generated = self.server.origins if self.server else self.plan.origins
+        replayed = self.server.replay.origins if self.server and self.server.replay else []
+        first, then = (replayed, generated) if page.startswith(ARCHIVED) else (generated, replayed)
+        hosts = {h for h, _ in first}
+        return first + [(h, ip) for h, ip in then if h not in hosts]
 
     def detach(self) -> None:
         """Leave everything up (plt-bench up): forget the cleanups, hand the testbed over to `down`."""

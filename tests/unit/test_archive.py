@@ -190,3 +190,57 @@ def test_the_server_answers_as_recorded_and_404s_what_was_not(served):
     status, h, _ = _get(served, "api.rec.test", "/data.json", method="OPTIONS",
                         headers={"Origin": "https://www.rec.test", "Access-Control-Request-Method": "POST"})
     assert (status, h["x-plt-replay"], h["access-control-allow-origin"]) == (204, "preflight", "https://www.rec.test")
+
+
+def _nav(host="www.rec.test", proto="h2", size=900, **kw):
+    return {"name": f"https://{host}/", "responseStatus": 200, "nextHopProtocol": proto, "decodedBodySize": size,
+            "loadEventEnd": 300.0, **kw}
+
+
+def _res(url, proto="h2", size=100, transfer=400):
+    return {"name": url, "nextHopProtocol": proto, "encodedBodySize": size, "transferSize": transfer,
+            "decodedBodySize": size, "responseStatus": 200, "initiatorType": "script"}
+
+
+def _log(host, uri, proto="HTTP/2.0", status=200, size=100, replay="exact", method="GET"):
+    return {"host": host, "uri": uri, "proto": proto, "status": status, "size": size, "replay": replay,
+            "method": method}
+
+
+HOSTS = {"www.rec.test", "api.rec.test"}
+
+
+def test_a_replayed_trial_proves_every_served_response_at_both_ends_and_counts_what_the_recording_lacks():
+    from plt_bench.browser import judge_archive
+    load = {"nav": _nav(), "resources": [_res("https://www.rec.test/app.js"),
+                                         _res("https://api.rec.test/d.json?t=5", size=50)]}
+    served = [_log("www.rec.test", "/", size=400), _log("www.rec.test", "/app.js"),
+              _log("api.rec.test", "/d.json?t=5", size=50, replay="query"),
+              _log("www.rec.test", "/favicon.ico", status=404, size=55, replay="miss"),
+              _log("www.rec.test", "/old", status=301, size=0)]
+    status, reason, objects, ev = judge_archive("h2", HOSTS, 900, load, served)
+    assert (status, reason, objects) == ("ok", None, 2)
+    assert ev["served"] == 4 and ev["proven"] == 3 and ev["query_matched"] == ["api.rec.test/d.json?t=5"]
+    assert ev["unseen"] == ["301 www.rec.test/old"] and ev["unrecorded"] == []  # a redirect's hop; the favicon
+    # one request the recording did not hold: not a clean ok, with the URL
+    status, reason, _, ev = judge_archive("h2", HOSTS, 900, load, served + [
+        _log("api.rec.test", "/track?x=1", status=404, size=55, replay="miss")])
+    assert status == "failed" and "1 request(s) the recording does not hold" in reason and "api.rec.test/track" in reason
+    # the server saw another protocol; the browser another; the document's bytes; bytes that differ
+    for proto, nav, log, want in [
+            ("h3", _nav(proto="h3"), [_log("www.rec.test", "/", proto="HTTP/2.0")], "the server saw HTTP/2.0"),
+            ("h2", _nav(proto="http/1.1"), [], "nextHopProtocol 'http/1.1'"),
+            ("h2", _nav(size=800), [], "800 bytes, expected 900"),
+            ("h2", _nav(), [_log("www.rec.test", "/app.js", size=99)], "received 100 body bytes, the server sent 99")]:
+        status, reason, _, _ = judge_archive(proto, HOSTS, 900, {"nav": nav, "resources": load["resources"][:1]}, log)
+        assert status == "failed" and want in reason, (want, reason)
+    # a browser entry that moved bytes with nothing logged: not proven; one from the memory cache: counted
+    status, reason, _, _ = judge_archive("h2", HOSTS, 900, load, served[:2])
+    assert status == "failed" and "api.rec.test/d.json?t=5: the browser fetched it over the network" in reason
+    cached = {"nav": _nav(), "resources": [_res("https://www.rec.test/app.js", transfer=0)]}
+    status, _, _, ev = judge_archive("h2", HOSTS, 900, cached, [_log("www.rec.test", "/", size=400)])
+    assert status == "ok" and ev["cached"] == 1
+    assert judge_archive("h2", HOSTS, 900, {"error_code": "ERR_NAME_NOT_RESOLVED", "nav": None}, [])[0] == "failed"
+    status, reason, _, _ = judge_archive("h2", HOSTS, 900, load, served[:2] + [_log("api.rec.test", "/d.json?t=5", size=50,
+                                                                                  replay=None)])
+    assert status == "failed" and "not the replay" in reason

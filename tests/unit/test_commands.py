@@ -89,14 +89,16 @@ def test_access_log_parser():
                                      "host": "plt.test", "tls": {"resumed": True, "version": 772}},
                          "status": 200, "size": 5000, "ts": 100.5, "duration": 0.25}),
              "not json", "[1, 2]",
-             json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1", "headers": {"Referer": [page]}},
-                         "status": 404, "size": 0})]
+             json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1", "headers": {"Referer": [page]},
+                                     "method": "GET"},
+                         "status": 404, "size": 0, "resp_headers": {"X-Plt-Replay": ["miss"]}})]
     e = server.parse_access_log("\n".join(lines))
     assert e == [{"uri": "/index_5KB.html?trial=ab", "host": "plt.test", "proto": "HTTP/3.0", "status": 200,
                   "size": 5000, "end_unix_s": 100.5, "duration_s": 0.25, "referer": None, "remote_port": "40112",
-                  "resumed": True},
+                  "resumed": True, "method": None, "replay": None},
                  {"uri": "/favicon.ico", "host": None, "proto": "HTTP/1.1", "status": 404, "size": 0,
-                  "end_unix_s": None, "duration_s": None, "referer": page, "remote_port": None, "resumed": None}]
+                  "end_unix_s": None, "duration_s": None, "referer": page, "remote_port": None, "resumed": None,
+                  "method": "GET", "replay": "miss"}]
 
 
 def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not():
@@ -398,3 +400,21 @@ def test_a_warm_repeat_visits_page_may_be_revalidated_304():
     assert browser.judge("h3", 5000, GOOD, srv)[0] == "failed"  # a first visit is sent whole
     assert "body size 10" in browser.judge("h3", 5000, {**GOOD, "nav": {**NAV, "decodedBodySize": 10}}, srv,
                                            revalidated=True)[1]
+
+
+def test_replayed_recordings_get_their_own_addresses_and_a_site_that_passes_every_host_to_replayd(tmp_path):
+    p = topology.Plan(4)
+    assert p.replay_addresses[0] == "198.19.4.64" and len(p.replay_addresses) == 32
+    assert not set(p.replay_addresses) & ({ip for _, ip in p.origins} | {p.server_ip, p.client_ip})
+    added = [a[3] for ns, a in p.create_commands() if a[:3] == ["ip", "addr", "add"] and ns == p.server_ns]
+    assert all(f"{ip}/32" in added for ip in p.replay_addresses)
+    text = server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "c.pem",
+                                key=tmp_path / "k.pem", sites=tmp_path, access_log=tmp_path / "a.log",
+                                replay=(["198.19.4.64", "198.19.4.65"], 40123))
+    block = text[text.index("\nhttps:// {"):]
+    assert "bind 198.19.4.64 198.19.4.65\n" in block and "reverse_proxy 127.0.0.1:40123" in block
+    assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in block and f"output file {tmp_path}/a.log" in block
+    assert "bind 198.19.4.2 198.19.4.11 198.19.4.12\n" in text  # the generated pages' site as before
+    with pytest.raises(Exception, match="replay addresses"):
+        server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path, key=tmp_path,
+                             sites=tmp_path, access_log=tmp_path, replay=(["1.2.3.4 {"], 1))
