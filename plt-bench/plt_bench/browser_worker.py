@@ -7,6 +7,7 @@ Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu
                    "keep_netlog": the net-log is the trial's capture}, or absent,
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
           "har_path": where to write the trial's HAR 1.2 (plt_bench.har), or absent,
+          "har_bodies": true to keep every response's body in it (a recording: plt-bench record),
           "graceful_quit": true when Chromium writes files that it completes only when it closes (the
           net-log, the key log): the browser is then quit through chromedriver, else killed}
 Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-resources), "final_url", "error", "error_code", "launch_s", "load_s",
@@ -246,6 +247,9 @@ def one_trial(req: dict) -> dict:
             out["gate"] = wait_idle()
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
+        if req.get("har_bodies"):  # a recording: bodies kept in the browser for the HAR, whole
+            driver.execute_cdp_cmd("Network.enable", {"maxTotalBufferSize": HAR_BODIES_BUFFER,
+                                                      "maxResourceBufferSize": HAR_BODIES_BUFFER})
         if req.get("mark"):  # the link's traces start over with this navigation
             try:
                 os.kill(*req["mark"])
@@ -272,7 +276,7 @@ def one_trial(req: dict) -> dict:
             except WebDriverException as e:
                 out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
         if req.get("har_path"):
-            out["har"] = _write_har(driver, req["har_path"], out)
+            out["har"] = _write_har(driver, req["har_path"], out, bool(req.get("har_bodies")))
     except WebDriverException as e:
         # chromedriver's first line is often only "session not created": its causes follow it
         lines = [x.strip() for x in (e.msg or str(e)).strip().splitlines() if x.strip()]
@@ -417,19 +421,34 @@ def _launch(webdriver, Service, chromedriver: str, opts, req: dict, out: dict):
             shutil.rmtree(req["profile_dir"], ignore_errors=True)
 
 
-def _write_har(driver, path: str, out: dict) -> dict:
+HAR_BODIES_BUFFER = 400 * 10**6  # a recording keeps every body in the browser until the HAR is written
+
+
+def _write_har(driver, path: str, out: dict, bodies: bool = False) -> dict:
     """The trial's HAR from chromedriver's performance log: {"entries": n}, or {"error": why} (a
-    capture that fails leaves the trial standing)."""
+    capture that fails leaves the trial standing). bodies: with every response's body (a
+    recording), read from the browser by DevTools' Network.getResponseBody."""
     from plt_bench import har
     try:
         events = har.events_of(driver.get_log("performance"))
+        got: dict = {}
+        if bodies:
+            from selenium.common.exceptions import WebDriverException
+            for rid in har.finished_requests(events):
+                try:
+                    b = driver.execute_cdp_cmd("Network.getResponseBody", {"requestId": rid})
+                    got[rid] = (b.get("body", ""), bool(b.get("base64Encoded")))
+                except WebDriverException:
+                    pass  # no body (a redirect, a 204) or one the browser did not keep: the entry says its size
         log = har.build(events, f"Chromium {driver.capabilities.get('browserVersion', '')}".strip(), out.get("nav"),
-                        out.get("final_url") or "")
+                        out.get("final_url") or "", bodies=got)
         with open(path, "w") as f:
             json.dump(log, f)
         return {"entries": len(log["log"]["entries"])}
     except Exception as e:  # noqa: BLE001 - said in the answer, the trial stands
-        return {"error": f"{type(e).__name__}: {e}"[:300]}
+        import traceback
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return {"error": f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:{where.lineno})"[:300]}
 
 
 def _sweep(profile_dir: str, out: dict) -> None:

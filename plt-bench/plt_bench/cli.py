@@ -79,6 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     add(u, "bw", "up_bw", "size", *LINK, "testbed", "json", defaults={"bw": "unshaped", "size": ",".join(DEFAULT_SIZES)},
         types=index)
     u.set_defaults(bw=None)  # unshaped unless a downlink trace gives the rate (cmd_up): a default is no --bw given
+    rc = cmd_parser("record", "record pages as they are served (every body, header, origin) into archives to replay",
+                    "Load each URL once in Chromium with a fresh profile and keep what it fetched: a HAR 1.2 with every "
+                    "body, made into the archive NAME (several URLs: NAME-1, NAME-2, ...), to measure as --size "
+                    "har:NAME. With --serve HOST=DIR (once per host), a testbed serves each folder as it is under its "
+                    "host names and the page is recorded through its link (--bw, --rtt; unshaped by default).")
+    rc.add_argument("urls", nargs="+", metavar="URL", help="https URLs of the pages to record")
+    rc.add_argument("--name", required=True, help="the archive's name (a-z, 0-9, _ and -)")
+    rc.add_argument("--serve", action="append", metavar="HOST=DIR",
+                    help="serve DIR as it is under HOST in a testbed and record from there (repeat for more hosts)")
+    add(rc, "bw", "up_bw", *LINK, "testbed", types=index, defaults={"bw": "unshaped"})
     v = cmd_parser("verify", "measure the live link (ping, iperf3) and compare it with the configuration",
                    "Bring a testbed up (no browser), apply each condition, measure RTT, jitter, loss, reordering and "
                    "rate with real packets, store the figures, and exit 1 if one is out of tolerance.")
@@ -329,6 +339,26 @@ def cmd_up(a) -> int:
     return 0
 
 
+def cmd_record(a) -> int:
+    from . import record
+    serve = record.parse_serve(a.serve)
+    urls = record.check_urls(a.urls, serve)
+    names = record.names_for(a.name, urls)
+    if not serve:
+        raise UsageError("--serve: recording from the web is not built yet; serve the page's folders in a testbed: "
+                         "--serve HOST=DIR")
+    spec = _link_spec(a, size="5KB")
+    if len(spec.grid.conditions) != 1:
+        raise UsageError("--bw, --rtt: 'record' takes one value of each")
+    cmd.require_root()
+    for a_, notes in record.record_served(urls, names, serve, SITES, conditions=spec.grid.conditions[0],
+                                          index=a.testbed, note=_say):
+        for n in notes:
+            _say(f"  {n}")
+    _say(f"measure them: plt-bench run --size {','.join(f'har:{n}' for n in names)} --proto all")
+    return 0
+
+
 def cmd_verify(a) -> int:
     from .link.verify import format_report
     from .session import verify_link
@@ -506,7 +536,7 @@ def _archive_from_har(a) -> int:
 COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": cmd_report, "campaigns": cmd_campaigns, "up": cmd_up,
             "verify": cmd_verify, "doctor": cmd_doctor, "serve": cmd_serve, "down": cmd_down, "clean": cmd_clean,
             "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "trace": cmd_trace, "bench": cmd_bench,
-            "cluster-tls": cmd_cluster_tls,
+            "cluster-tls": cmd_cluster_tls, "record": cmd_record,
             "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench,
             "bench-literature": cmd_bench}
 

@@ -75,9 +75,18 @@ def entry_time_ms(t: dict) -> float:
     return round(sum(v for k, v in t.items() if k != "ssl" and v > 0), 3)
 
 
-def build(events: list[dict], browser: str, nav: dict | None = None, page_title: str = "") -> dict:
+def finished_requests(events: list[dict]) -> list[str]:
+    """The request ids whose loading finished (those with a body to read)."""
+    return list(dict.fromkeys(ev["params"]["requestId"] for ev in events
+                              if ev.get("method") == "Network.loadingFinished" and "requestId" in ev.get("params", {})))
+
+
+def build(events: list[dict], browser: str, nav: dict | None = None, page_title: str = "",
+          bodies: dict[str, tuple[str, bool]] | None = None) -> dict:
     """The HAR log of one trial from its Network events (events_of) and, when the load had one,
-    its Navigation Timing entry (the page's onContentLoad and onLoad)."""
+    its Navigation Timing entry (the page's onContentLoad and onLoad). bodies: {request id: (body,
+    base64?)} from the browser (a recording's), kept as each entry's content.text. A redirect's hop
+    is an entry of its own (its status and Location), as DevTools writes it."""
     reqs: dict[str, dict] = {}
     order: list[str] = []
     for ev in events:
@@ -86,9 +95,14 @@ def build(events: list[dict], browser: str, nav: dict | None = None, page_title:
         if rid is None:
             continue
         if method == "Network.requestWillBeSent":
-            if rid not in reqs:
+            if rid in reqs and p.get("redirectResponse"):  # the hop before: an entry of its own
+                hop = f"{rid}#redirect{len(order)}"
+                reqs[hop] = {**reqs[rid], "response": p["redirectResponse"]}
+                order.insert(order.index(rid), hop)
+                order.remove(rid)
+            if rid not in order:
                 order.append(rid)
-            reqs[rid] = {"sent": p, "data": 0}
+            reqs[rid] = {"sent": p, "data": 0, "id": rid}
         elif rid not in reqs:
             continue
         elif method == "Network.responseReceived":
@@ -101,7 +115,7 @@ def build(events: list[dict], browser: str, nav: dict | None = None, page_title:
             reqs[rid]["failed"] = p
     started = [reqs[r]["sent"].get("wallTime") for r in order if reqs[r]["sent"].get("wallTime")]
     page_start = min(started) if started else 0.0
-    entries = [_entry(reqs[r]) for r in order if "response" in reqs[r] or "failed" in reqs[r]]
+    entries = [_entry(reqs[r], (bodies or {}).get(r)) for r in order if "response" in reqs[r] or "failed" in reqs[r]]
     page_timings = {"onContentLoad": -1, "onLoad": -1}
     if nav:
         page_timings = {"onContentLoad": round(nav.get("domContentLoadedEventEnd", -1), 3),
@@ -114,7 +128,7 @@ def build(events: list[dict], browser: str, nav: dict | None = None, page_title:
                     "entries": entries}}
 
 
-def _entry(r: dict) -> dict:
+def _entry(r: dict, content: tuple[str, bool] | None = None) -> dict:
     sent, resp, fin = r["sent"], r.get("response") or {}, r.get("finished")
     request = sent["request"]
     url = request["url"]
@@ -139,6 +153,13 @@ def _entry(r: dict) -> dict:
         "cache": {},
         "timings": t,
     }
+    if content is not None:
+        entry["response"]["content"]["text"] = content[0]
+        if content[1]:
+            entry["response"]["content"]["encoding"] = "base64"
+    location = {k.lower(): v for k, v in (resp.get("headers") or {}).items()}.get("location")
+    if location and 300 <= entry["response"]["status"] < 400:
+        entry["response"]["redirectURL"] = str(location)
     if resp.get("remoteIPAddress"):
         entry["serverIPAddress"] = resp["remoteIPAddress"]
     if resp.get("connectionId") is not None:

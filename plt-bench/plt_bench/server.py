@@ -101,6 +101,26 @@ def make_certificate(folder: Path, origins: list[tuple[str, str]], days: int = 3
 
 
 @dataclasses.dataclass(frozen=True)
+class Static:
+    """A folder served as it is, as a plain static web server would (the pages a recording is made
+    of: plt-bench record --serve HOST=DIR), under host names of its own on addresses of its own."""
+    folder: Path
+    origins: list[tuple[str, str]]  # (host, address): the first is the page's
+
+    def block(self, cert: Path, key: Path, access_log: Path) -> str:
+        """Its Caddyfile site (pure): any origin may read it (a page's script fetches across them)."""
+        for h, ip in self.origins:
+            if not re.fullmatch(r"[a-z0-9.-]+", h) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
+                raise ServerError(f"static origin {h} at {ip}: not a host name and an address the Caddyfile can hold")
+        if re.search(r"[\s{}\"]", str(self.folder)):
+            raise ServerError(f"static folder {self.folder}: a space, brace or quote, which the Caddyfile cannot hold")
+        return (f"\n{', '.join(f'https://{h}:443' for h, _ in self.origins)} {{\n"
+                f"\tbind {' '.join(dict.fromkeys(ip for _, ip in self.origins))}\n\ttls {cert} {key}\n"
+                f"\troot * {self.folder}\n\theader Access-Control-Allow-Origin *\n\tfile_server\n"
+                f"\tlog {{\n\t\toutput file {access_log}\n\t\tformat json\n\t}}\n}}\n")
+
+
+@dataclasses.dataclass(frozen=True)
 class Replay:
     """Recordings a testbed's Caddy replays (plt_bench.archive), through plt_bench.replayd."""
     sites: Path
@@ -205,12 +225,12 @@ class Server:
     """One Caddy process inside a namespace, serving a folder of pages."""
 
     def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
-                 env: dict | None = None, replay: "Replay | None" = None):
+                 env: dict | None = None, replay: "Replay | None" = None, statics: "list[Static] | None" = None):
         """origins: every (host, address) it serves, the first its own (HOST on bind_ip unless given).
         replay: recordings it replays besides (their hosts on their own addresses, behind replayd)."""
         self.ns, self.bind_ip, self.run_dir, self.sites = ns, bind_ip, run_dir, Path(sites)
         self.origins = list(origins or [(HOST, bind_ip)])
-        self.replay = replay
+        self.replay, self.statics = replay, list(statics or [])
         self.replayd: subprocess.Popen | None = None
         self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
         self.path, self.source = locate_caddy()
@@ -226,8 +246,8 @@ class Server:
 
     @property
     def all_origins(self) -> list[tuple[str, str]]:
-        """Every (host, address) it answers for: the generated pages' origins, then replayed ones."""
-        return self.origins + (self.replay.origins if self.replay else [])
+        """Every (host, address) it answers for: the generated pages' origins, replayed ones, static ones."""
+        return self.origins + (self.replay.origins if self.replay else []) + [o for x in self.statics for o in x.origins]
 
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
         self.cert = make_certificate(self.run_dir, self.all_origins)
@@ -235,7 +255,8 @@ class Server:
         self.config_path.write_text(render_config(
             TEMPLATE.read_text(), origins=self.origins, cert=self.cert.cert, key=self.cert.key,
             sites=self.sites.resolve(), access_log=self.access_log,
-            replay=(self.replay.addresses, port) if self.replay else None))
+            replay=(self.replay.addresses, port) if self.replay else None)
+            + "".join(x.block(self.cert.cert, self.cert.key, self.access_log) for x in self.statics))
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
                "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config"),
                **self.extra_env}

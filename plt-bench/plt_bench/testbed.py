@@ -34,9 +34,12 @@ WORKER_ALLOWANCE_S = 240.0
 class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
-                 capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = ()):
+                 capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
+                 serve: Sequence[tuple[str, Path]] = ()):
         self.sites = Sites(sites_dir)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
+        self.serve = list(serve)  # (host, folder): folders served as they are, to record from (plt-bench record)
+        self.record_bodies = False  # HARs keep every body (a recording: plt_bench.record)
         self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.drivers)
         self.browser: drivers.Browser | None = None
         self.capture = capture or Settings()
@@ -90,7 +93,8 @@ class Testbed:
             self._stack.callback(shutil.rmtree, self.qlog_spool, True)
             env["QLOGDIR"] = str(self.qlog_spool)
         self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
-                             origins=self.plan.origins, env=env, replay=self.replay_config())
+                             origins=self.plan.origins, env=env, replay=self.replay_config(),
+                             statics=self.static_config())
         self._stack.callback(self.server.stop)
         self.server.start()
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
@@ -119,12 +123,25 @@ class Testbed:
                              f"testbed replays at most {len(addresses)} at once (run them in separate campaigns)")
         return Replay(self.sites.root, self.replays, list(zip(hosts, addresses)))
 
+    def static_config(self):
+        """The folders served as they are, one site per folder, each host on its own address."""
+        from .errors import UsageError
+        from .server import Static
+        addresses = self.plan.static_addresses
+        if len(self.serve) > len(addresses):
+            raise UsageError(f"--serve: {len(self.serve)} hosts; a testbed serves at most {len(addresses)}")
+        folders: dict[Path, list[tuple[str, str]]] = {}
+        for (host, folder), ip in zip(self.serve, addresses):
+            folders.setdefault(Path(folder).resolve(), []).append((host, ip))
+        return [Static(f, o) for f, o in folders.items()]
+
     def origins_for(self, page: str) -> list[tuple[str, str]]:
         """The (host, address) pairs a load's browser resolves and forces its protocol on: the
         generated pages' origins and the replayed recordings' hosts; where a recording holds a host
         the generated pages have too (a recording of plt-bench's own page), the load of a recording
         resolves it to the replay's address, any other load to the generated pages'."""
-        generated = self.server.origins if self.server else self.plan.origins
+        generated = (self.server.origins + [o for x in self.server.statics for o in x.origins] if self.server
+                     else self.plan.origins)
         replayed = self.server.replay.origins if self.server and self.server.replay else []
         first, then = (replayed, generated) if page.startswith(ARCHIVED) else (generated, replayed)
         hosts = {h for h, _ in first}
@@ -195,6 +212,8 @@ class Testbed:
         if page.startswith(ARCHIVED):
             from . import archive
             return archive.load(page[len(ARCHIVED):], self.sites.root).url
+        if page.startswith(("https://", "http://")):  # a page of a folder served as it is (record, bench-replay)
+            return page
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
 
@@ -218,6 +237,7 @@ class Testbed:
             req["graceful_quit"] = True  # Chromium completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
             req["har_path"] = str(capture_dir / FILENAMES["har"])
+            req["har_bodies"] = self.record_bodies
         if repeat:
             rtt_s = (self.conditions.rtt_ms if self.conditions else 0.0) / 1000.0
             req["visit"] = {"cache": "kept" if visit == "repeat-warm" else "cleared", "settle_s": 0.5 + 3 * rtt_s,
@@ -246,7 +266,8 @@ class Testbed:
         ready, self._prepared = self._prepared, None
         same = ready and (ready[0], ready[1], ready[3]) == (proto, page, visit) and capture_dir is None
         tag = ready[2] if same else uuid.uuid4().hex[:16]
-        uri = url_path(self.url(page)) if page.startswith(ARCHIVED) else f"/{page}?trial={tag}"
+        uri = (url_path(self.url(page)) if page.startswith((ARCHIVED, "https://", "http://"))
+               else f"/{page}?trial={tag}")
         req = {**self._request(proto, page, tag, capture_dir, visit), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal()}
         ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)

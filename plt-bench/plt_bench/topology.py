@@ -4,7 +4,8 @@ Every name carries one prefix, pb<N>, so two testbeds never collide and cleanup 
 what is ours. Addresses come from the benchmarking range 198.18.0.0/15 (RFC 2544):
 client 198.18.N.2, router 198.18.N.1 | 198.19.N.1, server 198.19.N.2, and the server's other
 origins (a many-origin page's: pages.origin_host) 198.19.N.11 to 198.19.N.25, one each, and a
-replayed recording's origins 198.19.N.64 to 198.19.N.95 (Plan.replay_addresses).
+replayed recording's origins 198.19.N.64 to 198.19.N.95 (Plan.replay_addresses), and folders served
+as they are, 198.19.N.100 to 198.19.N.107 (Plan.static_addresses).
 
 Nothing is changed in the root namespace: the veths are created directly inside the
 namespaces, and TCP congestion control is set per route (a namespace may not switch its
@@ -25,6 +26,7 @@ from .cpu import own_cpus
 from .errors import TopologyError, UsageError
 
 REPLAY_FIRST = 64  # the last octet of a replayed recording's first origin address
+STATIC_FIRST, STATIC_MAX = 100, 8  # the addresses of folders served as they are (record --serve)
 
 
 def testbed_index(text: str) -> int:
@@ -126,6 +128,11 @@ class Plan:
         return [f"198.19.{self.index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)]
 
     @property
+    def static_addresses(self) -> list[str]:
+        """The addresses of folders served as they are (plt-bench record --serve): 198.19.N.100 onwards."""
+        return [f"198.19.{self.index}.{STATIC_FIRST + k}" for k in range(STATIC_MAX)]
+
+    @property
     def down_if(self) -> str:
         """The router's egress towards the client: where the downlink is shaped."""
         return self.router_client_if
@@ -168,7 +175,7 @@ class Plan:
             (s, ["ip", "addr", "add", f"{self.server_ip}/24", "dev", self.server_if, "noprefixroute"]),
         ]
         cmds += [(s, ["ip", "addr", "add", f"{ip}/32", "dev", self.server_if])
-                 for ip in [ip for _, ip in self.origins[1:]] + self.replay_addresses]
+                 for ip in [ip for _, ip in self.origins[1:]] + self.replay_addresses + self.static_addresses]
         for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
                         (s, self.server_if)):
             cmds.append((ns, ["ip", "link", "set", dev, "up"]))

@@ -1,0 +1,106 @@
+"""Recording pages (`plt-bench record URL... --name NAME`): the same Chromium, a fresh profile, one
+load; its HAR 1.2 with every body (DevTools' Network events and Network.getResponseBody) is kept
+beside the archive made of it (plt_bench.archive), so another tool can read what was recorded.
+
+Two places to record from:
+- the web, on a machine that reaches the sites (no --serve): Chromium resolves and connects as any
+  browser does, from this machine's own network; nothing of a testbed is made;
+- folders served as they are (--serve HOST=DIR, once per host): a testbed comes up, Caddy's plain
+  file server serves each folder under its host names, each on an address of its own (the first
+  URL's host is the page's), and Chromium records through the testbed's link (--bw, --rtt: as the
+  replay will be measured, or unshaped). This is how the suite's real pages are recorded: HTML
+  documentation and web front-ends shipped in Debian and npm packages.
+Several URLs make several archives, NAME-1, NAME-2, ... (a corpus: measure them as --size
+har:NAME-1,har:NAME-2).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from .errors import UsageError
+
+RECORD_TIMEOUT_S = 120.0
+HAR_FILE = "recorded.har"  # beside archive.json: the recording as it was made (HAR 1.2 with bodies)
+
+
+def parse_serve(items: list[str] | None, option: str = "--serve") -> list[tuple[str, Path]]:
+    """--serve HOST=DIR items (pure): host names of the reserved .test domain (or any name a testbed can
+    hold), each folder existing."""
+    out = []
+    for item in items or []:
+        host, sep, folder = str(item).partition("=")
+        host = host.strip().lower()
+        if not sep or not re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+", host):
+            raise UsageError(f"{option}: '{item}' is not HOST=DIR (a host name with a dot, then a folder: "
+                             "docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html)")
+        path = Path(folder.strip()).expanduser()
+        if not path.is_dir():
+            raise UsageError(f"{option}: '{item}': {path} is not a folder")
+        if host in [h for h, _ in out]:
+            raise UsageError(f"{option}: host {host} given twice")
+        out.append((host, path))
+    return out
+
+
+def names_for(name: str, urls: list[str]) -> list[str]:
+    """The archives' names: NAME for one URL, NAME-1, NAME-2, ... for several (pure)."""
+    from .replay import check_name
+    check_name(name, "--name")
+    names = [name] if len(urls) == 1 else [f"{name}-{k + 1}" for k in range(len(urls))]
+    for n in names:
+        check_name(n, "--name")
+    return names
+
+
+def check_urls(urls: list[str], serve: list[tuple[str, Path]]) -> list[str]:
+    """Every URL https, and with --serve on one of the served hosts."""
+    from urllib.parse import urlsplit
+    hosts = {h for h, _ in serve}
+    for u in urls:
+        try:
+            parts = urlsplit(u)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme != "https" or not parts.hostname:
+            raise UsageError(f"URL: '{u}' is not an https URL (a replay serves https on 443)")
+        if serve and parts.hostname not in hosts:
+            raise UsageError(f"URL: '{u}' is on {parts.hostname}, which no --serve HOST=DIR serves ({', '.join(hosts)})")
+    return urls
+
+
+def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path]], sites: Path, proto: str = "h2",
+                  conditions=None, index: int | None = None, note=print) -> list[tuple]:
+    """Record each URL from the folders served as they are in a testbed; returns [(Archive, notes)]."""
+    from . import archive
+    from .capture import Settings
+    from .testbed import Testbed
+    done = []
+    spool = Path(tempfile.mkdtemp(prefix="plt-bench-record-"))
+    try:
+        bed = Testbed(sites, index=index, conditions=[conditions] if conditions else (), serve=serve,
+                      capture=Settings(("har",), spool))
+        bed.record_bodies = True
+        with bed:
+            if conditions is not None:
+                bed.set_conditions(conditions)
+            for url, name in zip(urls, names):
+                folder = spool / name
+                folder.mkdir()
+                answer, _ = bed.load(proto, url, RECORD_TIMEOUT_S, folder)
+                if answer.get("error") or not answer.get("nav"):
+                    raise UsageError(f"URL: {url} did not load to record it: {answer.get('error') or 'no page'}")
+                if (answer.get("har") or {}).get("error"):
+                    raise UsageError(f"URL: {url}: its HAR could not be written: {answer['har']['error']}")
+                har = folder / "trial.har"
+                a, notes = archive.make(har, name, sites)
+                shutil.copyfile(har, archive.replay_root(sites, name) / HAR_FILE)
+                note(f"recorded {url} as {name}: {len(a.responses)} responses, {a.body_bytes} body bytes, "
+                     f"{len(a.origins)} origins")
+                done.append((a, notes))
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
+    return done
