@@ -210,7 +210,7 @@ UNRECORDED_MAX = 0  # a replayed trial with more requests the recording did not 
 
 
 def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load: dict,
-                  server_entries: list[dict]) -> tuple[str, str | None, int, dict]:
+                  server_entries: list[dict], replayed: bool = True) -> tuple[str, str | None, int, dict]:
     """(status, reason, objects proven (the document not counted), evidence) for a load of a recording replayed as recorded
     (plt_bench.archive; server_entries: Caddy's entries for the recorded hosts in the trial's time).
 
@@ -221,7 +221,8 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     sent; a response the top document has no entry for (a redirect's hop, a request of an iframe or a
     worker) is counted as unseen, not failed. A browser entry on a recorded host that moved bytes
     with nothing in the server's log fails the trial. Requests the recording did not hold (404 at
-    once; /favicon.ico aside) fail it when over UNRECORDED_MAX."""
+    once; /favicon.ico aside) fail it when over UNRECORDED_MAX. replayed=False: a page of a folder
+    served as it is (url:), proven the same way, its server's answers taken as they come."""
     want = protocols.get(proto)
     evidence: dict = {"served": 0, "proven": 0, "query_matched": [], "unseen": [], "unrecorded": [], "preflights": 0,
                       "cached": 0}
@@ -246,6 +247,8 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     for e in server_entries:
         key, where = (e.get("host"), e.get("uri")), f"{e.get('host')}{e.get('uri')}"
         logged.add(key)
+        if not replayed:
+            e = {**e, "replay": "miss" if e.get("status") == 404 else "exact"}
         if e.get("proto") != want.server_proto:
             problems.append(f"{where}: the server saw {e.get('proto')}, expected {want.server_proto}")
             continue

@@ -29,7 +29,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser_binary", "reference", "compare", "metric", "visit"}
+            "browser_binary", "reference", "compare", "metric", "visit", "serve"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -66,6 +66,7 @@ class Spec:
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.drivers)
+    serve: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--serve; url: pages)
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
     #                                     percent of the medians (grid.runs the least, max_runs the most runs)
     max_runs: int | None = None
@@ -107,6 +108,7 @@ class Spec:
                 **({"capture": list(self.capture)} if self.capture else {}),
                 **({"server": self.server} if self.server else {}),
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
+                **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
                 **({"metric": self.metric} if self.metric != DEFAULTS["metric"] else {}),
@@ -185,7 +187,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "browser_binary": _STR, "reference": _STR, "compare": _STR,
-              "metric": _STR, "visit": _LIST,
+              "metric": _STR, "visit": _LIST, "serve": _LIST,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -300,6 +302,25 @@ def check_name(name, option: str) -> str:
 
 def presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.toml"))}
+
+
+def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
+    """--serve's folders (record.parse_serve), and every url: page on one of its hosts."""
+    from urllib.parse import urlsplit
+    from .record import parse_serve
+    from .units import split_list
+    raw = v.get("serve")
+    items = [] if raw is None else [str(x) for x in raw] if isinstance(raw, list) else split_list(str(raw), v.name("serve"))
+    served = parse_serve(items, v.name("serve"))
+    hosts = {h for h, _ in served}
+    for p in grid.pages:
+        if p.url and urlsplit(p.url).hostname not in hosts:
+            raise UsageError(f"{v.name('size')}: 'url:{p.url}': no {v.name('serve')} HOST=DIR serves "
+                             f"{urlsplit(p.url).hostname}; serve its folder: --serve {urlsplit(p.url).hostname}=DIR")
+    if served and server is not None:
+        raise UsageError(f"{v.name('serve')}: folders are served in this machine's testbed; with --server (two "
+                         "machines) give generated pages")
+    return tuple((h, str(d.resolve())) for h, d in served)
 
 
 def _compare(v: "Values") -> str:
@@ -500,7 +521,8 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     if warmup >= grid.runs:
         raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
-    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name,
+    serve = _serve(v, grid, server)
+    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name, serve=serve,
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),

@@ -46,7 +46,11 @@ def _table() -> dict[str, Option]:
         Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),
         Option("size", "pages, comma-separated: a size (5KB: one HTML file), NxS (200x5KB: N images of S "
                        "each) or bulkD[_I] (bulk30s: a 30 s download, bytes counted per second, or per I); "
-                       "1 KB = 1000 bytes"),
+                       "1 KB = 1000 bytes; har:NAME (a recording, replayed); url:https://HOST/PATH (a page of a "
+                       "folder --serve serves as it is)"),
+        Option("serve", "folders served as they are in the testbed, HOST=DIR, comma-separated, each host on its own "
+                        "address (docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html): their pages are "
+                        "measured as --size url:https://HOST/PATH", metavar="HOST=DIR", group="link"),
         Option("runs", "repetitions of every cell (with --precision: the least)"),
         Option("precision", "run each cell, protocols interleaved, until the 95%% CI of each protocol's median is "
                             "within +- this share of it, e.g. 2%%; --runs is then the least and --max-runs the most "
@@ -159,7 +163,7 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", 
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference", "compare",
-               "metric", "visit")
+               "metric", "visit", "serve")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
 

@@ -306,6 +306,8 @@ class Page:
     #                       objects' bytes together, objects and origins the recording's
     archived: bool = False  # the set is an archive (plt_bench.archive), replayed as recorded: objects counts
     #                       its recorded requests after the navigation, origins its recorded hosts
+    url: str = ""         # a page of a folder served as it is (url:https://HOST/PATH, --serve HOST=DIR): its own
+    #                       URL, its requests whatever it asks for (size_bytes 0: not known before the load)
 
     @property
     def kind(self) -> str:
@@ -318,6 +320,8 @@ class Page:
     @property
     def base_label(self) -> str:
         """The page whatever the visit (20x5KB for 20x5KB@repeat)."""
+        if self.url:
+            return f"url:{self.url}"
         if self.replay:
             return f"har:{self.replay}"
         size = units.format_size(self.size_bytes)
@@ -332,6 +336,8 @@ class Page:
 
     @property
     def html_name(self) -> str:
+        if self.url:
+            return self.url
         if self.archived:
             return f"{ARCHIVED}{self.replay}"
         if self.replay:
@@ -465,7 +471,7 @@ class Page:
     def files(self) -> list[tuple[str, int, Callable[[], Iterator[bytes]] | None]]:
         """(file name, size, a function yielding its bytes) for every file the page needs; None for
         the bulk body, a sparse file of zeros."""
-        if self.replay:
+        if self.replay or self.url:
             return []  # made once from its recording (plt-bench pages --from-har); Sites.ensure checks it
         if self.bulk_ms:
             html = self.html()
@@ -664,6 +670,17 @@ def parse_page(text: str, option: str = "--size") -> Page:
     -> a bulk download of 30 s (parse_bulk); 'req100x1KB_c10' -> 100 requests of 1 KB, 10 at once
     (parse_requests)."""
     item = str(text).strip()
+    if item.lower().startswith("url:"):  # a page of a folder served as it is (--serve HOST=DIR)
+        from urllib.parse import urlsplit
+        url = item[4:].strip()
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme != "https" or not parts.hostname or "@" in parts.netloc or parts.port:
+            raise UsageError(f"{option}: '{item}': expected url:https://HOST/PATH, HOST one that --serve HOST=DIR "
+                             "serves (url:https://docs.pkg.test/index.html)")
+        return Page(0, url=url)
     if "@" in item:
         base, _, visit = item.rpartition("@")
         if visit not in VISITS[1:]:

@@ -141,6 +141,13 @@ def trace_starved(conditions, wall_s: float, page_bytes: int) -> str | None:
 UPLINK_NEED_BYTES = 64 * 1500
 
 
+def page_hosts(bed, page) -> set[str]:
+    """The hosts of a replayed recording's, or of the folders served as they are (a url: page's)."""
+    if page.archived:
+        return {o.host for o in page.archive.origins}
+    return {h for x in bed.server.statics for h, _ in x.origins}
+
+
 def replayed_entries(entries: list[dict], hosts: set[str], since_unix: float) -> list[dict]:
     """A replayed recording's trial's own log entries: its recorded hosts' requests that began after
     the trial did (an entry without times counts)."""
@@ -190,10 +197,16 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
             answer, server_entries or [])
         replayed = {"unrecorded": len(evidence["unrecorded"]), "replay_json": json.dumps(evidence)}
         page_entries = [e for e in page_entries or [] if e.get("host") == url_host(url)]
+    elif page.url:  # served as it is: proven as a replay is, whatever it asks for
+        status, reason, objects_ok, evidence = judge_archive(
+            cell.proto, {e.get("host") for e in server_entries or []} | {url_host(url)}, None, answer,
+            server_entries or [], replayed=False)
+        replayed = {"replay_json": json.dumps(evidence)}
+        page_entries = [e for e in page_entries or [] if e.get("host") == url_host(url)]
     else:
         status, reason = judge(cell.proto, page.html_bytes, answer, page_entries,
                                revalidated=page.visit == "repeat-warm")
-    if page.fetched and not page.archived:
+    if page.fetched and not page.archived:  # (a url: page fetches nothing it declares)
         objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"), others)
         if status == "ok" and why:
             status, reason = "failed", why
@@ -342,8 +355,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     # a repeat visit: its first load's entries too (all of them), then the repeat's (a kept cache: the page's alone)
     expect = own + ({"repeat": own, "repeat-warm": 1}.get(cell.page.visit, 0) if boundary else 0)
     nav_unix = t0_unix + (nav_t0 - t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= t0 else t0_unix
-    if cell.page.archived:  # a recording's requests are its hosts' since the trial began (no Referer to go by)
-        hosts = {o.host for o in cell.page.archive.origins}
+    if cell.page.archived or cell.page.url:  # its hosts' requests since the trial began (no Referer to go by)
+        hosts = page_hosts(bed, cell.page)
         expect = 1 + sum(1 for r in answer.get("resources") or []
                          if url_host(r.get("name")) in hosts and (r.get("transferSize") or 0) > 0)
         logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect,
@@ -362,8 +375,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         foreign = overlapping(logged, uri, nav_unix, t1_unix)
     limit = cpu_bound(cpu)
     phase = trace_phase_ms(stats, nav_t0)
-    trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + (uri[uri.index("?"):] if not
-                                                                        cell.page.archived else ""), started, wall,
+    trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + (uri[uri.index("?"):] if not (
+                       cell.page.archived or cell.page.url) else ""), started, wall,
                        answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
                                                       "prelaunched": bool(answer.get("prelaunched")),
                                                       "trace_phase_ms": phase,

@@ -132,7 +132,8 @@ class Session:
         if ref is None:
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
                                capture=self.capture, browser_binary=spec.browser_binary,
-                               replays=[p.replay for p in spec.grid.pages if p.archived])
+                               replays=[p.replay for p in spec.grid.pages if p.archived],
+                               serve=[(h, Path(d)) for h, d in spec.serve])
         else:
             if any(p.archived for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "

@@ -92,9 +92,12 @@ class Testbed:
             self.qlog_spool.mkdir(parents=True, exist_ok=True)
             self._stack.callback(shutil.rmtree, self.qlog_spool, True)
             env["QLOGDIR"] = str(self.qlog_spool)
+        replay, statics = self.replay_config(), self.static_config()
+        extra = [ip for _, ip in (replay.origins if replay else [])] + [ip for x in statics for _, ip in x.origins]
+        for ns, argv in self.plan.address_commands(extra):  # only a testbed that replays or serves folders has them
+            cmd.run(argv, ns=ns)
         self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
-                             origins=self.plan.origins, env=env, replay=self.replay_config(),
-                             statics=self.static_config())
+                             origins=self.plan.origins, env=env, replay=replay, statics=statics)
         self._stack.callback(self.server.stop)
         self.server.start()
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,

@@ -127,6 +127,11 @@ class Plan:
         from .archive import MAX_ORIGINS
         return [f"198.19.{self.index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)]
 
+    def address_commands(self, addresses: list[str]) -> list[tuple[str | None, list[str]]]:
+        """More addresses of the server's (origins): the generated pages' with the testbed, a replay's
+        and served folders' (replay_addresses, static_addresses) when a testbed serves them."""
+        return [(self.server_ns, ["ip", "addr", "add", f"{ip}/32", "dev", self.server_if]) for ip in addresses]
+
     @property
     def static_addresses(self) -> list[str]:
         """The addresses of folders served as they are (plt-bench record --serve): 198.19.N.100 onwards."""
@@ -174,8 +179,7 @@ class Plan:
             (r, ["ip", "addr", "add", f"{self.router_server_ip}/24", "dev", self.router_server_if]),
             (s, ["ip", "addr", "add", f"{self.server_ip}/24", "dev", self.server_if, "noprefixroute"]),
         ]
-        cmds += [(s, ["ip", "addr", "add", f"{ip}/32", "dev", self.server_if])
-                 for ip in [ip for _, ip in self.origins[1:]] + self.replay_addresses + self.static_addresses]
+        cmds += self.address_commands([ip for _, ip in self.origins[1:]])
         for ns, dev in ((c, self.client_if), (r, self.router_client_if), (r, self.router_server_if),
                         (s, self.server_if)):
             cmds.append((ns, ["ip", "link", "set", dev, "up"]))
