@@ -236,3 +236,60 @@ def literature(results: Path, runs: str = "10", out: Callable[[str], None] = pri
     c2, t2, _ = _run(yb, results, out)
     counts = {k: c1.get(k, 0) + c2.get(k, 0) for k in set(c1) | set(c2) if isinstance(c1.get(k, 0), int)}
     return counts, zhang_lines(t1) + yu_benson_lines(t2)
+
+
+REPLAY_TOLERANCE = 0.15  # issue 37: a replay's FCP, LCP and PLT medians within 15% of the live page's
+REPLAY_METRICS = (("FCP", "fcp_ms"), ("LCP", "lcp_ms"), ("PLT", "plt_ms"))
+
+
+def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms",
+           out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
+    """Each real page (plt_bench.realpages) recorded afresh from its folders served as they are, then
+    measured live and replayed through the same link, protocols interleaved: the replay's medians
+    beside the live page's."""
+    import shutil
+    from . import realpages, record
+    from .pages import DEFAULT_SITES, replay_root
+    counts: dict = {}
+    lines = [f"replay against the live page, {bw} and {rtt}, {runs} runs per protocol (medians; replay / live "
+             f"within +-{REPLAY_TOLERANCE:.0%})"]
+    for page in realpages.ready():
+        name = f"bench-{page.name}"
+        shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)  # recorded afresh every time
+        record.record_served([page.url], [name], list(page.serve), DEFAULT_SITES, note=out)
+        spec = campaign.bare({"size": f"url:{page.url},har:{name}", "serve": page.serve_option, "proto": "all",
+                              "runs": runs, "bw": bw, "rtt": rtt, "name": f"bench-replay-{page.name}"})
+        c, trials, _ = _run(spec, results, out)
+        for k, v in c.items():
+            if isinstance(v, int):
+                counts[k] = counts.get(k, 0) + v
+        lines += replay_lines(page, name, trials)
+    return counts, lines
+
+
+def replay_lines(page, name: str, trials: list[Trial]) -> list[str]:
+    import collections
+    import json
+    lines = [f"  {page.name}: {page.what}"]
+    for proto in protocols.NAMES:
+        live = [t for t in trials if t.proto == proto and t.page == f"url:{page.url}"]
+        rep = [t for t in trials if t.proto == proto and t.page == f"har:{name}"]
+        lok, rok = [t for t in live if t.counts], [t for t in rep if t.counts]
+        parts = []
+        for label, field in REPLAY_METRICS:
+            a = [getattr(t, field) for t in lok if getattr(t, field) is not None]
+            b = [getattr(t, field) for t in rok if getattr(t, field) is not None]
+            if not a or not b:
+                parts.append(f"{label} -")
+                continue
+            ma, mb = statistics.median(a), statistics.median(b)
+            ratio = mb / ma
+            parts.append(f"{label} {mb:.0f}/{ma:.0f} ms = {ratio:.3f}{'' if abs(ratio - 1) <= REPLAY_TOLERANCE else ' OUT'}")
+        element = lambda ts: collections.Counter(t.lcp_element or "-" for t in ts).most_common(1)[0][0] if ts else "-"  # noqa: E731
+        unrecorded = sum(t.unrecorded or 0 for t in rep)
+        overhead = lambda ts: statistics.median([t.wall_s - t.plt_ms / 1000 for t in ts]) if ts else float("nan")  # noqa: E731
+        query = sum(len(json.loads(t.replay_json or "{}").get("query_matched", [])) for t in rok)
+        lines.append(f"    {proto}: {'; '.join(parts)}; LCP element {element(rok)} (live {element(lok)}); ok "
+                     f"{len(rok)}/{len(rep)} replayed, {len(lok)}/{len(live)} live; unrecorded {unrecorded}; matched by "
+                     f"query {query}; beyond the load {overhead(rok):.2f} s replayed, {overhead(lok):.2f} s live")
+    return lines

@@ -292,7 +292,8 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
                         f"clean trial): {', '.join(evidence['unrecorded'][:3])}")
     objects = evidence["proven"] - bool(evidence.get("document_proven"))  # the recording's objects, as objects_ok
     if problems:
-        return "failed", f"{len(problems)} problem(s) in the replay; first: {problems[0]}", objects, evidence
+        return "failed", (f"{len(problems)} problem(s) in the {'replay' if replayed else 'load'}; first: "
+                          f"{problems[0]}"), objects, evidence
     return "ok", None, objects, evidence
 
 

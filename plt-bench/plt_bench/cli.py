@@ -152,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(cmd_parser("bench-literature", "benchmark: h2 vs h3 beside the literature (Zhang et al. at 1 Gbit/s; Yu & "
                                        "Benson's page under loss): our figures and theirs"),
         "runs", "results", defaults={"runs": "10"})
+    add(cmd_parser("bench-replay", "benchmark: each real page (plt_bench.realpages) recorded, then replayed and "
+                                   "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
+                                   "page's"),
+        "runs", "bw", "rtt", "results", defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
     add(cmd_parser("bench-link", "benchmark the emulated link: RTT, jitter, loss, rate and CPU (prints ratios)"),
         "link", "probes",
         defaults={"probes": "1000"}, helps={"probes": "ping probes for the RTT figure (x3 for jitter and loss)"})
@@ -256,7 +260,8 @@ def cmd_bench(a) -> int:
     runner = {"bench": lambda: bench.pageload(_results(a), a.size, a.bw, a.runs, out=_say),
               "bench-sampler": lambda: bench.sampler(_results(a), a.runs, a.cpu_interval, a.size, out=_say),
               "bench-campaign": lambda: bench.campaign_overhead(_results(a), a.bw, a.size, out=_say),
-              "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say)}[a.command]
+              "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say),
+              "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say)}[a.command]
     counts, lines = runner()
     _say("\n" + "\n".join(lines))
     return 1 if counts["failed"] else 0
@@ -538,7 +543,7 @@ COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": 
             "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "trace": cmd_trace, "bench": cmd_bench,
             "cluster-tls": cmd_cluster_tls, "record": cmd_record,
             "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench,
-            "bench-literature": cmd_bench}
+            "bench-literature": cmd_bench, "bench-replay": cmd_bench}
 
 
 # The commands that store trials: only their interruption speaks of trials kept.

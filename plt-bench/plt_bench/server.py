@@ -108,7 +108,9 @@ class Static:
     origins: list[tuple[str, str]]  # (host, address): the first is the page's
 
     def block(self, cert: Path, key: Path, access_log: Path) -> str:
-        """Its Caddyfile site (pure): any origin may read it (a page's script fetches across them)."""
+        """Its Caddyfile site (pure): any origin may read it (a page's script fetches across them) and
+        see its Resource Timing (the trial's proof needs a cross-origin response's protocol; the
+        replay adds the same header)."""
         for h, ip in self.origins:
             if not re.fullmatch(r"[a-z0-9.-]+", h) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
                 raise ServerError(f"static origin {h} at {ip}: not a host name and an address the Caddyfile can hold")
@@ -116,7 +118,8 @@ class Static:
             raise ServerError(f"static folder {self.folder}: a space, brace or quote, which the Caddyfile cannot hold")
         return (f"\n{', '.join(f'https://{h}:443' for h, _ in self.origins)} {{\n"
                 f"\tbind {' '.join(dict.fromkeys(ip for _, ip in self.origins))}\n\ttls {cert} {key}\n"
-                f"\troot * {self.folder}\n\theader Access-Control-Allow-Origin *\n\tfile_server\n"
+                f"\troot * {self.folder}\n\theader Access-Control-Allow-Origin *\n\theader Timing-Allow-Origin *\n"
+                f"\tfile_server\n"
                 f"\tlog {{\n\t\toutput file {access_log}\n\t\tformat json\n\t}}\n}}\n")
 
 

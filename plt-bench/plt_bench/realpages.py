@@ -1,0 +1,76 @@
+"""Real pages that no one here wrote, installed by package name (scripts/setup): what the replay is
+measured against (bench-replay) and the suite's real test material. Each is served as it is from
+its package's files under host names of the reserved .test domain (plt-bench run --serve), and
+recorded from there (plt-bench record); no recording of a third-party site is shipped.
+
+- swagger: swagger-ui-dist (npm) rendering @readme/oas-examples' petstore.json (npm): a page its
+  own JavaScript builds from a JSON document it fetches from a second origin (api.pkg.test). The
+  one file of ours is swagger-initializer.js, which names that document (the package's names a
+  site on the web). The page also asks validator.swagger.io to check the document: a request for
+  a host outside the testbed, which the browser cannot resolve there.
+- toolbelt: the HTML documentation of requests-toolbelt (Debian's python-requests-toolbelt-doc,
+  Sphinx with the Read the Docs theme): a static page of stylesheets, scripts and fonts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from . import cmd
+from .errors import EnvironmentProblem
+
+PAGES_DIR = cmd.PROJECT_ROOT / ".tools" / "pages"  # npm packages unpacked by scripts/setup
+NPM_PACKAGES = {"swagger-ui": ("swagger-ui-dist", "5.35.0"), "oas": ("@readme/oas-examples", "8.2.2")}
+SWAGGER_INITIALIZER = """window.onload = function() {
+  // plt-bench: the API document from the testbed's second origin (the package names one on the web)
+  window.ui = SwaggerUIBundle({
+    url: "https://api.pkg.test/3.0/json/petstore.json",
+    dom_id: '#swagger-ui',
+    deepLinking: true,
+    presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+    plugins: [SwaggerUIBundle.plugins.DownloadUrl],
+    layout: "StandaloneLayout"
+  });
+};
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class RealPage:
+    name: str
+    url: str
+    serve: tuple[tuple[str, Path], ...]  # (host, folder)
+    what: str
+
+    def missing(self) -> list[Path]:
+        return [d for _, d in self.serve if not d.is_dir()]
+
+    @property
+    def serve_option(self) -> str:
+        return ",".join(f"{h}={d}" for h, d in self.serve)
+
+
+PAGES = (
+    RealPage("swagger", "https://docs.pkg.test/index.html",
+             (("docs.pkg.test", PAGES_DIR / "swagger-ui"), ("api.pkg.test", PAGES_DIR / "oas")),
+             "swagger-ui-dist 5.35.0 building an API reference from @readme/oas-examples' petstore.json (fetched "
+             "from a second origin)"),
+    RealPage("toolbelt", "https://toolbelt.pkg.test/index.html",
+             (("toolbelt.pkg.test", Path("/usr/share/doc/python-requests-toolbelt-doc/html")),),
+             "requests-toolbelt's documentation (Debian python-requests-toolbelt-doc: Sphinx, Read the Docs theme)"),
+)
+
+
+def ready() -> list[RealPage]:
+    """The real pages, once their packages are installed (scripts/setup); raises naming what is missing."""
+    gone = [(p.name, d) for p in PAGES for d in p.missing()]
+    if gone:
+        raise EnvironmentProblem("the real pages are not installed: " + ", ".join(f"{n} ({d})" for n, d in gone)
+                                 + "; run scripts/setup")
+    return list(PAGES)
+
+
+def install() -> None:
+    """Write the API page's initializer over the package's (scripts/setup, after unpacking it)."""
+    (PAGES_DIR / "swagger-ui" / "swagger-initializer.js").write_text(SWAGGER_INITIALIZER)
