@@ -316,7 +316,9 @@ class Topology:
                 plan.run_dir.mkdir(mode=0o700)
             except FileExistsError:
                 continue
-            return cls(plan, persistent)
+            topo = cls(plan, persistent)
+            topo.write_state()  # its owner at once: another run (or test) never takes it for a leak while it is made
+            return topo
         remove_empty_run_dir()
         if index is not None:
             raise UsageError(f"--testbed: testbed {index} (pb{index}) exists already: {in_use(index)}")

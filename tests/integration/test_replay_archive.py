@@ -1,0 +1,123 @@
+"""Recordings replayed as recorded (issue 37), through the real testbed: a real page that no one
+here wrote (swagger-ui-dist building an API reference from a JSON document it fetches from a second
+origin; npm packages unpacked by scripts/setup) recorded from its files served as they are, then
+replayed over h3, h2 and h1 with every served response proven at both ends; a recording whose
+script asks for what it does not hold (404 at once, counted, not a clean ok) and builds a URL from
+the time (found by its query); and a script that reaches for a host outside the testbed, which
+resolves nowhere there. Each behaviour once; the protocol is the axis of the first only."""
+import json
+import shutil
+import sqlite3
+
+import pytest
+
+from plt_bench import realpages, topology
+from plt_bench.pages import replay_root
+
+from ..conftest import MACHINE_REFUSALS, MachineRefusal, ROOT, ok_slots, run_cli, system_state
+from .test_cli import _nothing
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+SITES = ROOT / "sites"
+
+
+def machine_refused_row(t) -> bool:
+    """A stored attempt the busy machine refused (conftest.MACHINE_REFUSALS), said in the summary."""
+    import warnings
+    if (t["reason"] or "").startswith(MACHINE_REFUSALS):
+        warnings.warn(MachineRefusal(f"the machine refused the trial ({t['reason']}); its claim was not judged"))
+        return True
+    return False
+
+
+def _trials(results, campaign_id=1):
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    rows = [dict(x) for x in db.execute("SELECT * FROM trials WHERE campaign_id = ?", (campaign_id,))]
+    db.close()
+    return rows
+
+
+def test_a_real_page_its_script_renders_is_recorded_and_replays_over_every_protocol(tmp_path):
+    page = next(p for p in realpages.ready() if p.name == "swagger")
+    before = system_state()
+    name, results = "test-swagger", tmp_path / "r.sqlite"
+    serve = [x for h, d in page.serve for x in ("--serve", f"{h}={d}")]
+    try:
+        r = run_cli("record", page.url, "--name", name, *serve, "--testbed", "227", timeout=600)
+        assert r.returncode == 0 and f"recorded {page.url} as {name}" in r.stderr + r.stdout, r.stdout + r.stderr
+        recorded = json.loads((replay_root(SITES, name) / "archive.json").read_text())
+        assert {o["host"] for o in recorded["origins"]} == {"docs.pkg.test", "api.pkg.test"}
+        har = json.loads((replay_root(SITES, name) / "recorded.har").read_text())  # kept beside, HAR 1.2 with bodies
+        assert any(e["request"]["url"].endswith("petstore.json") and e["response"]["content"].get("text")
+                   for e in har["log"]["entries"])
+        r = run_cli("run", "--size", f"har:{name}", "--proto", "all", "--runs", "1", "--bw", "10mbit", "--rtt", "20ms",
+                    "--verify", "off", "--testbed", "227", "--results", str(results), "--capture", "har", timeout=900)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        rows = _trials(results)
+        assert ok_slots(rows, lambda t: t["proto"]) == {"h1", "h2", "h3"}  # a refusal of the busy machine retried
+        for t in (x for x in rows if x["status"] == "ok"):
+            evidence = json.loads(t["replay_json"])
+            assert t["unrecorded"] == 0 and evidence["unrecorded"] == [] and evidence["proven"] >= 6, evidence
+            assert set(json.loads(t["connections_json"])) == {"docs.pkg.test", "api.pkg.test"}  # both origins
+        # the page asks validator.swagger.io (a site on the web) to check the document: inside the testbed
+        # the name resolves nowhere, so nothing leaves it; the server never saw it either
+        db = sqlite3.connect(results)
+        hars = [results.parent / p for p, in db.execute("SELECT path FROM artifacts WHERE kind = 'har'")]
+        db.close()
+        outside = [e for f in hars for e in json.loads(f.read_text())["log"]["entries"]
+                   if "validator.swagger.io" in e["request"]["url"]]
+        assert outside and all(e.get("_error") == "net::ERR_NAME_NOT_RESOLVED" for e in outside), outside
+        assert not any("validator" in json.dumps(json.loads(t["replay_json"])) for t in rows)
+    finally:
+        shutil.rmtree(replay_root(SITES, name), ignore_errors=True)
+    assert _nothing("pb227") and system_state() == before
+
+
+PAGE = b"""<!DOCTYPE html><html><head><meta charset=utf-8><title>rendered by its script</title></head>
+<body><h1>orders</h1><ul id=list></ul><script src="https://cdn.rec.test/app.js"></script></body></html>"""
+APP = b"""fetch('https://api.rec.test/orders.json?t=' + Date.now() + '&v=2').then(r => r.json()).then(d => {
+  for (const x of d.items) { const li = document.createElement('li'); li.textContent = x;
+    document.getElementById('list').appendChild(li); }
+  return fetch('https://api.rec.test/not-recorded.json');
+});"""
+
+
+def _entry(url, body, mime, version):
+    return {"startedDateTime": "2026-11-25T10:00:00.000Z", "request": {"method": "GET", "url": url},
+            "response": {"status": 200, "httpVersion": version, "bodySize": len(body),
+                         "headers": [{"name": "Content-Type", "value": mime},
+                                     {"name": "Access-Control-Allow-Origin", "value": "*"}],
+                         "content": {"size": len(body), "mimeType": mime, "text": body.decode()}}}
+
+
+def test_what_the_recording_lacks_is_a_404_counted_and_a_url_made_from_the_time_is_found_by_its_query(tmp_path):
+    data = json.dumps({"items": [f"order {k}" for k in range(20)]}).encode()
+    har = {"log": {"version": "1.2", "creator": {"name": "hand-made"}, "entries": [
+        _entry("https://www.rec.test/", PAGE, "text/html", "h3"),
+        _entry("https://cdn.rec.test/app.js", APP, "application/javascript", "http/2.0"),
+        _entry("https://api.rec.test/orders.json?t=1795600800123&v=2", data, "application/json", "http/1.1")]}}
+    (tmp_path / "p.har").write_text(json.dumps(har))
+    before = system_state()
+    name, results = "test-lacking", tmp_path / "r.sqlite"
+    try:
+        r = run_cli("pages", "--from-har", str(tmp_path / "p.har"), name)
+        assert r.returncode == 0 and "3 responses" in r.stdout and "(1 h3, 1 h2, 1 h1 when recorded)" in r.stdout, \
+            r.stdout + r.stderr
+        r = run_cli("run", "--size", f"har:{name}", "--proto", "h2", "--runs", "1", "--bw", "10mbit", "--rtt", "20ms",
+                    "--verify", "off", "--testbed", "228", "--results", str(results), timeout=600)
+        rows = _trials(results)  # the campaign's retry fails alike
+        t = next((x for x in rows if not (x["reason"] or "").startswith(MACHINE_REFUSALS)), None)
+        if t is None and all(machine_refused_row(x) for x in rows):
+            return
+        assert r.returncode == 1 and t["status"] == "failed", (r.stdout[-2000:], t["reason"])
+        assert "1 request(s) the recording does not hold" in t["reason"] and "not-recorded.json" in t["reason"]
+        evidence = json.loads(t["replay_json"])
+        assert t["unrecorded"] == 1 and evidence["unrecorded"] == ["api.rec.test/not-recorded.json"]
+        # the script's URL carried this load's time (the recording's, moved by the page's clock): found by query
+        assert len(evidence["query_matched"]) == 1 and "orders.json?t=17956008" in evidence["query_matched"][0]
+        assert t["objects_ok"] == 2 and t["plt_ms"] > 0  # the script and the document it fetched, proven
+    finally:
+        shutil.rmtree(replay_root(SITES, name), ignore_errors=True)
+    assert _nothing("pb228") and system_state() == before
+    assert "pb228" not in topology.our_prefixes()
