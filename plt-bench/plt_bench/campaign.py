@@ -100,7 +100,7 @@ class Spec:
 
     def as_dict(self) -> dict:
         # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold)
-        sizes = [p.label if p.objects or p.kind != "page" else p.size_bytes for p in self.grid.pages]
+        sizes = [p.label if p.objects or p.kind != "page" or p.url else p.size_bytes for p in self.grid.pages]
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": sizes,
                 "conditions": [_cond_dict(c) for c in self.grid.conditions], "runs": self.grid.runs,
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed,
@@ -315,7 +315,7 @@ def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
     hosts = {h for h, _ in served}
     for p in grid.pages:
         if p.url and urlsplit(p.url).hostname not in hosts:
-            raise UsageError(f"{v.name('size')}: 'url:{p.url}': no {v.name('serve')} HOST=DIR serves "
+            raise UsageError(f"{v.name('size')}: 'url:{p.url}': no --serve HOST=DIR serves "
                              f"{urlsplit(p.url).hostname}; serve its folder: --serve {urlsplit(p.url).hostname}=DIR")
     if served and server is not None:
         raise UsageError(f"{v.name('serve')}: folders are served in this machine's testbed; with --server (two "

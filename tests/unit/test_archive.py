@@ -244,3 +244,42 @@ def test_a_replayed_trial_proves_every_served_response_at_both_ends_and_counts_w
     status, reason, _, _ = judge_archive("h2", HOSTS, 900, load, served[:2] + [_log("api.rec.test", "/d.json?t=5", size=50,
                                                                                   replay=None)])
     assert status == "failed" and "not the replay" in reason
+
+
+def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
+    from plt_bench import pages, record
+    (tmp_path / "d").mkdir()
+    assert record.parse_serve([f"Docs.pkg.test={tmp_path / 'd'}"]) == [("docs.pkg.test", tmp_path / "d")]
+    for bad, message in [("docs.pkg.test", "not HOST=DIR"), ("nodot=/tmp", "not HOST=DIR"),
+                         (f"a.test={tmp_path / 'none'}", "is not a folder")]:
+        with pytest.raises(UsageError, match=message):
+            record.parse_serve([bad])
+    with pytest.raises(UsageError, match="given twice"):
+        record.parse_serve([f"a.test={tmp_path / 'd'}", f"a.test={tmp_path / 'd'}"])
+    assert record.names_for("page", ["https://a.test/"]) == ["page"]
+    assert record.names_for("page", ["https://a.test/", "https://a.test/x"]) == ["page-1", "page-2"]
+    with pytest.raises(UsageError, match="--name"):
+        record.names_for("Bad Name", ["https://a.test/"])
+    with pytest.raises(UsageError, match="not an https URL"):
+        record.check_urls(["http://a.test/"], [])
+    with pytest.raises(UsageError, match="no --serve HOST=DIR serves"):
+        record.check_urls(["https://b.test/"], [("a.test", tmp_path)])
+    p = pages.parse_page("url:https://docs.pkg.test/index.html")
+    assert (p.label, p.html_name, p.total_bytes, p.fetched) == ("url:https://docs.pkg.test/index.html",
+                                                                "https://docs.pkg.test/index.html", 0, 0)
+    for bad in ("url:http://a.test/", "url:https://a.test:8443/", "url:nothing"):
+        with pytest.raises(UsageError, match="expected url:https://HOST/PATH"):
+            pages.parse_page(bad)
+
+
+def test_a_url_page_needs_a_folder_serving_its_host_and_this_machines_testbed(tmp_path):
+    from plt_bench import campaign
+    (tmp_path / "d").mkdir()
+    spec = campaign.bare({"size": "url:https://docs.pkg.test/", "serve": f"docs.pkg.test={tmp_path / 'd'}"})
+    assert spec.serve == (("docs.pkg.test", str(tmp_path / "d")),)
+    assert spec.as_dict()["serve"] == [f"docs.pkg.test={tmp_path / 'd'}"]
+    assert spec.as_dict()["sizes"] == ["url:https://docs.pkg.test/"]  # by its label (a size of 0 would be another page)
+    with pytest.raises(UsageError, match="no --serve HOST=DIR serves docs.pkg.test"):
+        campaign.bare({"size": "url:https://docs.pkg.test/"})
+    with pytest.raises(UsageError, match="--serve: folders are served in this machine's testbed"):
+        campaign.bare({"size": "5KB", "serve": f"a.test={tmp_path / 'd'}", "server": "192.0.2.1"})

@@ -63,6 +63,14 @@ CLI = [
     (["report", "--metric", "onload"], "--metric"),
     (["pages", "--from-har", "/nonexistent.har", "x"], "--from-har: /nonexistent.har: No such file"),
     (["pages", "--from-har", "/etc/hostname"], "--from-har: expected a recording and a name"),
+    # issue 37: recordings replayed as recorded, folders served as they are
+    (["record", "https://a.test/", "--name", "x", "--serve", "a.test"], "--serve: 'a.test' is not HOST=DIR"),
+    (["record", "http://a.test/", "--name", "x", "--serve", "a.test=/tmp"], "URL: 'http://a.test/' is not an https"),
+    (["record", "https://a.test/", "--name", "Bad Name", "--serve", "a.test=/tmp"], "--name: 'Bad Name' is not"),
+    (["record", "https://a.test/", "--name", "x"], "--serve: recording from the web is not built yet"),
+    (["run", "--size", "url:https://a.test/"], "no --serve HOST=DIR serves a.test"),
+    (["run", "--size", "url:ftp://a.test/"], "expected url:https://HOST/PATH"),
+    (["run", "--serve", "a.test=/nonexistent", "--size", "5KB"], "--serve: 'a.test=/nonexistent': /nonexistent is not"),
     # issue 30: links that move (traces)
     (["run", "--trace-down", "/nonexistent/lte.txt"], "--trace-down: /nonexistent/lte.txt: cannot be read"),
     (["run", "--trace-down", "gen:wobble:1mbit"], "--trace-down: gen:wobble:1mbit: expected gen:constant:RATE"),

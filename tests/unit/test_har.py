@@ -88,3 +88,28 @@ def test_the_schema_refuses_what_har_does_not_allow():
         breaks(bad)
         with pytest.raises(jsonschema.ValidationError):
             har.validate(bad)
+
+
+def test_a_recordings_har_keeps_every_body_and_each_redirect_hop_as_an_entry():
+    evs = page_events()
+    # request 4 is redirected once: the hop (301, Location) and the request it became share an id
+    hop = {"url": "https://plt.test/old.png", "status": 301, "statusText": "", "protocol": "h3",
+           "headers": {"Location": "/obj_5KB.png?i=9"}, "mimeType": "", "encodedDataLength": 90}
+    evs += [{"method": "Network.requestWillBeSent", "params": {"requestId": "4", "wallTime": 1700000000.07,
+                                                                "timestamp": 100.07,
+                                                                "request": {"url": "https://plt.test/old.png"}}},
+            {"method": "Network.requestWillBeSent", "params": {"requestId": "4", "wallTime": 1700000000.08,
+                                                                "timestamp": 100.08, "redirectResponse": hop,
+                                                                "request": {"url": "https://plt.test/obj_5KB.png?i=9"}}}]
+    evs += request("4", "https://plt.test/obj_5KB.png?i=9", 1700000000.08, 100.08, "h3", timing(100.08), 5000, 7)[1:]
+    assert har.finished_requests(evs) == ["1", "2", "3", "4"]
+    log = har.build(evs, "Chromium 142", None, bodies={"1": ("<html>", False), "2": ("iVBORw0K", True)})
+    har.validate(log)
+    entries = log["log"]["entries"]
+    assert [(e["request"]["url"][-12:], e["response"]["status"]) for e in entries][3:] == [
+        ("ttps://plt.test/old.png"[-12:], 301), ("/obj_5KB.png?i=9"[-12:], 200)]
+    assert entries[3]["response"]["redirectURL"] == "/obj_5KB.png?i=9"
+    assert entries[0]["response"]["content"]["text"] == "<html>" and "encoding" not in entries[0]["response"]["content"]
+    assert entries[1]["response"]["content"] == {"size": 5000, "mimeType": "text/html", "text": "iVBORw0K",
+                                                 "encoding": "base64"}
+    assert "text" not in entries[2]["response"]["content"]  # no body given: none written
