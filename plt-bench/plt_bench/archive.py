@@ -30,15 +30,13 @@ import collections
 import dataclasses
 import hashlib
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from .errors import UsageError
 from .pages import MAX_OBJECTS, MAX_PAGE_BYTES, replay_root
-from .replay import OPTION, PART, _har_body, _origin, check_name, read, read_bytes, remove_dead_parts
+from .replay import OPTION, _har_body, _origin, check_name, read, read_bytes, refuse_existing, write_whole
 
 FORMAT = 2
 ARCHIVE_FILE = "archive.json"
@@ -274,49 +272,31 @@ def _text_bytes(content: dict) -> bytes:
 
 def make(har_path: Path, name: str, sites: Path) -> tuple[Archive, list[str]]:
     """Write the archive NAME of a recording under sites/replay/NAME: a new folder, made beside it and
-    renamed into place whole, or nothing at all. Returns the archive and what was left out."""
+    renamed into place whole, or nothing at all (replay.write_whole). Returns the archive and what
+    was left out."""
     check_name(name)
-    dest = replay_root(sites, name)
-    exists = f"NAME: a page set '{name}' exists already ({dest}); choose another name or remove it"
-    if dest.exists():
-        raise UsageError(exists)
+    refuse_existing(sites, name)
     data = read_bytes(Path(har_path))
     log, entries = read(har_path, data)
     archive, bodies, notes = plan(log, entries, name)
     archive = dataclasses.replace(archive, source={**archive.source, "file": Path(har_path).name,
                                                    "sha256": hashlib.sha256(data).hexdigest()})
     del data
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_parts(dest.parent)
-    tmp = dest.parent / f".{name}{PART}{os.getpid()}"
-    try:
-        (tmp / BODIES).mkdir(parents=True)
+
+    def fill(tmp: Path) -> Archive:
+        (tmp / BODIES).mkdir()
         responses = []
         for r, body in zip(archive.responses, bodies):
             if body is None and r.size_bytes:
                 body = bytes(r.size_bytes)
-            digest = ""
-            if body:
-                digest = hashlib.sha256(body).hexdigest()
-                if not (tmp / BODIES / digest).exists():
-                    (tmp / BODIES / digest).write_bytes(body)
+            digest = hashlib.sha256(body).hexdigest() if body else ""
+            if body and not (tmp / BODIES / digest).exists():
+                (tmp / BODIES / digest).write_bytes(body)
             responses.append(dataclasses.replace(r, body=digest))
-        archive = dataclasses.replace(archive, responses=tuple(responses))
-        (tmp / ARCHIVE_FILE).write_text(json.dumps(to_json(archive), indent=1) + "\n")
-        try:
-            os.rename(tmp, dest)
-        except OSError:
-            if dest.exists():  # another maker of the same set finished first: theirs stands
-                raise UsageError(exists) from None
-            raise
-    except OSError as e:  # a full disk, a read-only folder: nothing of the set is left
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise UsageError(f"NAME: the archive '{name}' cannot be written in {dest.parent} ({e.strerror or e}); nothing "
-                         "was written") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return archive, notes
+        done = dataclasses.replace(archive, responses=tuple(responses))
+        (tmp / ARCHIVE_FILE).write_text(json.dumps(to_json(done), indent=1) + "\n")
+        return done
+    return write_whole(sites, name, fill), notes
 
 
 def to_json(a: Archive) -> dict:

@@ -286,21 +286,15 @@ def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
     """Write the page set NAME of a recording under sites/replay/NAME: a new folder, made beside it
     and renamed into place whole, or nothing at all. Returns the set and what was left out."""
     check_name(name)
-    dest = replay_root(sites, name)
-    exists = f"NAME: a page set '{name}' exists already ({dest}); choose another name or remove it"
-    if dest.exists():
-        raise UsageError(exists)
+    refuse_existing(sites, name)
     data = read_bytes(Path(har_path))
     log, entries = read(har_path, data)
     rs, bodies, notes = plan(log, entries, name)
     rs = dataclasses.replace(rs, source={**rs.source, "file": Path(har_path).name,
                                          "sha256": hashlib.sha256(data).hexdigest()})
     del data
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_parts(dest.parent)
-    tmp = dest.parent / f".{name}{PART}{os.getpid()}"
-    try:
-        tmp.mkdir()
+
+    def fill(tmp: Path) -> ReplaySet:
         objects = []
         for o, body in zip(rs.objects, bodies):
             h = hashlib.sha256()
@@ -309,23 +303,44 @@ def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
                     f.write(piece)
                     h.update(piece)
             objects.append(dataclasses.replace(o, sha256=h.hexdigest()))
-        rs = dataclasses.replace(rs, objects=tuple(objects))
-        (tmp / "index.html").write_bytes(replay_html(rs))
-        (tmp / REPLAY_MANIFEST).write_text(json.dumps(to_json(rs), indent=1) + "\n")
+        done = dataclasses.replace(rs, objects=tuple(objects))
+        (tmp / "index.html").write_bytes(replay_html(done))
+        (tmp / REPLAY_MANIFEST).write_text(json.dumps(to_json(done), indent=1) + "\n")
+        return done
+    return write_whole(sites, name, fill), notes
+
+
+def refuse_existing(sites: Path, name: str) -> None:
+    dest = replay_root(sites, name)
+    if dest.exists():
+        raise UsageError(f"NAME: a page set '{name}' exists already ({dest}); choose another name or remove it")
+
+
+def write_whole(sites: Path, name: str, fill):
+    """Make sites/replay/NAME whole or not at all: fill(a new folder beside it) writes it, which is then
+    renamed into place; a full disk, a read-only folder, an interruption leave nothing of it (a
+    killed maker's half is removed by the next: remove_dead_parts). Returns what fill returns."""
+    dest = replay_root(sites, name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_parts(dest.parent)
+    tmp = dest.parent / f".{name}{PART}{os.getpid()}"
+    try:
+        tmp.mkdir()
+        out = fill(tmp)
         try:
             os.rename(tmp, dest)
-        except OSError as e:
+        except OSError:
             if dest.exists():  # another maker of the same set finished first: theirs stands
-                raise UsageError(exists) from None
+                refuse_existing(sites, name)
             raise
-    except OSError as e:  # a full disk, a read-only folder: nothing of the set is left
+    except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise UsageError(f"NAME: the page set '{name}' cannot be written in {dest.parent} ({e.strerror or e}); nothing "
                          "was written") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return rs, notes
+    return out
 
 
 PART = ".part-"  # a set being made: .NAME.part-PID beside the sets, renamed into place whole
