@@ -304,7 +304,11 @@ def cmd_campaigns(a) -> int:
     print(f"presets ({campaign.PRESETS_DIR}/*.toml; copy one and edit it):")
     width = max(map(len, campaign.presets()))
     for name in campaign.presets():
-        spec = campaign.load(name)
+        try:
+            spec = campaign.load(name)
+        except UsageError as e:  # a preset that needs what this machine has not made yet (corpus: recordings)
+            print(f"  {name:<{width}}     - trials  (not ready: {e})")
+            continue
         print(f"  {name:<{width}} {spec.trial_count:>5} trials  {spec.description}")
     if _results(a).is_file():
         with Store(_results(a), read_only=True) as store:

@@ -225,7 +225,12 @@ def parse_rates(text: str, option: str = "--bw") -> tuple[int | None, ...]:
 
 
 def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
-    """Pages, single- ('500KB') or multi-object ('200x5KB')."""
+    """Pages, single- ('500KB') or multi-object ('200x5KB'); har:* is every recording made here (a
+    corpus: pages.recorded_corpus)."""
+    from .pages import recorded_corpus
+    if any(x.strip().lower() == "har:*" for x in units.split_list(text, option)):
+        text = ",".join(",".join(f"har:{n}" for n in recorded_corpus(option)) if x.strip().lower() == "har:*" else x
+                        for x in units.split_list(text, option))
     return _parse_list(text, option, PAGE_FORM, lambda item: parse_page(item, option))
 
 

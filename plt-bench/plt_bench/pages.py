@@ -568,6 +568,18 @@ def replay_html(rs: "ReplaySet") -> bytes:
 _CACHE: dict[tuple, ReplaySet] = {}  # by folder and manifest (inode, time, size): a set made again is read again
 
 
+def recorded_corpus(option: str = "--size", sites: Path | None = None) -> list[str]:
+    """Every archive made here (sites/replay/*/archive.json: plt-bench record, pages --from-har), by
+    name: the corpus har:* stands for."""
+    from .archive import ARCHIVE_FILE
+    folder = Path(sites or DEFAULT_SITES) / "replay"
+    names = sorted(p.parent.name for p in folder.glob(f"*/{ARCHIVE_FILE}") if REPLAY_NAME_RE.fullmatch(p.parent.name))
+    if not names:
+        raise UsageError(f"{option}: 'har:*': no recording in {folder}; record some: plt-bench record URL --name NAME "
+                         "(docs/replay.md)")
+    return names
+
+
 def load_replay(name: str, sites: Path | None = None, option: str = "--size") -> ReplaySet:
     """A page set made before (its manifest), or a message saying how to make it."""
     if not REPLAY_NAME_RE.fullmatch(name or ""):

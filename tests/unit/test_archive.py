@@ -283,3 +283,19 @@ def test_a_url_page_needs_a_folder_serving_its_host_and_this_machines_testbed(tm
         campaign.bare({"size": "url:https://docs.pkg.test/"})
     with pytest.raises(UsageError, match="--serve: folders are served in this machine's testbed"):
         campaign.bare({"size": "5KB", "serve": f"a.test={tmp_path / 'd'}", "server": "192.0.2.1"})
+
+
+def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(tmp_path, monkeypatch):
+    from plt_bench import campaign, conditions, pages
+    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    with pytest.raises(UsageError, match=r"'har:\*': no recording in .*plt-bench record URL --name NAME"):
+        conditions.parse_pages("har:*")
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))
+    for name in ("b-page", "a-page"):
+        archive.make(p, name, tmp_path / "sites")
+    got = conditions.parse_pages("5KB,har:*")
+    assert [x.label for x in got] == ["5KB", "har:a-page", "har:b-page"] and all(x.archived for x in got[1:])
+    spec = campaign.load("corpus")
+    assert [x.label for x in spec.grid.pages] == ["har:a-page", "har:b-page"] and spec.grid.protos == ("h3", "h2", "h1")
+    assert [(c.rate_down_bps, c.rtt_ms) for c in spec.grid.conditions] == [(10**7, 100)]
