@@ -51,11 +51,7 @@ def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, pro
     protocol = protocols.get(proto)  # ValueError for an unknown one
     rules = ", ".join(f"MAP {h} {ip}" for h, ip in origins)
     args = [
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-extensions", "--disable-default-apps", "--mute-audio",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        f"--user-data-dir={profile_dir}",
+        *web_args(profile_dir),
         # The test hosts resolve to the server's addresses; every other name fails inside Chromium,
         # so no lookup ever leaves the testbed.
         f"--host-resolver-rules={rules}, MAP * ~NOTFOUND",
@@ -63,6 +59,16 @@ def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, pro
         *extra,
     ]
     return args + protocol.chromium_flags([f"{h}:443" for h, _ in origins])
+
+
+def web_args(profile_dir: str) -> list[str]:
+    """The flags of every load (pure): headless, a fresh profile, the fixed window, nothing of
+    Chromium's own in the background. Alone, they load a page from the web as a browser does (plt-bench
+    record without --serve: its own resolver, certificates and protocols)."""
+    return ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-extensions", "--disable-default-apps", "--mute-audio",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={profile_dir}"]
 
 
 def _ms(nav: dict, end: str, start: str = "startTime") -> float | None:

@@ -82,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     rc = cmd_parser("record", "record pages as they are served (every body, header, origin) into archives to replay",
                     "Load each URL once in Chromium with a fresh profile and keep what it fetched: a HAR 1.2 with every "
                     "body, made into the archive NAME (several URLs: NAME-1, NAME-2, ...), to measure as --size "
-                    "har:NAME. With --serve HOST=DIR (once per host), a testbed serves each folder as it is under its "
-                    "host names and the page is recorded through its link (--bw, --rtt; unshaped by default).")
+                    "har:NAME. Without --serve, from the web as this machine reaches it. With --serve HOST=DIR (once "
+                    "per host), a testbed serves each folder as it is under its host names and the page is recorded "
+                    "through its link (--bw, --rtt; unshaped by default).")
     rc.add_argument("urls", nargs="+", metavar="URL", help="https URLs of the pages to record")
     rc.add_argument("--name", required=True, help="the archive's name (a-z, 0-9, _ and -)")
     rc.add_argument("--serve", action="append", metavar="HOST=DIR",
@@ -350,18 +351,26 @@ def cmd_up(a) -> int:
 
 def cmd_record(a) -> int:
     from . import record
+    from .replay import refuse_existing
     serve = record.parse_serve(a.serve)
     urls = record.check_urls(a.urls, serve)
     names = record.names_for(a.name, urls)
-    if not serve:
-        raise UsageError("--serve: recording from the web is not built yet; serve the page's folders in a testbed: "
-                         "--serve HOST=DIR")
-    spec = _link_spec(a, size="5KB")
-    if len(spec.grid.conditions) != 1:
-        raise UsageError("--bw, --rtt: 'record' takes one value of each")
+    for n in names:  # before anything loads
+        refuse_existing(SITES, n)
+    if serve:
+        spec = _link_spec(a, size="5KB")
+        if len(spec.grid.conditions) != 1:
+            raise UsageError("--bw, --rtt: 'record' takes one value of each")
+    else:  # from the web, as this machine reaches it: no testbed, no link of ours
+        given = [k for k in ("bw", "up_bw", "rtt", "jitter", "loss", "trace_down", "trace_up")
+                 if getattr(a, k, None) not in (None, "unshaped")]
+        if given:
+            raise UsageError(f"--{given[0].replace('_', '-')}: a recording from the web goes through this machine's "
+                             "own network; a link is for --serve")
     cmd.require_root()
-    for a_, notes in record.record_served(urls, names, serve, SITES, conditions=spec.grid.conditions[0],
-                                          index=a.testbed, note=_say):
+    done = (record.record_served(urls, names, serve, SITES, conditions=spec.grid.conditions[0], index=a.testbed,
+                                 note=_say) if serve else record.record_web(urls, names, SITES, note=_say))
+    for _, notes in done:
         for n in notes:
             _say(f"  {n}")
     _say(f"measure them: plt-bench run --size {','.join(f'har:{n}' for n in names)} --proto all")

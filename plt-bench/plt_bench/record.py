@@ -4,7 +4,9 @@ beside the archive made of it (plt_bench.archive), so another tool can read what
 
 Two places to record from:
 - the web, on a machine that reaches the sites (no --serve): Chromium resolves and connects as any
-  browser does, from this machine's own network; nothing of a testbed is made;
+  browser does, from this machine's own network, and chooses its protocols itself (h3 where a site
+  offers it); nothing of a testbed is made (the suite never records from the web: it sends nothing
+  beyond this machine);
 - folders served as they are (--serve HOST=DIR, once per host): a testbed comes up, Caddy's plain
   file server serves each folder under its host names, each on an address of its own (the first
   URL's host is the page's), and Chromium records through the testbed's link (--bw, --rtt: as the
@@ -75,7 +77,6 @@ def check_urls(urls: list[str], serve: list[tuple[str, Path]]) -> list[str]:
 def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path]], sites: Path, proto: str = "h2",
                   conditions=None, index: int | None = None, note=print) -> list[tuple]:
     """Record each URL from the folders served as they are in a testbed; returns [(Archive, notes)]."""
-    from . import archive
     from .capture import Settings
     from .testbed import Testbed
     done = []
@@ -91,16 +92,51 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
                 folder = spool / name
                 folder.mkdir()
                 answer, _ = bed.load(proto, url, RECORD_TIMEOUT_S, folder)
-                if answer.get("error") or not answer.get("nav"):
-                    raise UsageError(f"URL: {url} did not load to record it: {answer.get('error') or 'no page'}")
-                if (answer.get("har") or {}).get("error"):
-                    raise UsageError(f"URL: {url}: its HAR could not be written: {answer['har']['error']}")
-                har = folder / "trial.har"
-                a, notes = archive.make(har, name, sites)
-                shutil.copyfile(har, archive.replay_root(sites, name) / HAR_FILE)
-                note(f"recorded {url} as {name}: {len(a.responses)} responses, {a.body_bytes} body bytes, "
-                     f"{len(a.origins)} origins")
-                done.append((a, notes))
+                done.append(keep(answer, folder / "trial.har", url, name, sites, note))
     finally:
+        shutil.rmtree(spool, ignore_errors=True)
+    return done
+
+
+def keep(answer: dict, har: Path, url: str, name: str, sites: Path, note=print) -> tuple:
+    """A recording's load made into the archive NAME, its HAR kept beside it; raises if it did not load."""
+    from . import archive
+    if answer.get("error") or not answer.get("nav"):
+        raise UsageError(f"URL: {url} did not load to record it: {answer.get('error') or 'no page'}")
+    if (answer.get("har") or {}).get("error"):
+        raise UsageError(f"URL: {url}: its HAR could not be written: {answer['har']['error']}")
+    a, notes = archive.make(har, name, sites)
+    shutil.copyfile(har, archive.replay_root(sites, name) / HAR_FILE)
+    note(f"recorded {url} as {name}: {len(a.responses)} responses, {a.body_bytes} body bytes, {len(a.origins)} "
+         f"origins ({', '.join(f'{n} {p}' for p, n in a.mix().items())})")
+    return a, notes
+
+
+def web_request(url: str, profile: Path, har: Path) -> dict:
+    """The browser worker's request for one recording from the web (pure): the browser's own
+    resolver, certificates and protocol choice (h3 where the site offers it), every body kept."""
+    from .browser import PREFS, web_args
+    return {"url": url, "profile_dir": str(profile), "prefs": PREFS, "args": web_args(str(profile)),
+            "cpu_interval_s": 0.1, "cpu_series": False, "har_path": str(har), "har_bodies": True,
+            "timeout_s": RECORD_TIMEOUT_S, "await_s": 0.0, "gate": False, "mark": None}
+
+
+def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> list[tuple]:
+    """Record each URL from the web, as this machine reaches it (no testbed); returns [(Archive, notes)]."""
+    from . import drivers
+    from .browser import BrowserWorker
+    spool = Path(tempfile.mkdtemp(prefix="plt-bench-record-"))
+    worker = BrowserWorker(None, spool / "browser-worker.log", drivers.resolve(None))
+    done = []
+    try:
+        worker.start()
+        for url, name in zip(urls, names):
+            folder = spool / name
+            folder.mkdir()
+            answer = worker.load(web_request(url, spool / "profiles" / name, folder / "trial.har"),
+                                 RECORD_TIMEOUT_S + 120)
+            done.append(keep(answer, folder / "trial.har", url, name, sites, note))
+    finally:
+        worker.stop()
         shutil.rmtree(spool, ignore_errors=True)
     return done

@@ -299,3 +299,12 @@ def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(t
     spec = campaign.load("corpus")
     assert [x.label for x in spec.grid.pages] == ["har:a-page", "har:b-page"] and spec.grid.protos == ("h3", "h2", "h1")
     assert [(c.rate_down_bps, c.rtt_ms) for c in spec.grid.conditions] == [(10**7, 100)]
+
+
+def test_a_recording_from_the_web_asks_the_browser_for_bodies_and_nothing_of_a_testbed(tmp_path):
+    from plt_bench import record
+    req = record.web_request("https://example.org/", tmp_path / "p", tmp_path / "t.har")
+    assert req["har_bodies"] and req["har_path"] == str(tmp_path / "t.har") and req["url"] == "https://example.org/"
+    assert not any(a.startswith(("--host-resolver-rules", "--ignore-certificate-errors", "--origin-to-force-quic-on",
+                                 "--disable-quic", "--disable-http2")) for a in req["args"])
+    assert f"--user-data-dir={tmp_path / 'p'}" in req["args"] and "--headless=new" in req["args"]

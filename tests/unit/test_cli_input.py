@@ -67,7 +67,7 @@ CLI = [
     (["record", "https://a.test/", "--name", "x", "--serve", "a.test"], "--serve: 'a.test' is not HOST=DIR"),
     (["record", "http://a.test/", "--name", "x", "--serve", "a.test=/tmp"], "URL: 'http://a.test/' is not an https"),
     (["record", "https://a.test/", "--name", "Bad Name", "--serve", "a.test=/tmp"], "--name: 'Bad Name' is not"),
-    (["record", "https://a.test/", "--name", "x"], "--serve: recording from the web is not built yet"),
+    (["record", "https://a.test/", "--name", "x", "--rtt", "50ms"], "--rtt: a recording from the web goes through"),
     (["run", "--size", "url:https://a.test/"], "no --serve HOST=DIR serves a.test"),
     (["run", "--size", "url:ftp://a.test/"], "expected url:https://HOST/PATH"),
     (["run", "--serve", "a.test=/nonexistent", "--size", "5KB"], "--serve: 'a.test=/nonexistent': /nonexistent is not"),
