@@ -699,6 +699,9 @@ def parse_page(text: str, option: str = "--size") -> Page:
             raise UsageError(f"{option}: '{item}': a visit is @repeat (connections closed, cache cleared) or "
                              "@repeat-warm (connections closed, cache kept), after a page: 20x5KB@repeat")
         page = parse_page(base, option)
+        if page.archived or page.url:
+            raise UsageError(f"{option}: '{item}': repeat visits of a recording or of a served folder's page are not "
+                             "built yet; measure its first visit ({base})")
         if page.kind != "page":
             raise UsageError(f"{option}: '{item}': repeat visits are of pages (5KB, 20x5KB, 4o:60x5KB), not of a "
                              f"{page.kind} page")

@@ -270,6 +270,8 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
     for bad in ("url:http://a.test/", "url:https://a.test:8443/", "url:nothing"):
         with pytest.raises(UsageError, match="expected url:https://HOST/PATH"):
             pages.parse_page(bad)
+    with pytest.raises(UsageError, match="repeat visits of a recording or of a served folder's page are not built"):
+        pages.parse_page("url:https://a.test/x@repeat")
 
 
 def test_a_url_page_needs_a_folder_serving_its_host_and_this_machines_testbed(tmp_path):
