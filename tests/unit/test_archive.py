@@ -270,8 +270,7 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
     for bad in ("url:http://a.test/", "url:https://a.test:8443/", "url:nothing"):
         with pytest.raises(UsageError, match="expected url:https://HOST/PATH"):
             pages.parse_page(bad)
-    with pytest.raises(UsageError, match="repeat visits of a recording or of a served folder's page are not built"):
-        pages.parse_page("url:https://a.test/x@repeat")
+
 
 
 def test_a_url_page_needs_a_folder_serving_its_host_and_this_machines_testbed(tmp_path):
@@ -298,6 +297,8 @@ def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(t
         archive.make(p, name, tmp_path / "sites")
     got = conditions.parse_pages("5KB,har:*")
     assert [x.label for x in got] == ["5KB", "har:a-page", "har:b-page"] and all(x.archived for x in got[1:])
+    with pytest.raises(UsageError, match="repeat visits of a recording or of a served folder's page are not built"):
+        pages.parse_page("har:a-page@repeat")
     spec = campaign.load("corpus")
     assert [x.label for x in spec.grid.pages] == ["har:a-page", "har:b-page"] and spec.grid.protos == ("h3", "h2", "h1")
     assert [(c.rate_down_bps, c.rtt_ms) for c in spec.grid.conditions] == [(10**7, 100)]
