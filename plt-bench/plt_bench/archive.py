@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from .errors import UsageError
 from .pages import MAX_OBJECTS, MAX_PAGE_BYTES, replay_root
-from .replay import OPTION, _har_body, _origin, check_name, read, read_bytes, refuse_existing, write_whole
+from .replay import OPTION, _har_body, _origin, read_recording, write_whole
 
 FORMAT = 2
 ARCHIVE_FILE = "archive.json"
@@ -274,14 +274,9 @@ def make(har_path: Path, name: str, sites: Path) -> tuple[Archive, list[str]]:
     """Write the archive NAME of a recording under sites/replay/NAME: a new folder, made beside it and
     renamed into place whole, or nothing at all (replay.write_whole). Returns the archive and what
     was left out."""
-    check_name(name)
-    refuse_existing(sites, name)
-    data = read_bytes(Path(har_path))
-    log, entries = read(har_path, data)
+    log, entries, source = read_recording(har_path, name, sites)
     archive, bodies, notes = plan(log, entries, name)
-    archive = dataclasses.replace(archive, source={**archive.source, "file": Path(har_path).name,
-                                                   "sha256": hashlib.sha256(data).hexdigest()})
-    del data
+    archive = dataclasses.replace(archive, source={**archive.source, **source})
 
     def fill(tmp: Path) -> Archive:
         (tmp / BODIES).mkdir()

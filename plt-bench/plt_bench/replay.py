@@ -285,14 +285,9 @@ def made_body(mime: str, size: int) -> Iterator[bytes]:
 def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
     """Write the page set NAME of a recording under sites/replay/NAME: a new folder, made beside it
     and renamed into place whole, or nothing at all. Returns the set and what was left out."""
-    check_name(name)
-    refuse_existing(sites, name)
-    data = read_bytes(Path(har_path))
-    log, entries = read(har_path, data)
+    log, entries, source = read_recording(har_path, name, sites)
     rs, bodies, notes = plan(log, entries, name)
-    rs = dataclasses.replace(rs, source={**rs.source, "file": Path(har_path).name,
-                                         "sha256": hashlib.sha256(data).hexdigest()})
-    del data
+    rs = dataclasses.replace(rs, source={**rs.source, **source})
 
     def fill(tmp: Path) -> ReplaySet:
         objects = []
@@ -308,6 +303,16 @@ def make(har_path: Path, name: str, sites: Path) -> tuple[ReplaySet, list[str]]:
         (tmp / REPLAY_MANIFEST).write_text(json.dumps(to_json(done), indent=1) + "\n")
         return done
     return write_whole(sites, name, fill), notes
+
+
+def read_recording(har_path: Path, name: str, sites: Path) -> tuple[dict, list[dict], dict]:
+    """A recording to make the set NAME of (its name checked, not taken): its log, its first page's
+    entries, and what the set records of its source (file name, SHA-256)."""
+    check_name(name)
+    refuse_existing(sites, name)
+    data = read_bytes(Path(har_path))
+    log, entries = read(har_path, data)
+    return log, entries, {"file": Path(har_path).name, "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def refuse_existing(sites: Path, name: str) -> None:

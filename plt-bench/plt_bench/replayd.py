@@ -172,10 +172,15 @@ def respond(r: archive_mod.Response, how: str, body: bytes, accept_encoding: str
     return r.status, headers, body
 
 
+_INDEXES: dict[int, tuple] = {}  # id(archive) -> (the archive, kept alive so the id stays its own, its Index)
+
+
 def served_bytes(a: archive_mod.Archive, sites: Path, url_host: str, target: str, deterministic: bool = True) -> int | None:
     """The decoded body bytes the replay serves for a GET of host and target (its script injected
     where it is a document), as the browser decodes them; None when the recording has no such request."""
-    r, _ = Index([a]).match("GET", url_host, target)
+    if id(a) not in _INDEXES:  # an archive is loaded once (archive.load's cache): its index made once too
+        _INDEXES[id(a)] = (a, Index([a]))
+    r, _ = _INDEXES[id(a)][1].match("GET", url_host, target)
     if r is None:
         return None
     body = (replay_root(sites, a.name) / archive_mod.BODIES / r.body).read_bytes() if r.body else b""
