@@ -6,6 +6,8 @@ Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu
           "visit": a repeat visit's {"cache": "cleared" | "kept", "settle_s", "netlog": its net-log's path,
                    "keep_netlog": the net-log is the trial's capture}, or absent,
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
+          "settle_s": seconds the browser stays up once its figures are read (a QUIC bulk download's
+                      abort reaching the server: bulk.settle_s), or 0,
           "har_path": where to write the trial's HAR 1.2 (plt_bench.har), or absent,
           "har_bodies": true to keep every response's body in it (a recording: plt-bench record),
           "graceful_quit": true when Chromium writes files that it completes only when it closes (the
@@ -284,6 +286,8 @@ def one_trial(req: dict) -> dict:
     finally:
         if driver is not None:  # the browser's CPU per role, read before quitting takes it away
             _end_cpu(driver, sampler, cpu0, out)
+            if req.get("settle_s"):  # a bulk download's abort reaches the server before the browser dies
+                time.sleep(req["settle_s"])
         t2 = time.monotonic()
         if driver is not None and req.get("graceful_quit"):
             try:

@@ -19,6 +19,20 @@ from .pages import Page
 AWAIT_SPARE_S = 30.0
 
 
+# After the download's abort, a QUIC browser stays up this long (and 10 round trips more) before it is
+# killed: the abort's STOP_SENDING is a frame like any other, lost with its packet and sent again a
+# probe timeout later. A browser killed first leaves the server sending the rest of its 100 GB to a
+# dead peer until QUIC's idle timeout, 30 s (a killed TCP client's kernel answers with a reset):
+# the trial's download is logged only then, and the link carries it into the next trial. Seen once
+# at 5% loss (CI, 2026-11-25: "the server logged 0 requests of /bulk.bin").
+SETTLE_S = 1.0
+
+
+def settle_s(page: Page, transport: str, rtt_ms: float = 0.0) -> float:
+    """Seconds a bulk page's browser stays up after its download, before it is killed (0: none)."""
+    return SETTLE_S + 10 * rtt_ms / 1000.0 if page.bulk_ms and transport == "QUIC" else 0.0
+
+
 def await_s(page: Page, rtt_ms: float = 0.0) -> float:
     """Seconds to wait after the load for a bulk page's figures (0: not a bulk page)."""
     return page.bulk_ms / 1000.0 + AWAIT_SPARE_S + 4 * rtt_ms / 1000.0 if page.bulk_ms else 0.0

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Callable
 
-from . import bulk, latency
+from . import bulk, latency, protocols
 from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_archive, judge_bulk,
                       judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_host,
                       url_path, zero_rtt_summary)
@@ -322,7 +322,9 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         started = utc_now()
         t0, t0_unix = time.monotonic(), time.time()
         answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None,
-                               await_s=await_s, gate=gate, visit=cell.page.visit)
+                               await_s=await_s, gate=gate, visit=cell.page.visit,
+                               settle_s=bulk.settle_s(cell.page, protocols.get(cell.proto).transport,
+                                                      cell.conditions.rtt_ms))
         wall = time.monotonic() - t0
         t1_unix = time.time()
         last = sampler.stop()

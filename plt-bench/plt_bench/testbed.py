@@ -262,19 +262,21 @@ class Testbed:
             self.worker.discard()
 
     def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
-             await_s: float = 0.0, gate: bool = False, visit: str = "first") -> tuple[dict, str]:
+             await_s: float = 0.0, gate: bool = False, visit: str = "first",
+             settle_s: float = 0.0) -> tuple[dict, str]:
         """One fresh-browser load; returns the worker's answer and the URI the server should log.
         With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
         await_s > 0: then wait that long for the page's own figures (a bulk page's download).
-        gate: the idle gate runs between the browser's launch and the navigation (answer's gate)."""
+        gate: the idle gate runs between the browser's launch and the navigation (answer's gate).
+        settle_s: the browser stays up that long after its figures are read (bulk.settle_s)."""
         ready, self._prepared = self._prepared, None
         same = ready and (ready[0], ready[1], ready[3]) == (proto, page, visit) and capture_dir is None
         tag = ready[2] if same else uuid.uuid4().hex[:16]
         uri = (url_path(self.url(page)) if page.startswith((ARCHIVED, "https://", "http://"))
                else f"/{page}?trial={tag}")
         req = {**self._request(proto, page, tag, capture_dir, visit), "timeout_s": timeout_s, "await_s": await_s,
-               "gate": gate, "mark": self.link.mark_signal()}
-        ans = self.worker.load(req, timeout_s + await_s + WORKER_ALLOWANCE_S)
+               "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s}
+        ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S)
         return ans, uri
 
     def remote_cpu(self) -> dict:

@@ -113,13 +113,17 @@ def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_
     from 10% of the one-way delay (runner.late_bound_ms). Inside the netem VM, whose software
     emulation runs Chromium and linkem on the same two slow cores, 13-24% of them were 2 ms late at
     40 ms, and at 100 ms an h1 trial's uplink had 2.5% 5 ms late twice: such a trial is refused with
-    that reason (MACHINE_REFUSALS), and the others must prove what they claim."""
+    that reason (MACHINE_REFUSALS), and the others must prove what they claim. There, too, Chromium
+    itself runs 10-50x slower: the default page timeout (3x the ideal + 20 s, 24 s here) was hit by
+    an h1 and an h2 load on CI and an h3 load here, with the link keeping time throughout; inside the
+    VM the test gives loads 120 s (--timeout), as a user of a slow machine would."""
     t, u = tmp_path / "t.txt", tmp_path / "u.txt"
     traces.write(t, traces.ramp(peak_mbit / 6, peak_mbit, 2.0, steps=4))
     traces.write(u, traces.on_off(peak_mbit / 4, 0.2, 0.05, cycles=4))
     store = tmp_path / "r.sqlite"
+    slow = ("--timeout", "120s") if os.environ.get("PLT_BENCH_IN_VM") else ()
     r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", "all",
-                "--runs", "1", "--rtt", "100ms", "--results", str(store), timeout=1800)
+                "--runs", "1", "--rtt", "100ms", "--results", str(store), *slow, timeout=1800)
     db = sqlite3.connect(store)
     db.row_factory = sqlite3.Row
     rows = [dict(x) for x in db.execute("SELECT * FROM trials")]

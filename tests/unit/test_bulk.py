@@ -107,6 +107,9 @@ def test_a_bulk_trials_figures_come_from_the_browser_and_the_link_over_one_windo
     assert bulk.figures(page, None, samples) == {"bulk_ms": 3000, "interval_ms": 1000}
     assert bulk.await_s(page, 100) == pytest.approx(3 + bulk.AWAIT_SPARE_S + 0.4) and bulk.await_s(Page(5000)) == 0
     assert bulk.sample_s(page) == 0.1 and bulk.sample_s(parse_page("bulk1s_10ms")) == 0.01
+    # a QUIC download's abort is given time to reach the server (a killed TCP client's kernel resets)
+    assert bulk.settle_s(page, "QUIC", 100) == pytest.approx(bulk.SETTLE_S + 1.0)
+    assert bulk.settle_s(page, "TCP", 100) == 0 and bulk.settle_s(Page(5000), "QUIC", 100) == 0
 
 
 def test_the_judgement_of_a_bulk_download():
