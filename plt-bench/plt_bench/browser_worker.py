@@ -16,6 +16,7 @@ Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-
           "quit_s": the browser's end, every process of the trial gone (quit or killed),
           "launch_attempts": 1, or 2 where chromedriver could not create the first session,
           "har": {"entries": n} or {"error": why} when har_path was given (the HAR written there),
+          "visual": {first_visual_change_ms, speed_index_ms, visually_complete_ms, frames, error} when asked,
           "workload": what window.pltBench resolved to (a bulk page's byte counts), when await_s is given,
           "paint": the page's paint metrics (PAINT_JS: fcp_ms, lcp {start_ms, element, url, ...}) after a load,
           "first_visit": a repeat visit's first load ({"nav", "load_s", "boundary_unix"}, or {"error"}),
@@ -230,7 +231,7 @@ def one_trial(req: dict) -> dict:
     out = {"nav": None, "resources": None, "final_url": None, "error": None, "error_code": None,
            "launch_s": None, "load_s": None, "quit_s": None}
     t0 = time.monotonic()
-    driver = sampler = cpu0 = None
+    driver = sampler = cpu0 = cast = None
     try:
         ready = _take_prepared(req)
         if ready:
@@ -249,6 +250,7 @@ def one_trial(req: dict) -> dict:
             out["gate"] = wait_idle()
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
+        cast = Screencast(driver) if req.get("visual") else None
         if req.get("har_bodies"):  # a recording: bodies kept in the browser for the HAR, whole
             driver.execute_cdp_cmd("Network.enable", {"maxTotalBufferSize": HAR_BODIES_BUFFER,
                                                       "maxResourceBufferSize": HAR_BODIES_BUFFER})
@@ -269,6 +271,8 @@ def one_trial(req: dict) -> dict:
         out["load_s"] = time.monotonic() - t1
         if out["error"] is None:
             out["paint"] = _paint(driver)
+        if cast is not None:  # the frames up to the page as it stands once its paints are read
+            out["visual"] = cast.finish(driver, out["error"] is None)
         if out["error"] is None and req.get("await_s"):
             out["workload"] = _await_workload(driver, req["await_s"])
         if out["error"] is None or out["error"].startswith("navigation error"):
@@ -284,6 +288,8 @@ def one_trial(req: dict) -> dict:
         lines = [x.strip() for x in (e.msg or str(e)).strip().splitlines() if x.strip()]
         out["error"] = f"browser did not start: {' | '.join(lines[:3])[:600]}"
     finally:
+        if cast is not None:
+            cast.close()
         if driver is not None:  # the browser's CPU per role, read before quitting takes it away
             _end_cpu(driver, sampler, cpu0, out)
             if req.get("settle_s"):  # a bulk download's abort reaches the server before the browser dies
@@ -378,6 +384,86 @@ def _visit_evidence(visit: dict, boundary_unix: float) -> dict:
         if not visit.get("keep_netlog"):
             _unlink(path)
     return ev
+
+
+class Screencast:
+    """The page's frames while it loads (plt_bench.visual): Page.startScreencast over the page's own
+    DevTools socket, beside chromedriver's; each frame kept with its swap time and acknowledged at once
+    (Chromium sends the next only then). Started before the navigation, ended once the paints are read."""
+
+    def __init__(self, driver):
+        import threading
+        self.frames: list[tuple[float, bytes]] = []
+        self.error: str | None = None
+        self.ws = None
+        try:
+            import urllib.request
+            import websocket
+            address = driver.capabilities["goog:chromeOptions"]["debuggerAddress"]  # the namespace's loopback
+            with urllib.request.urlopen(f"http://{address}/json/list", timeout=5) as r:
+                targets = json.load(r)
+            page = next(t for t in targets if t.get("type") == "page")
+            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=5, suppress_origin=True)
+            self._send(1, "Page.enable")
+            self._send(2, "Page.startScreencast", {"format": "jpeg", "quality": 80, "everyNthFrame": 1})
+        except Exception as e:  # noqa: BLE001 - the trial goes on without its visual figures, saying why
+            self.error = f"screencast: {type(e).__name__}: {e}"[:300]
+            self.close()
+            return
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _send(self, ident: int, method: str, params: dict | None = None) -> None:
+        self.ws.send(json.dumps({"id": ident, "method": method, "params": params or {}}))
+
+    def _read(self) -> None:
+        import base64
+        ident = 10
+        while self.ws is not None:
+            try:
+                msg = json.loads(self.ws.recv())
+            except Exception:  # noqa: BLE001 - closed at the end (or the browser went)
+                return
+            if msg.get("method") == "Page.screencastFrame":
+                p = msg["params"]
+                self.frames.append((float(p["metadata"].get("timestamp") or time.time()), base64.b64decode(p["data"])))
+                ident += 1
+                try:
+                    self._send(ident, "Page.screencastFrameAck", {"sessionId": p["sessionId"]})
+                except Exception:  # noqa: BLE001
+                    return
+
+    def close(self) -> None:
+        ws, self.ws = self.ws, None
+        if ws is not None:
+            try:
+                ws.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def finish(self, driver, loaded: bool) -> dict:
+        """The load's visual figures (plt_bench.visual.metrics), or why there are none."""
+        from plt_bench import visual
+        if self.error:
+            return {"error": self.error}
+        time.sleep(VISUAL_TAIL_S)  # a frame the last paint made is on its way
+        frames = list(self.frames)
+        self.close()
+        if not loaded:
+            return {"error": "the page did not load", "frames": len(frames)}
+        try:
+            origin_s = driver.execute_script("return performance.timeOrigin") / 1000.0
+            shown = [((t - origin_s) * 1000.0, visual.histogram(jpeg)) for t, jpeg in frames]
+        except Exception as e:  # noqa: BLE001
+            return {"error": f"frames: {type(e).__name__}: {e}"[:300], "frames": len(frames)}
+        before = [f for f in shown if f[0] <= 0]
+        # the page before the load showed anything: the last frame before the navigation, else a blank one
+        blank = before[-1] if before else (0.0, [[0] * 256 for _ in range(3)])
+        return visual.metrics([blank] + [f for f in shown if f[0] > 0])
+
+
+# How long after the paints are read the screencast waits for a last frame.
+VISUAL_TAIL_S = 0.2
 
 
 def _paint(driver) -> dict:

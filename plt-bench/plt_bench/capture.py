@@ -9,6 +9,8 @@ Kinds (`--capture KINDS`, `capture = [...]` in a campaign):
   netlog  Chromium's net-log (chrome://net-export format)
   har     a HAR 1.2 file of the trial from Chromium's DevTools Network events (plt_bench.har):
           every request's timings, protocol, connection and sizes, for any HAR viewer's waterfall
+  visual  the load's visual progress from a screencast of its frames (plt_bench.visual): first
+          visual change, SpeedIndex and visually complete, stored in the trial (no file)
 
 Files live in results/captures/<campaign>/<seq>-<proto>-<page>/ and the store lists them
 (table artifacts, paths relative to the store's folder).
@@ -28,7 +30,7 @@ from pathlib import Path
 from . import cmd, protocols
 from .errors import CaptureError, UsageError
 
-KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog", "har")
+KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog", "har", "visual")
 FILE_KINDS = ("pcap", "keylog", "qlog", "netlog", "har")
 DEFAULT_LIMIT_BYTES = 2 * 10**9
 DEFAULT_INTERVAL_S = 0.1
@@ -95,7 +97,8 @@ def captures_root(results: Path) -> Path:
 def estimate_bytes(kinds: tuple[str, ...], proto: str, size_bytes: int) -> int:
     """Bytes one trial's capture files will take, roughly (see BYTES_PER_PAGE_BYTE)."""
     total = 0
-    transport = protocols.get(proto).transport
+    p = protocols.get(proto)
+    transport = "QUIC" if p.per_origin else p.transport  # as recorded: the larger, any origin may be h3
     for k in kinds:
         if k not in FILE_KINDS or (k == "qlog" and transport != "QUIC"):
             continue

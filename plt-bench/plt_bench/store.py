@@ -53,6 +53,8 @@ Schema history (SCHEMA_VERSION):
  16 - recordings replayed as recorded (plt_bench.archive): trials gain unrecorded (requests the
       recording did not hold, answered 404; NULL for every other page and older trial) and replay_json
       (the replay's evidence per trial: responses served, proven by both ends, matched by query).
+ 17 - visual progress (capture kind visual, plt_bench.visual): trials gain first_visual_change_ms,
+      speed_index_ms and visually_complete_ms (NULL without the capture, and for older trials).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -414,6 +416,11 @@ class Store:
             for col in ("unrecorded", "replay_json"):
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             version = 16
+        if version == 16:  # 16 -> 17: visual progress
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("first_visual_change_ms", "speed_index_ms", "visually_complete_ms"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            version = 17
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

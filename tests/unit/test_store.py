@@ -228,7 +228,8 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     later = ("prelaunched", "cc", "fcp_ms", "lcp_ms", "lcp_element", "lcp_url", "paint_reason", "origins",
              "connections_json", "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects",
              "visit_json", "trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256",
-             "trace_phase_ms", "unrecorded", "replay_json")  # the columns of versions 12 to 16
+             "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
+             "visually_complete_ms")  # the columns of versions 12 to 17
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()

@@ -1,0 +1,91 @@
+"""Visual progress of a load (capture kind `visual`): first visual change, SpeedIndex and visually
+complete, from the frames Chromium paints.
+
+How the frames are had: the browser worker opens the page's own DevTools socket (a second client
+beside chromedriver's, on the namespace's loopback) and asks for a screencast (Page.startScreencast,
+JPEG): Chromium sends a frame each time what it shows changes, stamped with the frame's swap time
+(seconds since the epoch), and waits for each to be acknowledged. The frames are kept as they come;
+nothing is decoded before the load's figures are read.
+
+How progress is judged: as WebPageTest's visualmetrics and speedline do, by colour histograms. Each
+frame's per-channel histogram (near-white pixels left out: the blank page counts as nothing shown)
+is compared with the first and the last frame's: the share of the difference between the two that
+the frame has made, each bucket matched within SLOP buckets of the last's, averaged over the three
+channels. The last frame is the page as it stands once the load's figures are read.
+
+- first visual change: the first frame whose progress is above 0 (ms from the navigation's start);
+- visually complete: the first frame from which progress stays at 1 (VISUALLY_COMPLETE);
+- SpeedIndex: the integral of (1 - progress) from the navigation's start to visually complete, in
+  ms: the mean time at which the page's pixels became what they end as (Meenan, WebPageTest 2012).
+
+Everything here but `histogram` (which needs Pillow, a dependency of matplotlib) is pure.
+"""
+
+from __future__ import annotations
+
+import io
+
+SLOP = 5  # histogram buckets a colour may move and still match (JPEG and scaling move colours a little)
+WHITE = 250  # a pixel whose three channels are all above this counts as the blank page's
+VISUALLY_COMPLETE = 0.999  # progress at or above this is complete (rounding over three channels)
+
+
+def histogram(jpeg: bytes) -> list[list[int]]:
+    """The frame's histogram per channel (R, G, B: 256 buckets each), near-white pixels left out."""
+    from PIL import Image, ImageChops
+    channels = Image.open(io.BytesIO(jpeg)).convert("RGB").split()
+    white = [c.point(lambda v: 255 if v > WHITE else 0) for c in channels]
+    shown = ImageChops.invert(ImageChops.multiply(ImageChops.multiply(white[0], white[1]), white[2]))
+    return [c.histogram(shown) for c in channels]
+
+
+def progress(frame: list[list[int]], start: list[list[int]], final: list[list[int]], slop: int = SLOP) -> float:
+    """How far a frame has come from start to final, 0 to 1 (WebPageTest's per-channel matching)."""
+    shares = []
+    for ch in range(3):
+        available = [abs(frame[ch][i] - start[ch][i]) for i in range(256)]
+        total = matched = 0
+        for i in range(256):
+            target = abs(final[ch][i] - start[ch][i])
+            if not target:
+                continue
+            total += target
+            for j in range(max(0, i - slop), min(256, i + slop + 1)):
+                take = min(target, available[j])
+                available[j] -= take
+                matched += take
+                target -= take
+                if not target:
+                    break
+        shares.append(matched / total if total else 1.0)
+    return sum(shares) / 3
+
+
+def metrics(frames: list[tuple[float, list[list[int]]]]) -> dict:
+    """{first_visual_change_ms, speed_index_ms, visually_complete_ms, frames} from frames
+    [(ms from the navigation's start, histogram)] in time order; the first is the page before
+    anything of the load was shown (at or before 0), the last the page as it ends. None for each
+    figure where the frames do not tell (fewer than two, or nothing ever changed)."""
+    out = {"first_visual_change_ms": None, "speed_index_ms": None, "visually_complete_ms": None,
+           "frames": len(frames)}
+    if len(frames) < 2:
+        return out
+    start, final = frames[0][1], frames[-1][1]
+    if start == final:
+        return out
+    points = [(max(0.0, t), progress(h, start, final)) for t, h in frames[1:]]
+    first = next((t for t, p in points if p > 0), None)
+    complete = None
+    for k, (t, p) in enumerate(points):
+        if p >= VISUALLY_COMPLETE and all(q >= VISUALLY_COMPLETE for _, q in points[k:]):
+            complete = t
+            break
+    index, last_t, last_p = 0.0, 0.0, 0.0
+    for t, p in points:
+        if complete is not None and t > complete:
+            break
+        index += (t - last_t) * (1.0 - last_p)
+        last_t, last_p = t, p
+    out.update(first_visual_change_ms=first, visually_complete_ms=complete,
+               speed_index_ms=index if complete is not None else None)
+    return out

@@ -1,0 +1,49 @@
+"""Visual progress from frames (plt_bench.visual), on frames made here with known answers."""
+import io
+
+import pytest
+from PIL import Image
+
+from plt_bench import visual
+
+
+def _jpeg(fill=None, box=(0, 0, 100, 100), size=(100, 100)) -> bytes:
+    img = Image.new("RGB", size, (255, 255, 255))
+    if fill:
+        img.paste(fill, box)
+    out = io.BytesIO()
+    img.save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def test_a_blank_frame_shows_nothing_and_half_a_page_is_half_way():
+    blank, half, full = (visual.histogram(_jpeg()), visual.histogram(_jpeg((200, 0, 0), (0, 0, 100, 50))),
+                         visual.histogram(_jpeg((200, 0, 0))))
+    assert [sum(c) for c in blank] == [0, 0, 0]  # near-white pixels are the blank page's
+    assert sum(full[0]) == 10_000 and 4_900 <= sum(half[0]) <= 5_200
+    assert visual.progress(half, blank, full) == pytest.approx(0.5, abs=0.02)
+    assert visual.progress(full, blank, full) == 1.0 and visual.progress(blank, blank, full) == 0.0
+    # a colour JPEG moved by a bucket or two still matches (SLOP); a different colour does not
+    near = visual.histogram(_jpeg((202, 2, 1)))
+    assert visual.progress(near, blank, full) == pytest.approx(1.0, abs=0.01)
+    assert visual.progress(visual.histogram(_jpeg((0, 0, 200))), blank, full) < 0.4
+
+
+def _h(k: int) -> list[list[int]]:
+    """A histogram of k non-white pixels of one colour."""
+    return [[k if i == 100 else 0 for i in range(256)] for _ in range(3)]
+
+
+def test_speed_index_is_the_area_above_the_progress_curve_up_to_visually_complete():
+    frames = [(-5.0, _h(0)), (100.0, _h(50)), (300.0, _h(100)), (400.0, _h(100))]
+    m = visual.metrics(frames)
+    # nothing for 100 ms, half for 200 ms: 100 + 200 x 0.5
+    assert m == {"first_visual_change_ms": 100.0, "speed_index_ms": pytest.approx(200.0),
+                 "visually_complete_ms": 300.0, "frames": 4}
+    # a page that looks done, then changes again, is complete only when it stops changing
+    back = visual.metrics([(0.0, _h(0)), (100.0, _h(100)), (200.0, _h(50)), (500.0, _h(100))])
+    assert back["visually_complete_ms"] == 500.0 and back["speed_index_ms"] == pytest.approx(100 + 150)
+    # nothing changed, or too few frames: no figures, never a made-up one
+    assert visual.metrics([(0.0, _h(5)), (100.0, _h(5))])["speed_index_ms"] is None
+    assert visual.metrics([(0.0, _h(5))]) == {"first_visual_change_ms": None, "speed_index_ms": None,
+                                               "visually_complete_ms": None, "frames": 1}
