@@ -44,10 +44,12 @@ WINDOW = (1280, 800)
 
 
 def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
-                  extra: tuple[str, ...] = ()) -> list[str]:
+                  extra: tuple[str, ...] = (), spoke: dict[str, str] | None = None) -> list[str]:
     """Command-line flags for one trial (pure; unit-tested). origins: (host, address) of every
     origin the testbed serves, the test host first; each resolves to its address and is forced to
-    the protocol. extra: flags a kind of trial adds (a repeat visit's)."""
+    the protocol. extra: flags a kind of trial adds (a repeat visit's). As recorded (per_origin):
+    spoke gives each host's own protocol; QUIC is forced on the h3 ones alone, and the others'
+    servers offer theirs alone (ALPN: h2 or http/1.1), so neither QUIC nor HTTP/2 is turned off."""
     protocol = protocols.get(proto)  # ValueError for an unknown one
     rules = ", ".join(f"MAP {h} {ip}" for h, ip in origins)
     args = [
@@ -58,6 +60,9 @@ def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, pro
         f"--ignore-certificate-errors-spki-list={spki_b64}",
         *extra,
     ]
+    if protocol.per_origin:
+        quic = [f"{h}:443" for h, _ in origins if (spoke or {}).get(h) == "h3"]
+        return args + (protocols.H3.chromium_flags(quic) if quic else ["--disable-quic"])
     return args + protocol.chromium_flags([f"{h}:443" for h, _ in origins])
 
 
@@ -216,7 +221,8 @@ UNRECORDED_MAX = 0  # a replayed trial with more requests the recording did not 
 
 
 def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load: dict,
-                  server_entries: list[dict], replayed: bool = True) -> tuple[str, str | None, int, dict]:
+                  server_entries: list[dict], replayed: bool = True,
+                  spoke: dict[str, str] | None = None) -> tuple[str, str | None, int, dict]:
     """(status, reason, objects proven (the document not counted), evidence) for a load of a recording replayed as recorded
     (plt_bench.archive; server_entries: Caddy's entries for the recorded hosts in the trial's time).
 
@@ -228,10 +234,15 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     worker) is counted as unseen, not failed. A browser entry on a recorded host that moved bytes
     with nothing in the server's log fails the trial. Requests the recording did not hold (404 at
     once; /favicon.ico aside) fail it when over UNRECORDED_MAX. replayed=False: a page of a folder
-    served as it is (url:), proven the same way, its server's answers taken as they come."""
-    want = protocols.get(proto)
+    served as it is (url:), proven the same way, its server's answers taken as they come.
+    As recorded (protocols.AS_RECORDED), each host's own protocol is asked (spoke: host -> h3 | h2 |
+    h1), and the evidence counts the responses served per protocol ("protocols": the mix)."""
+    def want_of(host):
+        return protocols.for_origin(proto, (spoke or {}).get(host, ""))
     evidence: dict = {"served": 0, "proven": 0, "query_matched": [], "unseen": [], "unrecorded": [], "preflights": 0,
                       "cached": 0}
+    if protocols.get(proto).per_origin:
+        evidence["protocols"] = {}
     if load.get("error"):
         return "failed", load["error"], 0, evidence
     nav = load.get("nav")
@@ -240,6 +251,10 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     problems: list[str] = []
     if nav.get("responseStatus") != 200:
         problems.append(f"the document: responseStatus {nav.get('responseStatus')}, not 200")
+    try:
+        want = want_of(url_host(nav.get("name")))
+    except ValueError:
+        return "failed", f"the document's host {url_host(nav.get('name'))}: no protocol recorded for it", 0, evidence
     if nav.get("nextHopProtocol") != want.next_hop:
         problems.append(f"the document: nextHopProtocol '{nav.get('nextHopProtocol')}', expected '{want.next_hop}'")
     if document_bytes is not None and nav.get("decodedBodySize") != document_bytes:
@@ -255,6 +270,11 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
         logged.add(key)
         if not replayed:
             e = {**e, "replay": "miss" if e.get("status") == 404 else "exact"}
+        try:
+            want = want_of(e.get("host"))
+        except ValueError:
+            problems.append(f"{where}: no protocol recorded for {e.get('host')}")
+            continue
         if e.get("proto") != want.server_proto:
             problems.append(f"{where}: the server saw {e.get('proto')}, expected {want.server_proto}")
             continue
@@ -269,6 +289,8 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
             problems.append(f"{where}: answered by the generated pages' site, not the replay")
             continue
         evidence["served"] += 1
+        if "protocols" in evidence:  # the server saw the origin's own protocol (and the browser, below, where it has the entry)
+            evidence["protocols"][want.name] = evidence["protocols"].get(want.name, 0) + 1
         if e.get("replay") == "query":
             evidence["query_matched"].append(where[:300])
         entries = seen.get(key) or []

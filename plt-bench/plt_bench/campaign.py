@@ -311,8 +311,8 @@ def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
     from .units import split_list
     raw = v.get("serve")
     items = [] if raw is None else [str(x) for x in raw] if isinstance(raw, list) else split_list(str(raw), v.name("serve"))
-    served = parse_serve(items, v.name("serve"))
-    hosts = {h for h, _ in served}
+    served = parse_serve(items, v.name("serve"), protocols_allowed=False)
+    hosts = {h for h, *_ in served}
     for p in grid.pages:
         if p.url and urlsplit(p.url).hostname not in hosts:
             raise UsageError(f"{v.name('size')}: 'url:{p.url}': no --serve HOST=DIR serves "
@@ -320,7 +320,23 @@ def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
     if served and server is not None:
         raise UsageError(f"{v.name('serve')}: folders are served in this machine's testbed; with --server (two "
                          "machines) give generated pages")
-    return tuple((h, str(d.resolve())) for h, d in served)
+    return tuple((h, str(d.resolve())) for h, d, _ in served)
+
+
+def _as_recorded(v, grid) -> None:
+    """--proto as-recorded: every page a recording (har:NAME) that says what each of its origins spoke."""
+    if not any(protocols.get(p).per_origin for p in grid.protos):
+        return
+    for p in grid.pages:
+        if not p.archived:
+            raise UsageError(f"{v.name('proto')}: as-recorded serves each origin of a recording over the protocol it "
+                             f"spoke; '{p.label}' is not a recording (give har:NAME pages, or measure it with "
+                             f"{', '.join(protocols.NAMES)})")
+        unknown = [o.host for o in p.archive.origins if o.protocol not in protocols.NAMES]
+        if unknown:
+            raise UsageError(f"{v.name('proto')}: as-recorded: the recording {p.label} does not say which protocol "
+                             f"{', '.join(unknown[:3])} spoke (its HAR has no httpVersion); measure it with "
+                             f"{', '.join(protocols.NAMES)}")
 
 
 def _compare(v: "Values") -> str:
@@ -349,12 +365,16 @@ def _visits(v: "Values", pages: tuple[Page, ...]) -> tuple[Page, ...]:
     return tuple(out)
 
 
-def _metric(v: "Values") -> str:
+def _metric(v: "Values", capture: tuple[str, ...] = ()) -> str:
     from .records import METRICS
     metric = str(v.get("metric", DEFAULTS["metric"]))
     if metric not in METRICS:
         raise UsageError(f"{v.name('metric')}: '{metric}'; expected one of {', '.join(METRICS)} "
                          f"({'; '.join(f'{m.name}: {m.label}' for m in METRICS.values())})")
+    if metric == "si" and "visual" not in capture:
+        raise UsageError(f"{v.name('metric')}: si (SpeedIndex) is measured from a screencast of each load, which "
+                         "is off by default (it costs load time): add --capture visual (capture = [\"visual\"] in a campaign "
+                         "file)")
     return metric
 
 
@@ -522,12 +542,13 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     serve = _serve(v, grid, server)
+    _as_recorded(v, grid)
     spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name, serve=serve,
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
-                metric=_metric(v), traces=_traces_of(grid),
+                metric=_metric(v, capture), traces=_traces_of(grid),
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden

@@ -84,11 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "body, made into the archive NAME (several URLs: NAME-1, NAME-2, ...), to measure as --size "
                     "har:NAME. Without --serve, from the web as this machine reaches it. With --serve HOST=DIR (once "
                     "per host), a testbed serves each folder as it is under its host names and the page is recorded "
-                    "through its link (--bw, --rtt; unshaped by default).")
+                    "through its link (--bw, --rtt; unshaped by default). HOST@PROTO=DIR (h3, h2 or h1): that host's "
+                    "server offers that protocol alone, as a site that speaks one would; the recording keeps what each "
+                    "origin spoke, for --proto as-recorded.")
     rc.add_argument("urls", nargs="+", metavar="URL", help="https URLs of the pages to record")
     rc.add_argument("--name", required=True, help="the archive's name (a-z, 0-9, _ and -)")
-    rc.add_argument("--serve", action="append", metavar="HOST=DIR",
-                    help="serve DIR as it is under HOST in a testbed and record from there (repeat for more hosts)")
+    rc.add_argument("--serve", action="append", metavar="HOST[@PROTO]=DIR",
+                    help="serve DIR as it is under HOST in a testbed (over PROTO alone: h3, h2 or h1) and record from "
+                         "there (repeat for more hosts)")
     add(rc, "bw", "up_bw", *LINK, "testbed", types=index, defaults={"bw": "unshaped"})
     v = cmd_parser("verify", "measure the live link (ping, iperf3) and compare it with the configuration",
                    "Bring a testbed up (no browser), apply each condition, measure RTT, jitter, loss, reordering and "

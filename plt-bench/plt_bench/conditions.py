@@ -175,14 +175,16 @@ def _num(x: float) -> str:
 class Cell:
     """One cell of a grid: a protocol, a page and conditions."""
 
-    proto: str  # h3 | h2 | h1 (protocols.NAMES: what the trial stores)
+    proto: str  # h3 | h2 | h1, or as-recorded for a recording (protocols.ALL_NAMES: what the trial stores)
     page: Page
     conditions: Conditions
     cc: str = "cubic"  # the TCP congestion control on the testbed's routes (h3 runs quic-go's own whatever it is)
 
     def __post_init__(self):
-        if self.proto not in protocols.NAMES:
-            raise ValueError(f"Cell: protocol {self.proto!r}; expected one of {', '.join(protocols.NAMES)}")
+        if self.proto not in protocols.ALL_NAMES:
+            raise ValueError(f"Cell: protocol {self.proto!r}; expected one of {', '.join(protocols.ALL_NAMES)}")
+        if protocols.get(self.proto).per_origin and not self.page.archived:
+            raise ValueError(f"Cell: {self.proto} is a recording's (har:NAME), not {self.page.label}'s")
         if self.cc not in CONGESTION_CONTROLS:
             raise ValueError(f"Cell: congestion control {self.cc!r}; expected one of {', '.join(CONGESTION_CONTROLS)}")
 

@@ -40,7 +40,8 @@ def _table() -> dict[str, Option]:
     from .records import METRICS
     o = [
         Option("proto", "protocol(s), comma-separated: h3 (HTTP/3 over QUIC), h2 (HTTP/2 over TLS/TCP), h1 "
-                        "(HTTP/1.1 over TLS/TCP); quic = h3, tcp = h1, both = h3,h1, all = h3,h2,h1"),
+                        "(HTTP/1.1 over TLS/TCP); quic = h3, tcp = h1, both = h3,h1, all = h3,h2,h1; as-recorded: a "
+                        "recording's (har:NAME) origins each over the protocol it spoke when recorded"),
         Option("bw", "downlink rate(s): 500kbit, 100mbit, 1gbit (tc) or 100Mbps (tcconfig, bit/s); 'unshaped' for "
                      "no limit"),
         Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),

@@ -8,7 +8,11 @@ analysis, the figures) takes protocols from here by name and never spells one ou
     h2  HTTP/2 over TLS 1.3 and TCP   Chromium with QUIC off; ALPN offers h2 first
     h1  HTTP/1.1 over TLS 1.3 and TCP Chromium with QUIC and HTTP/2 off; up to six connections
 
-Names a user may type (--proto, campaign files, pytest): h3, h2, h1, and the names of the seed
+    as-recorded  a replayed recording (pages har:NAME), each origin over the protocol it spoke when
+                 recorded: its server offers that one alone (an h1 origin's no h2, an h2 origin's no
+                 h3) and Chromium is forced to QUIC on the h3 ones only; proven origin by origin
+
+Names a user may type (--proto, campaign files, pytest): h3, h2, h1, as-recorded, and the names of the seed
 experiment, which keep their meaning: quic = h3, tcp = h1 (HTTP/1.1 over TLS, as the seed ran it),
 both = h3 and h1, all = h3, h2 and h1. Stores written before schema 13 hold quic and tcp; their
 migration rewrites them to h3 and h1 (store.py), so a stored trial keeps the protocol it ran with.
@@ -34,6 +38,7 @@ class Protocol:
     connect_rtts: int  # round trips to connectEnd on a fresh connection (TCP + TLS 1.3: 2; QUIC: 1)
     first_byte_rtts: int  # ... and to the page's first byte (one more: the request)
     color: str  # in every figure
+    caddy: str = "h1 h2 h3"  # what a server offering it alone lists (Caddy's protocols): ALPN picks it
 
     def chromium_flags(self, origins: list[str]) -> list[str]:
         """The flags that force this version on every origin ("host:443")."""
@@ -41,17 +46,28 @@ class Protocol:
             return ["--enable-quic", f"--origin-to-force-quic-on={','.join(origins)}"]
         return list(self.chromium_off)
 
+    @property
+    def per_origin(self) -> bool:
+        """Each origin over its own protocol (as-recorded), not one for all."""
+        return self.transport == "per origin"
+
 
 H3 = Protocol("h3", "HTTP/3", "QUIC", "h3", "HTTP/3.0", (), 1, 2, "#c0392b")
-H2 = Protocol("h2", "HTTP/2", "TCP", "h2", "HTTP/2.0", ("--disable-quic",), 2, 3, "#27ae60")
-H1 = Protocol("h1", "HTTP/1.1", "TCP", "http/1.1", "HTTP/1.1", ("--disable-quic", "--disable-http2"), 2, 3, "#2471a3")
+H2 = Protocol("h2", "HTTP/2", "TCP", "h2", "HTTP/2.0", ("--disable-quic",), 2, 3, "#27ae60", "h1 h2")
+H1 = Protocol("h1", "HTTP/1.1", "TCP", "http/1.1", "HTTP/1.1", ("--disable-quic", "--disable-http2"), 2, 3, "#2471a3",
+              "h1")
+# Each origin of a recording over the protocol it spoke then (a first party on h3, third parties on
+# h2 or h1: Trevisan's mix). Its timing and proof are each origin's own protocol's (for_origin);
+# as a whole it takes TCP's round trips, the most any of its origins needs.
+AS_RECORDED = Protocol("as-recorded", "as recorded", "per origin", "", "", (), 2, 3, "#8e44ad")
 
-BY_NAME = {p.name: p for p in (H3, H2, H1)}
-NAMES = tuple(BY_NAME)  # the order of every table and figure: h3, h2, h1
+NAMES = ("h3", "h2", "h1")  # one protocol for every origin: the order of every table and figure
+BY_NAME = {p.name: p for p in (H3, H2, H1, AS_RECORDED)}
+ALL_NAMES = tuple(BY_NAME)  # and a replay's own mix, last
 DEFAULT_REFERENCE = "h3"
 # what a user may type for a list of protocols, beside the names themselves
 GROUPS = {"quic": ("h3",), "tcp": ("h1",), "both": ("h3", "h1"), "all": NAMES}
-CHOICES = (*NAMES, *GROUPS)
+CHOICES = (*ALL_NAMES, *GROUPS)
 # the names stores before schema 13 wrote
 STORED_BEFORE_13 = {"quic": "h3", "tcp": "h1"}
 
@@ -61,7 +77,14 @@ def get(name: str) -> Protocol:
     try:
         return BY_NAME[STORED_BEFORE_13.get(name, name)]
     except KeyError:
-        raise ValueError(f"unknown protocol {name!r}; expected one of {', '.join(NAMES)}") from None
+        raise ValueError(f"unknown protocol {name!r}; expected one of {', '.join(ALL_NAMES)}") from None
+
+
+def for_origin(proto: str, recorded: str) -> Protocol:
+    """What one origin of a load speaks: the load's protocol, or under as-recorded the origin's own
+    recorded one (h3 | h2 | h1); ValueError where a recording does not say which it spoke."""
+    p = get(proto)
+    return get(recorded) if p.per_origin else p
 
 
 def parse(text: str, option: str = "--proto") -> tuple[str, ...]:
@@ -84,13 +107,13 @@ def parse(text: str, option: str = "--proto") -> tuple[str, ...]:
 
 def form() -> str:
     """The accepted form of --proto, for messages and help."""
-    return (f"one or more of {', '.join(NAMES)}, comma-separated (quic = h3, tcp = h1, both = h3,h1, "
-            f"all = {','.join(NAMES)})")
+    return (f"one or more of {', '.join(ALL_NAMES)}, comma-separated (quic = h3, tcp = h1, both = h3,h1, "
+            f"all = {','.join(NAMES)}; as-recorded: a recording's origins each over its own)")
 
 
 def order(name: str) -> int:
     """A protocol's place in tables and figures (unknown names last)."""
-    return NAMES.index(name) if name in NAMES else len(NAMES)
+    return ALL_NAMES.index(name) if name in ALL_NAMES else len(ALL_NAMES)
 
 
 def label(name: str) -> str:

@@ -29,22 +29,28 @@ RECORD_TIMEOUT_S = 120.0
 HAR_FILE = "recorded.har"  # beside archive.json: the recording as it was made (HAR 1.2 with bodies)
 
 
-def parse_serve(items: list[str] | None, option: str = "--serve") -> list[tuple[str, Path]]:
-    """--serve HOST=DIR items (pure): host names of the reserved .test domain (or any name a testbed can
-    hold), each folder existing."""
-    out = []
+def parse_serve(items: list[str] | None, option: str = "--serve", protocols_allowed: bool = True
+                ) -> list[tuple[str, Path, str]]:
+    """--serve HOST=DIR or HOST@PROTO=DIR items (pure) -> (host, folder, protocol or ''): host names of
+    the reserved .test domain (or any name a testbed can hold), each folder existing; PROTO (h3, h2,
+    h1): the host's server offers that protocol alone, as a site that speaks one would."""
+    from . import protocols
+    out: list[tuple[str, Path, str]] = []
     for item in items or []:
-        host, sep, folder = str(item).partition("=")
-        host = host.strip().lower()
+        spec, sep, folder = str(item).partition("=")
+        host, at, proto = spec.strip().lower().partition("@")
         if not sep or not re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+", host):
-            raise UsageError(f"{option}: '{item}' is not HOST=DIR (a host name with a dot, then a folder: "
-                             "docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html)")
+            raise UsageError(f"{option}: '{item}' is not HOST=DIR or HOST@PROTO=DIR (a host name with a dot, then a "
+                             "folder: docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html)")
+        if at and (proto not in protocols.NAMES or not protocols_allowed):
+            raise UsageError(f"{option}: '{item}': " + (f"'{proto}' is not one of {', '.join(protocols.NAMES)}"
+                             if protocols_allowed else "a served host's own protocol (@PROTO) is for plt-bench record"))
         path = Path(folder.strip()).expanduser()
         if not path.is_dir():
             raise UsageError(f"{option}: '{item}': {path} is not a folder")
-        if host in [h for h, _ in out]:
+        if host in [h for h, *_ in out]:
             raise UsageError(f"{option}: host {host} given twice")
-        out.append((host, path))
+        out.append((host, path, proto))
     return out
 
 
@@ -58,10 +64,10 @@ def names_for(name: str, urls: list[str]) -> list[str]:
     return names
 
 
-def check_urls(urls: list[str], serve: list[tuple[str, Path]]) -> list[str]:
+def check_urls(urls: list[str], serve: list[tuple[str, Path, str]]) -> list[str]:
     """Every URL https, and with --serve on one of the served hosts."""
     from urllib.parse import urlsplit
-    hosts = {h for h, _ in serve}
+    hosts = {h for h, *_ in serve}
     for u in urls:
         try:
             parts = urlsplit(u)
@@ -74,11 +80,16 @@ def check_urls(urls: list[str], serve: list[tuple[str, Path]]) -> list[str]:
     return urls
 
 
-def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path]], sites: Path, proto: str = "h2",
-                  conditions=None, index: int | None = None, note=print) -> list[tuple]:
-    """Record each URL from the folders served as they are in a testbed; returns [(Archive, notes)]."""
+def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path, str]], sites: Path,
+                  proto: str = "h2", conditions=None, index: int | None = None, note=print) -> list[tuple]:
+    """Record each URL from the folders served as they are in a testbed; returns [(Archive, notes)].
+    Every host over proto; where some host has a protocol of its own (HOST@h1=DIR), each host over
+    its own (the others over proto), the browser as in an as-recorded replay (protocols.AS_RECORDED)."""
+    from . import protocols
     from .capture import Settings
     from .testbed import Testbed
+    if any(p for *_, p in serve):
+        serve, proto = [(h, d, p or proto) for h, d, p in serve], protocols.AS_RECORDED.name
     done = []
     spool = Path(tempfile.mkdtemp(prefix="plt-bench-record-"))
     try:

@@ -69,6 +69,7 @@ class WorkerAnswer(TypedDict, total=False):
     prelaunched: bool           # the browser was started before the request, during the previous trial's
     #                             bookkeeping (browser_worker: prepare); launch_s is that start's
     gate: dict                  # the idle gate between the launch and the navigation (cpu.wait_idle), when asked
+    visual: dict                # the load's visual progress (plt_bench.visual.metrics) or {"error"}, when asked
 
 
 class PaintFigures(TypedDict, total=False):
@@ -147,7 +148,8 @@ class Trial:
     campaign_id: int = doc("the campaign it belongs to")
     seq: int = doc("order within the campaign, from 0: the order it ran in")
     run_index: int = doc("repetition of this cell, from 0")
-    proto: str = doc("h3 | h2 | h1: the HTTP version asked for (plt_bench.protocols; stores before schema 13 said quic and tcp)")
+    proto: str = doc("h3 | h2 | h1: the HTTP version asked for, or as-recorded: a recording's origins each over the "
+                     "one it spoke (plt_bench.protocols; stores before schema 13 said quic and tcp)")
     size_bytes: int = doc("every body of the page: the HTML and all its objects")
     page: str = doc("what was loaded: 5KB (one HTML file), 200x5KB (an HTML page with 200 images of 5 KB), "
                     "bulk30s (a page that downloads for 30 s; bulk30s_100ms: counted per 100 ms) or "
@@ -254,7 +256,15 @@ class Trial:
                                  "Chromium's own /favicon.ico aside); NULL for other pages (and before schema 16)",
                                  None)
     replay_json: str | None = doc("a replayed recording's evidence (JSON): responses served, proven by both ends, "
-                                  "matched by query, unseen by the top document, the unrecorded URLs", None)
+                                  "matched by query, unseen by the top document, the unrecorded URLs; as-recorded: "
+                                  "the responses served per protocol (protocols)", None)
+    first_visual_change_ms: float | None = doc("the first frame that showed anything of the page, from startTime "
+                                               "(capture kind visual: plt_bench.visual; NULL without it and before "
+                                               "schema 17)", None)
+    speed_index_ms: float | None = doc("SpeedIndex: the integral of (1 - visual progress) up to visually complete, in ms "
+                                       "(capture kind visual)", None)
+    visually_complete_ms: float | None = doc("the first frame from which the page looked as it ends, from startTime "
+                                             "(capture kind visual)", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 
@@ -445,6 +455,7 @@ METRICS = {m.name: m for m in (
     Metric("fcp", "fcp_ms", "first contentful paint", "First contentful paint"),
     Metric("lcp", "lcp_ms", "largest contentful paint", "Largest contentful paint"),
     Metric("ttfb", "ttfb_ms", "time to first byte (responseStart)", "Time to first byte"),
+    Metric("si", "speed_index_ms", "SpeedIndex (capture kind visual)", "SpeedIndex"),
 )}
 DEFAULT_METRIC = "plt"
 

@@ -194,7 +194,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         name = (answer.get("nav") or {}).get("name") or url
         status, reason, objects_ok, evidence = judge_archive(
             cell.proto, {o.host for o in a.origins}, served_bytes(a, DEFAULT_SITES, url_host(name), url_path(name)),
-            answer, server_entries or [])
+            answer, server_entries or [], spoke={o.host: o.protocol for o in a.origins})
         replayed = {"unrecorded": len(evidence["unrecorded"]), "replay_json": json.dumps(evidence)}
         page_entries = [e for e in page_entries or [] if e.get("host") == url_host(url)]
     elif page.url:  # served as it is: proven as a replay is, whatever it asks for
@@ -235,6 +235,9 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
     t = timings(nav) if nav and not is_error_page(answer) else {}
     t.update(paint_fields(answer.get("paint"), bool(t)))
     t.update(visit_fields(page, answer, server_entries))
+    shown = answer.get("visual") or {}
+    if t and not shown.get("error"):  # the screencast's figures (capture kind visual) of a loaded page
+        t.update({k: shown.get(k) for k in ("first_visual_change_ms", "speed_index_ms", "visually_complete_ms")})
     per_origin = connections_per_origin(server_entries)
     srv = page_entries[0] if page_entries and len(page_entries) == 1 else {}
     resources = answer.get("resources")

@@ -103,24 +103,31 @@ def make_certificate(folder: Path, origins: list[tuple[str, str]], days: int = 3
 @dataclasses.dataclass(frozen=True)
 class Static:
     """A folder served as it is, as a plain static web server would (the pages a recording is made
-    of: plt-bench record --serve HOST=DIR), under host names of its own on addresses of its own."""
+    of: plt-bench record --serve HOST=DIR), under host names of its own on addresses of its own,
+    each over every protocol or the one given for it (HOST@h1=DIR: a server that offers it alone)."""
     folder: Path
     origins: list[tuple[str, str]]  # (host, address): the first is the page's
+    protocols: tuple[tuple[str, str], ...] = ()  # (host, protocol) of the hosts that speak one alone
 
     def block(self, cert: Path, key: Path, access_log: Path) -> str:
-        """Its Caddyfile site (pure): any origin may read it (a page's script fetches across them) and
-        see its Resource Timing (the trial's proof needs a cross-origin response's protocol; the
-        replay adds the same header)."""
+        """Its Caddyfile sites (pure), one per origin (each its own listener, for its protocol): any
+        origin may read it (a page's script fetches across them) and see its Resource Timing (the
+        trial's proof needs a cross-origin response's protocol; the replay adds the same header)."""
         for h, ip in self.origins:
             if not re.fullmatch(r"[a-z0-9.-]+", h) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
                 raise ServerError(f"static origin {h} at {ip}: not a host name and an address the Caddyfile can hold")
         if re.search(r"[\s{}\"]", str(self.folder)):
             raise ServerError(f"static folder {self.folder}: a space, brace or quote, which the Caddyfile cannot hold")
-        return (f"\n{', '.join(f'https://{h}:443' for h, _ in self.origins)} {{\n"
-                f"\tbind {' '.join(dict.fromkeys(ip for _, ip in self.origins))}\n\ttls {cert} {key}\n"
-                f"\troot * {self.folder}\n\theader Access-Control-Allow-Origin *\n\theader Timing-Allow-Origin *\n"
-                f"\tfile_server\n"
-                f"\tlog {{\n\t\toutput file {access_log}\n\t\tformat json\n\t}}\n}}\n")
+        return "".join(f"\nhttps://{h}:443 {{\n\tbind {ip}\n\ttls {cert} {key}\n"
+                       f"\troot * {self.folder}\n\theader Access-Control-Allow-Origin *\n\theader Timing-Allow-Origin *\n"
+                       f"\tfile_server\n"
+                       f"\tlog {{\n\t\toutput file {access_log}\n\t\tformat json\n\t}}\n}}\n" for h, ip in self.origins)
+
+    @property
+    def listeners(self) -> list[tuple[str, str]]:
+        """(address, protocol) of the origins that speak one alone."""
+        own = dict(self.protocols)
+        return [(ip, own[h]) for h, ip in self.origins if own.get(h)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,12 +135,20 @@ class Replay:
     """Recordings a testbed's Caddy replays (plt_bench.archive), through plt_bench.replayd."""
     sites: Path
     names: tuple[str, ...]
-    origins: list[tuple[str, str]]   # every recorded host and the address it is served on
+    origins: list[tuple[str, str]]   # every recorded host and the address it is served on (every protocol)
     deterministic: bool = True
+    # (host, address, protocol): each host again on an address of its own that offers only the
+    # protocol it spoke when recorded (--proto as-recorded), for the hosts whose recording says
+    own: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def addresses(self) -> list[str]:
         return list(dict.fromkeys(ip for _, ip in self.origins))
+
+    @property
+    def listeners(self) -> list[tuple[str, str]]:
+        """(address, protocol) of the as-recorded addresses."""
+        return [(ip, p) for _, ip, p in self.own]
 
 
 def replay_block(addresses: list[str], port: int, cert: Path, key: Path, access_log: Path) -> str:
@@ -144,10 +159,26 @@ def replay_block(addresses: list[str], port: int, cert: Path, key: Path, access_
             f"\tlog {{\n\t\toutput file {access_log}\n\t\tformat json\n\t}}\n}}\n")
 
 
+def listener_options(listeners: list[tuple[str, str]]) -> str:
+    """The global options that make each listener ((address, protocol)) offer one protocol alone
+    (pure): Caddy's per-listener 'servers ADDRESS:443 { protocols ... }'; the browser's ALPN then
+    gets h2 where h2 is the most, http/1.1 where h1 is, and only an h3 listener has UDP and Alt-Svc."""
+    from . import protocols
+    out = []
+    for ip, proto in listeners:
+        if not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
+            raise ServerError(f"listener {ip}: not an address the Caddyfile can hold")
+        out.append(f"\tservers {ip}:443 {{\n\t\tprotocols {protocols.get(proto).caddy}\n\t}}\n")
+    return "".join(out)
+
+
 def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, key: Path, sites: Path,
-                  access_log: Path, replay: tuple[list[str], int] | None = None) -> str:
+                  access_log: Path, replay: tuple[list[str], int] | None = None,
+                  listeners: list[tuple[str, str]] = (), own: list[str] = ()) -> str:
     """The Caddyfile for every origin ((host, address) pairs): one site, bound to their addresses;
-    replay: (addresses, replayd's port), a second site for the recordings replayed there."""
+    replay: (addresses, replayd's port), a second site for the recordings replayed there, and one
+    more per address of own (the as-recorded addresses); listeners: (address, protocol), the
+    addresses that offer one protocol alone (listener_options)."""
     for host, ip in origins:
         if not re.fullmatch(r"[a-z0-9.-]+", host) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
             raise ServerError(f"origin {host} at {ip}: not a host name and an address the Caddyfile can hold")
@@ -157,11 +188,12 @@ def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, 
     addresses = ", ".join(f"https://{h}:443" for h, _ in origins)
     bind = " ".join(dict.fromkeys(ip for _, ip in origins))
     text = string.Template(template).substitute(addresses=addresses, bind=bind, cert=cert, key=key, sites=sites,
-                                                access_log=access_log)
+                                                access_log=access_log, listeners=listener_options(list(listeners)))
     if replay:
-        if not all(re.fullmatch(r"[0-9a-fA-F.:]+", ip) for ip in replay[0]):
-            raise ServerError(f"replay addresses {replay[0]}: not addresses the Caddyfile can hold")
+        if not all(re.fullmatch(r"[0-9a-fA-F.:]+", ip) for ip in [*replay[0], *own]):
+            raise ServerError(f"replay addresses {replay[0] + list(own)}: not addresses the Caddyfile can hold")
         text += replay_block(replay[0], int(replay[1]), cert, key, access_log)
+        text += "".join(replay_block([ip], int(replay[1]), cert, key, access_log) for ip in own)
     return text
 
 
@@ -249,8 +281,16 @@ class Server:
 
     @property
     def all_origins(self) -> list[tuple[str, str]]:
-        """Every (host, address) it answers for: the generated pages' origins, replayed ones, static ones."""
-        return self.origins + (self.replay.origins if self.replay else []) + [o for x in self.statics for o in x.origins]
+        """Every (host, address) it answers for: the generated pages' origins, replayed ones (as-recorded
+        too), static ones."""
+        own = [(h, ip) for h, ip, _ in self.replay.own] if self.replay else []
+        return (self.origins + (self.replay.origins if self.replay else []) + own
+                + [o for x in self.statics for o in x.origins])
+
+    @property
+    def listeners(self) -> list[tuple[str, str]]:
+        """(address, protocol) of the addresses that offer one protocol alone (the rest offer all)."""
+        return (self.replay.listeners if self.replay else []) + [x for s in self.statics for x in s.listeners]
 
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
         self.cert = make_certificate(self.run_dir, self.all_origins)
@@ -258,7 +298,8 @@ class Server:
         self.config_path.write_text(render_config(
             TEMPLATE.read_text(), origins=self.origins, cert=self.cert.cert, key=self.cert.key,
             sites=self.sites.resolve(), access_log=self.access_log,
-            replay=(self.replay.addresses, port) if self.replay else None)
+            replay=(self.replay.addresses, port) if self.replay else None, listeners=self.listeners,
+            own=[ip for ip, _ in self.replay.listeners] if self.replay else [])
             + "".join(x.block(self.cert.cert, self.cert.key, self.access_log) for x in self.statics))
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
                "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config"),
@@ -301,7 +342,9 @@ class Server:
     def _listening(self) -> bool:
         tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
         udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
-        return all(f"{ip}:443 " in tcp and f"{ip}:443 " in udp for ip in {ip for _, ip in self.all_origins})
+        tcp_only = {ip for ip, p in self.listeners if p != "h3"}  # only an h3 listener has UDP
+        return all(f"{ip}:443 " in tcp and (ip in tcp_only or f"{ip}:443 " in udp)
+                   for ip in {ip for _, ip in self.all_origins})
 
     def log_tail(self, n: int = 3) -> str:
         try:

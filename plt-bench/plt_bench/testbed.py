@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
-from . import cmd, drivers, link as link_mod
+from . import cmd, drivers, link as link_mod, protocols
 from .browser import PREFS, BrowserWorker, chromium_args
 from .capture import FILENAMES, Settings, chromium_capture_args
 from .conditions import Conditions
@@ -38,7 +38,9 @@ class Testbed:
                  serve: Sequence[tuple[str, Path]] = ()):
         self.sites = Sites(sites_dir)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
-        self.serve = list(serve)  # (host, folder): folders served as they are, to record from (plt-bench record)
+        # (host, folder, protocol): folders served as they are, to record from (plt-bench record), each host over
+        # every protocol ('') or the one given alone (record --serve HOST@h1=DIR)
+        self.serve = [(x[0], x[1], x[2] if len(x) > 2 else "") for x in serve]
         self.record_bodies = False  # HARs keep every body (a recording: plt_bench.record)
         self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.drivers)
         self.browser: drivers.Browser | None = None
@@ -93,7 +95,8 @@ class Testbed:
             self._stack.callback(shutil.rmtree, self.qlog_spool, True)
             env["QLOGDIR"] = str(self.qlog_spool)
         replay, statics = self.replay_config(), self.static_config()
-        extra = [ip for _, ip in (replay.origins if replay else [])] + [ip for x in statics for _, ip in x.origins]
+        extra = ([ip for _, ip in (replay.origins if replay else [])] + [ip for _, ip, _ in (replay.own if replay else ())]
+                 + [ip for x in statics for _, ip in x.origins])
         for ns, argv in self.plan.address_commands(extra):  # only a testbed that replays or serves folders has them
             cmd.run(argv, ns=ns)
         self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
@@ -124,7 +127,10 @@ class Testbed:
         if len(hosts) > len(addresses):
             raise UsageError(f"--size: the recordings {', '.join(self.replays)} have {len(hosts)} origins together; a "
                              f"testbed replays at most {len(addresses)} at once (run them in separate campaigns)")
-        return Replay(self.sites.root, self.replays, list(zip(hosts, addresses)))
+        spoke = {o.host: o.protocol for n in self.replays for o in archive.load(n, self.sites.root).origins}
+        own = tuple((h, ip, spoke[h]) for h, ip in zip(hosts, self.plan.as_recorded_addresses)
+                    if spoke.get(h) in protocols.NAMES)  # as-recorded: hosts whose recording says
+        return Replay(self.sites.root, self.replays, list(zip(hosts, addresses)), own=own)
 
     def static_config(self):
         """The folders served as they are, one site per folder, each host on its own address."""
@@ -134,22 +140,33 @@ class Testbed:
         if len(self.serve) > len(addresses):
             raise UsageError(f"--serve: {len(self.serve)} hosts; a testbed serves at most {len(addresses)}")
         folders: dict[Path, list[tuple[str, str]]] = {}
-        for (host, folder), ip in zip(self.serve, addresses):
+        for (host, folder, _), ip in zip(self.serve, addresses):
             folders.setdefault(Path(folder).resolve(), []).append((host, ip))
-        return [Static(f, o) for f, o in folders.items()]
+        spoke = tuple((h, p) for h, _, p in self.serve if p)
+        return [Static(f, o, tuple((h, p) for h, p in spoke if h in {x for x, _ in o})) for f, o in folders.items()]
 
-    def origins_for(self, page: str) -> list[tuple[str, str]]:
+    def origins_for(self, page: str, proto: str = "h3") -> list[tuple[str, str]]:
         """The (host, address) pairs a load's browser resolves and forces its protocol on: the
         generated pages' origins and the replayed recordings' hosts; where a recording holds a host
         the generated pages have too (a recording of plt-bench's own page), the load of a recording
-        resolves it to the replay's address, any other load to the generated pages'."""
+        resolves it to the replay's address, any other load to the generated pages'. As recorded
+        (protocols.AS_RECORDED), a recording's hosts resolve to the addresses that offer each its own."""
         # the server's own origins are the plan's (here as on two machines, whose RemoteServer has no more)
         generated = self.plan.origins + [o for x in getattr(self.server, "statics", ()) for o in x.origins]
         replay = getattr(self.server, "replay", None)
         replayed = replay.origins if replay else []
+        if replay and protocols.get(proto).per_origin:
+            replayed = [(h, ip) for h, ip, _ in replay.own]
         first, then = (replayed, generated) if page.startswith(ARCHIVED) else (generated, replayed)
         hosts = {h for h, _ in first}
         return first + [(h, ip) for h, ip in then if h not in hosts]
+
+    def spoke(self) -> dict[str, str]:
+        """Each host that speaks one protocol alone -> that protocol (a recording's as recorded, a served
+        folder's as given); the browser is forced to QUIC on the h3 ones under as-recorded."""
+        replay = getattr(self.server, "replay", None)
+        return {**{h: p for h, _, p in (replay.own if replay else ())},
+                **{h: p for x in getattr(self.server, "statics", ()) for h, p in x.protocols}}
 
     def detach(self) -> None:
         """Leave everything up (plt-bench up): forget the cleanups, hand the testbed over to `down`."""
@@ -232,11 +249,13 @@ class Testbed:
         extra = ("--enable-net-benchmarking",) if repeat else ()
         if repeat and netlog.name != FILENAMES["netlog"]:
             extra += (f"--log-net-log={netlog}", "--net-log-capture-mode=Default")
-        args = chromium_args(proto, self.origins_for(page), self.server.cert.spki_sha256_b64, str(profile), extra)
+        args = chromium_args(proto, self.origins_for(page, proto), self.server.cert.spki_sha256_b64, str(profile), extra,
+                             spoke=self.spoke())
         if capture_dir is not None:
             args += chromium_capture_args(self.capture.kinds, capture_dir)
         req = {"url": self.url(page, tag), "profile_dir": str(profile), "prefs": PREFS,
-               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds}
+               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
+               "visual": "visual" in self.capture.kinds}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args):
             req["graceful_quit"] = True  # Chromium completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:

@@ -4,8 +4,9 @@ Every name carries one prefix, pb<N>, so two testbeds never collide and cleanup 
 what is ours. Addresses come from the benchmarking range 198.18.0.0/15 (RFC 2544):
 client 198.18.N.2, router 198.18.N.1 | 198.19.N.1, server 198.19.N.2, and the server's other
 origins (a many-origin page's: pages.origin_host) 198.19.N.11 to 198.19.N.25, one each, and a
-replayed recording's origins 198.19.N.64 to 198.19.N.95 (Plan.replay_addresses), and folders served
-as they are, 198.19.N.100 to 198.19.N.107 (Plan.static_addresses).
+replayed recording's origins 198.19.N.64 to 198.19.N.95 (Plan.replay_addresses) and again, each
+over the protocol it was recorded with alone, 198.19.N.160 to 198.19.N.191 (Plan.as_recorded_addresses),
+and folders served as they are, 198.19.N.100 to 198.19.N.107 (Plan.static_addresses).
 
 Nothing is changed in the root namespace: the veths are created directly inside the
 namespaces, and TCP congestion control is set per route (a namespace may not switch its
@@ -26,6 +27,7 @@ from .cpu import own_cpus
 from .errors import TopologyError, UsageError
 
 REPLAY_FIRST = 64  # the last octet of a replayed recording's first origin address
+AS_RECORDED_FIRST = 160  # ... and of its first origin's address over its recorded protocol alone
 STATIC_FIRST, STATIC_MAX = 100, 8  # the addresses of folders served as they are (record --serve)
 
 
@@ -126,6 +128,13 @@ class Plan:
         per recorded origin (archive.MAX_ORIGINS), apart from the generated pages' origins."""
         from .archive import MAX_ORIGINS
         return [f"198.19.{self.index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)]
+
+    @property
+    def as_recorded_addresses(self) -> list[str]:
+        """The addresses of a replayed recording's origins each over the protocol it was recorded with
+        alone (--proto as-recorded): 198.19.N.160 onwards."""
+        from .archive import MAX_ORIGINS
+        return [f"198.19.{self.index}.{AS_RECORDED_FIRST + k}" for k in range(MAX_ORIGINS)]
 
     def address_commands(self, addresses: list[str]) -> list[tuple[str | None, list[str]]]:
         """More addresses of the server's (origins): the generated pages' with the testbed, a replay's

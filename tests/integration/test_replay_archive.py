@@ -4,7 +4,9 @@ origin; npm packages unpacked by scripts/setup) recorded from its files served a
 replayed over h3, h2 and h1 with every served response proven at both ends; a recording whose
 script asks for what it does not hold (404 at once, counted, not a clean ok) and builds a URL from
 the time (found by its query); and a script that reaches for a host outside the testbed, which
-resolves nowhere there. Each behaviour once; the protocol is the axis of the first only."""
+resolves nowhere there. Each behaviour once; the protocol is the axis of the first only: recorded
+with its first party over h3 and its API's origin over h1 (each host's server offering that one
+alone), it replays over h3, h2, h1 and as recorded, each origin proven over its own protocol."""
 import json
 import shutil
 import sqlite3
@@ -42,27 +44,39 @@ def test_a_real_page_its_script_renders_is_recorded_and_replays_over_every_proto
     page = next(p for p in realpages.ready() if p.name == "swagger")
     before = system_state()
     name, results = "test-swagger", tmp_path / "r.sqlite"
-    serve = [x for h, d in page.serve for x in ("--serve", f"{h}={d}")]
+    spoke = {"docs.pkg.test": "h3", "api.pkg.test": "h1"}  # a first party on h3, a third party on h1
+    serve = [x for h, d in page.serve for x in ("--serve", f"{h}@{spoke[h]}={d}")]
     try:
         r = run_cli("record", page.url, "--name", name, *serve, "--testbed", "227", timeout=600)
         assert r.returncode == 0 and f"recorded {page.url} as {name}" in r.stderr + r.stdout, r.stdout + r.stderr
         recorded = json.loads((replay_root(SITES, name) / "archive.json").read_text())
-        assert {o["host"] for o in recorded["origins"]} == {"docs.pkg.test", "api.pkg.test"}
+        assert {o["host"]: o["protocol"] for o in recorded["origins"]} == spoke  # each as its server spoke
         har = json.loads((replay_root(SITES, name) / "recorded.har").read_text())  # kept beside, HAR 1.2 with bodies
         assert any(e["request"]["url"].endswith("petstore.json") and e["response"]["content"].get("text")
                    for e in har["log"]["entries"])
-        r = run_cli("run", "--size", f"har:{name}", "--proto", "all", "--runs", "1", "--bw", "10mbit", "--rtt", "20ms",
-                    "--verify", "off", "--testbed", "227", "--results", str(results), "--capture", "har", timeout=900)
+        r = run_cli("run", "--size", f"har:{name}", "--proto", "all,as-recorded", "--runs", "1", "--bw", "10mbit",
+                    "--rtt", "20ms", "--verify", "off", "--testbed", "227", "--results", str(results), "--capture",
+                    "har,visual", timeout=900)
         assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
         rows = _trials(results)
         ok = ok_slots(rows, lambda t: t["proto"])  # every failed attempt one the busy machine refused
-        assert r.returncode == (0 if ok == {"h1", "h2", "h3"} else 1) and ok, (r.returncode, ok)
-        if ok != {"h1", "h2", "h3"}:
+        every = {"h1", "h2", "h3", "as-recorded"}
+        assert r.returncode == (0 if ok == every else 1) and ok, (r.returncode, ok)
+        if ok != every:
             machine_refused_row(next(x for x in rows if x["status"] != "ok"))  # said in the summary
         for t in (x for x in rows if x["status"] == "ok"):
             evidence = json.loads(t["replay_json"])
             assert t["unrecorded"] == 0 and evidence["unrecorded"] == [] and evidence["proven"] >= 6, evidence
             assert set(json.loads(t["connections_json"])) == {"docs.pkg.test", "api.pkg.test"}  # both origins
+            # its visual progress from the screencast (capture kind visual): the page drawn by its script
+            assert 0 < t["first_visual_change_ms"] <= t["speed_index_ms"] <= t["visually_complete_ms"], t
+            if t["proto"] == "as-recorded":  # each origin's responses over its own protocol, seen so by the server
+                assert set(evidence["protocols"]) == {"h3", "h1"} and evidence["protocols"]["h1"] >= 1, evidence
+            else:
+                assert "protocols" not in evidence
+        assert "Visual progress:" in r.stdout and "SpeedIndex ms" in r.stdout
+        if "as-recorded" in ok:
+            assert "Replayed recordings:" in r.stdout and "h3 " in r.stdout.split("Replayed recordings:")[1]
         # the page asks validator.swagger.io (a site on the web) to check the document: inside the testbed
         # the name resolves nowhere, so nothing leaves it; the server never saw it either
         db = sqlite3.connect(results)

@@ -246,14 +246,44 @@ def test_a_replayed_trial_proves_every_served_response_at_both_ends_and_counts_w
     assert status == "failed" and "not the replay" in reason
 
 
+def test_as_recorded_each_origin_is_proven_over_its_own_recorded_protocol():
+    from plt_bench.browser import judge_archive
+    spoke = {"www.rec.test": "h3", "api.rec.test": "h1"}
+    load = {"nav": _nav(proto="h3"), "resources": [_res("https://www.rec.test/app.js", proto="h3"),
+                                                   _res("https://api.rec.test/d.json", proto="http/1.1", size=50)]}
+    served = [_log("www.rec.test", "/", proto="HTTP/3.0", size=400), _log("www.rec.test", "/app.js", proto="HTTP/3.0"),
+              _log("api.rec.test", "/d.json", proto="HTTP/1.1", size=50)]
+    status, reason, objects, ev = judge_archive("as-recorded", HOSTS, 900, load, served, spoke=spoke)
+    assert (status, reason, objects) == ("ok", None, 2) and ev["protocols"] == {"h3": 2, "h1": 1}
+    late = {**load, "resources": load["resources"][:1]}  # the data's fetch ended after the figures were read
+    status, _, objects, ev = judge_archive("as-recorded", HOSTS, 900, late, served, spoke=spoke)
+    assert (status, objects, ev["protocols"], ev["unseen"]) == ("ok", 1, {"h3": 2, "h1": 1}, ["200 api.rec.test/d.json"])
+    # the third party over the first party's protocol is not as recorded, at either end
+    moved = [*served[:2], _log("api.rec.test", "/d.json", proto="HTTP/3.0", size=50)]
+    status, reason, _, _ = judge_archive("as-recorded", HOSTS, 900, load, moved, spoke=spoke)
+    assert status == "failed" and "api.rec.test/d.json: the server saw HTTP/3.0, expected HTTP/1.1" in reason
+    wrong = {**load, "resources": [load["resources"][0], _res("https://api.rec.test/d.json", proto="h3", size=50)]}
+    status, reason, _, _ = judge_archive("as-recorded", HOSTS, 900, wrong, served, spoke=spoke)
+    assert status == "failed" and "the browser's entry says 'h3', expected 'http/1.1'" in reason
+    # a host the recording does not say anything of
+    status, reason, _, _ = judge_archive("as-recorded", HOSTS, 900, load, served, spoke={"www.rec.test": "h3"})
+    assert status == "failed" and "no protocol recorded for api.rec.test" in reason
+    # one protocol for all: no mix in the evidence
+    assert "protocols" not in judge_archive("h3", HOSTS, 900, load, served[:2])[3]
+
+
 def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
     from plt_bench import pages, record
     (tmp_path / "d").mkdir()
-    assert record.parse_serve([f"Docs.pkg.test={tmp_path / 'd'}"]) == [("docs.pkg.test", tmp_path / "d")]
+    assert record.parse_serve([f"Docs.pkg.test={tmp_path / 'd'}"]) == [("docs.pkg.test", tmp_path / "d", "")]
+    assert record.parse_serve([f"api.pkg.test@H1={tmp_path / 'd'}"]) == [("api.pkg.test", tmp_path / "d", "h1")]
     for bad, message in [("docs.pkg.test", "not HOST=DIR"), ("nodot=/tmp", "not HOST=DIR"),
-                         (f"a.test={tmp_path / 'none'}", "is not a folder")]:
+                         (f"a.test={tmp_path / 'none'}", "is not a folder"),
+                         (f"a.test@h4={tmp_path / 'd'}", "'h4' is not one of h3, h2, h1")]:
         with pytest.raises(UsageError, match=message):
             record.parse_serve([bad])
+    with pytest.raises(UsageError, match="is for plt-bench record"):  # a campaign's folders speak every protocol
+        record.parse_serve([f"a.test@h1={tmp_path / 'd'}"], protocols_allowed=False)
     with pytest.raises(UsageError, match="given twice"):
         record.parse_serve([f"a.test={tmp_path / 'd'}", f"a.test={tmp_path / 'd'}"])
     assert record.names_for("page", ["https://a.test/"]) == ["page"]
@@ -302,6 +332,32 @@ def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(t
     spec = campaign.load("corpus")
     assert [x.label for x in spec.grid.pages] == ["har:a-page", "har:b-page"] and spec.grid.protos == ("h3", "h2", "h1")
     assert [(c.rate_down_bps, c.rtt_ms) for c in spec.grid.conditions] == [(10**7, 100)]
+
+
+def test_as_recorded_takes_recordings_that_say_what_each_origin_spoke(tmp_path, monkeypatch):
+    from plt_bench import campaign, conditions, pages, protocols
+    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))  # www over h3, cdn over h2, api over h1
+    archive.make(p, "mix", tmp_path / "sites")
+    assert protocols.parse("as-recorded,all") == ("as-recorded", "h3", "h2", "h1")
+    assert "all" not in protocols.GROUPS or "as-recorded" not in protocols.GROUPS["all"]  # a mix is asked for by name
+    spec = campaign.bare({"size": "har:mix", "proto": "as-recorded,h3"})
+    assert spec.grid.protos == ("as-recorded", "h3") and len(spec.grid.cells()) == 2
+    with pytest.raises(UsageError, match="--proto: as-recorded .* '5KB' is not a recording"):
+        campaign.bare({"size": "5KB,har:mix", "proto": "as-recorded"})
+    unsaid = recording()
+    for e in unsaid["log"]["entries"]:
+        if "api." in e["request"]["url"]:
+            e["response"]["httpVersion"] = ""
+    p.write_text(json.dumps(unsaid))
+    archive.make(p, "unsaid", tmp_path / "sites")
+    with pytest.raises(UsageError, match="does not say which protocol api.rec.test spoke"):
+        campaign.bare({"size": "har:unsaid", "proto": "as-recorded"})
+    with pytest.raises(ValueError, match="as-recorded is a recording's"):
+        conditions.Cell("as-recorded", pages.Page(5000), conditions.Conditions(None, None))
+    assert protocols.for_origin("as-recorded", "h1") is protocols.H1 and protocols.for_origin("h3", "h1") is protocols.H3
+    assert protocols.order("as-recorded") == 3 and protocols.label("as-recorded") == "as recorded"
 
 
 def test_a_recording_from_the_web_asks_the_browser_for_bodies_and_nothing_of_a_testbed(tmp_path):

@@ -60,6 +60,7 @@ CLI = [
     (["run", "--size", "har:no-such-set"], "--size: 'har:no-such-set': no page set no-such-set"),
     (["run", "--visit", "second"], "--visit: 'second'; expected one or more of first, repeat, repeat-warm"),
     (["run", "--metric", "speedindex"], "--metric"),
+    (["run", "--metric", "si"], "--metric: si (SpeedIndex) is measured from a screencast of each load"),
     (["report", "--metric", "onload"], "--metric"),
     (["pages", "--from-har", "/nonexistent.har", "x"], "--from-har: /nonexistent.har: No such file"),
     (["pages", "--from-har", "/etc/hostname"], "--from-har: expected a recording and a name"),

@@ -144,6 +144,12 @@ def test_chromium_flags_per_protocol():
     assert ("--host-resolver-rules=MAP plt.test 198.19.4.2, MAP plt-o1.test 198.19.4.11, MAP plt-o2.test "
             "198.19.4.12, MAP * ~NOTFOUND") in many
     assert "--origin-to-force-quic-on=plt.test:443,plt-o1.test:443,plt-o2.test:443" in many
+    # as recorded: QUIC forced on the h3 origins alone; HTTP/2 stays on (an h1 origin's server offers h1 alone)
+    mixed = browser.chromium_args("as-recorded", ORIGINS, "HASH=", "/p", spoke={"plt.test": "h3", "plt-o1.test": "h1"})
+    assert "--origin-to-force-quic-on=plt.test:443" in mixed and "--enable-quic" in mixed
+    assert "--disable-http2" not in mixed and "--disable-quic" not in mixed
+    none = browser.chromium_args("as-recorded", ORIGINS, "HASH=", "/p", spoke={"plt.test": "h2"})
+    assert "--disable-quic" in none and "--disable-http2" not in none
 
 
 NAV = {"startTime": 0, "domainLookupStart": 1, "domainLookupEnd": 1, "connectStart": 2, "secureConnectionStart": 3,
@@ -420,3 +426,17 @@ def test_replayed_recordings_get_their_own_addresses_and_a_site_that_passes_ever
     with pytest.raises(Exception, match="replay addresses"):
         server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path, key=tmp_path,
                              sites=tmp_path, access_log=tmp_path, replay=(["1.2.3.4 {"], 1))
+    # as recorded: each origin again on an address of its own, whose listener offers its protocol alone
+    assert p.as_recorded_addresses[0] == "198.19.4.160" and len(p.as_recorded_addresses) == 32
+    assert not set(p.as_recorded_addresses) & set(p.replay_addresses + p.static_addresses)
+    text = server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "c.pem",
+                                key=tmp_path / "k.pem", sites=tmp_path, access_log=tmp_path / "a.log",
+                                replay=(["198.19.4.64"], 40123), own=["198.19.4.160", "198.19.4.161"],
+                                listeners=[("198.19.4.160", "h3"), ("198.19.4.161", "h1")])
+    glob = text[:text.index("\n}\n")]
+    assert "\tservers 198.19.4.160:443 {\n\t\tprotocols h1 h2 h3\n\t}" in glob
+    assert "\tservers 198.19.4.161:443 {\n\t\tprotocols h1\n\t}" in glob
+    assert text.count("reverse_proxy 127.0.0.1:40123") == 3 and "bind 198.19.4.161\n" in text
+    assert server.listener_options([("198.19.4.162", "h2")]) == "\tservers 198.19.4.162:443 {\n\t\tprotocols h1 h2\n\t}\n"
+    with pytest.raises(ValueError):
+        server.listener_options([("198.19.4.162", "h4")])

@@ -230,3 +230,19 @@ def test_two_traces_of_one_name_are_two_cells_when_pooled():
     assert "trace:l@" in summary.tables(rows)[0][1]
     alone = rows[:3]
     assert stats.distinct_traces(alone) is alone
+
+
+def test_the_replay_table_shows_each_protocol_s_proven_responses_and_the_as_recorded_mix():
+    import json
+    ev = lambda proven, **kw: json.dumps({"proven": proven, "query_matched": [], **kw})  # noqa: E731
+    trials = [trial(seq=0, proto="h3", replay_json=ev(5), unrecorded=0),
+              trial(seq=1, proto="as-recorded", replay_json=ev(5, protocols={"h1": 1, "h3": 4}), unrecorded=0),
+              trial(seq=2, proto="as-recorded", replay_json=ev(5, protocols={"h3": 4, "h1": 1},
+                                                               query_matched=["a.test/x?y"]), unrecorded=1),
+              trial(seq=3, proto="as-recorded", status="failed", replay_json=ev(2, protocols={"h3": 2}), unrecorded=3),
+              trial(seq=4, proto="h1")]  # not a replay
+    trials = [replace(t, page="har:rec") for t in trials]
+    rows = stats.replay_table(trials)
+    assert [(r["proto"], r["ok"], r["n"], r["unrecorded"], r["query_matched"]) for r in rows] == [
+        ("h3", 1, 1, 0, 0), ("as-recorded", 2, 3, 4, 1)]
+    assert rows[0]["proven"] == {"h3": 5} and list(rows[1]["proven"].items()) == [("h3", 8), ("h1", 2)]

@@ -108,6 +108,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "reference": reference, "protos": ran, "ccs": ccs, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
+            "replays": stats.replay_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
@@ -220,6 +221,15 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                      *[[r["conditions"], r["page"], r["proto"], str(r["n"]), str(r["n_requests"]),
                         _f(r["connections"], "{:g}"), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])]
                        for r in rep["latency"]]]))
+    if rep.get("visitor") and any(r.get("speed_index_ms") is not None for r in rep["visitor"]):
+        out.append(("Visual progress", "medians per cell from the screencast of each load's frames (capture kind "
+                    "visual, plt_bench.visual): the first frame that showed anything, SpeedIndex (the mean time at "
+                    "which the page's pixels became what they end as) and visually complete (ms from the navigation's "
+                    "start)",
+                    [["link", "page", "protocol", "n", "first change ms", "SpeedIndex ms", "complete ms", "PLT ms"],
+                     *[[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["first_visual_change_ms"]),
+                        _f(r["speed_index_ms"]), _f(r["visually_complete_ms"]), _f(r["plt_ms"])]
+                       for r in rep["visitor"]]]))
     if rep.get("visitor"):
         out.append(("What a visitor sees", "medians per cell of the first byte, the first and the largest contentful "
                     "paint and the load event (ms from the navigation's start); LCP: what it was (img#hero: the page's "
@@ -246,6 +256,16 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         _f(None if r["resumed_share"] is None else 100 * r["resumed_share"], "{:.0f}%"),
                         r["zero_rtt"] or "-", _f(r["cached_objects"], "{:g}")]
                        for r in rep["visits"]]]))
+    if rep.get("replays"):
+        out.append(("Replayed recordings", "each recording served as recorded (plt_bench.archive); ok: trials ok of "
+                    "all attempts; unrecorded: requests the recording did not hold (404 at once), query: matched by "
+                    "the best query string; responses: proven at both ends, per protocol (as-recorded: served over each "
+                    "origin's own recorded protocol, seen so by the server and, where the page's Resource Timing has "
+                    "them, the browser: the mix)",
+                    [["link", "page", "protocol", "ok", "unrecorded", "query", "responses"],
+                     *[[r["conditions"], r["page"], r["proto"], f"{r['ok']}/{r['n']}", str(r["unrecorded"]),
+                        str(r["query_matched"]), " ".join(f"{p} {n}" for p, n in r["proven"].items()) or "-"]
+                       for r in rep["replays"]]]))
     if rep["establishment"]:
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
                     "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 (h1, h2) "

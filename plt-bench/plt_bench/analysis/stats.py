@@ -486,7 +486,8 @@ def establishment_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, None):
         c = t.conditions
         if (c.rtt_ms and not c.loss_pct and not c.jitter_ms and t.connect_ms is not None and t.ttfb_ms is not None
-                and (t.visit or "first") == "first"):  # a repeat visit's connection may resume (0-RTT)
+                and (t.visit or "first") == "first"  # a repeat visit's connection may resume (0-RTT)
+                and t.proto in protocols.NAMES):  # as recorded, the document's protocol is its origin's
             groups[(c.rtt_ms, t.proto)].append(t)
     rows = []
     for (rtt, proto), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], protocols.order(kv[0][1]))):
@@ -519,10 +520,39 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
                      "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "size_bytes": ts[0].size_bytes,
                      "objects": ts[0].objects, "origins": ts[0].origins or 1,
                      "ttfb_ms": med("ttfb_ms"), "fcp_ms": med("fcp_ms"), "lcp_ms": med("lcp_ms"), "plt_ms": med("plt_ms"),
+                     "first_visual_change_ms": med("first_visual_change_ms"), "speed_index_ms": med("speed_index_ms"),
+                     "visually_complete_ms": med("visually_complete_ms"),
                      "lcp_element": max(set(elements), key=elements.count) if elements else None,
                      "n_no_lcp": sum(t.lcp_ms is None for t in ts), "connections_per_origin": per_origin,
                      "connections": med("connections")})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["origins"], protocols.order(r["proto"]), r["cc"]))
+
+
+def replay_table(trials: list[Trial]) -> list[dict]:
+    """Per (conditions, page, protocol) of replayed recordings (trials with replay evidence): trials
+    ok of all, the requests the recording did not hold and those matched by query (all attempts),
+    and the responses per protocol over the ok trials: one protocol's, those proven at both ends;
+    as recorded, those served over each origin's own protocol, the mix (browser.judge_archive)."""
+    import json
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in trials:
+        if t.replay_json and not t.warmup:
+            groups[(t.label, t.page, t.proto)].append(t)
+    rows = []
+    for (cond, page, proto), ts in groups.items():
+        proven: dict[str, int] = {}
+        for t in ts:
+            ev = json.loads(t.replay_json)
+            if t.ok:
+                for p, n in (ev["protocols"] if "protocols" in ev else {proto: ev.get("proven", 0)}).items():
+                    proven[p] = proven.get(p, 0) + n
+        rows.append({"conditions": cond, "page": page, "proto": proto, "n": len(ts), "ok": sum(t.ok for t in ts),
+                     "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
+                     "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
+                     "unrecorded": sum(t.unrecorded or 0 for t in ts),
+                     "query_matched": sum(len(json.loads(t.replay_json).get("query_matched") or []) for t in ts),
+                     "proven": dict(sorted(proven.items(), key=lambda kv: protocols.order(kv[0])))})
+    return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["page"], protocols.order(r["proto"])))
 
 
 def visits_table(trials: list[Trial]) -> list[dict]:
