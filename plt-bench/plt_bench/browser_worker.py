@@ -397,11 +397,16 @@ class Screencast:
         self.error: str | None = None
         self.ws = None
         try:
-            import urllib.request
+            import http.client
             import websocket
             address = driver.capabilities["goog:chromeOptions"]["debuggerAddress"]  # the namespace's loopback
-            with urllib.request.urlopen(f"http://{address}/json/list", timeout=5) as r:
-                targets = json.load(r)
+            host, _, port = address.rpartition(":")
+            conn = http.client.HTTPConnection(host, int(port), timeout=5)  # DevTools' list of its targets
+            try:
+                conn.request("GET", "/json/list")
+                targets = json.loads(conn.getresponse().read())
+            finally:
+                conn.close()
             page = next(t for t in targets if t.get("type") == "page")
             self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=5, suppress_origin=True)
             self._send(1, "Page.enable")
