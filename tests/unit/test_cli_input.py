@@ -225,7 +225,7 @@ CAMPAIGN_FILES = [
     ("protos = ['h3', 'spdy']\n", "c.toml: protos: unknown protocol 'spdy'"),
     ("warmup = 3\nruns = 2\n", "c.toml: warmup = 3 with runs 2: every run would be a warm-up"),
     (b"name = 'caf\xe9'\n", "not UTF-8 text"),
-    ("metric = 'si'\n", "c.toml: metric: 'si'; expected one of plt, fcp, lcp, ttfb"),
+    ("metric = 'tti'\n", "c.toml: metric: 'tti'; expected one of plt, fcp, lcp, ttfb, si"),
     ("visit = ['again']\n", "c.toml: visit: 'again'; expected one or more of first, repeat, repeat-warm"),
     ("[link]\ntrace_down = 5\n", "c.toml: trace_down = 5; expected a string or a list of strings"),
     ("[link]\ntrace_down = 'no-such-trace.txt'\n", "c.toml: trace_down: "),  # relative to the file's folder
