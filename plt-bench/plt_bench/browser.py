@@ -61,7 +61,8 @@ def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, pro
         *extra,
     ]
     if protocol.per_origin:
-        quic = [f"{h}:443" for h, _ in origins if (spoke or {}).get(h) == "h3"]
+        quic = [f"{h}:443" for h, _ in origins if (spoke or {}).get(h) in protocols.NAMES
+                and protocols.get(spoke[h]).transport == "QUIC"]
         return args + (protocols.H3.chromium_flags(quic) if quic else ["--disable-quic"])
     return args + protocol.chromium_flags([f"{h}:443" for h, _ in origins])
 

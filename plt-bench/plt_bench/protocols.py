@@ -47,6 +47,11 @@ class Protocol:
         return list(self.chromium_off)
 
     @property
+    def over_udp(self) -> bool:
+        """A server offering it listens on UDP too (its list has HTTP/3)."""
+        return "h3" in self.caddy.split()
+
+    @property
     def per_origin(self) -> bool:
         """Each origin over its own protocol (as-recorded), not one for all."""
         return self.transport == "per origin"

@@ -342,7 +342,8 @@ class Server:
     def _listening(self) -> bool:
         tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
         udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
-        tcp_only = {ip for ip, p in self.listeners if p != "h3"}  # only an h3 listener has UDP
+        from . import protocols
+        tcp_only = {ip for ip, p in self.listeners if not protocols.get(p).over_udp}  # only an h3 listener has UDP
         return all(f"{ip}:443 " in tcp and (ip in tcp_only or f"{ip}:443 " in udp)
                    for ip in {ip for _, ip in self.all_origins})
 
