@@ -60,11 +60,19 @@ def major(version: str) -> int:
     return int(version.split(".")[0])
 
 
+# How long `BINARY --version` may take. 30 s was too short inside the netem VM (software emulation,
+# the 200 MB binary read cold over 9p while the host was busy): a first probe timed out there.
+VERSION_TIMEOUT_S = 120
+
+
 def _version_of(path: str, what: str) -> tuple[str, str]:
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S)
         return parse_version(out.stdout or out.stderr)
-    except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{what}: {path} did not answer --version within {VERSION_TIMEOUT_S} s (a machine this slow "
+                         "cannot measure page loads); expected the path of a Chromium or Google Chrome binary") from None
+    except (OSError, ValueError) as e:
         raise UsageError(f"{what}: {path} does not run as a Chromium-based browser ({e}); expected the path of "
                          "a Chromium or Google Chrome binary") from None
 
