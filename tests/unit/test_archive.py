@@ -249,8 +249,8 @@ def test_a_replayed_trial_proves_every_served_response_at_both_ends_and_counts_w
 def test_as_recorded_each_origin_is_proven_over_its_own_recorded_protocol():
     from plt_bench.browser import judge_archive
     spoke = {"www.rec.test": "h3", "api.rec.test": "h1"}
-    load = {"nav": _nav(proto="h3"), "resources": [_res("https://www.rec.test/app.js", proto="h3"),
-                                                   _res("https://api.rec.test/d.json", proto="http/1.1", size=50)]}
+    load = {"nav": _nav(proto="h3"), "resources": [_res(url("www", "/app.js"), proto="h3"),
+                                                   _res(url("api", "/d.json"), proto="http/1.1", size=50)]}
     served = [_log("www.rec.test", "/", proto="HTTP/3.0", size=400), _log("www.rec.test", "/app.js", proto="HTTP/3.0"),
               _log("api.rec.test", "/d.json", proto="HTTP/1.1", size=50)]
     status, reason, objects, ev = judge_archive("as-recorded", HOSTS, 900, load, served, spoke=spoke)
@@ -262,7 +262,7 @@ def test_as_recorded_each_origin_is_proven_over_its_own_recorded_protocol():
     moved = [*served[:2], _log("api.rec.test", "/d.json", proto="HTTP/3.0", size=50)]
     status, reason, _, _ = judge_archive("as-recorded", HOSTS, 900, load, moved, spoke=spoke)
     assert status == "failed" and "api.rec.test/d.json: the server saw HTTP/3.0, expected HTTP/1.1" in reason
-    wrong = {**load, "resources": [load["resources"][0], _res("https://api.rec.test/d.json", proto="h3", size=50)]}
+    wrong = {**load, "resources": [load["resources"][0], _res(url("api", "/d.json"), proto="h3", size=50)]}
     status, reason, _, _ = judge_archive("as-recorded", HOSTS, 900, wrong, served, spoke=spoke)
     assert status == "failed" and "the browser's entry says 'h3', expected 'http/1.1'" in reason
     # a host the recording does not say anything of
