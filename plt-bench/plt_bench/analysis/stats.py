@@ -541,8 +541,8 @@ def replay_table(trials: list[Trial]) -> list[dict]:
     rows = []
     for (cond, page, proto), ts in groups.items():
         proven: dict[str, int] = {}
-        for t in ts:
-            ev = json.loads(t.replay_json)
+        evidence = [(t, json.loads(t.replay_json)) for t in ts]  # each trial's read once
+        for t, ev in evidence:
             if t.ok:
                 for p, n in (ev["protocols"] if "protocols" in ev else {proto: ev.get("proven", 0)}).items():
                     proven[p] = proven.get(p, 0) + n
@@ -550,7 +550,7 @@ def replay_table(trials: list[Trial]) -> list[dict]:
                      "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
                      "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
                      "unrecorded": sum(t.unrecorded or 0 for t in ts),
-                     "query_matched": sum(len(json.loads(t.replay_json).get("query_matched") or []) for t in ts),
+                     "query_matched": sum(len(ev.get("query_matched") or []) for _, ev in evidence),
                      "proven": dict(sorted(proven.items(), key=lambda kv: protocols.order(kv[0])))})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["page"], protocols.order(r["proto"])))
 
