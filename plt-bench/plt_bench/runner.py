@@ -88,7 +88,8 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
     if not before or not after:
         return after
     out = {"cpu_s": round(after.get("cpu_s", 0) - before.get("cpu_s", 0), 6),
-           "enobufs": after.get("enobufs", 0) - before.get("enobufs", 0), "dirs": {}}
+           "enobufs": after.get("enobufs", 0) - before.get("enobufs", 0),
+           "cpu_dma_latency_us": after.get("cpu_dma_latency_us"), "dirs": {}}
     for name, a in after.get("dirs", {}).items():
         b = before.get("dirs", {}).get(name, {})
         d = {k: a[k] - b.get(k, 0) for k in ("packets", "bytes", "dropped", "released", "reordered", "early") if k in a}

@@ -7,6 +7,7 @@ import math
 import os
 import signal
 import statistics
+import struct
 import threading
 import time
 
@@ -72,6 +73,13 @@ def test_read_back_is_exactly_what_was_asked(bed, cond):
         dirs = bed.link.snapshot()["dirs"]
         assert dirs["down"]["delay_us"] == dirs["up"]["delay_us"] == round(cond.delay_ms * 1000)
         assert dirs["down"]["jitter_us"] == round(cond.jitter_ms * 1000)
+        # while it runs, linkem holds the kernel's PM QoS request that idle CPUs wake at once (its own
+        # descriptor on /dev/cpu_dma_latency, and the kernel's aggregate bound), and says so
+        fds = f"/proc/{bed.link.proc.pid}/fd"
+        assert "/dev/cpu_dma_latency" in {os.readlink(f"{fds}/{fd}") for fd in os.listdir(fds)}
+        with open("/dev/cpu_dma_latency", "rb") as f:
+            assert struct.unpack("i", f.read(4)) == (0,)
+        assert bed.link.snapshot()["cpu_dma_latency_us"] == 0
 
 
 def test_rtt_50ms_against_the_machines_own_timing(bed, path):

@@ -147,6 +147,7 @@ def test_linkem_argv_carries_every_condition(tmp_path):
                     "up:queue=1,delay_us=50000,jitter_us=10000,dist=normal,loss=0,reorder=0"]
     assert argv[argv.index("--seed") + 1] == "7" and argv[argv.index("--maxlen") + 1] == "65536"
     assert int(argv[argv.index("--fifo") + 1]) > 0
+    assert argv[argv.index("--cpu-dma-latency-us") + 1] == "0"  # idle CPUs wake at once while linkem runs
 
 
 # -- which backend, where ---------------------------------------------------------------------------

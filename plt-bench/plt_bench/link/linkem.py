@@ -37,6 +37,12 @@ from .stats import parse_stats
 
 SNAPSHOT_WAIT_S = 5.0  # how long a running linkem may take to answer SIGUSR1
 LINKEM_FIFO_PRIORITY = 10
+# The wake-up bound linkem asks the kernel to hold for idle CPUs (PM QoS, /dev/cpu_dma_latency) while
+# it runs: on a 2-core KVM guest, a lossy link's idle gaps let the CPUs halt and wake late, and 0.6-0.9%
+# of a 5%-loss bulk download's packets were released >= 1 ms late (3-5 of 12 trials refused); held at
+# 0 us, 0-0.14% (none refused). Idle CPUs poll instead of halting while linkem runs; no busy time is
+# counted for it (the poll is the idle task's), and the kernel drops the request when linkem exits.
+LINKEM_CPU_DMA_LATENCY_US = 0
 QUEUE_BASE = 0x5042  # a client host's NFQUEUE number is QUEUE_BASE + the testbed index (clear of 0 and 1)
 
 
@@ -80,7 +86,8 @@ def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
         if d.trace is not None:
             spec += f",trace={trace_file(stats.parent, d)},limit={cond.queue_for(d.trace.mean_bps)}"
         argv += ["--dir", spec]
-    return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY)]
+    return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY),
+                   "--cpu-dma-latency-us", str(LINKEM_CPU_DMA_LATENCY_US)]
 
 
 LINKEM_HOW = ("in a checkout, scripts/setup builds it with cargo; else 'cargo install --path linkem' from a "
@@ -205,7 +212,8 @@ class LinkemLink(Link):
             if want_t != got_t:
                 raise LinkError(f"linkem's {x.name} direction follows {got_t} (path, period, opportunities, queue), "
                                 f"expected {want_t}")
-        return {"pid": self.proc.pid, "binary": str(self.binary), "fifo_priority": LINKEM_FIFO_PRIORITY}
+        return {"pid": self.proc.pid, "binary": str(self.binary), "fifo_priority": LINKEM_FIFO_PRIORITY,
+                "cpu_dma_latency_us": stats.get("cpu_dma_latency_us")}
 
     def delivery_point(self) -> tuple[str | None, str] | None:
         return router_delivery_point(self.plan) if self.ns is not None else None
