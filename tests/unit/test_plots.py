@@ -220,3 +220,29 @@ def test_a_report_that_runs_out_of_disk_leaves_no_empty_or_cut_file(fixture_stor
         report.write_files(lambda: report.write_all(rep, folder, "fixture #1"), folder)
     left = sorted(folder.iterdir())
     assert not [p for p in left if p.suffix == ".png" or p.name.endswith(".tmp") or p.stat().st_size == 0], left
+
+
+@pytest.mark.parametrize("metric,short", [("plt", "PLT"), ("lcp", "LCP"), ("ttfb", "TTFB")])
+def test_the_loss_jitter_and_size_figures_name_the_metric_they_plot(tmp_path, monkeypatch, metric, short):
+    """A figure of LCP says LCP on its axis and in its title, and its file is named for it (beside PLT's)."""
+    cells = {}
+    for size in (5000, 500_000):
+        for loss in (0.0, 1.0):
+            for jitter in (0.0, 5.0):
+                for proto in ("h3", "h1"):
+                    cells[(size, loss, jitter, proto)] = CellStats(
+                        conditions=f"l{loss}j{jitter}", page=f"{size // 1000}KB", size_bytes=size, objects=0, proto=proto,
+                        cc="cubic", n=5, median_ms=100.0, mean_ms=100.0, sd_ms=5.0, cv=0.05, ci_low_ms=95.0,
+                        ci_high_ms=105.0, rate_down_bps=10**7, rtt_ms=50.0, jitter_ms=jitter, loss_pct=loss,
+                        n_cpu_bound=0, cpu_bound_roles="", n_cpu_unjudged=0, metric=metric)
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, out, stem: drawn.append((stem, fig)) or [])
+    for draw in (plots.loss_plot, plots.jitter_plot, plots.size_plot):
+        draw(cells, {"link_backend": "linkem"}, tmp_path, "t")
+    assert {stem.split("_")[0] for stem, _ in drawn} == {"loss", "jitter", "size"}
+    for stem, fig in drawn:
+        assert stem.endswith("" if metric == "plt" else f"_{metric}"), stem
+        labels = [ax.get_ylabel() for ax in fig.axes] + [fig._suptitle.get_text() if fig._suptitle else "",
+                                                         fig.axes[0].get_title()]
+        text = " ".join(labels)
+        assert short in text and (metric == "plt" or "PLT" not in text), (stem, labels)

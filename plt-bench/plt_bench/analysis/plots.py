@@ -143,12 +143,24 @@ def heatmaps(rows: list, meta: dict, out_dir: Path, title: str) -> list[Path]:
     return paths
 
 
+def _short(metric: str) -> str:
+    """A metric's name on an axis: PLT, FCP, LCP, TTFB, SI."""
+    return metric.upper()
+
+
+def _stem(cs: list, base: str) -> str:
+    """A figure's file stem, the metric named when it is not the default (PLT and LCP figures of one
+    store side by side)."""
+    from ..records import DEFAULT_METRIC
+    return base if cs[0].metric == DEFAULT_METRIC else f"{base}_{cs[0].metric}"
+
+
 def _pair_heatmaps(rows: list, ref: str, other: str, within: str | None, meta: dict, out_dir: Path,
                    title: str) -> list[Path]:
     from ..records import DEFAULT_METRIC, METRICS
     paths = []
     metric = rows[0].reference.metric
-    short = "PLT" if metric == DEFAULT_METRIC else metric.upper()
+    short = _short(metric)
     for (rtt, jitter, loss), m in sorted(heatmap_matrix(rows).items()):
         diff, sig = m["diff"], m["significant"]
         finite = np.abs(diff[np.isfinite(diff)])
@@ -223,12 +235,12 @@ def loss_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
                 ax.fill_between(x[ok], lo[ok] / 1000, hi[ok] / 1000, color=_color(proto), alpha=0.2)
             ax.set_title(page)
             ax.set_xlabel("packet loss (%)")
-            ax.set_ylabel("PLT (s), median and 95% CI")
+            ax.set_ylabel(f"{_short(cs[0].metric)} (s), median and 95% CI")
             ax.legend()
-        fig.suptitle(f"{title}: PLT vs loss at {_rate_label(rate)}, RTT {rtt:g} ms"
+        fig.suptitle(f"{title}: {_short(cs[0].metric)} vs loss at {_rate_label(rate)}, RTT {rtt:g} ms"
                      f"{f', jitter {jitter:g} ms' if jitter else ''}; link: {meta.get('link_backend')}", fontsize=10)
         fig.tight_layout()
-        paths += _save(fig, out_dir, f"loss_{_rate_label(rate)}_rtt{rtt:g}")
+        paths += _save(fig, out_dir, _stem(cs, f"loss_{_rate_label(rate)}_rtt{rtt:g}"))
     return paths
 
 
@@ -259,13 +271,13 @@ def jitter_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path
                            label=f"jitter {jit:g} ms" if p_i == 0 else None)
             ax.set_xticks(range(len(protos)), protos)
             ax.set_title(page)
-            ax.set_ylabel("PLT (s), median and 95% CI")
+            ax.set_ylabel(f"{_short(cs[0].metric)} (s), median and 95% CI")
             ax.legend(fontsize=7)
-        fig.suptitle(f"{title}: PLT with and without jitter at {_rate_label(rate)}, RTT {rtt:g} ms"
+        fig.suptitle(f"{title}: {_short(cs[0].metric)} with and without jitter at {_rate_label(rate)}, RTT {rtt:g} ms"
                      f"{f', loss {loss:g}%' if loss else ''} (jitter reorders packets); link: {meta.get('link_backend')}",
                      fontsize=10)
         fig.tight_layout()
-        paths += _save(fig, out_dir, f"jitter_{_rate_label(rate)}_rtt{rtt:g}")
+        paths += _save(fig, out_dir, _stem(cs, f"jitter_{_rate_label(rate)}_rtt{rtt:g}"))
     return paths
 
 
@@ -312,7 +324,7 @@ def trace_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]
 
 
 def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
-    """PLT against the size of single-object pages (a multi-object page's PLT is not a function of
+    """The metric against the size of single-object pages (a multi-object page's is not a function of
     its bytes alone: the heatmap has those)."""
     by = defaultdict(list)
     for c in cells.values():
@@ -336,11 +348,11 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("page size (bytes)")
-        ax.set_ylabel("PLT (s), median")
+        ax.set_ylabel(f"{_short(cs[0].metric)} (s), median")
         ax.legend(fontsize=7, ncol=2)
-        ax.set_title(f"{title}: PLT vs page size per bandwidth ({', '.join(f'{p} {w}' for p, w in zip(_variants(cs)[0], ('solid', 'dashed', 'dotted', 'dash-dot', 'sparse dots', 'dense dashes')))})\n{_other(rtt, jitter, loss)}; "
+        ax.set_title(f"{title}: {_short(cs[0].metric)} vs page size per bandwidth ({', '.join(f'{p} {w}' for p, w in zip(_variants(cs)[0], ('solid', 'dashed', 'dotted', 'dash-dot', 'sparse dots', 'dense dashes')))})\n{_other(rtt, jitter, loss)}; "
                      f"link: {meta.get('link_backend')}", fontsize=9)
-        paths += _save(fig, out_dir, "size" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_loss{loss:g}"))
+        paths += _save(fig, out_dir, _stem(cs, "size" + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_loss{loss:g}")))
     return paths
 
 
