@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from . import campaign, protocols
+from . import campaign, protocols, units
 from .conditions import ideal_seconds
 from .records import Trial
 from .session import Session
@@ -285,7 +285,8 @@ def replay_lines(page, name: str, trials: list[Trial]) -> list[str]:
             ma, mb = statistics.median(a), statistics.median(b)
             ratio = mb / ma
             parts.append(f"{label} {mb:.0f}/{ma:.0f} ms = {ratio:.3f}{'' if abs(ratio - 1) <= REPLAY_TOLERANCE else ' OUT'}")
-        element = lambda ts: collections.Counter(t.lcp_element or "-" for t in ts).most_common(1)[0][0] if ts else "-"  # noqa: E731
+        element = lambda ts: units.format_element(  # noqa: E731
+            collections.Counter(t.lcp_element for t in ts).most_common(1)[0][0] if ts else None)
         unrecorded = sum(t.unrecorded or 0 for t in rep)
         overhead = lambda ts: statistics.median([t.wall_s - t.plt_ms / 1000 for t in ts]) if ts else float("nan")  # noqa: E731
         query = sum(len(json.loads(t.replay_json or "{}").get("query_matched", [])) for t in rok)

@@ -105,6 +105,12 @@ _TIME_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 TIME_FORM = "a number with a unit: 25ms, 0.5ms, 1s, 500us"
 
 
+def format_element(element: str | None) -> str:
+    """An element as people read one in a table: <h1>, <img#hero> (a bare h1 reads as the protocol);
+    '-' for none."""
+    return f"<{element}>" if element else "-"
+
+
 def parse_duration_ms(text: str, option: str) -> float:
     """Parse '25ms', '1s', '500us' into milliseconds."""
     s = str(text).strip()

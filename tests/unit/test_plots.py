@@ -246,3 +246,23 @@ def test_the_loss_jitter_and_size_figures_name_the_metric_they_plot(tmp_path, mo
                                                          fig.axes[0].get_title()]
         text = " ".join(labels)
         assert short in text and (metric == "plt" or "PLT" not in text), (stem, labels)
+
+
+def test_the_visitor_table_writes_the_lcp_element_as_an_element(tmp_path):
+    """A heading that was the largest paint reads <h1>, not h1 (which reads as the protocol), in the
+    text and in the HTML report (escaped there); a cell without one reads '-'."""
+    s = Store(tmp_path / "r.sqlite")
+    cid = s.new_campaign("v", "t", {}, {"link_backend": "linkem"})
+    for seq in range(8):
+        proto = ("h3", "h1")[seq % 2]
+        s.add_trial(trial(cid, seq, proto, plt=300.0 + seq, fcp_ms=200.0, lcp_ms=250.0, ttfb_ms=90.0,
+                          lcp_element="h1" if proto == "h3" else None, page=Page(5000), run_index=seq // 2))
+    rep = report.build(s, [cid])
+    s.close()
+    text = report.format_text(rep)
+    visitor = text[text.index("What a visitor sees"):].splitlines()
+    h3_row = next(line for line in visitor if " h3 " in f" {line} " and "5KB" in line)
+    h1_row = next(line for line in visitor if " h1 " in f" {line} " and "5KB" in line)
+    assert "<h1>" in h3_row and "<h1>" not in h1_row and " - " in h1_row, (h3_row, h1_row)
+    page = report.html(rep, [])
+    assert "&lt;h1&gt;" in page and "<h1>" not in page.split("What a visitor sees", 1)[1].split("</table>", 1)[0]

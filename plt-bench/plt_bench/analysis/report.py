@@ -232,14 +232,14 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                        for r in rep["visitor"]]]))
     if rep.get("visitor"):
         out.append(("What a visitor sees", "medians per cell of the first byte, the first and the largest contentful "
-                    "paint and the load event (ms from the navigation's start); LCP: what it was (img#hero: the page's "
+                    "paint and the load event (ms from the navigation's start); LCP: what it was (<img#hero>: the page's "
                     "first image), no LCP: trials where Chromium reported none (Trial.paint_reason); connections "
                     "per origin: median of the trials, from the server's log (the page's own origin first)",
                     [["link", "page", "protocol", "n", "TTFB ms", "FCP ms", "LCP ms", "PLT ms", "LCP", "no LCP",
                       "connections per origin"],
                      *[[r["conditions"], r["page"], r["proto"] + (f" ({r['cc']})" if len(rep["ccs"]) > 1 else ""),
                         str(r["n"]), _f(r["ttfb_ms"]), _f(r["fcp_ms"]), _f(r["lcp_ms"]), _f(r["plt_ms"]),
-                        r["lcp_element"] or "-", str(r["n_no_lcp"]),
+                        units.format_element(r["lcp_element"]), str(r["n_no_lcp"]),
                         " ".join(f"{units.format_sig(v)}" for v in r["connections_per_origin"].values()) or "-"]
                        for r in rep["visitor"]]]))
     if rep.get("visits"):
