@@ -4,7 +4,7 @@ plt_bench.session (the same path as every measurement) and reads its stored tria
 ratios (measured / ideal, measured / target, ours / the paper's). They print; they assert
 nothing. The link's own benchmark is plt_bench.link.bench.
 
-- pageload: PLT / payload-only ideal, and the per-trial overhead (wall time minus PLT).
+- pageload: PLT / ideal (conditions.ideal_ms), and the per-trial overhead (wall time minus PLT).
 - sampler: the CPU samplers' own cost, in % of one core.
 - campaign: a campaign's overhead per trial, with and without the link's verification, and
   where a trial's time besides its page load goes.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import campaign, protocols, units
-from .conditions import ideal_seconds
+from .conditions import ideal_ms
 from .records import Trial
 from .session import Session
 from .store import Store
@@ -52,7 +52,8 @@ def pageload_lines(trials: list[Trial], protos) -> list[str]:
         if not ok:
             lines.append(f"  {proto}: no successful trial")
             continue
-        ratios = [t.plt_ms / 1000 / ideal_seconds(t.size_bytes, t.conditions.rate_down_bps) for t in ok]
+        ratios = [t.plt_ms / ideal_ms(t.proto, t.size_bytes, t.conditions.rate_down_bps, t.conditions.rtt_ms, t.objects)
+                  for t in ok]
         over = [t.wall_s - t.plt_ms / 1000 for t in ok]
         lines.append(f"  {proto}: PLT/ideal {_spread(ratios, '.3f')}; overhead {_spread(over, '.3f')} s; n={len(ok)}")
     return lines

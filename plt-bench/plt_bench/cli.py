@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "mean and peak rate and SHA-256; with OUT, writes the trace there (never over a file).")
     tr.add_argument("source", metavar="SOURCE", help="a rates .csv, a gen: description, or a trace file")
     tr.add_argument("out", nargs="?", metavar="OUT", help="where to write the trace (from a .csv or gen:)")
-    add(cmd_parser("bench", "benchmark: PLT / payload-only ideal and per-trial overhead (prints ratios)"),
+    add(cmd_parser("bench", "benchmark: PLT / ideal and per-trial overhead (prints ratios)"),
         "size", "bw", "runs", "results", defaults={"size": "50MB", "bw": "100mbit", "runs": "3"})
     add(cmd_parser("bench-campaign", "benchmark: overhead per trial of the pages preset, one run (prints ratios)"),
         "bw", "size", "results", defaults={"bw": "10mbit,50mbit,100mbit,500mbit,1gbit"})

@@ -437,11 +437,25 @@ MAX_CONDITIONS = 10_000
 VERIFY_CHOICES = ("stop", "warn", "off")
 
 
-def ideal_seconds(size_bytes: int, rate_bps: int | None) -> float | None:
-    """Payload-only ideal transfer time: 8 x size / rate (no headers, no handshake)."""
+def transfer_seconds(size_bytes: int, rate_bps: int | None) -> float | None:
+    """The payload's time at the rate: 8 x size / rate (no headers, no handshake); None unshaped.
+    Timeouts, the progress model and the CPU note use it; tables and benchmarks divide by ideal_ms."""
     if rate_bps is None:
         return None
     return 8.0 * size_bytes / rate_bps
+
+
+def ideal_ms(proto: str, size_bytes: int, rate_bps: int | None, rtt_ms: float, objects: int = 0) -> float | None:
+    """The one ideal a page's load time is set against (the summary, pytest's table, bench): the
+    protocol's round trips to the page's first byte on a fresh connection (protocols: QUIC 2, TCP
+    with TLS 1.3 3), one more when the page asks for objects (they are asked once it arrives), and
+    its bytes at the rate (payload only). A floor no load goes under on a link without loss. None
+    with neither a rate nor a round trip (nothing to set it against)."""
+    rtts = protocols.get(proto).first_byte_rtts + (1 if objects else 0)
+    transfer = transfer_seconds(size_bytes, rate_bps)
+    if transfer is None and not rtt_ms:
+        return None
+    return rtts * rtt_ms + 1000.0 * (transfer or 0.0)
 
 
 def join(values: Iterable[object]) -> str:

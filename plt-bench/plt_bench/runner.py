@@ -11,7 +11,7 @@ from . import bulk, latency, protocols
 from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_archive, judge_bulk,
                       judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_host,
                       url_path, zero_rtt_summary)
-from .conditions import Cell, ideal_seconds
+from .conditions import Cell, transfer_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
 from .cpu import bound as cpu_bound
@@ -29,7 +29,7 @@ def page_timeout_s(size_bytes: int, rate_bps: int | None, rtt_ms: float = 0.0, o
     """Generous page-load timeout: 3x the ideal transfer time plus 20 s (unshaped: as if 100 Mbit/s),
     plus 3x the round trips of a many-object page over HTTP/1.1's six connections (and four more
     for the handshakes)."""
-    ideal = ideal_seconds(size_bytes, rate_bps if rate_bps else 100 * 10**6)
+    ideal = transfer_seconds(size_bytes, rate_bps if rate_bps else 100 * 10**6)
     round_trips = 3.0 * (objects / 6 + 4) * rtt_ms / 1000.0 if objects else 0.0
     return 3.0 * ideal + 20.0 + round_trips
 

@@ -26,7 +26,7 @@ from typing import Callable
 
 from . import cmd, procs
 from .capture import Settings, captures_root, check_space
-from .conditions import Cell, Conditions, ideal_seconds
+from .conditions import Cell, Conditions, transfer_seconds
 from .errors import UsageError
 from .metadata import KEY_FIELDS, utc_now
 from .records import Trial
@@ -394,7 +394,7 @@ class Eta:
 
     @staticmethod
     def _ideal(size: int, rate_bps: int | None) -> float:
-        return ideal_seconds(size, rate_bps or 10**9)
+        return transfer_seconds(size, rate_bps or 10**9)
 
     def observe(self, t: Trial) -> None:
         if t.status == "ok" and t.plt_ms:

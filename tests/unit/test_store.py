@@ -107,6 +107,11 @@ def test_summary_ratio_to_ideal():
     rows = summarize([_trial(1, i, plt=p) for i, p in enumerate((8000.0, 8800.0, 8400.0))])
     assert rows[0]["median_ms"] == 8400.0 and rows[0]["ideal_ms"] == 8000.0
     assert rows[0]["ratio_to_ideal"] == pytest.approx(1.05)
+    # at 50 ms RTT a 5KB page over h3 against its floor (2 round trips and the bytes), not the bytes alone
+    from .trials import conditions
+    rows = summarize([_trial(1, i, plt=p, size=5000, cond=conditions(rate_bps=10**8, rtt_ms=50))
+                      for i, p in enumerate((120.0, 125.0))])
+    assert rows[0]["ideal_ms"] == pytest.approx(100.4) and rows[0]["ratio_to_ideal"] == pytest.approx(122.5 / 100.4)
 
 
 V1_SCHEMA = """

@@ -26,7 +26,7 @@ from scipy import stats as sps
 
 from .. import cpu as cpu_mod
 from .. import protocols
-from ..conditions import ideal_seconds
+from ..conditions import transfer_seconds
 from ..errors import UsageError
 from ..records import AXES, DEFAULT_METRIC, METRICS, CellStats, Comparison, Trial
 
@@ -250,7 +250,7 @@ def cpu_bound_meaning(body_bytes: int, rate_bps: int | None, median_ms: float) -
     half its time or more at the link's rate) this machine's CPU capped what the link could deliver;
     for a latency-bound load (handshakes, requests, rendering) the CPU time is the page's own
     processing on a machine like this one, a part of its load time rather than a cap on the network."""
-    ideal_ms = 1000.0 * ideal_seconds(body_bytes, rate_bps) if rate_bps else 0.0
+    ideal_ms = 1000.0 * transfer_seconds(body_bytes, rate_bps) if rate_bps else 0.0
     if ideal_ms >= 0.5 * median_ms:
         return (f"throughput-bound load (its payload alone takes {ideal_ms:.0f} of its {median_ms:.0f} ms at the "
                 "rate): a CPU limit of this machine capped what the link could deliver, not the network's result")

@@ -1,6 +1,7 @@
 """Summary tables of a set of trials: per cell the trials that count (stats.usable: the one
-rule), the failed attempts and the warm-ups apart; for pages median/min/max PLT and PLT / payload-only
-ideal, for bulk pages the throughput (stats.datarate_table)."""
+rule), the failed attempts and the warm-ups apart; for pages median/min/max PLT and PLT / ideal
+(conditions.ideal_ms: the protocol's round trips and the bytes at the rate), for bulk pages the
+throughput (stats.datarate_table)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import statistics
 from collections import defaultdict
 
 from .. import protocols
-from ..conditions import ideal_seconds
+from ..conditions import ideal_ms
 from ..records import Trial
 from .stats import cell_key, datarate_table, latency_table, usable
 
@@ -25,14 +26,15 @@ def summarize(trials: list[Trial]) -> list[dict]:
     for (label, page, proto, cc), ts in order:
         plts = [t.plt_ms for t in usable(ts)]
         size = ts[0].size_bytes
-        ideal = ideal_seconds(size, ts[0].conditions.rate_down_bps)
+        c = ts[0].conditions
+        ideal = ideal_ms(proto, size, c.rate_down_bps, c.rtt_ms, ts[0].objects)
         med = statistics.median(plts) if plts else None
         rows.append({
             "conditions": label, "size": page, "size_bytes": size, "proto": proto, "cc": cc,
             "n_ok": len(plts), "n_failed": sum(not t.ok for t in ts), "n_warmup": sum(t.ok and t.warmup for t in ts),
             "median_ms": med, "min_ms": min(plts) if plts else None, "max_ms": max(plts) if plts else None,
-            "ideal_ms": ideal * 1000 if ideal else None,
-            "ratio_to_ideal": (med / (ideal * 1000)) if (med and ideal) else None,
+            "ideal_ms": ideal,
+            "ratio_to_ideal": (med / ideal) if (med and ideal) else None,
             "reasons": sorted({t.reason for t in ts if not t.ok}),
         })
     return rows
