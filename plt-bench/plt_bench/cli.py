@@ -214,8 +214,8 @@ def cmd_run(a) -> int:
 
 def _report(a, results: Path, campaign_id: int, name: str, failed: int) -> int:
     """A run's end, local or on a cluster: its report and figures; exit 1 if a trial failed every attempt."""
-    from . import session
-    directory, files = session.report(results, campaign_id, name, *_stats(a), out=_say)
+    from .analysis.report import campaign_report
+    directory, files = campaign_report(results, campaign_id, name, *_stats(a), out=_say)
     _say(f"\nreport and figures: {directory}/ ({', '.join(p.name for p in files)})")
     if failed:
         print(f"{failed} trial(s) failed every attempt; each attempt is in the store with its reason", file=sys.stderr)
@@ -381,11 +381,11 @@ def cmd_record(a) -> int:
 
 
 def cmd_verify(a) -> int:
-    from .link.verify import format_report
+    from .records import format_link_check
     from .session import verify_link
     probes = _whole(a.probes, "--probes", 10, 100_000)
     reports = verify_link(_link_spec(a, size="5KB", runs=1), _results(a), probes, a.testbed,
-                          on_report=None if a.json else lambda rep: _say(format_report(rep)))
+                          on_report=None if a.json else lambda rep: _say(format_link_check(rep)))
     if a.json:
         print(json.dumps(reports, indent=1))
     return 1 if any(not r["ok"] for r in reports) else 0

@@ -36,8 +36,7 @@ class Option:
 
 def _table() -> dict[str, Option]:
     from .conditions import JITTER_DISTS, LOSS_DIRECTIONS
-    from .analysis.stats import CORRECTIONS, TESTS
-    from .records import METRICS
+    from .records import CORRECTIONS, METRICS, TESTS
     o = [
         Option("proto", "protocol(s), comma-separated: h3 (HTTP/3 over QUIC), h2 (HTTP/2 over TLS/TCP), h1 "
                         "(HTTP/1.1 over TLS/TCP); quic = h3, tcp = h1, both = h3,h1, all = h3,h2,h1; as-recorded: a "

@@ -129,6 +129,20 @@ class LinkCheck(TypedDict):
     result: dict                # the read-back, and under "verify" the measured report
 
 
+def format_link_check(report: dict) -> str:
+    """A measured link (LinkCheck's result["verify"], link.verify.verify's report) as lines for people:
+    every check with what it measured, expected and allowed."""
+    lines = [f"link {report['conditions']}: {'ok' if report['ok'] else 'OUT OF TOLERANCE: ' + ', '.join(report['failed'])}"
+             f" ({report['seconds']} s)"]
+    for c in report["checks"]:
+        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
+        m = "-" if c["measured"] is None else c["measured"]
+        e = "-" if c["expected"] is None else c["expected"]
+        lines.append(f"  {mark} {c['name']:<46} measured {m!s:>9} {c['unit']:<2} expected {e!s:>8} {c['unit']:<2} "
+                     f"({c['tolerance']})")
+    return "\n".join(lines)
+
+
 def check_answer(answer) -> WorkerAnswer:
     """The worker's answer, refused (ValueError) if it has a key the shape does not know: the worker
     and the runner cannot drift apart silently."""
@@ -458,6 +472,16 @@ METRICS = {m.name: m for m in (
     Metric("si", "speed_index_ms", "SpeedIndex (capture kind visual)", "SpeedIndex"),
 )}
 DEFAULT_METRIC = "plt"
+TESTS = ("welch", "mannwhitney")  # how two cells are compared (--test)
+CORRECTIONS = ("holm", "bh")      # how a report's p-values are corrected for its many comparisons (--correction)
+
+
+def metric_value(t: Trial, metric: str = DEFAULT_METRIC) -> float | None:
+    """A trial's value of a metric (METRICS) in ms, or None where it has none."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {tuple(METRICS)}")
+    v = getattr(t, METRICS[metric].field)
+    return None if v is None else float(v)
 
 
 # -- the analysis's records (plt_bench.analysis.stats makes them; report, plots and the CSVs read them) -----------

@@ -280,7 +280,8 @@ class Session:
         """With a precision target: the slot's cell had stopped before the slot's run (judged on the
         trials of the runs before it, so both protocols of a cell always have the same runs); its
         remaining slots leave the plan, and the first time a line says why."""
-        from .analysis import stats
+        from .precision import precision_stop
+        from .records import metric_value
         spec = self.spec
         cond, r, page = slot.conditions, slot.run_index, slot.page
         if spec.precision_pct is None or r < spec.grid.runs:
@@ -291,10 +292,10 @@ class Session:
                 key = done.proto if len(spec.grid.ccs) == 1 else f"{done.proto} {done.cc}"
                 # the campaign's metric (--metric), as its report compares: a trial without it does not count
                 times.setdefault(key, []).extend(v for t in rows if t.counts
-                                                 and (v := stats.metric_value(t, spec.metric)) is not None)
+                                                 and (v := metric_value(t, spec.metric)) is not None)
         kinds = spec.grid.protos if len(spec.grid.ccs) == 1 else tuple(f"{p} {cc}" for p in spec.grid.protos
                                                                        for cc in spec.grid.ccs)
-        why, widths = stats.precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs, kinds)
+        why, widths = precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs, kinds)
         if why is None:
             return False
         rest = [s for s in self.todo if s.place == slot.place and s.run_index >= r]
@@ -332,12 +333,12 @@ class Session:
             raise
 
     def _attempts(self, slot: Slot) -> Trial:
-        from .link.verify import format_report
+        from .records import format_link_check
         from .runner import apply_and_verify, run_cell_once
         cond, r, page, proto = slot.conditions, slot.run_index, slot.page, slot.proto
         if cond != self.current:
             apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,
-                             lambda rep: self.out(format_report(rep)))
+                             lambda rep: self.out(format_link_check(rep)))
             self.current = cond
         attempt = len(self.done.get(slot, [])) + 1
         total = len(self.plan) - self.skipped
@@ -454,15 +455,3 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
         store.finish_campaign(cid, "finished", utc_now())
     return reports
 
-
-def report(results: Path, campaign_id: int, name: str, test: str, correction: str, reference: str | None = None,
-           axis: str | None = None, metric: str | None = None,
-           out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
-    """The report and figures of a stored campaign, beside its store; the text report goes to `out`."""
-    from .analysis import report as report_mod
-    with Store(results, read_only=True) as store:
-        rep = report_mod.build(store, [campaign_id], test, correction, reference, axis, metric)
-    out(report_mod.format_text(rep))
-    directory = report_mod.out_dir(Path(results), name, campaign_id)
-    files = report_mod.write_files(lambda: report_mod.write_all(rep, directory, f"{name} #{campaign_id}"), directory)
-    return directory, files

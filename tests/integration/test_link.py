@@ -14,6 +14,7 @@ import time
 import pytest
 
 from plt_bench import cmd, link, testbed, topology
+from plt_bench.records import format_link_check
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import LinkError
 from plt_bench.link import commands, readback, verify
@@ -230,10 +231,10 @@ def test_verify_passes_a_true_link_and_catches_a_false_claim(bed):
         # at the rate: downlink UDP loss may fail with a short downlink rate, never alone (busy VM: 0.415%)
         short = {name for name in rate_checks if rate_checks[name] < 0.95}
         allowed = short | ({"downlink loss (UDP)"} if any(n.startswith("downlink") for n in short) else set())
-        assert set(good["failed"]) <= allowed, verify.format_report(good)
+        assert set(good["failed"]) <= allowed, format_link_check(good)
         slow[rate] = rate_checks
     print(f"unshaped {carried / 1e6:.0f} Mbit/s; carried short of the rate: {slow}; true link {rate / 1e6:g} Mbit/s")
-    assert good["ok"], verify.format_report(good)
+    assert good["ok"], format_link_check(good)
     claimed = Conditions(rate, rate, rtt_ms=80, loss_pct=5)
     bad = verify.verify(bed.plan, claimed, probes=200, tcp_seconds=2, **bed.verify_args())
     assert not bad["ok"] and "rtt mean" in bad["failed"] and "downlink loss (UDP)" in bad["failed"]

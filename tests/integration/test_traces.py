@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from plt_bench import cmd, link, testbed, traces
+from plt_bench.records import format_link_check
 from plt_bench.conditions import Conditions, make_grid
 from plt_bench.link import verify
 
@@ -82,7 +83,7 @@ def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_be
     cond = _grid_conditions(trace_down=spec, rtt="30ms")
     trace_bed.set_conditions(cond)
     rep = verify.verify(trace_bed.plan, cond, probes=100, **trace_bed.verify_args())
-    print(verify.format_report(rep))
+    print(format_link_check(rep))
     checks = {c["name"].split(" (")[0]: c for c in rep["checks"]}
     failed = [c for c in rep["checks"] if c["ok"] is False]
     if os.environ.get("PLT_BENCH_IN_VM") and failed and all(c.get("starved") for c in failed):
@@ -95,7 +96,7 @@ def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_be
             assert len(windows) >= 30 and off <= 0.05 * sum(w["delivered"] for w in windows), windows
         warnings.warn(MachineRefusal(f"the machine refused the link: {[c['tolerance'] for c in failed]}"))
         return
-    assert rep["ok"], verify.format_report(rep)
+    assert rep["ok"], format_link_check(rep)
     for direction in ("downlink", "uplink"):
         c = next(v for k, v in checks.items() if k.startswith(f"{direction} trace"))
         assert abs(c["measured"] - 1) <= 0.02

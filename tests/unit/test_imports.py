@@ -80,3 +80,37 @@ def test_every_option_reads_the_same_in_the_cli_and_in_pytest():
         assert flag in cli_help, flag
         assert seen[options.display(key, pytest=True)] == cli_help[flag], key
     assert set(seen) - {options.display(k, pytest=True) for k in pytest_plugin.KEYS} == set()
+
+
+def _package_imports(path: Path) -> set[str]:
+    """Every plt_bench module a file imports, as dotted names inside the package (relative imports
+    resolved, lazy ones inside functions included)."""
+    parts = ("plt_bench", *path.relative_to(PACKAGE).with_suffix("").parts)
+    package = parts[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(list(package[:len(package) - (node.level - 1)]) + ([node.module] if node.module else []))
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("plt_bench"):
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("plt_bench")}
+    return out
+
+
+# (the modules that may not, what they may not import): a campaign's life does not reach up into the
+# analysis of its results, and the analysis reads stores, not the link that made them
+UPWARD = [(("options", "session", "campaign"), "plt_bench.analysis"),
+          (("analysis",), "plt_bench.link")]
+
+
+def test_no_module_imports_upward():
+    found = []
+    for modules, banned in UPWARD:
+        for name in modules:
+            paths = sorted((PACKAGE / name).rglob("*.py")) if (PACKAGE / name).is_dir() else [PACKAGE / f"{name}.py"]
+            for path in paths:
+                found += [f"{path.relative_to(PACKAGE)} imports {m}" for m in _package_imports(path)
+                          if m == banned or m.startswith(banned + ".")]
+    assert not found, found

@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+from plt_bench import precision
 from plt_bench.analysis import stats
 
 from .trials import conditions, label, replace, trial
@@ -67,7 +68,7 @@ def test_cells_ci_warmups_failures_and_cv_warning():
     noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1", "cubic")]
     assert noisy.warnings and "CV" in noisy.warnings[0]
     assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
-    assert math.isnan(stats.median_ci(np.array([1.0, 2.0]))[0])
+    assert math.isnan(precision.median_ci(np.array([1.0, 2.0]))[0])
 
 
 def test_mann_whitney_primary_and_bh():
@@ -125,17 +126,17 @@ def test_a_precision_target_stops_a_cell_when_both_medians_are_tight_or_at_the_m
     rng = np.random.default_rng(3)
     tight = {"h3": list(rng.normal(100, 1, 8)), "h1": list(rng.normal(200, 2, 8))}
     loose = {"h3": list(rng.normal(100, 30, 8)), "h1": list(rng.normal(200, 2, 8))}
-    why, widths = stats.precision_stop(tight, 2.0, 3, 20, ("h3", "h1"))
+    why, widths = precision.precision_stop(tight, 2.0, 3, 20, ("h3", "h1"))
     assert why == "precision reached" and all(0 < w <= 2.0 for w in widths.values())
-    assert stats.precision_stop(loose, 2.0, 3, 20, ("h3", "h1"))[0] is None
-    assert stats.precision_stop(loose, 2.0, 3, 8, ("h3", "h1"))[0] == "max runs reached"
+    assert precision.precision_stop(loose, 2.0, 3, 20, ("h3", "h1"))[0] is None
+    assert precision.precision_stop(loose, 2.0, 3, 8, ("h3", "h1"))[0] == "max runs reached"
     # fewer than the least runs: not yet, however tight
-    assert stats.precision_stop({"h3": [100.0, 100.1], "h1": [200.0, 200.1]}, 50.0, 3, 20, ("h3", "h1"))[0] is None
-    assert stats.precision_stop({"h3": tight["h3"]}, 2.0, 3, 20, ("h3", "h1"))[0] is None  # h1 missing
-    assert math.isnan(stats.half_width_pct([1.0, 2.0]))
+    assert precision.precision_stop({"h3": [100.0, 100.1], "h1": [200.0, 200.1]}, 50.0, 3, 20, ("h3", "h1"))[0] is None
+    assert precision.precision_stop({"h3": tight["h3"]}, 2.0, 3, 20, ("h3", "h1"))[0] is None  # h1 missing
+    assert math.isnan(precision.half_width_pct([1.0, 2.0]))
     # the half width is the bootstrap CI's, in percent of the median
-    lo, hi = stats.median_ci(np.asarray(tight["h3"]))
-    assert stats.half_width_pct(tight["h3"]) == pytest.approx((hi - lo) / 2 / np.median(tight["h3"]) * 100)
+    lo, hi = precision.median_ci(np.asarray(tight["h3"]))
+    assert precision.half_width_pct(tight["h3"]) == pytest.approx((hi - lo) / 2 / np.median(tight["h3"]) * 100)
 
 
 def test_every_protocol_is_compared_against_the_reference_and_corrected_together():

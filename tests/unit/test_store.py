@@ -1,6 +1,7 @@
 import csv
 import io
 import os
+import re
 import sqlite3
 
 import pytest
@@ -347,7 +348,13 @@ def test_a_version_14_store_reports_as_before(tmp_path):
     assert len(trials) == 48
     assert {(t.conditions.trace_down, t.conditions.trace_up, t.trace_phase_ms) for t in trials} == {(None, None, None)}
     assert {t.conditions.label for t in trials} == {"10mbit rtt50ms", "100mbit rtt50ms"}
-    assert text + "\n" == (data / "store-v14-report.txt").read_text()  # as print() wrote it
+    # as print() wrote it, but for one change of presentation since (2026-11-26): the LCP element is
+    # written as an element, <img#hero> (a column wider); every figure is the same
+    golden = (data / "store-v14-report.txt").read_text().replace("img#hero", "<img#hero>")
+
+    def cells(t: str) -> list[str]:
+        return [re.sub(r"-{2,}", "--", re.sub(r" +", " ", line)).rstrip() for line in t.splitlines()]
+    assert cells(text + "\n") == cells(golden)
     assert st.stored_version(path) == st.SCHEMA_VERSION
 
 

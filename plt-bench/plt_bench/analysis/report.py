@@ -8,6 +8,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
 from .. import protocols, units
 from . import stats
@@ -417,3 +418,15 @@ def write(rep: dict, directory: Path) -> list[Path]:
     if rep["cpu"]:
         files.append(_csv(directory / "cpu.csv", list(rep["cpu"][0]), rep["cpu"]))
     return files
+
+
+def campaign_report(results: Path, campaign_id: int, name: str, test: str, correction: str,
+                    reference: str | None = None, axis: str | None = None, metric: str | None = None,
+                    out: Callable[[str], None] = print) -> tuple[Path, list[Path]]:
+    """The report and figures of a stored campaign, beside its store; the text report goes to `out`."""
+    with Store(results, read_only=True) as store:
+        rep = build(store, [campaign_id], test, correction, reference, axis, metric)
+    out(format_text(rep))
+    directory = out_dir(Path(results), name, campaign_id)
+    files = write_files(lambda: write_all(rep, directory, f"{name} #{campaign_id}"), directory)
+    return directory, files

@@ -28,12 +28,11 @@ from .. import cpu as cpu_mod
 from .. import protocols
 from ..conditions import transfer_seconds
 from ..errors import UsageError
-from ..records import AXES, DEFAULT_METRIC, METRICS, CellStats, Comparison, Trial
+from ..precision import half_width_pct, median_ci, precision_stop
+from ..records import AXES, CORRECTIONS, DEFAULT_METRIC, METRICS, TESTS, CellStats, Comparison, Trial, metric_value
 
 CV_WARN = 0.10
 ALPHA = 0.05
-TESTS = ("welch", "mannwhitney")
-CORRECTIONS = ("holm", "bh")
 
 
 def usable(trials: list[Trial], kind: str | None = "page") -> list[Trial]:
@@ -41,14 +40,6 @@ def usable(trials: list[Trial], kind: str | None = "page") -> list[Trial]:
     (Trial.kind): "page" for page-load times, "bulk" for throughput, "requests" for request
     latency; None: every kind (the navigation's establishment is in every trial)."""
     return [t for t in trials if t.counts and (kind is None or t.kind == kind)]
-
-
-def median_ci(x: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    if len(x) < 3 or np.all(x == x[0]):
-        return (float("nan"), float("nan")) if len(x) < 3 else (float(x[0]), float(x[0]))
-    res = sps.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=2000, method="percentile",
-                        random_state=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def diff_pct_ci(a: np.ndarray, b: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
@@ -66,28 +57,6 @@ def diff_pct_ci(a: np.ndarray, b: np.ndarray, confidence: float = 0.95, seed: in
     res = sps.bootstrap((a, b), diff, confidence_level=confidence, n_resamples=2000, method="percentile",
                         vectorized=True, paired=False, random_state=np.random.default_rng(seed))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def half_width_pct(x: list[float]) -> float:
-    """Half the width of the median's 95% CI, in percent of the median (nan below three values)."""
-    a = np.asarray(x, dtype=float)
-    lo, hi = median_ci(a)
-    med = float(np.median(a)) if len(a) else float("nan")
-    return (hi - lo) / 2 / med * 100 if med and not math.isnan(lo) else float("nan")
-
-
-def precision_stop(by_proto: dict[str, list[float]], target_pct: float, min_runs: int, max_runs: int,
-                   protos: tuple[str, ...]) -> tuple[str | None, dict[str, float]]:
-    """Whether a cell may stop under a precision target: ("precision reached", half widths) when
-    every protocol has at least min_runs counted page-load times and its median's half width is
-    within target_pct; ("max runs reached", ...) once a protocol has max_runs; else (None, ...)."""
-    widths = {p: half_width_pct(by_proto.get(p, [])) for p in protos}
-    counts = [len(by_proto.get(p, [])) for p in protos]
-    if min(counts) >= min_runs and all(w <= target_pct for w in widths.values()):
-        return "precision reached", widths
-    if max(counts) >= max_runs:
-        return "max runs reached", widths
-    return None, widths
 
 
 def unpooled(trials: list[Trial], hosts: dict[str, dict], key_fields: tuple[str, ...]) -> tuple[list[Trial], list[str]]:
@@ -191,14 +160,6 @@ def axis_value(t: Trial, axis: str) -> str:
 
 def _page_fields(t: Trial) -> dict:
     return {"page": t.page, "size_bytes": t.size_bytes, "objects": t.objects}
-
-
-def metric_value(t: Trial, metric: str = DEFAULT_METRIC) -> float | None:
-    """A trial's value of a metric (records.METRICS) in ms, or None where it has none."""
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {tuple(METRICS)}")
-    v = getattr(t, METRICS[metric].field)
-    return None if v is None else float(v)
 
 
 def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, CellStats]:

@@ -42,11 +42,11 @@ def summarize(trials: list[Trial]) -> list[dict]:
 
 def campaign_sections(results, campaign_id: int) -> list[tuple[str, str]]:
     """(title, text) of a stored campaign: its link as measured, and its summary table."""
-    from ..link.verify import format_report
+    from ..records import format_link_check
     from ..store import Store
     with Store(results, read_only=True) as store:
         c = store.campaign(campaign_id)
-        link = [format_report(x["result"]["verify"]) if "verify" in x["result"] else
+        link = [format_link_check(x["result"]["verify"]) if "verify" in x["result"] else
                 f"{x['conditions']}: applied and read back, not measured (verify off)" for x in store.link_checks(campaign_id)]
         head = (f"campaign {campaign_id} '{c['name']}' in {results} (order seeded with {c['grid'].get('seed')}; link "
                 f"backend: {c['metadata'].get('link_backend')}; report: plt-bench report {campaign_id} --results {results})")

@@ -563,14 +563,3 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
             **({"trace_windows": windows} if windows else {}), "probes": probes,
             "seconds": round(time.monotonic() - t0, 1), "idle_gate": idle}
 
-
-def format_report(report: dict) -> str:
-    lines = [f"link {report['conditions']}: {'ok' if report['ok'] else 'OUT OF TOLERANCE: ' + ', '.join(report['failed'])}"
-             f" ({report['seconds']} s)"]
-    for c in report["checks"]:
-        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
-        m = "-" if c["measured"] is None else c["measured"]
-        e = "-" if c["expected"] is None else c["expected"]
-        lines.append(f"  {mark} {c['name']:<46} measured {m!s:>9} {c['unit']:<2} expected {e!s:>8} {c['unit']:<2} "
-                     f"({c['tolerance']})")
-    return "\n".join(lines)
