@@ -1,9 +1,10 @@
-"""Chromium, forced to one protocol, loading one page per fresh browser and profile.
+"""A browser, forced to one protocol, loading one page per fresh browser and profile: the
+judgement of a trial from what both ends saw, and the parent's end of the worker's pipe.
 
 The browser runs in the client namespace through a long-lived worker process
 (plt_bench.browser_worker) that the testbed starts there with `ip netns exec`; the worker
-starts a fresh chromedriver + Chromium + profile for every trial and quits it after. This
-module holds the pure parts (flags, the judgement of a trial) and the parent's end of the pipe.
+starts a fresh driver, browser and profile for every trial and ends them after. What differs
+between browsers (their launch, flags and prefs, their driver) is in plt_bench.browsers.
 """
 
 from __future__ import annotations
@@ -22,60 +23,9 @@ from .errors import BrowserError
 from .pages import HOST, url_host, url_path  # noqa: F401 - url_* are the browser's names too
 
 if TYPE_CHECKING:
-    from .drivers import Browser
+    from .browsers.drivers import Browser
     from .pages import Page
     from .records import WorkerAnswer
-
-# Profile preferences of every trial:
-# - network prediction off (2 = never): otherwise Chromium preconnects TCP+TLS before the
-#   navigation and the handshake vanishes from the page-load time;
-# - start on about:blank (restore_on_startup 4 = open startup_urls): otherwise the first tab is
-#   the new-tab page of Debian's default search engine, an outside host, and chromedriver waits
-#   ~13 s for it to fail before it navigates.
-PREFS = {
-    "net": {"network_prediction_options": 2},
-    "session": {"restore_on_startup": 4, "startup_urls": ["about:blank"]},
-}
-
-
-# The window every trial renders in: fixed, since the largest contentful paint is the largest element
-# in it (and an image filling it would not count).
-WINDOW = (1280, 800)
-
-
-def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
-                  extra: tuple[str, ...] = (), spoke: dict[str, str] | None = None) -> list[str]:
-    """Command-line flags for one trial (pure; unit-tested). origins: (host, address) of every
-    origin the testbed serves, the test host first; each resolves to its address and is forced to
-    the protocol. extra: flags a kind of trial adds (a repeat visit's). As recorded (per_origin):
-    spoke gives each host's own protocol; QUIC is forced on the h3 ones alone, and the others'
-    servers offer theirs alone (ALPN: h2 or http/1.1), so neither QUIC nor HTTP/2 is turned off."""
-    protocol = protocols.get(proto)  # ValueError for an unknown one
-    rules = ", ".join(f"MAP {h} {ip}" for h, ip in origins)
-    args = [
-        *web_args(profile_dir),
-        # The test hosts resolve to the server's addresses; every other name fails inside Chromium,
-        # so no lookup ever leaves the testbed.
-        f"--host-resolver-rules={rules}, MAP * ~NOTFOUND",
-        f"--ignore-certificate-errors-spki-list={spki_b64}",
-        *extra,
-    ]
-    if protocol.per_origin:
-        quic = [f"{h}:443" for h, _ in origins if (spoke or {}).get(h) in protocols.NAMES
-                and protocols.get(spoke[h]).transport == "QUIC"]
-        return args + (protocols.H3.chromium_flags(quic) if quic else ["--disable-quic"])
-    return args + protocol.chromium_flags([f"{h}:443" for h, _ in origins])
-
-
-def web_args(profile_dir: str) -> list[str]:
-    """The flags of every load (pure): headless, a fresh profile, the fixed window, nothing of
-    Chromium's own in the background. Alone, they load a page from the web as a browser does (plt-bench
-    record without --serve: its own resolver, certificates and protocols)."""
-    return ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-extensions", "--disable-default-apps", "--mute-audio",
-            f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={profile_dir}"]
-
 
 def _ms(nav: dict, end: str, start: str = "startTime") -> float | None:
     a, b = nav.get(start), nav.get(end)

@@ -1,8 +1,9 @@
 """Browser worker: runs in the client namespace, one JSON request per line on stdin, one JSON
-answer per line on stdout. Each request starts a fresh chromedriver + Chromium with a fresh
-profile, loads one URL, reads the Navigation Timing entry, and quits.
+answer per line on stdout. Each request starts a fresh driver and browser (plt_bench.browsers:
+chromedriver + Chromium, or geckodriver + Firefox) with a fresh profile, loads one URL, reads the
+Navigation Timing entry, and quits.
 
-Request: {"url", "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series",
+Request: {"url", "browser": chromium | firefox (chromium when absent), "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series",
           "visit": a repeat visit's {"cache": "cleared" | "kept", "settle_s", "netlog": its net-log's path,
                    "keep_netlog": the net-log is the trial's capture}, or absent,
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
@@ -123,25 +124,13 @@ AWAIT_JS = ("const done = arguments[arguments.length - 1]; "
             "else { window.pltBench.then(done, e => done({error: String(e)})); }")
 
 
-def binaries() -> tuple[str, str]:
-    """The browser and driver this worker starts: as the testbed chose them (drivers.Browser, through
-    PLT_BENCH_BROWSER and PLT_BENCH_DRIVER), else Debian's."""
-    from plt_bench.drivers import CHROMEDRIVER, CHROMIUM
-    return os.environ.get("PLT_BENCH_BROWSER", CHROMIUM), os.environ.get("PLT_BENCH_DRIVER", CHROMEDRIVER)
-
-
 def versions() -> dict:
-    import subprocess
+    """The versions the worker's hello reports: Chromium's and chromedriver's (every campaign's
+    metadata), and Selenium's."""
     from selenium import __version__ as selenium_version
-    CHROMIUM, CHROMEDRIVER = binaries()
 
-    def first_line(argv):
-        try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return "unknown"
-    return {"chromium": first_line([CHROMIUM, "--version"]), "chromedriver": first_line([CHROMEDRIVER, "--version"]),
-            "selenium": selenium_version}
+    from plt_bench.browsers.chromium import CHROMIUM
+    return {**CHROMIUM.versions(), "selenium": selenium_version}
 
 
 _PREPARED: dict = {}  # the next trial's browser, started by a prepare request: {"key", "driver", "launch_s", ...}
@@ -149,8 +138,8 @@ _PREPARED: dict = {}  # the next trial's browser, started by a prepare request: 
 
 def _key(req: dict) -> tuple:
     """What a prepared browser must match to serve a request: its profile and every flag."""
-    return (req["profile_dir"], tuple(req["args"]), json.dumps(req.get("prefs", {}), sort_keys=True),
-            bool(req.get("har_path")))
+    return (req.get("browser", "chromium"), req["profile_dir"], tuple(req["args"]),
+            json.dumps(req.get("prefs", {}), sort_keys=True), bool(req.get("har_path")))
 
 
 def prepare(req: dict) -> dict:
@@ -192,37 +181,24 @@ def _take_prepared(req: dict):
     return None
 
 
-def _options(req: dict):
-    from selenium.webdriver.chrome.options import Options
-    CHROMIUM, _ = binaries()
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for a in req["args"]:
-        opts.add_argument(a)
-    opts.add_experimental_option("prefs", req.get("prefs", {}))
-    opts.page_load_strategy = "normal"
-    if req.get("har_path"):  # the DevTools Network events, for the trial's HAR
-        from plt_bench.har import PERF_LOG_CAPABILITY
-        for k, v in PERF_LOG_CAPABILITY.items():
-            opts.set_capability(k, v)
-    return opts
-
-
 def _start_browser(req: dict, out: dict):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    _, CHROMEDRIVER = binaries()
-    # the log path (next to the profile, in the testbed's run folder) marks chromedriver as ours,
-    # so `plt-bench clean` finds it even outside a namespace of ours (two machines)
+    """The request's browser (plt_bench.browsers: req["browser"], Chromium when absent) and its driver,
+    started on the request's fresh profile; a failed attempt's processes and profile are ended."""
+    from plt_bench import browsers
     os.makedirs(os.path.dirname(req["profile_dir"]), exist_ok=True)
-    return _launch(webdriver, Service, CHROMEDRIVER, _options(req), req, out)
+
+    def cleanup():
+        _sweep(req["profile_dir"], {})
+        shutil.rmtree(req["profile_dir"], ignore_errors=True)
+    return browsers.get(req.get("browser", browsers.DEFAULT)).start(req, out, cleanup)
 
 
 def _unlink_driver_log(profile_dir: str) -> None:
-    try:
-        os.unlink(f"{profile_dir}.chromedriver.log")
-    except OSError:
-        pass
+    for name in ("chromedriver", "geckodriver"):
+        try:
+            os.unlink(f"{profile_dir}.{name}.log")
+        except OSError:
+            pass
 
 
 def one_trial(req: dict) -> dict:
@@ -495,25 +471,6 @@ def _page_script(driver, js: str, timeout_s: float, what: str, timed_out: str) -
     except WebDriverException as e:
         return {"error": f"could not read {what}: {(e.msg or str(e)).strip().splitlines()[0]}"}
     return got if isinstance(got, dict) else {"error": f"{what} answered {type(got).__name__}"}
-
-
-def _launch(webdriver, Service, chromedriver: str, opts, req: dict, out: dict):
-    """chromedriver and Chromium, started; a second attempt where the session was not created.
-    Under a starved machine (a TCG guest beside a busy host) Chromium once missed chromedriver's
-    start-up window on a trial's first attempt. Nothing has been sent over the link yet, so a
-    second start measures the same; the attempts are in the answer (launch_attempts) and launch_s
-    covers both."""
-    from selenium.common.exceptions import SessionNotCreatedException
-    for attempt in (1, 2):
-        out["launch_attempts"] = attempt
-        service = Service(chromedriver, service_args=["--log-level=SEVERE", f"--log-path={req['profile_dir']}.chromedriver.log"])
-        try:
-            return webdriver.Chrome(service=service, options=opts)
-        except SessionNotCreatedException:
-            if attempt == 2:
-                raise
-            _sweep(req["profile_dir"], {})  # the failed attempt's processes and profile, gone
-            shutil.rmtree(req["profile_dir"], ignore_errors=True)
 
 
 HAR_BODIES_BUFFER = 400 * 10**6  # a recording keeps every body in the browser until the HAR is written

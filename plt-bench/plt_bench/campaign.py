@@ -65,7 +65,7 @@ class Spec:
     server: str | None                # two machines: the server's address ('plt-bench serve --addr')
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
-    browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.drivers)
+    browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.browsers.drivers)
     serve: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--serve; url: pages)
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
     #                                     percent of the medians (grid.runs the least, max_runs the most runs)

@@ -130,16 +130,6 @@ def check_space(kinds: tuple[str, ...], trials: list[tuple[str, int]], folder: P
     return need, None
 
 
-def chromium_capture_args(kinds: tuple[str, ...], folder: Path) -> list[str]:
-    """Chromium flags writing the key log and the net-log of one trial into its folder (pure)."""
-    args = []
-    if "keylog" in kinds:
-        args.append(f"--ssl-key-log-file={folder / FILENAMES['keylog']}")
-    if "netlog" in kinds:
-        args += [f"--log-net-log={folder / FILENAMES['netlog']}", "--net-log-capture-mode=Default"]
-    return args
-
-
 def tcpdump_argv(iface: str, path: Path, buffer_kib: int = 65536, filter_file: Path | None = None) -> list[str]:
     """tcpdump writing every whole packet of an interface to a pcap (pure). -Z root: Debian's
     tcpdump otherwise drops to its own user, which cannot write under results/. Not immediate

@@ -7,14 +7,26 @@ from __future__ import annotations
 import os
 import time
 
-ROLES = ("browser", "renderer", "network", "gpu", "utility", "zygote", "chromedriver", "other")
+ROLES = ("browser", "renderer", "network", "gpu", "utility", "zygote", "chromedriver", "geckodriver", "other")
+
+# Firefox's child processes by the type its command line ends with (-contentproc ... TYPE): content
+# processes render (tab), the socket process carries the network where Firefox runs one (else the
+# parent's socket thread does, counted as "browser"), the fork server is Chromium's zygote's peer.
+FIREFOX_CHILDREN = {"tab": "renderer", "socket": "network", "gpu": "gpu", "rdd": "utility", "utility": "utility",
+                    "forkserver": "zygote"}
 
 
 def role(cmdline: list[str]) -> str:
-    """The role of a Chromium process from its command line (--type=..., the network service's sub-type)."""
+    """The role of a browser's process from its command line: Chromium's (--type=..., the network
+    service's sub-type) or Firefox's (-contentproc and its type); the driver's own."""
     args = " ".join(cmdline)
-    if "chromedriver" in (cmdline[0] if cmdline else ""):
+    exe = os.path.basename(cmdline[0]) if cmdline else ""
+    if "chromedriver" in exe:
         return "chromedriver"
+    if "geckodriver" in exe:
+        return "geckodriver"
+    if exe.startswith("firefox"):
+        return FIREFOX_CHILDREN.get(cmdline[-1], "other") if "-contentproc" in cmdline else "browser"
     kind = next((a.split("=", 1)[1] for a in cmdline if a.startswith("--type=")), None)
     if kind is None:
         return "browser" if cmdline and "chrom" in cmdline[0] else "other"

@@ -96,7 +96,7 @@ def kernel_checks() -> list[Check]:
 
 
 def tool_checks() -> list[Check]:
-    from .drivers import CHROMEDRIVER, CHROMIUM
+    from .browsers.drivers import CHROMEDRIVER, CHROMIUM
     out = []
     check, chromium = program_check("Chromium", CHROMIUM, f"apt install chromium ({SETUP})")
     out.append(check)

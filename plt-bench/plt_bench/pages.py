@@ -336,6 +336,7 @@ class Page:
 
     @property
     def html_name(self) -> str:
+        """The file a load asks for (origins_in_name reads a generated one's origins back)."""
         if self.url:
             return self.url
         if self.archived:
@@ -398,7 +399,7 @@ class Page:
         that side shown at that side: Chrome counts an image by the smaller of its shown and its
         own size (a 1x1 image shown large counts as one pixel), only at 0.05 bits per shown pixel or
         more, and not when it fills the viewport; so the side keeps 0.1 bit per pixel (twice the
-        floor), at most HERO_MAX_PX, well inside the fixed window (browser.WINDOW). Without one, the
+        floor), at most HERO_MAX_PX, well inside the fixed window (browsers.WINDOW). Without one, the
         page's heading is its largest paint."""
         if not self.objects or self.size_bytes < HERO_MIN_BYTES or self.replay:
             return 0
@@ -824,3 +825,10 @@ class Sites:
 def os_free_bytes(path: Path) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
+
+
+def origins_in_name(html_name: str) -> int:
+    """How many of the testbed's origins a generated page's file (Page.html_name) asks for: N for
+    objects_..._No.html, else 1 (pure)."""
+    m = re.search(r"_(\d+)o\.html$", html_name)
+    return int(m.group(1)) if m else 1

@@ -126,7 +126,7 @@ def keep(answer: dict, har: Path, url: str, name: str, sites: Path, note=print) 
 def web_request(url: str, profile: Path, har: Path) -> dict:
     """The browser worker's request for one recording from the web (pure): the browser's own
     resolver, certificates and protocol choice (h3 where the site offers it), every body kept."""
-    from .browser import PREFS, web_args
+    from .browsers.chromium import PREFS, web_args
     return {"url": url, "profile_dir": str(profile), "prefs": PREFS, "args": web_args(str(profile)),
             "cpu_interval_s": 0.1, "cpu_series": False, "har_path": str(har), "har_bodies": True,
             "timeout_s": RECORD_TIMEOUT_S, "await_s": 0.0, "gate": False, "mark": None}
@@ -134,7 +134,7 @@ def web_request(url: str, profile: Path, har: Path) -> dict:
 
 def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> list[tuple]:
     """Record each URL from the web, as this machine reaches it (no testbed); returns [(Archive, notes)]."""
-    from . import drivers
+    from .browsers import drivers
     from .browser import BrowserWorker
     spool = Path(tempfile.mkdtemp(prefix="plt-bench-record-"))
     worker = BrowserWorker(None, spool / "browser-worker.log", drivers.resolve(None))

@@ -14,12 +14,13 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
-from . import cmd, drivers, link as link_mod, protocols
-from .browser import PREFS, BrowserWorker, chromium_args
-from .capture import FILENAMES, Settings, chromium_capture_args
+from . import browsers, cmd, link as link_mod, protocols
+from .browser import BrowserWorker
+from .browsers import drivers
+from .capture import FILENAMES, Settings
 from .conditions import Conditions
 from .metadata import machine, utc_now
-from .pages import ARCHIVED, Sites, url_path
+from .pages import ARCHIVED, Sites, origins_in_name, url_path
 from .server import HOST, Server
 from .topology import Topology, pids_in
 
@@ -35,14 +36,15 @@ class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
-                 serve: Sequence[tuple[str, Path]] = ()):
+                 serve: Sequence[tuple[str, Path]] = (), browser: str = browsers.DEFAULT):
         self.sites = Sites(sites_dir)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
         # (host, folder, protocol): folders served as they are, to record from (plt-bench record), each host over
         # every protocol ('') or the one given alone (record --serve HOST@h1=DIR)
         self.serve = [(x[0], x[1], x[2] if len(x) > 2 else "") for x in serve]
         self.record_bodies = False  # HARs keep every body (a recording: plt_bench.record)
-        self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.drivers)
+        self.browser_name = browsers.get(browser).name  # which browser loads the pages (plt_bench.browsers)
+        self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.browsers.drivers)
         self.browser: drivers.Browser | None = None
         self.capture = capture or Settings()
         self.qlog_spool: Path | None = None
@@ -241,7 +243,9 @@ class Testbed:
     def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None, visit: str = "first") -> dict:
         """The worker's request for one load (its timeout and await_s filled in by load). A repeat
         visit (pages.VISITS) loads the page first in the same browser, which keeps a net-log (the
-        capture's, if the trial captures one) for the repeat's evidence of resumption and 0-RTT."""
+        capture's, if the trial captures one) for the repeat's evidence of resumption and 0-RTT.
+        What the browser cannot do yet (browsers.base.Browser.features) is refused by name."""
+        from .errors import UsageError
         profile = self.plan.run_dir / "profiles" / tag
         repeat = visit != "first"
         netlog = (capture_dir / FILENAMES["netlog"] if capture_dir is not None and "netlog" in self.capture.kinds
@@ -249,11 +253,20 @@ class Testbed:
         extra = ("--enable-net-benchmarking",) if repeat else ()
         if repeat and netlog.name != FILENAMES["netlog"]:
             extra += (f"--log-net-log={netlog}", "--net-log-capture-mode=Default")
-        args = chromium_args(proto, self.origins_for(page, proto), self.server.cert.spki_sha256_b64, str(profile), extra,
-                             spoke=self.spoke())
-        if capture_dir is not None:
-            args += chromium_capture_args(self.capture.kinds, capture_dir)
-        req = {"url": self.url(page, tag), "profile_dir": str(profile), "prefs": PREFS,
+        b = browsers.get(self.browser_name)
+        origins = self.origins_for(page, proto)
+        if "origins" not in b.features and not (page.startswith(ARCHIVED) or "://" in page):
+            origins = origins[:origins_in_name(page)]  # a generated page's own (Chromium maps every origin)
+        wanted = ({"repeat"} if repeat else set()) | ({"origins"} if len({ip for _, ip in origins}) > 1 else set()) | (
+            {"per-origin"} if protocols.get(proto).per_origin else set()) | (
+            set(self.capture.kinds) & {"har", "keylog", "netlog", "visual"} if capture_dir is not None else set())
+        if b.unsupported(wanted):
+            raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
+                             f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")
+        launch = b.launch(proto, origins, self.server.cert.spki_sha256_b64, str(profile), spoke=self.spoke(),
+                          extra=extra)
+        args = launch["args"] + (b.capture_args(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else [])
+        req = {"url": self.url(page, tag), "profile_dir": str(profile), **launch,
                "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "visual": "visual" in self.capture.kinds}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args):

@@ -71,7 +71,7 @@ def rendered_figures(page, profile_dir) -> dict[str, float]:
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    from plt_bench.drivers import CHROMEDRIVER, CHROMIUM
+    from plt_bench.browsers.drivers import CHROMEDRIVER, CHROMIUM
     opts = Options()
     opts.binary_location = CHROMIUM
     for a in ("--headless=new", "--no-sandbox", f"--user-data-dir={profile_dir}", "--window-size=1400,1000",

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from plt_bench import drivers
+from plt_bench.browsers import drivers
 from plt_bench.errors import EnvironmentProblem
 
 pytestmark = pytest.mark.skipif(not shutil.which(drivers.CHROMEDRIVER), reason="needs Debian's chromedriver")

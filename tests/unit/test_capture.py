@@ -46,11 +46,12 @@ def test_check_space_warns_over_the_limit_and_refuses_what_cannot_fit(tmp_path):
 
 
 def test_chromium_capture_args():
+    from plt_bench.browsers import chromium
     folder = Path("/r/captures/1/00000-quic-index_5KB")
-    args = capture.chromium_capture_args(("keylog", "netlog"), folder)
+    args = chromium.CHROMIUM.capture_args(("keylog", "netlog"), folder, capture.FILENAMES)
     assert args == [f"--ssl-key-log-file={folder}/keys.log", f"--log-net-log={folder}/netlog.json",
                     "--net-log-capture-mode=Default"]
-    assert capture.chromium_capture_args(("cpu", "pcap"), folder) == []
+    assert chromium.CHROMIUM.capture_args(("cpu", "pcap"), folder, capture.FILENAMES) == []
 
 
 def test_tcpdump_argv_and_its_statistics():

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from plt_bench import browser, server, topology
+from plt_bench.browsers import chromium
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page, parse_page
 
@@ -123,9 +124,9 @@ def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not()
 
 def test_chromium_flags_per_protocol():
     one = [("plt.test", "198.19.0.2")]
-    q = browser.chromium_args("h3", one, "HASH=", "/p")
-    h2 = browser.chromium_args("h2", one, "HASH=", "/p")
-    t = browser.chromium_args("h1", one, "HASH=", "/p")
+    q = chromium.chromium_args("h3", one, "HASH=", "/p")
+    h2 = chromium.chromium_args("h2", one, "HASH=", "/p")
+    t = chromium.chromium_args("h1", one, "HASH=", "/p")
     assert "--enable-quic" in q and "--origin-to-force-quic-on=plt.test:443" in q and "--disable-quic" not in q
     assert "--disable-quic" in t and not any("quic-on" in a for a in t)
     # h2: no QUIC (Caddy's Alt-Svc would move the page to h3), ALPN offers h2; h1: neither
@@ -136,19 +137,19 @@ def test_chromium_flags_per_protocol():
         assert "--ignore-certificate-errors-spki-list=HASH=" in a and "--user-data-dir=/p" in a
         assert "--headless=new" in a and not any("'" in x or '"' in x for x in a)
         assert "--window-size=1280,800" in a  # LCP is the largest element in a fixed window
-    assert browser.PREFS["net"]["network_prediction_options"] == 2
+    assert chromium.PREFS["net"]["network_prediction_options"] == 2
     with pytest.raises(ValueError):
-        browser.chromium_args("sctp", one, "h", "/p")
+        chromium.chromium_args("sctp", one, "h", "/p")
     # every origin resolves to its own address and is forced to QUIC
-    many = browser.chromium_args("h3", ORIGINS, "HASH=", "/p")
+    many = chromium.chromium_args("h3", ORIGINS, "HASH=", "/p")
     assert ("--host-resolver-rules=MAP plt.test 198.19.4.2, MAP plt-o1.test 198.19.4.11, MAP plt-o2.test "
             "198.19.4.12, MAP * ~NOTFOUND") in many
     assert "--origin-to-force-quic-on=plt.test:443,plt-o1.test:443,plt-o2.test:443" in many
     # as recorded: QUIC forced on the h3 origins alone; HTTP/2 stays on (an h1 origin's server offers h1 alone)
-    mixed = browser.chromium_args("as-recorded", ORIGINS, "HASH=", "/p", spoke={"plt.test": "h3", "plt-o1.test": "h1"})
+    mixed = chromium.chromium_args("as-recorded", ORIGINS, "HASH=", "/p", spoke={"plt.test": "h3", "plt-o1.test": "h1"})
     assert "--origin-to-force-quic-on=plt.test:443" in mixed and "--enable-quic" in mixed
     assert "--disable-http2" not in mixed and "--disable-quic" not in mixed
-    none = browser.chromium_args("as-recorded", ORIGINS, "HASH=", "/p", spoke={"plt.test": "h2"})
+    none = chromium.chromium_args("as-recorded", ORIGINS, "HASH=", "/p", spoke={"plt.test": "h2"})
     assert "--disable-quic" in none and "--disable-http2" not in none
 
 

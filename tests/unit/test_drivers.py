@@ -1,8 +1,8 @@
-"""Which chromedriver goes with a browser (pure parts of plt_bench.drivers)."""
+"""Which chromedriver goes with a browser (pure parts of plt_bench.browsers.drivers)."""
 
 import pytest
 
-from plt_bench import drivers
+from plt_bench.browsers import drivers
 from plt_bench.errors import UsageError
 
 

@@ -19,8 +19,8 @@ import os
 import re
 import subprocess
 
-from . import cmd
-from .errors import EnvironmentProblem, UsageError
+from .. import cmd
+from ..errors import EnvironmentProblem, UsageError
 
 # Debian's /usr/bin/chromium is a shell wrapper that adds flags of its own (remote extensions,
 # GPU rasterization); the testbed starts the real binary with exactly its own flags.
@@ -75,6 +75,14 @@ def _version_of(path: str, what: str) -> tuple[str, str]:
     except (OSError, ValueError) as e:
         raise UsageError(f"{what}: {path} does not run as a Chromium-based browser ({e}); expected the path of "
                          "a Chromium or Google Chrome binary") from None
+
+
+def first_line(argv: list[str], timeout_s: float = 20.0) -> str:
+    """The first line a program prints (its --version), or "unknown"."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "unknown"
 
 
 def choose_driver(browser_version: str, distro_version: str | None) -> str:

@@ -1,0 +1,27 @@
+"""The browsers plt-bench drives: one module each behind one interface (base.Browser), one table.
+
+    chromium  Debian's Chromium and chromedriver (or a binary the user names: drivers.py)
+    firefox   Debian's Firefox ESR and geckodriver (built from its crate by scripts/setup)
+
+A new browser is a module with a Browser subclass and a line in BROWSERS (and its tests).
+"""
+
+from __future__ import annotations
+
+from .base import WINDOW, Browser
+from .chromium import CHROMIUM
+from .firefox import FIREFOX
+
+BROWSERS: dict[str, Browser] = {b.name: b for b in (CHROMIUM, FIREFOX)}
+NAMES = tuple(BROWSERS)
+DEFAULT = "chromium"  # what stores written before the browser was recorded ran
+
+__all__ = ["BROWSERS", "DEFAULT", "NAMES", "WINDOW", "Browser", "get"]
+
+
+def get(name: str) -> Browser:
+    """The browser of a name; ValueError for any other."""
+    try:
+        return BROWSERS[name]
+    except KeyError:
+        raise ValueError(f"unknown browser {name!r}; expected one of {', '.join(NAMES)}") from None

@@ -1,0 +1,51 @@
+"""What plt-bench asks of a browser: one interface, one implementation per browser (chromium.py,
+firefox.py), chosen by name from the table in browsers/__init__.py.
+
+A browser has two sides. The testbed's (pure, in the measuring process): the launch of one trial as
+a worker request, for a protocol and a set of origins. The worker's (browser_worker, in the client
+namespace): starting the browser and its WebDriver from that request, with a fresh profile. What
+every browser shares, the worker does once: the navigation, Navigation and Resource Timing, the
+paint metrics, the CPU of the driver's process tree (cpu.role names each process's role), the
+end of every process of a trial.
+"""
+
+from __future__ import annotations
+
+# The window every trial renders in, whatever the browser: fixed, since the largest contentful
+# paint is the largest element in it (and an image filling it would not count).
+WINDOW = (1280, 800)
+
+
+class Browser:
+    """One browser as plt-bench drives it. Subclasses fill in the names and the two sides."""
+
+    name = ""    # what options and stores say: chromium | firefox
+    label = ""   # for people: Chromium
+    # what a trial may ask beyond a load that this browser can give (capture kinds, repeat visits,
+    # as-recorded origins): a request for anything else is refused by name (unsupported)
+    features: frozenset[str] = frozenset()
+
+    def launch(self, proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
+               spoke: dict[str, str] | None = None) -> dict:
+        """The worker request's launch part for one trial (pure): {"browser", "args", "prefs"}.
+        origins: (host, address) of every origin the testbed serves, the test host first; each must
+        resolve to its address alone and be forced to the protocol."""
+        raise NotImplementedError
+
+    def capture_args(self, kinds: tuple[str, ...], folder, filenames: dict[str, str]) -> list[str]:
+        """Command-line arguments that write a capture run's files of the browser's own (pure)."""
+        return []
+
+    def unsupported(self, wanted: set[str]) -> list[str]:
+        """The features asked for that this browser cannot give, sorted (pure)."""
+        return sorted(wanted - self.features)
+
+    # -- the worker's side (in the client namespace) ------------------------------------------------
+    def start(self, req: dict, out: dict, cleanup) -> object:
+        """The browser and its WebDriver, started from a request (a Selenium driver); records
+        launch_attempts in out. cleanup(): ends a failed attempt's processes and profile."""
+        raise NotImplementedError
+
+    def versions(self) -> dict:
+        """The browser's and its driver's versions, by name."""
+        raise NotImplementedError

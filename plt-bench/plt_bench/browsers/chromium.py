@@ -1,0 +1,136 @@
+"""Chromium (Debian's chromium and chromedriver, or a binary the user names: drivers.py), forced to
+one protocol by its command line.
+
+Forcing: h3 with --origin-to-force-quic-on for every origin (no Alt-Svc, no race with TCP); h2
+with QUIC off; h1 with QUIC and HTTP/2 off (protocols.Protocol.chromium_flags). Names resolve
+through --host-resolver-rules to the testbed's addresses and nowhere else; the testbed's own
+certificate is trusted by its SPKI hash alone. A repeat visit closes its connections through
+chrome.benchmarking (--enable-net-benchmarking) and reads 0-RTT from the net-log.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import protocols
+from .base import WINDOW, Browser
+
+# Profile preferences of every trial:
+# - network prediction off (2 = never): otherwise Chromium preconnects TCP+TLS before the
+#   navigation and the handshake vanishes from the page-load time;
+# - start on about:blank (restore_on_startup 4 = open startup_urls): otherwise the first tab is
+#   the new-tab page of Debian's default search engine, an outside host, and chromedriver waits
+#   ~13 s for it to fail before it navigates.
+PREFS = {
+    "net": {"network_prediction_options": 2},
+    "session": {"restore_on_startup": 4, "startup_urls": ["about:blank"]},
+}
+
+
+def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
+                  extra: tuple[str, ...] = (), spoke: dict[str, str] | None = None) -> list[str]:
+    """Command-line flags for one trial (pure; unit-tested). origins: (host, address) of every
+    origin the testbed serves, the test host first; each resolves to its address and is forced to
+    the protocol. extra: flags a kind of trial adds (a repeat visit's). As recorded (per_origin):
+    spoke gives each host's own protocol; QUIC is forced on the h3 ones alone, and the others'
+    servers offer theirs alone (ALPN: h2 or http/1.1), so neither QUIC nor HTTP/2 is turned off."""
+    protocol = protocols.get(proto)  # ValueError for an unknown one
+    rules = ", ".join(f"MAP {h} {ip}" for h, ip in origins)
+    args = [
+        *web_args(profile_dir),
+        # The test hosts resolve to the server's addresses; every other name fails inside Chromium,
+        # so no lookup ever leaves the testbed.
+        f"--host-resolver-rules={rules}, MAP * ~NOTFOUND",
+        f"--ignore-certificate-errors-spki-list={spki_b64}",
+        *extra,
+    ]
+    if protocol.per_origin:
+        quic = [f"{h}:443" for h, _ in origins if (spoke or {}).get(h) in protocols.NAMES
+                and protocols.get(spoke[h]).transport == "QUIC"]
+        return args + (protocols.H3.chromium_flags(quic) if quic else ["--disable-quic"])
+    return args + protocol.chromium_flags([f"{h}:443" for h, _ in origins])
+
+
+def web_args(profile_dir: str) -> list[str]:
+    """The flags of every load (pure): headless, a fresh profile, the fixed window, nothing of
+    Chromium's own in the background. Alone, they load a page from the web as a browser does (plt-bench
+    record without --serve: its own resolver, certificates and protocols)."""
+    return ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-extensions", "--disable-default-apps", "--mute-audio",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={profile_dir}"]
+
+
+def chromium_capture_args(kinds: tuple[str, ...], folder: Path, filenames: dict[str, str]) -> list[str]:
+    """Chromium flags writing the key log and the net-log of one trial into its folder (pure)."""
+    args = []
+    if "keylog" in kinds:
+        args.append(f"--ssl-key-log-file={folder / filenames['keylog']}")
+    if "netlog" in kinds:
+        args += [f"--log-net-log={folder / filenames['netlog']}", "--net-log-capture-mode=Default"]
+    return args
+
+
+class Chromium(Browser):
+    name, label = "chromium", "Chromium"
+    features = frozenset({"har", "keylog", "netlog", "visual", "repeat", "per-origin", "origins"})
+
+    def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=()) -> dict:
+        return {"browser": self.name, "prefs": PREFS,
+                "args": chromium_args(proto, origins, spki_b64, profile_dir, tuple(extra), spoke=spoke)}
+
+    def capture_args(self, kinds, folder, filenames) -> list[str]:
+        return chromium_capture_args(kinds, folder, filenames)
+
+    # -- the worker's side ------------------------------------------------------------------------
+    @staticmethod
+    def binaries() -> tuple[str, str]:
+        """The browser and driver the worker starts: as the testbed chose them (drivers.Browser,
+        through PLT_BENCH_BROWSER and PLT_BENCH_DRIVER), else Debian's."""
+        from .drivers import CHROMEDRIVER, CHROMIUM
+        return os.environ.get("PLT_BENCH_BROWSER", CHROMIUM), os.environ.get("PLT_BENCH_DRIVER", CHROMEDRIVER)
+
+    def versions(self) -> dict:
+        from .drivers import first_line
+        browser, driver = self.binaries()
+        return {"chromium": first_line([browser, "--version"]), "chromedriver": first_line([driver, "--version"])}
+
+    def options(self, req: dict):
+        from selenium.webdriver.chrome.options import Options
+        opts = Options()
+        opts.binary_location = self.binaries()[0]
+        for a in req["args"]:
+            opts.add_argument(a)
+        opts.add_experimental_option("prefs", req.get("prefs", {}))
+        opts.page_load_strategy = "normal"
+        if req.get("har_path"):  # the DevTools Network events, for the trial's HAR
+            from ..har import PERF_LOG_CAPABILITY
+            for k, v in PERF_LOG_CAPABILITY.items():
+                opts.set_capability(k, v)
+        return opts
+
+    def start(self, req: dict, out: dict, cleanup):
+        """chromedriver and Chromium, started; a second attempt where the session was not created.
+        Under a starved machine (a TCG guest beside a busy host) Chromium once missed chromedriver's
+        start-up window on a trial's first attempt. Nothing has been sent over the link yet, so a
+        second start measures the same; the attempts are in the answer (launch_attempts) and launch_s
+        covers both. The driver's log path (next to the profile, in the testbed's run folder) marks
+        chromedriver as ours, so `plt-bench clean` finds it even outside a namespace of ours."""
+        from selenium import webdriver
+        from selenium.common.exceptions import SessionNotCreatedException
+        from selenium.webdriver.chrome.service import Service
+        driver_path = self.binaries()[1]
+        for attempt in (1, 2):
+            out["launch_attempts"] = attempt
+            service = Service(driver_path, service_args=["--log-level=SEVERE",
+                                                         f"--log-path={req['profile_dir']}.chromedriver.log"])
+            try:
+                return webdriver.Chrome(service=service, options=self.options(req))
+            except SessionNotCreatedException:
+                if attempt == 2:
+                    raise
+                cleanup()  # the failed attempt's processes and profile, gone
+
+
+CHROMIUM = Chromium()

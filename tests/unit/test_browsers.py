@@ -1,0 +1,71 @@
+"""The browser seam (plt_bench.browsers): one table, each browser's launch built purely, what a
+browser cannot do yet refused by name, and each process's CPU role read from its command line."""
+import pytest
+
+from plt_bench import browsers, cpu
+from plt_bench.browsers import chromium, firefox
+
+ONE = [("plt.test", "198.19.0.2")]
+
+
+def test_the_table_names_each_browser_once_and_chromium_is_the_default():
+    assert browsers.NAMES == ("chromium", "firefox") and browsers.DEFAULT == "chromium"
+    assert browsers.get("firefox") is firefox.FIREFOX and browsers.get("chromium") is chromium.CHROMIUM
+    with pytest.raises(ValueError, match="unknown browser 'safari'; expected one of chromium, firefox"):
+        browsers.get("safari")
+
+
+@pytest.mark.parametrize("proto,h3,h2", [("h3", True, True), ("h2", False, True), ("h1", False, False)])
+def test_firefox_is_forced_to_each_protocol_by_its_prefs(proto, h3, h2):
+    p = firefox.firefox_prefs(proto, ONE)
+    assert (p["network.http.http3.enable"], p["network.http.http2.enabled"]) == (h3, h2)
+    # without this pref Firefox silently drops h3 once a certificate not of its own roots is accepted
+    assert p["network.http.http3.disable_when_third_party_roots_found"] is False
+    assert p["network.dns.forceResolve"] == "198.19.0.2" and p["network.trr.mode"] == 5  # no lookup leaves the testbed
+    assert p["network.predictor.enabled"] is False and p["network.http.speculative-parallel-limit"] == 0
+    if h3:  # every origin's first request goes over h3: no Alt-Svc to learn, no race with TCP
+        assert p["network.http.http3.alt-svc-mapping-for-testing"] == "plt.test;h3=:443"
+        assert p["network.http.http3.force-use-alt-svc-mapping-for-testing"] is True
+    else:
+        assert not any("alt-svc-mapping" in k for k in p)
+
+
+def test_firefox_refuses_what_its_forcing_cannot_express():
+    with pytest.raises(ValueError, match="origins on 2 addresses are not supported yet"):
+        firefox.firefox_prefs("h3", [("plt.test", "198.19.0.2"), ("plt-o1.test", "198.19.0.11")])
+    with pytest.raises(ValueError, match="--proto as-recorded is not supported yet"):
+        firefox.firefox_prefs("as-recorded", ONE)
+    with pytest.raises(ValueError):
+        firefox.firefox_prefs("sctp", ONE)
+
+
+def test_each_launch_is_a_worker_request_of_its_browser():
+    ff = firefox.FIREFOX.launch("h2", ONE, "HASH=", "/run/plt-bench/pb1/profiles/t")
+    assert ff["browser"] == "firefox" and ff["args"] == ["-headless", "--width=1280", "--height=800", "-profile",
+                                                         "/run/plt-bench/pb1/profiles/t"]
+    cr = chromium.CHROMIUM.launch("h2", ONE, "HASH=", "/p", extra=("--enable-net-benchmarking",))
+    assert cr["browser"] == "chromium" and cr["prefs"] is chromium.PREFS
+    assert cr["args"] == chromium.chromium_args("h2", ONE, "HASH=", "/p", ("--enable-net-benchmarking",))
+
+
+def test_what_a_browser_cannot_do_yet_is_named():
+    wanted = {"repeat", "har", "origins"}
+    assert firefox.FIREFOX.unsupported(wanted) == ["har", "origins", "repeat"]
+    assert chromium.CHROMIUM.unsupported(wanted) == []
+
+
+@pytest.mark.parametrize("cmdline,role", [
+    (["/usr/lib/firefox-esr/firefox-esr", "-marionette", "-headless", "-profile", "/p"], "browser"),
+    (["/usr/lib/firefox-esr/firefox-esr", "-contentproc", "-isForBrowser", "-prefsLen", "1", "{u}", "123", "tab"],
+     "renderer"),
+    (["/usr/lib/firefox-esr/firefox-esr", "-contentproc", "{u}", "123", "socket"], "network"),
+    (["/usr/lib/firefox-esr/firefox-esr", "-contentproc", "{u}", "123", "rdd"], "utility"),
+    (["/usr/lib/firefox-esr/firefox-esr", "-contentproc", "{u}", "123", "forkserver"], "zygote"),
+    (["/work/.tools/bin/geckodriver", "--port", "4444"], "geckodriver"),
+    (["/usr/bin/chromedriver", "--port=9515"], "chromedriver"),
+    (["/usr/lib/chromium/chromium", "--type=renderer"], "renderer"),
+    (["/usr/lib/chromium/chromium", "--type=utility", "--utility-sub-type=network.mojom.NetworkService"], "network"),
+    (["/usr/lib/chromium/chromium", "--headless=new"], "browser"),
+])
+def test_each_browsers_processes_have_their_cpu_roles(cmdline, role):
+    assert cpu.role(cmdline) == role and role in cpu.ROLES
