@@ -107,6 +107,12 @@ def tool_checks() -> list[Check]:
         out.append(Check("Chromium = chromedriver", "ok" if same else "missing",
                          f"major versions {chromium.split('.')[0]} and {driver.split('.')[0]}",
                          "" if same else "apt install --only-upgrade chromium chromium-driver (same version)"))
+    from .browsers.firefox import FIREFOX
+    for name, path, fix in zip(("Firefox", "geckodriver"), FIREFOX.binaries(),
+                               (f"apt install firefox-esr ({SETUP})", f"{SETUP}: it builds geckodriver with cargo")):
+        check, _ = program_check(name, path, fix)
+        # the second browser: only --browser firefox needs it
+        out.append(dataclasses.replace(check, status="warn", essential=False) if check.status == "missing" else check)
     from .server import locate_caddy, caddy_info, CADDY_VERSION
     try:
         path, source = locate_caddy()
