@@ -39,7 +39,9 @@ def test_the_netem_backend_passes_inside_a_netem_kernel():
     print(r.stdout[-6000:], r.stderr[-3000:], f"VM part: {wall:.0f} s", sep="\n")
     assert junit.is_file(), (f"the VM ran no tests (exit {r.returncode}); netem-vm said: {r.stderr[-2000:]} "
                              f"{r.stdout[-2000:]}")
-    cases = ET.parse(junit).getroot().iter("testcase")
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    slowest = sorted(((float(c.get("time") or 0), c.get("name")) for c in cases), reverse=True)[:12]
+    print("slowest inside the VM:", *(f"  {t:7.1f} s  {name}" for t, name in slowest), sep="\n")  # where its time goes
     outcome, why = {}, {}
     for c in cases:
         kinds = {child.tag for child in c}
