@@ -172,17 +172,31 @@ def foreign_traffic_problem(foreign: list[dict]) -> str | None:
             f"in its time (first: {e.get('uri')}, {e.get('size')} bytes); the trial did not run alone")
 
 
-def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str, started: str, wall_s: float,
-               answer: WorkerAnswer, server_entries: list[dict] | None, link_dead: str | None = None,
-               link_stats: dict | None = None, extra: dict | None = None, foreign: list[dict] | None = None,
-               delivered: list[tuple[float, int]] | None = None, delivery_dev: str | None = None,
-               stalled: str | None = None) -> Trial:
-    """Build the immutable record of one load from the worker's answer and the server's log (the
-    trial's own entries, server.own_entries: its page's and its objects'; `foreign`: responses to
-    other requests that overlapped the trial). A bulk page's figures come from its script (the
-    answer's workload) and from `delivered`, the link's transmit counter sampled meanwhile; a
-    request page's from its requests' Resource Timing entries. `stalled`: a part of the testbed
-    was stopped during the trial (Caddy, linkem, the browser worker: cpu.Sampler.stall_problem)."""
+@dataclasses.dataclass
+class Evidence:
+    """What one load left, from both ends and the link: everything make_trial judges and stores."""
+
+    url: str                                  # the URL the trial is stored under (with its tag)
+    started_utc: str
+    wall_s: float                             # the worker's whole turn: launch, load, quit
+    answer: WorkerAnswer                      # the browser's side (browser_worker)
+    server_entries: list[dict] | None         # the trial's own entries of the server's log (None: unread)
+    foreign: list[dict] = dataclasses.field(default_factory=list)  # others' responses during the trial
+    link_stats: dict | None = None            # the emulator's counters during the trial (link_delta)
+    link_dead: str | None = None              # why the link died during it
+    delivered: list[tuple[float, int]] | None = None  # a bulk page's link counter, sampled
+    delivery_dev: str | None = None           # the device that counter is read on
+    stalled: str | None = None                # a part of the testbed was stopped (cpu.Sampler.stall_problem)
+    extra: dict = dataclasses.field(default_factory=dict)  # the trial's other fields (attempt, gate, CPU, cc)
+
+
+def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evidence) -> Trial:
+    """Build the immutable record of one load from its evidence: the worker's answer and the
+    server's log (the trial's own entries, server.own_entries: its page's and its objects';
+    `foreign`: responses to other requests that overlapped the trial). A bulk page's figures come
+    from its script (the answer's workload) and from `delivered`, the link's transmit counter
+    sampled meanwhile; a request page's from its requests' Resource Timing entries."""
+    url, answer, server_entries, wall_s = ev.url, ev.answer, ev.server_entries, ev.wall_s
     page, uri = cell.page, url_path(url)
     page_entries = None if server_entries is None else [e for e in server_entries if e["uri"] == uri]
     others = None if server_entries is None else [e for e in server_entries if e["uri"] != uri]
@@ -217,14 +231,14 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         why = judge_bulk(cell.proto, page, work, others)
         if status == "ok" and why:
             status, reason = "failed", why
-        workload_fields = bulk.figures(page, work, delivered, delivery_dev)
+        workload_fields = bulk.figures(page, work, ev.delivered, ev.delivery_dev)
     if page.requests:  # each request's proof is judge_objects'; here the script's own word
         why = judge_requests(page, answer.get("workload"))
         if status == "ok" and why:
             status, reason = "failed", why
         workload_fields = latency.figures(page, answer.get("resources"))
-    problem = link_dead or foreign_traffic_problem(foreign or []) or link_fidelity_problem(
-        link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or stalled
+    problem = ev.link_dead or foreign_traffic_problem(ev.foreign) or link_fidelity_problem(
+        ev.link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or ev.stalled
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     elif status == "failed" and cell.conditions.traced and (
@@ -249,13 +263,14 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, url: str,
         connections_json=json.dumps(per_origin) if per_origin else None,
         resources_json=json.dumps(resources) if resources else None,
         conditions=cell.conditions, status=status, reason=reason,
-        started_utc=started, finished_utc=utc_now(), wall_s=wall_s, url=url,
+        started_utc=ev.started_utc, finished_utc=utc_now(), wall_s=wall_s, url=url,
         launch_s=answer.get("launch_s"), load_s=answer.get("load_s"), quit_s=answer.get("quit_s"),
         next_hop_protocol=nav.get("nextHopProtocol"), response_status=nav.get("responseStatus"),
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
-        link_json=json.dumps(link_stats) if link_stats else None, **workload_fields, **t, **replayed, **(extra or {}))
+        link_json=json.dumps(ev.link_stats) if ev.link_stats else None, **workload_fields, **t, **replayed,
+        **ev.extra)
 
 
 def visit_fields(page, answer: WorkerAnswer, server_entries: list[dict] | None) -> dict:
@@ -291,23 +306,73 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     load's figures are taken, so that it launches while this trial is judged and stored (not in a
     capture run, nor across a change of conditions).
 
-    CPU: the worker samples the browser's process tree; here a sampler reads Caddy and linkem at the
-    same interval on the same (monotonic) clock. Capture runs keep the time series and the files."""
-    page = cell.page.html_name
-    timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps, cell.conditions.rtt_ms,
-                                          cell.page.objects)
-    await_s = bulk.await_s(cell.page, cell.conditions.rtt_ms) or latency.await_s(cell.page, cell.conditions)
-    if not bed.link.alive():  # never start a trial on a dead link, nor with any other part dead
+    The steps: _ready (nothing dead, nothing still loading), _measure (the load, with what the link,
+    the server's and the browser's CPU did meanwhile), _evidence (the server's log read for the
+    trial's own entries and others'), make_trial (the judgement), the store."""
+    _ready(bed, cell)
+    m = _measure(bed, cell, timeout_s, gate, (campaign_id, seq))
+    if next_cell is not None and not bed.capture.files and next_cell.conditions == cell.conditions and not m.dead:
+        # from here on, nothing of this trial is measured
+        bed.prepare(next_cell.proto, next_cell.page.html_name, next_cell.page.visit)
+    ev = _evidence(bed, cell, m, extra)
+    trial = make_trial(campaign_id, seq, run_index, cell, ev)
+    trial_id = store.add_trial(trial)
+    trial = dataclasses.replace(trial, trial_id=trial_id)
+    if "cpu" in bed.capture.kinds:
+        nav_t0 = m.answer.get("nav_t0") or m.t0
+        store.add_cpu_samples(trial_id, (m.answer.get("cpu_series") or []) + m.sampler.series(since=nav_t0))
+    if m.artifacts:
+        store.add_artifacts(trial_id, m.artifacts)
+    return trial
+
+
+def _ready(bed: Testbed, cell: Cell) -> None:
+    """Never start a trial on a dead link, nor with any other part dead; nothing of an earlier trial
+    may still be loading; the routes carry the cell's congestion control (read back)."""
+    if not bed.link.alive():
         raise LinkError(bed.link.died_reason())
     broken = bed.broken()
     if broken:
         raise TestbedBroken(broken)
-    bed.quiesce()  # nothing of an earlier trial may still be loading
-    bed.set_cc(cell.cc)  # the routes' congestion control, where a campaign has several (read back)
+    bed.quiesce()
+    bed.set_cc(cell.cc)
+
+
+@dataclasses.dataclass
+class Measured:
+    """One load as _measure took it: the worker's answer and what went on around it."""
+
+    answer: WorkerAnswer
+    uri: str                    # what the server's log names the page by
+    started_utc: str
+    t0: float                   # monotonic s when the load was asked for
+    t0_unix: float
+    t1_unix: float              # when the worker answered
+    wall_s: float
+    link_stats: dict | None     # the emulator's counters during the load
+    dead: str | None            # why the link died meanwhile
+    sampler: Sampler            # Caddy's and linkem's CPU, sampled
+    cpu0: dict                  # their totals (and two machines' remote ones) before ...
+    cpu1: dict                  # ... and after
+    delivered: list | None      # a bulk page's link counter samples
+    delivery_dev: str | None
+    artifacts: list             # a capture run's files
+
+
+def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, folder: tuple[int, int]) -> Measured:
+    """The load, with what the link delivered (a bulk page), its counters, and Caddy's and linkem's
+    CPU sampled at the worker's interval on the same (monotonic) clock (the worker samples the
+    browser's tree). Capture runs keep the time series and the files (folder: the campaign's id and
+    the trial's seq name them). A dead server or worker raises TestbedBroken (the trial says
+    nothing of the link), as do processes of the trial that would not die."""
+    page = cell.page.html_name
+    timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps, cell.conditions.rtt_ms,
+                                          cell.page.objects)
+    await_s = bulk.await_s(cell.page, cell.conditions.rtt_ms) or latency.await_s(cell.page, cell.conditions)
     settings = bed.capture
     cap = None
     if settings.files:
-        cap = TrialCapture(settings.kinds, trial_folder(settings.root, campaign_id, seq, cell.proto, page),
+        cap = TrialCapture(settings.kinds, trial_folder(settings.root, *folder, cell.proto, page),
                            bed.plan.client_ns, bed.plan.client_if, bed.qlog_spool, bed.pcap_filter)
         cap.start()
     point = bed.link.delivery_point() if cell.page.bulk_ms else None
@@ -346,31 +411,37 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         raise TestbedBroken(broken)
     if answer.get("strays_left"):
         raise TestbedBroken(f"processes {answer['strays_left']} of the trial would not die")
-    dead = bed.link.died_reason()
-    stats = link_delta(before, bed.link.snapshot())
-    if next_cell is not None and not settings.files and next_cell.conditions == cell.conditions and not dead:
-        # from here on, nothing of this trial is measured
-        bed.prepare(next_cell.proto, next_cell.page.html_name, next_cell.page.visit)
-    # saturation over the browser's own window (navigation to the end of its workload), not its start-up
+    return Measured(answer=answer, uri=uri, started_utc=started, t0=t0, t0_unix=t0_unix, t1_unix=t1_unix, wall_s=wall,
+                    link_stats=link_delta(before, bed.link.snapshot()), dead=bed.link.died_reason(), sampler=sampler,
+                    cpu0={**first[1], **remote0}, cpu1={**last[1], **remote1}, delivered=delivered,
+                    delivery_dev=point[1] if point else None, artifacts=artifacts)
+
+
+def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evidence:
+    """A measured load's evidence: the server's log read for the trial's own entries and for others'
+    that overlapped it, the CPU per role over the browser's own window (the navigation to the end of
+    its workload, not its start-up) and whether a CPU bound the load."""
+    answer, uri, page = m.answer, m.uri, cell.page.html_name
     nav_t0 = answer.get("nav_t0")
     nav_s = ((answer.get("cpu") or {}).get("sampler") or {}).get("window_s")
-    cpu = cpu_by_role(answer.get("cpu"), {**first[1], **remote0}, {**last[1], **remote1}, stats,
-                      sampler.info(nav_t0, nav_t0 + nav_s if nav_t0 and nav_s else None))
+    cpu = cpu_by_role(answer.get("cpu"), m.cpu0, m.cpu1, m.link_stats,
+                      m.sampler.info(nav_t0, nav_t0 + nav_s if nav_t0 and nav_s else None))
     own = 1 + cell.page.fetched + (1 if cell.page.bulk_ms else 0)
     boundary = (answer.get("first_visit") or {}).get("boundary_unix")  # a repeat visit's first load ended before
     # a repeat visit: its first load's entries too (all of them), then the repeat's (a kept cache: the page's alone)
     expect = own + ({"repeat": own, "repeat-warm": 1}.get(cell.page.visit, 0) if boundary else 0)
-    nav_unix = t0_unix + (nav_t0 - t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= t0 else t0_unix
+    nav_unix = m.t0_unix + (nav_t0 - m.t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= m.t0 else m.t0_unix
+    wait_s = 2.0 if answer.get("nav") else 0.2
     if cell.page.archived or cell.page.url:  # its hosts' requests since the trial began (no Referer to go by)
         hosts = page_hosts(bed, cell.page)
         expect = 1 + sum(1 for r in answer.get("resources") or []
                          if url_host(r.get("name")) in hosts and (r.get("transferSize") or 0) > 0)
-        logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect,
-                                           own=lambda found: replayed_entries(found, hosts, t0_unix))
-        entries = replayed_entries(logged, hosts, t0_unix)
-        foreign = [e for e in overlapping(logged, uri, nav_unix, t1_unix) if e.get("host") not in hosts]
+        logged = bed.server.access_entries(uri, wait_s=wait_s, expect=expect,
+                                           own=lambda found: replayed_entries(found, hosts, m.t0_unix))
+        entries = replayed_entries(logged, hosts, m.t0_unix)
+        foreign = [e for e in overlapping(logged, uri, nav_unix, m.t1_unix) if e.get("host") not in hosts]
     else:
-        logged = bed.server.access_entries(uri, wait_s=2.0 if answer.get("nav") else 0.2, expect=expect)
+        logged = bed.server.access_entries(uri, wait_s=wait_s, expect=expect)
         if boundary:  # the first load's entries are not the trial's
             logged = [e for e in logged if not isinstance(e.get("end_unix_s"), (int, float))
                       or e["end_unix_s"] >= boundary]
@@ -378,28 +449,20 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
         # others' traffic counts from the navigation on: during the browser's start-up the link may still carry
         # the previous trial's last request (its /favicon.ico, asked after its load: at 200 ms of RTT it
         # reached the server 40 ms into the next trial's start-up, which no figure of this trial covers)
-        foreign = overlapping(logged, uri, nav_unix, t1_unix)
+        foreign = overlapping(logged, uri, nav_unix, m.t1_unix)
     limit = cpu_bound(cpu)
-    phase = trace_phase_ms(stats, nav_t0)
-    trial = make_trial(campaign_id, seq, run_index, cell, bed.url(page) + (uri[uri.index("?"):] if not (
-                       cell.page.archived or cell.page.url) else ""), started, wall,
-                       answer, entries, dead, stats, {**(extra or {}), **_gate_fields(answer.get("gate")),
-                                                      "prelaunched": bool(answer.get("prelaunched")),
-                                                      "trace_phase_ms": phase,
-                                                      "cc": bed.cc_in_use(),
-                                                      "cpu_json": json.dumps(cpu) if cpu else None,
-                                                      "cpus": cpu_list(own_cpus()),
-                                                      "cpu_bound": limit[0] if limit else None,
-                                                      "cpu_bound_share": limit[1] if limit else None},
-                       foreign, delivered, point[1] if point else None, sampler.stall_problem())
-    trial_id = store.add_trial(trial)
-    trial = dataclasses.replace(trial, trial_id=trial_id)
-    if "cpu" in settings.kinds:
-        nav_t0 = answer.get("nav_t0") or t0
-        store.add_cpu_samples(trial_id, (answer.get("cpu_series") or []) + sampler.series(since=nav_t0))
-    if artifacts:
-        store.add_artifacts(trial_id, artifacts)
-    return trial
+    url = bed.url(page) + (uri[uri.index("?"):] if not (cell.page.archived or cell.page.url) else "")
+    return Evidence(url=url, started_utc=m.started_utc, wall_s=m.wall_s, answer=answer, server_entries=entries,
+                    foreign=foreign, link_stats=m.link_stats, link_dead=m.dead, delivered=m.delivered,
+                    delivery_dev=m.delivery_dev, stalled=m.sampler.stall_problem(),
+                    extra={**(extra or {}), **_gate_fields(answer.get("gate")),
+                           "prelaunched": bool(answer.get("prelaunched")),
+                           "trace_phase_ms": trace_phase_ms(m.link_stats, nav_t0),
+                           "cc": bed.cc_in_use(),
+                           "cpu_json": json.dumps(cpu) if cpu else None,
+                           "cpus": cpu_list(own_cpus()),
+                           "cpu_bound": limit[0] if limit else None,
+                           "cpu_bound_share": limit[1] if limit else None})
 
 
 def _gate_fields(gate: dict | None) -> dict:
