@@ -34,8 +34,10 @@ def _ms(nav: dict, end: str, start: str = "startTime") -> float | None:
     return float(b) - float(a)
 
 
-def timings(nav: dict) -> dict:
-    """Named durations in ms from a PerformanceNavigationTiming entry (None where not applicable)."""
+def timings(nav: dict, untimed: list[str] = ()) -> dict:
+    """Named durations in ms from a PerformanceNavigationTiming entry (None where not applicable, and
+    where the browser did not time the field: untimed, browsers.base.Browser.untimed)."""
+    nav = {k: v for k, v in nav.items() if k not in untimed}
     tls = None
     if nav.get("secureConnectionStart") and nav.get("connectEnd"):
         tls = float(nav["connectEnd"]) - float(nav["secureConnectionStart"])

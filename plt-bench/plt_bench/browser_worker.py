@@ -204,8 +204,8 @@ def _unlink_driver_log(profile_dir: str) -> None:
 def one_trial(req: dict) -> dict:
     from selenium.common.exceptions import TimeoutException, WebDriverException
 
-    out = {"nav": None, "resources": None, "final_url": None, "error": None, "error_code": None,
-           "launch_s": None, "load_s": None, "quit_s": None}
+    out = {"browser": req.get("browser", "chromium"), "nav": None, "resources": None, "final_url": None,
+           "error": None, "error_code": None, "launch_s": None, "load_s": None, "quit_s": None}
     t0 = time.monotonic()
     driver = sampler = cpu0 = cast = None
     try:

@@ -47,6 +47,7 @@ class CpuFigures(TypedDict, total=False):
 
 class WorkerAnswer(TypedDict, total=False):
     """The browser worker's answer to one load (plt_bench.browser_worker; one JSON line)."""
+    browser: str                # which browser loaded it (plt_bench.browsers: chromium | firefox)
     nav: dict | None            # the PerformanceNavigationTiming entry, or None
     resources: list[dict] | None  # the PerformanceResourceTiming entries (browser_worker.RESOURCE_FIELDS)
     final_url: str | None

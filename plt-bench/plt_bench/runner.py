@@ -7,7 +7,7 @@ import json
 import time
 from typing import Callable
 
-from . import bulk, latency, protocols
+from . import browsers, bulk, latency, protocols
 from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_archive, judge_bulk,
                       judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_host,
                       url_path, zero_rtt_summary)
@@ -247,7 +247,8 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     nav = answer.get("nav") or {}
     # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
     # (nav_json) for forensics, never as timings of the page.
-    t = timings(nav) if nav and not is_error_page(answer) else {}
+    untimed = browsers.get(answer.get("browser") or browsers.DEFAULT).untimed(nav) if nav else []
+    t = timings(nav, untimed) if nav and not is_error_page(answer) else {}
     t.update(paint_fields(answer.get("paint"), bool(t)))
     t.update(visit_fields(page, answer, server_entries))
     shown = answer.get("visual") or {}

@@ -41,6 +41,10 @@ def test_firefox_loads_over_each_protocol_proven_at_both_ends(firefox_bed, store
     assert (t.next_hop_protocol, t.server_proto, t.connections) == (p.next_hop, p.server_proto, 1)
     # the handshake's round trips are in the load: QUIC's one, TCP's and TLS's two, then the request
     assert t.plt_ms >= p.first_byte_rtts * COND.rtt_ms and t.fcp_ms and t.lcp_ms
+    if proto == "h1":  # Firefox does not time an HTTP/1.1 document's response (browsers.firefox: untimed)
+        assert t.ttfb_ms is None and t.response_end_ms is None
+    else:
+        assert t.ttfb_ms >= p.first_byte_rtts * COND.rtt_ms
     roles = json.loads(t.cpu_json)["roles"]
     assert {"geckodriver", "browser", "renderer"} <= set(roles) and "chromedriver" not in roles, roles
 

@@ -69,3 +69,18 @@ def test_what_a_browser_cannot_do_yet_is_named():
 ])
 def test_each_browsers_processes_have_their_cpu_roles(cmdline, role):
     assert cpu.role(cmdline) == role and role in cpu.ROLES
+
+
+def test_what_firefox_did_not_time_is_no_duration():
+    """Firefox gives an HTTP/1.1 document's responseStart and responseEnd as its requestStart (a 500 KB
+    body 'received' in 0 ms): TTFB and the response's end are unmeasured, never that instant."""
+    from plt_bench.browser import timings
+    h1 = {"startTime": 0, "nextHopProtocol": "http/1.1", "connectStart": 19, "connectEnd": 269, "requestStart": 269,
+          "responseStart": 269, "responseEnd": 269, "loadEventEnd": 1239}
+    untimed = firefox.FIREFOX.untimed(h1)
+    assert untimed == ["responseStart", "responseEnd"]
+    t = timings(h1, untimed)
+    assert (t["ttfb_ms"], t["response_end_ms"], t["plt_ms"], t["connect_ms"]) == (None, None, 1239.0, 250.0)
+    h2 = {**h1, "nextHopProtocol": "h2", "responseStart": 373, "responseEnd": 373}
+    assert firefox.FIREFOX.untimed(h2) == [] and timings(h2)["ttfb_ms"] == 373.0
+    assert chromium.CHROMIUM.untimed(h1) == []  # Chromium times its own

@@ -36,6 +36,11 @@ class Browser:
         """Command-line arguments that write a capture run's files of the browser's own (pure)."""
         return []
 
+    def untimed(self, nav: dict) -> list[str]:
+        """The fields of a Navigation Timing entry this browser did not time (they repeat an earlier
+        mark), so that no duration is made of them (pure). None by default."""
+        return []
+
     def unsupported(self, wanted: set[str]) -> list[str]:
         """The features asked for that this browser cannot give, sorted (pure)."""
         return sorted(wanted - self.features)
