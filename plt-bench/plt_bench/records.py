@@ -280,6 +280,8 @@ class Trial:
                                        "(capture kind visual)", None)
     visually_complete_ms: float | None = doc("the first frame from which the page looked as it ends, from startTime "
                                              "(capture kind visual)", None)
+    browser: str | None = doc("the browser that loaded it: chromium | firefox (plt_bench.browsers); stores before "
+                              "schema 18 read as chromium, the only one then", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 

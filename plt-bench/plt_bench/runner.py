@@ -270,7 +270,8 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
-        link_json=json.dumps(ev.link_stats) if ev.link_stats else None, **workload_fields, **t, **replayed,
+        link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or browsers.DEFAULT,
+        **workload_fields, **t, **replayed,
         **ev.extra)
 
 

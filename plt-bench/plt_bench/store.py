@@ -55,6 +55,8 @@ Schema history (SCHEMA_VERSION):
       (the replay's evidence per trial: responses served, proven by both ends, matched by query).
  17 - visual progress (capture kind visual, plt_bench.visual): trials gain first_visual_change_ms,
       speed_index_ms and visually_complete_ms (NULL without the capture, and for older trials).
+ 18 - a second browser (plt_bench.browsers): trials gain browser (chromium | firefox); older trials
+      are Chromium's, and say so.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -421,6 +423,11 @@ class Store:
             for col in ("first_visual_change_ms", "speed_index_ms", "visually_complete_ms"):
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             version = 17
+        if version == 17:  # 17 -> 18: the browser of each trial; every older one was Chromium's
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            self.db.execute(f"ALTER TABLE trials ADD COLUMN browser {new['browser']}")
+            self.db.execute("UPDATE trials SET browser = 'chromium'")
+            version = 18
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -39,6 +39,8 @@ def test_firefox_loads_over_each_protocol_proven_at_both_ends(firefox_bed, store
     p = protocols.get(proto)
     assert t.status == "ok", reasons
     assert (t.next_hop_protocol, t.server_proto, t.connections) == (p.next_hop, p.server_proto, 1)
+    stored = next(x for x in store.trials([campaign]) if x.trial_id == t.trial_id)
+    assert stored.browser == t.browser == "firefox"  # the browser is stored per trial
     # the handshake's round trips are in the load: QUIC's one, TCP's and TLS's two, then the request
     assert t.plt_ms >= p.first_byte_rtts * COND.rtt_ms and t.fcp_ms and t.lcp_ms
     if proto == "h1":  # Firefox does not time an HTTP/1.1 document's response (browsers.firefox: untimed)

@@ -235,7 +235,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "connections_json", "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects",
              "visit_json", "trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256",
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
-             "visually_complete_ms")  # the columns of versions 12 to 17
+             "visually_complete_ms", "browser")  # the columns of versions 12 to 18
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -256,6 +256,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
         text = report.format_text(report.build(s, [cid]))
         assert len(s.trials([cid])) == 7 and {t.prelaunched for t in s.trials([cid])} == {None}
+        assert {t.browser for t in s.trials([cid])} == {"chromium"}  # every older trial was Chromium's
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
     assert [r[:-len(later)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
