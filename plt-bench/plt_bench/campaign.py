@@ -29,7 +29,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser_binary", "reference", "compare", "metric", "visit", "serve"}
+            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -41,7 +41,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
-            "metric": "plt", "visit": "first",
+            "metric": "plt", "visit": "first", "browser": "chromium",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -65,6 +65,7 @@ class Spec:
     server: str | None                # two machines: the server's address ('plt-bench serve --addr')
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
+    browser: str = "chromium"          # which browser loads the pages (plt_bench.browsers)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.browsers.drivers)
     serve: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--serve; url: pages)
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
@@ -107,6 +108,7 @@ class Spec:
                 "cc": self.cc if len(self.grid.ccs) == 1 else list(self.grid.ccs), "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
                 **({"server": self.server} if self.server else {}),
+                **({"browser": self.browser} if self.browser != "chromium" else {}),  # (older campaigns' hashes hold)
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
                 **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
@@ -186,7 +188,7 @@ _STR, _INT, _LIST = (str,), (int,), (str, list)
 FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
-              "server_token_file": _STR, "browser_binary": _STR, "reference": _STR, "compare": _STR,
+              "server_token_file": _STR, "browser": _STR, "browser_binary": _STR, "reference": _STR, "compare": _STR,
               "metric": _STR, "visit": _LIST, "serve": _LIST,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
@@ -337,6 +339,30 @@ def _as_recorded(v, grid) -> None:
             raise UsageError(f"{v.name('proto')}: as-recorded: the recording {p.label} does not say which protocol "
                              f"{', '.join(unknown[:3])} spoke (its HAR has no httpVersion); measure it with "
                              f"{', '.join(protocols.NAMES)}")
+
+
+def _browser(v: "Values", grid, capture: tuple[str, ...], server, binary: str | None) -> str:
+    """--browser: a browser of plt_bench.browsers, and nothing asked of it that it cannot do yet (refused by
+    name before anything is made)."""
+    from . import browsers
+    name = str(v.get("browser", DEFAULTS["browser"])).strip().lower()
+    if name not in browsers.NAMES:
+        raise UsageError(f"{v.name('browser')}: '{name}'; expected one of {', '.join(browsers.NAMES)}")
+    b = browsers.get(name)
+    wanted = {"har", "keylog", "netlog", "visual"} & set(capture)
+    for p in grid.pages:
+        wanted |= {"repeat"} if p.visit != "first" else set()
+        wanted |= {"origins"} if p.origins > 1 or p.archived or p.url else set()
+    wanted |= {"per-origin"} if any(protocols.get(x).per_origin for x in grid.protos) else set()
+    missing = b.unsupported(wanted)
+    if missing:
+        raise UsageError(f"{v.name('browser')} {name}: not supported yet with {', '.join(missing)} (pages of several "
+                         "origins or recordings, repeat visits, the har, keylog, netlog and visual captures, "
+                         "as-recorded); docs/browsers.md says what it runs")
+    if name != "chromium" and (binary or server):
+        raise UsageError(f"{v.name('browser')} {name}: {'--browser-binary names a Chromium' if binary else ''}"
+                         f"{'; ' if binary and server else ''}{'two machines run Chromium only, for now' if server else ''}")
+    return name
 
 
 def _compare(v: "Values") -> str:
@@ -543,7 +569,9 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     serve = _serve(v, grid, server)
     _as_recorded(v, grid)
-    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser, name=name, serve=serve,
+    browser_name = _browser(v, grid, capture, server, browser)
+    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser=browser_name, browser_binary=browser,
+                name=name, serve=serve,
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),

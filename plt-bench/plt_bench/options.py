@@ -64,6 +64,8 @@ def _table() -> dict[str, Option]:
         Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)",
                pytest_flag="--page-timeout"),  # pytest-timeout owns --timeout
         Option("results", "results store"),
+        Option("browser", "the browser that loads the pages: chromium (default) or firefox (Firefox ESR: pages of one "
+                          "origin, one protocol for every origin; docs/browsers.md)"),
         Option("browser_binary", "the browser to measure: the absolute path of a Chromium or Google Chrome binary "
                                  "(default: Debian's chromium); its chromedriver is the distro's when the major "
                                  "versions match, else webdriver-manager's (its cache first)", metavar="PATH"),
@@ -162,7 +164,7 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file", "browser_binary", "reference", "compare",
+               "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "reference", "compare",
                "metric", "visit", "serve")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")

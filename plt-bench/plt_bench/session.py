@@ -131,7 +131,7 @@ class Session:
             note(TOKEN_ARGV_WARNING)
         if ref is None:
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
-                               capture=self.capture, browser_binary=spec.browser_binary,
+                               capture=self.capture, browser_binary=spec.browser_binary, browser=spec.browser,
                                replays=[p.replay for p in spec.grid.pages if p.archived],
                                serve=[(h, Path(d)) for h, d in spec.serve])
         else:

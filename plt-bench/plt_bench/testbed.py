@@ -352,6 +352,8 @@ class Testbed:
             "quic_buffer_warning": self.server.quic_buffer_warning(),
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),
+            "browser": self.browser_name,  # which loads the pages (plt_bench.browsers); its versions below if not Chromium
+            **(browsers.get(self.browser_name).versions() if self.browser_name != browsers.DEFAULT else {}),
             **(self.browser.metadata() if self.browser else {}),
             "topology": self.plan.describe(),
             "testbed_up_utc": utc_now(),

@@ -15,7 +15,7 @@ from plt_bench.pages import Page
 from plt_bench.runner import run_cell_once
 from plt_bench.testbed import Testbed
 
-from ..conftest import machine_refused
+from ..conftest import machine_refused, ok_slots, run_cli, system_state
 from .conftest import until_ok
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -56,3 +56,23 @@ def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed
         firefox_bed.load("h3", Page(5000, visit="repeat").html_name, 30.0, visit="repeat")
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with origins"):
         firefox_bed.load("h3", Page(5000, 20, origins=2).html_name, 30.0)
+
+
+def test_a_firefox_campaign_from_the_command_line_stores_its_browser(tmp_path):
+    """--browser firefox: the campaign's testbed loads its pages in Firefox, whose name and versions
+    are in the campaign's metadata and whose name is in every trial; nothing is left behind."""
+    import sqlite3
+    before = system_state()
+    results = tmp_path / "r.sqlite"
+    r = run_cli("run", "--browser", "firefox", "--proto", "h3", "--size", "5KB", "--runs", "1", "--bw", "10mbit",
+                "--rtt", "20ms", "--verify", "off", "--results", str(results), timeout=600)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    assert system_state() == before
+    db = sqlite3.connect(results)
+    rows = db.execute("SELECT browser, proto, status, reason FROM trials").fetchall()
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+    db.close()
+    assert {b for b, *_ in rows} == {"firefox"} and meta["browser"] == "firefox"
+    assert meta["firefox"].startswith("Mozilla Firefox") and meta["geckodriver"].startswith("geckodriver")
+    ok = ok_slots([dict(zip(("browser", "proto", "status", "reason"), row)) for row in rows], lambda t: t["proto"])
+    assert (r.returncode == 0) == (ok == {"h3"})

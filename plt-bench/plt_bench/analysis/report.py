@@ -234,7 +234,7 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     if rep.get("visitor"):
         out.append(("What a visitor sees", "medians per cell of the first byte, the first and the largest contentful "
                     "paint and the load event (ms from the navigation's start); LCP: what it was (<img#hero>: the page's "
-                    "first image), no LCP: trials where Chromium reported none (Trial.paint_reason); connections "
+                    "first image), no LCP: trials where the browser reported none (Trial.paint_reason); connections "
                     "per origin: median of the trials, from the server's log (the page's own origin first)",
                     [["link", "page", "protocol", "n", "TTFB ms", "FCP ms", "LCP ms", "PLT ms", "LCP", "no LCP",
                       "connections per origin"],
@@ -293,7 +293,7 @@ def format_text(rep: dict) -> str:
 
 CPU_NOTE = ("mean CPU per ok trial, per protocol and role, and the sum of CPU over the sum of MB read where "
             "the trials read 1 MB or more each (below that, per MB is a load's fixed cost over few bytes: '-'); "
-            "Chromium's roles count from navigation start (start-up apart), Caddy and linkem across the trial; "
+            "the browser's roles count from navigation start (start-up apart), Caddy and linkem across the trial; "
             "per cell: cpu.csv")
 
 
