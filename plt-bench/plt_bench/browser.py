@@ -23,7 +23,7 @@ from .errors import BrowserError
 from .pages import HOST, url_host, url_path  # noqa: F401 - url_* are the browser's names too
 
 if TYPE_CHECKING:
-    from .browsers.drivers import Browser
+    from .browsers.drivers import ChromiumBuild
     from .pages import Page
     from .records import WorkerAnswer
 
@@ -386,7 +386,7 @@ def paint_fields(paint: dict | None, loaded: bool) -> dict:
 class BrowserWorker:
     """The parent's end of a browser worker running in a namespace (or here, when ns is None)."""
 
-    def __init__(self, ns: str | None, log_path: Path, browser: "Browser | None" = None):
+    def __init__(self, ns: str | None, log_path: Path, browser: "ChromiumBuild | None" = None):
         self.ns = ns
         self.log_path = log_path
         self.browser = browser  # the binary and driver the worker starts (None: Debian's)

@@ -45,7 +45,7 @@ class Testbed:
         self.record_bodies = False  # HARs keep every body (a recording: plt_bench.record)
         self.browser_name = browsers.get(browser).name  # which browser loads the pages (plt_bench.browsers)
         self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.browsers.drivers)
-        self.browser: drivers.Browser | None = None
+        self.browser: drivers.ChromiumBuild | None = None
         self.capture = capture or Settings()
         self.qlog_spool: Path | None = None
         self.cc, self.link_name, self.index, self.all_conditions = cc, link, index, list(conditions)

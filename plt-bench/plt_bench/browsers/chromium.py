@@ -86,7 +86,7 @@ class Chromium(Browser):
     # -- the worker's side ------------------------------------------------------------------------
     @staticmethod
     def binaries() -> tuple[str, str]:
-        """The browser and driver the worker starts: as the testbed chose them (drivers.Browser,
+        """The browser and driver the worker starts: as the testbed chose them (drivers.ChromiumBuild,
         through PLT_BENCH_BROWSER and PLT_BENCH_DRIVER), else Debian's."""
         from .drivers import CHROMEDRIVER, CHROMIUM
         return os.environ.get("PLT_BENCH_BROWSER", CHROMIUM), os.environ.get("PLT_BENCH_DRIVER", CHROMEDRIVER)

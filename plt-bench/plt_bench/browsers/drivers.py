@@ -31,8 +31,8 @@ _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)\.(\d+)")
 
 
 @dataclasses.dataclass(frozen=True)
-class Browser:
-    """The browser a testbed runs and its driver."""
+class ChromiumBuild:
+    """The Chromium build a testbed runs and its chromedriver (resolve)."""
 
     binary: str
     name: str            # as the binary says: "Chromium", "Google Chrome"
@@ -94,7 +94,7 @@ def choose_driver(browser_version: str, distro_version: str | None) -> str:
 
 
 def resolve(binary: str | None = None, distro_driver: str = CHROMEDRIVER, cache_dir=CACHE_DIR,
-            http_client=None) -> Browser:
+            http_client=None) -> ChromiumBuild:
     """The browser (Debian's Chromium by default) and its driver; UsageError for a binary that is
     no browser, EnvironmentProblem when no matching driver can be had. http_client: a
     webdriver-manager HttpClient (the tests' stand-in for Chrome for Testing's index)."""
@@ -110,9 +110,9 @@ def resolve(binary: str | None = None, distro_driver: str = CHROMEDRIVER, cache_
         except UsageError:
             distro_version = None
     if choose_driver(version, distro_version) == "distro":
-        return Browser(binary, name, version, distro_driver, distro_version, "distro package (chromium-driver)")
+        return ChromiumBuild(binary, name, version, distro_driver, distro_version, "distro package (chromium-driver)")
     path, source = _from_webdriver_manager(name, version, cache_dir, http_client)
-    return Browser(binary, name, version, path, _version_of(path, "chromedriver")[1], source)
+    return ChromiumBuild(binary, name, version, path, _version_of(path, "chromedriver")[1], source)
 
 
 def _from_webdriver_manager(name: str, version: str, cache_dir, http_client) -> tuple[str, str]:
