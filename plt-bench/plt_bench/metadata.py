@@ -12,8 +12,20 @@ from importlib import metadata as importlib_metadata
 from . import __version__, cmd
 from .cpu import cpu_list, own_cpus
 
-KEY_FIELDS = ("host", "kernel", "cpus_used", "link_backend", "link_placement", "chromium", "chromedriver",
+KEY_FIELDS = ("host", "kernel", "cpus_used", "link_backend", "link_placement", "browser", "chromium", "chromedriver",
               "caddy_version")  # congestion control is a trial's own field (Trial.cc) since schema 13
+# what a campaign's metadata held before a key field was recorded (every campaign before 2026-11-26 ran Chromium)
+KEY_DEFAULTS = {"browser": "chromium"}
+
+
+def key_value(metadata: dict, field: str):
+    """A key field of a campaign's (or host's) metadata, as it was where the field is missing."""
+    return metadata.get(field, KEY_DEFAULTS.get(field))
+
+
+def key_diff(a: dict, b: dict) -> list[str]:
+    """The key fields (KEY_FIELDS) in which two metadata differ: their trials are not pooled."""
+    return [k for k in KEY_FIELDS if key_value(a, k) != key_value(b, k)]
 
 
 def utc_now() -> str:

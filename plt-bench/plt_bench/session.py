@@ -28,7 +28,7 @@ from . import cmd, procs
 from .capture import Settings, captures_root, check_space
 from .conditions import Cell, Conditions, transfer_seconds
 from .errors import UsageError
-from .metadata import KEY_FIELDS, utc_now
+from .metadata import key_diff, key_value, utc_now
 from .records import Trial
 from .store import Store, check_writable
 
@@ -41,7 +41,7 @@ def _err(line: str) -> None:
 
 
 def key_metadata_diff(a: dict, b: dict) -> list[str]:
-    return [f"{k}: {a.get(k)!r} then, {b.get(k)!r} now" for k in KEY_FIELDS if a.get(k) != b.get(k)]
+    return [f"{k}: {key_value(a, k)!r} then, {key_value(b, k)!r} now" for k in key_diff(a, b)]
 
 
 def owner_text(owner: dict) -> str:

@@ -40,10 +40,10 @@ def test_a_cell_never_pools_hosts_whose_key_metadata_differ():
     hosts = {"a/pb1": {**meta, "host": "a"}, "a/pb2": {**meta, "host": "a"}, "b/pb1": {**meta, "host": "b",
                                                                                        "kernel": "other"}}
     same = [trial(seq=i, host="a/pb1") for i in range(3)] + [trial(seq=3, host="a/pb2")]
-    kept, warnings = stats.unpooled(same, hosts, KEY_FIELDS)
+    kept, warnings = stats.unpooled(same, hosts)
     assert kept == same and warnings == []  # two testbeds of one machine: alike, pooled
     mixed = [trial(seq=i, host="a/pb1") for i in range(3)] + [trial(seq=3 + i, host="b/pb1") for i in range(2)]
-    kept, warnings = stats.unpooled(mixed, hosts, KEY_FIELDS)
+    kept, warnings = stats.unpooled(mixed, hosts)
     assert kept == mixed[:3]  # the host with the most ok trials keeps the cell
     assert len(warnings) == 1 and "2 trial(s) of b/pb1 left out" in warnings[0] and "host, kernel" in warnings[0]
     assert stats.hosts_table(mixed)[1][2] == "a/pb1 (3), b/pb1 (2)"
@@ -111,3 +111,14 @@ def test_tls_and_plain_schedulers_and_listen_addresses_are_checked_by_name(tmp_p
     for bad, why in (("eth0", "is not an address of this machine; expected"), ("192.0.2.77", "is not an address of")):
         with pytest.raises(UsageError, match=f"--listen: .*{why}"):
             cluster.listen_host("tcp://127.0.0.1:8786", bad)
+
+
+def test_the_browser_is_key_metadata_and_a_campaign_before_it_was_chromiums():
+    """Two campaigns (or hosts) in two browsers are never pooled; a campaign from before the browser
+    was recorded ran Chromium, and pools with a Chromium one of today (nor does its resume refuse)."""
+    from plt_bench.metadata import key_diff
+    from plt_bench.session import key_metadata_diff
+    old = {"host": "a", "chromium": "Chromium 156"}
+    assert key_diff(old, {**old, "browser": "chromium"}) == []
+    assert key_diff(old, {**old, "browser": "firefox"}) == ["browser"]
+    assert key_metadata_diff(old, {**old, "browser": "firefox"}) == ["browser: 'chromium' then, 'firefox' now"]

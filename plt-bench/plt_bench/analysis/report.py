@@ -12,7 +12,7 @@ from typing import Callable
 
 from .. import protocols, units
 from . import stats
-from ..metadata import KEY_FIELDS
+from ..metadata import key_diff
 from ..records import DEFAULT_METRIC, METRICS, Trial
 from ..store import Store
 
@@ -71,7 +71,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     camps = [store.campaign(c) for c in campaign_ids]
     first = camps[0]["metadata"]
     for c in camps[1:]:
-        diff = [k for k in KEY_FIELDS if c["metadata"].get(k) != first.get(k)]
+        diff = key_diff(c["metadata"], first)
         if diff:
             from ..errors import UsageError
             raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
@@ -81,7 +81,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     pool_warnings: list[str] = []
     hosts = first.get("hosts") if first.get("mode") == "cluster" else None
     if hosts:  # a cluster's campaign: its facts are its hosts'; a cell never pools unlike hosts
-        trials, pool_warnings = stats.unpooled(trials, hosts, KEY_FIELDS)
+        trials, pool_warnings = stats.unpooled(trials, hosts)
         first = {**next(iter(hosts.values())), "host": ", ".join(sorted({m.get("host") for m in hosts.values()}))}
     grid = camps[0]["grid"]
     metric = metric or grid.get("metric") or DEFAULT_METRIC

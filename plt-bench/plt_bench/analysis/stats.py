@@ -28,6 +28,7 @@ from .. import cpu as cpu_mod
 from .. import protocols
 from ..conditions import transfer_seconds
 from ..errors import UsageError
+from ..metadata import key_diff
 from ..precision import half_width_pct, median_ci, precision_stop
 from ..records import AXES, CORRECTIONS, DEFAULT_METRIC, METRICS, TESTS, CellStats, Comparison, Trial, metric_value
 
@@ -59,7 +60,7 @@ def diff_pct_ci(a: np.ndarray, b: np.ndarray, confidence: float = 0.95, seed: in
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def unpooled(trials: list[Trial], hosts: dict[str, dict], key_fields: tuple[str, ...]) -> tuple[list[Trial], list[str]]:
+def unpooled(trials: list[Trial], hosts: dict[str, dict]) -> tuple[list[Trial], list[str]]:
     """A cluster's campaign: trials of one cell from hosts whose key metadata differ are never
     pooled. Such a cell keeps the trials of the host with the most ok ones (the first on a tie) and
     a warning says which were left out and why. Returns (trials kept, warnings)."""
@@ -73,7 +74,7 @@ def unpooled(trials: list[Trial], hosts: dict[str, dict], key_fields: tuple[str,
         keep = names[0]
         for other in names[1:]:
             a, b = hosts.get(keep, {}), hosts.get(other, {})
-            diff = [k for k in key_fields if a.get(k) != b.get(k)]
+            diff = key_diff(a, b)
             if diff:
                 dropped |= {id(t) for t in per_host[other]}
                 warnings.append(f"{cond} {page}: {len(per_host[other])} trial(s) of {other} left out of the statistics: "
