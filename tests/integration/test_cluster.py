@@ -69,6 +69,12 @@ def cluster():
     workers = {i: _worker(address, i, "--share-cores") for i in (228, 229)}
     try:
         _wait_workers(address, 2)
+    except Exception as e:  # say which worker did not join, and what it printed
+        codes = {i: w.poll() for i, w in workers.items()}
+        _stop([*workers.values(), sched])
+        said = {i: (w.stdout.read() or "")[-1500:] for i, w in workers.items()}
+        raise AssertionError(f"the two workers did not both join ({e}); exit codes {codes}; they said {said}") from None
+    try:
         yield address, workers, sched
     finally:
         _stop([*workers.values(), sched])
