@@ -349,11 +349,9 @@ def _browser(v: "Values", grid, capture: tuple[str, ...], server, binary: str | 
     if name not in browsers.NAMES:
         raise UsageError(f"{v.name('browser')}: '{name}'; expected one of {', '.join(browsers.NAMES)}")
     b = browsers.get(name)
-    wanted = {"har", "keylog", "netlog", "visual"} & set(capture)
-    for p in grid.pages:
-        wanted |= {"repeat"} if p.visit != "first" else set()
-        wanted |= {"origins"} if p.origins > 1 or p.archived or p.url else set()
-    wanted |= {"per-origin"} if any(protocols.get(x).per_origin for x in grid.protos) else set()
+    wanted = browsers.asked(any(p.visit != "first" for p in grid.pages),
+                            any(p.origins > 1 or p.archived or p.url for p in grid.pages),
+                            any(protocols.get(x).per_origin for x in grid.protos), capture)
     missing = b.unsupported(wanted)
     if missing:
         raise UsageError(f"{v.name('browser')} {name}: not supported yet with {', '.join(missing)} (pages of several "

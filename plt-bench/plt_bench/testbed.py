@@ -257,9 +257,8 @@ class Testbed:
         origins = self.origins_for(page, proto)
         if "origins" not in b.features and not (page.startswith(ARCHIVED) or "://" in page):
             origins = origins[:origins_in_name(page)]  # a generated page's own (Chromium maps every origin)
-        wanted = ({"repeat"} if repeat else set()) | ({"origins"} if len({ip for _, ip in origins}) > 1 else set()) | (
-            {"per-origin"} if protocols.get(proto).per_origin else set()) | (
-            set(self.capture.kinds) & {"har", "keylog", "netlog", "visual"} if capture_dir is not None else set())
+        wanted = browsers.asked(repeat, len({ip for _, ip in origins}) > 1, protocols.get(proto).per_origin,
+                                self.capture.kinds if capture_dir is not None else ())
         if b.unsupported(wanted):
             raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
                              f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")

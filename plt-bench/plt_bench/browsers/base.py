@@ -16,6 +16,17 @@ from __future__ import annotations
 WINDOW = (1280, 800)
 
 
+# the capture kinds a browser writes itself (the others, pcap and cpu, are the testbed's)
+CAPTURE_FEATURES = frozenset({"har", "keylog", "netlog", "visual"})
+
+
+def asked(repeat: bool, origins: bool, per_origin: bool, capture=()) -> set[str]:
+    """The features (Browser.features) a load asks of its browser (pure): a repeat visit, several
+    origins, each origin over its own protocol, the browser's own capture files."""
+    return ({"repeat"} if repeat else set()) | ({"origins"} if origins else set()) | (
+        {"per-origin"} if per_origin else set()) | (CAPTURE_FEATURES & set(capture))
+
+
 class Browser:
     """One browser as plt-bench drives it. Subclasses fill in the names and the two sides."""
 
