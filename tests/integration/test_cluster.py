@@ -38,7 +38,25 @@ def _scheduler():
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                              env={**os.environ, "DASK_TEMPORARY_DIRECTORY": scratch})
     sched.scratch = scratch
+    _until_listening(sched, port)
     return f"tcp://127.0.0.1:{port}", sched
+
+
+def _until_listening(sched, port, timeout_s=120):
+    """The scheduler's port accepts connections: a worker started earlier is refused at once (by
+    design: `plt-bench worker` checks its scheduler before it claims anything), and a busy machine
+    took more than a worker's start to bring the scheduler up (CI, 2026-11-26: both workers refused)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sched.poll() is not None:
+            raise AssertionError(f"the Dask scheduler exited ({sched.returncode}) before it listened on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    _stop([sched])
+    raise AssertionError(f"the Dask scheduler did not listen on 127.0.0.1:{port} within {timeout_s} s")
 
 
 def _stop(procs):
@@ -313,6 +331,7 @@ def _scheduler_tls(folder):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                              env={**os.environ, "DASK_TEMPORARY_DIRECTORY": scratch})
     sched.scratch = scratch
+    _until_listening(sched, port)
     return f"tls://127.0.0.1:{port}", sched
 
 
