@@ -142,9 +142,11 @@ def system_state(ns: str | None = None) -> dict:
     procs = out(["pgrep", "-af", "caddy run|/linkem |chromedriver|tcpdump -i|iperf3 -s"])
     netns = [l.split()[0] for l in out(["ip", "netns", "list"]).splitlines()]
     run = sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else None
+    etc = sorted(p.name for p in Path("/etc/netns").glob("pb*")) if ns is None else []  # a client's hosts, resolv.conf
     f = foreign()
     return {
         "netns": sorted(n for n in netns if not _foreign_name(n, f) and Path(f"/run/netns/{n}").exists()),
+        "netns_etc": sorted(n for n in etc if not _foreign_name(n, f) and Path(f"/etc/netns/{n}").exists()),
         "links": links,
         "qdiscs": out(["tc", "qdisc", "show"]),
         "gro": {dev: [l for l in out(["ethtool", "-k", dev]).splitlines() if l.startswith("generic-receive")]

@@ -438,7 +438,10 @@ class Page:
         src = uri[1:] if host == HOST else f"https://{host}{uri}"
         side = self.hero_px if k == 0 and self.hero_px else 1
         tag = ' id="hero"' if side > 1 else ""
-        return f'<img{tag} src="{src}" width="{side}" height="{side}" alt="">\n'
+        # another origin's image with CORS: its Resource Timing status and sizes (a no-cors response's
+        # are 0 in Firefox; the server answers an Origin with Access-Control-Allow-Origin)
+        cors = ' crossorigin="anonymous"' if host != HOST else ""
+        return f'<img{tag} src="{src}"{cors} width="{side}" height="{side}" alt="">\n'
 
     @property
     def html_bytes(self) -> int:

@@ -11,6 +11,12 @@ and folders served as they are, 198.19.N.100 to 198.19.N.107 (Plan.static_addres
 Nothing is changed in the root namespace: the veths are created directly inside the
 namespaces, and TCP congestion control is set per route (a namespace may not switch its
 default to a restricted algorithm such as bbr, but a route's congctl may name any).
+
+Names: the client namespace has its own hosts file and resolv.conf (/etc/netns/pbN-client/, which
+`ip netns exec` mounts over /etc's for every process it starts there): the server's origins by
+name, each on its own address, and no name server but the namespace's own loopback (nothing
+listens there: any other name fails at once, and no lookup leaves the testbed). Chromium resolves
+inside itself (--host-resolver-rules); Firefox and any other program of the client ask the system.
 """
 
 from __future__ import annotations
@@ -80,6 +86,14 @@ class Plan:
     @property
     def namespaces(self) -> tuple[str, str, str]:
         return (self.client_ns, self.router_ns, self.server_ns)
+
+    def client_etc(self) -> dict[str, str]:
+        """The client namespace's own /etc files (pure): name -> text (see the module's words)."""
+        hosts = "".join(f"{ip} {host}\n" for host, ip in self.origins)
+        return {"hosts": "# plt-bench testbed " + self.prefix + ": the server's origins\n127.0.0.1 localhost\n"
+                         + hosts,
+                "resolv.conf": "# plt-bench testbed " + self.prefix + ": no lookup leaves the testbed\n"
+                               "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"}
 
     # interfaces: client's, router's towards client, router's towards server, server's
     @property
@@ -246,11 +260,39 @@ def existing_namespaces() -> list[str]:
 
 
 def our_prefixes() -> list[str]:
-    """Prefixes of every testbed of ours on this machine: namespaces and run folders alike."""
+    """Prefixes of every testbed of ours on this machine: namespaces, run folders and the client's
+    /etc files alike."""
     found = {m.group(1) for ns in existing_namespaces() if (m := NS_RE.match(ns))}
     if RUN_DIR.is_dir():
         found |= {p.name for p in RUN_DIR.iterdir() if PREFIX_RE.match(p.name)}
+    if NETNS_ETC.is_dir():
+        found |= {m.group(1) for p in NETNS_ETC.iterdir() if (m := NS_RE.match(p.name))}
     return sorted(found, key=lambda p: int(p[2:]))
+
+
+NETNS_ETC = Path("/etc/netns")  # where `ip netns exec NS` finds the files it mounts over /etc's
+
+
+def write_client_etc(plan: "Plan") -> None:
+    """The client namespace's hosts and resolv.conf (Plan.client_etc), before any process starts there."""
+    folder = NETNS_ETC / plan.client_ns
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in plan.client_etc().items():
+        (folder / name).write_text(text)
+
+
+def remove_client_etc(prefix: str) -> None:
+    """A testbed's /etc/netns folders, and /etc/netns itself when nothing else is left in it."""
+    if not NETNS_ETC.is_dir():
+        return
+    for p in NETNS_ETC.iterdir():
+        m = NS_RE.match(p.name)
+        if m and m.group(1) == prefix:
+            shutil.rmtree(p, ignore_errors=True)
+    try:
+        NETNS_ETC.rmdir()
+    except OSError:  # another testbed's, or the machine's own
+        pass
 
 
 def read_state(prefix: str) -> dict:
@@ -360,6 +402,11 @@ class Topology:
     def create(self) -> None:
         self.write_state()
         self.created = True  # from here on, down() must run even if a step fails
+        try:
+            write_client_etc(self.plan)
+        except OSError as e:
+            raise TopologyError(f"creating testbed {self.plan.prefix}: {NETNS_ETC / self.plan.client_ns}: "
+                                f"{e.strerror}") from None
         for ns, argv in self.plan.create_commands():
             try:
                 cmd.run(argv, ns=ns)
@@ -484,6 +531,7 @@ def teardown(prefix: str) -> list[str]:
         if res.returncode != 0 and ns in existing_namespaces():
             raise TopologyError(f"could not remove namespace {ns}: {res.stderr.strip()}")
         removed.append(ns)
+    remove_client_etc(prefix)
     shutil.rmtree(RUN_DIR / prefix, ignore_errors=True)
     remove_empty_run_dir()
     return removed

@@ -20,11 +20,13 @@ WINDOW = (1280, 800)
 CAPTURE_FEATURES = frozenset({"har", "keylog", "netlog", "visual"})
 
 
-def asked(repeat: bool, origins: bool, per_origin: bool, capture=()) -> set[str]:
+def asked(repeat: bool, origins: bool, per_origin: bool, capture=(), recordings: bool = False) -> set[str]:
     """The features (Browser.features) a load asks of its browser (pure): a repeat visit, several
-    origins, each origin over its own protocol, the browser's own capture files."""
+    origins, each origin over its own protocol, the browser's own capture files, a recorded page
+    (a replayed recording's or a served folder's: hosts that resolve per page, not per testbed)."""
     return ({"repeat"} if repeat else set()) | ({"origins"} if origins else set()) | (
-        {"per-origin"} if per_origin else set()) | (CAPTURE_FEATURES & set(capture))
+        {"per-origin"} if per_origin else set()) | (CAPTURE_FEATURES & set(capture)) | (
+        {"recordings"} if recordings else set())
 
 
 class Browser:

@@ -74,7 +74,7 @@ def chromium_capture_args(kinds: tuple[str, ...], folder: Path, filenames: dict[
 
 class Chromium(Browser):
     name, label = "chromium", "Chromium"
-    features = frozenset({"har", "keylog", "netlog", "visual", "repeat", "per-origin", "origins"})
+    features = frozenset({"har", "keylog", "netlog", "visual", "repeat", "per-origin", "origins", "recordings"})
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=()) -> dict:
         return {"browser": self.name, "prefs": PREFS,

@@ -8,15 +8,17 @@ Forcing (prefs of a fresh profile per trial):
   is false: without it Firefox silently turns HTTP/3 off whenever a certificate it was told to accept
   is not of its built-in roots;
 - h2: HTTP/3 off; h1: HTTP/2 off as well.
-Names: network.dns.forceResolve answers every lookup with the testbed's server address, inside
-Firefox (no lookup leaves it), and DNS over HTTPS is off (network.trr.mode 5). The testbed's own
-certificate is accepted by the session (acceptInsecureCerts): every name resolves to the testbed
-alone, so no other certificate can be met. Speculative connections and prefetching are off, as
-Chromium's network prediction is: a handshake made before the navigation would leave the load time.
+Names: Firefox asks the system, and the client namespace's own hosts file answers (topology:
+/etc/netns/pbN-client/hosts, every origin of the testbed on its own address; its resolv.conf names
+no server that answers, so no lookup leaves the testbed); DNS over HTTPS is off (network.trr.mode
+5). The testbed's own certificate is accepted by the session (acceptInsecureCerts): every name
+resolves to the testbed alone, so no other certificate can be met. Speculative connections and
+prefetching are off, as Chromium's network prediction is: a handshake made before the navigation
+would leave the load time.
 
-To come (issue 38): several origins on their own addresses (forceResolve gives one address for
-every name), captures (key log, HAR, the browser's own log), repeat visits and visual progress;
-a request for one of them is refused by name (Browser.unsupported).
+To come (issue 38): recordings (hosts that resolve per page), captures (key log, HAR, the
+browser's own log), repeat visits and visual progress; a request for one of them is refused by
+name (Browser.unsupported).
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ from .base import WINDOW, Browser
 
 # Every trial's preferences, whatever the protocol: a quiet browser that loads what it is asked.
 QUIET_PREFS = {
-    "network.trr.mode": 5,                       # no DNS over HTTPS: the system's (here: forced) answers
+    "network.trr.mode": 5,                       # no DNS over HTTPS: the system's answers (the testbed's hosts)
     "network.proxy.type": 0,
     "network.predictor.enabled": False,          # no speculative handshakes before the navigation
     "network.http.speculative-parallel-limit": 0,
     "network.prefetch-next": False,
     "network.dns.disablePrefetch": True,
+    # a generated page asks for the full Referer on every origin (<meta name="referrer" content="unsafe-url">):
+    # the server's log tells a trial's objects by it. Firefox drops such a relaxed policy across sites
+    # unless told not to; Chromium honours it
+    "network.http.referer.disallowCrossSiteRelaxingDefault": False,
     "network.captive-portal-service.enabled": False,
     "network.connectivity-service.enabled": False,
     "browser.shell.checkDefaultBrowser": False,
@@ -50,18 +56,14 @@ QUIET_PREFS = {
 
 
 def firefox_prefs(proto: str, origins: list[tuple[str, str]]) -> dict:
-    """The preferences of one trial (pure; unit-tested): every name resolved to the testbed's
-    server, the origins forced to the protocol. ValueError for a protocol Firefox cannot be
-    forced to per origin (as-recorded) or for origins on several addresses (one forced answer)."""
+    """The preferences of one trial (pure; unit-tested): the origins forced to the protocol (their
+    names resolve through the testbed's hosts file). ValueError for a protocol Firefox cannot be
+    forced to per origin (as-recorded)."""
     protocol = protocols.get(proto)
     if protocol.per_origin:
         raise ValueError(f"firefox: --proto {proto} is not supported yet (one protocol for every origin)")
-    addresses = sorted({ip for _, ip in origins})
-    if len(addresses) != 1:
-        raise ValueError(f"firefox: origins on {len(addresses)} addresses are not supported yet "
-                         "(network.dns.forceResolve answers every name with one)")
     quic = protocol.transport == "QUIC"
-    prefs = {**QUIET_PREFS, "network.dns.forceResolve": addresses[0],
+    prefs = {**QUIET_PREFS,
              "network.http.http3.enable": quic,
              "network.http.http3.disable_when_third_party_roots_found": False,
              "network.http.http2.enabled": protocol.name != "h1"}
@@ -79,7 +81,7 @@ def firefox_args(profile_dir: str) -> list[str]:
 
 class Firefox(Browser):
     name, label = "firefox", "Firefox"
-    features = frozenset()
+    features = frozenset({"origins"})
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=()) -> dict:
         return {"browser": self.name, "prefs": firefox_prefs(proto, origins), "args": firefox_args(profile_dir)}
