@@ -65,7 +65,6 @@ class Spec:
     server: str | None                # two machines: the server's address ('plt-bench serve --addr')
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
-    browser: str = "chromium"          # which browser loads the pages (plt_bench.browsers)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.browsers.drivers)
     serve: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--serve; url: pages)
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
@@ -76,7 +75,7 @@ class Spec:
     overridden: tuple[str, ...] = ()   # grid keys given as options over the file's (not part of the definition)
     reference: str | None = None       # the value the report compares the others against (None: h3 where it
     #                                    runs, else the first listed; stats.reference_for)
-    compare: str = "proto"             # what the report compares: proto, or cc (within each protocol)
+    compare: str = "proto"             # what the report compares: proto, or cc or browser (within each protocol)
     metric: str = "plt"                # the time the report compares cells by (records.METRICS)
     traces: tuple = dataclasses.field(default=(), compare=False)  # the traces.Trace the conditions name (by
     #                                    hash): what a cluster's worker registers to run them
@@ -85,7 +84,12 @@ class Spec:
     def trial_count(self) -> int:
         """The plan's length, without making it."""
         g = self.grid
-        return len(g.conditions) * self.planned_runs * len(g.pages) * len(g.protos) * len(g.ccs)
+        return len(g.conditions) * self.planned_runs * len(g.pages) * len(g.variants())
+
+    @property
+    def browser(self) -> str:
+        """The first browser of the grid: the one a testbed prepares for first."""
+        return self.grid.browsers[0]
 
     @property
     def what(self) -> str:
@@ -108,7 +112,9 @@ class Spec:
                 "cc": self.cc if len(self.grid.ccs) == 1 else list(self.grid.ccs), "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
                 **({"server": self.server} if self.server else {}),
-                **({"browser": self.browser} if self.browser != "chromium" else {}),  # (older campaigns' hashes hold)
+                # (older campaigns' hashes hold: Chromium alone is not written, one browser by its name)
+                **({"browser": self.browser if len(self.grid.browsers) == 1 else list(self.grid.browsers)}
+                   if self.grid.browsers != ("chromium",) else {}),
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
                 **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
@@ -133,8 +139,9 @@ class Spec:
 
     def plan(self) -> list["Slot"]:
         """Every trial, in the order it runs (Slot: conditions, run index, page, protocol, congestion
-        control). Within a run each page's protocols (and congestion controls) come in a seeded
-        random order; with one congestion control the order is the one campaigns always had."""
+        control, browser). Within a run each page's protocols (and congestion controls and browsers)
+        come in a seeded random order; with one congestion control and one browser the order is the
+        one campaigns always had, with several congestion controls the one they had since --cc."""
         out = []
         grid = self.within or self.grid
         for ci, cond in enumerate(grid.conditions):
@@ -143,14 +150,18 @@ class Spec:
                 pages = list(grid.pages)
                 rng.shuffle(pages)
                 for page in pages:
-                    if len(grid.ccs) == 1:
+                    if len(grid.ccs) == 1 and len(grid.browsers) == 1:
                         protos = list(grid.protos)
                         rng.shuffle(protos)
-                        out += [Slot(cond, r, page, p, grid.ccs[0]) for p in protos]
-                    else:
+                        out += [Slot(cond, r, page, p, grid.ccs[0], grid.browsers[0]) for p in protos]
+                    elif len(grid.browsers) == 1:
                         pairs = [(p, cc) for p in grid.protos for cc in grid.ccs]
                         rng.shuffle(pairs)
-                        out += [Slot(cond, r, page, p, cc) for p, cc in pairs]
+                        out += [Slot(cond, r, page, p, cc, grid.browsers[0]) for p, cc in pairs]
+                    else:
+                        variants = grid.variants()
+                        rng.shuffle(variants)
+                        out += [Slot(cond, r, page, *v) for v in variants]
         if self.within:
             out = [s for s in out if s.conditions in self.grid.conditions and s.page in self.grid.pages]
         return out
@@ -170,10 +181,17 @@ class Slot(NamedTuple):
     page: Page
     proto: str
     cc: str = "cubic"
+    browser: str = "chromium"
 
     @property
     def cell(self) -> Cell:
-        return Cell(self.proto, self.page, self.conditions, self.cc)
+        return Cell(self.proto, self.page, self.conditions, self.cc, self.browser)
+
+    @classmethod
+    def of(cls, t) -> "Slot":
+        """The slot a stored trial (records.Trial) measured, found by its fields: its conditions, not
+        a label; cubic and Chromium where a store before their columns has none."""
+        return cls(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic", t.browser or "chromium")
 
     @property
     def place(self) -> tuple[Conditions, Page]:
@@ -188,7 +206,7 @@ _STR, _INT, _LIST = (str,), (int,), (str, list)
 FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
-              "server_token_file": _STR, "browser": _STR, "browser_binary": _STR, "reference": _STR, "compare": _STR,
+              "server_token_file": _STR, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
               "metric": _STR, "visit": _LIST, "serve": _LIST,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
@@ -198,7 +216,8 @@ TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a li
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
             "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['h3', 'h2']",
-            "sizes": "['5KB', '200x5KB']", "trace_down": "['lte-down.txt', 'gen:onoff:24mbit:1s:1s']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5"}
+            "sizes": "['5KB', '200x5KB']", "trace_down": "['lte-down.txt', 'gen:onoff:24mbit:1s:1s']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5",
+            "browser": "['chromium', 'firefox']"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
 
 
@@ -341,32 +360,39 @@ def _as_recorded(v, grid) -> None:
                              f"{', '.join(protocols.NAMES)}")
 
 
-def _browser(v: "Values", grid, capture: tuple[str, ...], server, binary: str | None) -> str:
-    """--browser: a browser of plt_bench.browsers, and nothing asked of it that it cannot do yet (refused by
-    name before anything is made)."""
+def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str | None) -> tuple[str, ...]:
+    """--browser: browsers of plt_bench.browsers (an axis, as --cc is), and nothing asked of any that it
+    cannot do yet (refused by name before anything is made)."""
     from . import browsers
-    name = str(v.get("browser", DEFAULTS["browser"])).strip().lower()
-    if name not in browsers.NAMES:
-        raise UsageError(f"{v.name('browser')}: '{name}'; expected one of {', '.join(browsers.NAMES)}")
-    b = browsers.get(name)
+    given = _as_list(v.get("browser", DEFAULTS["browser"]))
+    names = tuple(dict.fromkeys(x.lower() for x in units.split_list(given, v.name("browser"))))
+    if not names or any(n not in browsers.NAMES for n in names):
+        raise UsageError(f"{v.name('browser')}: '{given}'; expected one or more of {', '.join(browsers.NAMES)} "
+                         "(chromium,firefox: both, interleaved)")
     wanted = browsers.asked(any(p.visit != "first" for p in grid.pages),
                             any(p.origins > 1 or p.archived or p.url for p in grid.pages),
-                            any(protocols.get(x).per_origin for x in grid.protos), capture)
-    missing = b.unsupported(wanted)
-    if missing:
-        raise UsageError(f"{v.name('browser')} {name}: not supported yet with {', '.join(missing)} (pages of several "
-                         "origins or recordings, repeat visits, the har, keylog, netlog and visual captures, "
-                         "as-recorded); docs/browsers.md says what it runs")
-    if name != "chromium" and (binary or server):
-        raise UsageError(f"{v.name('browser')} {name}: {'--browser-binary names a Chromium' if binary else ''}"
-                         f"{'; ' if binary and server else ''}{'two machines run Chromium only, for now' if server else ''}")
-    return name
+                            any(protocols.get(x).per_origin for x in grid.protos), capture,
+                            recordings=any(p.archived or p.url for p in grid.pages))
+    for name in names:
+        missing = browsers.get(name).unsupported(wanted)
+        if missing:
+            raise UsageError(f"{v.name('browser')} {name}: not supported yet with {', '.join(missing)} (recordings "
+                             "and served folders, repeat visits, the har, keylog, netlog and visual captures, "
+                             "as-recorded); docs/browsers.md says what it runs")
+        if name != "chromium" and (binary or server):
+            raise UsageError(f"{v.name('browser')} {name}: {'--browser-binary names a Chromium' if binary else ''}"
+                             f"{'; ' if binary and server else ''}"
+                             f"{'two machines run Chromium only, for now' if server else ''}")
+    return names
 
 
 def _compare(v: "Values") -> str:
+    from .records import AXES
     axis = str(v.get("compare", DEFAULTS["compare"]))
-    if axis not in ("proto", "cc"):
-        raise UsageError(f"{v.name('compare')}: '{axis}'; expected proto or cc")
+    if axis not in AXES:
+        raise UsageError(f"{v.name('compare')}: '{axis}'; expected one of {', '.join(AXES)} (proto: the protocols "
+                         "within each congestion control and browser; cc or browser: each against the first, within "
+                         "each protocol)")
     return axis
 
 
@@ -402,17 +428,20 @@ def _metric(v: "Values", capture: tuple[str, ...] = ()) -> str:
     return metric
 
 
-def _reference(v: "Values", protos: tuple[str, ...], ccs: tuple[str, ...], axis: str) -> str | None:
+def _reference(v: "Values", grid, axis: str) -> str | None:
     """The reference asked for, which must be one value the campaign runs of the axis compared
-    (a protocol, or with compare = cc a congestion control; None: not asked)."""
+    (a protocol, or with compare = cc a congestion control, with compare = browser a browser;
+    None: not asked)."""
     text = v.get("reference")
     if text is None:
         return None
-    if axis == "cc":
-        if str(text).strip().lower() not in ccs:  # one rule for case, as --cc reads its own
-            raise UsageError(f"{v.name('reference')}: '{text}' is not one congestion control this campaign runs; "
-                             f"expected one of {', '.join(ccs)} (--cc {','.join(ccs)})")
+    if axis in ("cc", "browser"):
+        ran, what = (grid.ccs, "congestion control") if axis == "cc" else (grid.browsers, "browser")
+        if str(text).strip().lower() not in ran:  # one rule for case, as --cc and --browser read their own
+            raise UsageError(f"{v.name('reference')}: '{text}' is not one {what} this campaign runs; "
+                             f"expected one of {', '.join(ran)} (--{axis} {','.join(ran)})")
         return str(text).strip().lower()
+    protos = grid.protos
     names = protocols.parse(str(text), v.name("reference"))
     if len(names) != 1 or names[0] not in protos:
         raise UsageError(f"{v.name('reference')}: '{text}' is not one protocol this campaign runs; expected one of "
@@ -559,7 +588,9 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         raise UsageError(f"{v.name('cc')}: {', '.join(ccs)}: several congestion controls need this machine's testbed; "
                          "on two machines the server's own default applies (its net.ipv4.tcp_congestion_control)")
     axis = _compare(v)
-    reference = _reference(v, grid.protos, ccs, axis)
+    browsers = _browsers(v, grid, capture, server, browser)
+    grid = dataclasses.replace(grid, browsers=browsers)
+    reference = _reference(v, grid, axis)
     warmup = as_int("warmup", 0, 100)
     precision, max_runs = _precision(v, grid.runs)
     if warmup >= grid.runs:
@@ -567,15 +598,14 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     serve = _serve(v, grid, server)
     _as_recorded(v, grid)
-    browser_name = _browser(v, grid, capture, server, browser)
-    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser=browser_name, browser_binary=browser,
+    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser,
                 name=name, serve=serve,
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
                 metric=_metric(v, capture), traces=_traces_of(grid),
-                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc"))))
+                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
                                                                        if k in cond_mod.GRID_KEYS))

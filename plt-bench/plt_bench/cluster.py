@@ -433,7 +433,7 @@ class Head:
         stored = 0
         while self.queue.qsize():
             t = pickle.loads(self.queue.get())
-            slot = Slot(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic")
+            slot = Slot.of(t)
             if any(x.status == "ok" for x in self.done.get(slot, [])):
                 continue
             # numbered by the head: a cell sent again after its worker died measures its slots anew

@@ -10,6 +10,7 @@ import itertools
 from typing import Iterable
 
 from . import protocols, traces, units
+from .browsers import NAMES as BROWSERS
 from .errors import UsageError
 from .pages import PAGE_FORM, Page, parse_page
 
@@ -179,6 +180,7 @@ class Cell:
     page: Page
     conditions: Conditions
     cc: str = "cubic"  # the TCP congestion control on the testbed's routes (h3 runs quic-go's own whatever it is)
+    browser: str = "chromium"  # the browser that loads it (plt_bench.browsers)
 
     def __post_init__(self):
         if self.proto not in protocols.ALL_NAMES:
@@ -187,6 +189,8 @@ class Cell:
             raise ValueError(f"Cell: {self.proto} is a recording's (har:NAME), not {self.page.label}'s")
         if self.cc not in CONGESTION_CONTROLS:
             raise ValueError(f"Cell: congestion control {self.cc!r}; expected one of {', '.join(CONGESTION_CONTROLS)}")
+        if self.browser not in BROWSERS:
+            raise ValueError(f"Cell: browser {self.browser!r}; expected one of {', '.join(BROWSERS)}")
 
     @property
     def size_bytes(self) -> int:
@@ -201,10 +205,20 @@ class Grid:
     conditions: tuple[Conditions, ...]
     runs: int
     ccs: tuple[str, ...] = ("cubic",)  # TCP congestion controls, an axis like the protocols
+    browsers: tuple[str, ...] = ("chromium",)  # the browsers that load the pages, an axis too
 
     def cells(self) -> list[Cell]:
-        return [Cell(p, s, c, cc) for c, s, p, cc in itertools.product(self.conditions, self.pages, self.protos,
-                                                                       self.ccs)]
+        return [Cell(p, s, c, cc, b) for c, s, p, cc, b in itertools.product(self.conditions, self.pages, self.protos,
+                                                                             self.ccs, self.browsers)]
+
+    def variants(self) -> list[tuple[str, str, str]]:
+        """Every (protocol, congestion control, browser) a page is loaded with under one condition."""
+        return list(itertools.product(self.protos, self.ccs, self.browsers))
+
+    def kind(self, proto: str, cc: str, browser: str) -> str:
+        """A variant in words, naming only the axes that vary: 'h3', 'h3 bbr', 'h3 firefox'
+        (what progress lines and the precision target tell apart)."""
+        return " ".join([proto, *([cc] if len(self.ccs) > 1 else []), *([browser] if len(self.browsers) > 1 else [])])
 
 
 def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:

@@ -13,7 +13,8 @@ from . import __version__, cmd
 from .cpu import cpu_list, own_cpus
 
 KEY_FIELDS = ("host", "kernel", "cpus_used", "link_backend", "link_placement", "browser", "chromium", "chromedriver",
-              "caddy_version")  # congestion control is a trial's own field (Trial.cc) since schema 13
+              "firefox", "geckodriver", "caddy_version")  # congestion control is a trial's own field (Trial.cc) since
+#              schema 13, the browser too since schema 18 (metadata's browser: the campaign's, comma-separated)
 # what a campaign's metadata held before a key field was recorded (every campaign before 2026-11-26 ran Chromium)
 KEY_DEFAULTS = {"browser": "chromium"}
 

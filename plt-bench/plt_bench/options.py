@@ -36,7 +36,7 @@ class Option:
 
 def _table() -> dict[str, Option]:
     from .conditions import JITTER_DISTS, LOSS_DIRECTIONS
-    from .records import CORRECTIONS, METRICS, TESTS
+    from .records import AXES, CORRECTIONS, METRICS, TESTS
     o = [
         Option("proto", "protocol(s), comma-separated: h3 (HTTP/3 over QUIC), h2 (HTTP/2 over TLS/TCP), h1 "
                         "(HTTP/1.1 over TLS/TCP); quic = h3, tcp = h1, both = h3,h1, all = h3,h2,h1; as-recorded: a "
@@ -64,8 +64,9 @@ def _table() -> dict[str, Option]:
         Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)",
                pytest_flag="--page-timeout"),  # pytest-timeout owns --timeout
         Option("results", "results store"),
-        Option("browser", "the browser that loads the pages: chromium (default) or firefox (Firefox ESR: pages of one "
-                          "origin, one protocol for every origin; docs/browsers.md)"),
+        Option("browser", "the browsers that load the pages, comma-separated: chromium (default), firefox (Firefox ESR: "
+                          "pages of one origin, one protocol for every origin; docs/browsers.md), or chromium,firefox "
+                          "(an axis: interleaved in the seeded order, as --cc is; --compare browser)"),
         Option("browser_binary", "the browser to measure: the absolute path of a Chromium or Google Chrome binary "
                                  "(default: Debian's chromium); its chromedriver is the distro's when the major "
                                  "versions match, else webdriver-manager's (its cache first)", metavar="PATH"),
@@ -123,11 +124,11 @@ def _table() -> dict[str, Option]:
         Option("correction", "multiple-comparison correction: holm or bh (Benjamini-Hochberg)", choices=CORRECTIONS,
                group="stats"),
         Option("reference", "the value every other one is compared against: a protocol (default: h3 where it runs, "
-                            "else the first listed), or with --compare cc a congestion control (default: the first "
-                            "listed)", metavar="VALUE", group="stats"),
+                            "else the first listed), or with --compare cc a congestion control, with --compare browser "
+                            "a browser (default: the first listed)", metavar="VALUE", group="stats"),
         Option("compare", "what the report compares: proto (each protocol against the reference, within each "
-                          "congestion control) or cc (each congestion control against the reference, within each "
-                          "protocol)", choices=("proto", "cc"), group="stats"),
+                          "congestion control and browser), cc or browser (each congestion control or browser against "
+                          "the reference, within each protocol)", choices=AXES, group="stats"),
         Option("visit", "which load of each page a trial measures, comma-separated: first (a fresh browser), repeat "
                         "(the same browser again a moment later, its connections closed and its cache cleared), "
                         "repeat-warm (the same, its cache kept); a page may name its own: 20x5KB@repeat"),

@@ -70,9 +70,10 @@ def pytest_collection_modifyitems(session, config, items):
     s = config.stash.get(_KEY, None)
     if s is not None:
         config.hook.pytest_deselected(items=list(items))
-        many_cc = len({x.cc for x in s.plan}) > 1
+        g = s.spec.grid
         items[:] = [TrialItem.from_parent(session, slot=x, name=f"plt[{i:04d}-{x.conditions.label}-{x.page.label}-"
-                                                                f"{x.proto}{'-' + x.cc if many_cc else ''}-run{x.run_index}]")
+                                                                f"{g.kind(x.proto, x.cc, x.browser).replace(' ', '-')}"
+                                                                f"-run{x.run_index}]")
                     for i, x in enumerate(s.plan)]
 
 

@@ -488,7 +488,8 @@ def metric_value(t: Trial, metric: str = DEFAULT_METRIC) -> float | None:
 
 
 # -- the analysis's records (plt_bench.analysis.stats makes them; report, plots and the CSVs read them) -----------
-AXES = ("proto", "cc")  # what a comparison may be along: a field of CellStats that varies within a group
+AXES = ("proto", "cc", "browser")  # what a comparison may be along: a field of CellStats that varies within a group
+CELL_FIELDS = ("conditions", "page", "proto", "cc", "browser")  # what tells one cell from another (CellStats.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -522,10 +523,11 @@ class CellStats:
                            "Trial.paint_reason), left out of n", 0)
     trace_down: str | None = doc("the downlink's trace, when its rate followed one (rate_down_bps is then the "
                                  "trace's mean)", None)
+    browser: str = doc("the browser that loaded it (Trial.browser; chromium for a store before schema 18)", "chromium")
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.conditions, self.page, self.proto, self.cc)
+    def key(self) -> tuple[str, str, str, str, str]:
+        return tuple(getattr(self, f) for f in CELL_FIELDS)
 
     def row(self) -> dict:
         """The cell as a flat row (cells.csv), its warnings apart."""
@@ -535,15 +537,15 @@ class CellStats:
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """One value of an axis against the reference value, in one cell of everything else (its
-    conditions, page, and the other axis): e.g. h3 (the reference) against h1 at 100mbit for 5KB
-    under cubic, or bbr against cubic for h2.
+    conditions, page, and the other axes): e.g. h3 (the reference) against h1 at 100mbit for 5KB
+    under cubic in Chromium, bbr against cubic for h2, or firefox against chromium for h3.
 
     diff_pct = (reference's median - other's median) / other's median x 100: negative, the reference
     loaded faster (a store of the seed experiment, QUIC against TCP, reads as h3 against h1 with
     the figures it always had). The p-values test the two cells' samples; p_adjusted is corrected
     over every comparison of the report."""
 
-    axis: str = doc("what is compared: proto or cc (records.AXES)")
+    axis: str = doc("what is compared: proto, cc or browser (records.AXES)")
     reference: CellStats = doc("the reference's cell (--reference; h3 by default)")
     other: CellStats = doc("the cell compared with it")
     diff_pct: float = doc("(reference - other) / other, in % of the other's median; negative: reference faster")
@@ -562,15 +564,27 @@ class Comparison:
 
     @property
     def pair(self) -> str:
-        """'h3 vs h1'; along cc, with the protocol it is within: 'bbr vs cubic (h2)'."""
-        text = f"{getattr(self.reference, self.axis)} vs {getattr(self.other, self.axis)}"
-        return text if self.axis == "proto" else f"{text} ({self.reference.proto})"
+        """'h3 vs h1'; along cc or browser, with the protocol it is within: 'bbr vs cubic (h2)'."""
+        return self.pair_in(())
+
+    def pair_in(self, varying) -> str:
+        """The pair with what it is within, among the axes that vary in the report (varying: of
+        "cc", "browser"): 'h3 vs h1 (firefox)', 'firefox vs chromium (h2 bbr)'; a protocol
+        comparison with nothing else varying is just 'h3 vs h1'."""
+        text = f"{self.reference_value} vs {self.other_value}"
+        within = self.within_in(varying)
+        return f"{text} ({within})" if within else text
+
+    def within_in(self, varying) -> str:
+        """The values both cells share of the other axes: the protocol of a cc or browser comparison
+        always, the cc and the browser where they vary (varying: of "cc", "browser")."""
+        return " ".join(getattr(self.reference, a) for a in ("proto", "cc", "browser")
+                        if a != self.axis and (a == "proto" or a in varying))
 
     @property
     def within(self) -> str:
-        """The value of the other axis, which both cells share: the cc of a protocol comparison, the
-        protocol of a cc comparison."""
-        return self.reference.cc if self.axis == "proto" else self.reference.proto
+        """Every value both cells share of the other axes: 'cubic chromium' of a protocol comparison."""
+        return self.within_in(("cc", "browser"))
 
     @property
     def reference_value(self) -> str:
@@ -605,5 +619,5 @@ class Comparison:
                 "correction": self.correction, "significant": self.significant, "faster": self.faster}
 
 
-_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "cc", "rate_down_bps", "rtt_ms", "jitter_ms",
-                 "loss_pct")
+_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "cc", "browser", "rate_down_bps", "rtt_ms",
+                 "jitter_ms", "loss_pct")

@@ -247,7 +247,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     nav = answer.get("nav") or {}
     # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
     # (nav_json) for forensics, never as timings of the page.
-    untimed = browsers.get(answer.get("browser") or browsers.DEFAULT).untimed(nav) if nav else []
+    untimed = browsers.get(answer.get("browser") or cell.browser).untimed(nav) if nav else []
     t = timings(nav, untimed) if nav and not is_error_page(answer) else {}
     t.update(paint_fields(answer.get("paint"), bool(t)))
     t.update(visit_fields(page, answer, server_entries))
@@ -270,7 +270,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
-        link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or browsers.DEFAULT,
+        link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
         **workload_fields, **t, **replayed,
         **ev.extra)
 
@@ -315,7 +315,7 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     m = _measure(bed, cell, timeout_s, gate, (campaign_id, seq))
     if next_cell is not None and not bed.capture.files and next_cell.conditions == cell.conditions and not m.dead:
         # from here on, nothing of this trial is measured
-        bed.prepare(next_cell.proto, next_cell.page.html_name, next_cell.page.visit)
+        bed.prepare(next_cell.proto, next_cell.page.html_name, next_cell.page.visit, next_cell.browser)
     ev = _evidence(bed, cell, m, extra)
     trial = make_trial(campaign_id, seq, run_index, cell, ev)
     trial_id = store.add_trial(trial)
@@ -393,7 +393,7 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
         started = utc_now()
         t0, t0_unix = time.monotonic(), time.time()
         answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None,
-                               await_s=await_s, gate=gate, visit=cell.page.visit,
+                               await_s=await_s, gate=gate, visit=cell.page.visit, browser=cell.browser,
                                settle_s=bulk.settle_s(cell.page, protocols.get(cell.proto).transport,
                                                       cell.conditions.rtt_ms))
         wall = time.monotonic() - t0

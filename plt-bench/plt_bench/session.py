@@ -65,7 +65,7 @@ def attempts_so_far(trials: list[Trial]) -> dict[Slot, list[Trial]]:
     """A campaign's stored attempts per slot, found by the trial's fields (its conditions, not a label)."""
     out: dict[Slot, list[Trial]] = {}
     for t in trials:
-        out.setdefault(Slot(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic"), []).append(t)
+        out.setdefault(Slot.of(t), []).append(t)
     return out
 
 
@@ -131,7 +131,7 @@ class Session:
             note(TOKEN_ARGV_WARNING)
         if ref is None:
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
-                               capture=self.capture, browser_binary=spec.browser_binary, browser=spec.browser,
+                               capture=self.capture, browser_binary=spec.browser_binary, browser_names=spec.grid.browsers,
                                replays=[p.replay for p in spec.grid.pages if p.archived],
                                serve=[(h, Path(d)) for h, d in spec.serve])
         else:
@@ -223,6 +223,7 @@ class Session:
                  f"{'at most ' if spec.precision_pct is not None else ''}{len(self.plan)} trials "
                  f"({len(g.conditions)} condition(s) x {len(g.pages)} page(s) x "
                  f"{len(g.protos)} protocol(s) x {f'{len(g.ccs)} congestion controls x ' if len(g.ccs) > 1 else ''}"
+                 f"{f'{len(g.browsers)} browsers x ' if len(g.browsers) > 1 else ''}"
                  f"{runs}, order seeded with {spec.seed}) on testbed "
                  f"{bed.plan.prefix}, link {bed.link.backend} ({bed.link.tool}, {bed.link.placement}); results in "
                  f"{self.results}")
@@ -287,14 +288,13 @@ class Session:
         if spec.precision_pct is None or r < spec.grid.runs:
             return False
         times: dict[str, list[float]] = {}
-        for done, rows in self.done.items():  # per protocol (and congestion control, where there are several)
+        for done, rows in self.done.items():  # per protocol (and congestion control and browser, where several)
             if done.place == slot.place and done.run_index < r:
-                key = done.proto if len(spec.grid.ccs) == 1 else f"{done.proto} {done.cc}"
+                key = spec.grid.kind(done.proto, done.cc, done.browser)
                 # the campaign's metric (--metric), as its report compares: a trial without it does not count
                 times.setdefault(key, []).extend(v for t in rows if t.counts
                                                  and (v := metric_value(t, spec.metric)) is not None)
-        kinds = spec.grid.protos if len(spec.grid.ccs) == 1 else tuple(f"{p} {cc}" for p in spec.grid.protos
-                                                                       for cc in spec.grid.ccs)
+        kinds = tuple(spec.grid.kind(*v) for v in spec.grid.variants())
         why, widths = precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs, kinds)
         if why is None:
             return False
@@ -358,9 +358,10 @@ class Session:
             plt = f"{t.plt_ms:9.1f} ms" if t.status == "ok" else "        -   "
             why = f"  {t.reason}" if t.reason else ""
             tag = f" (attempt {attempt})" if attempt > 1 else ""
-            cc_tag = f" {slot.cc:<5}" if len(self.spec.grid.ccs) > 1 else ""
+            g = self.spec.grid
+            tag_ = (f" {slot.cc:<5}" if len(g.ccs) > 1 else "") + (f" {slot.browser:<8}" if len(g.browsers) > 1 else "")
             self.out(f"{bar(self.finished, total)} {self.finished:>{len(str(total))}}/{total} ETA "
-                     f"{fmt_duration(left):>6}  {cond.label:<18} {page.label:>7} {proto:<4}{cc_tag} {t.status:<6} "
+                     f"{fmt_duration(left):>6}  {cond.label:<18} {page.label:>7} {proto:<4}{tag_} {t.status:<6} "
                      f"{plt}{tag}{why}")
             if t.status == "ok":
                 self.counts["ok"] += 1

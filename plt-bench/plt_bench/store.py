@@ -57,6 +57,8 @@ Schema history (SCHEMA_VERSION):
       speed_index_ms and visually_complete_ms (NULL without the capture, and for older trials).
  18 - a second browser (plt_bench.browsers): trials gain browser (chromium | firefox); older trials
       are Chromium's, and say so.
+ 19 - the browser as an axis (--browser chromium,firefox): a slot is one browser's, so the trigger that
+      keeps one row per slot and attempt holds the browser too (made anew; no row changes).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -131,8 +133,10 @@ def trials_table() -> str:
 def slot_constraint() -> str:
     """The store's own rule that a slot is stored at most once per attempt: a trigger (NULL-safe,
     since an unshaped rate or an automatic queue is NULL) over the slot's columns, with its index."""
-    cols = ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "cc", "attempt"]
-    same = " AND ".join(f"{c} IS NEW.{c}" for c in cols)
+    cols = ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "cc", "browser", "attempt"]
+    # a trial without a browser is Chromium's (records.Trial.browser), as every row before schema 18
+    same = " AND ".join(f"{c} IS NEW.{c}" if c != "browser" else "coalesce(browser, 'chromium') IS "
+                        "coalesce(NEW.browser, 'chromium')" for c in cols)
     return ("CREATE INDEX IF NOT EXISTS trials_slot ON trials(campaign_id, run_index, page, proto, attempt);\n"
             "CREATE TRIGGER IF NOT EXISTS trials_one_per_slot BEFORE INSERT ON trials\n"
             f"  WHEN EXISTS (SELECT 1 FROM trials WHERE {same})\n"
@@ -428,6 +432,9 @@ class Store:
             self.db.execute(f"ALTER TABLE trials ADD COLUMN browser {new['browser']}")
             self.db.execute("UPDATE trials SET browser = 'chromium'")
             version = 18
+        if version == 18:  # 18 -> 19: one row per slot and attempt of each browser
+            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its browser
+            version = 19
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

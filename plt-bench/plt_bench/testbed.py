@@ -36,14 +36,16 @@ class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
-                 serve: Sequence[tuple[str, Path]] = (), browser: str = browsers.DEFAULT):
+                 serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,)):
         self.sites = Sites(sites_dir)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
         # (host, folder, protocol): folders served as they are, to record from (plt-bench record), each host over
         # every protocol ('') or the one given alone (record --serve HOST@h1=DIR)
         self.serve = [(x[0], x[1], x[2] if len(x) > 2 else "") for x in serve]
         self.record_bodies = False  # HARs keep every body (a recording: plt_bench.record)
-        self.browser_name = browsers.get(browser).name  # which browser loads the pages (plt_bench.browsers)
+        # which browsers load the pages (plt_bench.browsers): a load names its own, the first by default
+        self.browser_names = tuple(browsers.get(b).name for b in browser_names)
+        self.browser_name = self.browser_names[0]
         self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.browsers.drivers)
         self.browser: drivers.ChromiumBuild | None = None
         self.capture = capture or Settings()
@@ -56,7 +58,8 @@ class Testbed:
         self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
-        self._prepared: tuple[str, str, str, str] | None = None  # (proto, page, tag, visit) of the browser started early
+        # (proto, page, tag, visit, browser) of the browser started early
+        self._prepared: tuple[str, str, str, str, str] | None = None
         self.conditions: Conditions | None = None
         self.timing = link_mod.verify.Timing()  # this machine's own timing error, measured at open
         self.pcap_filter: Path | None = None  # tcpdump's filter file, where the interface carries other traffic
@@ -240,7 +243,8 @@ class Testbed:
         q = f"?trial={tag}" if tag else ""
         return f"https://{HOST}/{page}{q}"
 
-    def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None, visit: str = "first") -> dict:
+    def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None, visit: str = "first",
+                 browser: str | None = None) -> dict:
         """The worker's request for one load (its timeout and await_s filled in by load). A repeat
         visit (pages.VISITS) loads the page first in the same browser, which keeps a net-log (the
         capture's, if the trial captures one) for the repeat's evidence of resumption and 0-RTT.
@@ -253,12 +257,15 @@ class Testbed:
         extra = ("--enable-net-benchmarking",) if repeat else ()
         if repeat and netlog.name != FILENAMES["netlog"]:
             extra += (f"--log-net-log={netlog}", "--net-log-capture-mode=Default")
-        b = browsers.get(self.browser_name)
+        b = browsers.get(browser or self.browser_name)
+        if b.name not in self.browser_names:  # what the campaign's metadata says ran is all that runs
+            raise ValueError(f"a {b.label} load on a testbed of {', '.join(self.browser_names)}")
         origins = self.origins_for(page, proto)
         if "origins" not in b.features and not (page.startswith(ARCHIVED) or "://" in page):
             origins = origins[:origins_in_name(page)]  # a generated page's own (Chromium maps every origin)
         wanted = browsers.asked(repeat, len({ip for _, ip in origins}) > 1, protocols.get(proto).per_origin,
-                                self.capture.kinds if capture_dir is not None else ())
+                                self.capture.kinds if capture_dir is not None else (),
+                                recordings=page.startswith(ARCHIVED) or "://" in page)
         if b.unsupported(wanted):
             raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
                              f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")
@@ -279,13 +286,14 @@ class Testbed:
                             "netlog": str(netlog), "keep_netlog": netlog.name == FILENAMES["netlog"]}
         return req
 
-    def prepare(self, proto: str, page: str, visit: str = "first") -> None:
+    def prepare(self, proto: str, page: str, visit: str = "first", browser: str | None = None) -> None:
         """Start the browser of the next load now (its own fresh profile and flags, idle on
         about:blank), while the last trial is judged and stored; load() takes it when it asks for
         the same protocol and page without a capture folder, and any other load ends it first."""
         tag = uuid.uuid4().hex[:16]
-        self._prepared = (proto, page, tag, visit)
-        self.worker.prepare(self._request(proto, page, tag, None, visit))
+        browser = browser or self.browser_name
+        self._prepared = (proto, page, tag, visit, browser)
+        self.worker.prepare(self._request(proto, page, tag, None, visit, browser))
 
     def discard_prepared(self) -> None:
         if self._prepared:
@@ -294,18 +302,20 @@ class Testbed:
 
     def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
              await_s: float = 0.0, gate: bool = False, visit: str = "first",
-             settle_s: float = 0.0) -> tuple[dict, str]:
+             settle_s: float = 0.0, browser: str | None = None) -> tuple[dict, str]:
         """One fresh-browser load; returns the worker's answer and the URI the server should log.
         With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
         await_s > 0: then wait that long for the page's own figures (a bulk page's download).
         gate: the idle gate runs between the browser's launch and the navigation (answer's gate).
-        settle_s: the browser stays up that long after its figures are read (bulk.settle_s)."""
+        settle_s: the browser stays up that long after its figures are read (bulk.settle_s).
+        browser: which of the testbed's browsers loads it (None: the first)."""
+        browser = browser or self.browser_name
         ready, self._prepared = self._prepared, None
-        same = ready and (ready[0], ready[1], ready[3]) == (proto, page, visit) and capture_dir is None
+        same = ready and (ready[0], ready[1], ready[3], ready[4]) == (proto, page, visit, browser) and capture_dir is None
         tag = ready[2] if same else uuid.uuid4().hex[:16]
         uri = (url_path(self.url(page)) if page.startswith((ARCHIVED, "https://", "http://"))
                else f"/{page}?trial={tag}")
-        req = {**self._request(proto, page, tag, capture_dir, visit), "timeout_s": timeout_s, "await_s": await_s,
+        req = {**self._request(proto, page, tag, capture_dir, visit, browser), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s}
         ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S)
         return ans, uri
@@ -351,8 +361,9 @@ class Testbed:
             "quic_buffer_warning": self.server.quic_buffer_warning(),
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),
-            "browser": self.browser_name,  # which loads the pages (plt_bench.browsers); its versions below if not Chromium
-            **(browsers.get(self.browser_name).versions() if self.browser_name != browsers.DEFAULT else {}),
+            # which load the pages (plt_bench.browsers), comma-separated; the versions of each but Chromium below
+            "browser": ",".join(self.browser_names),
+            **{k: v for b in self.browser_names if b != browsers.DEFAULT for k, v in browsers.get(b).versions().items()},
             **(self.browser.metadata() if self.browser else {}),
             "topology": self.plan.describe(),
             "testbed_up_utc": utc_now(),

@@ -25,7 +25,7 @@ COND = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=50)
 
 @pytest.fixture(scope="module")
 def firefox_bed():
-    with Testbed(PROJECT_ROOT / "sites", browser="firefox") as b:
+    with Testbed(PROJECT_ROOT / "sites", browser_names=("firefox",)) as b:
         b.sites.ensure([5000])
         b.set_conditions(COND)
         yield b
@@ -33,7 +33,8 @@ def firefox_bed():
 
 @pytest.mark.parametrize("proto", protocols.NAMES)
 def test_firefox_loads_over_each_protocol_proven_at_both_ends(firefox_bed, store, campaign, proto):
-    t, reasons = until_ok(lambda i: run_cell_once(firefox_bed, store, campaign, 0, i, Cell(proto, Page(5000), COND)))
+    t, reasons = until_ok(lambda i: run_cell_once(firefox_bed, store, campaign, 0, i,
+                                                  Cell(proto, Page(5000), COND, browser="firefox")))
     if machine_refused(t, reasons):
         return
     p = protocols.get(proto)
@@ -51,28 +52,63 @@ def test_firefox_loads_over_each_protocol_proven_at_both_ends(firefox_bed, store
     assert {"geckodriver", "browser", "renderer"} <= set(roles) and "chromedriver" not in roles, roles
 
 
+def test_firefox_resolves_each_origin_of_a_page_to_its_own_address(firefox_bed, store, campaign):
+    """A page of four origins: Firefox asks the system, the client namespace's hosts file names each
+    origin on its own address (topology: Plan.client_etc); every object proven over h3 on its own
+    origin's connection, as Chromium's are (test_web_pages)."""
+    page = Page(5000, 12, origins=4)
+    firefox_bed.sites.ensure([page])
+    t, reasons = until_ok(lambda i: run_cell_once(firefox_bed, store, campaign, 0, i, Cell("h3", page, COND,
+                                                                                           browser="firefox")))
+    if machine_refused(t, reasons):
+        return
+    assert t.status == "ok" and t.browser == "firefox", reasons
+    assert (t.objects, t.objects_ok, t.origins) == (12, 12, 4)
+    per = t.connections_per_origin
+    assert len(per) == 4 and set(per.values()) == {1} and t.connections == 4, per  # one QUIC connection each
+    assert {r["nextHopProtocol"] for r in t.resources} == {"h3"}
+
+
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with repeat"):
         firefox_bed.load("h3", Page(5000, visit="repeat").html_name, 30.0, visit="repeat")
-    with pytest.raises(UsageError, match="--browser firefox: not supported yet with origins"):
-        firefox_bed.load("h3", Page(5000, 20, origins=2).html_name, 30.0)
+    with pytest.raises(UsageError, match="--browser firefox: not supported yet with recordings"):
+        firefox_bed.load("h3", "https://plt.test/index.html", 30.0)  # a served folder's page (record, bench-replay)
+    with pytest.raises(ValueError, match="a Chromium load on a testbed of firefox"):
+        firefox_bed.load("h3", Page(5000).html_name, 30.0, browser="chromium")
 
 
-def test_a_firefox_campaign_from_the_command_line_stores_its_browser(tmp_path):
-    """--browser firefox: the campaign's testbed loads its pages in Firefox, whose name and versions
-    are in the campaign's metadata and whose name is in every trial; nothing is left behind."""
+def test_two_browsers_interleave_in_one_campaign_and_the_report_compares_within_each(tmp_path):
+    """--browser chromium,firefox: one campaign loads every page in both browsers, interleaved in the
+    seeded order; each trial stores its browser, the metadata names both with their versions, the
+    report compares the protocols within each browser and (--compare browser) each browser against
+    Chromium within each protocol, with a heatmap each; nothing is left behind."""
     import sqlite3
     before = system_state()
     results = tmp_path / "r.sqlite"
-    r = run_cli("run", "--browser", "firefox", "--proto", "h3", "--size", "5KB", "--runs", "1", "--bw", "10mbit",
-                "--rtt", "20ms", "--verify", "off", "--results", str(results), timeout=600)
+    r = run_cli("run", "--browser", "chromium,firefox", "--proto", "h3,h1", "--size", "5KB,4o:8x5KB", "--runs", "1",
+                "--bw", "10mbit", "--rtt", "20ms", "--verify", "off", "--results", str(results), timeout=900)
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "2 browsers x" in r.stdout and " firefox " in r.stdout and " chromium " in r.stdout, r.stdout[-2000:]
     assert system_state() == before
     db = sqlite3.connect(results)
-    rows = db.execute("SELECT browser, proto, status, reason FROM trials").fetchall()
+    rows = db.execute("SELECT browser, proto, page, status, reason FROM trials ORDER BY seq").fetchall()
     meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
     db.close()
-    assert {b for b, *_ in rows} == {"firefox"} and meta["browser"] == "firefox"
-    assert meta["firefox"].startswith("Mozilla Firefox") and meta["geckodriver"].startswith("geckodriver")
-    ok = ok_slots([dict(zip(("browser", "proto", "status", "reason"), row)) for row in rows], lambda t: t["proto"])
-    assert (r.returncode == 0) == (ok == {"h3"})
+    assert meta["browser"] == "chromium,firefox" and meta["chromium"] and meta["firefox"].startswith("Mozilla Firefox")
+    slots = {(b, p, page) for b, p, page, *_ in rows}
+    assert slots == {(b, p, page) for b in ("chromium", "firefox") for p in ("h3", "h1") for page in ("5KB", "4o:8x5KB")}
+    assert len({b for b, *_ in rows[:4]}) == 2 or len({b for b, *_ in rows[4:]}) == 2  # interleaved, not one then the other
+    ok = ok_slots([dict(zip(("browser", "proto", "page", "status", "reason"), row)) for row in rows],
+                  lambda t: (t["browser"], t["proto"], t["page"]))
+    assert (r.returncode == 0) == (ok == slots)
+    if ok != slots:
+        return  # the machine refused a slot (a late link): the report below needs every cell
+    rep = run_cli("report", "1", "--results", str(results), timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    assert "h3 vs h1 (chromium)" in rep.stdout and "h3 vs h1 (firefox)" in rep.stdout, rep.stdout
+    (folder,) = tmp_path.glob("r-*-1")  # the report's folder, beside the store
+    assert {f"heatmap_h3-vs-h1_{b}_rtt20_jitter0_loss0.png" for b in ("chromium", "firefox")} <= \
+        {f.name for f in folder.iterdir()}
+    along = run_cli("report", "1", "--results", str(results), "--compare", "browser", timeout=300)
+    assert along.returncode == 0 and "chromium vs firefox (h3)" in along.stdout, along.stdout + along.stderr

@@ -117,13 +117,17 @@ def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_
     that reason (MACHINE_REFUSALS), and the others must prove what they claim. There, too, Chromium
     itself runs 10-50x slower: the default page timeout (3x the ideal + 20 s, 24 s here) was hit by
     an h1 and an h2 load on CI and an h3 load here, with the link keeping time throughout; inside the
-    VM the test gives loads 120 s (--timeout), as a user of a slow machine would."""
+    VM the test gives loads 120 s (--timeout), as a user of a slow machine would, and loads h3 alone:
+    what the VM adds is the netem kernel (the trace still runs on linkem, checked against the
+    traces), not the protocols, which the host's run covers (there it took 686 s for three)."""
     t, u = tmp_path / "t.txt", tmp_path / "u.txt"
     traces.write(t, traces.ramp(peak_mbit / 6, peak_mbit, 2.0, steps=4))
     traces.write(u, traces.on_off(peak_mbit / 4, 0.2, 0.05, cycles=4))
     store = tmp_path / "r.sqlite"
-    slow = ("--timeout", "120s") if os.environ.get("PLT_BENCH_IN_VM") else ()
-    r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", "all",
+    in_vm = bool(os.environ.get("PLT_BENCH_IN_VM"))
+    slow = ("--timeout", "120s") if in_vm else ()
+    asked = {"h3"} if in_vm else {"h1", "h2", "h3"}
+    r = run_cli("run", "--trace-down", str(t), "--trace-up", str(u), "--size", "50x5KB", "--proto", ",".join(asked),
                 "--runs", "1", "--rtt", "100ms", "--results", str(store), *slow, timeout=1800)
     db = sqlite3.connect(store)
     db.row_factory = sqlite3.Row
@@ -132,7 +136,7 @@ def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_
         return
     assert rows, (r.returncode, r.stderr[-2000:], r.stdout[-2000:])  # the link passed its check: trials ran
     ok = ok_slots(rows, lambda x: x["proto"])  # every failed attempt a machine's refusal, with its reason
-    assert r.returncode == (0 if ok == {"h1", "h2", "h3"} else 1), (r.returncode, r.stderr[-2000:])
+    assert r.returncode == (0 if ok == asked else 1), (r.returncode, r.stderr[-2000:])
     # on this machine's own kernel every protocol runs; inside the netem VM (a netem kernel here) one
     # run of six attempts was all refused, another ran all three: there, refusals with their reason
     # are the truth, and the link's check against the traces (below) must still pass

@@ -272,14 +272,17 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     """The seed's placement, through 'serve --iface': htb + netem on the server's egress (downlink) and on
     an IFB on its ingress (uplink), only the test traffic. Where the kernel has sch_netem (inside the
     netem VM) with delay and loss both ways, read back and measured; elsewhere a rate only. The link
-    check measures it with ping and iperf3 through the same classifier."""
+    check measures it with ping and iperf3 through the same classifier. Inside the VM one protocol's
+    trial (h3: UDP through the classifier; iperf3's check is TCP's), the VM's emulation being slow
+    (387 s for both); here h3 and h1."""
     netem = link.netem_available()
     impair = ["--rtt", "40ms", "--loss", "1%"] if netem else ["--rtt", "0"]  # a rate only (quick's RTT off)
     before_srv, before_clt = system_state(SRV), system_state(CLT)
     results = tmp_path / "r.sqlite"
+    protos = ["h3"] if os.environ.get("PLT_BENCH_IN_VM") else ["h3", "h1"]
     r = _campaign_until_ok("run", "quick", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
                            "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--timeout", "120s",
-                           "--results", str(results), timeout=1500)
+                           "--proto", ",".join(protos), "--results", str(results), timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (system_state(SRV), system_state(CLT)) == (before_srv, before_clt)
     db = sqlite3.connect(results)
@@ -297,7 +300,7 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     if netem:
         assert judged["rtt mean"]["ok"] and judged["round-trip loss"]["ok"], judged
     statuses = db.execute(f"SELECT status, server_proto FROM trials WHERE {LAST} AND status = 'ok'").fetchall()
-    assert sorted(statuses) == [("ok", "HTTP/1.1"), ("ok", "HTTP/3.0")]
+    assert sorted(statuses) == sorted(("ok", {"h3": "HTTP/3.0", "h1": "HTTP/1.1"}[p]) for p in protos)
     assert all(t[0] for t in db.execute("SELECT reason FROM trials WHERE status != 'ok'"))
 
 

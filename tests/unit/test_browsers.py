@@ -21,7 +21,8 @@ def test_firefox_is_forced_to_each_protocol_by_its_prefs(proto, h3, h2):
     assert (p["network.http.http3.enable"], p["network.http.http2.enabled"]) == (h3, h2)
     # without this pref Firefox silently drops h3 once a certificate not of its own roots is accepted
     assert p["network.http.http3.disable_when_third_party_roots_found"] is False
-    assert p["network.dns.forceResolve"] == "198.19.0.2" and p["network.trr.mode"] == 5  # no lookup leaves the testbed
+    # names resolve through the testbed's hosts file (Plan.client_etc), never DNS over HTTPS
+    assert "network.dns.forceResolve" not in p and p["network.trr.mode"] == 5
     assert p["network.predictor.enabled"] is False and p["network.http.speculative-parallel-limit"] == 0
     if h3:  # every origin's first request goes over h3: no Alt-Svc to learn, no race with TCP
         assert p["network.http.http3.alt-svc-mapping-for-testing"] == "plt.test;h3=:443"
@@ -30,9 +31,9 @@ def test_firefox_is_forced_to_each_protocol_by_its_prefs(proto, h3, h2):
         assert not any("alt-svc-mapping" in k for k in p)
 
 
-def test_firefox_refuses_what_its_forcing_cannot_express():
-    with pytest.raises(ValueError, match="origins on 2 addresses are not supported yet"):
-        firefox.firefox_prefs("h3", [("plt.test", "198.19.0.2"), ("plt-o1.test", "198.19.0.11")])
+def test_firefox_forces_every_origin_and_refuses_what_its_forcing_cannot_express():
+    many = firefox.firefox_prefs("h3", [("plt.test", "198.19.0.2"), ("plt-o1.test", "198.19.0.11")])
+    assert many["network.http.http3.alt-svc-mapping-for-testing"] == "plt.test;h3=:443,plt-o1.test;h3=:443"
     with pytest.raises(ValueError, match="--proto as-recorded is not supported yet"):
         firefox.firefox_prefs("as-recorded", ONE)
     with pytest.raises(ValueError):
@@ -49,9 +50,22 @@ def test_each_launch_is_a_worker_request_of_its_browser():
 
 
 def test_what_a_browser_cannot_do_yet_is_named():
-    wanted = {"repeat", "har", "origins"}
-    assert firefox.FIREFOX.unsupported(wanted) == ["har", "origins", "repeat"]
+    wanted = {"repeat", "har", "origins", "recordings"}
+    assert firefox.FIREFOX.unsupported(wanted) == ["har", "recordings", "repeat"]
     assert chromium.CHROMIUM.unsupported(wanted) == []
+    assert browsers.asked(False, True, False, ("pcap", "har"), recordings=True) == {"origins", "har", "recordings"}
+
+
+def test_the_client_namespace_resolves_every_origin_of_its_testbed_and_nothing_else():
+    """Firefox asks the system: the client's own hosts file names each origin on its own address,
+    and its resolv.conf a server that does not answer (nothing leaves the testbed)."""
+    from plt_bench.topology import Plan
+    p = Plan(7, "cubic")
+    etc = p.client_etc()
+    hosts = [line.split() for line in etc["hosts"].splitlines() if line and not line.startswith("#")]
+    assert hosts[0] == ["127.0.0.1", "localhost"] and [(h, ip) for ip, h in hosts[1:]] == p.origins
+    assert len({ip for ip, _ in hosts[1:]}) == len(p.origins) and hosts[1] == ["198.19.7.2", "plt.test"]
+    assert [line for line in etc["resolv.conf"].splitlines() if line.startswith("nameserver")] == ["nameserver 127.0.0.1"]
 
 
 @pytest.mark.parametrize("cmdline,role", [

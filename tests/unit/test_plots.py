@@ -266,3 +266,40 @@ def test_the_visitor_table_writes_the_lcp_element_as_an_element(tmp_path):
     assert "<h1>" in h3_row and "<h1>" not in h1_row and " - " in h1_row, (h3_row, h1_row)
     page = report.html(rep, [])
     assert "&lt;h1&gt;" in page and "<h1>" not in page.split("What a visitor sees", 1)[1].split("</table>", 1)[0]
+
+
+def test_a_report_over_two_browsers_compares_protocols_within_each_and_draws_a_heatmap_each(tmp_path):
+    """--browser chromium,firefox: the table compares h3 with h1 within each browser (and with
+    --compare browser each browser against Chromium within each protocol), one heatmap per browser,
+    the connection table per browser; the figures and facts name the browsers."""
+    rng = np.random.default_rng(3)
+    s = Store(tmp_path / "r.sqlite")
+    cid = s.new_campaign("b", "t", {"compare": "proto", "browser": ["chromium", "firefox"]},
+                         {"link_backend": "linkem", "chromium": "Chromium 142", "firefox": "Mozilla Firefox 140.7.0esr",
+                          "geckodriver": "geckodriver 0.37.1"})
+    seq = 0
+    means = {("h3", "chromium"): 300, ("h1", "chromium"): 400, ("h3", "firefox"): 450, ("h1", "firefox"): 420}
+    for (proto, browser), mean in means.items():
+        for r, v in enumerate(rng.normal(mean, 2.0, 6)):
+            s.add_trial(trial(cid, seq, proto, plt=float(v), cond=conditions(rate_bps=10**7, rtt_ms=50.0),
+                              page=Page(5000), run_index=r, browser=browser, connect_ms=60.0, ttfb_ms=110.0))
+            seq += 1
+    rep = report.build(s, [cid])
+    assert rep["browsers"] == ["chromium", "firefox"]
+    assert sorted(report.table(rep)[i][2] for i in (1, 2)) == ["h3 vs h1 (chromium)", "h3 vs h1 (firefox)"]
+    faster = {r.browser: r.faster for r in rep["rows"]}
+    assert faster == {"chromium": "h3", "firefox": "h1"}
+    text = report.format_text(rep)
+    assert any("Chromium: Chromium 142; Firefox: Mozilla Firefox 140.7.0esr (geckodriver 0.37.1)" in line
+               for line in report.facts(rep))
+    establishment = text[text.index("Connection establishment"):].splitlines()
+    assert any("chromium" in line for line in establishment) and any("firefox" in line for line in establishment)
+    files = {f.name for f in plots.draw_all(rep["rows"], rep["cells"], rep["metadata"], tmp_path / "fig", "b")}
+    assert {f"heatmap_h3-vs-h1_{b}_rtt50_jitter0_loss0.png" for b in ("chromium", "firefox")} <= files
+    along = report.build(s, [cid], axis="browser")
+    assert along["reference"] == "chromium"
+    assert sorted(r.pair for r in along["rows"]) == ["chromium vs firefox (h1)", "chromium vs firefox (h3)"]
+    assert "each browser against chromium" in report.format_text(along)
+    files = {f.name for f in plots.draw_all(along["rows"], along["cells"], along["metadata"], tmp_path / "f2", "b")}
+    assert {f"heatmap_chromium-vs-firefox_{p}_rtt50_jitter0_loss0.png" for p in ("h3", "h1")} <= files
+    s.close()

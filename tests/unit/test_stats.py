@@ -62,10 +62,10 @@ def test_cells_ci_warmups_failures_and_cv_warning():
     t = _trials("c", 5000, "h1", vals)
     t.append(replace(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
     t.append(replace(t[0], plt_ms=None, status="failed"))  # so is a failure
-    c = stats.cells(t)[(label("c"), "5KB", "h1", "cubic")]
+    c = stats.cells(t)[(label("c"), "5KB", "h1", "cubic", "chromium")]
     assert c.n == 7 and c.median_ms == 1000 and c.ci_low_ms <= 1000 <= c.ci_high_ms
     assert not c.warnings
-    noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1", "cubic")]
+    noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1", "cubic", "chromium")]
     assert noisy.warnings and "CV" in noisy.warnings[0]
     assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
     assert math.isnan(precision.median_ci(np.array([1.0, 2.0]))[0])
@@ -144,7 +144,7 @@ def test_every_protocol_is_compared_against_the_reference_and_corrected_together
     trials = (_trials("c", 5000, "h1", rng.normal(1000, 10, 8)) + _trials("c", 5000, "h3", rng.normal(900, 10, 8))
               + _trials("c", 5000, "h2", rng.normal(950, 10, 8)))
     cells = stats.cells(trials)
-    med = {p: cells[(label("c"), "5KB", p, "cubic")].median_ms for p in ("h3", "h2", "h1")}
+    med = {p: cells[(label("c"), "5KB", p, "cubic", "chromium")].median_ms for p in ("h3", "h2", "h1")}
     rows = stats.compare(trials)  # h3 by default, the others in the table's order
     assert [r.pair for r in rows] == ["h3 vs h2", "h3 vs h1"]
     assert [r.diff_pct for r in rows] == [pytest.approx((med["h3"] - med[p]) / med[p] * 100) for p in ("h2", "h1")]
@@ -183,12 +183,38 @@ def test_congestion_controls_compare_within_each_protocol_with_the_same_code():
     assert [r.pair for r in rows] == ["cubic vs bbr (h3)", "cubic vs bbr (h1)"]
     h3, h1 = rows
     assert h1.significant and h1.faster == "bbr" and h1.diff_pct == pytest.approx(100, abs=5)
-    assert h3.within == "h3" and abs(h3.diff_pct) < 3  # quic-go's own CUBIC either way
+    assert h3.within_in({"cc"}) == "h3" and abs(h3.diff_pct) < 3  # quic-go's own CUBIC either way
     by_proto = stats.compare(trials)  # along proto: one comparison per cc
-    assert sorted((r.pair, r.within) for r in by_proto) == [("h3 vs h1", "bbr"), ("h3 vs h1", "cubic")]
+    assert sorted((r.pair_in({"cc"}), r.within_in({"cc"})) for r in by_proto) == [("h3 vs h1 (bbr)", "bbr"),
+                                                                                  ("h3 vs h1 (cubic)", "cubic")]
     assert stats.compare(trials, axis="cc", reference="bbr")[0].pair == "bbr vs cubic (h3)"
     with pytest.raises(stats.UsageError, match="--reference: 'reno' was not run"):
         stats.compare(trials, axis="cc", reference="reno")
+
+
+def test_browsers_compare_within_each_protocol_and_protocols_within_each_browser():
+    """--browser chromium,firefox: along browser, each protocol its own group (the first listed the
+    reference); along proto, each browser its own; a trial stored before schema 18 is Chromium's."""
+    rng = np.random.default_rng(7)
+    trials = []
+    for proto, browser, mean in (("h3", "chromium", 900), ("h3", "firefox", 1200), ("h2", "chromium", 1000),
+                                 ("h2", "firefox", 1010)):
+        trials += [replace(t, browser=browser) for t in _trials("c", 5000, proto, rng.normal(mean, 10, 6))]
+    trials[0] = replace(trials[0], browser=None)  # an old store's trial: read as Chromium's
+    cells = stats.cells(trials)
+    assert {k[2:] for k in cells} == {("h3", "cubic", "chromium"), ("h3", "cubic", "firefox"),
+                                      ("h2", "cubic", "chromium"), ("h2", "cubic", "firefox")}
+    assert cells[(label("c"), "5KB", "h3", "cubic", "chromium")].n == 6
+    rows = stats.compare(trials, axis="browser", listed=("chromium", "firefox"))
+    assert [r.pair for r in rows] == ["chromium vs firefox (h3)", "chromium vs firefox (h2)"]
+    h3, h2 = rows
+    assert h3.significant and h3.faster == "chromium" and not h2.significant
+    row = h3.row()  # comparison.csv: the group's fields, the browsers as reference and other
+    assert row["proto"] == "h3" and "browser" not in row and (row["reference"], row["other"]) == ("chromium", "firefox")
+    by_proto = stats.compare(trials)  # along proto: h3 against h2 within each browser
+    assert sorted(r.pair_in({"browser"}) for r in by_proto) == ["h3 vs h2 (chromium)", "h3 vs h2 (firefox)"]
+    assert [r.browser for r in by_proto] == ["chromium", "firefox"]
+    assert stats.compare(trials, axis="browser", reference="firefox")[0].pair == "firefox vs chromium (h3)"
 
 
 def test_a_protocol_whose_every_trial_failed_ran_and_has_no_comparison():

@@ -271,6 +271,43 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     assert row.split()[2:7] == ["h3", "vs", "h1", "4/3", "91.0"], row
 
 
+def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_as_before(tmp_path):
+    """Schema 19: the rule of one row per slot and attempt holds the browser. A store of version 18
+    (its trigger without the browser) keeps its rows and report, then takes Firefox's trial of a slot
+    that Chromium's holds, and still no twin of either."""
+    from plt_bench.analysis import report
+    from plt_bench.errors import StoreError
+    path = tmp_path / "v18.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("old", "t", {}, {"link_backend": "linkem"})
+        for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3):
+            s.add_trial(_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2))
+    db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
+    old = st.slot_constraint().replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
+    assert "browser" not in old
+    db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot;" + old
+                     + "UPDATE schema_info SET version = 18;")
+    db.commit()
+    with pytest.raises(sqlite3.IntegrityError, match="stored already"):  # what version 18 refused
+        cols = [r[1] for r in db.execute("PRAGMA table_info(trials)") if r[1] not in ("id", "browser")]
+        db.execute(f"INSERT INTO trials ({', '.join(cols)}, browser) SELECT {', '.join(cols)}, 'firefox' FROM trials "
+                   "WHERE id = 1")
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        text = report.format_text(report.build(s, [cid]))
+    assert st.stored_version(path) == st.SCHEMA_VERSION
+    with st.Store(path) as s:
+        assert report.format_text(report.build(s, [cid])) == text
+        firefox = _trial(cid, 10, proto="h3", plt=95.0, run_index=0, browser="firefox")
+        s.add_trial(firefox)
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 11, proto="h3", plt=1.0, run_index=0))  # Chromium's twin
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 12, proto="h3", plt=1.0, run_index=0, browser="firefox"))  # Firefox's twin
+        assert sorted(t.browser or "chromium" for t in s.trials([cid]) if (t.run_index, t.proto) == (0, "h3")) == [
+            "chromium", "firefox"]
+
+
 def test_a_version_12_store_of_quic_and_tcp_reports_as_before(tmp_path):
     """Schema 13 names the protocols by their HTTP version. A store written by the version before
     (commit 941d178: quic and tcp) reads as h3 and h1 and reports the figures that version printed

@@ -30,10 +30,12 @@ def _color(proto: str) -> str:
 
 
 def _variants(cells) -> tuple[list[str], callable]:
-    """The lines of a cell figure: one per protocol, or per protocol and congestion control where
-    the cells hold several ("h2 bbr"); and the function naming a cell's."""
-    several = len({c.cc for c in cells}) > 1
-    name = (lambda c: f"{c.proto} {c.cc}") if several else (lambda c: c.proto)
+    """The lines of a cell figure: one per protocol, or per protocol and congestion control and
+    browser where the cells hold several ("h2 bbr", "h3 firefox"); and the function naming a cell's."""
+    vary = [a for a in ("cc", "browser") if len({getattr(c, a) for c in cells}) > 1]
+
+    def name(c) -> str:
+        return " ".join([c.proto, *(getattr(c, a) for a in vary)])
     return sorted({name(c) for c in cells}, key=lambda v: (protocols.order(v.split()[0]), v)), name
 
 
@@ -120,26 +122,31 @@ def _column_label(col: tuple) -> str:
     return f"trace:{trace}\n(mean {_rate_label(rate)})" if trace else _rate_label(rate)
 
 
+def varying(rows: list) -> set[str]:
+    """Which of the axes beside the protocol (cc, browser) take several values in these comparisons."""
+    return {a for a in ("cc", "browser") if len({getattr(c, a) for r in rows for c in (r.reference, r.other)}) > 1}
+
+
 def pairs(rows: list) -> dict[tuple[str, str, str], list]:
-    """The comparisons per pair (reference, other, within: the other axis's value they share), in
-    the table's order."""
+    """The comparisons per pair (reference, other, within: the values they share of the other axes
+    that vary, '' where none does: Comparison.within_in), in the table's order."""
     out: dict[tuple[str, str, str], list] = {}
+    vary = varying(rows)
     for r in rows:  # rows come in the table's order (stats.compare)
-        out.setdefault((r.reference_value, r.other_value, r.within), []).append(r)
+        out.setdefault((r.reference_value, r.other_value, r.within_in(vary)), []).append(r)
     return dict(sorted(out.items(), key=lambda kv: (protocols.order(kv[0][0]), protocols.order(kv[0][1]),
-                                                    protocols.order(kv[0][2]))))
+                                                    protocols.order(kv[0][2].split(" ")[0]), kv[0][2])))
 
 
 def heatmaps(rows: list, meta: dict, out_dir: Path, title: str) -> list[Path]:
-    """One heatmap per pair (h3 vs h2, h3 vs h1; or bbr vs cubic within each protocol) and per (RTT,
-    jitter, loss): pages against rates, the difference of the medians where significant;
-    heatmap_<ref>-vs-<other>[_<within>][_rtt.._jitter.._loss..]: within is the congestion control
-    where a campaign has several, the protocol of a comparison of congestion controls."""
+    """One heatmap per pair (h3 vs h2, h3 vs h1; or bbr vs cubic, firefox vs chromium within each
+    protocol) and per (RTT, jitter, loss): pages against rates, the difference of the medians where
+    significant; heatmap_<ref>-vs-<other>[_<within>][_rtt.._jitter.._loss..]: within is the
+    congestion control or the browser (or both) where a campaign has several, the protocol of a
+    comparison of congestion controls or browsers."""
     paths = []
-    grouped = pairs(rows)
-    several = len({w for _, _, w in grouped}) > 1 or (rows and rows[0].axis != "proto")
-    for (ref, other, within), pair_rows in grouped.items():
-        paths += _pair_heatmaps(pair_rows, ref, other, within if several else None, meta, out_dir, title)
+    for (ref, other, within), pair_rows in pairs(rows).items():
+        paths += _pair_heatmaps(pair_rows, ref, other, within or None, meta, out_dir, title)
     return paths
 
 
@@ -199,13 +206,13 @@ def _pair_heatmaps(rows: list, ref: str, other: str, within: str | None, meta: d
         ns = sorted({min(r.reference.n, r.other.n) for r in group})
         n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]} to {ns[-1]}"
         names = f"{ref} vs {other} within {_name(within)}" if rows[0].axis != "proto" else \
-            f"{_name(ref)} vs {_name(other)}{f' under {within}' if within else ''}"
+            f"{_name(ref)} vs {_name(other)}{f' ({within})' if within else ''}"
         ax.set_title(f"{title}: {names} {METRICS[metric].label} ({n_text} per cell)\n"
                      f"{_other(rtt, jitter, loss)}; link: {meta.get('link_backend')}\n"
                      f"red: {ref} faster, blue: {other} faster, framed: significant, white: not significant "
                      f"({t0.test}, {t0.correction}-corrected over every pair, p < 0.05)", fontsize=9)
         stem = (("heatmap_" if metric == DEFAULT_METRIC else f"heatmap_{metric}_") + f"{ref}-vs-{other}"
-                + (f"_{within}" if within else "")
+                + (f"_{within.replace(' ', '-')}" if within else "")
                 + ("" if (rtt, jitter, loss) == (0, 0, 0) else f"_rtt{rtt:g}_jitter{jitter:g}_loss{loss:g}"))
         paths += _save(fig, out_dir, stem)
     return paths
@@ -427,24 +434,28 @@ def cpu_by_role_plot(by_role: list[dict], meta: dict, out_dir: Path, title: str)
     unit = "mb" if per_mb else "trial"
     roles = [r for r in (*ROLE_COLORS,) if any(x["role"] == r for x in by_role)]
     fig, ax = plt.subplots(figsize=(1.2 * len(roles) + 3, 4.4))
-    protos = _protos(by_role)
+    variant = (lambda x: x.get("variant") or x["proto"])  # the protocol, with its browser where several ran
+    protos = sorted({variant(x) for x in by_role}, key=lambda v: (protocols.order(v.split()[0]), v))
     width = 0.76 / len(protos)
     for k, proto in enumerate(protos):
-        rows = {x["role"]: x for x in by_role if x["proto"] == proto}
+        rows = {x["role"]: x for x in by_role if variant(x) == proto}
         if not rows:
             continue
         xs = np.arange(len(roles)) + (k - (len(protos) - 1) / 2) * width
         user = np.array([rows[r][f"user_s_per_{unit}"] * 1000 if r in rows else 0 for r in roles])
         system = np.array([rows[r][f"system_s_per_{unit}"] * 1000 if r in rows else 0 for r in roles])
-        ax.bar(xs, user, width, color=_color(proto), label=f"{proto} user")
+        # a protocol's colour; the second browser's bars of it framed in black
+        edge = {"edgecolor": "black", "linewidth": 1.2} if proto.split()[1:] and proto.split()[1] != \
+            by_role[0].get("browser", "chromium") else {}
+        ax.bar(xs, user, width, color=_color(proto), label=f"{proto} user", **edge)
         ax.bar(xs, system, width, bottom=user, color=_color(proto), alpha=0.45, hatch="//",
-               label=f"{proto} system")
+               label=f"{proto} system", **edge)
         for x, tot in zip(xs, user + system):
             ax.text(x, tot, units.format_sig(tot), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(np.arange(len(roles)), roles)
     ax.set_ylabel("CPU ms per MB read" if per_mb else "CPU ms per trial")
     ax.legend(fontsize=7)
-    mb = {x["proto"]: x for x in by_role}
+    mb = {variant(x): x for x in by_role}
     read = ", ".join(f"{p} {units.format_sig(x['mb'])} MB, {units.format_sig(x['mb_per_trial'])} per trial"
                      for p, x in mb.items())
     what = "per MB read" if per_mb else "per trial (under 1 MB a trial: per MB would be a load's fixed cost)"
@@ -566,13 +577,19 @@ def establishment_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), squeeze=False)
     for ax, (what, key, exp) in zip(axes[0], (("connect", "connect_ms", "expected_connect_rtts"),
                                               ("first byte of the page", "first_byte_ms", "expected_first_byte_rtts"))):
+        several = len({r.get("browser") for r in rows}) > 1  # a line per protocol and browser
         for proto in _protos(rows):
-            pts = sorted((r["rtt_ms"], r[key], r[exp]) for r in rows if r["proto"] == proto)
-            if not pts:
-                continue
-            x, y, e = (np.array(v, dtype=float) for v in zip(*pts))
-            ax.plot(x, y, "o-", color=_color(proto), label=f"{proto} measured")
-            ax.plot(x, x * e, "--", color=_color(proto), lw=1, label=f"{proto}: {e[0]:g} RTT")
+            for k, browser in enumerate(sorted({r.get("browser") for r in rows if r["proto"] == proto} - {None})
+                                        or [None]):
+                pts = sorted((r["rtt_ms"], r[key], r[exp]) for r in rows if r["proto"] == proto and r[key] is not None
+                             and r.get("browser") == browser)  # a first byte the browser did not time: no point
+                if not pts:
+                    continue
+                x, y, e = (np.array(v, dtype=float) for v in zip(*pts))
+                name = f"{proto} {browser}" if several else proto
+                ax.plot(x, y, "o-" if k == 0 else "s:", color=_color(proto), label=f"{name} measured")
+                if k == 0:
+                    ax.plot(x, x * e, "--", color=_color(proto), lw=1, label=f"{proto}: {e[0]:g} RTT")
         ax.set_xlabel("RTT (ms)")
         ax.set_ylabel(f"{what} (ms, median)")
         ax.set_title(what, fontsize=9)

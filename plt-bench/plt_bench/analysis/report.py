@@ -88,6 +88,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     cells = stats.cells(trials, metric)
     ran = sorted({t.proto for t in trials}, key=protocols.order)
     ccs = sorted({stats.axis_value(t, "cc") for t in trials}, key=stats.axis_order("cc"))
+    browsers = sorted({stats.axis_value(t, "browser") for t in trials}, key=stats.axis_order("browser"))
     grid = camps[0]["grid"]
     axis = axis or grid.get("compare") or "proto"  # the option's, else the campaign file's
     if (grid.get("compare") or "proto") == axis:
@@ -95,9 +96,10 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     if axis == "proto":
         listed = tuple(protocols.get(p).name for p in grid.get("protos") or ())
     else:
-        cc_listed = grid.get("cc") or ()
-        listed = tuple([cc_listed] if isinstance(cc_listed, str) else cc_listed)
-    reference = stats.reference_for(ran if axis == "proto" else ccs, reference, axis=axis, listed=listed)
+        given = grid.get(axis) or ()
+        listed = tuple([given] if isinstance(given, str) else given)
+    values = {"proto": ran, "cc": ccs, "browser": browsers}[axis]
+    reference = stats.reference_for(values, reference, axis=axis, listed=listed)
     rows = stats.compare(trials, test, correction, reference=reference, axis=axis, listed=listed, metric=metric)
     without = sorted({stats.cell_key(t) for t in stats.usable(trials)} - set(cells))
     warnings = pool_warnings + [f"{k[0]} {k[1]} {k[2]}: no trial has a {METRICS[metric].label}; the cell is left out"
@@ -107,7 +109,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
                         "correcting for several cells: use more --runs or --test welch")
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
-            "reference": reference, "protos": ran, "ccs": ccs, "axis": axis, "metric": metric,
+            "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
             "replays": stats.replay_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
@@ -138,7 +140,7 @@ def cpu_lines(rep: dict) -> list[list[str]]:
     def ms(x: float | None) -> str:
         return "-" if x is None else units.format_sig(x * 1000)
     head = ["protocol", "role", "trials", "MB/trial", "CPU ms/trial", "user ms/trial", "system ms/trial", "CPU ms/MB"]
-    body = [[r["proto"], r["role"], str(r["trials"]), units.format_sig(r["mb_per_trial"]), ms(r["cpu_s_per_trial"]),
+    body = [[r.get("variant") or r["proto"], r["role"], str(r["trials"]), units.format_sig(r["mb_per_trial"]), ms(r["cpu_s_per_trial"]),
              ms(r["user_s_per_trial"]), ms(r["system_s_per_trial"]), ms(r["cpu_s_per_mb"])] for r in rep["cpu_by_role"]]
     return [head, *body]
 
@@ -161,17 +163,27 @@ def table(rep: dict) -> list[list[str]]:
             "diff % [95% CI]",
             f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster", "CPU-bound"]
     body = []
-    several_cc = len(rep.get("ccs") or ()) > 1
     for r in rep["rows"]:
         q, t = r.reference, r.other
-        pair = f"{r.pair} ({r.within})" if several_cc and r.axis == "proto" else r.pair
-        body.append([r.conditions, r.page, pair, f"{q.n}/{t.n}",
+        body.append([r.conditions, r.page, r.pair_in(_varying(rep)), f"{q.n}/{t.n}",
                      f"{_f(q.median_ms)} [{_f(q.ci_low_ms)}, {_f(q.ci_high_ms)}]",
                      f"{_f(t.median_ms)} [{_f(t.ci_low_ms)}, {_f(t.ci_high_ms)}]",
                      f"{_f(r.diff_pct, '{:+.1f}')} [{_f(r.diff_ci_low_pct, '{:+.1f}')}, {_f(r.diff_ci_high_pct, '{:+.1f}')}]",
                      _f(r.p_test, "{:.3g}"), _f(r.p_adjusted, "{:.3g}"),
                      _f(r.cliffs_delta, "{:+.2f}"), r.faster, _bound(q, t)])
     return [head, *body]
+
+
+def _varying(rep: dict) -> set[str]:
+    """The axes beside the protocol that took several values in the report's trials: of cc, browser."""
+    return {a for a, k in (("cc", "ccs"), ("browser", "browsers")) if len(rep.get(k) or ()) > 1}
+
+
+def _variant(r: dict, rep: dict) -> str:
+    """A table row's protocol, with its congestion control and browser where several ran: 'h2 (bbr
+    firefox)'."""
+    vary = [a for a in ("cc", "browser") if a in _varying(rep)]
+    return r["proto"] + (f" ({' '.join(str(r.get(a)) for a in vary)})" if vary else "")
 
 
 def _bound(*cells) -> str:
@@ -211,7 +223,7 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     "throughput_series.csv",
                     [["rate", "RTT ms", "loss %", "page", "protocol", "n", "link Mbit/s", "sd", "browser Mbit/s", "sd"],
                      *[[_rate(r["rate_down_bps"]), _f(r["rtt_ms"], "{:g}"), _f(r["loss_pct"], "{:g}"), r["page"],
-                        r["proto"], str(r["n"]), _f(r["throughput_mean_mbps"], "{:.2f}"),
+                        _variant(r, rep), str(r["n"]), _f(r["throughput_mean_mbps"], "{:.2f}"),
                         _f(r["throughput_sd_mbps"], "{:.2f}"), _f(r["goodput_mean_mbps"], "{:.2f}"),
                         _f(r["goodput_sd_mbps"], "{:.2f}")] for r in rep["datarate"]]]))
     if rep["latency"]:
@@ -219,7 +231,7 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     "the connection(s) the page came on (queueing behind the others included); the requests of all "
                     "runs pooled; conns: connections used (median of the trials)",
                     [["link", "page", "protocol", "n", "requests", "conns", "p50 ms", "p90 ms", "p99 ms"],
-                     *[[r["conditions"], r["page"], r["proto"], str(r["n"]), str(r["n_requests"]),
+                     *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), str(r["n_requests"]),
                         _f(r["connections"], "{:g}"), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])]
                        for r in rep["latency"]]]))
     if rep.get("visitor") and any(r.get("speed_index_ms") is not None for r in rep["visitor"]):
@@ -228,7 +240,7 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     "which the page's pixels became what they end as) and visually complete (ms from the navigation's "
                     "start)",
                     [["link", "page", "protocol", "n", "first change ms", "SpeedIndex ms", "complete ms", "PLT ms"],
-                     *[[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["first_visual_change_ms"]),
+                     *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), _f(r["first_visual_change_ms"]),
                         _f(r["speed_index_ms"]), _f(r["visually_complete_ms"]), _f(r["plt_ms"])]
                        for r in rep["visitor"]]]))
     if rep.get("visitor"):
@@ -238,7 +250,7 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     "per origin: median of the trials, from the server's log (the page's own origin first)",
                     [["link", "page", "protocol", "n", "TTFB ms", "FCP ms", "LCP ms", "PLT ms", "LCP", "no LCP",
                       "connections per origin"],
-                     *[[r["conditions"], r["page"], r["proto"] + (f" ({r['cc']})" if len(rep["ccs"]) > 1 else ""),
+                     *[[r["conditions"], r["page"], _variant(r, rep),
                         str(r["n"]), _f(r["ttfb_ms"]), _f(r["fcp_ms"]), _f(r["lcp_ms"]), _f(r["plt_ms"]),
                         units.format_element(r["lcp_element"]), str(r["n_no_lcp"]),
                         " ".join(f"{units.format_sig(v)}" for v in r["connections_per_origin"].values()) or "-"]
@@ -252,7 +264,7 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     "(Chromium offers no TLS early data over TCP); cached: images served by the browser's cache",
                     [["link", "page", "protocol", "visit", "n", "PLT ms", "vs first %", "TTFB ms", "resumed",
                       "0-RTT", "cached"],
-                     *[[r["conditions"], r["page"], r["proto"] + (f" ({r['cc']})" if len(rep["ccs"]) > 1 else ""),
+                     *[[r["conditions"], r["page"], _variant(r, rep),
                         r["visit"], str(r["n"]), _f(r["plt_ms"]), _f(r["vs_first_pct"], "{:+.1f}"), _f(r["ttfb_ms"]),
                         _f(None if r["resumed_share"] is None else 100 * r["resumed_share"], "{:.0f}%"),
                         r["zero_rtt"] or "-", _f(r["cached_objects"], "{:g}")]
@@ -268,12 +280,15 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         str(r["query_matched"]), " ".join(f"{p} {n}" for p, n in r["proven"].items()) or "-"]
                        for r in rep["replays"]]]))
     if rep["establishment"]:
+        per_browser = (rep.get("browsers") or ["chromium"]) != ["chromium"]  # Firefox's beside Chromium's
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
                     "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 (h1, h2) "
-                    "connects in 2 and has the first byte after 3, QUIC (h3) in 1 and after 2",
-                    [["RTT ms", "protocol", "n", "connect ms", "connect RTTs", "expected", "first byte ms",
-                      "first byte RTTs", "expected"],
-                     *[[_f(r["rtt_ms"], "{:g}"), r["proto"], str(r["n"]), _f(r["connect_ms"]),
+                    "connects in 2 and has the first byte after 3, QUIC (h3) in 1 and after 2"
+                    + ("; per browser, as its Navigation Timing says" if per_browser else ""),
+                    [["RTT ms", "protocol", *(["browser"] if per_browser else []), "n", "connect ms", "connect RTTs",
+                      "expected", "first byte ms", "first byte RTTs", "expected"],
+                     *[[_f(r["rtt_ms"], "{:g}"), r["proto"], *([r["browser"]] if per_browser else []), str(r["n"]),
+                        _f(r["connect_ms"]),
                         _f(r["connect_rtts"], "{:.2f}"), str(r["expected_connect_rtts"]), _f(r["first_byte_ms"]),
                         _f(r["first_byte_rtts"], "{:.2f}"), str(r["expected_first_byte_rtts"])]
                        for r in rep["establishment"]]]))
@@ -301,17 +316,29 @@ def title(rep: dict) -> str:
     return f"plt-bench report: {', '.join(str(c['id']) for c in rep['campaigns'])} ({rep['campaigns'][0]['name']})"
 
 
+AXIS_WORDS = {"proto": "the protocol", "cc": "the congestion control, within each protocol",
+              "browser": "the browser, within each protocol"}
+
+
+def _browser_versions(rep: dict) -> str:
+    """The browsers that loaded the report's trials, with the versions the campaign recorded."""
+    m = rep["metadata"]
+    said = {"chromium": f"Chromium: {m.get('chromium')}", "firefox": f"Firefox: {m.get('firefox')} "
+            f"({m.get('geckodriver')})"}
+    return "; ".join(said.get(b, b) for b in (rep.get("browsers") or ["chromium"]))
+
+
 def facts(rep: dict) -> list[str]:
     """What the numbers were measured with and how they are compared: one line each."""
     m = rep["metadata"]
     return [f"link: {m.get('link_backend')} ({m.get('link_tool')}, placement {m.get('link_placement')}; "
             f"netem in kernel: {m.get('netem_available')})",
-            f"Chromium: {m.get('chromium')}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
+            f"{_browser_versions(rep)}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
             f"host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
             f"protocols: {', '.join(f'{p} ({protocols.label(p)})' for p in rep['protos'])}; TCP congestion control: "
             f"{', '.join(rep['ccs'])} (h3 runs quic-go's own CUBIC whatever it says); compared along "
-            f"{'the protocol' if rep['axis'] == 'proto' else 'the congestion control, within each protocol'}, "
-            f"reference {rep['reference']}",
+            f"{AXIS_WORDS[rep['axis']]}, reference {rep['reference']}"
+            + (f"; browsers: {', '.join(rep['browsers'])}" if len(rep.get("browsers") or ()) > 1 else ""),
             f"compared by: {METRICS[rep.get('metric', DEFAULT_METRIC)].label} (--metric "
             f"{rep.get('metric', DEFAULT_METRIC)})",
             f"statistics: medians with bootstrap 95% CI; each {'protocol' if rep['axis'] == 'proto' else 'one'} against "
@@ -323,7 +350,7 @@ def facts(rep: dict) -> list[str]:
 def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
-    what = "protocol" if rep["axis"] == "proto" else "congestion control"
+    what = {"proto": "protocol", "cc": "congestion control", "browser": "browser"}[rep["axis"]]
     m = METRICS[rep.get("metric", DEFAULT_METRIC)]
     out = [(f"{m.title}, each {what} against {rep['reference']}",
             f"medians of the {m.label.split(' (')[0]} per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))

@@ -30,7 +30,7 @@ from ..conditions import transfer_seconds
 from ..errors import UsageError
 from ..metadata import key_diff
 from ..precision import half_width_pct, median_ci, precision_stop
-from ..records import AXES, CORRECTIONS, DEFAULT_METRIC, METRICS, TESTS, CellStats, Comparison, Trial, metric_value
+from ..records import AXES, CELL_FIELDS, CORRECTIONS, DEFAULT_METRIC, METRICS, TESTS, CellStats, Comparison, Trial, metric_value
 
 CV_WARN = 0.10
 ALPHA = 0.05
@@ -104,12 +104,20 @@ def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
     if grid.get("precision_pct") is None:
         return None
     metric = grid.get("metric") or DEFAULT_METRIC
-    protos = tuple(protocols.get(p).name for p in grid.get("protos") or ())
+    listed = {k: (lambda v: [v] if isinstance(v, str) else list(v))(grid.get(k) or default)
+              for k, default in (("cc", "cubic"), ("browser", "chromium"))}
+    vary = [k for k, v in listed.items() if len(v) > 1]  # as the campaign judged: per protocol, cc and browser
+
+    def kind(proto: str, cc: str, browser: str) -> str:
+        return " ".join([proto, *({"cc": cc, "browser": browser}[k] for k in vary)])
+    protos = tuple(kind(p, cc, b) for p in (protocols.get(p).name for p in grid.get("protos") or ())
+                   for cc in listed["cc"] for b in listed["browser"])
     by: dict[tuple, dict[str, list[float]]] = {}
     for t in usable(trials):
         v = metric_value(t, metric)
         if v is not None:
-            by.setdefault((t.label, t.page), {}).setdefault(t.proto, []).append(float(v))
+            key = kind(t.proto, axis_value(t, "cc"), axis_value(t, "browser"))
+            by.setdefault((t.label, t.page), {}).setdefault(key, []).append(float(v))
     cells = []
     for (cond, page), times in by.items():
         why, widths = precision_stop(times, grid["precision_pct"], grid["runs"], grid["max_runs"], protos)
@@ -148,15 +156,17 @@ def distinct_traces(trials: list[Trial]) -> list[Trial]:
 
 
 def cell_key(t: Trial) -> tuple:
-    """(conditions' label, page's label, protocol, congestion control): the labels hold every field
-    of the conditions and of the page (5KB, 200x5KB)."""
-    return (t.label, t.page, axis_value(t, "proto"), axis_value(t, "cc"))
+    """(conditions' label, page's label, protocol, congestion control, browser; records.CELL_FIELDS):
+    the labels hold every field of the conditions and of the page (5KB, 200x5KB)."""
+    return (t.label, t.page, axis_value(t, "proto"), axis_value(t, "cc"), axis_value(t, "browser"))
 
 
 def axis_value(t: Trial, axis: str) -> str:
-    """A trial's value of a comparison's axis (records.AXES): its protocol, or its congestion
-    control (cubic for a trial stored without one)."""
-    return t.proto if axis == "proto" else (t.cc or "cubic")
+    """A trial's value of a comparison's axis (records.AXES): its protocol, its congestion control
+    (cubic for a trial stored without one) or its browser (chromium for one stored before schema 18)."""
+    if axis == "proto":
+        return t.proto
+    return (t.cc or "cubic") if axis == "cc" else (t.browser or "chromium")
 
 
 def _page_fields(t: Trial) -> dict:
@@ -164,7 +174,7 @@ def _page_fields(t: Trial) -> dict:
 
 
 def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, CellStats]:
-    """Per (conditions, page, proto, cc): the cell's statistics of a metric (records.CellStats); a
+    """Per (conditions, page, proto, cc, browser): the cell's statistics of a metric (records.CellStats); a
     trial that counts but has no value of it (no LCP reported) is counted apart, never as zero."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, Trial] = {}
@@ -199,7 +209,7 @@ def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, Cell
             warn.append(f"{len(bound[k])} of {len(x)} trials CPU-bound ({cpu_bound_roles(bound[k])}): "
                         + cpu_bound_meaning(meta[k].body_bytes, c.rate_down_bps, float(np.median(x))))
         out[k] = CellStats(conditions=k[0], page=k[1], size_bytes=meta[k].size_bytes, objects=meta[k].objects,
-                           proto=k[2], cc=k[3], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
+                           proto=k[2], cc=k[3], browser=k[4], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
                            loss_pct=c.loss_pct, n=len(x), median_ms=float(np.median(x)), mean_ms=float(np.mean(x)),
                            sd_ms=sd, ci_low_ms=lo, ci_high_ms=hi, cv=cv, n_cpu_bound=len(bound[k]),
                            cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn),
@@ -278,11 +288,12 @@ def sort_key(r: dict) -> tuple:
 
 def axis_order(axis: str):
     """How an axis's values are ordered in tables: protocols as their table (h3, h2, h1), congestion
-    controls as conditions.CONGESTION_CONTROLS."""
+    controls as conditions.CONGESTION_CONTROLS, browsers as browsers.NAMES (chromium first)."""
     if axis == "proto":
         return protocols.order
-    from ..conditions import CONGESTION_CONTROLS
-    return lambda v: CONGESTION_CONTROLS.index(v) if v in CONGESTION_CONTROLS else len(CONGESTION_CONTROLS)
+    from ..conditions import BROWSERS, CONGESTION_CONTROLS
+    known = CONGESTION_CONTROLS if axis == "cc" else BROWSERS
+    return lambda v: known.index(v) if v in known else len(known)
 
 
 def reference_for(values: list[str], asked: str | None = None, option: str = "--reference", axis: str = "proto",
@@ -338,7 +349,7 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
     ref = reference_for(values, reference, axis=axis, listed=listed)
     groups: dict[tuple, dict[str, CellStats]] = defaultdict(dict)
     for c in per.values():  # a group: everything but the axis (its conditions, page and the other axis)
-        groups[tuple(v for f, v in zip(("conditions", "page", "proto", "cc"), c.key) if f != axis)][getattr(c, axis)] = c
+        groups[tuple(v for f, v in zip(CELL_FIELDS, c.key) if f != axis)][getattr(c, axis)] = c
     raw = []
     for members in groups.values():
         r = members.get(ref)
@@ -355,7 +366,7 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
                                   diff_ci_low_pct=lo, diff_ci_high_pct=hi, p_welch=welch, p_mannwhitney=mw,
                                   hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b), test=test,
                                   correction=correction))
-    raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.reference.proto), c.reference.cc,
+    raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.reference.proto), c.reference.cc, c.reference.browser,
                             axis_order(axis)(c.other_value)))
     primary = [c.p_test for c in raw]
     adjusted = holm(primary) if correction == "holm" else bh(primary)
@@ -383,12 +394,13 @@ def datarate_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "bulk"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto, cc), ts in groups.items():
+    for (cond, page, proto, cc, browser), ts in groups.items():
         c = ts[0].conditions
         link = [t.throughput_bps for t in ts if t.throughput_bps is not None]
         good = [t.goodput_bps for t in ts if t.goodput_bps is not None]
         (lm, lsd), (gm, gsd) = _mean_sd(link), _mean_sd(good)
-        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "rate_down_bps": c.rate_down_bps,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser,
+                     "rate_down_bps": c.rate_down_bps,
                      "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct, "size_bytes": 0,
                      "objects": 0, "bulk_ms": ts[0].bulk_ms, "n": len(ts), "n_link": len(link),
                      "throughput_mean_mbps": lm, "throughput_sd_mbps": lsd,
@@ -424,14 +436,14 @@ def latency_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "requests"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto, cc), ts in groups.items():
+    for (cond, page, proto, cc, browser), ts in groups.items():
         lat = [x for t in ts for x in t.latencies_ms()]
         p = percentiles(lat) or {}
         c = ts[0].conditions
         conns = [t.connections for t in ts if t.connections]
-        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "rate_down_bps": c.rate_down_bps,
-                     "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct,
-                     "size_bytes": ts[0].object_bytes, "objects": 0, "requests": ts[0].requests,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser,
+                     "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
+                     "loss_pct": c.loss_pct, "size_bytes": ts[0].object_bytes, "objects": 0, "requests": ts[0].requests,
                      "streams": ts[0].streams, "n": len(ts), "n_requests": len(lat),
                      "connections": float(np.median(conns)) if conns else None,
                      "p50_ms": p.get(50), "p90_ms": p.get(90), "p99_ms": p.get(99)})
@@ -447,15 +459,19 @@ def establishment_table(trials: list[Trial]) -> list[dict]:
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials, None):
         c = t.conditions
-        if (c.rtt_ms and not c.loss_pct and not c.jitter_ms and t.connect_ms is not None and t.ttfb_ms is not None
+        # a first byte Firefox did not time (an h1 document's: browsers.firefox) leaves the connect alone
+        if (c.rtt_ms and not c.loss_pct and not c.jitter_ms and t.connect_ms is not None
                 and (t.visit or "first") == "first"  # a repeat visit's connection may resume (0-RTT)
                 and t.proto in protocols.NAMES):  # as recorded, the document's protocol is its origin's
-            groups[(c.rtt_ms, t.proto)].append(t)
+            groups[(c.rtt_ms, t.proto, axis_value(t, "browser"))].append(t)
     rows = []
-    for (rtt, proto), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], protocols.order(kv[0][1]))):
-        connect, first = float(np.median([t.connect_ms for t in ts])), float(np.median([t.ttfb_ms for t in ts]))
-        rows.append({"rtt_ms": rtt, "proto": proto, "n": len(ts), "connect_ms": connect, "first_byte_ms": first,
-                     "connect_rtts": connect / rtt, "first_byte_rtts": first / rtt,
+    for (rtt, proto, browser), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], protocols.order(kv[0][1]),
+                                                                            kv[0][2])):
+        timed = [t.ttfb_ms for t in ts if t.ttfb_ms is not None]
+        connect, first = float(np.median([t.connect_ms for t in ts])), float(np.median(timed)) if timed else None
+        rows.append({"rtt_ms": rtt, "proto": proto, "browser": browser, "n": len(ts), "connect_ms": connect,
+                     "first_byte_ms": first, "connect_rtts": connect / rtt,
+                     "first_byte_rtts": None if first is None else first / rtt,
                      "expected_connect_rtts": protocols.get(proto).connect_rtts,
                      "expected_first_byte_rtts": protocols.get(proto).first_byte_rtts})
     return rows
@@ -478,7 +494,8 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
         hosts = sorted({h for t in ts for h in t.connections_per_origin}, key=lambda h: (h != ts[0].page_host, h))
         per_origin = {h: float(np.median([t.connections_per_origin.get(h, 0) for t in ts])) for h in hosts}
         c = ts[0].conditions
-        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "n": len(ts),
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+                     "n": len(ts),
                      "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "size_bytes": ts[0].size_bytes,
                      "objects": ts[0].objects, "origins": ts[0].origins or 1,
                      "ttfb_ms": med("ttfb_ms"), "fcp_ms": med("fcp_ms"), "lcp_ms": med("lcp_ms"), "plt_ms": med("plt_ms"),
@@ -487,7 +504,8 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
                      "lcp_element": max(set(elements), key=elements.count) if elements else None,
                      "n_no_lcp": sum(t.lcp_ms is None for t in ts), "connections_per_origin": per_origin,
                      "connections": med("connections")})
-    return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["origins"], protocols.order(r["proto"]), r["cc"]))
+    return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["origins"], protocols.order(r["proto"]), r["cc"],
+                                       r["browser"]))
 
 
 def replay_table(trials: list[Trial]) -> list[dict]:
@@ -525,9 +543,9 @@ def visits_table(trials: list[Trial]) -> list[dict]:
     groups: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
     for t in usable(trials):
         base = t.page.split("@")[0]
-        groups[(t.label, base, t.proto, axis_value(t, "cc"))][t.visit or "first"].append(t)
+        groups[(t.label, base, t.proto, axis_value(t, "cc"), axis_value(t, "browser"))][t.visit or "first"].append(t)
     rows = []
-    for (cond, base, proto, cc), by in groups.items():
+    for (cond, base, proto, cc, browser), by in groups.items():
         if set(by) == {"first"}:
             continue
         first_plt = float(np.median([t.plt_ms for t in by["first"]])) if by.get("first") else None
@@ -538,7 +556,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
             resumed = [t.resumed_connections for t in ts if t.resumed_connections is not None]
             zero = [t.zero_rtt for t in ts if t.zero_rtt]
             cached = [t.cached_objects for t in ts if t.cached_objects is not None]
-            rows.append({"conditions": cond, "page": base, "proto": proto, "cc": cc, "visit": visit, "n": len(ts),
+            rows.append({"conditions": cond, "page": base, "proto": proto, "cc": cc, "browser": browser, "visit": visit, "n": len(ts),
                          "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
                          "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
                          "plt_ms": plt_, "ttfb_ms": float(np.median([t.ttfb_ms for t in ts if t.ttfb_ms is not None]))
@@ -548,7 +566,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
                          "zero_rtt": ", ".join(f"{w} {zero.count(w)}/{len(ts)}" for w in dict.fromkeys(zero)) or None,
                          "cached_objects": float(np.median(cached)) if cached else None})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["page"], protocols.order(r["proto"]),
-                                       r["cc"], ("first", "repeat", "repeat-warm").index(r["visit"])))
+                                       r["cc"], r["browser"], ("first", "repeat", "repeat-warm").index(r["visit"])))
 
 
 # -- CPU --------------------------------------------------------------------------------------------------
@@ -579,56 +597,62 @@ def cpu_rows(trials: list[Trial]) -> list[dict]:
             a[1] += v.get("system_s", 0.0)
         mb = t.body_bytes / 1e6
         for r, (u, s) in agg.items():
-            out.append({"conditions": t.label, **_page_fields(t), "proto": t.proto, "role": r, "mb": mb,
+            out.append({"conditions": t.label, **_page_fields(t), "proto": t.proto,
+                        "browser": axis_value(t, "browser"), "role": r, "mb": mb,
                         "user_s": u, "system_s": s, "cpu_s": u + s,
                         "cpu_s_per_mb": (u + s) / mb if t.body_bytes >= PER_MB_MIN_BYTES else None})
     return out
 
 
 def cpu_table(trials: list[Trial]) -> list[dict]:
-    """Per conditions x page x protocol x role: n and the medians of CPU seconds and of seconds per
-    MB (None where the page is under PER_MB_MIN_BYTES)."""
+    """Per conditions x page x protocol x browser x role: n and the medians of CPU seconds and of
+    seconds per MB (None where the page is under PER_MB_MIN_BYTES)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in cpu_rows(trials):
-        groups[(r["conditions"], r["page"], r["proto"], r["role"])].append(r)
+        groups[(r["conditions"], r["page"], r["proto"], r["browser"], r["role"])].append(r)
     out = []
-    for (cond, _, proto, role), rs in groups.items():
+    for (cond, _, proto, browser, role), rs in groups.items():
         page = {k: rs[0][k] for k in ("page", "size_bytes", "objects")}
         per_mb = [r["cpu_s_per_mb"] for r in rs if r["cpu_s_per_mb"] is not None]
-        out.append({"conditions": cond, **page, "proto": proto, "role": role, "n": len(rs),
+        out.append({"conditions": cond, **page, "proto": proto, "browser": browser, "role": role, "n": len(rs),
                     "user_s": float(np.median([r["user_s"] for r in rs])),
                     "system_s": float(np.median([r["system_s"] for r in rs])),
                     "cpu_s": float(np.median([r["cpu_s"] for r in rs])),
                     "cpu_s_per_mb": float(np.median(per_mb)) if per_mb else None})
     order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
     return sorted(out, key=lambda r: (r["conditions"], r["size_bytes"], r["objects"], protocols.order(r["proto"]),
-                                      order[r["role"]]))
+                                      axis_order("browser")(r["browser"]), order[r["role"]]))
 
 
 def cpu_by_role(trials: list[Trial]) -> list[dict]:
-    """Per protocol x role across a campaign: CPU seconds per trial (mean; user and system apart)
-    and, where the protocol's trials read PER_MB_MIN_BYTES or more on average, per MB (the sum of
-    CPU over the sum of MB, so big pages weigh by their bytes; else None)."""
+    """Per protocol (and browser) x role across a campaign: CPU seconds per trial (mean; user and
+    system apart) and, where the trials read PER_MB_MIN_BYTES or more on average, per MB (the sum
+    of CPU over the sum of MB, so big pages weigh by their bytes; else None). variant: the protocol,
+    with the browser where several ran ('h3 firefox': two browsers' roles are never summed)."""
     acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
-    mb: dict[str, float] = defaultdict(float)
-    n_proto: dict[str, int] = defaultdict(int)
+    mb: dict[tuple, float] = defaultdict(float)
+    n_trials: dict[tuple, int] = defaultdict(int)
     for t in usable(trials, None):
-        mb[t.proto] += t.body_bytes / 1e6
-        n_proto[t.proto] += 1
+        mb[(t.proto, axis_value(t, "browser"))] += t.body_bytes / 1e6
+        n_trials[(t.proto, axis_value(t, "browser"))] += 1
+    several = len({b for _, b in n_trials}) > 1
     for r in cpu_rows(trials):
-        a = acc[(r["proto"], r["role"])]
+        a = acc[(r["proto"], r["browser"], r["role"])]
         a[0] += r["user_s"]
         a[1] += r["system_s"]
         a[2] += 1
     order = {r: i for i, r in enumerate((*CPU_ROLES, "other"))}
     out = []
-    for (p, r), (u, s, n) in acc.items():
-        big = mb[p] * 1e6 / n_proto[p] >= PER_MB_MIN_BYTES
-        out.append({"proto": p, "role": r, "trials": int(n), "mb": mb[p], "mb_per_trial": mb[p] / n_proto[p],
+    for (p, b, r), (u, s, n) in acc.items():
+        m = mb[(p, b)]
+        big = m * 1e6 / n_trials[(p, b)] >= PER_MB_MIN_BYTES
+        out.append({"proto": p, "browser": b, "variant": f"{p} {b}" if several else p, "role": r, "trials": int(n),
+                    "mb": m, "mb_per_trial": m / n_trials[(p, b)],
                     "user_s_per_trial": u / n, "system_s_per_trial": s / n, "cpu_s_per_trial": (u + s) / n,
-                    "user_s_per_mb": u / mb[p] if big else None, "system_s_per_mb": s / mb[p] if big else None,
-                    "cpu_s_per_mb": (u + s) / mb[p] if big else None})
-    return sorted(out, key=lambda x: (protocols.order(x["proto"]), order[x["role"]]))
+                    "user_s_per_mb": u / m if big else None, "system_s_per_mb": s / m if big else None,
+                    "cpu_s_per_mb": (u + s) / m if big else None})
+    return sorted(out, key=lambda x: (protocols.order(x["proto"]), axis_order("browser")(x["browser"]),
+                                      order[x["role"]]))
 
 
 def cpu_percent(series: list[dict]) -> list[dict]:
