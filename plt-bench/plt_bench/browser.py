@@ -62,7 +62,8 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
           revalidated: bool = False) -> tuple[str, str | None]:
     """('ok', None) or ('failed', reason) for one load; every check must pass for 'ok'.
 
-    The client's word (Navigation Timing) and the server's (Caddy's access log) must both say
+    The client's word (Navigation Timing) and the server's (its access log, in protocol terms:
+    servers.base) must both say
     the page came whole, with status 200, over the protocol that was asked for. revalidated: a
     repeat visit with its cache kept, where the server may answer 304 without a body (the page is
     then the browser's cached copy, whole).
@@ -85,7 +86,7 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
     if not nav.get("loadEventEnd"):
         return "failed", "load event never ended"
     if server_entries is not None:
-        want_proto = want.server_proto
+        want_proto = want.name  # the server's entries are in protocol terms (servers.base)
         if not server_entries:
             return "failed", "the server logged no request for this trial"
         if len(server_entries) != 1:
@@ -106,13 +107,13 @@ def from_cache(entry: dict, size_bytes: int) -> bool:
     return entry.get("transferSize") == 0 and entry.get("decodedBodySize") == size_bytes
 
 
-def revalidated(entry: dict, logged: list[dict], size_bytes: int, hop: str, server_proto: str) -> bool:
+def revalidated(entry: dict, logged: list[dict], size_bytes: int, hop: str, proto: str) -> bool:
     """An object a repeat visit revalidated: the server logged its one request, answered 304 without a
     body over the asked protocol, and the browser's one entry holds every byte (from its cache), over
     that protocol, with the status of the cached response (200) or the 304 itself, having exchanged
     something with the server (transferSize > 0: its headers; 0 would say no request was made)."""
     return (len(logged) == 1 and logged[0].get("status") == 304 and not logged[0].get("size")
-            and logged[0].get("proto") == server_proto and entry.get("nextHopProtocol") == hop
+            and logged[0].get("proto") == proto and entry.get("nextHopProtocol") == hop
             and (entry.get("transferSize") or 0) > 0
             and entry.get("decodedBodySize") == size_bytes and entry.get("responseStatus") in (200, 304))
 
@@ -128,7 +129,7 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     with no request at all (from_cache; the server's log must then have none), or be revalidated:
     its one request answered 304 without a body over the asked protocol (a sub-document, which is
     served no-cache as a page is), the browser holding every byte (revalidated)."""
-    hop, want_proto = protocols.get(proto).next_hop, protocols.get(proto).server_proto
+    hop, want_proto = protocols.get(proto).next_hop, protocols.get(proto).name
     problems: list[str] = []
     proven = 0
     by_url: dict[tuple[str, str], list[dict]] = {}
@@ -228,8 +229,8 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
         except ValueError:
             problems.append(f"{where}: no protocol recorded for {e.get('host')}")
             continue
-        if e.get("proto") != want.server_proto:
-            problems.append(f"{where}: the server saw {e.get('proto')}, expected {want.server_proto}")
+        if e.get("proto") != want.name:
+            problems.append(f"{where}: the server saw {e.get('proto')}, expected {want.name}")
             continue
         if e.get("replay") == "miss":
             if not (e.get("uri") or "").startswith(FAVICON):
@@ -298,7 +299,7 @@ def judge_bulk(proto: str, page: "Page", work: dict | None, server_entries: list
         got = [e for e in server_entries if (e.get("uri") or "").split("?")[0] == BULK_URI]
         if len(got) != 1:
             return f"bulk download: the server logged {len(got)} requests of {BULK_URI} for the trial, expected 1"
-        want_proto = protocols.get(proto).server_proto
+        want_proto = protocols.get(proto).name
         if got[0].get("proto") != want_proto:
             return f"bulk download: the server saw {got[0].get('proto')}, expected {want_proto}"
         if not isinstance(got[0].get("size"), int) or got[0]["size"] < work["bytes"]:

@@ -113,7 +113,7 @@ def tool_checks() -> list[Check]:
         check, _ = program_check(name, path, fix)
         # the second browser: only --browser firefox needs it
         out.append(dataclasses.replace(check, status="warn", essential=False) if check.status == "missing" else check)
-    from .server import locate_caddy, caddy_info, CADDY_VERSION
+    from .servers import locate_caddy, caddy_info, CADDY_VERSION
     try:
         path, source = locate_caddy()
         info = caddy_info(path)

@@ -1,16 +1,18 @@
 """The HTTP versions plt-bench measures: one table, and the only place a protocol is named.
 
-Each protocol is a Protocol record: what a trial stores (h3, h2, h1), how the browser is forced
-to it, and how both ends prove it carried a request. Everything else in plt-bench (the plan, the
-analysis, the figures) takes protocols from here by name and never spells one out.
+Each protocol is a Protocol record of HTTP facts alone: what a trial stores (h3, h2, h1), what
+carries it, what Resource Timing and an HTTP log call it, the round trips its handshakes take.
+How a browser is forced to it is the browser's (browsers/), how a server offers it the server's
+(servers/). Everything else in plt-bench (the plan, the analysis, the figures) takes protocols
+from here by name and never spells one out.
 
-    h3  HTTP/3 over QUIC (UDP)        Chromium forced to QUIC on the origin
-    h2  HTTP/2 over TLS 1.3 and TCP   Chromium with QUIC off; ALPN offers h2 first
-    h1  HTTP/1.1 over TLS 1.3 and TCP Chromium with QUIC and HTTP/2 off; up to six connections
+    h3  HTTP/3 over QUIC (UDP)
+    h2  HTTP/2 over TLS 1.3 and TCP
+    h1  HTTP/1.1 over TLS 1.3 and TCP (a browser opens up to six connections an origin)
 
     as-recorded  a replayed recording (pages har:NAME), each origin over the protocol it spoke when
                  recorded: its server offers that one alone (an h1 origin's no h2, an h2 origin's no
-                 h3) and Chromium is forced to QUIC on the h3 ones only; proven origin by origin
+                 h3) and the browser is forced to QUIC on the h3 ones only; proven origin by origin
 
 Names a user may type (--proto, campaign files, pytest): h3, h2, h1, as-recorded, and the names of the seed
 experiment, which keep their meaning: quic = h3, tcp = h1 (HTTP/1.1 over TLS, as the seed ran it),
@@ -33,23 +35,10 @@ class Protocol:
     label: str  # for people: HTTP/3
     transport: str  # what carries it: QUIC | TCP
     next_hop: str  # what Navigation and Resource Timing's nextHopProtocol say
-    server_proto: str  # what Caddy's access log says (request.proto)
-    chromium_off: tuple[str, ...]  # Chromium flags that take the other versions away
+    http_version: str  # the version as an HTTP log writes it (Trial.server_proto: the server's word, kept so)
     connect_rtts: int  # round trips to connectEnd on a fresh connection (TCP + TLS 1.3: 2; QUIC: 1)
     first_byte_rtts: int  # ... and to the page's first byte (one more: the request)
     color: str  # in every figure
-    caddy: str = "h1 h2 h3"  # what a server offering it alone lists (Caddy's protocols): ALPN picks it
-
-    def chromium_flags(self, origins: list[str]) -> list[str]:
-        """The flags that force this version on every origin ("host:443")."""
-        if self.transport == "QUIC":
-            return ["--enable-quic", f"--origin-to-force-quic-on={','.join(origins)}"]
-        return list(self.chromium_off)
-
-    @property
-    def over_udp(self) -> bool:
-        """A server offering it listens on UDP too (its list has HTTP/3)."""
-        return "h3" in self.caddy.split()
 
     @property
     def per_origin(self) -> bool:
@@ -57,14 +46,13 @@ class Protocol:
         return self.transport == "per origin"
 
 
-H3 = Protocol("h3", "HTTP/3", "QUIC", "h3", "HTTP/3.0", (), 1, 2, "#c0392b")
-H2 = Protocol("h2", "HTTP/2", "TCP", "h2", "HTTP/2.0", ("--disable-quic",), 2, 3, "#27ae60", "h1 h2")
-H1 = Protocol("h1", "HTTP/1.1", "TCP", "http/1.1", "HTTP/1.1", ("--disable-quic", "--disable-http2"), 2, 3, "#2471a3",
-              "h1")
+H3 = Protocol("h3", "HTTP/3", "QUIC", "h3", "HTTP/3.0", 1, 2, "#c0392b")
+H2 = Protocol("h2", "HTTP/2", "TCP", "h2", "HTTP/2.0", 2, 3, "#27ae60")
+H1 = Protocol("h1", "HTTP/1.1", "TCP", "http/1.1", "HTTP/1.1", 2, 3, "#2471a3")
 # Each origin of a recording over the protocol it spoke then (a first party on h3, third parties on
 # h2 or h1: Trevisan's mix). Its timing and proof are each origin's own protocol's (for_origin);
 # as a whole it takes TCP's round trips, the most any of its origins needs.
-AS_RECORDED = Protocol("as-recorded", "as recorded", "per origin", "", "", (), 2, 3, "#8e44ad")
+AS_RECORDED = Protocol("as-recorded", "as recorded", "per origin", "", "", 2, 3, "#8e44ad")
 
 NAMES = ("h3", "h2", "h1")  # one protocol for every origin: the order of every table and figure
 BY_NAME = {p.name: p for p in (H3, H2, H1, AS_RECORDED)}
@@ -83,6 +71,12 @@ def get(name: str) -> Protocol:
         return BY_NAME[STORED_BEFORE_13.get(name, name)]
     except KeyError:
         raise ValueError(f"unknown protocol {name!r}; expected one of {', '.join(ALL_NAMES)}") from None
+
+
+def http_version(name: str | None) -> str | None:
+    """A protocol's version as an HTTP log writes it ('h3' -> 'HTTP/3.0'); any other word as it is."""
+    p = BY_NAME.get(name or "")
+    return p.http_version if p and not p.per_origin else name
 
 
 def for_origin(proto: str, recorded: str) -> Protocol:

@@ -202,7 +202,7 @@ class Trial:
     decoded_body_bytes: int | None = doc("the page's body as the browser decoded it", None)
     encoded_body_bytes: int | None = doc("the page's body as sent", None)
     transfer_bytes: int | None = doc("bytes over the network, headers included", None)
-    server_proto: str | None = doc("what carried the page, as Caddy's log says: HTTP/3.0 | HTTP/2.0 | HTTP/1.1", None)
+    server_proto: str | None = doc("what carried the page, as the server's log says (protocols.http_version): HTTP/3.0 | HTTP/2.0 | HTTP/1.1", None)
     server_status: int | None = doc("HTTP status Caddy logged", None)
     server_bytes: int | None = doc("body bytes Caddy logged", None)
     nav_json: str | None = doc("the full PerformanceNavigationTiming entry (JSON)", None)

@@ -29,7 +29,7 @@ from .link.commands import SHAPED_PORTS
 from .link.linkem import QUEUE_BASE
 from .link.netem import ServerNetem
 from .pages import Sites
-from .server import Server
+from . import servers
 from .topology import Topology
 
 
@@ -156,7 +156,7 @@ class ServeSession:
         self.sites.ensure(self.pages)
         self.topology = Topology.allocate(index=self.index)
         self.topology.write_state(role="serve", addr=self.addr, iface=self.iface)
-        self.server = Server(None, self.addr, self.topology.plan.run_dir, self.sites.root)
+        self.server = servers.get(servers.DEFAULT)(None, self.addr, self.topology.plan.run_dir, self.sites.root)
         self.server.start()
         self.control = ControlServer(self.addr, self.port, self.token, {
             "hello": self.hello, "cpu": self.cpu, "access": self.access,

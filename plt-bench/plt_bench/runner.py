@@ -19,7 +19,7 @@ from .cpu import cpu_list, own_cpus
 from .errors import LinkError, TestbedBroken
 from .link.counters import DeliveryCounter
 from .metadata import utc_now
-from .server import overlapping, own_entries
+from .servers import overlapping, own_entries
 from .records import Trial, WorkerAnswer
 from .store import Store
 from .testbed import Testbed
@@ -192,7 +192,7 @@ class Evidence:
 
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evidence) -> Trial:
     """Build the immutable record of one load from its evidence: the worker's answer and the
-    server's log (the trial's own entries, server.own_entries: its page's and its objects';
+    server's log (the trial's own entries, servers.own_entries: its page's and its objects';
     `foreign`: responses to other requests that overlapped the trial). A bulk page's figures come
     from its script (the answer's workload) and from `delivered`, the link's transmit counter
     sampled meanwhile; a request page's from its requests' Resource Timing entries."""
@@ -268,7 +268,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         launch_s=answer.get("launch_s"), load_s=answer.get("load_s"), quit_s=answer.get("quit_s"),
         next_hop_protocol=nav.get("nextHopProtocol"), response_status=nav.get("responseStatus"),
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
-        transfer_bytes=nav.get("transferSize"), server_proto=srv.get("proto"), server_status=srv.get("status"),
+        transfer_bytes=nav.get("transferSize"), server_proto=protocols.http_version(srv.get("proto")), server_status=srv.get("status"),
         server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
         link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
         **workload_fields, **t, **replayed,

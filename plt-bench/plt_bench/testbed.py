@@ -21,7 +21,8 @@ from .capture import FILENAMES, Settings
 from .conditions import Conditions
 from .metadata import machine, utc_now
 from .pages import ARCHIVED, Sites, origins_in_name, url_path
-from .server import HOST, Server
+from . import servers
+from .pages import HOST
 from .topology import Topology, pids_in
 
 
@@ -104,7 +105,7 @@ class Testbed:
                  + [ip for x in statics for _, ip in x.origins])
         for ns, argv in self.plan.address_commands(extra):  # only a testbed that replays or serves folders has them
             cmd.run(argv, ns=ns)
-        self.server = Server(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
+        self.server = servers.get(servers.DEFAULT)(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
                              origins=self.plan.origins, env=env, replay=replay, statics=statics)
         self._stack.callback(self.server.stop)
         self.server.start()
@@ -126,7 +127,7 @@ class Testbed:
             return None
         from . import archive
         from .errors import UsageError
-        from .server import Replay
+        from .servers import Replay
         hosts = list(dict.fromkeys(o.host for n in self.replays for o in archive.load(n, self.sites.root).origins))
         addresses = self.plan.replay_addresses
         if len(hosts) > len(addresses):
@@ -140,7 +141,7 @@ class Testbed:
     def static_config(self):
         """The folders served as they are, one site per folder, each host on its own address."""
         from .errors import UsageError
-        from .server import Static
+        from .servers import Static
         addresses = self.plan.static_addresses
         if len(self.serve) > len(addresses):
             raise UsageError(f"--serve: {len(self.serve)} hosts; a testbed serves at most {len(addresses)}")

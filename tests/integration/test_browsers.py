@@ -39,7 +39,7 @@ def test_firefox_loads_over_each_protocol_proven_at_both_ends(firefox_bed, store
         return
     p = protocols.get(proto)
     assert t.status == "ok", reasons
-    assert (t.next_hop_protocol, t.server_proto, t.connections) == (p.next_hop, p.server_proto, 1)
+    assert (t.next_hop_protocol, t.server_proto, t.connections) == (p.next_hop, p.http_version, 1)
     stored = next(x for x in store.trials([campaign]) if x.trial_id == t.trial_id)
     assert stored.browser == t.browser == "firefox"  # the browser is stored per trial
     # the handshake's round trips are in the load: QUIC's one, TCP's and TLS's two, then the request

@@ -2,7 +2,7 @@
 import stat
 
 from plt_bench import cmd
-from plt_bench.server import HOST
+from plt_bench.pages import HOST
 
 
 def _get(bed, path):

@@ -202,7 +202,7 @@ def _res(url, proto="h2", size=100, transfer=400):
             "decodedBodySize": size, "responseStatus": 200, "initiatorType": "script"}
 
 
-def _log(host, uri, proto="HTTP/2.0", status=200, size=100, replay="exact", method="GET"):
+def _log(host, uri, proto="h2", status=200, size=100, replay="exact", method="GET"):
     return {"host": host, "uri": uri, "proto": proto, "status": status, "size": size, "replay": replay,
             "method": method}
 
@@ -228,7 +228,7 @@ def test_a_replayed_trial_proves_every_served_response_at_both_ends_and_counts_w
     assert status == "failed" and "1 request(s) the recording does not hold" in reason and "api.rec.test/track" in reason
     # the server saw another protocol; the browser another; the document's bytes; bytes that differ
     for proto, nav, log, want in [
-            ("h3", _nav(proto="h3"), [_log("www.rec.test", "/", proto="HTTP/2.0")], "the server saw HTTP/2.0"),
+            ("h3", _nav(proto="h3"), [_log("www.rec.test", "/", proto="h2")], "the server saw h2"),
             ("h2", _nav(proto="http/1.1"), [], "nextHopProtocol 'http/1.1'"),
             ("h2", _nav(size=800), [], "800 bytes, expected 900"),
             ("h2", _nav(), [_log("www.rec.test", "/app.js", size=99)], "received 100 body bytes, the server sent 99")]:
@@ -251,17 +251,17 @@ def test_as_recorded_each_origin_is_proven_over_its_own_recorded_protocol():
     spoke = {"www.rec.test": "h3", "api.rec.test": "h1"}
     load = {"nav": _nav(proto="h3"), "resources": [_res(url("www", "/app.js"), proto="h3"),
                                                    _res(url("api", "/d.json"), proto="http/1.1", size=50)]}
-    served = [_log("www.rec.test", "/", proto="HTTP/3.0", size=400), _log("www.rec.test", "/app.js", proto="HTTP/3.0"),
-              _log("api.rec.test", "/d.json", proto="HTTP/1.1", size=50)]
+    served = [_log("www.rec.test", "/", proto="h3", size=400), _log("www.rec.test", "/app.js", proto="h3"),
+              _log("api.rec.test", "/d.json", proto="h1", size=50)]
     status, reason, objects, ev = judge_archive("as-recorded", HOSTS, 900, load, served, spoke=spoke)
     assert (status, reason, objects) == ("ok", None, 2) and ev["protocols"] == {"h3": 2, "h1": 1}
     late = {**load, "resources": load["resources"][:1]}  # the data's fetch ended after the figures were read
     status, _, objects, ev = judge_archive("as-recorded", HOSTS, 900, late, served, spoke=spoke)
     assert (status, objects, ev["protocols"], ev["unseen"]) == ("ok", 1, {"h3": 2, "h1": 1}, ["200 api.rec.test/d.json"])
     # the third party over the first party's protocol is not as recorded, at either end
-    moved = [*served[:2], _log("api.rec.test", "/d.json", proto="HTTP/3.0", size=50)]
+    moved = [*served[:2], _log("api.rec.test", "/d.json", proto="h3", size=50)]
     status, reason, _, _ = judge_archive("as-recorded", HOSTS, 900, load, moved, spoke=spoke)
-    assert status == "failed" and "api.rec.test/d.json: the server saw HTTP/3.0, expected HTTP/1.1" in reason
+    assert status == "failed" and "api.rec.test/d.json: the server saw h3, expected h1" in reason
     wrong = {**load, "resources": [load["resources"][0], _res(url("api", "/d.json"), proto="h3", size=50)]}
     status, reason, _, _ = judge_archive("as-recorded", HOSTS, 900, wrong, served, spoke=spoke)
     assert status == "failed" and "the browser's entry says 'h3', expected 'http/1.1'" in reason

@@ -115,7 +115,7 @@ def test_a_bulk_trials_figures_come_from_the_browser_and_the_link_over_one_windo
 def test_the_judgement_of_a_bulk_download():
     page = parse_page("bulk3s")
     ok = _work([10, 20, 30])
-    log = [{"uri": "/bulk.bin", "proto": "HTTP/3.0", "status": 200, "size": 90}]
+    log = [{"uri": "/bulk.bin", "proto": "h3", "status": 200, "size": 90}]
     assert judge_bulk("h3", page, ok, log) is None and judge_bulk("h3", page, ok, None) is None
     assert "no figures" in judge_bulk("h3", page, None, log)
     assert "TypeError: x" in judge_bulk("h3", page, {**ok, "error": "TypeError: x"}, log)
@@ -124,7 +124,7 @@ def test_the_judgement_of_a_bulk_download():
     assert "no byte arrived in 3 s" in judge_bulk("h3", page, _work([0, 0, 0]), log)
     assert "logged 0 requests of /bulk.bin" in judge_bulk("h3", page, ok, [])
     assert "logged 2 requests" in judge_bulk("h3", page, ok, log * 2)
-    assert "saw HTTP/3.0, expected HTTP/1.1" in judge_bulk("h1", page, ok, log)
+    assert "saw h3, expected h1" in judge_bulk("h1", page, ok, log)
     assert "fewer than the 60" in judge_bulk("h3", page, ok, [{**log[0], "size": 59}])
 
 

@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from plt_bench import browser, server, topology
+from plt_bench import browser, servers, topology
+from plt_bench.servers import caddy, certs
 from plt_bench.browsers import chromium
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page, parse_page
@@ -45,7 +46,7 @@ ORIGINS = [("plt.test", "198.19.4.2"), ("plt-o1.test", "198.19.4.11"), ("plt-o2.
 
 
 def test_caddy_config_binds_only_the_servers_addresses_one_site_for_every_origin(tmp_path):
-    text = server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS,
+    text = caddy.render_config(caddy.TEMPLATE.read_text(), origins=ORIGINS,
                                 cert=tmp_path / "c.pem", key=tmp_path / "k.pem", sites=tmp_path,
                                 access_log=tmp_path / "a.log")
     assert "admin off" in text and "protocols h1 h2 h3" in text and "auto_https off" in text
@@ -63,15 +64,15 @@ def test_caddy_config_binds_only_the_servers_addresses_one_site_for_every_origin
                  "index_5KB.html/x", "../index_5KB.html"):
         assert not re.fullmatch(served, f"/{name}"), name
     with pytest.raises(Exception, match="cannot hold"):
-        server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "a b",
+        caddy.render_config(caddy.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "a b",
                              key=tmp_path, sites=tmp_path, access_log=tmp_path)
     with pytest.raises(Exception, match="not a host name"):
-        server.render_config(server.TEMPLATE.read_text(), origins=[("plt.test {", "1.2.3.4")], cert=tmp_path,
+        caddy.render_config(caddy.TEMPLATE.read_text(), origins=[("plt.test {", "1.2.3.4")], cert=tmp_path,
                              key=tmp_path, sites=tmp_path, access_log=tmp_path)
 
 
 def test_the_certificate_names_every_origin_and_address_once():
-    assert server.subject_alt_names(ORIGINS + [("plt-o3.test", "198.19.4.2")]) == (
+    assert certs.subject_alt_names(ORIGINS + [("plt-o3.test", "198.19.4.2")]) == (
         "DNS:plt.test,DNS:plt-o1.test,DNS:plt-o2.test,DNS:plt-o3.test,IP:198.19.4.2,IP:198.19.4.11,IP:198.19.4.12")
 
 
@@ -81,7 +82,7 @@ def test_spki_hash_matches_openssl(tmp_path):
     pub = subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout"], capture_output=True, text=True, check=True).stdout
     der = subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-outform", "DER"], capture_output=True, check=True).stdout
     import base64, hashlib
-    assert server.spki_hash_from_pem_pubkey(pub) == base64.b64encode(hashlib.sha256(der).digest()).decode()
+    assert certs.spki_hash_from_pem_pubkey(pub) == base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
 def test_access_log_parser():
@@ -93,11 +94,11 @@ def test_access_log_parser():
              json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1", "headers": {"Referer": [page]},
                                      "method": "GET"},
                          "status": 404, "size": 0, "resp_headers": {"X-Plt-Replay": ["miss"]}})]
-    e = server.parse_access_log("\n".join(lines))
-    assert e == [{"uri": "/index_5KB.html?trial=ab", "host": "plt.test", "proto": "HTTP/3.0", "status": 200,
+    e = caddy.parse_access_log("\n".join(lines))
+    assert e == [{"uri": "/index_5KB.html?trial=ab", "host": "plt.test", "proto": "h3", "status": 200,
                   "size": 5000, "end_unix_s": 100.5, "duration_s": 0.25, "referer": None, "remote_port": "40112",
                   "resumed": True, "method": None, "replay": None},
-                 {"uri": "/favicon.ico", "host": None, "proto": "HTTP/1.1", "status": 404, "size": 0,
+                 {"uri": "/favicon.ico", "host": None, "proto": "h1", "status": 404, "size": 0,
                   "end_unix_s": None, "duration_s": None, "referer": page, "remote_port": None, "resumed": None,
                   "method": "GET", "replay": "miss"}]
 
@@ -115,7 +116,7 @@ def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not()
                entry("/index_10MB.html?trial=orphan", 21.0, 12.0),                # on the wire with it
                entry("/index_5KB.html?trial=after", 30.0, 1.0),                   # began after it
                entry("/index_5KB.html?trial=untimed", None, None)]                # no times: counted
-    foreign = server.overlapping(entries, mine, 12.0, 20.2)
+    foreign = servers.overlapping(entries, mine, 12.0, 20.2)
     assert [e["uri"] for e in foreign] == ["/index_10MB.html?trial=orphan", "/index_5KB.html?trial=untimed"]
     from plt_bench.runner import foreign_traffic_problem
     assert foreign_traffic_problem([]) is None
@@ -157,7 +158,7 @@ NAV = {"startTime": 0, "domainLookupStart": 1, "domainLookupEnd": 1, "connectSta
        "connectEnd": 10, "responseStart": 20, "responseEnd": 50, "domContentLoadedEventEnd": 55, "loadEventEnd": 60,
        "responseStatus": 200, "nextHopProtocol": "h3", "decodedBodySize": 5000}
 GOOD = {"nav": NAV, "final_url": "https://plt.test/index_5KB.html?trial=x", "error": None}
-SRV = [{"uri": "/x", "proto": "HTTP/3.0", "status": 200, "size": 5000}]
+SRV = [{"uri": "/x", "proto": "h3", "status": 200, "size": 5000}]
 
 
 def test_timings_from_navigation_timing():
@@ -176,7 +177,7 @@ def test_timings_from_navigation_timing():
     ({"nav": {**NAV, "decodedBodySize": 4999}}, SRV, "body size 4999"),
     ({"nav": {**NAV, "loadEventEnd": 0}}, SRV, "load event"),
     ({}, [], "server logged no request"),
-    ({}, [{**SRV[0], "proto": "HTTP/1.1"}], "server saw HTTP/1.1"),
+    ({}, [{**SRV[0], "proto": "h1"}], "server saw h1"),
     ({}, [{**SRV[0], "size": 10}], "server sent status 200 with 10 bytes"),
 ])
 def test_judge_needs_every_proof(change, server_entries, reason):
@@ -190,7 +191,7 @@ def test_judge_needs_every_proof(change, server_entries, reason):
 OBJ_PAGE = Page(5000, 3)
 RES = [{"name": f"https://plt.test{u}", "initiatorType": "img", "nextHopProtocol": "http/1.1", "responseStatus": 200,
         "decodedBodySize": 5000} for u in OBJ_PAGE.object_uris()]
-OBJ_SRV = [{"uri": u, "proto": "HTTP/1.1", "status": 200, "size": 5000, "remote_port": p}
+OBJ_SRV = [{"uri": u, "proto": "h1", "status": 200, "size": 5000, "remote_port": p}
            for u, p in zip(OBJ_PAGE.object_uris(), ("40001", "40002", "40001"))]
 
 
@@ -202,7 +203,7 @@ OBJ_SRV = [{"uri": u, "proto": "HTTP/1.1", "status": 200, "size": 5000, "remote_
     ([{**RES[0], "nextHopProtocol": "h3"}] + RES[1:], OBJ_SRV, 2, "carried over 'h3', expected 'http/1.1'"),
     ([{**RES[0], "decodedBodySize": 4999}] + RES[1:], OBJ_SRV, 2, "the browser saw status 200 with 4999 bytes"),
     (RES, OBJ_SRV[1:], 2, "/hero_5KB.png?i=0: the server logged 0 requests for it"),
-    (RES, [{**OBJ_SRV[0], "proto": "HTTP/3.0"}] + OBJ_SRV[1:], 2, "the server saw HTTP/3.0, expected HTTP/1.1"),
+    (RES, [{**OBJ_SRV[0], "proto": "h3"}] + OBJ_SRV[1:], 2, "the server saw h3, expected h1"),
     (RES, [{**OBJ_SRV[0], "size": 10}] + OBJ_SRV[1:], 2, "the server sent status 200 with 10 bytes"),
     (None, OBJ_SRV, 0, "3 of 3 objects not proven"),
 ])
@@ -214,7 +215,7 @@ def test_every_object_of_a_page_needs_both_proofs(resources, entries, proven, re
 MANY = Page(5000, 4, origins=2)  # objects 0 and 2 on plt.test, 1 and 3 on plt-o1.test
 MANY_RES = [{"name": f"https://{h}{u}", "nextHopProtocol": "h2", "responseStatus": 200 if h == "plt.test" else 0,
              "decodedBodySize": 5000} for h, u in MANY.object_urls()]
-MANY_SRV = [{"uri": u, "host": h, "proto": "HTTP/2.0", "status": 200, "size": 5000, "remote_port": p}
+MANY_SRV = [{"uri": u, "host": h, "proto": "h2", "status": 200, "size": 5000, "remote_port": p}
             for (h, u), p in zip(MANY.object_urls(), ("1", "2", "1", "2"))]
 
 
@@ -263,14 +264,14 @@ def test_paint_metrics_are_stored_or_their_absence_explained(paint, loaded, want
 
 
 H2_NAV = {**NAV, "nextHopProtocol": "h2"}
-H2_SRV = [{**SRV[0], "proto": "HTTP/2.0"}]
+H2_SRV = [{**SRV[0], "proto": "h2"}]
 
 
 @pytest.mark.parametrize("nav,entries,reason", [
     (H2_NAV, H2_SRV, None),
     ({**NAV, "nextHopProtocol": "http/1.1"}, H2_SRV, "protocol mismatch: nextHopProtocol 'http/1.1', expected 'h2'"),
-    (H2_NAV, [{**SRV[0], "proto": "HTTP/1.1"}], "server saw HTTP/1.1, expected HTTP/2.0"),
-    (H2_NAV, SRV, "server saw HTTP/3.0, expected HTTP/2.0"),
+    (H2_NAV, [{**SRV[0], "proto": "h1"}], "server saw h1, expected h2"),
+    (H2_NAV, SRV, "server saw h3, expected h2"),
 ])
 def test_an_h2_trial_needs_h2_on_both_ends(nav, entries, reason):
     status, why = browser.judge("h2", 5000, {**GOOD, "nav": nav}, entries)
@@ -293,7 +294,7 @@ def test_a_trials_own_entries_are_its_page_and_what_the_page_asked_for():
            {"uri": "/obj_5KB.png?i=0", "referer": page}]
     favicon = {"uri": "/favicon.ico", "referer": page}
     other = {"uri": "/obj_5KB.png?i=0", "referer": "https://plt.test/objects_3x5KB.html?trial=t0"}
-    assert server.own_entries(own + [favicon, other], "/objects_3x5KB.html?trial=t1") == own
+    assert servers.own_entries(own + [favicon, other], "/objects_3x5KB.html?trial=t1") == own
 
 
 def test_every_veth_end_steers_each_flow_to_one_cpu():
@@ -378,20 +379,20 @@ WARM = Page(5000, 2, visit="repeat-warm")
     # a cached entry with a request in the server's log is not from the cache: judged as fetched
     ([{"name": f"https://plt.test{u}", "transferSize": 0, "decodedBodySize": 5000, "nextHopProtocol": "h2",
        "responseStatus": 200} for u in WARM.object_uris()],
-     [{"uri": WARM.object_uris()[0], "proto": "HTTP/2.0", "status": 304, "size": 0}], 1, "the server sent status 304"),
+     [{"uri": WARM.object_uris()[0], "proto": "h2", "status": 304, "size": 0}], 1, "the server sent status 304"),
     ([{"name": f"https://plt.test{u}", "transferSize": 0, "decodedBodySize": 4999, "nextHopProtocol": "h2",
        "responseStatus": 200} for u in WARM.object_uris()], [], 0, "the browser saw status 200 with 4999 bytes"),
     # issue 36: revalidated (a sub-document is served no-cache, as a page is): the server's 304 without a
     # body over the protocol, the browser's whole body from its cache, with its headers exchanged
     ([{"name": f"https://plt.test{u}", "transferSize": 300, "decodedBodySize": 5000, "nextHopProtocol": "h2",
        "responseStatus": s} for u, s in zip(WARM.object_uris(), (200, 304))],
-     [{"uri": u, "proto": "HTTP/2.0", "status": 304, "size": 0} for u in WARM.object_uris()], 2, None),
+     [{"uri": u, "proto": "h2", "status": 304, "size": 0} for u in WARM.object_uris()], 2, None),
     ([{"name": f"https://plt.test{u}", "transferSize": 300, "decodedBodySize": 4000, "nextHopProtocol": "h2",
        "responseStatus": 200} for u in WARM.object_uris()],
-     [{"uri": u, "proto": "HTTP/2.0", "status": 304, "size": 0} for u in WARM.object_uris()], 0, "with 4000 bytes"),
+     [{"uri": u, "proto": "h2", "status": 304, "size": 0} for u in WARM.object_uris()], 0, "with 4000 bytes"),
     ([{"name": f"https://plt.test{u}", "transferSize": 300, "decodedBodySize": 5000, "nextHopProtocol": "h2",
        "responseStatus": 200} for u in WARM.object_uris()],
-     [{"uri": u, "proto": "HTTP/1.1", "status": 304, "size": 0} for u in WARM.object_uris()], 0, "the server saw HTTP/1.1"),
+     [{"uri": u, "proto": "h1", "status": 304, "size": 0} for u in WARM.object_uris()], 0, "the server saw h1"),
 ])
 def test_a_warm_repeat_visits_objects_may_come_from_the_cache(resources, entries, proven, reason):
     got, why = browser.judge_objects("h2", WARM, resources, entries)
@@ -402,7 +403,7 @@ def test_a_warm_repeat_visits_objects_may_come_from_the_cache(resources, entries
 
 
 def test_a_warm_repeat_visits_page_may_be_revalidated_304():
-    srv = [{**SRV[0], "proto": "HTTP/3.0", "status": 304, "size": 0}]
+    srv = [{**SRV[0], "proto": "h3", "status": 304, "size": 0}]
     assert browser.judge("h3", 5000, GOOD, srv, revalidated=True) == ("ok", None)
     assert browser.judge("h3", 5000, GOOD, srv)[0] == "failed"  # a first visit is sent whole
     assert "body size 10" in browser.judge("h3", 5000, {**GOOD, "nav": {**NAV, "decodedBodySize": 10}}, srv,
@@ -417,7 +418,7 @@ def test_replayed_recordings_get_their_own_addresses_and_a_site_that_passes_ever
     assert not any(f"{ip}/32" in added for ip in p.replay_addresses)  # only a testbed that replays adds them
     assert p.address_commands(["198.19.4.64"]) == [("pb4-server", ["ip", "addr", "add", "198.19.4.64/32", "dev",
                                                                    "pb4-s"])]
-    text = server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "c.pem",
+    text = caddy.render_config(caddy.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "c.pem",
                                 key=tmp_path / "k.pem", sites=tmp_path, access_log=tmp_path / "a.log",
                                 replay=(["198.19.4.64", "198.19.4.65"], 40123))
     block = text[text.index("\nhttps:// {"):]
@@ -425,12 +426,12 @@ def test_replayed_recordings_get_their_own_addresses_and_a_site_that_passes_ever
     assert f"tls {tmp_path}/c.pem {tmp_path}/k.pem" in block and f"output file {tmp_path}/a.log" in block
     assert "bind 198.19.4.2 198.19.4.11 198.19.4.12\n" in text  # the generated pages' site as before
     with pytest.raises(Exception, match="replay addresses"):
-        server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path, key=tmp_path,
+        caddy.render_config(caddy.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path, key=tmp_path,
                              sites=tmp_path, access_log=tmp_path, replay=(["1.2.3.4 {"], 1))
     # as recorded: each origin again on an address of its own, whose listener offers its protocol alone
     assert p.as_recorded_addresses[0] == "198.19.4.160" and len(p.as_recorded_addresses) == 32
     assert not set(p.as_recorded_addresses) & set(p.replay_addresses + p.static_addresses)
-    text = server.render_config(server.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "c.pem",
+    text = caddy.render_config(caddy.TEMPLATE.read_text(), origins=ORIGINS, cert=tmp_path / "c.pem",
                                 key=tmp_path / "k.pem", sites=tmp_path, access_log=tmp_path / "a.log",
                                 replay=(["198.19.4.64"], 40123), own=["198.19.4.160", "198.19.4.161"],
                                 listeners=[("198.19.4.160", "h3"), ("198.19.4.161", "h1")])
@@ -438,6 +439,25 @@ def test_replayed_recordings_get_their_own_addresses_and_a_site_that_passes_ever
     assert "\tservers 198.19.4.160:443 {\n\t\tprotocols h1 h2 h3\n\t}" in glob
     assert "\tservers 198.19.4.161:443 {\n\t\tprotocols h1\n\t}" in glob
     assert text.count("reverse_proxy 127.0.0.1:40123") == 3 and "bind 198.19.4.161\n" in text
-    assert server.listener_options([("198.19.4.162", "h2")]) == "\tservers 198.19.4.162:443 {\n\t\tprotocols h1 h2\n\t}\n"
+    assert caddy.listener_options([("198.19.4.162", "h2")]) == "\tservers 198.19.4.162:443 {\n\t\tprotocols h1 h2\n\t}\n"
     with pytest.raises(ValueError):
-        server.listener_options([("198.19.4.162", "h4")])
+        caddy.listener_options([("198.19.4.162", "h4")])
+
+
+def test_the_server_table_names_caddy_and_its_log_comes_back_in_protocol_terms():
+    """servers/: one table (Caddy the default and only one yet), and an access log read in protocol
+    terms whatever the server writes: Caddy's HTTP/2.0 is h2; a word that is no protocol stays as
+    it is, so a judgement refuses it by name; the store keeps the HTTP version as before."""
+    from plt_bench import protocols
+    assert servers.NAMES == ("caddy",) and servers.DEFAULT == "caddy" and servers.get("caddy") is servers.Caddy
+    assert issubclass(servers.Caddy, servers.Server)
+    with pytest.raises(ValueError, match="unknown server 'nginx'; expected one of caddy"):
+        servers.get("nginx")
+    lines = [json.dumps({"request": {"uri": "/x", "proto": word}, "status": 200, "size": 1})
+             for word in ("HTTP/2.0", "HTTP/0.9")]
+    assert [e["proto"] for e in caddy.parse_access_log("\n".join(lines))] == ["h2", "HTTP/0.9"]
+    assert [protocols.http_version(p) for p in ("h3", "h2", "h1", "HTTP/0.9", None)] == [
+        "HTTP/3.0", "HTTP/2.0", "HTTP/1.1", "HTTP/0.9", None]
+    nav = {"responseStatus": 200, "nextHopProtocol": "h2", "decodedBodySize": 1, "loadEventEnd": 5}
+    status, why = browser.judge("h2", 1, {"nav": nav}, [{"uri": "/x", "proto": "HTTP/0.9", "status": 200, "size": 1}])
+    assert status == "failed" and why == "server saw HTTP/0.9, expected h2"

@@ -69,7 +69,7 @@ def test_a_request_trials_latencies_and_percentiles():
 def test_every_request_is_proven_like_an_object():
     page = parse_page("req3x1KB_c3")
     resources = [_entry(k, 0.0, 5.0) for k in range(3)]
-    log = [{"uri": f"/obj_1KB.png?r={k}", "proto": "HTTP/3.0", "status": 200, "size": 1000} for k in range(3)]
+    log = [{"uri": f"/obj_1KB.png?r={k}", "proto": "h3", "status": 200, "size": 1000} for k in range(3)]
     assert judge_objects("h3", page, resources, log) == (3, None)
     proven, why = judge_objects("h3", page, resources[:2] + [_entry(2, 0.0, 5.0, hop="http/1.1")], log)
     assert proven == 2 and why.startswith("1 of 3 requests not proven; first: /obj_1KB.png?r=2: carried over 'http/1.1'")

@@ -2,7 +2,7 @@
 one protocol by its command line.
 
 Forcing: h3 with --origin-to-force-quic-on for every origin (no Alt-Svc, no race with TCP); h2
-with QUIC off; h1 with QUIC and HTTP/2 off (protocols.Protocol.chromium_flags). Names resolve
+with QUIC off; h1 with QUIC and HTTP/2 off (forcing_flags). Names resolve
 through --host-resolver-rules to the testbed's addresses and nowhere else; the testbed's own
 certificate is trusted by its SPKI hash alone. A repeat visit closes its connections through
 chrome.benchmarking (--enable-net-benchmarking) and reads 0-RTT from the net-log.
@@ -27,6 +27,17 @@ PREFS = {
     "session": {"restore_on_startup": 4, "startup_urls": ["about:blank"]},
 }
 
+# What takes the other versions away from a TCP protocol (h2: QUIC, whose Alt-Svc from Caddy would
+# move the page to h3; h1: QUIC and HTTP/2); h3 is forced on its origins instead (forcing_flags)
+TCP_OFF = {"h2": ("--disable-quic",), "h1": ("--disable-quic", "--disable-http2")}
+
+
+def forcing_flags(proto: str, origins: list[str]) -> list[str]:
+    """The flags that force a protocol on every origin ("host:443") (pure)."""
+    if protocols.get(proto).transport == "QUIC":
+        return ["--enable-quic", f"--origin-to-force-quic-on={','.join(origins)}"]
+    return list(TCP_OFF[protocols.get(proto).name])
+
 
 def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
                   extra: tuple[str, ...] = (), spoke: dict[str, str] | None = None) -> list[str]:
@@ -48,8 +59,8 @@ def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, pro
     if protocol.per_origin:
         quic = [f"{h}:443" for h, _ in origins if (spoke or {}).get(h) in protocols.NAMES
                 and protocols.get(spoke[h]).transport == "QUIC"]
-        return args + (protocols.H3.chromium_flags(quic) if quic else ["--disable-quic"])
-    return args + protocol.chromium_flags([f"{h}:443" for h, _ in origins])
+        return args + (forcing_flags("h3", quic) if quic else ["--disable-quic"])
+    return args + forcing_flags(protocol.name, [f"{h}:443" for h, _ in origins])
 
 
 def web_args(profile_dir: str) -> list[str]:

