@@ -44,7 +44,10 @@ def test_firefox_loads_over_each_protocol_proven_at_both_ends(firefox_bed, store
     assert stored.browser == t.browser == "firefox"  # the browser is stored per trial
     # the handshake's round trips are in the load: QUIC's one, TCP's and TLS's two, then the request
     assert t.plt_ms >= p.first_byte_rtts * COND.rtt_ms and t.fcp_ms and t.lcp_ms
-    if proto == "h1":  # Firefox does not time an HTTP/1.1 document's response (browsers.firefox: untimed)
+    # Firefox at times gives an HTTP/1.1 document's responseStart as its requestStart (browsers.firefox:
+    # untimed; seen 2026-11-26 on one 5KB load of three, at 50 ms): then no TTFB, never that instant
+    nav = json.loads(t.nav_json)
+    if proto == "h1" and nav["responseStart"] == nav["requestStart"]:
         assert t.ttfb_ms is None and t.response_end_ms is None
     else:
         assert t.ttfb_ms >= p.first_byte_rtts * COND.rtt_ms

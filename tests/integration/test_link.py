@@ -179,18 +179,29 @@ def test_a_linkem_snapshot_holds_the_worst_since_the_one_before(bed):
     """Each snapshot answers its own request (numbered) with the maxima since the snapshot before:
     a 0.5 s stop of linkem under a ping is in the snapshot after it, and not in the next one, though
     periodic writes (every 250 ms, after the reset) came between. Reading the file by its time once
-    let such a write, all zeros, pass for a trial's answer and a 2 s stall went unseen."""
+    let such a write, all zeros, pass for a trial's answer and a 2 s stall went unseen. The stop
+    comes once the ping's first reply is in (on a busy machine ping took over 0.4 s to start, and
+    a stop before its first packet delayed nothing)."""
+    import subprocess
     if bed.link.backend != "linkem":
         pytest.skip("netem is the kernel's: there is no emulator process to snapshot")
     bed.set_conditions(Conditions(None, None, rtt_ms=20))
     first = bed.link.snapshot()
-    pinger = threading.Thread(target=ping, args=(bed, 150, "0.01"))
-    pinger.start()
-    time.sleep(0.4)
-    os.kill(bed.link.proc.pid, signal.SIGSTOP)
-    time.sleep(0.5)
-    os.kill(bed.link.proc.pid, signal.SIGCONT)
-    pinger.join()
+    pinger = subprocess.Popen(cmd.in_netns(bed.plan.client_ns, ["ping", "-n", "-c", "200", "-i", "0.01", "-W", "2",
+                                                                 bed.plan.server_ip]),
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for line in pinger.stdout:  # its first reply: packets are on the link
+            if "bytes from" in line:
+                break
+        os.kill(bed.link.proc.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        os.kill(bed.link.proc.pid, signal.SIGCONT)
+        pinger.communicate(timeout=60)
+    finally:
+        if pinger.poll() is None:
+            pinger.kill()
+            pinger.wait()
     stalled = bed.link.snapshot()
     time.sleep(0.8)
     ping(bed, 20)
