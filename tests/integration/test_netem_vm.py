@@ -18,8 +18,8 @@ from plt_bench import link
 
 from ..conftest import ROOT
 
-VM_TESTS = ["tests/integration/test_link.py", "tests/integration/test_cli.py", "tests/integration/test_two_machines.py",
-            "tests/integration/test_traces.py"]
+# (the trace tests ran here until 2026-11-26: a trace is linkem's on every kernel, so the VM added nothing)
+VM_TESTS = ["tests/integration/test_link.py", "tests/integration/test_cli.py", "tests/integration/test_two_machines.py"]
 # the vm tests that have nothing to do on netem (the kernel's: no emulator process to kill)
 NOT_FOR_NETEM = {"test_a_dying_emulator_fails_the_trial_and_stops_the_next[netem]",
                  "test_a_linkem_snapshot_holds_the_worst_since_the_one_before[netem]"}
@@ -60,7 +60,5 @@ def test_the_netem_backend_passes_inside_a_netem_kernel():
                  "test_jitter_follows_its_distribution_live", "test_500kb_under_delay_and_loss_proves_its_protocol",
                  "test_verify_passes_a_true_link_and_catches_a_false_claim", "test_closing_a_testbed_leaves_nothing",
                  "test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves",
-                 "test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run",
-                 "test_a_moving_trace_is_followed_window_by_window_in_both_directions",
-                 "test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces"):
+                 "test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run"):
         assert any(k.startswith(must) and v == "passed" for k, v in outcome.items()), (must, outcome)
