@@ -46,7 +46,7 @@ def _name(proto: str) -> str:
 
 def _save(fig, out_dir: Path, stem: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    from .report import atomic
+    from .files import atomic
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
     try:  # each whole or not at all: a full disk left a 0-byte PNG
         atomic(paths[0], lambda tmp: fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight"))

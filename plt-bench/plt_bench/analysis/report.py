@@ -12,6 +12,7 @@ from typing import Callable
 
 from .. import protocols, units
 from . import stats
+from .files import atomic
 from ..metadata import key_diff
 from ..records import DEFAULT_METRIC, METRICS, Trial
 from ..store import Store
@@ -26,20 +27,6 @@ def out_dir(results: Path, name: str, campaign_id: int) -> Path:
     results = Path(results)
     prefix = "" if results.stem == DEFAULT_STORE_STEM else f"{results.stem}-"
     return results.parent / f"{prefix}{name}-{campaign_id}"
-
-
-def atomic(path: Path, write) -> Path:
-    """A report file whole or not at all: write(tmp) fills a hidden file beside it, which is then renamed
-    over it; a full disk (or any failure) leaves no 0-byte or cut file, nor the temporary."""
-    import os
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
