@@ -273,11 +273,12 @@ class Testbed:
         launch = b.launch(proto, origins, self.server.cert.spki_sha256_b64, str(profile), spoke=self.spoke(),
                           extra=extra)
         args = launch["args"] + (b.capture_args(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else [])
+        env = b.capture_env(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else {}
         req = {"url": self.url(page, tag), "profile_dir": str(profile), **launch,
-               "args": args, "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
+               "args": args, **({"env": env} if env else {}), "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "visual": "visual" in self.capture.kinds}
-        if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args):
-            req["graceful_quit"] = True  # Chromium completes these files as it closes
+        if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
+            req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
             req["har_path"] = str(capture_dir / FILENAMES["har"])
             req["har_bodies"] = self.record_bodies

@@ -1,9 +1,10 @@
 """Firefox through the same testbed and the same trial as Chromium (plt_bench.browsers): forced to
 each protocol by its prefs, every load proven at both ends (Resource Timing's nextHopProtocol and
 the server's log), its paint metrics and its CPU per process role recorded, its processes gone.
-Each Firefox behaviour once, on a one-origin page: what does not depend on the browser is tested
-with Chromium elsewhere."""
+Each Firefox behaviour once, on a one-origin page (and one of four origins; one capture): what does not
+depend on the browser is tested with Chromium elsewhere."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +116,32 @@ def test_two_browsers_interleave_in_one_campaign_and_the_report_compares_within_
         {f.name for f in folder.iterdir()}
     along = run_cli("report", "1", "--results", str(results), "--compare", "browser", timeout=300)
     assert along.returncode == 0 and "chromium vs firefox (h3)" in along.stdout, along.stdout + along.stderr
+
+
+def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts(tmp_path):
+    """capture pcap,keylog in Firefox: NSS writes its TLS secrets (SSLKEYLOGFILE, which the worker sets
+    for Firefox through geckodriver), and tshark decrypts the trial's QUIC to HTTP/3 with them alone:
+    the request's and the response's HEADERS, nothing above QUIC without the key log."""
+    from plt_bench.capture import Settings
+    from plt_bench.store import Store
+    from .test_capture import tshark
+    with Store(tmp_path / "c.sqlite") as store, \
+            Testbed(PROJECT_ROOT / "sites", capture=Settings(("pcap", "keylog"), tmp_path / "captures"),
+                    browser_names=("firefox",)) as bed:
+        bed.sites.ensure([Page(500_000)])
+        bed.set_conditions(COND)
+        cid = store.new_campaign("firefox-capture", "now", {}, {})
+        t, reasons = until_ok(lambda i: run_cell_once(bed, store, cid, 0, i, Cell("h3", Page(500_000), COND,
+                                                                                   browser="firefox")))
+        if machine_refused(t, reasons):
+            return
+        assert t.status == "ok", reasons
+        arts = {a["kind"]: a for a in store.artifacts(t.trial_id)}
+    assert set(arts) == {"pcap", "keylog"}, arts
+    pcap, keys = arts["pcap"]["path"], arts["keylog"]["path"]
+    assert any("QUIC" in line or "TRAFFIC_SECRET" in line for line in Path(keys).read_text().splitlines())
+    assert tshark(pcap, None, "quic") and tshark(pcap, None, "http3") == []
+    frames = tshark(pcap, keys, "http3", "ip.src", "http3.frame_type")
+    types = {(src, ft) for src, fts in frames for ft in fts.split(",") if ft}
+    assert any(src.startswith("198.18.") and ft == "1" for src, ft in types), types  # the request's HEADERS
+    assert any(src.startswith("198.19.") and ft == "1" for src, ft in types), types  # the response's

@@ -49,6 +49,15 @@ def test_each_launch_is_a_worker_request_of_its_browser():
     assert cr["args"] == chromium.chromium_args("h2", ONE, "HASH=", "/p", ("--enable-net-benchmarking",))
 
 
+def test_firefox_writes_its_key_log_through_nss_and_chromium_through_its_flag():
+    from pathlib import Path
+    names = {"keylog": "keys.log", "netlog": "netlog.json"}
+    assert firefox.FIREFOX.capture_env(("pcap", "keylog"), Path("/r/c"), names) == {"SSLKEYLOGFILE": "/r/c/keys.log"}
+    assert firefox.FIREFOX.capture_env(("pcap",), Path("/r/c"), names) == {} and "keylog" in firefox.FIREFOX.features
+    assert chromium.CHROMIUM.capture_env(("keylog",), Path("/r/c"), names) == {}
+    assert "--ssl-key-log-file=/r/c/keys.log" in chromium.CHROMIUM.capture_args(("keylog",), Path("/r/c"), names)
+
+
 def test_what_a_browser_cannot_do_yet_is_named():
     wanted = {"repeat", "har", "origins", "recordings"}
     assert firefox.FIREFOX.unsupported(wanted) == ["har", "recordings", "repeat"]

@@ -49,6 +49,10 @@ class Browser:
         """Command-line arguments that write a capture run's files of the browser's own (pure)."""
         return []
 
+    def capture_env(self, kinds: tuple[str, ...], folder, filenames: dict[str, str]) -> dict[str, str]:
+        """Environment variables that write a capture run's files of the browser's own (pure)."""
+        return {}
+
     def untimed(self, nav: dict) -> list[str]:
         """The fields of a Navigation Timing entry this browser did not time (they repeat an earlier
         mark), so that no duration is made of them (pure). None by default."""

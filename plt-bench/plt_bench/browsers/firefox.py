@@ -81,10 +81,15 @@ def firefox_args(profile_dir: str) -> list[str]:
 
 class Firefox(Browser):
     name, label = "firefox", "Firefox"
-    features = frozenset({"origins"})
+    features = frozenset({"origins", "keylog"})
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=()) -> dict:
         return {"browser": self.name, "prefs": firefox_prefs(proto, origins), "args": firefox_args(profile_dir)}
+
+    def capture_env(self, kinds, folder, filenames) -> dict[str, str]:
+        """The key log: NSS writes every TLS secret, QUIC's (neqo's handshake is NSS's) and TCP's,
+        to SSLKEYLOGFILE, in the format tshark reads (pure)."""
+        return {"SSLKEYLOGFILE": str(folder / filenames["keylog"])} if "keylog" in kinds else {}
 
     def untimed(self, nav: dict) -> list[str]:
         """Firefox 153 does not time an HTTP/1.1 document's response: its entry gives responseStart and
@@ -129,8 +134,9 @@ class Firefox(Browser):
         opts.accept_insecure_certs = True
         opts.page_load_strategy = "normal"
         out["launch_attempts"] = 1
+        # a capture's environment (capture_env) reaches Firefox through geckodriver, which it inherits
         service = Service(driver_path, service_args=["--profile-root", os.path.dirname(profile), "--log", "error"],
-                          log_output=f"{profile}.geckodriver.log")
+                          log_output=f"{profile}.geckodriver.log", env={**os.environ, **req.get("env", {})})
         try:
             return webdriver.Firefox(service=service, options=opts)
         except Exception:
