@@ -483,10 +483,11 @@ def bare(overrides: dict | None = None) -> Spec:
 
 
 def _traces_of(grid: Grid) -> tuple:
-    """The traces (traces.Trace, read by the grid's parsing) its conditions name, once each."""
+    """The traces (traces.Trace, read by the grid's parsing: Grid.traces) its conditions name, once each."""
     from . import traces
+    known = traces.by_hash(grid.traces)
     shas = dict.fromkeys(sha for c in grid.conditions for sha in (c.trace_down_sha256, c.trace_up_sha256) if sha)
-    return tuple(traces.lookup(sha) for sha in shas)
+    return tuple(known[sha] for sha in shas)
 
 
 def _trace_paths(v: Values, key: str, path: Path) -> str | None:

@@ -343,7 +343,7 @@ def cmd_up(a) -> int:
     if len(spec.grid.conditions) != 1:
         raise UsageError("--bw, --rtt, --jitter, --loss: 'up' takes one value of each")
     bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, persistent=True, with_browser=False,
-                  conditions=spec.grid.conditions)
+                  conditions=spec.grid.conditions, traces=spec.traces)
     with bed:
         bed.sites.ensure(spec.grid.pages)
         info = bed.describe(bed.set_conditions(spec.grid.conditions[0]), spec.grid.pages)
@@ -372,7 +372,8 @@ def cmd_record(a) -> int:
                              "own network; a link is for --serve")
     cmd.require_root()
     done = (record.record_served(urls, names, serve, SITES, conditions=spec.grid.conditions[0], index=a.testbed,
-                                 note=_say) if serve else record.record_web(urls, names, SITES, note=_say))
+                                 note=_say, traces=spec.traces) if serve else record.record_web(urls, names, SITES,
+                                                                                                  note=_say))
     for _, notes in done:
         for n in notes:
             _say(f"  {n}")

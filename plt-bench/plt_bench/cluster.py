@@ -308,11 +308,8 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
     testbed's key metadata."""
     from distributed import Queue, Variable
 
-    from . import traces
     from .session import Session
     from .topology import RUN_DIR
-    for t in spec.traces:  # read by the head: the worker's link runs them as the head read them
-        traces.register(t)
     index = _WORKER["index"]
     host = host_name(index)
     queue = Queue(queue_name)

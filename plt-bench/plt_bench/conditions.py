@@ -46,7 +46,8 @@ class ConstantRate:
 @dataclasses.dataclass(frozen=True)
 class TraceRate:
     """A direction's rate following a Mahimahi trace (traces.py), known here by its name and hash;
-    the link looks its opportunities up by the hash. mean_bps is the trace's mean over its period."""
+    its opportunities are in the traces that travel with the conditions (Grid.traces, Spec.traces,
+    a testbed's traces), looked up by the hash. mean_bps is the trace's mean over its period."""
 
     name: str
     sha256: str
@@ -57,11 +58,12 @@ class TraceRate:
     def label(self) -> str:
         return f"trace:{self.name}"
 
-    def trace(self) -> traces.Trace:
-        """The trace's opportunities, read in this process (LookupError if it was not)."""
-        t = traces.lookup(self.sha256)
+    def trace(self, known: "dict[str, traces.Trace]") -> traces.Trace:
+        """The trace's opportunities among the traces known (by hash: traces.by_hash); LookupError if
+        they do not hold it."""
+        t = known.get(self.sha256)
         if t is None:
-            raise LookupError(f"trace {self.name} (sha256 {self.sha256[:12]}...) was not read in this process: "
+            raise LookupError(f"trace {self.name} (sha256 {self.sha256[:12]}...) was not given with these conditions: "
                               "give its file again (--trace-down/--trace-up or the campaign's trace_down/trace_up)")
         return t
 
@@ -206,6 +208,8 @@ class Grid:
     runs: int
     ccs: tuple[str, ...] = ("cubic",)  # TCP congestion controls, an axis like the protocols
     browsers: tuple[str, ...] = ("chromium",)  # the browsers that load the pages, an axis too
+    # the traces its conditions follow, as read (by hash: TraceRate.trace), carried with the grid
+    traces: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def cells(self) -> list[Cell]:
         return [Cell(p, s, c, cc, b) for c, s, p, cc, b in itertools.product(self.conditions, self.pages, self.protos,
@@ -442,7 +446,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
                 for lo in losses:
                     conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
                                             loss_direction=loss_direction, reorder=reorder, queue_pkts=q, **rates_kw))
-    return Grid(p, s, tuple(conds), n)
+    return Grid(p, s, tuple(conds), n, traces=tuple(traces.by_hash(trace_downs + trace_ups).values()))
 
 
 MAX_CONDITIONS = 10_000

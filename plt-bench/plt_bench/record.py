@@ -81,7 +81,8 @@ def check_urls(urls: list[str], serve: list[tuple[str, Path, str]]) -> list[str]
 
 
 def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path, str]], sites: Path,
-                  proto: str = "h2", conditions=None, index: int | None = None, note=print) -> list[tuple]:
+                  proto: str = "h2", conditions=None, index: int | None = None, note=print,
+                  traces=()) -> list[tuple]:
     """Record each URL from the folders served as they are in a testbed; returns [(Archive, notes)].
     Every host over proto; where some host has a protocol of its own (HOST@h1=DIR), each host over
     its own (the others over proto), the browser as in an as-recorded replay (protocols.AS_RECORDED)."""
@@ -94,7 +95,7 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
     spool = Path(tempfile.mkdtemp(prefix="plt-bench-record-"))
     try:
         bed = Testbed(sites, index=index, conditions=[conditions] if conditions else (), serve=serve,
-                      capture=Settings(("har",), spool))
+                      capture=Settings(("har",), spool), traces=traces)
         bed.record_bodies = True
         with bed:
             if conditions is not None:

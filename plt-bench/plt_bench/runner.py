@@ -117,7 +117,7 @@ def trace_phase_ms(stats: dict | None, nav_t0: float | None) -> float | None:
     return round(nav_t0 * 1000 - max(epochs) / 1e6, 3)
 
 
-def trace_starved(conditions, wall_s: float, page_bytes: int) -> str | None:
+def trace_starved(conditions, wall_s: float, page_bytes: int, known: dict) -> str | None:
     """A failed load's cause when a direction follows a trace that offered less than the page in the
     trial's time (a trace with long silences, or one opportunity a minute): the trace named with what it
     offered, so that Chromium's own error (ERR_QUIC_PROTOCOL_ERROR, a timeout) is not taken for the
@@ -130,7 +130,7 @@ def trace_starved(conditions, wall_s: float, page_bytes: int) -> str | None:
         if not isinstance(rate, TraceRate):
             continue
         try:
-            offered = rate.trace().window_bytes(window_ms, 0, 1)[0]  # from the mark the trial's navigation set
+            offered = rate.trace(known).window_bytes(window_ms, 0, 1)[0]  # from the mark the trial's navigation set
         except LookupError:
             continue
         if offered < need:
@@ -187,6 +187,7 @@ class Evidence:
     delivered: list[tuple[float, int]] | None = None  # a bulk page's link counter, sampled
     delivery_dev: str | None = None           # the device that counter is read on
     stalled: str | None = None                # a part of the testbed was stopped (cpu.Sampler.stall_problem)
+    traces: dict = dataclasses.field(default_factory=dict)  # the traces the conditions follow, by hash
     extra: dict = dataclasses.field(default_factory=dict)  # the trial's other fields (attempt, gate, CPU, cc)
 
 
@@ -242,7 +243,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     elif status == "failed" and cell.conditions.traced and (
-            starved := trace_starved(cell.conditions, wall_s, page.total_bytes)):
+            starved := trace_starved(cell.conditions, wall_s, page.total_bytes, ev.traces)):
         reason = f"{starved} (the browser: {reason})"
     nav = answer.get("nav") or {}
     # A failed navigation leaves the error page's own Navigation Timing entry: keep it raw
@@ -456,7 +457,7 @@ def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evid
     url = bed.url(page) + (uri[uri.index("?"):] if not (cell.page.archived or cell.page.url) else "")
     return Evidence(url=url, started_utc=m.started_utc, wall_s=m.wall_s, answer=answer, server_entries=entries,
                     foreign=foreign, link_stats=m.link_stats, link_dead=m.dead, delivered=m.delivered,
-                    delivery_dev=m.delivery_dev, stalled=m.sampler.stall_problem(),
+                    delivery_dev=m.delivery_dev, stalled=m.sampler.stall_problem(), traces=bed.link.traces,
                     extra={**(extra or {}), **_gate_fields(answer.get("gate")),
                            "prelaunched": bool(answer.get("prelaunched")),
                            "trace_phase_ms": trace_phase_ms(m.link_stats, nav_t0),

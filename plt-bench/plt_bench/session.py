@@ -132,6 +132,7 @@ class Session:
         if ref is None:
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
                                capture=self.capture, browser_binary=spec.browser_binary, browser_names=spec.grid.browsers,
+                               traces=spec.traces,
                                replays=[p.replay for p in spec.grid.pages if p.archived],
                                serve=[(h, Path(d)) for h, d in spec.serve])
         else:
@@ -444,7 +445,7 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
     store = Store(results)
     reports = []
     with store, Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, with_browser=False,
-                        conditions=spec.grid.conditions) as bed:
+                        conditions=spec.grid.conditions, traces=spec.traces) as bed:
         cid = store.new_campaign("verify", utc_now(), spec.as_dict(), bed.metadata())
         for cond in spec.grid.conditions:
             readback = bed.set_conditions(cond)

@@ -37,8 +37,12 @@ class Testbed:
     def __init__(self, sites_dir: Path, cc: str = "cubic", link: str = "auto", index: int | None = None,
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
-                 serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,)):
+                 serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,),
+                 traces: Sequence = ()):
+        """conditions: every one it will be set to (the link is chosen for them all); traces: the
+        traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link."""
         self.sites = Sites(sites_dir)
+        self.traces = {t.sha256: t for t in traces}  # by hash, as conditions name them (TraceRate.trace)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
         # (host, folder, protocol): folders served as they are, to record from (plt-bench record), each host over
         # every protocol ('') or the one given alone (record --serve HOST@h1=DIR)
@@ -92,6 +96,7 @@ class Testbed:
         self._stack.callback(self.topology.down)
         self.topology.create()
         self.link = link_mod.make(choice, plan=self.plan)
+        self.link.traces = self.traces
         self._stack.callback(self.link.close)
         self.timing = link_mod.verify.measure_timing(self.plan)
         env = {}
@@ -180,10 +185,11 @@ class Testbed:
         self._stack.pop_all()
 
     # -- link ----------------------------------------------------------------------------------
-    def set_conditions(self, cond: Conditions) -> dict:
+    def set_conditions(self, cond: Conditions, traces=()) -> dict:
         """Apply conditions and read them back; raises LinkError if the kernel disagrees. A browser
         started early for the next load is ended first: nothing idles in the client while the link
-        changes and is verified."""
+        changes and is verified. traces: traces they follow beyond those the testbed was given."""
+        self.traces.update({t.sha256: t for t in traces})  # the link's own (the same mapping)
         self.discard_prepared()
         result = self.link.apply(cond)
         self.conditions = cond
@@ -453,6 +459,7 @@ class RemoteTestbed(Testbed):
         self.topology.write_state(role="client", server=addr, iface=iface)
         self.link = link_mod.make(choice, plan=self._plan, control=self.control,
                                   record=lambda host: self.topology.write_state(host=host))
+        self.link.traces = self.traces
         self._stack.callback(self.link.close)
         self.link.open()
         self.timing = link_mod.verify.measure_timing(self._plan, user_latency=self.link.ping_user_latency)

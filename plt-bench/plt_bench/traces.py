@@ -10,8 +10,10 @@ The traces published with Mahimahi (cellular drives: ATT, T-Mobile, Verizon LTE 
 GPL-3+ and are not shipped here: give any path. `from_rates` turns a rate series (time, Mbit/s)
 into a trace, and `plt-bench trace` does it from a CSV file.
 
-A trace a campaign uses is registered here under its SHA-256 when it is read: the conditions carry
-the name and hash only, and the link looks the opportunities up by hash when it applies them.
+A trace travels with the data that names it: the conditions carry its name and hash only, the grid
+that read it carries the trace itself (Grid.traces), a campaign its own (Spec.traces: what a
+cluster's worker is sent), a testbed and its link theirs (by hash: by_hash), where the link looks
+the opportunities up when it applies the conditions. Nothing is kept in the process.
 """
 
 from __future__ import annotations
@@ -118,9 +120,6 @@ def parse(text: str, where: str) -> tuple[tuple[int, ...], int]:
     return tuple(ms), last
 
 
-_LOADED: dict[str, Trace] = {}
-
-
 GEN_FORM = ("gen:constant:RATE, gen:onoff:RATE:ON:OFF (off first, then on) or gen:ramp:FROM:TO:DURATION "
             "(10 equal steps), e.g. gen:onoff:24mbit:500ms:500ms")
 
@@ -145,14 +144,12 @@ def generate(spec: str, option: str) -> Trace:
         raise UsageError(f"{where}: {e}") from None
     text = render(ms).encode()
     name = "-".join([kind, *args]).replace("/", "_")
-    trace = Trace(name, spec, hashlib.sha256(text).hexdigest(), tuple(ms), ms[-1])
-    _LOADED[trace.sha256] = trace
-    return trace
+    return Trace(name, spec, hashlib.sha256(text).hexdigest(), tuple(ms), ms[-1])
 
 
 def read(path: str | os.PathLike, option: str) -> Trace:
-    """A trace file (or a gen: description), checked; registered under its hash for the link.
-    UsageError naming `option`."""
+    """A trace file (or a gen: description), checked. UsageError naming `option`. The caller carries
+    it on (Grid.traces, Spec.traces, a testbed's and its link's traces): conditions name it by hash."""
     if str(path).startswith("gen:"):
         return generate(str(path), option)
     p = Path(path).expanduser()
@@ -175,19 +172,12 @@ def read(path: str | os.PathLike, option: str) -> Trace:
     name = re.sub(r"[^A-Za-z0-9._+-]", "_", p.stem)[:64] or "trace"
     if not name[0].isalnum():
         name = "t" + name[1:]
-    trace = Trace(name, str(p.resolve()), hashlib.sha256(data).hexdigest(), ms, period)
-    _LOADED[trace.sha256] = trace
-    return trace
+    return Trace(name, str(p.resolve()), hashlib.sha256(data).hexdigest(), ms, period)
 
 
-def register(trace: Trace) -> None:
-    """A trace read elsewhere (a cluster's head), for this process's link."""
-    _LOADED[trace.sha256] = trace
-
-
-def lookup(sha256: str) -> Trace | None:
-    """A trace read in this process, by its hash."""
-    return _LOADED.get(sha256)
+def by_hash(known) -> dict[str, Trace]:
+    """Traces (any iterable of Trace) by their SHA-256: what a testbed's link looks them up in."""
+    return {t.sha256: t for t in known}
 
 
 # --- making traces -------------------------------------------------------------------------------

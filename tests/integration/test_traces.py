@@ -20,16 +20,17 @@ from ..conftest import MachineRefusal, link_refused, ok_slots, run_cli
 # of its rate, and the VM part of the suite is its longest)
 
 
-def _grid_conditions(**kw) -> Conditions:
-    (c,) = make_grid("h3", "unshaped", "5KB", 1, **kw).conditions
-    return c
+def _grid(**kw):
+    """A grid of one traced condition: its conditions, and the traces it read (Grid.traces)."""
+    return make_grid("h3", "unshaped", "5KB", 1, **kw)
 
 
 @pytest.fixture(scope="module")
 def trace_bed():
     """A testbed whose conditions hold a trace: its link is linkem on every kernel."""
-    cond = _grid_conditions(trace_down="gen:constant:12mbit", rtt="20ms")
-    with testbed.Testbed(cmd.PROJECT_ROOT / "sites", conditions=[cond], with_browser=False) as bed:
+    g = _grid(trace_down="gen:constant:12mbit", rtt="20ms")
+    with testbed.Testbed(cmd.PROJECT_ROOT / "sites", conditions=g.conditions, with_browser=False,
+                         traces=g.traces) as bed:
         assert bed.link.backend == "linkem"
         yield bed
 
@@ -45,7 +46,7 @@ def peak_mbit(trace_bed) -> float:
 
 
 def _tcp_down_bps(bed, cond: Conditions) -> float:
-    bed.set_conditions(cond)
+    bed.set_conditions(cond)  # a traced one's trace: the testbed's own (trace_bed)
     with verify.Iperf(bed.plan.server_ns, bed.plan.server_ip):
         res = verify.iperf_client(bed.plan.client_ns, bed.plan.server_ip,
                                   ["-R", "-t", "8", "-O", str(verify.tcp_omit_s(cond.rtt_ms, 12 * 10**6))], 12)
@@ -56,7 +57,7 @@ def test_a_constant_trace_of_12_mbit_is_htb_s_12_mbit(trace_bed):
     """The trace counts 1500 IP bytes an opportunity, htb 1514 bytes a full frame: TCP's goodput
     through the trace is 1514/1500 of htb's (0.9%); each against its own ideal, the two rates agree
     within 2%, as the issue asks."""
-    traced = _tcp_down_bps(trace_bed, _grid_conditions(trace_down="gen:constant:12mbit", rtt="20ms"))
+    traced = _tcp_down_bps(trace_bed, _grid(trace_down="gen:constant:12mbit", rtt="20ms").conditions[0])
     htb = _tcp_down_bps(trace_bed, Conditions(12 * 10**6, 12 * 10**6, rtt_ms=20.0))
     ideal_trace, ideal_htb = 12e6 * 1448 / 1500, 12e6 * verify.TCP_PAYLOAD_PER_WIRE
     print(f"TCP goodput: trace {traced / 1e6:.3f} Mbit/s ({traced / ideal_trace:.4f} of its ideal), htb "
@@ -80,8 +81,9 @@ def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_be
         spec = str(path)
     else:
         spec = f"gen:onoff:{peak_mbit:g}mbit:500ms:500ms"
-    cond = _grid_conditions(trace_down=spec, rtt="30ms")
-    trace_bed.set_conditions(cond)
+    g = _grid(trace_down=spec, rtt="30ms")
+    cond = g.conditions[0]
+    trace_bed.set_conditions(cond, g.traces)
     rep = verify.verify(trace_bed.plan, cond, probes=100, **trace_bed.verify_args())
     print(format_link_check(rep))
     checks = {c["name"].split(" (")[0]: c for c in rep["checks"]}

@@ -25,7 +25,7 @@ def test_a_file_holding_1_is_12_mbit_and_the_trace_is_known_by_its_hash(tmp_path
     t = traces.read(p, "--trace-down")
     assert (t.name, t.period_ms, t.opportunities, t.mean_bps) == ("one", 1, 1, 12_000_000)
     assert t.sha256 == hashlib.sha256(b"1\n").hexdigest()
-    assert traces.lookup(t.sha256) is t
+    assert traces.by_hash([t]) == {t.sha256: t}
     assert t.window_bytes(100, 0, 3) == [150_000] * 3  # 100 opportunities of 1500 bytes a window
 
 
@@ -161,16 +161,19 @@ def _receiver(trace, epoch_ns, delay_ms, seconds, share=1.0, step_ns=1_000_000):
 def test_the_trace_check_passes_a_faithful_link_and_fails_a_short_or_late_one():
     t = traces.generate("gen:onoff:24mbit:500ms:500ms", "--trace-down")
     rate = TraceRate(t.name, t.sha256, t.mean_bps)
-    ok, windows = check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0), 10**12, 25.0)
+    KNOWN = traces.by_hash([t])  # noqa: N806 - the traces the link was given
+    ok, windows = check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0), 10**12, 25.0, known=KNOWN)
     assert ok["ok"] and ok["measured"] == 1.0 and len(windows) >= 38
     assert [w["offered"] for w in windows[:10]] == [0] * 5 + [300_000] * 5
-    short, _ = check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0, share=0.9), 10**12, 25.0)
+    short, _ = check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0, share=0.9), 10**12, 25.0,
+                           known=KNOWN)
     assert short["ok"] is False and short["measured"] == pytest.approx(0.9, abs=0.01)
-    late, _ = check_trace("downlink", rate, _receiver(t, 10**12, 75.0, 4.0), 10**12, 25.0)  # 50 ms behind its trace
+    late, _ = check_trace("downlink", rate, _receiver(t, 10**12, 75.0, 4.0), 10**12, 25.0,
+                          known=KNOWN)  # 50 ms behind its trace
     assert late["ok"] is False and "window error" in late["tolerance"]
     assert parse_samples("5 1514 1\nx\n9 3028 2\n") == [(5, 1500), (9, 3000)]
     begun_late = _receiver(t, 10**12, 25.0, 4.0)[200:]  # a receiver counted from 0.2 s on only
-    late_start, _ = check_trace("downlink", rate, begun_late, 10**12, 25.0)
+    late_start, _ = check_trace("downlink", rate, begun_late, 10**12, 25.0, known=KNOWN)
     assert late_start["ok"] is False and "sampling began" in late_start["tolerance"]
 
 
@@ -178,19 +181,22 @@ def test_a_short_window_check_whose_queue_ran_empty_is_the_streams_shortfall_not
     from plt_bench.link.verify import starved
     t = traces.generate("gen:onoff:24mbit:500ms:500ms", "--trace-down")
     rate = TraceRate(t.name, t.sha256, t.mean_bps)
-    short = lambda: check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0, share=0.9), 10**12, 25.0)[0]  # noqa: E731
+    KNOWN = traces.by_hash([t])  # noqa: N806
+    short = lambda: check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0, share=0.9), 10**12, 25.0,  # noqa: E731
+                                known=KNOWN)[0]
     c = starved(short(), 400, 8000)  # 5% of the opportunities found the queue empty
     assert c["ok"] is False and c["starved"] and "empty at 400 of 8000 opportunities" in c["tolerance"]
     assert "starved" not in starved(short(), 40, 8000)  # 0.5%: the link's own shortfall
-    ok = check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0), 10**12, 25.0)[0]
+    ok = check_trace("downlink", rate, _receiver(t, 10**12, 25.0, 4.0), 10**12, 25.0, known=KNOWN)[0]
     assert "starved" not in starved(ok, 400, 8000) and ok["idle_opportunities"] == [400, 8000]  # passed: judged
 
 
 def test_probes_through_a_trace_are_judged_by_their_least_rtt():
-    (c,) = make_grid("h3", "unshaped", "5KB", 1, rtt="50ms", trace_down="gen:onoff:24mbit:500ms:500ms").conditions
-    checks = {x["name"]: x for x in check_ping(c, 100, [50.6] * 50 + [300.0] * 50)}
+    g = make_grid("h3", "unshaped", "5KB", 1, rtt="50ms", trace_down="gen:onoff:24mbit:500ms:500ms")
+    (c,), known = g.conditions, traces.by_hash(g.traces)  # the grid carries the traces it read
+    checks = {x["name"]: x for x in check_ping(c, 100, [50.6] * 50 + [300.0] * 50, known=known)}
     assert checks["rtt min"]["ok"] and checks["rtt mean"]["ok"] is None
-    checks = {x["name"]: x for x in check_ping(c, 100, [45.0] * 100)}  # faster than the delay: not the link asked for
+    checks = {x["name"]: x for x in check_ping(c, 100, [45.0] * 100, known=known)}  # faster than the delay
     assert checks["rtt min"]["ok"] is False
     assert dataclasses.replace(c, trace_down_sha256=None, trace_up_sha256=None).traced is False
 
@@ -224,17 +230,18 @@ def test_the_trace_figure_draws_the_metric_against_each_trace_s_mean(tmp_path):
 
 
 def test_a_campaign_carries_its_traces_to_a_cluster_s_workers():
-    """A cluster's worker is another process: the spec it is sent holds the traces, by hash."""
+    """A cluster's worker is another process: the spec it is sent holds the traces, by hash, and
+    nothing else does (no registry of the process that read them)."""
     import pickle
     spec = campaign.bare({"trace_down": "gen:ramp:1mbit:9mbit:3s", "trace_up": "gen:constant:2mbit", "size": "5KB"})
     assert [t.name for t in spec.traces] == ["ramp-1mbit-9mbit-3s", "constant-2mbit"]
     sent = pickle.loads(pickle.dumps(spec))
-    traces._LOADED.clear()  # a fresh worker
-    with pytest.raises(LookupError, match="was not read in this process"):
-        sent.grid.conditions[0].down.trace()
-    for t in sent.traces:
-        traces.register(t)
-    assert sent.grid.conditions[0].down.trace().ms == spec.traces[0].ms
+    with pytest.raises(LookupError, match="was not given with these conditions"):
+        sent.grid.conditions[0].down.trace({})
+    assert sent.grid.conditions[0].down.trace(traces.by_hash(sent.traces)).ms == spec.traces[0].ms
+    # a campaign carries the traces its conditions name, and none without them
+    over = campaign.bare({"trace_down": "gen:constant:2mbit", "size": "5KB"})
+    assert [t.name for t in over.traces] == ["constant-2mbit"] and not campaign.bare({"size": "5KB"}).traces
 
 
 def test_a_trace_has_its_own_heatmap_column_beside_a_constant_rate_of_its_mean():

@@ -31,6 +31,7 @@ class Link:
     jitter_legs = 2           # how many times a round trip draws the jitter (verify's expected RTT spread)
     ping_user_latency = False  # ping -U: the kernel's receive timestamp precedes a delay on the receiver's ingress
     supports_no_reorder = False
+    traces: dict = {}         # the traces its conditions may follow, by hash (traces.by_hash): the testbed's
 
     def open(self) -> None:
         """Prepare what outlives one set of conditions (nothing, for most backends)."""

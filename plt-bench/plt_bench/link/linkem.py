@@ -129,7 +129,7 @@ class LinkemLink(Link):
         for d in self.dirs(cond):
             if d.trace is not None:
                 try:
-                    t = d.trace.trace()
+                    t = d.trace.trace(self.traces)
                 except LookupError as e:
                     raise LinkError(str(e)) from None
                 trace_file(self.stats_path.parent, d).write_text(traces.render(list(t.ms)))
@@ -205,7 +205,7 @@ class LinkemLink(Link):
                 if tr.get("path"):
                     raise LinkError(f"linkem's {x.name} direction follows a trace ({tr['path']}) the conditions do not have")
                 continue
-            t = x.trace.trace()
+            t = x.trace.trace(self.traces)
             want_t = (str(trace_file(self.stats_path.parent, x)), t.period_ms, t.opportunities,
                       cond.queue_for(x.trace.mean_bps))
             got_t = (tr.get("path"), tr.get("period_ms"), tr.get("opportunities_per_period"), tr.get("limit"))

@@ -127,10 +127,12 @@ class LateTimers:
                                    timer_late_sd_ms=round(max(timing.timer_late_sd_ms, statistics.stdev(self.late_ms)), 4))
 
 
-def check_ping(cond: Conditions, sent: int, rtts: list[float], legs: int = 2, timing: Timing = Timing()) -> list[dict]:
+def check_ping(cond: Conditions, sent: int, rtts: list[float], legs: int = 2, timing: Timing = Timing(),
+               known: dict | None = None) -> list[dict]:
     """legs: how many delay stages a round trip passes, each drawing the jitter and firing a timer (2
     in the router; 1 when all of it is on the downlink). timing: this machine's own (Timing): the
-    path's RTT adds to the link's, and each delay stage may fire up to timer_late_ms late."""
+    path's RTT adds to the link's, and each delay stage may fire up to timer_late_ms late. known: the
+    traces a traced direction follows (by hash: traces.by_hash)."""
     path_mean, path_sd = timing.path_rtt_ms, timing.path_rtt_sd_ms
     delayed = bool(cond.rtt_ms or cond.jitter_ms)
     late, late_sd = (legs * timing.timer_late_ms, math.sqrt(legs) * timing.timer_late_sd_ms) if delayed else (0.0, 0.0)
@@ -150,7 +152,7 @@ def check_ping(cond: Conditions, sent: int, rtts: list[float], legs: int = 2, ti
     if cond.traced:
         # a probe waits for its direction's next opportunity: the mean and spread are the trace's, not
         # judged; the least RTT, a probe that found an opportunity at once each way, is the delay's
-        waits = sum(_least_gap_ms(r) for r in (cond.down, cond.up) if isinstance(r, TraceRate))
+        waits = sum(_least_gap_ms(r, known or {}) for r in (cond.down, cond.up) if isinstance(r, TraceRate))
         lo, hi = exp_mean - 0.5 - 2 * jitter_sd_ms(cond) * 3, exp_mean + late + 0.5 + waits
         checks.append(_check("rtt min", round(min(rtts), 3), round(exp_mean, 3), lo <= min(rtts) <= hi,
                              f"{lo:.3f} to {hi:.3f} (the trace's least wait between opportunities, {waits:.3f} ms, "
@@ -185,10 +187,10 @@ def check_ping(cond: Conditions, sent: int, rtts: list[float], legs: int = 2, ti
     return checks
 
 
-def _least_gap_ms(rate: TraceRate) -> float:
+def _least_gap_ms(rate: TraceRate, known: dict) -> float:
     """A direction's wait for an opportunity when the trace is at its densest: its least gap between
     two distinct opportunity times (at least 1 ms: timestamps are whole milliseconds)."""
-    ms = sorted(set(rate.trace().ms))
+    ms = sorted(set(rate.trace(known).ms))
     return float(max(1, min((b - a for a, b in zip(ms, ms[1:])), default=1)))
 
 
@@ -327,7 +329,8 @@ def _bytes_at(samples: list[tuple[int, int]], t: int) -> float:
 
 
 def check_trace(direction: str, rate: TraceRate, samples: list[tuple[int, int]], epoch_ns: int, delay_ms: float,
-                jitter_ms: float = 0.0, window_ms: int = TRACE_WINDOW_MS) -> tuple[dict, list[dict]]:
+                jitter_ms: float = 0.0, window_ms: int = TRACE_WINDOW_MS, known: dict | None = None
+                ) -> tuple[dict, list[dict]]:
     """Delivered bytes per window against the trace's offer. The trace started over at epoch_ns (a
     mark, with the queue already full); an opportunity's bytes reach the receiver delay_ms later.
     Returns (the check, the windows: offered and delivered bytes)."""
@@ -341,7 +344,7 @@ def check_trace(direction: str, rate: TraceRate, samples: list[tuple[int, int]],
     count = int((samples[-1][0] - start) // (window_ms * 10**6))
     if count < 5:
         return _check(name, None, 1.0, False, f"only {count} whole windows measured"), []
-    offered = rate.trace().window_bytes(window_ms, 0, count)
+    offered = rate.trace(known or {}).window_bytes(window_ms, 0, count)
     edges = [_bytes_at(samples, start + k * window_ms * 10**6) for k in range(count + 1)]
     got = [edges[k + 1] - edges[k] for k in range(count)]
     total_off, total_got = sum(offered), sum(got)
@@ -363,7 +366,7 @@ def measure_trace(plan, cond: Conditions, direction: str, rate: TraceRate, link,
     with its queue full); sample the receiver's interface, and judge the windows (check_trace)."""
     down = direction == "downlink"
     recv_ns, recv_if = (plan.client_ns, plan.client_if) if down else (plan.server_ns, plan.server_if)
-    trace = rate.trace()
+    trace = rate.trace(link.traces)
     send_bps = max(10**6, int(trace.peak_bps(TRACE_WINDOW_MS) * 1.25))
     fill_s = max(0.5, 3 * cond.rtt_ms / 1000)
     with Iperf(plan.server_ns, plan.server_ip, port=TRACE_IPERF_PORT):  # its own: a stopped test leaves none busy
@@ -374,7 +377,8 @@ def measure_trace(plan, cond: Conditions, direction: str, rate: TraceRate, link,
     if not epoch:
         return {"check": _check(f"{direction} trace {rate.name}", None, 1.0, False,
                                 "the emulator did not report the trace's start (no mark)"), "windows": []}
-    check, windows = check_trace(direction, rate, parse_samples(out), epoch, cond.delay_ms, cond.jitter_ms)
+    check, windows = check_trace(direction, rate, parse_samples(out), epoch, cond.delay_ms, cond.jitter_ms,
+                                 known=link.traces)
     check["tolerance"] += f"; sent at {send_bps / 1e6:.3g} Mbit/s"
     e = ((ended.get("dirs") or {}).get(name) or {}).get("trace") or {}
     if e.get("epoch_ns") == epoch:  # the same start: its counts are the measured span's
@@ -519,7 +523,7 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
         ping = cmd.run(["ping", "-n", *(["-U"] if user_latency else []), "-c", str(probes), "-i", f"{interval_s:g}",
                         "-W", "2", plan.server_ip], ns=plan.client_ns, check=False, timeout=probes * interval_s + 60)
     sent, rtts = parse_ping(ping.stdout)
-    checks += check_ping(cond, sent, rtts, legs, timers.worse(timing))
+    checks += check_ping(cond, sent, rtts, legs, timers.worse(timing), link.traces if link is not None else {})
     rate_down, rate_up = cond.rate_down_bps, cond.rate_up_bps
     traced = {"downlink": cond.down, "uplink": cond.up}
     windows = {}
