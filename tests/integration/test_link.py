@@ -233,7 +233,12 @@ def test_verify_passes_a_true_link_and_catches_a_false_claim(bed):
     for rate in rates:
         cond = Conditions(rate, rate, rtt_ms=50)
         bed.set_conditions(cond)
-        good = verify.verify(bed.plan, cond, probes=200, tcp_seconds=2, **bed.verify_args())
+        for _ in range(2):  # a check other than the rates failed once is measured again: inside the netem VM
+            # beside a campaign, 2026-11-26, the RTT's mean left its bound once at 20 Mbit/s (late timers)
+            good = verify.verify(bed.plan, cond, probes=200, tcp_seconds=2, **bed.verify_args())
+            if good["ok"] or all(name.endswith(("rate (TCP goodput / rate x 1448/1514)", "downlink loss (UDP)"))
+                                 for name in good["failed"]):
+                break
         if good["ok"]:
             break
         rate_checks = {c["name"]: c["measured"] for c in good["checks"] if c["name"].endswith("rate (TCP goodput / "

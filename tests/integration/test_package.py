@@ -57,8 +57,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_from_any_folder(tmp_path)
     assert listed == {p.stem for p in (PKG / "presets").glob("*.toml")}, c.stdout
     assert str(env_dir) in c.stdout.splitlines()[0]  # the presets are the installed package's own
     # the installed package finds its data: a preset, the Caddyfile template, the pytest plugin
-    probe = ("from plt_bench import campaign, server, cmd; print(campaign.load('quick').trial_count, "
-             "server.TEMPLATE.is_file(), cmd.IN_CHECKOUT, cmd.PROJECT_ROOT)")
+    probe = ("from plt_bench import campaign, cmd; from plt_bench.servers import caddy; "
+             "print(campaign.load('quick').trial_count, caddy.TEMPLATE.is_file(), cmd.IN_CHECKOUT, cmd.PROJECT_ROOT)")
     p = subprocess.run([str(env_dir / "bin" / "python"), "-c", probe], capture_output=True, text=True,
                        cwd=elsewhere, env=env, timeout=120)
     assert p.stdout.split() == ["30", "True", "False", str(tmp_path / "home")], p.stdout + p.stderr
