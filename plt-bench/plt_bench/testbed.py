@@ -20,9 +20,8 @@ from .browsers import drivers
 from .capture import FILENAMES, Settings
 from .conditions import Conditions
 from .metadata import machine, utc_now
-from .pages import ARCHIVED, Sites, origins_in_name, url_path
-from . import servers
-from .pages import HOST
+from . import servers, traces as traces_mod
+from .pages import ARCHIVED, HOST, Sites, origins_in_name, url_path
 from .topology import Topology, pids_in
 
 
@@ -42,7 +41,7 @@ class Testbed:
         """conditions: every one it will be set to (the link is chosen for them all); traces: the
         traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link."""
         self.sites = Sites(sites_dir)
-        self.traces = {t.sha256: t for t in traces}  # by hash, as conditions name them (TraceRate.trace)
+        self.traces = traces_mod.by_hash(traces)  # as conditions name them (TraceRate.trace)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
         # (host, folder, protocol): folders served as they are, to record from (plt-bench record), each host over
         # every protocol ('') or the one given alone (record --serve HOST@h1=DIR)
@@ -189,7 +188,7 @@ class Testbed:
         """Apply conditions and read them back; raises LinkError if the kernel disagrees. A browser
         started early for the next load is ended first: nothing idles in the client while the link
         changes and is verified. traces: traces they follow beyond those the testbed was given."""
-        self.traces.update({t.sha256: t for t in traces})  # the link's own (the same mapping)
+        self.traces.update(traces_mod.by_hash(traces))  # the link's own (the same mapping)
         self.discard_prepared()
         result = self.link.apply(cond)
         self.conditions = cond
