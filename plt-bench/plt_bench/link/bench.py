@@ -124,8 +124,9 @@ def run(bed, out=print, probes: int = 1000) -> dict:
     out(f"  1 Gbit/s with RTT 50 ms, TCP download: goodput / (rate x 1448/1514) = {r['ratio']:.4f} [>= 0.95]{share}")
     if bed.link.backend == "linkem":  # a rate that follows a trace is linkem's own: its cost and accuracy
         for mbit in (12, 100):
-            (c,) = make_grid("h3", "unshaped", "5KB", 1, rtt="50ms", trace_down=f"gen:constant:{mbit}mbit").conditions
-            bed.set_conditions(c)
+            grid = make_grid("h3", "unshaped", "5KB", 1, rtt="50ms", trace_down=f"gen:constant:{mbit}mbit")
+            (c,) = grid.conditions
+            bed.set_conditions(c, traces=grid.traces)
             r = _tcp(bed, c, seconds=6)
             fig[f"trace_{mbit}mbit_ratio"], fig[f"cpu_trace_{mbit}mbit_emulator"] = r["ratio"], r["emulator_core_share"]
             out(f"  a constant trace of {mbit} Mbit/s (linkem's own rate) with RTT 50 ms, TCP download: goodput / "
