@@ -4,8 +4,9 @@ chromedriver + Chromium, or geckodriver + Firefox) with a fresh profile, loads o
 Navigation Timing entry, and quits.
 
 Request: {"url", "browser": chromium | firefox (chromium when absent), "args": [...], "prefs": {...}, "timeout_s", "profile_dir", "cpu_interval_s", "cpu_series",
-          "visit": a repeat visit's {"cache": "cleared" | "kept", "settle_s", "netlog": its net-log's path,
-                   "keep_netlog": the net-log is the trial's capture}, or absent,
+          "visit": a repeat visit's {"cache": "cleared" | "kept", "settle_s", "netlog": the path of the
+                   browser's own log (Chromium's net-log, Firefox's HTTP log), "keep_netlog": that log is
+                   the trial's capture}, or absent,
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
           "settle_s": seconds the browser stays up once its figures are read (a QUIC bulk download's
                       abort reaching the server: bulk.settle_s), or 0,
@@ -21,8 +22,8 @@ Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-
           "workload": what window.pltBench resolved to (a bulk page's byte counts), when await_s is given,
           "paint": the page's paint metrics (PAINT_JS: fcp_ms, lcp {start_ms, element, url, ...}) after a load,
           "first_visit": a repeat visit's first load ({"nav", "load_s", "boundary_unix"}, or {"error"}),
-          "visit_evidence": its repeat's connections from the net-log ({"quic_zero_rtt": [state, ...],
-                            "tcp_tls_resumed": [bool, ...], "netlog_bytes"} or with "error"),
+          "visit_evidence": its repeat's connections from the browser's log (Browser.visit_evidence:
+                            {"quic_zero_rtt": [state, ...], "tcp_tls_resumed": [bool, ...], ...} or with "error"),
           "nav_t0": monotonic s when the navigation began,
           "cpu": {"roles": {role: {"user_s", "system_s", "processes"}} from the navigation on,
                   "launch": the same for the browser's start-up, "sampler": {interval, samples, own cost}},
@@ -281,7 +282,7 @@ def one_trial(req: dict) -> dict:
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
         _unlink_driver_log(req["profile_dir"])
         if req.get("visit") and out.get("first_visit") and not out["first_visit"].get("error"):
-            out["visit_evidence"] = _visit_evidence(req["visit"], out["first_visit"]["boundary_unix"])
+            out["visit_evidence"] = _visit_evidence(req, out["first_visit"]["boundary_unix"])
         elif req.get("visit") and not req["visit"].get("keep_netlog"):
             _unlink(req["visit"].get("netlog"))
     return out
@@ -301,10 +302,12 @@ FIRST_NAV_JS = "const e = performance.getEntriesByType('navigation')[0]; return 
 
 def _first_visit(driver, req: dict) -> dict:
     """Load the page once in this browser, wait for its last requests (its favicon) to end, close
-    its connections (chrome.benchmarking, --enable-net-benchmarking) and clear its HTTP cache where
-    asked, then leave it for about:blank: the next navigation is a repeat visit. boundary_unix:
-    the wall-clock moment after which the server's log and the net-log belong to the repeat."""
+    its connections and clear its HTTP cache where asked (each browser its own way:
+    Browser.end_first_visit), then leave it for about:blank: the next navigation is a repeat visit.
+    boundary_unix: the wall-clock moment after which the server's log and the browser's belong to
+    the repeat."""
     from selenium.common.exceptions import TimeoutException, WebDriverException
+    from plt_bench import browsers
     visit = req["visit"]
     driver.set_page_load_timeout(req["timeout_s"])
     t0 = time.monotonic()
@@ -313,8 +316,12 @@ def _first_visit(driver, req: dict) -> dict:
         nav = driver.execute_script(FIRST_NAV_JS)
         load_s = time.monotonic() - t0
         time.sleep(visit.get("settle_s", 0.5))
-        driver.execute_script("chrome.benchmarking.closeConnections();"
-                              + ("chrome.benchmarking.clearCache();" if visit.get("cache") == "cleared" else ""))
+        browsers.get(req.get("browser", browsers.DEFAULT)).end_first_visit(driver, visit.get("cache") == "cleared")
+        # as long again: a closed QUIC connection drains for three PTOs (RFC 9000 10.2), and Firefox
+        # opens no new connection to its origin until it is gone (measured at 100 ms RTT: the repeat's
+        # page waited 306 ms for it, its TTFB 417 ms where 0-RTT gives one RTT). A visitor coming back
+        # finds no connection draining
+        time.sleep(visit.get("settle_s", 0.5))
         driver.get("about:blank")
     except TimeoutException:
         return {"error": f"timeout: the page did not load within {req['timeout_s']:g}s"}
@@ -324,42 +331,23 @@ def _first_visit(driver, req: dict) -> dict:
     return {"nav": nav, "load_s": load_s, "boundary_unix": time.time()}
 
 
-def _read_netlog(path: str) -> dict:
-    """Chromium's net-log (JSON); one cut short (a browser killed) is closed as its viewer does."""
-    with open(path) as f:
-        text = f.read()
-    try:
-        return json.loads(text)
-    except ValueError:
-        return json.loads(text.rstrip().rstrip(",") + "]}")
-
-
-def _visit_evidence(visit: dict, boundary_unix: float) -> dict:
-    """What the repeat visit's connections did, from the net-log, after the boundary: each QUIC
-    session's 0-RTT state (QUIC_SESSION_ZERO_RTT_STATE: AttemptedAndSucceeded, AttemptedAndRejected,
-    NotAttempted) and each TLS-over-TCP handshake's resumption (SSL_CONNECT's is_resumed). The
-    net-log is then removed unless it is the trial's capture."""
+def _visit_evidence(req: dict, boundary_unix: float) -> dict:
+    """What the repeat visit's connections did, from the browser's own log after the boundary
+    (Browser.visit_evidence: 0-RTT per QUIC session, resumption per TLS-over-TCP handshake). The log
+    is then removed unless it is the trial's capture."""
+    from plt_bench import browsers
+    visit = req["visit"]
     path = visit.get("netlog")
-    ev: dict = {"quic_zero_rtt": [], "tcp_tls_resumed": []}
+    b = browsers.get(req.get("browser", browsers.DEFAULT))
     try:
-        ev["netlog_bytes"] = os.path.getsize(path)
-        log = _read_netlog(path)
-        types = {v: k for k, v in log["constants"]["logEventTypes"].items()}
-        offset_ms = int(log["constants"]["timeTickOffset"])
-        for e in log["events"]:
-            if int(e["time"]) + offset_ms < boundary_unix * 1000:
-                continue
-            kind, params = types.get(e["type"]), e.get("params") or {}
-            if kind == "QUIC_SESSION_ZERO_RTT_STATE":
-                ev["quic_zero_rtt"].append(params.get("state"))
-            elif kind == "SSL_CONNECT" and e.get("phase") == 2 and "is_resumed" in params:
-                ev["tcp_tls_resumed"].append(bool(params["is_resumed"]))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        ev["error"] = f"the net-log could not be read: {type(e).__name__}: {e}"[:300]
+        return b.visit_evidence(path, boundary_unix)
+    except (OSError, ValueError) as e:
+        return {"quic_zero_rtt": [], "tcp_tls_resumed": [],
+                "error": f"the browser's log could not be read: {type(e).__name__}: {e}"[:300]}
     finally:
         if not visit.get("keep_netlog"):
-            _unlink(path)
-    return ev
+            for f in b.own_log_files(path):
+                _unlink(f)
 
 
 class Screencast:

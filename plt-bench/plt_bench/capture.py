@@ -3,10 +3,11 @@
 Kinds (`--capture KINDS`, `capture = [...]` in a campaign):
   cpu     the CPU time series per role (the sampler's readings, kept in the store)
   pcap    tcpdump in the client namespace, on its link to the router: every packet of the trial
-  keylog  Chromium's TLS key log (SSLKEYLOGFILE format; TLS over TCP and QUIC), which lets
+  keylog  the browser's TLS key log (SSLKEYLOGFILE format; TLS over TCP and QUIC), which lets
           Wireshark and tshark decrypt the pcap
   qlog    Caddy's qlog (quic-go, QLOGDIR) of the trial's QUIC connection
-  netlog  Chromium's net-log (chrome://net-export format)
+  netlog  the browser's own network log: Chromium's net-log (chrome://net-export format), Firefox's
+          HTTP log (MOZ_LOG, text: netlog.moz_log and each content process's netlog.child-N.moz_log)
   har     a HAR 1.2 file of the trial from Chromium's DevTools Network events (plt_bench.har):
           every request's timings, protocol, connection and sizes, for any HAR viewer's waterfall
   visual  the load's visual progress from a screencast of its frames (plt_bench.visual): first
@@ -255,8 +256,10 @@ class TrialCapture:
             for name in sorted(new):
                 os.rename(self.qlog_spool / name, self.folder / name)
                 out.append(Artifact("qlog", self.folder / name, (self.folder / name).stat().st_size))
-        for kind in ("pcap", "keylog", "netlog", "har"):
-            p = self.folder / FILENAMES[kind]
+        from .browsers import BROWSERS
+        own_logs = sorted({f for b in BROWSERS.values() for f in b.own_log_files(self.folder / b.netlog_file)})
+        for kind, p in [(k, self.folder / FILENAMES[k]) for k in ("pcap", "keylog", "har")] + \
+                [("netlog", Path(f)) for f in own_logs]:
             if kind in self.kinds and p.exists():
                 note = None
                 if kind == "pcap" and self.pcap_stats:

@@ -100,7 +100,7 @@ def _table() -> dict[str, Option]:
                           "first free)", metavar="N", group="link"),
         Option("capture", "capture run: 'all', or a comma-separated list of cpu (CPU time series per role), pcap "
                           "(tcpdump in the client namespace), keylog (TLS keys: Wireshark decrypts TCP and QUIC), qlog "
-                          "(Caddy's, QUIC trials), netlog (Chromium's), har (HAR 1.2 of every request); files go to "
+                          "(Caddy's, QUIC trials), netlog (the browser's own: Chromium's net-log, Firefox's HTTP log), har (HAR 1.2 of every request); files go to "
                           "<results folder>/captures/",
                metavar="KINDS", pytest_flag="--captures", group="capture"),
         Option("cpu_interval", "CPU sampling interval during every trial", group="capture"),

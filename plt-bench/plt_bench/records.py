@@ -62,7 +62,7 @@ class WorkerAnswer(TypedDict, total=False):
     workload: BulkFigures       # what the page's script measured after the load, when awaited
     paint: PaintFigures         # the page's paint metrics, read after a load (browser_worker.PAINT_JS)
     first_visit: dict           # a repeat visit's first load: {"nav", "load_s", "boundary_unix"} or {"error"}
-    visit_evidence: dict        # the repeat's connections from the net-log: {"quic_zero_rtt": [...], "tcp_tls_resumed": [...]}
+    visit_evidence: dict        # the repeat's connections from the browser's log: {"quic_zero_rtt": [...], ...}
     cpu: CpuFigures | None      # the browser's roles (and its sampler)
     cpu_series: list[dict]      # [{"t_s", "role", "user_s", "system_s"}] when asked for
     strays_killed: int          # how many processes of the trial were killed at its end (the browser, unless quit)
@@ -219,14 +219,14 @@ class Trial:
     resumed_connections: int | None = doc("connections of the (measured) load that resumed a TLS session, as Caddy's "
                                           "log says (request.tls.resumed), beside `connections`; NULL where its log "
                                           "says nothing", None)
-    zero_rtt: str | None = doc("a repeat visit's QUIC 0-RTT, from Chromium's net-log: succeeded | rejected | not "
-                               "attempted (every QUIC session; mixed: 'succeeded 3, not attempted 1'); NULL for a "
-                               "first visit and where no QUIC session opened (h1, h2: Chromium offers no TLS "
-                               "early data over TCP)", None)
+    zero_rtt: str | None = doc("a repeat visit's QUIC 0-RTT, from the browser's own log (Chromium's net-log, "
+                               "Firefox's HTTP log): succeeded | rejected | not attempted (every QUIC session; mixed: "
+                               "'succeeded 3, not attempted 1'); NULL for a first visit and where no QUIC session "
+                               "opened (h1, h2: Caddy's TLS, Go's, takes no early data over TCP)", None)
     cached_objects: int | None = doc("a repeat-warm visit's objects served from the browser's cache (no request), "
                                      "or NULL", None)
-    visit_json: str | None = doc("a repeat visit's evidence (JSON): the net-log's 0-RTT states and TLS resumptions "
-                                 "after the first load, the first load's own figures", None)
+    visit_json: str | None = doc("a repeat visit's evidence (JSON): the browser's log's 0-RTT states (and Chromium's "
+                                 "TLS resumptions) after the first load, the first load's own figures", None)
     resources_json: str | None = doc("the objects' PerformanceResourceTiming entries (JSON), or NULL", None)
     link_json: str | None = doc("the link emulator's counters during this trial (linkem; JSON), or NULL", None)
     bulk_ms: int = doc("a bulk page's download time; 0 for other pages", 0)

@@ -252,20 +252,18 @@ class Testbed:
     def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None, visit: str = "first",
                  browser: str | None = None) -> dict:
         """The worker's request for one load (its timeout and await_s filled in by load). A repeat
-        visit (pages.VISITS) loads the page first in the same browser, which keeps a net-log (the
+        visit (pages.VISITS) loads the page first in the same browser, which keeps its own log (the
         capture's, if the trial captures one) for the repeat's evidence of resumption and 0-RTT.
         What the browser cannot do yet (browsers.base.Browser.features) is refused by name."""
         from .errors import UsageError
         profile = self.plan.run_dir / "profiles" / tag
         repeat = visit != "first"
-        netlog = (capture_dir / FILENAMES["netlog"] if capture_dir is not None and "netlog" in self.capture.kinds
-                  else Path(f"{profile}.visit-netlog.json"))
-        extra = ("--enable-net-benchmarking",) if repeat else ()
-        if repeat and netlog.name != FILENAMES["netlog"]:
-            extra += (f"--log-net-log={netlog}", "--net-log-capture-mode=Default")
         b = browsers.get(browser or self.browser_name)
         if b.name not in self.browser_names:  # what the campaign's metadata says ran is all that runs
             raise ValueError(f"a {b.label} load on a testbed of {', '.join(self.browser_names)}")
+        captured = capture_dir is not None and "netlog" in self.capture.kinds  # the browser's own log, kept
+        netlog = capture_dir / b.netlog_file if captured else Path(f"{profile}.visit-{b.netlog_file}")
+        visiting = b.repeat_launch(str(netlog), captured) if repeat else {}
         origins = self.origins_for(page, proto)
         if "origins" not in b.features and not (page.startswith(ARCHIVED) or "://" in page):
             origins = origins[:origins_in_name(page)]  # a generated page's own (Chromium maps every origin)
@@ -276,9 +274,10 @@ class Testbed:
             raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
                              f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")
         launch = b.launch(proto, origins, self.server.cert.spki_sha256_b64, str(profile), spoke=self.spoke(),
-                          extra=extra)
+                          extra=tuple(visiting.get("args", ())))
         args = launch["args"] + (b.capture_args(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else [])
-        env = b.capture_env(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else {}
+        env = {**visiting.get("env", {}),
+               **(b.capture_env(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else {})}
         req = {"url": self.url(page, tag), "profile_dir": str(profile), **launch,
                "args": args, **({"env": env} if env else {}), "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "visual": "visual" in self.capture.kinds}
@@ -290,7 +289,7 @@ class Testbed:
         if repeat:
             rtt_s = (self.conditions.rtt_ms if self.conditions else 0.0) / 1000.0
             req["visit"] = {"cache": "kept" if visit == "repeat-warm" else "cleared", "settle_s": 0.5 + 3 * rtt_s,
-                            "netlog": str(netlog), "keep_netlog": netlog.name == FILENAMES["netlog"]}
+                            "netlog": str(netlog), "keep_netlog": captured}
         return req
 
     def prepare(self, proto: str, page: str, visit: str = "first", browser: str | None = None) -> None:

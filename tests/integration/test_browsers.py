@@ -73,9 +73,35 @@ def test_firefox_resolves_each_origin_of_a_page_to_its_own_address(firefox_bed, 
     assert {r["nextHopProtocol"] for r in t.resources} == {"h3"}
 
 
+@pytest.mark.parametrize("visit", ["repeat", "repeat-warm"])
+def test_a_firefox_repeat_visit_resumes_every_origin_in_0rtt_and_leaves_its_log_nowhere(firefox_bed, store,
+                                                                                       campaign, visit):
+    """Firefox's repeat visit (browsers.firefox: end_first_visit through Marionette's chrome context, its
+    HTTP log read for 0-RTT): over h3 on a page of four origins, every origin's new connection resumes
+    TLS (Caddy's log) and sends its first requests in 0-RTT, accepted (Firefox's log); a warm repeat
+    revalidates the page alone and takes the images from its HTTP cache, each with its Resource Timing
+    entry. The log is gone after."""
+    page = Page(5000, 8, origins=4, visit=visit)
+    firefox_bed.sites.ensure([page])
+    t, reasons = until_ok(lambda i: run_cell_once(firefox_bed, store, campaign, 0, i, Cell("h3", page, COND,
+                                                                                           browser="firefox")))
+    if machine_refused(t, reasons):
+        return
+    assert t.status == "ok" and t.visit == visit, reasons
+    asked = 1 if visit == "repeat-warm" else 4  # a warm repeat asks the page's own origin alone (a 304)
+    assert t.connections == asked and t.resumed_connections == asked, (t.connections, t.resumed_connections)
+    evidence = json.loads(t.visit_json)["evidence"]
+    assert t.zero_rtt == "succeeded", evidence
+    assert sorted(s["origin"] for s in evidence["http3_sessions"]) == sorted(h for h, _ in firefox_bed.plan.origins[:asked])
+    assert t.first_plt_ms and t.plt_ms < t.first_plt_ms, (t.plt_ms, t.first_plt_ms)  # no handshake round trip
+    # 0-RTT: the page's first byte one round trip after its request, where a fresh QUIC handshake takes
+    # two (nor a wait for the first visit's connection to drain: browser_worker._first_visit)
+    assert t.ttfb_ms < 2 * COND.rtt_ms, t.ttfb_ms
+    assert t.cached_objects == (8 if visit == "repeat-warm" else None)
+    assert not list((firefox_bed.plan.run_dir / "profiles").glob("*moz_log")), "the repeat's log was left behind"
+
+
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
-    with pytest.raises(UsageError, match="--browser firefox: not supported yet with repeat"):
-        firefox_bed.load("h3", Page(5000, visit="repeat").html_name, 30.0, visit="repeat")
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with recordings"):
         firefox_bed.load("h3", "https://plt.test/index.html", 30.0)  # a served folder's page (record, bench-replay)
     with pytest.raises(ValueError, match="a Chromium load on a testbed of firefox"):
@@ -118,15 +144,16 @@ def test_two_browsers_interleave_in_one_campaign_and_the_report_compares_within_
     assert along.returncode == 0 and "chromium vs firefox (h3)" in along.stdout, along.stdout + along.stderr
 
 
-def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts(tmp_path):
-    """capture pcap,keylog in Firefox: NSS writes its TLS secrets (SSLKEYLOGFILE, which the worker sets
-    for Firefox through geckodriver), and tshark decrypts the trial's QUIC to HTTP/3 with them alone:
-    the request's and the response's HEADERS, nothing above QUIC without the key log."""
+def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts_and_its_own_log(tmp_path):
+    """capture pcap,keylog,netlog in Firefox: NSS writes its TLS secrets (SSLKEYLOGFILE, which the worker
+    sets for Firefox through geckodriver), and tshark decrypts the trial's QUIC to HTTP/3 with them alone:
+    the request's and the response's HEADERS, nothing above QUIC without the key log. Firefox's own
+    HTTP log (netlog: MOZ_LOG, the parent's and each content process's file) is kept and referenced."""
     from plt_bench.capture import Settings
     from plt_bench.store import Store
     from .test_capture import tshark
     with Store(tmp_path / "c.sqlite") as store, \
-            Testbed(PROJECT_ROOT / "sites", capture=Settings(("pcap", "keylog"), tmp_path / "captures"),
+            Testbed(PROJECT_ROOT / "sites", capture=Settings(("pcap", "keylog", "netlog"), tmp_path / "captures"),
                     browser_names=("firefox",)) as bed:
         bed.sites.ensure([Page(500_000)])
         bed.set_conditions(COND)
@@ -136,8 +163,15 @@ def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts(tmp_path):
         if machine_refused(t, reasons):
             return
         assert t.status == "ok", reasons
-        arts = {a["kind"]: a for a in store.artifacts(t.trial_id)}
-    assert set(arts) == {"pcap", "keylog"}, arts
+        listed = store.artifacts(t.trial_id)
+        arts = {a["kind"]: a for a in listed}
+    assert set(arts) == {"pcap", "keylog", "netlog"}, arts
+    logs = sorted(Path(a["path"]).name for a in listed if a["kind"] == "netlog")
+    assert logs[-1] == "netlog.moz_log" and all(n.startswith("netlog.child-") for n in logs[:-1]), logs
+    folder = Path(arts["pcap"]["path"]).parent
+    assert {p.name for p in folder.iterdir()} == {Path(a["path"]).name for a in listed}  # nothing unreferenced
+    parent = (folder / "netlog.moz_log").read_text(errors="replace")
+    assert "Http3Session::Init origin=plt.test" in parent  # the network stack's own lines, in the parent's file
     pcap, keys = arts["pcap"]["path"], arts["keylog"]["path"]
     assert any("QUIC" in line or "TRAFFIC_SECRET" in line for line in Path(keys).read_text().splitlines())
     assert tshark(pcap, None, "quic") and tshark(pcap, None, "http3") == []

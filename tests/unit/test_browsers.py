@@ -27,6 +27,7 @@ def test_firefox_is_forced_to_each_protocol_by_its_prefs(proto, h3, h2):
     if h3:  # every origin's first request goes over h3: no Alt-Svc to learn, no race with TCP
         assert p["network.http.http3.alt-svc-mapping-for-testing"] == "plt.test;h3=:443"
         assert p["network.http.http3.force-use-alt-svc-mapping-for-testing"] is True
+        assert p["network.http.http3.backup_timer_delay"] >= 3_600_000  # no TCP connection races QUIC
     else:
         assert not any("alt-svc-mapping" in k for k in p)
 
@@ -59,10 +60,74 @@ def test_firefox_writes_its_key_log_through_nss_and_chromium_through_its_flag():
 
 
 def test_what_a_browser_cannot_do_yet_is_named():
-    wanted = {"repeat", "har", "origins", "recordings"}
-    assert firefox.FIREFOX.unsupported(wanted) == ["har", "recordings", "repeat"]
+    wanted = {"repeat", "har", "origins", "recordings", "netlog", "per-origin"}
+    assert firefox.FIREFOX.unsupported(wanted) == ["har", "per-origin", "recordings"]
     assert chromium.CHROMIUM.unsupported(wanted) == []
     assert browsers.asked(False, True, False, ("pcap", "har"), recordings=True) == {"origins", "har", "recordings"}
+
+
+def test_a_repeat_visit_launches_each_browser_with_its_own_log_unless_the_capture_writes_it():
+    """Chromium: chrome.benchmarking and a net-log; Firefox: its HTTP log (MOZ_LOG, nsHttp's debug level,
+    stamped), which it writes to the given name's stem + .moz_log (and each content process's beside it)."""
+    cr = chromium.CHROMIUM.repeat_launch("/p.visit-netlog.json", captured=False)
+    assert cr == {"args": ["--enable-net-benchmarking", "--log-net-log=/p.visit-netlog.json",
+                           "--net-log-capture-mode=Default"]}
+    assert chromium.CHROMIUM.repeat_launch("/c/netlog.json", captured=True) == {"args": ["--enable-net-benchmarking"]}
+    ff = firefox.FIREFOX.repeat_launch("/p.visit-netlog.moz_log", captured=False)
+    assert ff == {"env": {"MOZ_LOG": "timestamp,sync,nsHttp:4", "MOZ_LOG_FILE": "/p.visit-netlog"}}
+    assert firefox.FIREFOX.repeat_launch("/c/netlog.moz_log", captured=True) == {}
+    assert firefox.FIREFOX.netlog_file == "netlog.moz_log" and chromium.CHROMIUM.netlog_file == "netlog.json"
+    from pathlib import Path
+    env = firefox.FIREFOX.capture_env(("netlog", "keylog"), Path("/r/c"), {"keylog": "keys.log"})
+    assert env == {"SSLKEYLOGFILE": "/r/c/keys.log", "MOZ_LOG": "timestamp,sync,nsHttp:4", "MOZ_LOG_FILE": "/r/c/netlog"}
+    with pytest.raises(ValueError, match="must end in .moz_log"):
+        firefox.http_log_env("/r/c/netlog.json")
+
+
+# Lines of Firefox 153's HTTP log as it wrote them for a repeat visit of a page on two origins over h3
+# (abridged: the log has about 2,000 lines for a 5 KB page)
+FIREFOX_LOG = """2026-11-26 11:15:47.847793 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::Init origin=plt.test, alpn=h3, selfAddr=0.0.0.0, peerAddr=198.19.231.2, qpack table size=65536, max blocked streams=20 webtransport=0 [this=7f12d0ec0d00]
+2026-11-26 11:15:47.847901 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::AddStream 7f12d0ec0d00 atrans=7f12d87eea00.
+2026-11-26 11:15:48.730790 UTC - [Parent 26433: Main Thread]: D/nsHttp nsHttpHandler::Observe [topic="net:prune-all-connections"]
+2026-11-26 11:15:49.060376 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::Init origin=plt.test, alpn=h3, selfAddr=0.0.0.0, peerAddr=198.19.231.2, qpack table size=65536, max blocked streams=20 webtransport=0 [this=7f12d1320900]
+2026-11-26 11:15:49.062280 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::AddStream 7f12d1320900 atrans=7f12cfdd0c00.
+2026-11-26 11:15:49.062292 UTC - [Parent 26433: Socket Thread]: D/nsHttp nsHttpTransaction::Do0RTT [aCanSendEarlyData=1]
+2026-11-26 11:15:49.070000 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::Init origin=plt-o1.test, alpn=h3, selfAddr=0.0.0.0, peerAddr=198.19.231.11, qpack table size=65536, max blocked streams=20 webtransport=0 [this=7f12d1320a00]
+2026-11-26 11:15:49.070100 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::AddStream 7f12d1320a00 atrans=7f12cfdd0d00.
+2026-11-26 11:15:49.070200 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::AddStream 7f12d1320a00 atrans=7f12cfdd0e00.
+2026-11-26 11:15:49.105619 UTC - [Parent 26433: Socket Thread]: D/nsHttp nsHttpTransaction::Finish0RTT 7f12cfdd0c00 aRestart=0 aAlpnChanged=0
+2026-11-26 11:15:49.106074 UTC - [Parent 26433: Socket Thread]: E/nsHttp   X-Firefox-Early-Data: accepted
+2026-11-26 11:15:49.110000 UTC - [Parent 26433: Socket Thread]: D/nsHttp nsHttpTransaction::Finish0RTT 7f12cfdd0d00 aRestart=0 aAlpnChanged=0
+2026-11-26 11:15:49.110100 UTC - [Parent 26433: Socket Thread]: D/nsHttp nsHttpTransaction::Finish0RTT 7f12cfdd0e00 aRestart=1 aAlpnChanged=0
+2026-11-26 11:15:49.120000 UTC - [Parent 26433: Socket Thread]: I/nsHttp Http3Session::Init origin=plt-o2.test, alpn=h3, selfAddr=0.0.0.0, peerAddr=198.19.231.12, qpack table size=65536, max blocked streams=20 webtransport=0 [this=7f12d1320b00]
+2026-11-26 11:15:49.130000 UTC - [Parent 26433: Socket Thread]: D/nsHttp nsHttpTransaction::Finish0RTT 7f12ffff0000 aRestart=0 aAlpnChanged=0
+"""
+
+
+def test_firefox_s_http_log_tells_each_http3_session_s_0rtt_after_the_boundary(tmp_path):
+    """Sessions opened after the first visit's end only; a session whose early requests were all
+    accepted succeeded, one with a request sent again was rejected, one with none never attempted.
+    A transaction of no session (TCP's) counts for none."""
+    import datetime
+    log = tmp_path / "netlog.moz_log"
+    log.write_text(FIREFOX_LOG + "a line of another kind\n")
+    boundary = datetime.datetime(2026, 11, 26, 11, 15, 49, tzinfo=datetime.timezone.utc).timestamp()
+    ev = firefox.http_log_evidence(str(log), boundary)
+    assert ev["quic_zero_rtt"] == ["AttemptedAndSucceeded", "AttemptedAndRejected", "NotAttempted"]
+    assert [(s["origin"], s["early_transactions"]) for s in ev["http3_sessions"]] == [
+        ("plt.test", 1), ("plt-o1.test", 2), ("plt-o2.test", 0)]
+    assert ev["http_log_bytes"] == log.stat().st_size
+    assert firefox.http_log_evidence(str(log), 0)["quic_zero_rtt"][0] == "NotAttempted"  # the first visit's own
+    from plt_bench.browser import zero_rtt_summary
+    assert zero_rtt_summary(ev["quic_zero_rtt"]) == "succeeded 1, rejected 1, not attempted 1"
+
+
+def test_firefox_s_own_log_is_every_process_s_file(tmp_path):
+    for name in ("netlog.moz_log", "netlog.child-1.moz_log", "netlog.child-12.moz_log", "other.moz_log"):
+        (tmp_path / name).write_text("")
+    assert [p.rsplit("/", 1)[1] for p in firefox.FIREFOX.own_log_files(tmp_path / "netlog.moz_log")] == [
+        "netlog.moz_log", "netlog.child-1.moz_log", "netlog.child-12.moz_log"]
+    assert chromium.CHROMIUM.own_log_files(tmp_path / "netlog.json") == [str(tmp_path / "netlog.json")]
 
 
 def test_the_client_namespace_resolves_every_origin_of_its_testbed_and_nothing_else():

@@ -387,10 +387,13 @@ def test_a_version_14_store_reports_as_before(tmp_path):
     assert {(t.conditions.trace_down, t.conditions.trace_up, t.trace_phase_ms) for t in trials} == {(None, None, None)}
     assert {t.conditions.label for t in trials} == {"10mbit rtt50ms", "100mbit rtt50ms"}
     # as print() wrote it, but for changes of presentation since (2026-11-26): the LCP element is
-    # written as an element, <img#hero> (a column wider), and a note names the browser, not Chromium;
+    # written as an element, <img#hero> (a column wider), and notes name the browser, not Chromium;
     # every figure is the same
     golden = (data / "store-v14-report.txt").read_text().replace("img#hero", "<img#hero>").replace(
-        "trials where Chromium reported none", "trials where the browser reported none")
+        "trials where Chromium reported none", "trials where the browser reported none").replace(
+        "as Chromium's net-log says (Chromium offers no TLS early data over TCP)",
+        "as the browser's own log says (Chromium's net-log, Firefox's HTTP log; over TCP none is sent: Caddy's TLS "
+        "offers no early data)")
 
     def cells(t: str) -> list[str]:
         return [re.sub(r"-{2,}", "--", re.sub(r" +", " ", line)).rstrip() for line in t.splitlines()]

@@ -247,8 +247,9 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     "the browser that loaded the page a moment before (its connections closed; repeat: its cache "
                     "cleared; repeat-warm: kept, the page revalidated): medians of the load event and the first "
                     "byte; vs first: the change of the median PLT; resumed: connections that resumed TLS, as "
-                    "Caddy's log says; 0-RTT: the QUIC sessions' 0-RTT state, as Chromium's net-log says "
-                    "(Chromium offers no TLS early data over TCP); cached: images served by the browser's cache",
+                    "Caddy's log says; 0-RTT: the QUIC sessions' 0-RTT state, as the browser's own log says "
+                    "(Chromium's net-log, Firefox's HTTP log; over TCP none is sent: Caddy's TLS offers no early data); "
+                    "cached: images served by the browser's cache",
                     [["link", "page", "protocol", "visit", "n", "PLT ms", "vs first %", "TTFB ms", "resumed",
                       "0-RTT", "cached"],
                      *[[r["conditions"], r["page"], _variant(r, rep),

@@ -34,6 +34,7 @@ class Browser:
 
     name = ""    # what options and stores say: chromium | firefox
     label = ""   # for people: Chromium
+    netlog_file = "netlog.json"  # the browser's own network log in a trial's folder (capture kind netlog)
     # what a trial may ask beyond a load that this browser can give (capture kinds, repeat visits,
     # as-recorded origins): a request for anything else is refused by name (unsupported)
     features: frozenset[str] = frozenset()
@@ -58,6 +59,12 @@ class Browser:
         mark), so that no duration is made of them (pure). None by default."""
         return []
 
+    def repeat_launch(self, evidence: str, captured: bool) -> dict:
+        """What a repeat visit adds to a trial's launch (pure): {"args": [...], "env": {...}}, the means
+        to close the first visit's connections in the same browser and a log of the repeat's
+        connections at evidence (a path; captured: the trial's capture writes that log already)."""
+        return {}
+
     def unsupported(self, wanted: set[str]) -> list[str]:
         """The features asked for that this browser cannot give, sorted (pure)."""
         return sorted(wanted - self.features)
@@ -70,4 +77,20 @@ class Browser:
 
     def versions(self) -> dict:
         """The browser's and its driver's versions, by name."""
+        raise NotImplementedError
+
+    def end_first_visit(self, driver, clear_cache: bool) -> None:
+        """After a repeat visit's first load: close every connection of the browser (the repeat opens
+        new ones, resuming their TLS sessions) and, where asked, clear its HTTP cache."""
+        raise NotImplementedError
+
+    def own_log_files(self, path: str) -> list[str]:
+        """Every file the browser writes for its own log at path (a process may write its own beside it)."""
+        return [str(path)]
+
+    def visit_evidence(self, path: str, boundary_unix: float) -> dict:
+        """The repeat's connections from the browser's log at path, from boundary_unix (wall clock) on:
+        {"quic_zero_rtt": [Chromium's net-log words for each QUIC session's 0-RTT: AttemptedAndSucceeded,
+        AttemptedAndRejected, NotAttempted], "tcp_tls_resumed": [bool per TLS-over-TCP handshake]}, and
+        what else the browser tells. Raises OSError or ValueError on a log that cannot be read."""
         raise NotImplementedError

@@ -94,6 +94,14 @@ class Chromium(Browser):
     def capture_args(self, kinds, folder, filenames) -> list[str]:
         return chromium_capture_args(kinds, folder, filenames)
 
+    def repeat_launch(self, evidence, captured) -> dict:
+        """chrome.benchmarking (closeConnections, clearCache) and, unless the capture writes one, a
+        net-log of the trial for the repeat's evidence."""
+        args = ["--enable-net-benchmarking"]
+        if not captured:
+            args += [f"--log-net-log={evidence}", "--net-log-capture-mode=Default"]
+        return {"args": args}
+
     # -- the worker's side ------------------------------------------------------------------------
     @staticmethod
     def binaries() -> tuple[str, str]:
@@ -142,6 +150,43 @@ class Chromium(Browser):
                 if attempt == 2:
                     raise
                 cleanup()  # the failed attempt's processes and profile, gone
+
+
+    def end_first_visit(self, driver, clear_cache) -> None:
+        driver.execute_script("chrome.benchmarking.closeConnections();"
+                              + ("chrome.benchmarking.clearCache();" if clear_cache else ""))
+
+    def visit_evidence(self, path, boundary_unix) -> dict:
+        """From the net-log, after the boundary: each QUIC session's 0-RTT state
+        (QUIC_SESSION_ZERO_RTT_STATE) and each TLS-over-TCP handshake's resumption (SSL_CONNECT's
+        is_resumed)."""
+        ev: dict = {"quic_zero_rtt": [], "tcp_tls_resumed": [], "netlog_bytes": os.path.getsize(path)}
+        log = read_netlog(path)
+        try:
+            types = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+            offset_ms = int(log["constants"]["timeTickOffset"])
+            for e in log["events"]:
+                if int(e["time"]) + offset_ms < boundary_unix * 1000:
+                    continue
+                kind, params = types.get(e["type"]), e.get("params") or {}
+                if kind == "QUIC_SESSION_ZERO_RTT_STATE":
+                    ev["quic_zero_rtt"].append(params.get("state"))
+                elif kind == "SSL_CONNECT" and e.get("phase") == 2 and "is_resumed" in params:
+                    ev["tcp_tls_resumed"].append(bool(params["is_resumed"]))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a net-log: {type(e).__name__}: {e}") from None
+        return ev
+
+
+def read_netlog(path: str) -> dict:
+    """Chromium's net-log (JSON); one cut short (a browser killed) is closed as its viewer does."""
+    import json
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(text.rstrip().rstrip(",") + "]}")
 
 
 CHROMIUM = Chromium()

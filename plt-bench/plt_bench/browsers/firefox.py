@@ -7,6 +7,7 @@ Forcing (prefs of a fresh profile per trial):
   testing): no Alt-Svc to learn, no race with TCP. network.http.http3.disable_when_third_party_roots_found
   is false: without it Firefox silently turns HTTP/3 off whenever a certificate it was told to accept
   is not of its built-in roots;
+  network.http.http3.backup_timer_delay is an hour: no TCP connection races QUIC;
 - h2: HTTP/3 off; h1: HTTP/2 off as well.
 Names: Firefox asks the system, and the client namespace's own hosts file answers (topology:
 /etc/netns/pbN-client/hosts, every origin of the testbed on its own address; its resolv.conf names
@@ -16,14 +17,17 @@ resolves to the testbed alone, so no other certificate can be met. Speculative c
 prefetching are off, as Chromium's network prediction is: a handshake made before the navigation
 would leave the load time.
 
-To come (issue 38): recordings (hosts that resolve per page), captures (key log, HAR, the
-browser's own log), repeat visits and visual progress; a request for one of them is refused by
-name (Browser.unsupported).
+Repeat visits: the first load's connections closed and its caches emptied through Marionette's
+chrome context (geckodriver --allow-system-access), 0-RTT read from Firefox's HTTP log (MOZ_LOG).
+Captures: the key log (NSS's SSLKEYLOGFILE) and that HTTP log (netlog). Not yet: recordings (hosts
+that resolve per page), per-origin protocols (as-recorded), HAR and visual progress; a request for
+one of them is refused by name (Browser.unsupported).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 from .. import cmd, protocols
@@ -55,6 +59,9 @@ QUIET_PREFS = {
 }
 
 
+NO_BACKUP_MS = 3_600_000
+
+
 def firefox_prefs(proto: str, origins: list[tuple[str, str]]) -> dict:
     """The preferences of one trial (pure; unit-tested): the origins forced to the protocol (their
     names resolve through the testbed's hosts file). ValueError for a protocol Firefox cannot be
@@ -70,6 +77,10 @@ def firefox_prefs(proto: str, origins: list[tuple[str, str]]) -> dict:
     if quic:
         prefs["network.http.http3.alt-svc-mapping-for-testing"] = ",".join(f"{h};h3=:443" for h, _ in origins)
         prefs["network.http.http3.force-use-alt-svc-mapping-for-testing"] = True
+        # no TCP "backup" connection racing QUIC: Firefox opens one for a request still waiting for
+        # its HTTP/3 connection after this delay (100 ms by default: seen firing 25 ms into a repeat
+        # visit, whose document then came over TCP). An hour: never within a trial
+        prefs["network.http.http3.backup_timer_delay"] = NO_BACKUP_MS
     return prefs
 
 
@@ -79,9 +90,33 @@ def firefox_args(profile_dir: str) -> list[str]:
     return ["-headless", f"--width={WINDOW[0]}", f"--height={WINDOW[1]}", "-profile", profile_dir]
 
 
+# Firefox's HTTP log (MOZ_LOG): nsHttp at its debug level (each transaction's 0-RTT), every line
+# stamped with the wall clock and written at once. Firefox names the file it is given + ".moz_log"
+# (the parent process, where the network stack runs) and + ".child-N.moz_log" (the content processes)
+HTTP_LOG_MODULES = "timestamp,sync,nsHttp:4"
+HTTP_LOG_SUFFIX = ".moz_log"
+
+
+def http_log_env(path) -> dict[str, str]:
+    """The environment that has Firefox write its HTTP log to path, which ends in .moz_log (pure)."""
+    path = str(path)
+    if not path.endswith(HTTP_LOG_SUFFIX):
+        raise ValueError(f"Firefox's log file must end in {HTTP_LOG_SUFFIX}: {path}")
+    return {"MOZ_LOG": HTTP_LOG_MODULES, "MOZ_LOG_FILE": path[:-len(HTTP_LOG_SUFFIX)]}
+
+
+# run in the parent's chrome context (arguments[0]: clear the HTTP cache too)
+END_FIRST_VISIT_JS = """
+Services.obs.notifyObservers(null, "net:prune-all-connections");
+Cc["@mozilla.org/image/tools;1"].getService(Ci.imgITools).getImgCacheForDocument(null).clearCache(false);
+if (arguments[0]) { Services.cache2.clear(); }
+"""
+
+
 class Firefox(Browser):
     name, label = "firefox", "Firefox"
-    features = frozenset({"origins", "keylog"})
+    features = frozenset({"origins", "keylog", "repeat", "netlog"})
+    netlog_file = "netlog" + HTTP_LOG_SUFFIX
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=()) -> dict:
         return {"browser": self.name, "prefs": firefox_prefs(proto, origins), "args": firefox_args(profile_dir)}
@@ -89,7 +124,13 @@ class Firefox(Browser):
     def capture_env(self, kinds, folder, filenames) -> dict[str, str]:
         """The key log: NSS writes every TLS secret, QUIC's (neqo's handshake is NSS's) and TCP's,
         to SSLKEYLOGFILE, in the format tshark reads (pure)."""
-        return {"SSLKEYLOGFILE": str(folder / filenames["keylog"])} if "keylog" in kinds else {}
+        env = {"SSLKEYLOGFILE": str(folder / filenames["keylog"])} if "keylog" in kinds else {}
+        return {**env, **(http_log_env(folder / self.netlog_file) if "netlog" in kinds else {})}
+
+    def repeat_launch(self, evidence, captured) -> dict:
+        """Its HTTP log, unless the capture writes it (geckodriver's --allow-system-access, which the
+        worker adds for a repeat visit, lets end_first_visit reach the network stack)."""
+        return {} if captured else {"env": http_log_env(evidence)}
 
     def untimed(self, nav: dict) -> list[str]:
         """Firefox 153 does not time an HTTP/1.1 document's response: its entry gives responseStart and
@@ -135,13 +176,80 @@ class Firefox(Browser):
         opts.page_load_strategy = "normal"
         out["launch_attempts"] = 1
         # a capture's environment (capture_env) reaches Firefox through geckodriver, which it inherits
-        service = Service(driver_path, service_args=["--profile-root", os.path.dirname(profile), "--log", "error"],
+        service_args = ["--profile-root", os.path.dirname(profile), "--log", "error"]
+        if req.get("visit"):  # end_first_visit runs in the parent process's privileged (chrome) context
+            service_args.append("--allow-system-access")
+        service = Service(driver_path, service_args=service_args,
                           log_output=f"{profile}.geckodriver.log", env={**os.environ, **req.get("env", {})})
         try:
             return webdriver.Firefox(service=service, options=opts)
         except Exception:
             cleanup()
             raise
+
+    def end_first_visit(self, driver, clear_cache) -> None:
+        """Through Marionette's chrome context: the network stack's own "prune all connections" (idle
+        ones closed, busy ones not reused); the image cache emptied in every process, always (a
+        decoded image Firefox keeps in memory is shown again with no request and no Resource Timing
+        entry, where Chromium reports its memory cache's hits); the HTTP cache cleared where asked
+        (kept: a warm repeat takes its objects from it, each with its entry)."""
+        with driver.context(driver.CONTEXT_CHROME):
+            driver.execute_script(END_FIRST_VISIT_JS, bool(clear_cache))
+
+    def visit_evidence(self, path, boundary_unix) -> dict:
+        return http_log_evidence(path, boundary_unix)
+
+    def own_log_files(self, path) -> list[str]:
+        """The parent's log and every content process's beside it."""
+        import glob
+        stem = str(path)[:-len(HTTP_LOG_SUFFIX)]
+        return [str(path), *sorted(glob.glob(glob.escape(stem) + ".child-*" + HTTP_LOG_SUFFIX))]
+
+
+# a line of Firefox's log with MOZ_LOG's timestamp option:
+# "2026-11-26 11:15:49.060376 UTC - [Parent 26433: Socket Thread]: I/nsHttp text"
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) UTC - \[[^\]]*\]: \w/nsHttp (.*)$")
+SESSION_INIT = re.compile(r"^Http3Session::Init origin=([^,]*),.*\[this=(\w+)\]")
+SESSION_STREAM = re.compile(r"^Http3Session::AddStream (\w+) atrans=(\w+)\.")
+FINISH_0RTT = re.compile(r"^nsHttpTransaction::Finish0RTT (\w+) aRestart=(\d)")
+
+
+def http_log_evidence(path: str, boundary_unix: float) -> dict:
+    """Each HTTP/3 session's 0-RTT in Firefox's HTTP log after the boundary, in Chromium's net-log
+    words (pure but for reading the file). Measured in Firefox 153's log: Http3Session::Init opens a
+    session ([this=S]); AddStream S atrans=T puts a transaction on it; a transaction sent as early
+    data ends its 0-RTT with "Finish0RTT T aRestart=0" (accepted: the response also carries Firefox's
+    own X-Firefox-Early-Data: accepted) or aRestart=1 (rejected, sent again). A session with a
+    rejected transaction is AttemptedAndRejected, else one with an accepted one
+    AttemptedAndSucceeded, else NotAttempted. TLS resumption is not in this log (the server's is)."""
+    import datetime
+    sessions: dict[str, dict] = {}   # S: {"origin", "transactions": {T}, "restarts": [0|1]}
+    of: dict[str, str] = {}          # T: S
+    finished: list[tuple[str, int]] = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = LOG_LINE.match(line.rstrip("\n"))
+            if not m:
+                continue
+            stamp, text = m.groups()
+            if datetime.datetime.fromisoformat(stamp).replace(tzinfo=datetime.timezone.utc).timestamp() < boundary_unix:
+                continue
+            if (init := SESSION_INIT.match(text)):
+                sessions[init[2]] = {"origin": init[1], "restarts": []}
+            elif (add := SESSION_STREAM.match(text)) and add[1] in sessions:
+                of[add[2]] = add[1]
+            elif (fin := FINISH_0RTT.match(text)):
+                finished.append((fin[1], int(fin[2])))
+    for t, restart in finished:
+        if of.get(t) in sessions:
+            sessions[of[t]]["restarts"].append(restart)
+
+    def state(restarts: list[int]) -> str:
+        return ("AttemptedAndRejected" if 1 in restarts else "AttemptedAndSucceeded" if restarts else "NotAttempted")
+    return {"quic_zero_rtt": [state(v["restarts"]) for v in sessions.values()],
+            "http3_sessions": [{"origin": v["origin"], "zero_rtt": state(v["restarts"]),
+                                "early_transactions": len(v["restarts"])} for v in sessions.values()],
+            "http_log_bytes": os.path.getsize(path)}
 
 
 FIREFOX = Firefox()
