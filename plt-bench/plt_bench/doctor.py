@@ -160,11 +160,13 @@ def netem_vm_check() -> Check:
             "virtme-ng": (cmd.PROJECT_ROOT / ".tools" / "vm" / "venv" / "bin" / "vng").is_file()}
     lacking = [k for k, v in have.items() if not v]
     if not lacking:
-        return Check("netem VM", "ok", f"{script.name} can boot {max(kernels)} (netem); "
+        fs = ("virtio-fs" if (cmd.PROJECT_ROOT / ".tools" / "vm" / "bin" / "virtiofsd").is_file() else
+              "9p, slow (virtiofsd missing: scripts/netem-vm --install builds it)")
+        return Check("netem VM", "ok", f"{script.name} can boot {max(kernels)} (netem), its files over {fs}; "
                                        f"'scripts/netem-vm --check' boots it", essential=False)
     return Check("netem VM", "info", f"not installed ({', '.join(lacking)} missing): needed only to run the netem "
                                      "backend where this kernel lacks sch_netem",
-                 "scripts/netem-vm --install (qemu-system-x86, linux-image-amd64, busybox-static, virtme-ng)",
+                 "scripts/netem-vm --install (qemu-system-x86, linux-image-amd64, busybox-static, virtme-ng, virtiofsd)",
                  essential=False)
 
 

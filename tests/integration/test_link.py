@@ -140,6 +140,8 @@ def test_jitter_follows_its_distribution_live(bed, path, dist):
 def test_500kb_under_delay_and_loss_proves_its_protocol(bed, store, campaign, proto, hop):
     """A real Chromium trial per protocol, through delay and loss; tried up to three times where the
     machine (the VM above all) makes a trial fail: the point is that an ok trial carries its proof."""
+    if proto != "h3" and os.environ.get("PLT_BENCH_IN_VM"):  # the qdisc is the same for every protocol: h3's
+        pytest.skip("inside the netem VM one protocol's trial (h3); TCP through netem is the link check's iperf3")
     cond = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=100, loss_pct=1)
     if bed.conditions != cond:
         bed.set_conditions(cond)

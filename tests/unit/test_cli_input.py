@@ -321,8 +321,8 @@ def test_a_store_that_is_no_regular_file_is_refused_before_it_is_opened(tmp_path
     had_journal = journal.exists()
     for path, kind in ((fifo, "a FIFO"), (link, "a device")):
         for command in (["run", "--size", "5KB", "--runs", "1"], ["summary"], ["report"], ["export"]):
-            _refused([*command, "--results", str(path)], f"--results: {path}", tmp_path)
-            r = _refused([*command, "--results", str(path)], f"is {kind}", tmp_path)
+            r = _refused([*command, "--results", str(path)], f"--results: {path}", tmp_path)
+            assert f"is {kind}; a results store is a regular file" in r.stderr, r.stderr
     assert journal.exists() == had_journal and not any(tmp_path.glob("*-journal"))
     assert "plan:" not in r.stdout  # refused before the campaign was planned, let alone a testbed made
 
