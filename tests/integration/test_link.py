@@ -232,6 +232,8 @@ def test_verify_passes_a_true_link_and_catches_a_false_claim(bed):
     fail only on its rates, and only by carrying less than asked (a machine too slow to keep htb's
     timers: the netem VM with one host core busy carried 0.65-0.77 of 20 Mbit/s, and verify rightly
     said so; its queue then overflows under the UDP check, so downlink loss may fail with it); every other check passes at every rate, and the false claim fails at the true rate."""
+    if os.environ.get("PLT_BENCH_IN_VM"):  # (43 s there) verify's judgement is the backend's no more than a trial's
+        pytest.skip("inside the netem VM verify runs on netem in the server-side placement's campaign (test_two_machines)")
     carried = _carried_bps(bed)
     rates = [r * 10**6 for r in (20, 10, 5, 2) if r * 10**6 <= carried / 4] or [10**6]
     slow = {}

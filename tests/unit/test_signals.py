@@ -36,3 +36,30 @@ def test_an_ending_swallowed_by_a_callback_is_delivered_again(raise_as, caught):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.startswith("interrupted"), (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
+
+
+EVERY = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, {path!r})
+    from plt_bench import signals
+    signals.install()
+    try:
+        os.kill(os.getpid(), signal.{name})
+        time.sleep(5)
+        print("not interrupted")
+    except signals.Interrupted as e:  # to a file: after SIGHUP the pipes are the terminal's, detached
+        open({out!r}, "w").write(f"interrupted {{e.signum == signal.{name}}} {{e.exit_code}}")
+""")
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"])
+def test_every_terminating_signal_ends_the_same_way(name, tmp_path):
+    """Each of the four raises Interrupted with its own number and exit code (128 + it), the one path
+    every cleanup runs on: the CLI's endings (test_cli: test_every_ending_leaves_the_host_as_it_was)
+    need not be tried with each signal that takes it (SIGHUP, which also leaves the terminal, is)."""
+    import signal
+    out = tmp_path / "said"
+    code = EVERY.format(path=str(ROOT / "plt-bench"), name=name, out=str(out))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    said = out.read_text().split() if out.exists() else r.stdout.split()
+    assert said == ["interrupted", "True", str(128 + getattr(signal, name))], (said, r.stdout, r.stderr)
