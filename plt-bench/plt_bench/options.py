@@ -67,6 +67,9 @@ def _table() -> dict[str, Option]:
         Option("browser", "the browsers that load the pages, comma-separated: chromium (default), firefox (Firefox ESR: "
                           "pages of one origin, one protocol for every origin; docs/browsers.md), or chromium,firefox "
                           "(an axis: interleaved in the seeded order, as --cc is; --compare browser)"),
+        Option("http_server", "the server that serves the pages: caddy (default: Caddy, HTTP/3 on quic-go, whose "
+                              "congestion control is its own) or quinn (quinnserve: HTTP/3 on quinn, running --cc's "
+                              "controller for QUIC too: reno, cubic or bbr; docs/servers.md)"),
         Option("browser_binary", "the browser to measure: the absolute path of a Chromium or Google Chrome binary "
                                  "(default: Debian's chromium); its chromedriver is the distro's when the major "
                                  "versions match, else webdriver-manager's (its cache first)", metavar="PATH"),
@@ -165,7 +168,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "reference", "compare",
+               "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "http_server",
+               "reference", "compare",
                "metric", "visit", "serve")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")

@@ -282,6 +282,11 @@ class Trial:
                                              "(capture kind visual)", None)
     browser: str | None = doc("the browser that loaded it: chromium | firefox (plt_bench.browsers); stores before "
                               "schema 18 read as chromium, the only one then", None)
+    server: str | None = doc("the server that served it: caddy | quinn (plt_bench.servers); stores before schema 20 "
+                             "read as caddy, the only one then", None)
+    server_cc: str | None = doc("the congestion controller the page's connection ran, as the server's own log says "
+                                "(quinnserve: quinn's for h3, the kernel's for h2 and h1); None where the log does not "
+                                "say (Caddy: its h3 runs quic-go's own CUBIC, its TCP the routes' cc)", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 

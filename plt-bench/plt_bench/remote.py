@@ -361,6 +361,7 @@ class RemoteServer:
     """The client's view of the remote Caddy: its pin, its access log and CPU through the control channel."""
 
     proc = None  # not a process of this machine: its CPU comes from cpu()
+    name, label, meta_key = "caddy", "Caddy", "caddy"  # 'plt-bench serve' runs Caddy
 
     def __init__(self, control: Control, hello: dict):
         self.control, self.hello = control, hello
@@ -371,6 +372,13 @@ class RemoteServer:
 
     def quic_buffer_warning(self) -> str | None:
         return self.hello.get("quic_buffer_warning")
+
+    def quic_cc(self) -> str:
+        from .servers.caddy import QUIC_CC
+        return QUIC_CC
+
+    def set_quic_cc(self, cc: str) -> None:
+        """Caddy's quic-go runs its own controller."""
 
     def died_reason(self) -> str | None:
         """Caddy runs on the other machine: a death there shows as a failing control call, not here."""

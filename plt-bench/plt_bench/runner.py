@@ -270,7 +270,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         next_hop_protocol=nav.get("nextHopProtocol"), response_status=nav.get("responseStatus"),
         decoded_body_bytes=nav.get("decodedBodySize"), encoded_body_bytes=nav.get("encodedBodySize"),
         transfer_bytes=nav.get("transferSize"), server_proto=protocols.http_version(srv.get("proto")), server_status=srv.get("status"),
-        server_bytes=srv.get("size"), nav_json=json.dumps(nav) if nav else None,
+        server_bytes=srv.get("size"), server_cc=srv.get("cc"), nav_json=json.dumps(nav) if nav else None,
         link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
         **workload_fields, **t, **replayed,
         **ev.extra)
@@ -385,7 +385,7 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
             counter = DeliveryCounter(*point, sample_s=bulk.sample_s(cell.page)).start()
         before = bed.link.snapshot()  # the trial's counters start here (the worker starts any trace over)
         remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
-        sampler = Sampler(fixed_sources({"caddy": bed.server.proc.pid if bed.server.proc else None,
+        sampler = Sampler(fixed_sources({bed.server.meta_key: bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
                           settings.cpu_interval_s, keep_series="cpu" in settings.kinds, grows=False,
                           machine=True, watch={"browser worker": bed.worker.proc.pid if bed.worker and bed.worker.proc
@@ -462,6 +462,7 @@ def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evid
                            "prelaunched": bool(answer.get("prelaunched")),
                            "trace_phase_ms": trace_phase_ms(m.link_stats, nav_t0),
                            "cc": bed.cc_in_use(),
+                           "server": bed.server.name,
                            "cpu_json": json.dumps(cpu) if cpu else None,
                            "cpus": cpu_list(own_cpus()),
                            "cpu_bound": limit[0] if limit else None,

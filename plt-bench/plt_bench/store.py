@@ -59,6 +59,9 @@ Schema history (SCHEMA_VERSION):
       are Chromium's, and say so.
  19 - the browser as an axis (--browser chromium,firefox): a slot is one browser's, so the trigger that
       keeps one row per slot and attempt holds the browser too (made anew; no row changes).
+ 20 - a second server (plt_bench.servers): trials gain server (caddy | quinn; older trials are Caddy's,
+      and say so) and server_cc (the congestion controller the page's connection ran, as the server's
+      log says; NULL where it does not, as for every older trial).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -435,6 +438,12 @@ class Store:
         if version == 18:  # 18 -> 19: one row per slot and attempt of each browser
             self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its browser
             version = 19
+        if version == 19:  # 19 -> 20: the server of each trial (every older one was Caddy's) and its controller
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("server", "server_cc"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            self.db.execute("UPDATE trials SET server = 'caddy'")
+            version = 20
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

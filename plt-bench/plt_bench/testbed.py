@@ -37,9 +37,10 @@ class Testbed:
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
                  serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,),
-                 traces: Sequence = ()):
+                 traces: Sequence = (), server_name: str = servers.DEFAULT):
         """conditions: every one it will be set to (the link is chosen for them all); traces: the
-        traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link."""
+        traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link;
+        server_name: which server (plt_bench.servers) serves the pages."""
         self.sites = Sites(sites_dir)
         self.traces = traces_mod.by_hash(traces)  # as conditions name them (TraceRate.trace)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
@@ -50,6 +51,7 @@ class Testbed:
         # which browsers load the pages (plt_bench.browsers): a load names its own, the first by default
         self.browser_names = tuple(browsers.get(b).name for b in browser_names)
         self.browser_name = self.browser_names[0]
+        self.server_name = servers.get(server_name).name
         self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.browsers.drivers)
         self.browser: drivers.ChromiumBuild | None = None
         self.capture = capture or Settings()
@@ -109,8 +111,9 @@ class Testbed:
                  + [ip for x in statics for _, ip in x.origins])
         for ns, argv in self.plan.address_commands(extra):  # only a testbed that replays or serves folders has them
             cmd.run(argv, ns=ns)
-        self.server = servers.get(servers.DEFAULT)(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
-                             origins=self.plan.origins, env=env, replay=replay, statics=statics)
+        self.server = servers.get(self.server_name)(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir,
+                                                    self.sites.root, origins=self.plan.origins, env=env, replay=replay,
+                                                    statics=statics, cc=self.cc)
         self._stack.callback(self.server.stop)
         self.server.start()
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
@@ -201,6 +204,7 @@ class Testbed:
         from .errors import LinkError
         if cc == self.cc_in_use():
             return
+        self.server.set_quic_cc(cc)  # a server whose QUIC controller is chosen (quinnserve) runs it too
         for ns, argv in self.plan.route_commands(cc):
             cmd.run(argv, ns=ns)
         for ns in (self.plan.client_ns, self.plan.server_ns):
@@ -356,14 +360,18 @@ class Testbed:
 
     def metadata(self) -> dict:
         m = machine()
-        caddy = self.server.info()
+        info = self.server.info()
         m.update({
             **self.link.describe(),
             "link_requested": self.link_name,
             "netem_available": link_mod.netem_available(),
             "congestion_control": self.cc,
-            "caddy": caddy,
-            "caddy_version": caddy.get("version"),
+            # which server served the pages (plt_bench.servers), its build and version under its own keys
+            # (Caddy's 'caddy' and 'caddy_version', as every campaign before the second server had them)
+            "http_server": self.server.name,
+            self.server.meta_key: info,
+            f"{self.server.meta_key}_version": info.get("version"),
+            "quic_cc": self.server.quic_cc(),
             "quic_buffer_warning": self.server.quic_buffer_warning(),
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),

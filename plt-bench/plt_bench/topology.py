@@ -435,7 +435,7 @@ def kill_namespace_processes(namespaces: list[str]) -> None:
 
 # The programs a testbed starts. A process is ours only if it runs one of them: a user's `tail -F
 # /run/plt-bench/pb150/access.log` names our run folder too, and teardown once killed it.
-OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "linkem", "tcpdump", "iperf3"})
+OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinnserve", "linkem", "tcpdump", "iperf3"})
 
 
 def is_our_program(exe: str | None, cmdline: str) -> bool:

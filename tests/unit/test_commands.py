@@ -445,13 +445,13 @@ def test_replayed_recordings_get_their_own_addresses_and_a_site_that_passes_ever
 
 
 def test_the_server_table_names_caddy_and_its_log_comes_back_in_protocol_terms():
-    """servers/: one table (Caddy the default and only one yet), and an access log read in protocol
-    terms whatever the server writes: Caddy's HTTP/2.0 is h2; a word that is no protocol stays as
-    it is, so a judgement refuses it by name; the store keeps the HTTP version as before."""
+    """servers/: one table (Caddy the default), and an access log read in protocol terms whatever
+    the server writes: Caddy's HTTP/2.0 is h2; a word that is no protocol stays as it is, so a
+    judgement refuses it by name; the store keeps the HTTP version as before."""
     from plt_bench import protocols
-    assert servers.NAMES == ("caddy",) and servers.DEFAULT == "caddy" and servers.get("caddy") is servers.Caddy
-    assert issubclass(servers.Caddy, servers.Server)
-    with pytest.raises(ValueError, match="unknown server 'nginx'; expected one of caddy"):
+    assert servers.NAMES == ("caddy", "quinn") and servers.DEFAULT == "caddy" and servers.get("caddy") is servers.Caddy
+    assert all(issubclass(servers.get(n), servers.Server) for n in servers.NAMES)
+    with pytest.raises(ValueError, match="unknown server 'nginx'; expected one of caddy, quinn"):
         servers.get("nginx")
     lines = [json.dumps({"request": {"uri": "/x", "proto": word}, "status": 200, "size": 1})
              for word in ("HTTP/2.0", "HTTP/0.9")]

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import io
 import os
 import re
@@ -235,7 +236,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "connections_json", "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects",
              "visit_json", "trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256",
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
-             "visually_complete_ms", "browser")  # the columns of versions 12 to 18
+             "visually_complete_ms", "browser", "server", "server_cc")  # the columns of versions 12 to 20
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -257,6 +258,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
         text = report.format_text(report.build(s, [cid]))
         assert len(s.trials([cid])) == 7 and {t.prelaunched for t in s.trials([cid])} == {None}
         assert {t.browser for t in s.trials([cid])} == {"chromium"}  # every older trial was Chromium's
+        assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}  # ... and Caddy's
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
     assert [r[:-len(later)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
@@ -271,17 +273,62 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     assert row.split()[2:7] == ["h3", "vs", "h1", "4/3", "91.0"], row
 
 
-def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_as_before(tmp_path):
+V20 = ("server", "server_cc")  # what schema 20 added
+
+
+def _store_before(path, monkeypatch, dropped, version, trials) -> int:
+    """A store of an older version: its trials table without the columns later versions added (as
+    that version made it), holding these trials; the campaign's id."""
+    from plt_bench import records
+    real = records.columns
+    with monkeypatch.context() as m:
+        m.setattr(records, "columns", lambda: [c for c in real() if c[0] not in dropped])
+        tables = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())
+    db = sqlite3.connect(path)
+    db.executescript(tables + st.slot_constraint() + f"INSERT INTO schema_info VALUES ({version});")
+    cid = db.execute("INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json) VALUES "
+                     "('old', 't', 'finished', '{}', '{\"link_backend\": \"linkem\"}')").lastrowid
+    for t in trials:
+        row = {k: v for k, v in dataclasses.replace(t, campaign_id=cid).row().items() if k not in dropped}
+        db.execute(f"INSERT INTO trials ({','.join(row)}) VALUES ({','.join('?' for _ in row)})", list(row.values()))
+    db.commit()
+    db.close()
+    return cid
+
+
+def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monkeypatch):
+    """Schema 20: trials gain the server that served them and its controller. A store of version 19
+    keeps every row, says Caddy served each (the only server then) without a controller of its word,
+    and reports the same figures before and after."""
+    from plt_bench.analysis import report
+    path = tmp_path / "v19.sqlite"
+    cid = _store_before(path, monkeypatch, V20, 19, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
+                                                     for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
+    db = sqlite3.connect(path)
+    rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        text = report.format_text(report.build(s, [cid]))
+        assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 20
+    assert [r[:-2] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    db.close()
+    with st.Store(path) as s:
+        assert report.format_text(report.build(s, [cid])) == text
+        s.add_trial(_trial(cid, 9, proto="h3", plt=95.0, run_index=3, server="quinn", server_cc="bbr"))
+        assert [(t.server, t.server_cc) for t in s.trials([cid]) if t.run_index == 3] == [("quinn", "bbr")]
+
+
+def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_as_before(tmp_path, monkeypatch):
     """Schema 19: the rule of one row per slot and attempt holds the browser. A store of version 18
     (its trigger without the browser) keeps its rows and report, then takes Firefox's trial of a slot
     that Chromium's holds, and still no twin of either."""
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    with st.Store(path) as s:
-        cid = s.new_campaign("old", "t", {}, {"link_backend": "linkem"})
-        for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3):
-            s.add_trial(_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2))
+    cid = _store_before(path, monkeypatch, V20, 18, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
+                                                     for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
     old = st.slot_constraint().replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old

@@ -364,7 +364,7 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
 
 
 ROLE_COLORS = {"browser": "#7f8c8d", "renderer": "#8e44ad", "network": "#d35400", "gpu": "#16a085",
-               "caddy": "#2c3e50", "linkem": "#b7950b", "other": "#bdc3c7"}
+               "caddy": "#2c3e50", "quinnserve": "#6c3483", "linkem": "#b7950b", "other": "#bdc3c7"}
 
 
 def _rolling(values: list[float], n: int) -> np.ndarray:

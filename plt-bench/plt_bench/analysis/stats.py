@@ -571,7 +571,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
 
 # -- CPU --------------------------------------------------------------------------------------------------
 # Roles shown one by one; the rest of Chromium (zygote, utility, chromedriver, ...) is "other".
-CPU_ROLES = ("browser", "renderer", "network", "gpu", "caddy", "linkem")
+CPU_ROLES = ("browser", "renderer", "network", "gpu", "caddy", "quinnserve", "linkem")  # a server by its own name
 
 
 def cpu_role(role: str) -> str:

@@ -23,48 +23,204 @@ Which entries are a trial's own and which are others' traffic is the same for ev
 
 from __future__ import annotations
 
+import json
+import os
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+from .. import cmd
+from ..errors import ServerError
+from ..pages import HOST
+
+# The paths a server serves from the pages' folder, every other one answered 404: the generated pages,
+# their objects and the bulk body (pages.Page.files) and replayed page sets' (replay/NAME/: their page
+# and objects); never MANIFEST.json, README.md or replay.json. One expression for every server (RE2
+# and Rust's regex read it alike).
+SERVED_PATHS = (r"^/(index_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.html"
+                r"|objects_[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_[0-9]+o)?\.html"
+                r"|(obj|hero)_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.png"
+                r"|bulk[0-9]+m?s(_[0-9]+m?s)?\.html|bulk\.bin"
+                r"|req[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_c[0-9]+)?\.html"
+                r"|replay/[a-z0-9][a-z0-9_-]*/(index\.html|[0-9]+-[A-Za-z0-9._-]+))$")
+
+# How long a server may take to listen: the bound catches a hung server, not a slow machine. In the
+# netem VM (software emulation) with one host core busy Caddy took over 15 s, the bound until then.
+LISTEN_TIMEOUT_S = 60.0
 
 
 class Server:
     """One server process in a namespace, serving the testbed's pages (the generated pages, replayed
-    recordings, served folders) on every origin's address. Subclasses: name, label and the methods."""
+    recordings, served folders) on every origin's address. A subclass names itself (name, label),
+    says where its own log is (log_path), starts (start: its configuration, then _launch) and reads
+    its access log (parse_access_log); the rest is here, the same for every server."""
 
     name = ""    # what options and stores say: caddy
     label = ""   # for people: Caddy
+    meta_key = ""  # a campaign's metadata keys for its build and version: caddy, caddy_version
     cert = None  # the testbed's certificate (certs.Certificate), once started
     proc = None  # its process (subprocess.Popen), while it runs
     access_log: Path  # its access log (a capture run keeps it; 'up' tells the user where it is)
+    log_path: Path    # its own output (stdout and stderr)
 
+    def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
+                 env: dict | None = None, replay=None, statics=None, cc: str = "cubic"):
+        """origins: every (host, address) it serves, the first its own (HOST on bind_ip unless given).
+        replay: recordings it replays besides (caddy.Replay: their hosts on their own addresses,
+        behind replayd); statics: folders served as they are (caddy.Static); cc: the campaign's
+        congestion control (--cc), which a server whose QUIC controller is chosen runs for h3."""
+        self.ns, self.bind_ip, self.run_dir, self.sites = ns, bind_ip, Path(run_dir), Path(sites)
+        self.origins = list(origins or [(HOST, bind_ip)])
+        self.replay, self.statics = replay, list(statics or [])
+        self.replayd: subprocess.Popen | None = None
+        self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
+        self.access_log = self.run_dir / "access.log"
+        self.cc = cc
+        self.proc: subprocess.Popen | None = None
+        self.cert = None
+        self._log_offset = 0
+
+    # -- what a subclass says ---------------------------------------------------------------------
     def start(self) -> None:
         """Listen on every origin's address, TCP and UDP, or raise ServerError saying why not."""
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def died_reason(self) -> str | None:
-        """Why it is not serving, or None while it runs."""
         raise NotImplementedError
 
     def info(self) -> dict:
         """Its version and build (a campaign's metadata: 'version' is key metadata)."""
         raise NotImplementedError
 
-    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1, own=None) -> list[dict]:
-        """Every access-log entry (in the terms above) since the last call, once `expect` of the
-        trial's are among them (own: how a trial's entries are told; own_entries by default)."""
+    @staticmethod
+    def parse_access_log(text: str) -> list[dict]:
+        """Its access log's complete lines -> entries in the terms above."""
         raise NotImplementedError
 
     def quic_buffer_warning(self) -> str | None:
         """Its QUIC stack's complaint about the UDP buffers it got, if any."""
         return None
 
-    def log_tail(self, n: int = 3) -> str:
+    def quic_cc(self) -> str:
+        """The congestion controller its QUIC connections run now, in its stack's words."""
         raise NotImplementedError
+
+    def set_quic_cc(self, cc: str) -> None:
+        """Run --cc's controller on the QUIC connections to come, where its stack lets it choose;
+        a stack whose controller is fixed (quic-go's) keeps its own, which quic_cc says."""
+        self.cc = cc
+
+    # -- the same for every server ----------------------------------------------------------------
+    @property
+    def all_origins(self) -> list[tuple[str, str]]:
+        """Every (host, address) it answers for: the generated pages' origins, replayed ones (as-recorded
+        too), static ones."""
+        own = [(h, ip) for h, ip, _ in self.replay.own] if self.replay else []
+        return (self.origins + (self.replay.origins if self.replay else []) + own
+                + [o for x in self.statics for o in x.origins])
+
+    @property
+    def listeners(self) -> list[tuple[str, str]]:
+        """(address, protocol) of the addresses that offer one protocol alone (the rest offer all)."""
+        return (self.replay.listeners if self.replay else []) + [x for s in self.statics for x in s.listeners]
+
+    def _launch(self, argv: list[str], env: dict, timeout_s: float) -> None:
+        """Start it in its namespace (a session of its own, its output to log_path) and wait until it
+        listens on every address; ServerError with its log's tail if it exits or never does."""
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
+               **env, **self.extra_env}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd.in_netns(self.ns, argv), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"{self.label} exited with {self.proc.returncode}: {self.log_tail()}")
+            if self._listening():
+                return
+            time.sleep(0.05)
+        raise ServerError(f"{self.label} did not listen on {self.bind_ip}:443 and its origins' (TCP and UDP) within "
+                          f"{timeout_s:.0f}s: {self.log_tail()}")
+
+    def _start_replayd(self, timeout_s: float) -> int:
+        """The replay server (plt_bench.replayd) on the namespace's loopback; returns its port."""
+        r = self.replay
+        argv = [sys.executable, "-m", "plt_bench.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
+                "on" if r.deterministic else "off", *r.names]
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+               "PYTHONPATH": str(cmd.PACKAGE_DIR.parent)}  # this plt_bench, wherever it runs from
+        with open(self.run_dir / "replayd.log", "ab") as log:
+            self.replayd = subprocess.Popen(cmd.in_netns(self.ns, argv), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
+                                            text=True)
+        ready, _, _ = select.select([self.replayd.stdout], [], [], timeout_s)
+        line = self.replayd.stdout.readline() if ready else ""
+        try:
+            return int(json.loads(line)["port"])
+        except (ValueError, KeyError, TypeError):
+            raise ServerError(f"the replay server did not start: {line.strip()[:200] or 'no answer'}; log: "
+                              f"{self.run_dir / 'replayd.log'}") from None
+
+    def _listening(self) -> bool:
+        tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
+        udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
+        tcp_only = {ip for ip, p in self.listeners if p != "h3"}  # only an h3 listener has UDP
+        return all(f"{ip}:443 " in tcp and (ip in tcp_only or f"{ip}:443 " in udp)
+                   for ip in {ip for _, ip in self.all_origins})
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 3) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(lines[-n:]) or "(empty log)"
+
+    def _new_log_lines(self) -> str:
+        """Complete lines appended to the access log since the last call."""
+        try:
+            with open(self.access_log, "rb") as f:
+                f.seek(self._log_offset)
+                data = f.read()
+        except OSError:
+            return ""
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
+        self._log_offset += end
+        return data[:end].decode(errors="replace")
+
+    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1, own=None) -> list[dict]:
+        """Every access-log entry (in the terms above) written since the last call, once `expect` of
+        the trial's are among them: its page's (`uri`) and, for a multi-object page, those its page
+        asked for (Referer: the page); own: how a trial's entries are told (own_entries by default;
+        a replayed recording's, by host and time). An entry is written when its response ends, so
+        wait briefly. The caller tells its own trial's (URIs are unique per trial) from others',
+        which are evidence of foreign traffic."""
+        deadline = time.monotonic() + wait_s
+        found: list[dict] = []
+        while True:
+            found += self.parse_access_log(self._new_log_lines())
+            page = any(e["uri"] == uri for e in found)
+            mine = own(found) if own else own_entries(found, uri)
+            if (page and len(mine) >= expect) or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.02)
+
+    def died_reason(self) -> str | None:
+        """Why it is not serving, or None while it runs."""
+        if self.proc is None or self.alive():
+            return None
+        code = self.proc.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return f"{self.label} exited ({how}; log: {self.log_tail()})"
+
+    def stop(self) -> None:
+        cmd.stop_process(self.proc)
+        self.proc = None
+        if self.replayd is not None:
+            cmd.stop_process(self.replayd)
+            self.replayd.stdout.close()
+            self.replayd = None
 
 
 def own_entries(entries: list[dict], uri: str) -> list[dict]:

