@@ -11,6 +11,17 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "plt_bench.cli"]
 
 
+def cargo_tests_pass(crate: str) -> None:
+    """A Rust crate of the checkout (linkem, quinnserve) passes its own tests, built as setup builds it."""
+    import shutil
+    cargo = shutil.which("cargo") or os.path.expanduser("~/.cargo/bin/cargo")
+    assert os.path.exists(cargo), f"cargo is needed to build {crate}: run scripts/setup"
+    r = subprocess.run([cargo, "test", "--release", "--locked", "--manifest-path", str(ROOT / crate / "Cargo.toml")],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "test result: ok." in r.stdout and " 0 failed" in r.stdout
+
+
 def run_cli(*args, timeout=300, **kw):
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kw)
 

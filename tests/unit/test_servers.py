@@ -9,6 +9,8 @@ from plt_bench import servers
 from plt_bench.errors import ServerError
 from plt_bench.servers import caddy, quinnserve
 
+from ..conftest import cargo_tests_pass
+
 ORIGINS = [("plt.test", "198.19.4.2"), ("plt-o1.test", "198.19.4.11")]
 
 
@@ -69,14 +71,4 @@ def test_both_servers_serve_the_same_paths():
 def test_quinnserve_cargo_tests_pass():
     """quinnserve's own unit tests (Rust): its configuration's refusals, Caddy's ETag form, RFC 9110's
     conditionals, the Caddyfile's caching and site headers, types by extension."""
-    import os
-    import shutil
-    import subprocess
-
-    from ..conftest import ROOT
-    cargo = shutil.which("cargo") or os.path.expanduser("~/.cargo/bin/cargo")
-    assert os.path.exists(cargo), "cargo is needed to build quinnserve: run scripts/setup"
-    r = subprocess.run([cargo, "test", "--release", "--locked", "--manifest-path", str(ROOT / "quinnserve" / "Cargo.toml")],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "test result: ok." in r.stdout and " 0 failed" in r.stdout
+    cargo_tests_pass("quinnserve")

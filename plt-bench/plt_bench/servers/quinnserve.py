@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
-from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server
+from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server, json_lines
 from .certs import make_certificate
 
 BINARY = cmd.PROJECT_ROOT / ".tools" / "bin" / "quinnserve"
@@ -63,15 +63,7 @@ def render_config(*, origins: list[tuple[str, str]], sites: Path, cert: Path, ke
 
 def parse_access_log(text: str) -> list[dict]:
     """quinnserve's lines -> entries (already in base's terms; anything that is not one is skipped)."""
-    out = []
-    for line in text.splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(e, dict) and "uri" in e:
-            out.append({k: e.get(k) for k in KEYS})
-    return out
+    return [{k: e.get(k) for k in KEYS} for e in json_lines(text) if "uri" in e]
 
 
 def locate() -> str:
