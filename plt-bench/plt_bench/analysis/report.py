@@ -316,15 +316,25 @@ def _browser_versions(rep: dict) -> str:
     return "; ".join(said.get(b, b) for b in (rep.get("browsers") or ["chromium"]))
 
 
+def _server(m: dict) -> tuple[str, str]:
+    """The server in a campaign's words (every campaign before the second server ran Caddy), and what its
+    h3 ran for congestion control."""
+    if (m.get("http_server") or "caddy") == "caddy":
+        return f"Caddy {m.get('caddy_version')}", "h3 runs quic-go's own CUBIC whatever it says"
+    return (f"quinnserve {m.get('quinnserve_version')} (HTTP/3 on quinn)",
+            "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says")
+
+
 def facts(rep: dict) -> list[str]:
     """What the numbers were measured with and how they are compared: one line each."""
     m = rep["metadata"]
+    server, h3_cc = _server(m)
     return [f"link: {m.get('link_backend')} ({m.get('link_tool')}, placement {m.get('link_placement')}; "
             f"netem in kernel: {m.get('netem_available')})",
-            f"{_browser_versions(rep)}; Caddy {m.get('caddy_version')}; congestion control {m.get('congestion_control')}",
+            f"{_browser_versions(rep)}; {server}; congestion control {m.get('congestion_control')}",
             f"host {m.get('host')}, kernel {m.get('kernel')}, git {m.get('git_commit')}{' (dirty)' if m.get('git_dirty') else ''}",
             f"protocols: {', '.join(f'{p} ({protocols.label(p)})' for p in rep['protos'])}; TCP congestion control: "
-            f"{', '.join(rep['ccs'])} (h3 runs quic-go's own CUBIC whatever it says); compared along "
+            f"{', '.join(rep['ccs'])} ({h3_cc}); compared along "
             f"{AXIS_WORDS[rep['axis']]}, reference {rep['reference']}"
             + (f"; browsers: {', '.join(rep['browsers'])}" if len(rep.get("browsers") or ()) > 1 else ""),
             f"compared by: {METRICS[rep.get('metric', DEFAULT_METRIC)].label} (--metric "
