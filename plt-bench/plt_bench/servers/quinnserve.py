@@ -18,15 +18,13 @@ from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
-from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server, json_lines
+from .base import LISTEN_TIMEOUT_S, OFFERS, SERVED_PATHS, Server, json_lines
 from .certs import make_certificate
 
 BINARY = cmd.PROJECT_ROOT / ".tools" / "bin" / "quinnserve"
 # plt-bench's --cc names -> quinn's controllers (quinnserve/src/config.rs CONTROLLERS)
 CONTROLLERS = {"reno": "newreno", "cubic": "cubic", "bbr": "bbr"}
-ALL = ["h3", "h2", "h1"]
-# what a listener that offers one protocol alone lists: ALPN then gets that one, as with Caddy
-OFFERS = {"h3": ["h3", "h2", "h1"], "h2": ["h2", "h1"], "h1": ["h1"]}
+ALL = list(OFFERS["h3"])  # every protocol: a listener that offers none alone
 KEYS = ("uri", "host", "proto", "status", "size", "end_unix_s", "duration_s", "referer", "remote_port", "resumed",
         "method", "replay", "cc")
 
@@ -49,12 +47,12 @@ def render_config(*, origins: list[tuple[str, str]], sites: Path, cert: Path, ke
     alone = dict(listeners)
     out: list[dict] = []
     for ip in dict.fromkeys(ip for _, ip in origins):
-        out.append({"addr": ip, "protocols": OFFERS[protocols.get(alone[ip]).name] if ip in alone else ALL})
+        out.append({"addr": ip, "protocols": list(OFFERS[protocols.get(alone[ip]).name]) if ip in alone else ALL})
     if replay_addresses or own:
         if replay_port is None:
             raise ServerError("replayed addresses without replayd's port")
         out += [{"addr": ip, "protocols": ALL, "replay": True} for ip in replay_addresses]
-        out += [{"addr": ip, "protocols": OFFERS[protocols.get(alone[ip]).name], "replay": True} for ip in own]
+        out += [{"addr": ip, "protocols": list(OFFERS[protocols.get(alone[ip]).name]), "replay": True} for ip in own]
     return {"sites": str(sites), "cert": str(cert), "key": str(key), "access_log": str(access_log),
             "served": SERVED_PATHS, "cc": quic_controller(cc), "cc_file": str(cc_file) if cc_file else None,
             "max_streams": 100, "listeners": out,
