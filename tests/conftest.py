@@ -84,6 +84,18 @@ def ok_slots(trials, key) -> set:
     return {key(t) for t in trials if t["status"] == "ok"}
 
 
+def slots_refused(trials, key, wanted) -> bool:
+    """Whether a slot of `wanted` has no ok trial, every attempt of it refused by the busy machine (a
+    campaign's exit 1 beside another campaign): the machine's answer, warned in the summary. Any
+    other failure fails here, with its reason (ok_slots)."""
+    missing = set(wanted) - ok_slots(trials, key)
+    if missing:
+        import warnings
+        warnings.warn(MachineRefusal(f"the machine refused every attempt of {sorted(missing)}: "
+                                     "recorded as failed; the test's claim was not judged this time"))
+    return bool(missing)
+
+
 def foreign(with_up: bool = True) -> dict:
     """What another plt-bench owns on this machine now, and so what no test here may judge: the
     testbeds (pbN) owned by a live process that is neither this test process nor one of its
@@ -116,6 +128,11 @@ def foreign(with_up: bool = True) -> dict:
     live_inodes = set().union(*[topology._ns_inodes(p) for p in live]) if live else set()
     pids |= {pid for pid, (_, _, line) in table.items()
              if any(f"{topology.RUN_DIR}/{p}/" in line for p in live) or (live_inodes and procs.netns_of(pid) in live_inodes)}
+    # under pytest-xdist the unit tests run in sibling worker processes: what a sibling's test started
+    # (a `chromedriver --version` of its own) is that test's to judge; what our own runs leave behind is
+    # reparented to init, never below the controller, so it is still judged here
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pids |= procs.descendants(parents, os.getppid()) - mine
     probes = {ns for ns in topology.existing_namespaces() if (m := topology.PROBE_RE.match(ns))
               and int(m.group(1)) not in mine and Path(f"/proc/{m.group(1)}").exists()}
     return {"prefixes": prefixes, "pids": pids, "probes": probes, "alive": set(table)}

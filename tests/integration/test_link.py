@@ -10,6 +10,7 @@ import statistics
 import struct
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -20,6 +21,8 @@ from plt_bench.errors import LinkError
 from plt_bench.link import commands, readback, verify
 from plt_bench.pages import Page
 from plt_bench.runner import run_cell_once
+
+from ..conftest import MachineRefusal
 
 pytestmark = pytest.mark.vm  # this module also runs inside the netem VM
 
@@ -125,15 +128,29 @@ def test_jitter_follows_its_distribution_live(bed, path, dist):
     cond = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=60, jitter_ms=10, jitter_dist=dist)
     bed.set_conditions(cond)
     want = math.sqrt(2 * verify.jitter_sd_ms(cond) ** 2 + base_sd ** 2)
+    noisy = []
     for attempt in (1, 2):  # once more after a miss: a busy machine's timers widen the spread (inside the
-        sent, rtts = ping(bed, 400, "0.01")  # netem VM beside a campaign, 2026-11-26: sd 16.6 ms against 14.3)
+        with verify.LateTimers() as timers:  # netem VM beside a campaign, 2026-11-26: sd 16.6 ms against 14.3)
+            sent, rtts = ping(bed, 400, "0.01")
         assert len(rtts) == sent
         got = statistics.stdev(rtts)
         rel = 4 / math.sqrt(2 * (len(rtts) - 1))
-        print(f"{dist}: RTT sd {got:.3f} ms, expected {want:.3f} (+-{rel:.0%}), attempt {attempt}")
+        # the machine's own timers, sampled while the pings ran, fire each of the two delay stages late
+        # by a spread of their own: when that spread alone could move the RTT's sd by half the window,
+        # this attempt cannot tell the distributions apart (the VM beside a campaign and the host's
+        # suite, 2026-11-26: sd 22.2 ms against 8.25, both attempts)
+        timer_sd = statistics.stdev(timers.late_ms) if len(timers.late_ms) > 1 else 0.0
+        noisy.append(math.sqrt(want ** 2 + 2 * timer_sd ** 2) / want - 1 > rel / 2)
+        print(f"{dist}: RTT sd {got:.3f} ms, expected {want:.3f} (+-{rel:.0%}), timers' sd {timer_sd:.3f} ms, "
+              f"attempt {attempt}")
         if abs(got / want - 1) <= rel:
             break
-    assert abs(got / want - 1) <= rel, (got, want)
+    else:
+        if all(noisy):  # the machine's answer, said in the summary: never a pass, never a defect's
+            warnings.warn(MachineRefusal(f"{dist} jitter: the machine's timers spread by {timer_sd:.1f} ms while "
+                                         "the pings ran, every attempt: its distribution was not judged this time"))
+            return
+    assert abs(got / want - 1) <= rel, (got, want, timer_sd)
 
 
 @pytest.mark.parametrize("proto,hop", [("h3", "h3"), ("h1", "http/1.1")])

@@ -14,7 +14,7 @@ from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import parse_page
 from plt_bench.runner import run_cell_once
 
-from ..conftest import ROOT, machine_refused, machine_saturated, ok_slots, run_cli, system_state
+from ..conftest import ROOT, machine_refused, machine_saturated, ok_slots, run_cli, slots_refused, system_state
 from .test_cli import _nothing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -103,6 +103,15 @@ def test_a_warm_repeat_visit_takes_its_images_from_the_cache_and_revalidates_its
     assert list(t.connections_per_origin) == ["plt.test"]  # nothing asked of the other origins
 
 
+def _rows(results, campaign_id: int) -> list[dict]:
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    rows = [dict(x) for x in db.execute("SELECT proto, status, reason, objects_ok, connections_json FROM trials "
+                                        "WHERE campaign_id = ?", (campaign_id,))]
+    db.close()
+    return rows
+
+
 def test_a_recorded_page_replays_over_every_protocol_and_records_again_the_same(tmp_path):
     """The done-when of issue 29: a HAR written by --capture har replays through pages --from-har --stand-in,
     a campaign on it runs over every protocol, and its recordings show the same requests, origins
@@ -112,44 +121,51 @@ def test_a_recorded_page_replays_over_every_protocol_and_records_again_the_same(
     common = ["--bw", "10mbit", "--rtt", "20ms", "--runs", "1", "--verify", "off", "--testbed", "226",
               "--results", str(results), "--capture", "har"]
     try:
-        r = run_cli("run", "--size", "4o:8x5KB", "--proto", "h2", "--name", "source", *common, timeout=600)
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-        db = sqlite3.connect(results)  # the ok trial's recording (a refusal of the busy machine records too)
-        (path,), = db.execute("SELECT a.path FROM artifacts a JOIN trials t ON t.id = a.trial_id "
-                              "WHERE t.campaign_id = 1 AND t.status = 'ok' AND a.kind = 'har'").fetchall()
-        db.close()
-        recorded = results.parent / path
-        # a HAR without bodies (the trial's capture keeps none): its same-weight stand-in (an archive would
-        # replay zeros; test_replay_archive replays recordings with bodies as recorded)
-        r = run_cli("pages", "--from-har", str(recorded), "--stand-in", name, timeout=120)
-        assert r.returncode == 0 and "8 objects, 40000 bytes, from 4 origins" in r.stdout, r.stdout + r.stderr
-        r = run_cli("run", "--size", f"har:{name}", "--proto", "all", "--name", "replay", "--metric", "lcp", *common,
-                    timeout=600)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        assert "Largest contentful paint, each protocol against h3" in r.stdout and "What a visitor sees" in r.stdout
-        db = sqlite3.connect(results)
-        db.row_factory = sqlite3.Row
-        rows = [dict(x) for x in db.execute("SELECT proto, status, reason, objects_ok, connections_json FROM trials "
-                                            "WHERE campaign_id = 2")]
-        db.close()
-        assert ok_slots(rows, lambda t: t["proto"]) == {"h1", "h2", "h3"}  # a refusal of the busy machine retried
-        ok = [x for x in rows if x["status"] == "ok"]
-        assert sorted((x["proto"], x["objects_ok"]) for x in ok) == [("h1", 8), ("h2", 8), ("h3", 8)]
-        assert all(list(json.loads(x["connections_json"])) == HOSTS for x in ok)
-        assert len(list((tmp_path / "captures").glob("2/**/trial.har"))) == len(rows)  # one recording per attempt
-        db = sqlite3.connect(results)
-        again = [results.parent / p for p, in db.execute(
-            "SELECT a.path FROM artifacts a JOIN trials t ON t.id = a.trial_id "
-            "WHERE t.campaign_id = 2 AND t.status = 'ok' AND a.kind = 'har'")]
-        db.close()
-        assert len(again) == len(ok)
-        source = json.loads(recorded.read_text())
-        for f in again:
-            assert replay.round_trip_differences(source, json.loads(f.read_text())) == [], f
-        assert any(p.name.startswith("heatmap_lcp_h3-vs-h2") for p in (tmp_path / "r-replay-2").iterdir())
+        _round_trip(tmp_path, results, name, common)
     finally:
         shutil.rmtree(ROOT / "sites" / "replay" / name, ignore_errors=True)
     assert _nothing("pb226") and system_state() == before
+
+
+def _round_trip(tmp_path, results, name, common):
+    """The test above, up to its leaving nothing: it returns early with the machine's refusal."""
+    r = run_cli("run", "--size", "4o:8x5KB", "--proto", "h2", "--name", "source", *common, timeout=600)
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
+    if r.returncode == 1 and slots_refused(_rows(results, 1), lambda t: t["proto"], {"h2"}):
+        return  # exit 1: every attempt refused by the busy machine (any other reason fails there)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    db = sqlite3.connect(results)  # the ok trial's recording (a refusal of the busy machine records too)
+    (path,), = db.execute("SELECT a.path FROM artifacts a JOIN trials t ON t.id = a.trial_id "
+                          "WHERE t.campaign_id = 1 AND t.status = 'ok' AND a.kind = 'har'").fetchall()
+    db.close()
+    recorded = results.parent / path
+    # a HAR without bodies (the trial's capture keeps none): its same-weight stand-in (an archive would
+    # replay zeros; test_replay_archive replays recordings with bodies as recorded)
+    r = run_cli("pages", "--from-har", str(recorded), "--stand-in", name, timeout=120)
+    assert r.returncode == 0 and "8 objects, 40000 bytes, from 4 origins" in r.stdout, r.stdout + r.stderr
+    r = run_cli("run", "--size", f"har:{name}", "--proto", "all", "--name", "replay", "--metric", "lcp", *common,
+                timeout=600)
+    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+    rows = _rows(results, 2)
+    if r.returncode == 1 and slots_refused(rows, lambda t: t["proto"], {"h1", "h2", "h3"}):
+        return
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Largest contentful paint, each protocol against h3" in r.stdout and "What a visitor sees" in r.stdout
+    assert ok_slots(rows, lambda t: t["proto"]) == {"h1", "h2", "h3"}  # a refusal of the busy machine retried
+    ok = [x for x in rows if x["status"] == "ok"]
+    assert sorted((x["proto"], x["objects_ok"]) for x in ok) == [("h1", 8), ("h2", 8), ("h3", 8)]
+    assert all(list(json.loads(x["connections_json"])) == HOSTS for x in ok)
+    assert len(list((tmp_path / "captures").glob("2/**/trial.har"))) == len(rows)  # one recording per attempt
+    db = sqlite3.connect(results)
+    again = [results.parent / p for p, in db.execute(
+        "SELECT a.path FROM artifacts a JOIN trials t ON t.id = a.trial_id "
+        "WHERE t.campaign_id = 2 AND t.status = 'ok' AND a.kind = 'har'")]
+    db.close()
+    assert len(again) == len(ok)
+    source = json.loads(recorded.read_text())
+    for f in again:
+        assert replay.round_trip_differences(source, json.loads(f.read_text())) == [], f
+    assert any(p.name.startswith("heatmap_lcp_h3-vs-h2") for p in (tmp_path / "r-replay-2").iterdir())
 
 
 def test_a_replayed_sub_document_json_and_font_load_whole_and_a_warm_visit_proves_them(bed, store, campaign, tmp_path):
