@@ -66,7 +66,6 @@ class Spec:
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.browsers.drivers)
-    http_server: str = "caddy"         # which server serves the pages (plt_bench.servers)
     serve: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--serve; url: pages)
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
     #                                     percent of the medians (grid.runs the least, max_runs the most runs)
@@ -91,6 +90,11 @@ class Spec:
     def browser(self) -> str:
         """The first browser of the grid: the one a testbed prepares for first."""
         return self.grid.browsers[0]
+
+    @property
+    def http_server(self) -> str:
+        """The first server of the grid: the one a testbed starts with."""
+        return self.grid.servers[0]
 
     @property
     def what(self) -> str:
@@ -118,7 +122,8 @@ class Spec:
                    if self.grid.browsers != ("chromium",) else {}),
                 **({"browser_binary": self.browser_binary} if self.browser_binary else {}),
                 # (older campaigns' hashes hold: Caddy is not written)
-                **({"http_server": self.http_server} if self.http_server != "caddy" else {}),
+                **({"http_server": self.http_server if len(self.grid.servers) == 1 else list(self.grid.servers)}
+                   if self.grid.servers != ("caddy",) else {}),
                 **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
@@ -142,9 +147,9 @@ class Spec:
 
     def plan(self) -> list["Slot"]:
         """Every trial, in the order it runs (Slot: conditions, run index, page, protocol, congestion
-        control, browser). Within a run each page's protocols (and congestion controls and browsers)
-        come in a seeded random order; with one congestion control and one browser the order is the
-        one campaigns always had, with several congestion controls the one they had since --cc."""
+        control, browser, server). Within a run each page's protocols (and congestion controls, browsers
+        and servers) come in a seeded random order; with one congestion control, browser and server the
+        order is the one campaigns always had, with several congestion controls the one they had since --cc."""
         out = []
         grid = self.within or self.grid
         for ci, cond in enumerate(grid.conditions):
@@ -153,14 +158,15 @@ class Spec:
                 pages = list(grid.pages)
                 rng.shuffle(pages)
                 for page in pages:
-                    if len(grid.ccs) == 1 and len(grid.browsers) == 1:
+                    one = len(grid.browsers) == 1 and len(grid.servers) == 1
+                    if len(grid.ccs) == 1 and one:
                         protos = list(grid.protos)
                         rng.shuffle(protos)
-                        out += [Slot(cond, r, page, p, grid.ccs[0], grid.browsers[0]) for p in protos]
-                    elif len(grid.browsers) == 1:
+                        out += [Slot(cond, r, page, p, grid.ccs[0], grid.browsers[0], grid.servers[0]) for p in protos]
+                    elif one:
                         pairs = [(p, cc) for p in grid.protos for cc in grid.ccs]
                         rng.shuffle(pairs)
-                        out += [Slot(cond, r, page, p, cc, grid.browsers[0]) for p, cc in pairs]
+                        out += [Slot(cond, r, page, p, cc, grid.browsers[0], grid.servers[0]) for p, cc in pairs]
                     else:
                         variants = grid.variants()
                         rng.shuffle(variants)
@@ -185,16 +191,18 @@ class Slot(NamedTuple):
     proto: str
     cc: str = "cubic"
     browser: str = "chromium"
+    server: str = "caddy"
 
     @property
     def cell(self) -> Cell:
-        return Cell(self.proto, self.page, self.conditions, self.cc, self.browser)
+        return Cell(self.proto, self.page, self.conditions, self.cc, self.browser, self.server)
 
     @classmethod
     def of(cls, t) -> "Slot":
         """The slot a stored trial (records.Trial) measured, found by its fields: its conditions, not
-        a label; cubic and Chromium where a store before their columns has none."""
-        return cls(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic", t.browser or "chromium")
+        a label; cubic, Chromium and Caddy where a store before their columns has none."""
+        return cls(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic", t.browser or "chromium",
+                   t.server or "caddy")
 
     @property
     def place(self) -> tuple[Conditions, Page]:
@@ -209,7 +217,7 @@ _STR, _INT, _LIST = (str,), (int,), (str, list)
 FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
-              "server_token_file": _STR, "http_server": _STR, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
+              "server_token_file": _STR, "http_server": _LIST, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
               "metric": _STR, "visit": _LIST, "serve": _LIST,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
@@ -220,7 +228,7 @@ TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a li
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
             "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['h3', 'h2']",
             "sizes": "['5KB', '200x5KB']", "trace_down": "['lte-down.txt', 'gen:onoff:24mbit:1s:1s']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5",
-            "browser": "['chromium', 'firefox']"}
+            "browser": "['chromium', 'firefox']", "http_server": "['caddy', 'quinn']"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
 
 
@@ -389,27 +397,31 @@ def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str |
     return names
 
 
-def _http_server(v: "Values", grid, capture: tuple[str, ...], server, serve) -> str:
-    """--http-server: a server of plt_bench.servers, and nothing asked of it that it cannot do (refused by
-    name before anything is made)."""
+def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, serve) -> tuple[str, ...]:
+    """--http-server: servers of plt_bench.servers (an axis, as --browser is), and nothing asked of any
+    that it cannot do (refused by name before anything is made)."""
     from . import servers
     from .servers import quinnserve
-    name = str(v.get("http_server", DEFAULTS["http_server"])).strip().lower()
-    if name not in servers.NAMES:
-        raise UsageError(f"{v.name('http_server')}: '{name}'; expected one of {', '.join(servers.NAMES)}")
-    if name == "caddy":
-        return name
-    if server:
-        raise UsageError(f"{v.name('http_server')} {name}: two machines serve with Caddy ('plt-bench serve'), for now")
-    if serve:
-        raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve): Caddy does")
-    if "qlog" in capture:
-        raise UsageError(f"{v.name('http_server')} {name}: writes no qlog (--capture qlog is Caddy's)")
-    lacking = [cc for cc in grid.ccs if cc not in quinnserve.CONTROLLERS]
-    if lacking:
-        raise UsageError(f"{v.name('cc')}: {', '.join(lacking)}: quinn has no such QUIC controller; with "
-                         f"{v.name('http_server')} {name} expected some of {', '.join(quinnserve.CONTROLLERS)}")
-    return name
+    given = _as_list(v.get("http_server", DEFAULTS["http_server"]))
+    names = tuple(dict.fromkeys(x.lower() for x in units.split_list(given, v.name("http_server"))))
+    if not names or any(n not in servers.NAMES for n in names):
+        raise UsageError(f"{v.name('http_server')}: '{given}'; expected one or more of {', '.join(servers.NAMES)} "
+                         "(caddy,quinn: both, interleaved)")
+    for name in names:
+        if name == "caddy":
+            continue
+        if server:
+            raise UsageError(f"{v.name('http_server')} {name}: two machines serve with Caddy ('plt-bench serve'), "
+                             "for now")
+        if serve:
+            raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve): Caddy does")
+        if "qlog" in capture:
+            raise UsageError(f"{v.name('http_server')} {name}: writes no qlog (--capture qlog is Caddy's)")
+        lacking = [cc for cc in grid.ccs if cc not in quinnserve.CONTROLLERS]
+        if lacking:
+            raise UsageError(f"{v.name('cc')}: {', '.join(lacking)}: quinn has no such QUIC controller; with "
+                             f"{v.name('http_server')} {name} expected some of {', '.join(quinnserve.CONTROLLERS)}")
+    return names
 
 
 def _compare(v: "Values") -> str:
@@ -417,8 +429,8 @@ def _compare(v: "Values") -> str:
     axis = str(v.get("compare", DEFAULTS["compare"]))
     if axis not in AXES:
         raise UsageError(f"{v.name('compare')}: '{axis}'; expected one of {', '.join(AXES)} (proto: the protocols "
-                         "within each congestion control and browser; cc or browser: each against the first, within "
-                         "each protocol)")
+                         "within each congestion control, browser and server; cc, browser or server: each against "
+                         "the first, within each protocol)")
     return axis
 
 
@@ -456,16 +468,18 @@ def _metric(v: "Values", capture: tuple[str, ...] = ()) -> str:
 
 def _reference(v: "Values", grid, axis: str) -> str | None:
     """The reference asked for, which must be one value the campaign runs of the axis compared
-    (a protocol, or with compare = cc a congestion control, with compare = browser a browser;
+    (a protocol, or with compare = cc a congestion control, browser a browser, server a server;
     None: not asked)."""
     text = v.get("reference")
     if text is None:
         return None
-    if axis in ("cc", "browser"):
-        ran, what = (grid.ccs, "congestion control") if axis == "cc" else (grid.browsers, "browser")
+    if axis in cond_mod.VARIANT_AXES:
+        ran = grid.axis(axis)
+        what, option = {"cc": ("congestion control", "cc"), "browser": ("browser", "browser"),
+                        "server": ("server", "http-server")}[axis]
         if str(text).strip().lower() not in ran:  # one rule for case, as --cc and --browser read their own
             raise UsageError(f"{v.name('reference')}: '{text}' is not one {what} this campaign runs; "
-                             f"expected one of {', '.join(ran)} (--{axis} {','.join(ran)})")
+                             f"expected one of {', '.join(ran)} (--{option} {','.join(ran)})")
         return str(text).strip().lower()
     protos = grid.protos
     names = protocols.parse(str(text), v.name("reference"))
@@ -617,22 +631,23 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     axis = _compare(v)
     browsers = _browsers(v, grid, capture, server, browser)
     grid = dataclasses.replace(grid, browsers=browsers)
+    serve = _serve(v, grid, server)
+    grid = dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, serve))
     reference = _reference(v, grid, axis)
     warmup = as_int("warmup", 0, 100)
     precision, max_runs = _precision(v, grid.runs)
     if warmup >= grid.runs:
         raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
-    serve = _serve(v, grid, server)
     _as_recorded(v, grid)
     spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser,
-                http_server=_http_server(v, grid, capture, server, serve), name=name, serve=serve,
+                name=name, serve=serve,
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
                 metric=_metric(v, capture), traces=_traces_of(grid),
-                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser"))))
+                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser", "http_server"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
                                                                        if k in cond_mod.GRID_KEYS))

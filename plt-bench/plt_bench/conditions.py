@@ -11,6 +11,7 @@ from typing import Iterable
 
 from . import protocols, traces, units
 from .browsers import NAMES as BROWSERS
+from .servers import NAMES as SERVERS
 from .errors import UsageError
 from .pages import PAGE_FORM, Page, parse_page
 
@@ -18,6 +19,12 @@ DEFAULT_SIZES = ("5KB", "500KB", "10MB", "50MB")
 ALL_SIZES = ("5KB", "500KB", "10MB", "50MB", "700MB")
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 UNSHAPED = "unshaped"
+
+# The axes a page is loaded with beside the protocol, each with the value every trial stored before it
+# was an axis: one table for the grid, the store's slots, the statistics and the report (a cell is
+# (conditions, page, protocol, *VARIANT_AXES)).
+VARIANT_AXES = {"cc": "cubic", "browser": "chromium", "server": "caddy"}
+AXIS_KEYS = {"cc": "cc", "browser": "browser", "server": "http_server"}  # each one's option and definition key
 
 
 
@@ -183,6 +190,7 @@ class Cell:
     conditions: Conditions
     cc: str = "cubic"  # the TCP congestion control on the testbed's routes (h3 runs quic-go's own whatever it is)
     browser: str = "chromium"  # the browser that loads it (plt_bench.browsers)
+    server: str = "caddy"  # the server that serves it (plt_bench.servers)
 
     def __post_init__(self):
         if self.proto not in protocols.ALL_NAMES:
@@ -193,6 +201,8 @@ class Cell:
             raise ValueError(f"Cell: congestion control {self.cc!r}; expected one of {', '.join(CONGESTION_CONTROLS)}")
         if self.browser not in BROWSERS:
             raise ValueError(f"Cell: browser {self.browser!r}; expected one of {', '.join(BROWSERS)}")
+        if self.server not in SERVERS:
+            raise ValueError(f"Cell: server {self.server!r}; expected one of {', '.join(SERVERS)}")
 
     @property
     def size_bytes(self) -> int:
@@ -208,21 +218,27 @@ class Grid:
     runs: int
     ccs: tuple[str, ...] = ("cubic",)  # TCP congestion controls, an axis like the protocols
     browsers: tuple[str, ...] = ("chromium",)  # the browsers that load the pages, an axis too
+    servers: tuple[str, ...] = ("caddy",)  # the servers that serve them, an axis too
     # the traces its conditions follow, as read (by hash: TraceRate.trace), carried with the grid
     traces: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def cells(self) -> list[Cell]:
-        return [Cell(p, s, c, cc, b) for c, s, p, cc, b in itertools.product(self.conditions, self.pages, self.protos,
-                                                                             self.ccs, self.browsers)]
+        return [Cell(p, s, c, *v) for c, s, p, v in itertools.product(
+            self.conditions, self.pages, self.protos, itertools.product(self.ccs, self.browsers, self.servers))]
 
-    def variants(self) -> list[tuple[str, str, str]]:
-        """Every (protocol, congestion control, browser) a page is loaded with under one condition."""
-        return list(itertools.product(self.protos, self.ccs, self.browsers))
+    def axis(self, name: str) -> tuple[str, ...]:
+        """The values an axis beside the protocol takes (VARIANT_AXES: cc, browser, server)."""
+        return {"cc": self.ccs, "browser": self.browsers, "server": self.servers}[name]
 
-    def kind(self, proto: str, cc: str, browser: str) -> str:
-        """A variant in words, naming only the axes that vary: 'h3', 'h3 bbr', 'h3 firefox'
+    def variants(self) -> list[tuple[str, str, str, str]]:
+        """Every (protocol, congestion control, browser, server) a page is loaded with under one condition."""
+        return list(itertools.product(self.protos, self.ccs, self.browsers, self.servers))
+
+    def kind(self, proto: str, cc: str, browser: str, server: str = "caddy") -> str:
+        """A variant in words, naming only the axes that vary: 'h3', 'h3 bbr', 'h3 firefox', 'h3 quinn'
         (what progress lines and the precision target tell apart)."""
-        return " ".join([proto, *([cc] if len(self.ccs) > 1 else []), *([browser] if len(self.browsers) > 1 else [])])
+        given = {"cc": cc, "browser": browser, "server": server}
+        return " ".join([proto, *(given[a] for a in VARIANT_AXES if len(self.axis(a)) > 1)])
 
 
 def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:

@@ -67,9 +67,10 @@ def _table() -> dict[str, Option]:
         Option("browser", "the browsers that load the pages, comma-separated: chromium (default), firefox (Firefox ESR: "
                           "pages of one origin, one protocol for every origin; docs/browsers.md), or chromium,firefox "
                           "(an axis: interleaved in the seeded order, as --cc is; --compare browser)"),
-        Option("http_server", "the server that serves the pages: caddy (default: Caddy, HTTP/3 on quic-go, whose "
-                              "congestion control is its own) or quinn (quinnserve: HTTP/3 on quinn, running --cc's "
-                              "controller for QUIC too: reno, cubic or bbr; docs/servers.md)"),
+        Option("http_server", "the servers that serve the pages, comma-separated: caddy (default: Caddy, HTTP/3 on "
+                              "quic-go, whose congestion control is its own), quinn (quinnserve: HTTP/3 on quinn, "
+                              "running --cc's controller for QUIC too: reno, cubic or bbr; docs/servers.md), or "
+                              "caddy,quinn (an axis: interleaved in the seeded order, as --browser is; --compare server)"),
         Option("browser_binary", "the browser to measure: the absolute path of a Chromium or Google Chrome binary "
                                  "(default: Debian's chromium); its chromedriver is the distro's when the major "
                                  "versions match, else webdriver-manager's (its cache first)", metavar="PATH"),
@@ -128,10 +129,11 @@ def _table() -> dict[str, Option]:
                group="stats"),
         Option("reference", "the value every other one is compared against: a protocol (default: h3 where it runs, "
                             "else the first listed), or with --compare cc a congestion control, with --compare browser "
-                            "a browser (default: the first listed)", metavar="VALUE", group="stats"),
+                            "a browser, with --compare server a server (default: the first listed)", metavar="VALUE",
+               group="stats"),
         Option("compare", "what the report compares: proto (each protocol against the reference, within each "
-                          "congestion control and browser), cc or browser (each congestion control or browser against "
-                          "the reference, within each protocol)", choices=AXES, group="stats"),
+                          "congestion control, browser and server), cc, browser or server (each congestion control, "
+                          "browser or server against the reference, within each protocol)", choices=AXES, group="stats"),
         Option("visit", "which load of each page a trial measures, comma-separated: first (a fresh browser), repeat "
                         "(the same browser again a moment later, its connections closed and its cache cleared), "
                         "repeat-warm (the same, its cache kept); a page may name its own: 20x5KB@repeat"),

@@ -493,8 +493,8 @@ def metric_value(t: Trial, metric: str = DEFAULT_METRIC) -> float | None:
 
 
 # -- the analysis's records (plt_bench.analysis.stats makes them; report, plots and the CSVs read them) -----------
-AXES = ("proto", "cc", "browser")  # what a comparison may be along: a field of CellStats that varies within a group
-CELL_FIELDS = ("conditions", "page", "proto", "cc", "browser")  # what tells one cell from another (CellStats.key)
+AXES = ("proto", "cc", "browser", "server")  # what a comparison may be along: a field of CellStats that varies in a group
+CELL_FIELDS = ("conditions", "page", "proto", "cc", "browser", "server")  # what tells one cell from another (CellStats.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -529,9 +529,10 @@ class CellStats:
     trace_down: str | None = doc("the downlink's trace, when its rate followed one (rate_down_bps is then the "
                                  "trace's mean)", None)
     browser: str = doc("the browser that loaded it (Trial.browser; chromium for a store before schema 18)", "chromium")
+    server: str = doc("the server that served it (Trial.server; caddy for a store before schema 20)", "caddy")
 
     @property
-    def key(self) -> tuple[str, str, str, str, str]:
+    def key(self) -> tuple[str, str, str, str, str, str]:
         return tuple(getattr(self, f) for f in CELL_FIELDS)
 
     def row(self) -> dict:
@@ -550,7 +551,7 @@ class Comparison:
     the figures it always had). The p-values test the two cells' samples; p_adjusted is corrected
     over every comparison of the report."""
 
-    axis: str = doc("what is compared: proto, cc or browser (records.AXES)")
+    axis: str = doc("what is compared: proto, cc, browser or server (records.AXES)")
     reference: CellStats = doc("the reference's cell (--reference; h3 by default)")
     other: CellStats = doc("the cell compared with it")
     diff_pct: float = doc("(reference - other) / other, in % of the other's median; negative: reference faster")
@@ -574,22 +575,21 @@ class Comparison:
 
     def pair_in(self, varying) -> str:
         """The pair with what it is within, among the axes that vary in the report (varying: of
-        "cc", "browser"): 'h3 vs h1 (firefox)', 'firefox vs chromium (h2 bbr)'; a protocol
+        "cc", "browser", "server"): 'h3 vs h1 (firefox)', 'firefox vs chromium (h2 bbr)'; a protocol
         comparison with nothing else varying is just 'h3 vs h1'."""
         text = f"{self.reference_value} vs {self.other_value}"
         within = self.within_in(varying)
         return f"{text} ({within})" if within else text
 
     def within_in(self, varying) -> str:
-        """The values both cells share of the other axes: the protocol of a cc or browser comparison
-        always, the cc and the browser where they vary (varying: of "cc", "browser")."""
-        return " ".join(getattr(self.reference, a) for a in ("proto", "cc", "browser")
-                        if a != self.axis and (a == "proto" or a in varying))
+        """The values both cells share of the other axes: the protocol of a cc, browser or server
+        comparison always, the cc, the browser and the server where they vary (varying: of AXES)."""
+        return " ".join(getattr(self.reference, a) for a in AXES if a != self.axis and (a == "proto" or a in varying))
 
     @property
     def within(self) -> str:
-        """Every value both cells share of the other axes: 'cubic chromium' of a protocol comparison."""
-        return self.within_in(("cc", "browser"))
+        """Every value both cells share of the other axes: 'cubic chromium caddy' of a protocol comparison."""
+        return self.within_in(AXES)
 
     @property
     def reference_value(self) -> str:
@@ -624,5 +624,5 @@ class Comparison:
                 "correction": self.correction, "significant": self.significant, "faster": self.faster}
 
 
-_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "cc", "browser", "rate_down_bps", "rtt_ms",
+_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "cc", "browser", "server", "rate_down_bps", "rtt_ms",
                  "jitter_ms", "loss_pct")

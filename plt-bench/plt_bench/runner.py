@@ -16,7 +16,7 @@ from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
 from .cpu import bound as cpu_bound
 from .cpu import cpu_list, own_cpus
-from .errors import LinkError, TestbedBroken
+from .errors import LinkError, ServerError, TestbedBroken
 from .link.counters import DeliveryCounter
 from .metadata import utc_now
 from .servers import overlapping, own_entries
@@ -331,13 +331,18 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
 
 def _ready(bed: Testbed, cell: Cell) -> None:
     """Never start a trial on a dead link, nor with any other part dead; nothing of an earlier trial
-    may still be loading; the routes carry the cell's congestion control (read back)."""
+    may still be loading; the cell's server serves (testbeds of several switch between trials) and the
+    routes carry the cell's congestion control (read back)."""
     if not bed.link.alive():
         raise LinkError(bed.link.died_reason())
     broken = bed.broken()
     if broken:
         raise TestbedBroken(broken)
     bed.quiesce()
+    try:
+        bed.use_server(cell.server)
+    except ServerError as e:  # a server that would not start: the testbed cannot run the campaign on
+        raise TestbedBroken(f"switching to {cell.server}: {e}") from e
     bed.set_cc(cell.cc)
 
 

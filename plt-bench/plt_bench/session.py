@@ -134,7 +134,7 @@ class Session:
                                capture=self.capture, browser_binary=spec.browser_binary, browser_names=spec.grid.browsers,
                                traces=spec.traces,
                                replays=[p.replay for p in spec.grid.pages if p.archived],
-                               serve=[(h, Path(d)) for h, d in spec.serve], server_name=spec.http_server)
+                               serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers)
         else:
             if any(p.archived for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "
@@ -225,6 +225,7 @@ class Session:
                  f"({len(g.conditions)} condition(s) x {len(g.pages)} page(s) x "
                  f"{len(g.protos)} protocol(s) x {f'{len(g.ccs)} congestion controls x ' if len(g.ccs) > 1 else ''}"
                  f"{f'{len(g.browsers)} browsers x ' if len(g.browsers) > 1 else ''}"
+                 f"{f'{len(g.servers)} servers x ' if len(g.servers) > 1 else ''}"
                  f"{runs}, order seeded with {spec.seed}) on testbed "
                  f"{bed.plan.prefix}, link {bed.link.backend} ({bed.link.tool}, {bed.link.placement}); results in "
                  f"{self.results}")
@@ -289,9 +290,9 @@ class Session:
         if spec.precision_pct is None or r < spec.grid.runs:
             return False
         times: dict[str, list[float]] = {}
-        for done, rows in self.done.items():  # per protocol (and congestion control and browser, where several)
+        for done, rows in self.done.items():  # per protocol (and congestion control, browser, server, where several)
             if done.place == slot.place and done.run_index < r:
-                key = spec.grid.kind(done.proto, done.cc, done.browser)
+                key = spec.grid.kind(done.proto, done.cc, done.browser, done.server)
                 # the campaign's metric (--metric), as its report compares: a trial without it does not count
                 times.setdefault(key, []).extend(v for t in rows if t.counts
                                                  and (v := metric_value(t, spec.metric)) is not None)
@@ -360,7 +361,8 @@ class Session:
             why = f"  {t.reason}" if t.reason else ""
             tag = f" (attempt {attempt})" if attempt > 1 else ""
             g = self.spec.grid
-            tag_ = (f" {slot.cc:<5}" if len(g.ccs) > 1 else "") + (f" {slot.browser:<8}" if len(g.browsers) > 1 else "")
+            tag_ = ((f" {slot.cc:<5}" if len(g.ccs) > 1 else "") + (f" {slot.browser:<8}" if len(g.browsers) > 1 else "")
+                    + (f" {slot.server:<6}" if len(g.servers) > 1 else ""))
             self.out(f"{bar(self.finished, total)} {self.finished:>{len(str(total))}}/{total} ETA "
                      f"{fmt_duration(left):>6}  {cond.label:<18} {page.label:>7} {proto:<4}{tag_} {t.status:<6} "
                      f"{plt}{tag}{why}")

@@ -62,6 +62,8 @@ Schema history (SCHEMA_VERSION):
  20 - a second server (plt_bench.servers): trials gain server (caddy | quinn; older trials are Caddy's,
       and say so) and server_cc (the congestion controller the page's connection ran, as the server's
       log says; NULL where it does not, as for every older trial).
+ 21 - the server as an axis (--http-server caddy,quinn): a slot is one server's, so the trigger that
+      keeps one row per slot and attempt holds the server too (made anew; no row changes).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -133,13 +135,17 @@ def trials_table() -> str:
     return "CREATE TABLE IF NOT EXISTS trials (\n" + "\n".join(lines) + "\n);"
 
 
-def slot_constraint() -> str:
+def slot_constraint(without: tuple[str, ...] = ()) -> str:
     """The store's own rule that a slot is stored at most once per attempt: a trigger (NULL-safe,
-    since an unshaped rate or an automatic queue is NULL) over the slot's columns, with its index."""
-    cols = ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "cc", "browser", "attempt"]
-    # a trial without a browser is Chromium's (records.Trial.browser), as every row before schema 18
-    same = " AND ".join(f"{c} IS NEW.{c}" if c != "browser" else "coalesce(browser, 'chromium') IS "
-                        "coalesce(NEW.browser, 'chromium')" for c in cols)
+    since an unshaped rate or an automatic queue is NULL) over the slot's columns, with its index.
+    without: columns an older version's slot did not hold (a test's older store)."""
+    cols = [c for c in ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "cc", "browser",
+                        "server", "attempt"] if c not in without]
+    # a trial without a browser is Chromium's (records.Trial.browser), as every row before schema 18; one
+    # without a server Caddy's (records.Trial.server), as every row before schema 20
+    default = {"browser": "chromium", "server": "caddy"}
+    same = " AND ".join(f"{c} IS NEW.{c}" if c not in default else f"coalesce({c}, '{default[c]}') IS "
+                        f"coalesce(NEW.{c}, '{default[c]}')" for c in cols)
     return ("CREATE INDEX IF NOT EXISTS trials_slot ON trials(campaign_id, run_index, page, proto, attempt);\n"
             "CREATE TRIGGER IF NOT EXISTS trials_one_per_slot BEFORE INSERT ON trials\n"
             f"  WHEN EXISTS (SELECT 1 FROM trials WHERE {same})\n"
@@ -444,6 +450,9 @@ class Store:
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             self.db.execute("UPDATE trials SET server = 'caddy'")
             version = 20
+        if version == 20:  # 20 -> 21: one row per slot and attempt of each server
+            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its server
+            version = 21
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -37,10 +37,11 @@ class Testbed:
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
                  serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,),
-                 traces: Sequence = (), server_name: str = servers.DEFAULT):
+                 traces: Sequence = (), server_names: Sequence[str] = (servers.DEFAULT,)):
         """conditions: every one it will be set to (the link is chosen for them all); traces: the
         traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link;
-        server_name: which server (plt_bench.servers) serves the pages."""
+        server_names: which servers (plt_bench.servers) serve the pages, one at a time (use_server),
+        the first from the start."""
         self.sites = Sites(sites_dir)
         self.traces = traces_mod.by_hash(traces)  # as conditions name them (TraceRate.trace)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
@@ -51,7 +52,7 @@ class Testbed:
         # which browsers load the pages (plt_bench.browsers): a load names its own, the first by default
         self.browser_names = tuple(browsers.get(b).name for b in browser_names)
         self.browser_name = self.browser_names[0]
-        self.server_name = servers.get(server_name).name
+        self.server_names = tuple(dict.fromkeys(servers.get(n).name for n in server_names))
         self.browser_binary = browser_binary  # None: Debian's Chromium (plt_bench.browsers.drivers)
         self.browser: drivers.ChromiumBuild | None = None
         self.capture = capture or Settings()
@@ -60,7 +61,8 @@ class Testbed:
         self._cc = cc  # what the routes carry now (set_cc changes it between trials)
         self.persistent, self.with_browser = persistent, with_browser
         self.topology: Topology | None = None
-        self.server: Server | None = None
+        self.server: Server | None = None  # the one serving now
+        self.servers: dict[str, Server] = {}  # every one of server_names, by name
         self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
@@ -111,11 +113,15 @@ class Testbed:
                  + [ip for x in statics for _, ip in x.origins])
         for ns, argv in self.plan.address_commands(extra):  # only a testbed that replays or serves folders has them
             cmd.run(argv, ns=ns)
-        self.server = servers.get(self.server_name)(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir,
-                                                    self.sites.root, origins=self.plan.origins, env=env, replay=replay,
-                                                    statics=statics, cc=self.cc)
-        self._stack.callback(self.server.stop)
+        self.servers = {n: servers.get(n)(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
+                                          origins=self.plan.origins, env=env, replay=replay, statics=statics, cc=self.cc)
+                        for n in self.server_names}
+        for one in self.servers.values():
+            self._stack.callback(one.stop)
+        self.server = self.servers[self.server_names[0]]
         self.server.start()
+        for one in self.servers.values():  # one certificate for all: a browser started early trusts its pin
+            one.cert = self.server.cert
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
                                   server_pid=self.server.proc.pid)
         if self.with_browser:
@@ -217,6 +223,20 @@ class Testbed:
     def cc_in_use(self) -> str:
         """The TCP congestion control a connection opened now would use."""
         return self._cc
+
+    def use_server(self, name: str) -> None:
+        """The server of the trials to come (one of server_names): the one serving stops, the other
+        starts on the same addresses with the same certificate and the congestion control in use, its
+        access log read from where it stands. Raises ServerError if it does not listen."""
+        if name == self.server.name:
+            return
+        if name not in self.servers:
+            raise ValueError(f"server {name!r}: this testbed serves with {', '.join(self.server_names)}")
+        self.server.stop()
+        self.server = self.servers[name]
+        self.server.set_quic_cc(self._cc)
+        self.server.start()
+        self.topology.write_state(server_pid=self.server.proc.pid)
 
     # -- trials --------------------------------------------------------------------------------
     def broken(self) -> str | None:
@@ -360,18 +380,20 @@ class Testbed:
 
     def metadata(self) -> dict:
         m = machine()
-        info = self.server.info()
+        several = [self.servers.get(n) or self.server for n in self.server_names]
+        infos = {x.meta_key: x.info() for x in several}
         m.update({
             **self.link.describe(),
             "link_requested": self.link_name,
             "netem_available": link_mod.netem_available(),
             "congestion_control": self.cc,
-            # which server served the pages (plt_bench.servers), its build and version under its own keys
-            # (Caddy's 'caddy' and 'caddy_version', as every campaign before the second server had them)
-            "http_server": self.server.name,
-            self.server.meta_key: info,
-            f"{self.server.meta_key}_version": info.get("version"),
-            "quic_cc": self.server.quic_cc(),
+            # which servers served the pages (plt_bench.servers), comma-separated, each one's build and
+            # version under its own keys (Caddy's 'caddy' and 'caddy_version', as every campaign before the
+            # second server had them); the QUIC controller each ran ('quinn: bbr; caddy: ...' for several)
+            "http_server": ",".join(x.name for x in several),
+            **infos,
+            **{f"{k}_version": v.get("version") for k, v in infos.items()},
+            "quic_cc": several[0].quic_cc() if len(several) == 1 else "; ".join(f"{x.name}: {x.quic_cc()}" for x in several),
             "quic_buffer_warning": self.server.quic_buffer_warning(),
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),
@@ -488,6 +510,11 @@ class RemoteTestbed(Testbed):
     def set_cc(self, cc: str) -> None:
         """Nothing to switch on two machines: the server's default applies (the campaign refuses a
         list of congestion controls there)."""
+
+    def use_server(self, name: str) -> None:
+        """Two machines serve with Caddy alone (the campaign refuses another server there)."""
+        if name != self.server.name:
+            raise ValueError(f"server {name!r}: two machines serve with {self.server.label}")
 
     def quiesce(self) -> int:
         """The browser runs in this machine's own namespace among the user's processes: the worker

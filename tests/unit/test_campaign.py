@@ -112,10 +112,10 @@ def test_unknown_campaign():
 def test_plan_interleaves_protocols_in_a_seeded_random_order():
     spec = campaign.load("pages", {"bw": "10mbit", "runs": "4"})
     plan = spec.plan()
-    assert len(plan) == 4 * 4 * 3 and len(set((r, s, p) for _, r, s, p, _, _ in plan)) == len(plan)
+    assert len(plan) == 4 * 4 * 3 and len(set((x.run_index, x.page, x.proto) for x in plan)) == len(plan)
     for i in range(0, len(plan), 3):  # each size: its three protocols back to back
         assert plan[i][2] == plan[i + 1][2] == plan[i + 2][2] and {x[3] for x in plan[i:i + 3]} == {"h3", "h2", "h1"}
-    orders = [[s for _, r, s, _, _, _ in plan if r == run][::3] for run in range(4)]
+    orders = [[x.page for x in plan if x.run_index == run][::3] for run in range(4)]
     assert len({tuple(o) for o in orders}) > 1  # the order changes between repetitions
     assert len({x.proto for x in plan[::3]}) == 3  # no protocol always goes first
     assert spec.plan() == plan  # seeded: the same every time
@@ -129,7 +129,7 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     stored = [trial(seq=0, run_index=0, proto="h1", size=5000, cond=cond),
               trial(seq=1, run_index=1, proto="h1", size=5000, cond=cond, status="failed")]
     done = session.attempts_so_far(stored)
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "h1", "cubic", "chromium")]  # retries = 1: one more
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "h1", "cubic", "chromium", "caddy")]  # retries = 1: one more
     done = session.attempts_so_far(stored + [trial(seq=2, run_index=1, proto="h1", size=5000, cond=cond,
                                                    status="failed")])
     assert session.todo(spec.plan(), done, spec.retries) == []
@@ -141,7 +141,7 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     # a multi-object page is its own cell: found by its objects and their size, not by its bytes
     spec = campaign.load("quick", {"size": "5KB,3x5KB", "runs": "1", "proto": "h1"})
     done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", page=Page(5000, 3), cond=cond)])
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "h1", "cubic", "chromium")]
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "h1", "cubic", "chromium", "caddy")]
     # a Firefox trial is Firefox's slot, never Chromium's; a trial stored before the browser was is Chromium's
     spec = campaign.load("quick", {"size": "5KB", "runs": "1", "proto": "h1", "browser": "chromium,firefox"})
     done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", size=5000, cond=cond, browser="firefox")])
@@ -257,7 +257,7 @@ def test_the_browser_is_an_axis_interleaved_with_the_protocols_and_ccs():
     assert len({tuple((x.proto, x.browser) for x in plan if x.run_index == r) for r in range(3)}) > 1
     assert plan[0].cell.browser == plan[0].browser
     both = campaign.load("quick", {**base, "browser": "chromium,firefox", "cc": "cubic,bbr"})
-    assert {(x.proto, x.cc, x.browser) for x in both.plan()} == set(both.grid.variants()) and both.trial_count == 24
+    assert {(x.proto, x.cc, x.browser, x.server) for x in both.plan()} == set(both.grid.variants()) and both.trial_count == 24
     one = campaign.load("quick", base)
     assert [(x.proto, x.browser) for x in one.plan()] == [(x.proto, "chromium") for x in one.plan()]
     assert "browser" not in one.as_dict() and campaign.load("quick", {**base, "browser": "chromium"}).spec_hash == \
@@ -269,6 +269,34 @@ def test_the_browser_is_an_axis_interleaved_with_the_protocols_and_ccs():
                                    "reference": "Firefox"}).reference == "firefox"
     with pytest.raises(UsageError, match="--browser firefox: two machines run Chromium only"):
         campaign.load("quick", {"browser": "chromium,firefox", "server": "192.0.2.1", "server_token_file": "/x",
+                                "iface": "eth0"})
+
+
+def test_the_server_is_an_axis_interleaved_with_the_protocols():
+    """--http-server caddy,quinn: every run holds each (protocol, server) once in a seeded order, each
+    slot's cell names its server; one server keeps the order and the hash campaigns had (Caddy alone is
+    not written); the report may compare the servers within each protocol."""
+    base = {"size": "5KB", "runs": "3", "proto": "h3,h2", "rtt": "0"}
+    spec = campaign.load("quick", {**base, "http_server": "caddy,Quinn"})
+    plan = spec.plan()
+    assert spec.grid.servers == ("caddy", "quinn") and spec.http_server == "caddy"
+    assert len(plan) == spec.trial_count == 3 * 2 * 2 and spec.as_dict()["http_server"] == ["caddy", "quinn"]
+    for run in range(3):
+        assert sorted((x.proto, x.server) for x in plan if x.run_index == run) == sorted(
+            (p, s) for p in ("h3", "h2") for s in ("caddy", "quinn"))
+    assert len({tuple((x.proto, x.server) for x in plan if x.run_index == r) for r in range(3)}) > 1
+    assert {x.cell.server for x in plan} == {"caddy", "quinn"} and all(x.cell.server == x.server for x in plan)
+    assert spec.grid.kind("h3", "cubic", "chromium", "quinn") == "h3 quinn"
+    one = campaign.load("quick", base)
+    assert [(x.proto, x.server) for x in one.plan()] == [(x.proto, "caddy") for x in one.plan()]
+    assert "http_server" not in one.as_dict() and campaign.load("quick", {**base, "http_server": "caddy"}).spec_hash == \
+        one.spec_hash
+    assert campaign.load("quick", {**base, "http_server": "quinn"}).as_dict()["http_server"] == "quinn"
+    assert spec.spec_hash != one.spec_hash
+    compared = campaign.load("quick", {**base, "http_server": "caddy,quinn", "compare": "server", "reference": "QUINN"})
+    assert (compared.compare, compared.reference) == ("server", "quinn")
+    with pytest.raises(UsageError, match="--http-server quinn: two machines serve with Caddy"):
+        campaign.load("quick", {"http_server": "caddy,quinn", "server": "192.0.2.1", "server_token_file": "/x",
                                 "iface": "eth0"})
 
 

@@ -276,16 +276,18 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
 V20 = ("server", "server_cc")  # what schema 20 added
 
 
-def _store_before(path, monkeypatch, dropped, version, trials) -> int:
+def _store_before(path, monkeypatch, dropped, version, trials, slot_without=()) -> int:
     """A store of an older version: its trials table without the columns later versions added (as
-    that version made it), holding these trials; the campaign's id."""
+    that version made it), its slot rule without the columns its slot did not hold, holding these
+    trials; the campaign's id."""
     from plt_bench import records
     real = records.columns
     with monkeypatch.context() as m:
         m.setattr(records, "columns", lambda: [c for c in real() if c[0] not in dropped])
         tables = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())
     db = sqlite3.connect(path)
-    db.executescript(tables + st.slot_constraint() + f"INSERT INTO schema_info VALUES ({version});")
+    db.executescript(tables + st.slot_constraint(tuple(dropped) + tuple(slot_without))
+                     + f"INSERT INTO schema_info VALUES ({version});")
     cid = db.execute("INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json) VALUES "
                      "('old', 't', 'finished', '{}', '{\"link_backend\": \"linkem\"}')").lastrowid
     for t in trials:
@@ -311,13 +313,48 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
         text = report.format_text(report.build(s, [cid]))
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
     db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 20
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
     assert [r[:-2] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
         s.add_trial(_trial(cid, 9, proto="h3", plt=95.0, run_index=3, server="quinn", server_cc="bbr"))
         assert [(t.server, t.server_cc) for t in s.trials([cid]) if t.run_index == 3] == [("quinn", "bbr")]
+
+
+def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_as_before(tmp_path, monkeypatch):
+    """Schema 21: the rule of one row per slot and attempt holds the server. A store of version 20 (its
+    trigger without the server) refuses quinn's trial of a slot Caddy's holds; once opened it keeps
+    its rows and report, takes quinn's trial, and still no twin of either."""
+    from plt_bench.analysis import report
+    from plt_bench.errors import StoreError
+    path = tmp_path / "v20.sqlite"
+    cid = _store_before(path, monkeypatch, (), 20, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2,
+                                                           server="caddy")
+                                                    for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)],
+                        slot_without=("server",))
+    db = sqlite3.connect(path)
+    assert "server" not in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials_one_per_slot'").fetchone()[0]
+    with pytest.raises(sqlite3.IntegrityError, match="stored already"):  # what version 20 refused
+        cols = [r[1] for r in db.execute("PRAGMA table_info(trials)") if r[1] not in ("id", "server")]
+        db.execute(f"INSERT INTO trials ({', '.join(cols)}, server) SELECT {', '.join(cols)}, 'quinn' FROM trials "
+                   "WHERE id = 1")
+    rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        text = report.format_text(report.build(s, [cid]))
+    assert st.stored_version(path) == st.SCHEMA_VERSION
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT * FROM trials ORDER BY id").fetchall() == rows_before
+    db.close()
+    with st.Store(path) as s:
+        assert report.format_text(report.build(s, [cid])) == text
+        s.add_trial(_trial(cid, 10, proto="h3", plt=95.0, run_index=0, server="quinn", server_cc="bbr"))
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 11, proto="h3", plt=1.0, run_index=0, server="caddy"))  # Caddy's twin
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 12, proto="h3", plt=1.0, run_index=0, server="quinn"))  # quinn's twin
+        assert sorted(t.server for t in s.trials([cid]) if (t.run_index, t.proto) == (0, "h3")) == ["caddy", "quinn"]
 
 
 def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_as_before(tmp_path, monkeypatch):
@@ -330,7 +367,7 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     cid = _store_before(path, monkeypatch, V20, 18, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
                                                      for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
-    old = st.slot_constraint().replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
+    old = st.slot_constraint(V20).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
     db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot;" + old
                      + "UPDATE schema_info SET version = 18;")

@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from .. import protocols, units  # noqa: E402
+from ..conditions import VARIANT_AXES  # noqa: E402
 from ..units import format_rate  # noqa: E402
 
 
@@ -31,8 +32,9 @@ def _color(proto: str) -> str:
 
 def _variants(cells) -> tuple[list[str], callable]:
     """The lines of a cell figure: one per protocol, or per protocol and congestion control and
-    browser where the cells hold several ("h2 bbr", "h3 firefox"); and the function naming a cell's."""
-    vary = [a for a in ("cc", "browser") if len({getattr(c, a) for c in cells}) > 1]
+    browser and server where the cells hold several ("h2 bbr", "h3 firefox", "h3 quinn"); and the
+    function naming a cell's."""
+    vary = [a for a in VARIANT_AXES if len({getattr(c, a) for c in cells}) > 1]
 
     def name(c) -> str:
         return " ".join([c.proto, *(getattr(c, a) for a in vary)])
@@ -123,8 +125,8 @@ def _column_label(col: tuple) -> str:
 
 
 def varying(rows: list) -> set[str]:
-    """Which of the axes beside the protocol (cc, browser) take several values in these comparisons."""
-    return {a for a in ("cc", "browser") if len({getattr(c, a) for r in rows for c in (r.reference, r.other)}) > 1}
+    """Which of the axes beside the protocol (cc, browser, server) take several values in these comparisons."""
+    return {a for a in VARIANT_AXES if len({getattr(c, a) for r in rows for c in (r.reference, r.other)}) > 1}
 
 
 def pairs(rows: list) -> dict[tuple[str, str, str], list]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import protocols, units
+from ..conditions import AXIS_KEYS, VARIANT_AXES
 from . import stats
 from .files import atomic
 from ..metadata import key_diff
@@ -76,27 +77,30 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     ran = sorted({t.proto for t in trials}, key=protocols.order)
     ccs = sorted({stats.axis_value(t, "cc") for t in trials}, key=stats.axis_order("cc"))
     browsers = sorted({stats.axis_value(t, "browser") for t in trials}, key=stats.axis_order("browser"))
-    grid = camps[0]["grid"]
+    servers = sorted({stats.axis_value(t, "server") for t in trials}, key=stats.axis_order("server"))
     axis = axis or grid.get("compare") or "proto"  # the option's, else the campaign file's
     if (grid.get("compare") or "proto") == axis:
         reference = reference or grid.get("reference")  # ... and so the reference
     if axis == "proto":
         listed = tuple(protocols.get(p).name for p in grid.get("protos") or ())
     else:
-        given = grid.get(axis) or ()
+        given = grid.get(AXIS_KEYS[axis]) or ()
         listed = tuple([given] if isinstance(given, str) else given)
-    values = {"proto": ran, "cc": ccs, "browser": browsers}[axis]
+    values = {"proto": ran, "cc": ccs, "browser": browsers, "server": servers}[axis]
     reference = stats.reference_for(values, reference, axis=axis, listed=listed)
     rows = stats.compare(trials, test, correction, reference=reference, axis=axis, listed=listed, metric=metric)
     without = sorted({stats.cell_key(t) for t in stats.usable(trials)} - set(cells))
-    warnings = pool_warnings + [f"{k[0]} {k[1]} {k[2]}: no trial has a {METRICS[metric].label}; the cell is left out"
-                                for k in without] + [f"{c.conditions} {c.page} {c.proto}: {w}" for c in cells.values() for w in c.warnings]
+    # a cell in words, with its congestion control, browser and server where several ran
+    vary = [i for i, values in enumerate((ccs, browsers, servers)) if len(values) > 1]
+    named = (lambda k: " ".join([*k[:3], *(k[3 + i] for i in vary)]))
+    warnings = pool_warnings + [f"{named(k)}: no trial has a {METRICS[metric].label}; the cell is left out"
+                                for k in without] + [f"{named(c.key)}: {w}" for c in cells.values() for w in c.warnings]
     if test == "mannwhitney" and rows and all(min(r.reference.n, r.other.n) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
-            "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "axis": axis, "metric": metric,
+            "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
             "replays": stats.replay_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
@@ -162,14 +166,14 @@ def table(rep: dict) -> list[list[str]]:
 
 
 def _varying(rep: dict) -> set[str]:
-    """The axes beside the protocol that took several values in the report's trials: of cc, browser."""
-    return {a for a, k in (("cc", "ccs"), ("browser", "browsers")) if len(rep.get(k) or ()) > 1}
+    """The axes beside the protocol that took several values in the report's trials: of cc, browser, server."""
+    return {a for a in VARIANT_AXES if len(rep.get(a + "s") or ()) > 1}
 
 
 def _variant(r: dict, rep: dict) -> str:
-    """A table row's protocol, with its congestion control and browser where several ran: 'h2 (bbr
-    firefox)'."""
-    vary = [a for a in ("cc", "browser") if a in _varying(rep)]
+    """A table row's protocol, with its congestion control, browser and server where several ran: 'h2
+    (bbr firefox)'."""
+    vary = [a for a in VARIANT_AXES if a in _varying(rep)]
     return r["proto"] + (f" ({' '.join(str(r.get(a)) for a in vary)})" if vary else "")
 
 
@@ -305,7 +309,7 @@ def title(rep: dict) -> str:
 
 
 AXIS_WORDS = {"proto": "the protocol", "cc": "the congestion control, within each protocol",
-              "browser": "the browser, within each protocol"}
+              "browser": "the browser, within each protocol", "server": "the server, within each protocol"}
 
 
 def _browser_versions(rep: dict) -> str:
@@ -316,13 +320,22 @@ def _browser_versions(rep: dict) -> str:
     return "; ".join(said.get(b, b) for b in (rep.get("browsers") or ["chromium"]))
 
 
+SERVER_WORDS = {"caddy": ("Caddy {caddy_version}", "Caddy's h3 runs quic-go's own CUBIC whatever it says"),
+                "quinn": ("quinnserve {quinnserve_version} (HTTP/3 on quinn)",
+                          "quinn's h3 runs its controller of the same name, reno as NewReno: each trial's server_cc says")}
+
+
 def _server(m: dict) -> tuple[str, str]:
-    """The server in a campaign's words (every campaign before the second server ran Caddy), and what its
-    h3 ran for congestion control."""
-    if (m.get("http_server") or "caddy") == "caddy":
-        return f"Caddy {m.get('caddy_version')}", "h3 runs quic-go's own CUBIC whatever it says"
-    return (f"quinnserve {m.get('quinnserve_version')} (HTTP/3 on quinn)",
-            "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says")
+    """The servers in a campaign's words (every campaign before the second server ran Caddy: its
+    http_server names one, or several comma-separated), and what their h3 ran for congestion control."""
+    names = [n for n in (m.get("http_server") or "caddy").split(",") if n]
+    said = [SERVER_WORDS.get(n, (n, "")) for n in names]
+    server = "; ".join(w.format(**{k: m.get(k) for k in ("caddy_version", "quinnserve_version")}) for w, _ in said)
+    if names == ["caddy"]:  # as every report before the second server said it
+        return server, "h3 runs quic-go's own CUBIC whatever it says"
+    if names == ["quinn"]:
+        return server, "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says"
+    return server, "; ".join(cc for _, cc in said if cc)
 
 
 def facts(rep: dict) -> list[str]:
@@ -336,7 +349,8 @@ def facts(rep: dict) -> list[str]:
             f"protocols: {', '.join(f'{p} ({protocols.label(p)})' for p in rep['protos'])}; TCP congestion control: "
             f"{', '.join(rep['ccs'])} ({h3_cc}); compared along "
             f"{AXIS_WORDS[rep['axis']]}, reference {rep['reference']}"
-            + (f"; browsers: {', '.join(rep['browsers'])}" if len(rep.get("browsers") or ()) > 1 else ""),
+            + (f"; browsers: {', '.join(rep['browsers'])}" if len(rep.get("browsers") or ()) > 1 else "")
+            + (f"; servers: {', '.join(rep['servers'])}" if len(rep.get("servers") or ()) > 1 else ""),
             f"compared by: {METRICS[rep.get('metric', DEFAULT_METRIC)].label} (--metric "
             f"{rep.get('metric', DEFAULT_METRIC)})",
             f"statistics: medians with bootstrap 95% CI; each {'protocol' if rep['axis'] == 'proto' else 'one'} against "
@@ -348,7 +362,7 @@ def facts(rep: dict) -> list[str]:
 def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
-    what = {"proto": "protocol", "cc": "congestion control", "browser": "browser"}[rep["axis"]]
+    what = {"proto": "protocol", "cc": "congestion control", "browser": "browser", "server": "server"}[rep["axis"]]
     m = METRICS[rep.get("metric", DEFAULT_METRIC)]
     out = [(f"{m.title}, each {what} against {rep['reference']}",
             f"medians of the {m.label.split(' (')[0]} per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))

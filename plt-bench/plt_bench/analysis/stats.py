@@ -18,6 +18,7 @@ Welch's t-test unless --test mannwhitney is asked for, and the report says so.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import defaultdict
 
@@ -26,7 +27,7 @@ from scipy import stats as sps
 
 from .. import cpu as cpu_mod
 from .. import protocols
-from ..conditions import transfer_seconds
+from ..conditions import AXIS_KEYS, VARIANT_AXES, transfer_seconds
 from ..errors import UsageError
 from ..metadata import key_diff
 from ..precision import half_width_pct, median_ci, precision_stop
@@ -104,19 +105,19 @@ def precision_table(grid: dict, trials: list[Trial]) -> dict | None:
     if grid.get("precision_pct") is None:
         return None
     metric = grid.get("metric") or DEFAULT_METRIC
-    listed = {k: (lambda v: [v] if isinstance(v, str) else list(v))(grid.get(k) or default)
-              for k, default in (("cc", "cubic"), ("browser", "chromium"))}
-    vary = [k for k, v in listed.items() if len(v) > 1]  # as the campaign judged: per protocol, cc and browser
+    listed = {a: (lambda v: [v] if isinstance(v, str) else list(v))(grid.get(AXIS_KEYS[a]) or default)
+              for a, default in VARIANT_AXES.items()}
+    vary = [a for a, v in listed.items() if len(v) > 1]  # as the campaign judged: per protocol, cc, browser, server
 
-    def kind(proto: str, cc: str, browser: str) -> str:
-        return " ".join([proto, *({"cc": cc, "browser": browser}[k] for k in vary)])
-    protos = tuple(kind(p, cc, b) for p in (protocols.get(p).name for p in grid.get("protos") or ())
-                   for cc in listed["cc"] for b in listed["browser"])
+    def kind(proto: str, values: dict) -> str:
+        return " ".join([proto, *(values[a] for a in vary)])
+    protos = tuple(kind(p, dict(zip(listed, v))) for p in (protocols.get(p).name for p in grid.get("protos") or ())
+                   for v in itertools.product(*listed.values()))
     by: dict[tuple, dict[str, list[float]]] = {}
     for t in usable(trials):
         v = metric_value(t, metric)
         if v is not None:
-            key = kind(t.proto, axis_value(t, "cc"), axis_value(t, "browser"))
+            key = kind(t.proto, {a: axis_value(t, a) for a in VARIANT_AXES})
             by.setdefault((t.label, t.page), {}).setdefault(key, []).append(float(v))
     cells = []
     for (cond, page), times in by.items():
@@ -156,17 +157,18 @@ def distinct_traces(trials: list[Trial]) -> list[Trial]:
 
 
 def cell_key(t: Trial) -> tuple:
-    """(conditions' label, page's label, protocol, congestion control, browser; records.CELL_FIELDS):
-    the labels hold every field of the conditions and of the page (5KB, 200x5KB)."""
-    return (t.label, t.page, axis_value(t, "proto"), axis_value(t, "cc"), axis_value(t, "browser"))
+    """(conditions' label, page's label, protocol, congestion control, browser, server;
+    records.CELL_FIELDS): the labels hold every field of the conditions and of the page (5KB, 200x5KB)."""
+    return (t.label, t.page, axis_value(t, "proto"), *(axis_value(t, a) for a in VARIANT_AXES))
 
 
 def axis_value(t: Trial, axis: str) -> str:
-    """A trial's value of a comparison's axis (records.AXES): its protocol, its congestion control
-    (cubic for a trial stored without one) or its browser (chromium for one stored before schema 18)."""
+    """A trial's value of a comparison's axis (records.AXES): its protocol, or of an axis beside it
+    (conditions.VARIANT_AXES) its own, else that axis's default (cubic for a trial stored without a
+    congestion control, chromium before schema 18, caddy before schema 20)."""
     if axis == "proto":
         return t.proto
-    return (t.cc or "cubic") if axis == "cc" else (t.browser or "chromium")
+    return getattr(t, axis) or VARIANT_AXES[axis]
 
 
 def _page_fields(t: Trial) -> dict:
@@ -174,7 +176,7 @@ def _page_fields(t: Trial) -> dict:
 
 
 def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, CellStats]:
-    """Per (conditions, page, proto, cc, browser): the cell's statistics of a metric (records.CellStats); a
+    """Per (conditions, page, proto, cc, browser, server): the cell's statistics of a metric (records.CellStats); a
     trial that counts but has no value of it (no LCP reported) is counted apart, never as zero."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, Trial] = {}
@@ -209,7 +211,7 @@ def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, Cell
             warn.append(f"{len(bound[k])} of {len(x)} trials CPU-bound ({cpu_bound_roles(bound[k])}): "
                         + cpu_bound_meaning(meta[k].body_bytes, c.rate_down_bps, float(np.median(x))))
         out[k] = CellStats(conditions=k[0], page=k[1], size_bytes=meta[k].size_bytes, objects=meta[k].objects,
-                           proto=k[2], cc=k[3], browser=k[4], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
+                           proto=k[2], cc=k[3], browser=k[4], server=k[5], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
                            loss_pct=c.loss_pct, n=len(x), median_ms=float(np.median(x)), mean_ms=float(np.mean(x)),
                            sd_ms=sd, ci_low_ms=lo, ci_high_ms=hi, cv=cv, n_cpu_bound=len(bound[k]),
                            cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn),
@@ -288,11 +290,12 @@ def sort_key(r: dict) -> tuple:
 
 def axis_order(axis: str):
     """How an axis's values are ordered in tables: protocols as their table (h3, h2, h1), congestion
-    controls as conditions.CONGESTION_CONTROLS, browsers as browsers.NAMES (chromium first)."""
+    controls as conditions.CONGESTION_CONTROLS, browsers as browsers.NAMES (chromium first), servers
+    as servers.NAMES (caddy first)."""
     if axis == "proto":
         return protocols.order
-    from ..conditions import BROWSERS, CONGESTION_CONTROLS
-    known = CONGESTION_CONTROLS if axis == "cc" else BROWSERS
+    from ..conditions import BROWSERS, CONGESTION_CONTROLS, SERVERS
+    known = {"cc": CONGESTION_CONTROLS, "browser": BROWSERS, "server": SERVERS}[axis]
     return lambda v: known.index(v) if v in known else len(known)
 
 
@@ -366,7 +369,7 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
                                   diff_ci_low_pct=lo, diff_ci_high_pct=hi, p_welch=welch, p_mannwhitney=mw,
                                   hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b), test=test,
                                   correction=correction))
-    raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.reference.proto), c.reference.cc, c.reference.browser,
+    raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.reference.proto), c.reference.cc, c.reference.browser, c.reference.server,
                             axis_order(axis)(c.other_value)))
     primary = [c.p_test for c in raw]
     adjusted = holm(primary) if correction == "holm" else bh(primary)
@@ -394,12 +397,12 @@ def datarate_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "bulk"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto, cc, browser), ts in groups.items():
+    for (cond, page, proto, cc, browser, server), ts in groups.items():
         c = ts[0].conditions
         link = [t.throughput_bps for t in ts if t.throughput_bps is not None]
         good = [t.goodput_bps for t in ts if t.goodput_bps is not None]
         (lm, lsd), (gm, gsd) = _mean_sd(link), _mean_sd(good)
-        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser, "server": server,
                      "rate_down_bps": c.rate_down_bps,
                      "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct, "size_bytes": 0,
                      "objects": 0, "bulk_ms": ts[0].bulk_ms, "n": len(ts), "n_link": len(link),
@@ -436,12 +439,12 @@ def latency_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "requests"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto, cc, browser), ts in groups.items():
+    for (cond, page, proto, cc, browser, server), ts in groups.items():
         lat = [x for t in ts for x in t.latencies_ms()]
         p = percentiles(lat) or {}
         c = ts[0].conditions
         conns = [t.connections for t in ts if t.connections]
-        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser, "server": server,
                      "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
                      "loss_pct": c.loss_pct, "size_bytes": ts[0].object_bytes, "objects": 0, "requests": ts[0].requests,
                      "streams": ts[0].streams, "n": len(ts), "n_requests": len(lat),
@@ -494,7 +497,7 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
         hosts = sorted({h for t in ts for h in t.connections_per_origin}, key=lambda h: (h != ts[0].page_host, h))
         per_origin = {h: float(np.median([t.connections_per_origin.get(h, 0) for t in ts])) for h in hosts}
         c = ts[0].conditions
-        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4], "server": key[5],
                      "n": len(ts),
                      "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "size_bytes": ts[0].size_bytes,
                      "objects": ts[0].objects, "origins": ts[0].origins or 1,
@@ -505,7 +508,7 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
                      "n_no_lcp": sum(t.lcp_ms is None for t in ts), "connections_per_origin": per_origin,
                      "connections": med("connections")})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["origins"], protocols.order(r["proto"]), r["cc"],
-                                       r["browser"]))
+                                       r["browser"], r["server"]))
 
 
 def replay_table(trials: list[Trial]) -> list[dict]:
@@ -543,9 +546,9 @@ def visits_table(trials: list[Trial]) -> list[dict]:
     groups: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
     for t in usable(trials):
         base = t.page.split("@")[0]
-        groups[(t.label, base, t.proto, axis_value(t, "cc"), axis_value(t, "browser"))][t.visit or "first"].append(t)
+        groups[(t.label, base, t.proto, *(axis_value(t, a) for a in VARIANT_AXES))][t.visit or "first"].append(t)
     rows = []
-    for (cond, base, proto, cc, browser), by in groups.items():
+    for (cond, base, proto, cc, browser, server), by in groups.items():
         if set(by) == {"first"}:
             continue
         first_plt = float(np.median([t.plt_ms for t in by["first"]])) if by.get("first") else None
@@ -556,7 +559,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
             resumed = [t.resumed_connections for t in ts if t.resumed_connections is not None]
             zero = [t.zero_rtt for t in ts if t.zero_rtt]
             cached = [t.cached_objects for t in ts if t.cached_objects is not None]
-            rows.append({"conditions": cond, "page": base, "proto": proto, "cc": cc, "browser": browser, "visit": visit, "n": len(ts),
+            rows.append({"conditions": cond, "page": base, "proto": proto, "cc": cc, "browser": browser, "server": server, "visit": visit, "n": len(ts),
                          "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
                          "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
                          "plt_ms": plt_, "ttfb_ms": float(np.median([t.ttfb_ms for t in ts if t.ttfb_ms is not None]))
@@ -566,7 +569,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
                          "zero_rtt": ", ".join(f"{w} {zero.count(w)}/{len(ts)}" for w in dict.fromkeys(zero)) or None,
                          "cached_objects": float(np.median(cached)) if cached else None})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["page"], protocols.order(r["proto"]),
-                                       r["cc"], r["browser"], ("first", "repeat", "repeat-warm").index(r["visit"])))
+                                       r["cc"], r["browser"], r["server"], ("first", "repeat", "repeat-warm").index(r["visit"])))
 
 
 # -- CPU --------------------------------------------------------------------------------------------------

