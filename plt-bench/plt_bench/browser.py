@@ -58,15 +58,23 @@ def is_error_page(load: dict) -> bool:
                 or (load.get("final_url") or "").startswith("chrome-error://"))
 
 
+def _found(hop: str | None) -> tuple[str | None, str | None]:
+    """(next hop, protocol) of a request whose protocol the browser found (discovery): its own, if it
+    is one plt-bench knows; else (None, why)."""
+    p = protocols.by_next_hop(hop)
+    return (p.next_hop, p.name) if p else (None, f"carried over '{hop}', none of {', '.join(protocols.NAMES)}")
+
+
 def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict] | None,
-          revalidated: bool = False) -> tuple[str, str | None]:
+          revalidated: bool = False, discovered: bool = False) -> tuple[str, str | None]:
     """('ok', None) or ('failed', reason) for one load; every check must pass for 'ok'.
 
     The client's word (Navigation Timing) and the server's (its access log, in protocol terms:
     servers.base) must both say
     the page came whole, with status 200, over the protocol that was asked for. revalidated: a
     repeat visit with its cache kept, where the server may answer 304 without a body (the page is
-    then the browser's cached copy, whole).
+    then the browser's cached copy, whole). discovered: the browser found its protocol (dns.py):
+    whichever it is, both ends must name the same one.
     """
     if load.get("error"):
         return "failed", load["error"]
@@ -78,6 +86,11 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
     if status != 200:
         return "failed", f"responseStatus {status}, not 200"
     hop, want = nav.get("nextHopProtocol"), protocols.get(proto)
+    if discovered:
+        found, name = _found(hop)
+        if found is None:
+            return "failed", f"the page {name}"
+        want = protocols.get(name)
     if hop != want.next_hop:
         return "failed", f"protocol mismatch: nextHopProtocol '{hop}', expected '{want.next_hop}'"
     body = nav.get("decodedBodySize")
@@ -101,6 +114,25 @@ def judge(proto: str, expected_bytes: int, load: dict, server_entries: list[dict
     return "ok", None
 
 
+def protocol_mix(nav: dict, resources: list[dict] | None, page_host: str) -> dict:
+    """What carried a discovery trial's requests, as the browser says (pure; judge and judge_objects
+    hold the server to the same): the page's next hop, requests per protocol per origin (the page's
+    own first; an object from the cache counts for none), and when the first request over h3 began
+    (ms from startTime; None: no request went over h3)."""
+    per: dict[str, dict[str, int]] = {}
+    starts = []
+    for host, hop, start in [(page_host, nav.get("nextHopProtocol"), 0.0)] + [
+            (url_host(r.get("name")), r.get("nextHopProtocol"), r.get("startTime")) for r in resources or []]:
+        p = protocols.by_next_hop(hop)
+        if p is None:  # from the cache: no request
+            continue
+        per.setdefault(host, {}).setdefault(p.name, 0)
+        per[host][p.name] += 1
+        if p.name == "h3" and start is not None:
+            starts.append(float(start))
+    return {"page": nav.get("nextHopProtocol"), "per_origin": per, "first_h3_ms": min(starts) if starts else None}
+
+
 def from_cache(entry: dict, size_bytes: int) -> bool:
     """A Resource Timing entry of an object the browser took whole from its own cache: nothing
     transferred, every byte decoded."""
@@ -119,7 +151,7 @@ def revalidated(entry: dict, logged: list[dict], size_bytes: int, hop: str, prot
 
 
 def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
-                  server_entries: list[dict] | None) -> tuple[int, str | None]:
+                  server_entries: list[dict] | None, discovered: bool = False) -> tuple[int, str | None]:
     """(objects proven, why the trial fails or None) for a multi-object page. An object is proven
     when the browser's word (its one Resource Timing entry: every byte, over the asked protocol, and
     status 200, or 0 where Chromium hides a cross-origin image's status) and, where the server's log
@@ -128,8 +160,9 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     repeat visit with the cache kept, an object may instead come whole from the browser's cache,
     with no request at all (from_cache; the server's log must then have none), or be revalidated:
     its one request answered 304 without a body over the asked protocol (a sub-document, which is
-    served no-cache as a page is), the browser holding every byte (revalidated)."""
-    hop, want_proto = protocols.get(proto).next_hop, protocols.get(proto).name
+    served no-cache as a page is), the browser holding every byte (revalidated). discovered: each
+    object over the protocol the browser found for it (dns.py), the server's log naming the same."""
+    asked = protocols.get(proto).next_hop, protocols.get(proto).name
     problems: list[str] = []
     proven = 0
     by_url: dict[tuple[str, str], list[dict]] = {}
@@ -141,9 +174,16 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
     for host, uri, size in page.object_specs():  # its images, or its requests
         seen, got = by_url.get((host, uri), []), logged.get((host, uri), [])
         where = uri if host == HOST else f"{host}{uri}"
+        hop, want_proto = asked
+        cached = len(seen) == 1 and page.visit == "repeat-warm" and not got and from_cache(seen[0], size)
+        if discovered and len(seen) == 1 and not cached:
+            hop, want_proto = _found(seen[0].get("nextHopProtocol"))
+            if hop is None:
+                problems.append(f"{where}: {want_proto}")
+                continue
         status_ok = seen and (seen[0].get("responseStatus") == 200
                               or (host != HOST and seen[0].get("responseStatus") == 0))
-        if len(seen) == 1 and page.visit == "repeat-warm" and not got and from_cache(seen[0], size):
+        if cached:
             proven += 1
         elif (len(seen) == 1 and page.visit == "repeat-warm" and server_entries is not None
               and revalidated(seen[0], got, size, hop, want_proto)):

@@ -29,7 +29,7 @@ from .units import parse_size
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server"}
+            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -41,7 +41,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "reorder": True,
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
-            "metric": "plt", "visit": "first", "browser": "chromium", "http_server": "caddy",
+            "metric": "plt", "visit": "first", "browser": "chromium", "http_server": "caddy", "discovery": "forced",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -75,8 +75,9 @@ class Spec:
     overridden: tuple[str, ...] = ()   # grid keys given as options over the file's (not part of the definition)
     reference: str | None = None       # the value the report compares the others against (None: h3 where it
     #                                    runs, else the first listed; stats.reference_for)
-    compare: str = "proto"             # what the report compares: proto, or cc or browser (within each protocol)
+    compare: str = "proto"             # what the report compares: proto, or cc, browser or server (within each protocol)
     metric: str = "plt"                # the time the report compares cells by (records.METRICS)
+    discovery: str = "forced"          # how the browsers find the origins and h3 (plt_bench.dns.MODES)
     traces: tuple = dataclasses.field(default=(), compare=False)  # the traces.Trace the conditions name (by
     #                                    hash): what a cluster's worker registers to run them
 
@@ -128,6 +129,8 @@ class Spec:
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
                 **({"metric": self.metric} if self.metric != DEFAULTS["metric"] else {}),
+                # (older campaigns' hashes hold: forced is not written)
+                **({"discovery": self.discovery} if self.discovery != DEFAULTS["discovery"] else {}),
                 # a replayed page's set by its recording too: a set made again of another recording is another campaign
                 **({"replays": {p.replay: (p.archive if p.archived else p.replay_set).source.get("sha256")
                                 for p in self.grid.pages if p.replay}}
@@ -218,7 +221,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "http_server": _LIST, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
-              "metric": _STR, "visit": _LIST, "serve": _LIST,
+              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -380,16 +383,18 @@ def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str |
     if not names or any(n not in browsers.NAMES for n in names):
         raise UsageError(f"{v.name('browser')}: '{given}'; expected one or more of {', '.join(browsers.NAMES)} "
                          "(chromium,firefox: both, interleaved)")
+    from . import dns
     wanted = browsers.asked(any(p.visit != "first" for p in grid.pages),
                             any(p.origins > 1 or p.archived or p.url for p in grid.pages),
                             any(protocols.get(x).per_origin for x in grid.protos), capture,
-                            recordings=any(p.archived or p.url for p in grid.pages))
+                            recordings=any(p.archived or p.url for p in grid.pages),
+                            discovery=dns.parse(v.get("discovery", DEFAULTS["discovery"]), v.name("discovery")) != "forced")
     for name in names:
         missing = browsers.get(name).unsupported(wanted)
         if missing:
             raise UsageError(f"{v.name('browser')} {name}: not supported yet with {', '.join(missing)} (recordings "
                              "and served folders, repeat visits, the har, keylog, netlog and visual captures, "
-                             "as-recorded); docs/browsers.md says what it runs")
+                             "as-recorded, discovery); docs/browsers.md says what it runs")
         if name != "chromium" and (binary or server):
             raise UsageError(f"{v.name('browser')} {name}: {'--browser-binary names a Chromium' if binary else ''}"
                              f"{'; ' if binary and server else ''}"
@@ -422,6 +427,25 @@ def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, serve) ->
             raise UsageError(f"{v.name('cc')}: {', '.join(lacking)}: quinn has no such QUIC controller; with "
                              f"{v.name('http_server')} {name} expected some of {', '.join(quinnserve.CONTROLLERS)}")
     return names
+
+
+def _discovery(v: "Values", grid, server, serve) -> str:
+    """--discovery: a mode of plt_bench.dns, and nothing asked with it that is forced by nature (refused
+    by name before anything is made): h3 is what is found, the other protocols stay forced."""
+    from . import dns
+    mode = dns.parse(v.get("discovery", DEFAULTS["discovery"]), v.name("discovery"))
+    if mode == "forced":
+        return mode
+    if server:
+        raise UsageError(f"{v.name('discovery')} {mode}: two machines resolve names inside the browser, for now; "
+                         "discovery runs on this machine's testbed")
+    if serve or any(p.archived or p.url for p in grid.pages):
+        raise UsageError(f"{v.name('discovery')} {mode}: a recording (har:NAME) or a served folder is replayed over "
+                         "the protocols it was recorded with, forced; discovery measures generated pages")
+    if "h3" not in grid.protos:
+        raise UsageError(f"{v.name('discovery')} {mode}: h3 is what a browser discovers, and "
+                         f"{v.name('proto')} {','.join(grid.protos)} has none; add h3 (h2 and h1 stay forced beside it)")
+    return mode
 
 
 def _compare(v: "Values") -> str:
@@ -633,6 +657,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     grid = dataclasses.replace(grid, browsers=browsers)
     serve = _serve(v, grid, server)
     grid = dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, serve))
+    discovery = _discovery(v, grid, server, serve)
     reference = _reference(v, grid, axis)
     warmup = as_int("warmup", 0, 100)
     precision, max_runs = _precision(v, grid.runs)
@@ -646,7 +671,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
-                metric=_metric(v, capture), traces=_traces_of(grid),
+                metric=_metric(v, capture), traces=_traces_of(grid), discovery=discovery,
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser", "http_server"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden

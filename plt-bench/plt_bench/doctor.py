@@ -127,6 +127,9 @@ def tool_checks() -> list[Check]:
     qs = quinnserve.BINARY if quinnserve.BINARY.is_file() else None
     out.append(Check("quinnserve", "ok" if qs else "warn", str(qs) if qs else "not built (only --http-server quinn needs it)",
                      "" if qs else f"{SETUP}: it builds quinnserve with cargo", essential=False))
+    dm = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if os.path.isfile("/usr/sbin/dnsmasq") else None)
+    out.append(Check("dnsmasq", "ok" if dm else "warn", dm or "not found (only --discovery alt-svc and https-rr need it)",
+                     "" if dm else f"{SETUP}: it installs Debian's dnsmasq-base", essential=False))
     from .link.linkem import LINKEM_HOW
     linkem = cmd.linkem_binary()
     out.append(Check("linkem", "ok" if linkem else "missing", str(linkem) if linkem else "not built, not on PATH",

@@ -71,6 +71,11 @@ def _table() -> dict[str, Option]:
                               "quic-go, whose congestion control is its own), quinn (quinnserve: HTTP/3 on quinn, "
                               "running --cc's controller for QUIC too: reno, cubic or bbr; docs/servers.md), or "
                               "caddy,quinn (an axis: interleaved in the seeded order, as --browser is; --compare server)"),
+        Option("discovery", "how the browser finds HTTP/3: forced (default: forced onto each protocol, names resolved "
+                            "inside the browser), alt-svc (a name server in the testbed answers over the link; the "
+                            "first connection is TCP and the server's Alt-Svc header offers h3 to the next) or "
+                            "https-rr (as alt-svc, with an HTTPS DNS record offering h3 from the first); h2 and h1 "
+                            "stay forced; docs/discovery.md"),
         Option("browser_binary", "the browser to measure: the absolute path of a Chromium or Google Chrome binary "
                                  "(default: Debian's chromium); its chromedriver is the distro's when the major "
                                  "versions match, else webdriver-manager's (its cache first)", metavar="PATH"),
@@ -171,7 +176,7 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", 
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "http_server",
-               "reference", "compare",
+               "discovery", "reference", "compare",
                "metric", "visit", "serve")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")

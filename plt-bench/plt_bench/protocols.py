@@ -73,6 +73,11 @@ def get(name: str) -> Protocol:
         raise ValueError(f"unknown protocol {name!r}; expected one of {', '.join(ALL_NAMES)}") from None
 
 
+def by_next_hop(hop: str | None) -> Protocol | None:
+    """The protocol Resource Timing's nextHopProtocol names ('http/1.1' -> h1), or None for any other word."""
+    return next((p for p in (H3, H2, H1) if p.next_hop == hop), None)
+
+
 def http_version(name: str | None) -> str | None:
     """A protocol's version as an HTTP log writes it ('h3' -> 'HTTP/3.0'); any other word as it is."""
     p = BY_NAME.get(name or "")

@@ -287,6 +287,12 @@ class Trial:
     server_cc: str | None = doc("the congestion controller the page's connection ran, as the server's own log says "
                                 "(quinnserve: quinn's for h3, the kernel's for h2 and h1); None where the log does not "
                                 "say (Caddy: its h3 runs quic-go's own CUBIC, its TCP the routes' cc)", None)
+    discovery: str | None = doc("how the browser found the origins and HTTP/3 (plt_bench.dns): forced | alt-svc | "
+                                "https-rr; stores before schema 22 read as forced, the only way then", None)
+    protocol_mix_json: str | None = doc("a discovery trial's h3 cell: what carried each request, as both ends agree: "
+                                        "{\"page\": next hop of the page, \"per_origin\": {host: {protocol: requests}}, "
+                                        "\"first_h3_ms\": the first request over h3, from startTime (null: none)}; "
+                                        "None for a forced trial, whose protocol is the one asked", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
 

@@ -9,7 +9,7 @@ from typing import Callable
 
 from . import browsers, bulk, latency, protocols
 from .browser import (connections, connections_per_origin, from_cache, is_error_page, judge, judge_archive, judge_bulk,
-                      judge_objects, judge_requests, paint_fields, resumed_connections, timings, url_host,
+                      judge_objects, judge_requests, paint_fields, protocol_mix, resumed_connections, timings, url_host,
                       url_path, zero_rtt_summary)
 from .conditions import Cell, transfer_seconds
 from .capture import TrialCapture, trial_folder
@@ -199,6 +199,8 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     sampled meanwhile; a request page's from its requests' Resource Timing entries."""
     url, answer, server_entries, wall_s = ev.url, ev.answer, ev.server_entries, ev.wall_s
     page, uri = cell.page, url_path(url)
+    # a discovery trial's h3 cell: the browser found its protocols, each request proven over its own
+    discovered = ev.extra.get("discovery", "forced") != "forced" and protocols.get(cell.proto).transport == "QUIC"
     page_entries = None if server_entries is None else [e for e in server_entries if e["uri"] == uri]
     others = None if server_entries is None else [e for e in server_entries if e["uri"] != uri]
     objects_ok = None
@@ -221,9 +223,9 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         page_entries = [e for e in page_entries or [] if e.get("host") == url_host(url)]
     else:
         status, reason = judge(cell.proto, page.html_bytes, answer, page_entries,
-                               revalidated=page.visit == "repeat-warm")
+                               revalidated=page.visit == "repeat-warm", discovered=discovered)
     if page.fetched and not page.archived:  # (a url: page fetches nothing it declares)
-        objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"), others)
+        objects_ok, why = judge_objects(cell.proto, page, answer.get("resources"), others, discovered=discovered)
         if status == "ok" and why:
             status, reason = "failed", why
     workload_fields = {}
@@ -258,6 +260,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     per_origin = connections_per_origin(server_entries)
     srv = page_entries[0] if page_entries and len(page_entries) == 1 else {}
     resources = answer.get("resources")
+    mix = protocol_mix(nav, resources, url_host(url)) if discovered and nav else None
     return Trial(
         campaign_id=campaign_id, seq=seq, run_index=run_index, proto=cell.proto, size_bytes=page.total_bytes,
         page=page.label, objects=page.objects, object_bytes=page.size_bytes if page.fetched else 0,
@@ -272,6 +275,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         transfer_bytes=nav.get("transferSize"), server_proto=protocols.http_version(srv.get("proto")), server_status=srv.get("status"),
         server_bytes=srv.get("size"), server_cc=srv.get("cc"), nav_json=json.dumps(nav) if nav else None,
         link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
+        protocol_mix_json=json.dumps(mix) if mix else None,
         **workload_fields, **t, **replayed,
         **ev.extra)
 
@@ -468,6 +472,7 @@ def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evid
                            "trace_phase_ms": trace_phase_ms(m.link_stats, nav_t0),
                            "cc": bed.cc_in_use(),
                            "server": bed.server.name,
+                           "discovery": bed.discovery,
                            "cpu_json": json.dumps(cpu) if cpu else None,
                            "cpus": cpu_list(own_cpus()),
                            "cpu_bound": limit[0] if limit else None,

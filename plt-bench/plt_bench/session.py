@@ -134,7 +134,8 @@ class Session:
                                capture=self.capture, browser_binary=spec.browser_binary, browser_names=spec.grid.browsers,
                                traces=spec.traces,
                                replays=[p.replay for p in spec.grid.pages if p.archived],
-                               serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers)
+                               serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers,
+                               discovery=spec.discovery)
         else:
             if any(p.archived for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "

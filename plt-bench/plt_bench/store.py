@@ -64,6 +64,9 @@ Schema history (SCHEMA_VERSION):
       log says; NULL where it does not, as for every older trial).
  21 - the server as an axis (--http-server caddy,quinn): a slot is one server's, so the trigger that
       keeps one row per slot and attempt holds the server too (made anew; no row changes).
+ 22 - HTTP/3 as browsers find it (--discovery, plt_bench.dns): trials gain discovery (forced for every
+      older trial, the only way then) and protocol_mix_json (what carried each request of a discovery
+      trial's h3 cell; NULL otherwise).
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -453,6 +456,12 @@ class Store:
         if version == 20:  # 20 -> 21: one row per slot and attempt of each server
             self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its server
             version = 21
+        if version == 21:  # 21 -> 22: how the browser found HTTP/3 (every older trial was forced) and the mix
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in ("discovery", "protocol_mix_json"):
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            self.db.execute("UPDATE trials SET discovery = 'forced'")
+            version = 22
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
-from . import browsers, cmd, link as link_mod, protocols
+from . import browsers, cmd, dns, link as link_mod, protocols
 from .browser import BrowserWorker
 from .browsers import drivers
 from .capture import FILENAMES, Settings
@@ -22,7 +22,7 @@ from .conditions import Conditions
 from .metadata import machine, utc_now
 from . import servers, traces as traces_mod
 from .pages import ARCHIVED, HOST, Sites, origins_in_name, url_path
-from .topology import Topology, pids_in
+from .topology import Topology, pids_in, write_client_etc
 
 
 # How long beyond the page's own timeout the worker may take to answer (the browser's start and quit,
@@ -37,11 +37,12 @@ class Testbed:
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
                  serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,),
-                 traces: Sequence = (), server_names: Sequence[str] = (servers.DEFAULT,)):
+                 traces: Sequence = (), server_names: Sequence[str] = (servers.DEFAULT,), discovery: str = "forced"):
         """conditions: every one it will be set to (the link is chosen for them all); traces: the
         traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link;
         server_names: which servers (plt_bench.servers) serve the pages, one at a time (use_server),
-        the first from the start."""
+        the first from the start; discovery: how browsers find the origins and h3 (dns.MODES: other than
+        forced, the testbed runs a name server of its own, dns.NameServer)."""
         self.sites = Sites(sites_dir)
         self.traces = traces_mod.by_hash(traces)  # as conditions name them (TraceRate.trace)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
@@ -63,6 +64,8 @@ class Testbed:
         self.topology: Topology | None = None
         self.server: Server | None = None  # the one serving now
         self.servers: dict[str, Server] = {}  # every one of server_names, by name
+        self.discovery = dns.parse(discovery, "discovery")
+        self.name_server: dns.NameServer | None = None
         self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
@@ -122,6 +125,12 @@ class Testbed:
         self.server.start()
         for one in self.servers.values():  # one certificate for all: a browser started early trusts its pin
             one.cert = self.server.cert
+        if self.discovery != "forced":  # the origins' names are the testbed's own name server's
+            self.name_server = dns.NameServer(self.plan.server_ns, self.plan.server_ip, self.server.all_origins,
+                                              self.discovery, self.plan.run_dir)
+            self._stack.callback(self.name_server.stop)
+            self.name_server.start()
+            write_client_etc(self.plan, self.plan.server_ip)
         self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
                                   server_pid=self.server.proc.pid)
         if self.with_browser:
@@ -241,7 +250,7 @@ class Testbed:
     # -- trials --------------------------------------------------------------------------------
     def broken(self) -> str | None:
         """What of the testbed has died (Caddy, the link emulator, the browser worker), or None."""
-        for part in (self.server, self.link, self.worker):
+        for part in (self.server, self.link, self.worker, self.name_server):
             reason = part.died_reason() if part is not None else None
             if reason:
                 return reason
@@ -293,12 +302,13 @@ class Testbed:
             origins = origins[:origins_in_name(page)]  # a generated page's own (Chromium maps every origin)
         wanted = browsers.asked(repeat, len({ip for _, ip in origins}) > 1, protocols.get(proto).per_origin,
                                 self.capture.kinds if capture_dir is not None else (),
-                                recordings=page.startswith(ARCHIVED) or "://" in page)
+                                recordings=page.startswith(ARCHIVED) or "://" in page,
+                                discovery=self.discovery != "forced")
         if b.unsupported(wanted):
             raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
                              f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")
         launch = b.launch(proto, origins, self.server.cert.spki_sha256_b64, str(profile), spoke=self.spoke(),
-                          extra=tuple(visiting.get("args", ())))
+                          extra=tuple(visiting.get("args", ())), discovery=self.discovery)
         args = launch["args"] + (b.capture_args(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else [])
         env = {**visiting.get("env", {}),
                **(b.capture_env(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else {})}
@@ -395,6 +405,8 @@ class Testbed:
             **{f"{k}_version": v.get("version") for k, v in infos.items()},
             "quic_cc": several[0].quic_cc() if len(several) == 1 else "; ".join(f"{x.name}: {x.quic_cc()}" for x in several),
             "quic_buffer_warning": self.server.quic_buffer_warning(),
+            # how the browsers found the origins and h3 (dns.MODES; forced for every campaign before it)
+            "discovery": self.discovery,
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),
             # which load the pages (plt_bench.browsers), comma-separated; the versions of each but Chromium below

@@ -17,6 +17,8 @@ Names: the client namespace has its own hosts file and resolv.conf (/etc/netns/p
 name, each on its own address, and no name server but the namespace's own loopback (nothing
 listens there: any other name fails at once, and no lookup leaves the testbed). Chromium resolves
 inside itself (--host-resolver-rules); Firefox and any other program of the client ask the system.
+A testbed whose browsers discover HTTP/3 (dns.py) has a name server of its own in the server
+namespace instead: the hosts file then names no origin and resolv.conf names that server.
 """
 
 from __future__ import annotations
@@ -87,8 +89,16 @@ class Plan:
     def namespaces(self) -> tuple[str, str, str]:
         return (self.client_ns, self.router_ns, self.server_ns)
 
-    def client_etc(self) -> dict[str, str]:
-        """The client namespace's own /etc files (pure): name -> text (see the module's words)."""
+    def client_etc(self, name_server: str | None = None) -> dict[str, str]:
+        """The client namespace's own /etc files (pure): name -> text (see the module's words).
+        name_server: the testbed's own name server's address (dns.NameServer: browsers that discover
+        HTTP/3 look the origins up over the link), which then alone knows the origins."""
+        if name_server:
+            return {"hosts": "# plt-bench testbed " + self.prefix + ": the origins are the name server's\n"
+                             "127.0.0.1 localhost\n",
+                    "resolv.conf": "# plt-bench testbed " + self.prefix + ": its own name server, in the server "
+                                   f"namespace; no lookup leaves the testbed\nnameserver {name_server}\n"
+                                   "options timeout:1 attempts:1\n"}
         hosts = "".join(f"{ip} {host}\n" for host, ip in self.origins)
         return {"hosts": "# plt-bench testbed " + self.prefix + ": the server's origins\n127.0.0.1 localhost\n"
                          + hosts,
@@ -273,11 +283,11 @@ def our_prefixes() -> list[str]:
 NETNS_ETC = Path("/etc/netns")  # where `ip netns exec NS` finds the files it mounts over /etc's
 
 
-def write_client_etc(plan: "Plan") -> None:
+def write_client_etc(plan: "Plan", name_server: str | None = None) -> None:
     """The client namespace's hosts and resolv.conf (Plan.client_etc), before any process starts there."""
     folder = NETNS_ETC / plan.client_ns
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in plan.client_etc().items():
+    for name, text in plan.client_etc(name_server).items():
         (folder / name).write_text(text)
 
 
@@ -435,7 +445,8 @@ def kill_namespace_processes(namespaces: list[str]) -> None:
 
 # The programs a testbed starts. A process is ours only if it runs one of them: a user's `tail -F
 # /run/plt-bench/pb150/access.log` names our run folder too, and teardown once killed it.
-OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinnserve", "linkem", "tcpdump", "iperf3"})
+OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinnserve", "dnsmasq", "linkem", "tcpdump",
+                          "iperf3"})
 
 
 def is_our_program(exe: str | None, cmdline: str) -> bool:

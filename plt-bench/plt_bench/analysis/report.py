@@ -102,6 +102,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
+            "discovery": stats.discovery_table(trials),
             "replays": stats.replay_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
@@ -235,14 +236,18 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         _f(r["speed_index_ms"]), _f(r["visually_complete_ms"]), _f(r["plt_ms"])]
                        for r in rep["visitor"]]]))
     if rep.get("visitor"):
-        out.append(("What a visitor sees", "medians per cell of the first byte, the first and the largest contentful "
+        looked_up = bool(rep.get("discovery"))  # the names' lookup over the link (--discovery): in the breakdown
+        out.append(("What a visitor sees", "medians per cell of "
+                    + ("the page's DNS lookup (over the link: --discovery), " if looked_up else "")
+                    + "the first byte, the first and the largest contentful "
                     "paint and the load event (ms from the navigation's start); LCP: what it was (<img#hero>: the page's "
                     "first image), no LCP: trials where the browser reported none (Trial.paint_reason); connections "
                     "per origin: median of the trials, from the server's log (the page's own origin first)",
-                    [["link", "page", "protocol", "n", "TTFB ms", "FCP ms", "LCP ms", "PLT ms", "LCP", "no LCP",
-                      "connections per origin"],
-                     *[[r["conditions"], r["page"], _variant(r, rep),
-                        str(r["n"]), _f(r["ttfb_ms"]), _f(r["fcp_ms"]), _f(r["lcp_ms"]), _f(r["plt_ms"]),
+                    [["link", "page", "protocol", "n", *(["DNS ms"] if looked_up else []), "TTFB ms", "FCP ms", "LCP ms",
+                      "PLT ms", "LCP", "no LCP", "connections per origin"],
+                     *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]),
+                        *([_f(r.get("dns_ms"))] if looked_up else []),
+                        _f(r["ttfb_ms"]), _f(r["fcp_ms"]), _f(r["lcp_ms"]), _f(r["plt_ms"]),
                         units.format_element(r["lcp_element"]), str(r["n_no_lcp"]),
                         " ".join(f"{units.format_sig(v)}" for v in r["connections_per_origin"].values()) or "-"]
                        for r in rep["visitor"]]]))
@@ -261,6 +266,21 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         _f(None if r["resumed_share"] is None else 100 * r["resumed_share"], "{:.0f}%"),
                         r["zero_rtt"] or "-", _f(r["cached_objects"], "{:g}")]
                        for r in rep["visits"]]]))
+    if rep.get("discovery"):
+        out.append(("How the browser found HTTP/3", "the h3 cells of a campaign whose browser was not forced "
+                    "(--discovery alt-svc: the server's Alt-Svc header; https-rr: an HTTPS DNS record as well; "
+                    "docs/discovery.md): what carried each request, as the browser's Resource Timing and the server's "
+                    "log both say (a mix is the result, not a failure); DNS: the page's lookup over the link, median; "
+                    "page h3: the trials whose page came over h3; requests h3: over h3 of all requests, and per origin "
+                    "(the page's own first); first h3: when the first request over h3 began, median ms from the "
+                    "navigation's start, over the trials that had one",
+                    [["link", "page", "protocol", "discovery", "n", "DNS ms", "page h3", "requests h3",
+                      "per origin", "first h3 ms"],
+                     *[[r["conditions"], r["page"], _variant(r, rep), r["discovery"], str(r["n"]), _f(r["dns_ms"]),
+                        f"{r['pages_h3']}/{r['n']}", _f(None if r["h3_share"] is None else 100 * r["h3_share"], "{:.0f}%"),
+                        " ".join(f"{100 * v:.0f}%" for v in r["h3_share_per_origin"].values()) or "-",
+                        _f(r["first_h3_ms"]) + (f" ({r['n_first_h3']}/{r['n']})" if r["n_first_h3"] != r["n"] else "")]
+                       for r in rep["discovery"]]]))
     if rep.get("replays"):
         out.append(("Replayed recordings", "each recording served as recorded (plt_bench.archive); ok: trials ok of "
                     "all attempts; unrecorded: requests the recording did not hold (404 at once), query: matched by "
@@ -450,7 +470,7 @@ def write(rep: dict, directory: Path) -> list[Path]:
     files = [md, comp, cells]
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
                       ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
-                      ("visits.csv", "visits")):
+                      ("visits.csv", "visits"), ("discovery.csv", "discovery")):
         if rep.get(key):
             files.append(_csv(directory / name, list(rep[key][0]),
                               [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]]))

@@ -501,7 +501,7 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
                      "n": len(ts),
                      "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "size_bytes": ts[0].size_bytes,
                      "objects": ts[0].objects, "origins": ts[0].origins or 1,
-                     "ttfb_ms": med("ttfb_ms"), "fcp_ms": med("fcp_ms"), "lcp_ms": med("lcp_ms"), "plt_ms": med("plt_ms"),
+                     "dns_ms": med("dns_ms"), "ttfb_ms": med("ttfb_ms"), "fcp_ms": med("fcp_ms"), "lcp_ms": med("lcp_ms"), "plt_ms": med("plt_ms"),
                      "first_visual_change_ms": med("first_visual_change_ms"), "speed_index_ms": med("speed_index_ms"),
                      "visually_complete_ms": med("visually_complete_ms"),
                      "lcp_element": max(set(elements), key=elements.count) if elements else None,
@@ -536,6 +536,42 @@ def replay_table(trials: list[Trial]) -> list[dict]:
                      "query_matched": sum(len(ev.get("query_matched") or []) for _, ev in evidence),
                      "proven": dict(sorted(proven.items(), key=lambda kv: protocols.order(kv[0])))})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["page"], protocols.order(r["proto"])))
+
+
+def discovery_table(trials: list[Trial]) -> list[dict]:
+    """Per cell of the trials whose browser found h3 (Trial.protocol_mix_json: --discovery alt-svc or
+    https-rr), over the trials that count: the median DNS lookup of the page, the pages that came over
+    h3, the share of requests over h3 per origin (the page's own first) and over all, and the median
+    start of the first request over h3 (ms from the navigation's start; over the trials that had one)."""
+    import json
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials):
+        if t.protocol_mix_json:
+            groups[cell_key(t)].append(t)
+    rows = []
+    for key, ts in groups.items():
+        mixes = [json.loads(t.protocol_mix_json) for t in ts]
+        hosts: dict[str, list[int]] = {}
+        for m in mixes:
+            for host, counts in m["per_origin"].items():
+                h = hosts.setdefault(host, [0, 0])
+                h[0] += counts.get("h3", 0)
+                h[1] += sum(counts.values())
+        page_host = ts[0].page_host
+        order = sorted(hosts, key=lambda h: (h != page_host, h))
+        firsts = [m["first_h3_ms"] for m in mixes if m.get("first_h3_ms") is not None]
+        dns = [t.dns_ms for t in ts if t.dns_ms is not None]
+        total = sum(n for _, n in hosts.values())
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+                     "server": key[5], "discovery": ts[0].discovery, "n": len(ts),
+                     "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
+                     "size_bytes": ts[0].size_bytes, "objects": ts[0].objects, "visit": ts[0].visit or "first",
+                     "dns_ms": float(np.median(dns)) if dns else None,
+                     "pages_h3": sum(m.get("page") == protocols.H3.next_hop for m in mixes),
+                     "h3_share": sum(h for h, _ in hosts.values()) / total if total else None,
+                     "h3_share_per_origin": {h: hosts[h][0] / hosts[h][1] for h in order if hosts[h][1]},
+                     "first_h3_ms": float(np.median(firsts)) if firsts else None, "n_first_h3": len(firsts)})
+    return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["objects"], r["page"], protocols.order(r["proto"])))
 
 
 def visits_table(trials: list[Trial]) -> list[dict]:

@@ -20,13 +20,15 @@ WINDOW = (1280, 800)
 CAPTURE_FEATURES = frozenset({"har", "keylog", "netlog", "visual"})
 
 
-def asked(repeat: bool, origins: bool, per_origin: bool, capture=(), recordings: bool = False) -> set[str]:
+def asked(repeat: bool, origins: bool, per_origin: bool, capture=(), recordings: bool = False,
+          discovery: bool = False) -> set[str]:
     """The features (Browser.features) a load asks of its browser (pure): a repeat visit, several
     origins, each origin over its own protocol, the browser's own capture files, a recorded page
-    (a replayed recording's or a served folder's: hosts that resolve per page, not per testbed)."""
+    (a replayed recording's or a served folder's: hosts that resolve per page, not per testbed), HTTP/3
+    found as a visitor's browser finds it (dns.MODES but forced)."""
     return ({"repeat"} if repeat else set()) | ({"origins"} if origins else set()) | (
         {"per-origin"} if per_origin else set()) | (CAPTURE_FEATURES & set(capture)) | (
-        {"recordings"} if recordings else set())
+        {"recordings"} if recordings else set()) | ({"discovery"} if discovery else set())
 
 
 class Browser:
@@ -40,10 +42,11 @@ class Browser:
     features: frozenset[str] = frozenset()
 
     def launch(self, proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
-               spoke: dict[str, str] | None = None) -> dict:
+               spoke: dict[str, str] | None = None, extra=(), discovery: str = "forced") -> dict:
         """The worker request's launch part for one trial (pure): {"browser", "args", "prefs"}.
         origins: (host, address) of every origin the testbed serves, the test host first; each must
-        resolve to its address alone and be forced to the protocol."""
+        resolve to its address alone and be forced to the protocol. discovery (dns.MODES): other than
+        forced, the names are the testbed's name server's and h3 is found, not forced."""
         raise NotImplementedError
 
     def capture_args(self, kinds: tuple[str, ...], folder, filenames: dict[str, str]) -> list[str]:

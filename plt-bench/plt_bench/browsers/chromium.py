@@ -4,7 +4,18 @@ one protocol by its command line.
 Forcing: h3 with --origin-to-force-quic-on for every origin (no Alt-Svc, no race with TCP); h2
 with QUIC off; h1 with QUIC and HTTP/2 off (forcing_flags). Names resolve
 through --host-resolver-rules to the testbed's addresses and nowhere else; the testbed's own
-certificate is trusted by its SPKI hash alone. A repeat visit closes its connections through
+certificate is trusted by its SPKI hash alone.
+
+Discovery (dns.py: alt-svc, https-rr): h3 is not forced; the origins' names are left to Chromium's
+own resolver (the testbed's name server, over the link) and every other name fails inside it.
+Chromium refuses QUIC to an origin whose certificate does not chain to a root built into it
+(ProofVerifierChromium: ERR_QUIC_CERT_ROOT_NOT_KNOWN, seen here as "TLS handshake failure ...
+certificate unknown" and the alternative service marked broken), unless the host is one it was told
+to force QUIC on: its allow-list is made of those origins' hosts, whatever their port. So each
+origin is forced on port 9 (discard), which no page uses: the host's certificate is then accepted
+for QUIC on 443, where nothing is forced (measured 2026-11-26, Chromium 156: without it, h2 on every
+load; with it, the second connection raced QUIC against TCP and went h3, and with an HTTPS record
+the first did). A repeat visit closes its connections through
 chrome.benchmarking (--enable-net-benchmarking) and reads 0-RTT from the net-log.
 """
 
@@ -39,14 +50,38 @@ def forcing_flags(proto: str, origins: list[str]) -> list[str]:
     return list(TCP_OFF[protocols.get(proto).name])
 
 
+# The port of discovery's known-root exemption (the module's words): discard, which no page uses
+UNKNOWN_ROOT_PORT = 9
+
+
+def discovery_args(proto: str, origins: list[tuple[str, str]]) -> list[str]:
+    """The flags of a discovery trial beside the profile and the certificate (pure): the origins'
+    names to Chromium's own resolver and every other name nowhere; h3 found, not forced (each origin's
+    host exempted from the known-root rule on UNKNOWN_ROOT_PORT); h2 and h1 as forced as ever."""
+    hosts = list(dict.fromkeys(h for h, _ in origins))
+    rules = "MAP * ~NOTFOUND, " + ", ".join(f"EXCLUDE {h}" for h in hosts)
+    p = protocols.get(proto)
+    if p.transport == "QUIC":
+        tail = ["--enable-quic", f"--origin-to-force-quic-on={','.join(f'{h}:{UNKNOWN_ROOT_PORT}' for h in hosts)}"]
+    else:
+        tail = forcing_flags(p.name, [])
+    return [f"--host-resolver-rules={rules}", *tail]
+
+
 def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
-                  extra: tuple[str, ...] = (), spoke: dict[str, str] | None = None) -> list[str]:
+                  extra: tuple[str, ...] = (), spoke: dict[str, str] | None = None,
+                  discovery: str = "forced") -> list[str]:
     """Command-line flags for one trial (pure; unit-tested). origins: (host, address) of every
     origin the testbed serves, the test host first; each resolves to its address and is forced to
     the protocol. extra: flags a kind of trial adds (a repeat visit's). As recorded (per_origin):
     spoke gives each host's own protocol; QUIC is forced on the h3 ones alone, and the others'
     servers offer theirs alone (ALPN: h2 or http/1.1), so neither QUIC nor HTTP/2 is turned off."""
     protocol = protocols.get(proto)  # ValueError for an unknown one
+    if discovery != "forced":
+        if protocol.per_origin:
+            raise ValueError("chromium_args: a recording's own protocols are forced; discovery finds h3")
+        return [*web_args(profile_dir), f"--ignore-certificate-errors-spki-list={spki_b64}", *extra,
+                *discovery_args(proto, origins)]
     rules = ", ".join(f"MAP {h} {ip}" for h, ip in origins)
     args = [
         *web_args(profile_dir),
@@ -85,11 +120,13 @@ def chromium_capture_args(kinds: tuple[str, ...], folder: Path, filenames: dict[
 
 class Chromium(Browser):
     name, label = "chromium", "Chromium"
-    features = frozenset({"har", "keylog", "netlog", "visual", "repeat", "per-origin", "origins", "recordings"})
+    features = frozenset({"har", "keylog", "netlog", "visual", "repeat", "per-origin", "origins", "recordings",
+                          "discovery"})
 
-    def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=()) -> dict:
+    def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=(), discovery="forced") -> dict:
         return {"browser": self.name, "prefs": PREFS,
-                "args": chromium_args(proto, origins, spki_b64, profile_dir, tuple(extra), spoke=spoke)}
+                "args": chromium_args(proto, origins, spki_b64, profile_dir, tuple(extra), spoke=spoke,
+                                      discovery=discovery)}
 
     def capture_args(self, kinds, folder, filenames) -> list[str]:
         return chromium_capture_args(kinds, folder, filenames)

@@ -118,7 +118,7 @@ class Firefox(Browser):
     features = frozenset({"origins", "keylog", "repeat", "netlog"})
     netlog_file = "netlog" + HTTP_LOG_SUFFIX
 
-    def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=()) -> dict:
+    def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=(), discovery="forced") -> dict:
         return {"browser": self.name, "prefs": firefox_prefs(proto, origins), "args": firefox_args(profile_dir)}
 
     def capture_env(self, kinds, folder, filenames) -> dict[str, str]:
