@@ -8,6 +8,9 @@ Request: {"url", "browser": chromium | firefox (chromium when absent), "args": [
                    browser's own log (Chromium's net-log, Firefox's HTTP log), "keep_netlog": that log is
                    the trial's capture}, or absent,
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
+          "expect_resources": ["host/path?query", ...]: objects that need not hold the load event (a
+                   replay's fetches) whose Resource Timing entries are waited for, RESOURCE_WAIT_MS at most,
+                   before the entries are read (absent: read at once),
           "settle_s": seconds the browser stays up once its figures are read (a QUIC bulk download's
                       abort reaching the server: bulk.settle_s), or 0,
           "har_path": where to write the trial's HAR 1.2 (plt_bench.har), or absent,
@@ -252,6 +255,11 @@ def one_trial(req: dict) -> dict:
             out["visual"] = cast.finish(driver, out["error"] is None)
         if out["error"] is None and req.get("await_s"):
             out["workload"] = _await_workload(driver, req["await_s"])
+        if out["error"] is None and req.get("expect_resources"):
+            out["resources_waited"] = _page_script(driver, RESOURCES_JS % (json.dumps(req["expect_resources"]),
+                                                                          RESOURCE_WAIT_MS),
+                                                   RESOURCE_WAIT_MS / 1000 + 10,
+                                                   "the page's entries", "the page's entries were not read")
         if out["error"] is None or out["error"].startswith("navigation error"):
             try:
                 out["final_url"] = driver.current_url
@@ -433,6 +441,25 @@ class Screencast:
 
 # How long after the paints are read the screencast waits for a last frame.
 VISUAL_TAIL_S = 0.2
+
+
+# A replay's fetched objects (fonts, JSON: replay.element_for) do not hold the load event: on a busy
+# machine one ended after the entries were read, and the trial failed with "0 Resource Timing entries"
+# for it (2026-11-26, beside a live campaign). The worker waits for every expected object's entry,
+# RESOURCE_WAIT_MS at most (the judgement then says what is missing), before reading them.
+RESOURCE_WAIT_MS = 3000
+RESOURCES_JS = """
+const done = arguments[arguments.length - 1];
+const want = %s, t0 = performance.now();
+const key = n => n.split('://').slice(1).join('://');
+const check = () => {
+  const have = new Set(performance.getEntriesByType('resource').map(x => key(x.name)));
+  const missing = want.filter(w => !have.has(w));
+  if (!missing.length || performance.now() - t0 > %d) { done({missing: missing, waited_ms: performance.now() - t0}); }
+  else { setTimeout(check, 20); }
+};
+check();
+"""
 
 
 def _paint(driver) -> dict:

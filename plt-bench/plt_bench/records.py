@@ -71,6 +71,7 @@ class WorkerAnswer(TypedDict, total=False):
     #                             bookkeeping (browser_worker: prepare); launch_s is that start's
     gate: dict                  # the idle gate between the launch and the navigation (cpu.wait_idle), when asked
     visual: dict                # the load's visual progress (plt_bench.visual.metrics) or {"error"}, when asked
+    resources_waited: dict      # objects whose entries were waited for (expect_resources): {"missing", "waited_ms"}
 
 
 class PaintFigures(TypedDict, total=False):

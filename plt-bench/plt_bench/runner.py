@@ -405,7 +405,10 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
         answer, uri = bed.load(cell.proto, page, timeout, cap.folder if cap else None,
                                await_s=await_s, gate=gate, visit=cell.page.visit, browser=cell.browser,
                                settle_s=bulk.settle_s(cell.page, protocols.get(cell.proto).transport,
-                                                      cell.conditions.rtt_ms))
+                                                      cell.conditions.rtt_ms),
+                               # a replayed page's objects, whose fetches do not hold the load event
+                               expect=tuple(f"{h}{u}" for h, u, _ in cell.page.object_specs())
+                               if cell.page.replay and not cell.page.archived else ())
         wall = time.monotonic() - t0
         t1_unix = time.time()
         last = sampler.stop()

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from . import browsers, cmd, dns, link as link_mod, protocols
 from .browser import BrowserWorker
+from .browser_worker import RESOURCE_WAIT_MS
 from .browsers import drivers
 from .capture import FILENAMES, Settings
 from .conditions import Conditions
@@ -342,13 +343,15 @@ class Testbed:
 
     def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
              await_s: float = 0.0, gate: bool = False, visit: str = "first",
-             settle_s: float = 0.0, browser: str | None = None) -> tuple[dict, str]:
+             settle_s: float = 0.0, browser: str | None = None, expect: tuple[str, ...] = ()) -> tuple[dict, str]:
         """One fresh-browser load; returns the worker's answer and the URI the server should log.
         With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
         await_s > 0: then wait that long for the page's own figures (a bulk page's download).
         gate: the idle gate runs between the browser's launch and the navigation (answer's gate).
         settle_s: the browser stays up that long after its figures are read (bulk.settle_s).
-        browser: which of the testbed's browsers loads it (None: the first)."""
+        browser: which of the testbed's browsers loads it (None: the first). expect: objects ("host/path")
+        whose Resource Timing entries the worker waits for before reading them (a replay's fetches,
+        which do not hold the load event)."""
         browser = browser or self.browser_name
         ready, self._prepared = self._prepared, None
         same = ready and (ready[0], ready[1], ready[3], ready[4]) == (proto, page, visit, browser) and capture_dir is None
@@ -356,8 +359,10 @@ class Testbed:
         uri = (url_path(self.url(page)) if page.startswith((ARCHIVED, "https://", "http://"))
                else f"/{page}?trial={tag}")
         req = {**self._request(proto, page, tag, capture_dir, visit, browser), "timeout_s": timeout_s, "await_s": await_s,
-               "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s}
-        ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S)
+               "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
+               **({"expect_resources": list(expect)} if expect else {})}
+        ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S
+                               + (RESOURCE_WAIT_MS / 1000 if expect else 0.0))
         return ans, uri
 
     def remote_cpu(self) -> dict:
