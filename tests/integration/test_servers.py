@@ -37,7 +37,8 @@ def quinn_bed():
 @pytest.mark.parametrize("proto", protocols.NAMES)
 def test_quinnserve_serves_every_object_on_every_origin_over_each_protocol_proven_at_both_ends(quinn_bed, store,
                                                                                                campaign, proto):
-    t, reasons = until_ok(lambda i: run_cell_once(quinn_bed, store, campaign, 0, i, Cell(proto, PAGE, COND, cc="bbr")))
+    t, reasons = until_ok(lambda i: run_cell_once(quinn_bed, store, campaign, 0, i,
+                                                  Cell(proto, PAGE, COND, cc="bbr", server="quinn")))
     if machine_refused(t, reasons):
         return
     p = protocols.get(proto)
@@ -59,7 +60,8 @@ def test_a_repeat_visit_to_quinnserve_resumes_in_0rtt_and_revalidates_the_page(q
     """A warm repeat visit over h3: the page's origin reconnects (the objects come from the cache), its
     0-RTT accepted by quinn (which says so: resumed), and the page answered 304 by its validators."""
     page = Page(5000, 8, origins=4, visit="repeat-warm")
-    t, reasons = until_ok(lambda i: run_cell_once(quinn_bed, store, campaign, 0, i, Cell("h3", page, COND, cc="bbr")))
+    t, reasons = until_ok(lambda i: run_cell_once(quinn_bed, store, campaign, 0, i,
+                                                  Cell("h3", page, COND, cc="bbr", server="quinn")))
     if machine_refused(t, reasons):
         return
     assert t.status == "ok", reasons
