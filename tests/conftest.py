@@ -22,8 +22,27 @@ def cargo_tests_pass(crate: str) -> None:
     assert "test result: ok." in r.stdout and " 0 failed" in r.stdout
 
 
+CLEANUP_S = 60.0  # how long an interrupted run may take to take its testbed down before it is killed
+
+
 def run_cli(*args, timeout=300, **kw):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kw)
+    """The CLI as a user runs it (subprocess.run's answer). When the suite is interrupted (Ctrl-C) or
+    the run outlives its timeout, the run is ended as its user would end it, with SIGINT, and given
+    CLEANUP_S to take its testbed down before it is killed: subprocess.run kills it at once (SIGKILL),
+    which left its testbed behind when the suite was interrupted beside a campaign (2026-11-26)."""
+    with subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                          **kw) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except BaseException:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.communicate(timeout=CLEANUP_S)
+            except BaseException:
+                p.kill()
+                p.communicate()
+            raise
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
 # What a busy, shared machine may refuse, for the machine's sake and not the product's: the link
