@@ -147,10 +147,14 @@ def test_cpu_per_role_is_stored_with_each_trial(bed, store, campaign, proto):
     cpu = full["roles"]
     for r in ("browser", "renderer", "network", "chromedriver", "caddy"):
         assert r in cpu, (r, cpu)
-    # loading and parsing 10 MB costs measurable CPU in the renderer, the network service and Caddy
+    # loading and parsing 10 MB costs measurable CPU in the renderer, the network service and, over QUIC
+    # (in user space: about 7 ms a MB, docs/results.md), Caddy. Over TCP Caddy spends about 1.5 ms a MB,
+    # 15 ms here, a step and a half of /proc's 10 ms (CLK_TCK 100): an h1 trial read 0 in a clean-clone run
+    # of the suite and one of 7 reruns failed alike (2026-11-26)
     assert cpu["renderer"]["user_s"] + cpu["renderer"]["system_s"] > 0.01
     assert cpu["network"]["user_s"] + cpu["network"]["system_s"] > 0.01
-    assert cpu["caddy"]["user_s"] + cpu["caddy"]["system_s"] > 0.005
+    if proto == "h3":
+        assert cpu["caddy"]["user_s"] + cpu["caddy"]["system_s"] > 0.005
     assert all(v.get("user_s", 0) >= 0 and v.get("system_s", 0) >= 0 for v in cpu.values())
     # the browser's start-up is kept apart, not charged to the page
     assert full["launch"]["browser"]["user_s"] + full["launch"]["browser"]["system_s"] > 0.01
