@@ -59,13 +59,14 @@ def https_rdata(alpn: tuple[str, ...] = HTTPS_ALPN) -> str:
     return data.hex()
 
 
-def dnsmasq_args(listen_ip: str, origins: list[tuple[str, str]], mode: str, log: Path) -> list[str]:
+def dnsmasq_args(listen_ip: str, origins: list[tuple[str, str]], mode: str, log: Path,
+                 binary: str = "dnsmasq") -> list[str]:
     """dnsmasq's command line (pure): in the foreground, on listen_ip:53 alone, no file of the
     machine's (no /etc/dnsmasq.conf, /etc/hosts or /etc/resolv.conf), nothing forwarded; an A record
     per (host, address) origin, an HTTPS record per host in https-rr; every query logged."""
     if mode not in MODES or mode == "forced":
         raise ValueError(f"dnsmasq_args: discovery mode {mode!r} needs no name server")
-    args = ["dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--no-poll",
+    args = [binary, "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--no-poll",
             "--bind-interfaces", f"--listen-address={listen_ip}", "--port=53", "--pid-file=", "--user=root",
             f"--local-ttl={ANSWER_TTL_S}", "--log-queries", f"--log-facility={log}"]
     hosts = list(dict.fromkeys(h for h, _ in origins))
@@ -108,7 +109,7 @@ class NameServer:
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Start it and wait until it listens on UDP 53; ServerError with its log's tail if it does not."""
-        argv = [locate(), *dnsmasq_args(self.listen_ip, self.origins, self.mode, self.log)[1:]]
+        argv = dnsmasq_args(self.listen_ip, self.origins, self.mode, self.log, binary=locate())
         with open(self.log.with_suffix(".out"), "ab") as out:
             self.proc = subprocess.Popen(cmd.in_netns(self.ns, argv), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                          start_new_session=True)

@@ -7,10 +7,11 @@ import pytest
 from plt_bench import browser, campaign, dns
 from plt_bench.browsers import chromium
 from plt_bench.errors import UsageError
-from plt_bench.pages import Page
+from plt_bench.pages import Page, origin_host
 from plt_bench.topology import Plan
 
-ORIGINS = [("plt.test", "198.19.7.2"), ("plt-o1.test", "198.19.7.11")]
+O1 = origin_host(1)  # plt-o1.test: the testbed's second origin, by the name pages gives it
+ORIGINS = [("plt.test", "198.19.7.2"), (O1, "198.19.7.11")]
 
 
 def test_an_https_record_advertises_h3_then_h2_for_the_owner_name():
@@ -115,7 +116,7 @@ def test_objects_found_over_a_mix_are_each_proven_over_their_own():
 
 
 def test_the_mix_counts_requests_per_origin_and_says_when_h3_began():
-    res = _res(["h2", "h3"]) + [{"name": "https://plt-o1.test/obj_5KB.png", "nextHopProtocol": "h3", "startTime": 90.0},
+    res = _res(["h2", "h3"]) + [{"name": f"https://{O1}/obj_5KB.png", "nextHopProtocol": "h3", "startTime": 90.0},
                                 {"name": "https://plt.test/cached.png", "nextHopProtocol": "", "startTime": 5.0}]
     mix = browser.protocol_mix(NAV, res, "plt.test")
     assert mix == {"page": "h2", "per_origin": {"plt.test": {"h2": 2, "h3": 1}, "plt-o1.test": {"h3": 1}},

@@ -340,22 +340,23 @@ def _browser_versions(rep: dict) -> str:
     return "; ".join(said.get(b, b) for b in (rep.get("browsers") or ["chromium"]))
 
 
-SERVER_WORDS = {"caddy": ("Caddy {caddy_version}", "Caddy's h3 runs quic-go's own CUBIC whatever it says"),
+# Each server in a report's words: its name and version, and what its h3 runs for congestion control
+SERVER_WORDS = {"caddy": ("Caddy {caddy_version}", "h3 runs quic-go's own CUBIC whatever it says"),
                 "quinn": ("quinnserve {quinnserve_version} (HTTP/3 on quinn)",
-                          "quinn's h3 runs its controller of the same name, reno as NewReno: each trial's server_cc says")}
+                          "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says")}
 
 
 def _server(m: dict) -> tuple[str, str]:
     """The servers in a campaign's words (every campaign before the second server ran Caddy: its
-    http_server names one, or several comma-separated), and what their h3 ran for congestion control."""
+    http_server names one, or several comma-separated), and what their h3 ran for congestion control
+    (one server's as every report before said it; several each by its name)."""
     names = [n for n in (m.get("http_server") or "caddy").split(",") if n]
-    said = [SERVER_WORDS.get(n, (n, "")) for n in names]
-    server = "; ".join(w.format(**{k: m.get(k) for k in ("caddy_version", "quinnserve_version")}) for w, _ in said)
-    if names == ["caddy"]:  # as every report before the second server said it
-        return server, "h3 runs quic-go's own CUBIC whatever it says"
-    if names == ["quinn"]:
-        return server, "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says"
-    return server, "; ".join(cc for _, cc in said if cc)
+    said = {n: SERVER_WORDS.get(n, (n, "")) for n in names}
+    server = "; ".join(w.format(**{k: m.get(k) for k in ("caddy_version", "quinnserve_version")})
+                       for w, _ in said.values())
+    if len(names) == 1:
+        return server, said[names[0]][1]
+    return server, "; ".join(f"{n}'s {cc}" for n, (_, cc) in said.items() if cc)
 
 
 def facts(rep: dict) -> list[str]:
