@@ -51,47 +51,50 @@ def run_cli(*args, timeout=300, **kw):
 MACHINE_REFUSALS = ("link emulator fell behind", "link emulator stalled")
 
 
-class MachineRefusal(UserWarning):
-    """A test's trial was refused by the busy machine every time it was tried (MACHINE_REFUSALS)."""
+UNJUDGED = "unjudged: "  # how a test whose claim the machine did not let it judge is reported (skipped)
+_UNJUDGED: list[str] = []  # the current test's claims left unjudged (unjudged())
+
+
+def unjudged(reason: str) -> bool:
+    """The one ritual for a claim the busy machine did not let this test judge (a trial it refused on
+    every try, a timing taken while its CPUs were saturated, a link it failed to carry): the test goes
+    on judging its other claims, and when it passes it is reported as skipped, 'unjudged: <reason>',
+    never as passed (pytest_runtest_makereport below). scripts/test counts them and fails the suite
+    when more than --max-unjudged of the integration tests were. Returns True, so a test whose
+    remaining claims all hang on this one says `if ...: return unjudged(...)`."""
+    _UNJUDGED.append(reason)
+    return True
 
 
 def machine_refused(t, reasons=()) -> bool:
     """A trial the busy machine refused on every try (the link emulator fell behind or stalled while
     another plt-bench or CI's neighbours held the CPU): recorded as failed with its reason, which is the
-    product's answer; the test that needed CPU headroom takes it as the machine's answer, with a
-    warning in the summary, rather than failing. Any other failure is not this: False."""
+    product's answer; the test that needed CPU headroom takes it as unjudged (unjudged()) rather than
+    failing. Any other failure is not this: False."""
     if t.status == "ok" or not (t.reason or "").startswith(MACHINE_REFUSALS):
         return False
     assert t.status == "failed" and t.reason, t
-    import warnings
-    warnings.warn(MachineRefusal(f"the machine refused the trial on each of {max(1, len(reasons))} tries "
-                                 f"({t.reason}): recorded as failed; the test's claim was not judged this time"))
-    return True
+    return unjudged(f"the machine refused the trial on each of {max(1, len(reasons))} tries ({t.reason})")
 
 
 def machine_saturated(t) -> bool:
     """A trial during which the whole machine's CPUs were saturated (cpu_bound 'machine': busy beyond
     what the trial's own processes used, as beside another campaign): the product's own flag, and the
-    machine's answer to a test whose claim is a timing. Said in the summary; a role of the trial's own
-    (browser, caddy, linkem) is not this: False."""
+    machine's answer to a test whose claim is a timing: that claim is unjudged. A role of the trial's
+    own (browser, caddy, linkem) is not this: False."""
     if getattr(t, "cpu_bound", None) != "machine":
         return False
-    import warnings
-    warnings.warn(MachineRefusal(f"the machine's CPUs were saturated during the trial ({t.cpu_bound_share:.0%} of "
-                                 "its load): its timing was not judged this time"))
-    return True
+    return unjudged(f"the machine's CPUs were saturated during the trial ({t.cpu_bound_share:.0%} of its load): "
+                    "its timing")
 
 
 def link_refused(returncode: int, stderr: str) -> bool:
     """A run the busy machine refused before measuring: its link failed the check against its
     conditions (an emulator short of CPU cannot carry 1 Gbit/s beside another campaign), said so,
-    exit 1. The product's answer, recorded in the store's link checks; the test takes it as the
-    machine's, with a warning, rather than failing."""
+    exit 1. The product's answer, recorded in the store's link checks; the test's claim is unjudged."""
     if returncode != 1 or "the link is out of tolerance" not in stderr:
         return False
-    import warnings
-    warnings.warn(MachineRefusal(f"the machine refused the run: {stderr.strip()[-300:]}"))
-    return True
+    return unjudged(f"the machine refused the run: {stderr.strip()[-300:]}")
 
 
 def ok_slots(trials, key) -> set:
@@ -109,9 +112,7 @@ def slots_refused(trials, key, wanted) -> bool:
     other failure fails here, with its reason (ok_slots)."""
     missing = set(wanted) - ok_slots(trials, key)
     if missing:
-        import warnings
-        warnings.warn(MachineRefusal(f"the machine refused every attempt of {sorted(missing)}: "
-                                     "recorded as failed; the test's claim was not judged this time"))
+        unjudged(f"the machine refused every attempt of {sorted(missing)} (recorded as failed)")
     return bool(missing)
 
 
@@ -225,6 +226,9 @@ def pytest_configure(config):
 
 
 def pytest_addoption(parser):
+    parser.addoption("--max-unjudged", type=float, default=None, metavar="SHARE",
+                     help="fail the run when more than this share (0.10: a tenth) of the integration tests that ran "
+                          "left their claim unjudged (unjudged(): the machine refused it); scripts/test sets 0.10")
     parser.addoption("--link-backends", default="available",
                      help="the link backends the integration tests run on: 'available' (every one this kernel "
                           "can run: netem needs sch_netem; the VM test covers netem where it is missing) or a "
@@ -250,29 +254,89 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_runtest_setup(item):
+    _UNJUDGED.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that passed with a claim left unjudged (unjudged()) is reported as skipped, its reasons
+    shown: a pass means every claim was judged."""
+    outcome = yield
+    rep = outcome.get_result()
+    if call.when != "call":
+        return
+    reasons, _UNJUDGED[:] = list(_UNJUDGED), []
+    if reasons and rep.passed:
+        rep.outcome = "skipped"
+        rep.longrepr = (str(item.path), (item.location[1] or 0) + 1, UNJUDGED + "; ".join(reasons))
+
+
+
+
+_COUNTS_OF: dict = {}  # "c": {"ran": integration tests that ran, "unjudged": their node ids}
+
+
+def pytest_runtest_logreport(report):
+    """Counts the integration tests that ran (passed, failed, or left unjudged) and the unjudged."""
+    if report.when != "call" or "integration" not in report.nodeid.split("::")[0].split("/"):
+        return
+    counts = _COUNTS_OF.setdefault("c", {"ran": 0, "unjudged": []})
+    counts["ran"] += 1
+    if report.skipped and UNJUDGED in str(report.longrepr):
+        counts["unjudged"].append(report.nodeid)
+
+
+def unjudged_verdict(counts: dict, share: float | None) -> tuple[str, bool]:
+    """(the line the summary prints, whether the run fails) for the unjudged integration tests (pure)."""
+    ran, n = counts.get("ran", 0), len(counts.get("unjudged", []))
+    line = f"unjudged: {n} of {ran} integration tests left their claim unjudged (the machine refused it)"
+    fail = share is not None and ran > 0 and n > share * ran
+    if share is not None:
+        line += f"; at most {share:.0%} may be" + (": FAILED, the suite could not judge enough" if fail else "")
+    return line, fail
+
+
 _KEPT = pytest.StashKey[frozenset]()  # the live testbeds of ours the suite found at its start
 
 
 def pytest_sessionstart(session):
-    """Testbeds of ours that were abandoned before the suite (a run killed earlier, say the README's
-    first command cut short) are not the suite's to judge: `clean` removes them now and the header
-    says so; otherwise the tests that run `clean`, which rightly removes every abandoned testbed,
-    would find more gone than they made. Live ones (a running plt-bench's, one brought `up`) are
-    kept, and the end-of-suite check leaves them out."""
+    """Testbeds of ours that were there before the suite are not the suite's to judge, nor to
+    remove: live ones (a running plt-bench's, one brought `up`) and abandoned ones (a run killed
+    earlier, perhaps a colleague's, which they may still want to look at) alike. The header names the
+    abandoned ones (`plt-bench clean` removes them); the end-of-suite check leaves all of them out,
+    and every test cleans its own testbed alone (`clean --testbed N`)."""
     session.config.stash[_KEPT] = frozenset()
     if os.geteuid() != 0 or session.config.option.collectonly:
         return
     from plt_bench import topology
-    report = topology.clean()
-    if report["removed"]:
+    there = topology.our_prefixes()
+    abandoned = [p for p in there if not topology.read_state(p).get("up")
+                 and not topology.owner_alive(topology.read_state(p))]
+    if abandoned:
         session.config.pluginmanager.get_plugin("terminalreporter").write_line(
-            f"plt-bench: removed testbeds abandoned before the suite: {', '.join(report['removed'])}", yellow=True)
-    session.config.stash[_KEPT] = frozenset(report["kept"] + report["up"])
+            f"plt-bench: testbeds abandoned before the suite, left as they are (not the suite's to judge or remove; "
+            f"plt-bench clean removes them): {', '.join(abandoned)}", yellow=True)
+    claims = list(topology.worker_claims())
+    session.config.stash[_KEPT] = frozenset(there) | frozenset(claims) | frozenset(f"worker-{p}.json" for p in claims)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    counts = _COUNTS_OF.get("c")
+    if not counts:
+        return
+    line, fail = unjudged_verdict(counts, config.getoption("--max-unjudged"))
+    terminalreporter.write_line(line, red=fail, yellow=bool(counts["unjudged"]) and not fail)
+    for nodeid in counts["unjudged"]:
+        terminalreporter.write_line(f"  {nodeid}")
 
 
 def pytest_sessionfinish(session, exitstatus):
     """After the whole suite nothing of ours may remain (besides the live testbeds it found): fail
-    the run if something does."""
+    the run if something does. More unjudged integration tests than --max-unjudged allows fail it too."""
+    counts = _COUNTS_OF.get("c")
+    if counts and unjudged_verdict(counts, session.config.getoption("--max-unjudged"))[1]:
+        session.exitstatus = 1
     if os.geteuid() != 0 or session.config.option.collectonly:
         return
     from plt_bench import topology

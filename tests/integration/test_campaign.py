@@ -34,7 +34,7 @@ def _ok_trials(db_path):
         db.close()
 
 
-def interrupt_once(p, results, enough, timeout=240):
+def interrupt_once(p, results, enough, testbed: int, timeout=240):
     """Ctrl-C to a running campaign (CLI or pytest) once enough(results) holds; (stdout, stderr). A
     run still alive after that is killed and what it left is cleaned."""
     deadline = time.monotonic() + timeout
@@ -49,7 +49,7 @@ def interrupt_once(p, results, enough, timeout=240):
     finally:
         if p.poll() is None:
             p.kill()
-            run_cli("clean", timeout=120)
+            run_cli("clean", "--testbed", str(testbed), timeout=120)
 
 
 def test_interrupt_resume_and_draw(tmp_path):
@@ -58,7 +58,7 @@ def test_interrupt_resume_and_draw(tmp_path):
     results = tmp_path / "r.sqlite"
     p = subprocess.Popen([*CLI, "run", str(spec), "--results", str(results), "--testbed", "210"], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = interrupt_once(p, results, lambda r: len(_ok_trials(r)) >= 8)
+    out, err = interrupt_once(p, results, lambda r: len(_ok_trials(r)) >= 8, testbed=210)
     assert p.returncode == 130, err
     first = _ok_trials(results)
     assert 8 <= len(first) < 16, len(first)

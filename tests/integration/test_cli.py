@@ -285,7 +285,7 @@ def test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run(tmp_
         if p.poll() is None:
             p.kill()
             p.wait(10)
-    r = run_cli("clean", timeout=600)
+    r = run_cli("clean", "--testbed", prefix[2:], timeout=600)
     assert r.returncode == 0 and f"removed {prefix}" in r.stdout, r.stdout + r.stderr
     assert _nothing(prefix) and system_state() == before
     db = sqlite3.connect(results)
@@ -308,7 +308,7 @@ def test_clean_keeps_an_up_testbed_and_down_kills_only_the_testbeds_own_processe
     tail = subprocess.Popen(["tail", "-F", f"{topology.RUN_DIR}/pb205/access.log"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        c = run_cli("clean", timeout=120)
+        c = run_cli("clean", "--testbed", "205", timeout=120)
         assert c.returncode == 0 and "kept pb205: brought up by 'plt-bench up'" in c.stdout, c.stdout
         assert "pb205-client" in topology.existing_namespaces() and _mine("pb205")["processes"]
         d = run_cli("down", "--testbed", "205", timeout=120)
@@ -366,7 +366,7 @@ def test_clean_removes_a_killed_maker_s_half_made_page_set_and_keeps_a_live_one(
         for d in (gone, live):
             d.mkdir()
             (d / "0-a.bin").write_bytes(b"x" * 1000)
-        r = run_cli("clean", timeout=120)
+        r = run_cli("clean", "--testbed", "219", timeout=120)  # removed whichever testbed is aimed at
         assert r.returncode == 0 and gone.name in r.stdout, r.stdout + r.stderr
         assert not gone.exists() and live.exists()
     finally:

@@ -24,9 +24,12 @@ def _free_port() -> int:
 
 
 def _worker(address, index, *extra):
-    return subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "worker", "--scheduler", address, "--testbed",
+    """A worker on testbed index (p.testbed: what _stop cleans if it was killed)."""
+    p = subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "worker", "--scheduler", address, "--testbed",
                              str(index), *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
+    p.testbed = index
+    return p
 
 
 def _scheduler():
@@ -71,7 +74,9 @@ def _stop(procs):
             p.wait()
         if hasattr(p, "scratch"):
             shutil.rmtree(p.scratch, ignore_errors=True)
-    run_cli("clean")  # a killed worker's testbed and CPU claim
+    for p in procs:  # a killed worker's testbed and CPU claim: its own only
+        if hasattr(p, "testbed"):
+            run_cli("clean", "--testbed", str(p.testbed))
 
 
 def _wait_workers(address, n, timeout_s=120):
@@ -309,7 +314,7 @@ def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_pat
         os.killpg(a.pid, signal.SIGKILL)
         a.wait()
         assert claim_path(231).exists()  # a killed worker leaves its claim, which is ignored...
-        assert run_cli("clean").returncode == 0
+        assert run_cli("clean", "--testbed", "231").returncode == 0
         assert not claim_path(231).exists()  # ...and removed by clean
     finally:
         _stop([a, sched])

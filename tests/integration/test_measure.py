@@ -103,7 +103,7 @@ def test_pytest_mode_resumes_skips_what_was_measured_and_keeps_warmups_out(tmp_p
     results = tmp_path / "r.sqlite"
     args = ["--campaign", str(spec_file), "--testbed", "221", "--results", str(results)]
     p = _pytest(tmp_path, *args, popen=True)
-    out, err = interrupt_once(p, results, lambda r: len(_ok_trials(r)) >= 2)
+    out, err = interrupt_once(p, results, lambda r: len(_ok_trials(r)) >= 2, testbed=221)
     assert p.returncode == 2 and "Traceback" not in err, out[-3000:] + err[-3000:]
     assert _rows(results, "SELECT status FROM campaigns") == [{"status": "interrupted"}]
     first = _recorded(results)

@@ -16,7 +16,7 @@ import pytest
 from plt_bench import realpages, topology
 from plt_bench.pages import replay_root
 
-from ..conftest import MACHINE_REFUSALS, MachineRefusal, ROOT, ok_slots, run_cli, system_state
+from ..conftest import MACHINE_REFUSALS, ROOT, ok_slots, run_cli, system_state, unjudged
 from .test_cli import _nothing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -24,11 +24,9 @@ SITES = ROOT / "sites"
 
 
 def machine_refused_row(t) -> bool:
-    """A stored attempt the busy machine refused (conftest.MACHINE_REFUSALS), said in the summary."""
-    import warnings
+    """A stored attempt the busy machine refused (conftest.MACHINE_REFUSALS): its claim unjudged."""
     if (t["reason"] or "").startswith(MACHINE_REFUSALS):
-        warnings.warn(MachineRefusal(f"the machine refused the trial ({t['reason']}); its claim was not judged"))
-        return True
+        return unjudged(f"the machine refused the trial ({t['reason']})")
     return False
 
 

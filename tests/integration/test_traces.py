@@ -4,7 +4,6 @@ the tests' own (generated), never the published ones."""
 import json
 import os
 import sqlite3
-import warnings
 
 import pytest
 
@@ -13,7 +12,7 @@ from plt_bench.records import format_link_check
 from plt_bench.conditions import Conditions, make_grid
 from plt_bench.link import verify
 
-from ..conftest import MachineRefusal, link_refused, ok_slots, run_cli
+from ..conftest import link_refused, ok_slots, run_cli, unjudged
 
 # inside the netem VM too (marked vm): linkem follows a moving trace there, and the issue's campaign
 # runs; the constant trace against htb and the ramp are this kernel's alone (the VM's htb falls short
@@ -96,8 +95,7 @@ def test_a_moving_trace_is_followed_window_by_window_in_both_directions(trace_be
             windows = rep["trace_windows"][direction]
             off = sum(w["delivered"] for w in windows if w["offered"] == 0)
             assert len(windows) >= 30 and off <= 0.05 * sum(w["delivered"] for w in windows), windows
-        warnings.warn(MachineRefusal(f"the machine refused the link: {[c['tolerance'] for c in failed]}"))
-        return
+        return unjudged(f"the machine refused the link: {[c['tolerance'] for c in failed]}")
     assert rep["ok"], format_link_check(rep)
     for direction in ("downlink", "uplink"):
         c = next(v for k, v in checks.items() if k.startswith(f"{direction} trace"))

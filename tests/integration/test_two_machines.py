@@ -328,7 +328,7 @@ def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
         assert "off" in shaped["gro"]["m-cli"][0]
         proc.kill()
         proc.wait()
-        r = subprocess.run([*CLI, "clean"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        r = subprocess.run([*CLI, "clean", "--testbed", prefix[2:]], capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert r.returncode == 0 and "removed pb" in r.stdout, r.stdout + r.stderr
         after = system_state(CLT)
         assert after == before_gro, {k: (before_gro[k], after[k]) for k in after if after[k] != before_gro[k]}

@@ -6,7 +6,6 @@ tables and figures. On a busy machine a trial may be refused (the emulator fell 
 is then tried again, since a success is the point; a campaign's refused slots are recorded."""
 import json
 import sqlite3
-import warnings
 
 import pytest
 
@@ -15,7 +14,7 @@ from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import parse_page
 from plt_bench.runner import run_cell_once
 
-from ..conftest import MachineRefusal, machine_refused, ok_slots, run_cli, system_state
+from ..conftest import machine_refused, ok_slots, run_cli, system_state, unjudged
 from .test_cli import _nothing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -97,9 +96,7 @@ def test_the_datarate_preset_small_runs_from_the_command_line_to_its_table_and_f
     ok = ok_slots([dict(zip(keys, row)) for row in rows], lambda t: (t["proto"], t["loss_pct"]))
     assert (r.returncode == 0) == (len(ok) == 4)
     if {lo for _, lo in ok} != {0.0, 5.0}:  # every attempt at a loss refused by the busy machine (ok_slots: nothing else)
-        warnings.warn(MachineRefusal(f"the machine refused every trial at some loss (ok: {sorted(ok)}): "
-                                     "the figures were not judged this time"))
-        return
+        return unjudged(f"the machine refused every trial at some loss (ok: {sorted(ok)}): the figures")
     folder = results.parent / "r-datarate-loss-1"
     assert "Throughput (bulk downloads):" in r.stdout and "link Mbit/s" in r.stdout
     assert (folder / "datarate.csv").is_file() and (folder / "throughput_series.csv").is_file()
