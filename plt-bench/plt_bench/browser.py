@@ -419,9 +419,14 @@ def paint_fields(paint: dict | None, loaded: bool) -> dict:
     if not lcp and not p.get("error"):
         why.append(f"no largest-contentful-paint candidate {_waited(p)}: no text or image qualified (an image under "
                    "0.05 bits per pixel, or filling the viewport, does not count)")
+    if p.get("settled") is False and not p.get("error"):
+        why.append(f"the page never settled (no quiet {p.get('quiet_ms', 0):.0f} ms within {_waited(p)}): the "
+                   "figures are its last records then")
     start = lcp.get("start_ms") or lcp.get("render_ms") or lcp.get("load_ms")
+    waited = p.get("waited_ms")
     return {"fcp_ms": p.get("fcp_ms"), "lcp_ms": float(start) if start else None, "lcp_element": lcp.get("element"),
-            "lcp_url": lcp.get("url") or None, "paint_reason": "; ".join(why) or None}
+            "lcp_url": lcp.get("url") or None, "paint_reason": "; ".join(why) or None,
+            "paint_wait_ms": round(float(waited), 1) if isinstance(waited, (int, float)) else None}
 
 
 class BrowserWorker:

@@ -7,6 +7,8 @@ Request: {"url", "browser": chromium | firefox (chromium when absent), "args": [
           "visit": a repeat visit's {"cache": "cleared" | "kept", "settle_s", "netlog": the path of the
                    browser's own log (Chromium's net-log, Firefox's HTTP log), "keep_netlog": that log is
                    the trial's capture}, or absent,
+          "paint_quiet_ms": the quiet window after which the page counts as settled and its paint
+                   metrics are read (paint_quiet_ms(): PAINT_QUIET_MS and two round trips), or absent,
           "await_s": seconds to wait after the load for the page's own figures (window.pltBench), or 0,
           "expect_resources": ["host/path?query", ...]: objects that need not hold the load event (a
                    replay's fetches) whose Resource Timing entries are waited for, RESOURCE_WAIT_MS at most,
@@ -76,28 +78,42 @@ NAV_JS = ("const e = performance.getEntriesByType('navigation')[0]; "
           f"const f = {list(RESOURCE_FIELDS)!r}; "
           "const r = performance.getEntriesByType('resource').map(x => Object.fromEntries(f.map(k => [k, x[k]]))); "
           "return [e ? e.toJSON() : null, c ? c.textContent.trim() : null, r];")
-# The page's paint metrics, read after the load: first-contentful-paint from the paint timeline; the
-# largest-contentful-paint from a buffered observer's last record (getEntriesByType gives nothing for
-# it). Paint entries arrive when their frame is presented, which can be some frames after the load
-# event (an image that arrives last paints after it; a 5KB page that loads in 17 ms had no entry yet
-# two frames later): the script waits until both are there and no new LCP record has come for
-# PAINT_QUIET_MS, or PAINT_WAIT_MS at most (a page without a candidate then says so). Nothing touches
-# the page first: any input would stop LCP.
-PAINT_QUIET_MS, PAINT_WAIT_MS = 50, 2000
+# The page's paint metrics, read once the page has settled, as the field's tools read them (web-vitals
+# takes the last candidate before input or hide; browsertime reads after its page-complete check,
+# the network quiet): first-contentful-paint from the paint timeline; the largest-contentful-paint
+# from a buffered observer's last record (getEntriesByType gives nothing for it). After the load
+# event a page's script may still fetch its data and draw its largest element (swagger-ui draws its
+# heading 0.2-0.35 s after FCP, once its JSON has come: read 50 ms after the last record, as until
+# 2026-11-27, its LCP was FCP's text with no element, the node detached by the re-render). So the
+# script waits for a quiet window: no new LCP record, no new Resource Timing entry (a response
+# ended), and the page's main thread never busy (a gap between two of the script's frames over
+# PAINT_BUSY_MS is a long task: the page's script running, perhaps about to fetch). The window is
+# PAINT_QUIET_MS plus two round trips of the link (the request asks it: paint_quiet_ms): a script
+# that fetches once it has run shows nothing for one round trip and its response's transfer, and the
+# render then comes within a frame or two. PAINT_WAIT_MS at most past the window (a page that never
+# settles, or paints nothing contentful, says so: settled false). The wait comes after the load
+# event (the load's times are the Navigation Timing entry's, read apart), and is recorded (waited_ms:
+# the trial's paint_wait_ms). Nothing touches the page: any input would stop LCP.
+PAINT_QUIET_MS, PAINT_WAIT_MS, PAINT_BUSY_MS = 500, 5000, 100
 PAINT_JS = """
 const done = arguments[arguments.length - 1];
+const QUIET = %(quiet)d, CAP = %(cap)d, BUSY = %(busy)d;
 const out = {fp_ms: null, fcp_ms: null, lcp: null, lcp_candidates: 0, visibility: document.visibilityState,
-             waited_ms: 0, error: null};
+             waited_ms: 0, quiet_ms: QUIET, settled: false, error: null};
 try {
-  let last = null, lastAt = performance.now();
+  let last = null;
   const t0 = performance.now();
+  let lastAt = t0, prevTick = t0;
   const po = new PerformanceObserver(list => {
-    for (const e of list.getEntries()) { last = e; out.lcp_candidates++; lastAt = performance.now(); }
+    for (const e of list.getEntries()) { last = e; out.lcp_candidates++; }
+    lastAt = performance.now();
   });
   po.observe({type: 'largest-contentful-paint', buffered: true});
-  const finish = () => {
+  const ro = new PerformanceObserver(() => { lastAt = performance.now(); });
+  ro.observe({type: 'resource'});  // not buffered: a response that ends from now on
+  const finish = settled => {
     for (const e of po.takeRecords()) { last = e; out.lcp_candidates++; }
-    po.disconnect();
+    po.disconnect(); ro.disconnect();
     for (const e of performance.getEntriesByType('paint')) {
       if (e.name === 'first-paint') out.fp_ms = e.startTime;
       if (e.name === 'first-contentful-paint') out.fcp_ms = e.startTime;
@@ -107,13 +123,17 @@ try {
       out.lcp = {start_ms: last.startTime, render_ms: last.renderTime, load_ms: last.loadTime, size_px: last.size,
                  url: last.url || null, element: el ? (el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')) : null};
     }
+    out.settled = settled;
     out.waited_ms = performance.now() - t0;
     done(out);
   };
   const tick = () => {
     const now = performance.now();
+    if (now - prevTick > BUSY) lastAt = now;  // the page's main thread was busy in between
+    prevTick = now;
     const fcp = performance.getEntriesByName('first-contentful-paint').length > 0;
-    if ((fcp && last && now - lastAt >= %(quiet)d) || now - t0 >= %(wait)d) { finish(); return; }
+    if (fcp && now - lastAt >= QUIET) { finish(true); return; }
+    if (now - t0 >= QUIET + CAP) { finish(false); return; }
     requestAnimationFrame(() => setTimeout(tick, 10));
   };
   requestAnimationFrame(() => setTimeout(tick, 0));
@@ -121,7 +141,20 @@ try {
   out.error = String(e);
   done(out);
 }
-""" % {"quiet": PAINT_QUIET_MS, "wait": PAINT_WAIT_MS}
+"""
+
+
+def paint_js(quiet_ms: float) -> str:
+    """PAINT_JS with its quiet window (PAINT_QUIET_MS plus the link's two round trips: the request's
+    paint_quiet_ms) and its bounds."""
+    return PAINT_JS % {"quiet": round(quiet_ms), "cap": PAINT_WAIT_MS, "busy": PAINT_BUSY_MS}
+
+
+def paint_quiet_ms(rtt_ms: float) -> float:
+    """The quiet window after which a page counts as settled (pure): PAINT_QUIET_MS and two round trips."""
+    return PAINT_QUIET_MS + 2.0 * max(0.0, rtt_ms)
+
+
 # A page with a workload after its load (pages.Page: bulk) leaves its figures in window.pltBench.
 AWAIT_JS = ("const done = arguments[arguments.length - 1]; "
             "if (!window.pltBench) { done({error: 'the page has no workload (window.pltBench)'}); } "
@@ -250,7 +283,7 @@ def one_trial(req: dict) -> dict:
             out["error"] = f"navigation error: {msg}"
         out["load_s"] = time.monotonic() - t1
         if out["error"] is None:
-            out["paint"] = _paint(driver)
+            out["paint"] = _paint(driver, float(req.get("paint_quiet_ms") or PAINT_QUIET_MS))
         if cast is not None:  # the frames up to the page as it stands once its paints are read
             out["visual"] = cast.finish(driver, out["error"] is None)
         if out["error"] is None and req.get("await_s"):
@@ -462,10 +495,10 @@ check();
 """
 
 
-def _paint(driver) -> dict:
-    """The page's paint metrics (PAINT_JS), or why there are none."""
-    wait_s = 10 + PAINT_WAIT_MS / 1000
-    return _page_script(driver, PAINT_JS, wait_s, "the paint metrics",
+def _paint(driver, quiet_ms: float) -> dict:
+    """The page's paint metrics once it has settled (PAINT_JS), or why there are none."""
+    wait_s = 10 + (quiet_ms + PAINT_WAIT_MS) / 1000
+    return _page_script(driver, paint_js(quiet_ms), wait_s, "the paint metrics",
                         f"the paint metrics were not read within {wait_s:g} s (no frame was drawn)")
 
 

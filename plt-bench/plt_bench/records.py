@@ -82,7 +82,9 @@ class PaintFigures(TypedDict, total=False):
     #                              time, else load time), render_ms, load_ms, size_px, url, element
     lcp_candidates: int          # records the observer saw
     visibility: str              # document.visibilityState (a hidden page reports no LCP)
-    waited_ms: float             # how long the script waited for the entries after the load
+    waited_ms: float             # how long the script waited for the page to settle after the load
+    quiet_ms: float              # the quiet window it waited for (browser_worker.paint_quiet_ms)
+    settled: bool                # the window came (False: PAINT_WAIT_MS ran out first)
     error: str | None
 
 
@@ -191,13 +193,17 @@ class Trial:
     dcl_ms: float | None = doc("domContentLoadedEventEnd - startTime", None)
     fcp_ms: float | None = doc("first-contentful-paint: the first text or image painted, from startTime (NULL: none "
                                "reported, paint_reason says why; before schema 14: not read)", None)
-    lcp_ms: float | None = doc("largest-contentful-paint: the last record of a buffered observer read after the load "
-                               "(its render time), from startTime; NULL: no candidate, paint_reason says why", None)
+    lcp_ms: float | None = doc("largest-contentful-paint: the last record of a buffered observer read once the page "
+                               "settled (paint_wait_ms; before schema 23: 50 ms after the last record) (its render "
+                               "time), from startTime; NULL: no candidate, paint_reason says why", None)
     lcp_element: str | None = doc("what the largest contentful paint was: img#hero (a multi-object page's first image), "
                                   "h1, p#size ...", None)
     lcp_url: str | None = doc("the largest contentful paint's image URL, or NULL for text", None)
     paint_reason: str | None = doc("why fcp_ms or lcp_ms is NULL on a loaded page (no candidate, the page hidden, "
-                                   "the script failed); NULL when both are there", None)
+                                   "the script failed), or that the page never settled; NULL when all is well", None)
+    paint_wait_ms: float | None = doc("how long after the load the paint metrics waited for the page to settle (a "
+                                      "quiet window of 500 ms and two RTTs: no new LCP record, no response ending, "
+                                      "no long task; browser_worker.PAINT_JS); NULL before schema 23", None)
     next_hop_protocol: str | None = doc("what carried the page, as the browser says: h3 | h2 | http/1.1", None)
     response_status: int | None = doc("HTTP status the browser saw", None)
     decoded_body_bytes: int | None = doc("the page's body as the browser decoded it", None)

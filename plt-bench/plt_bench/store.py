@@ -67,6 +67,9 @@ Schema history (SCHEMA_VERSION):
  22 - HTTP/3 as browsers find it (--discovery, plt_bench.dns): trials gain discovery (forced for every
       older trial, the only way then) and protocol_mix_json (what carried each request of a discovery
       trial's h3 cell; NULL otherwise).
+ 23 - paint metrics read once the page has settled (browser_worker.PAINT_JS): trials gain
+      paint_wait_ms (how long after the load; NULL for every older trial, read 50 ms after its last
+      LCP record).
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 23
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -462,6 +465,10 @@ class Store:
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             self.db.execute("UPDATE trials SET discovery = 'forced'")
             version = 22
+        if version == 22:  # 22 -> 23: how long the paint metrics waited for the page to settle
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            self.db.execute(f"ALTER TABLE trials ADD COLUMN paint_wait_ms {new['paint_wait_ms']}")
+            version = 23
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

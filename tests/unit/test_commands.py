@@ -242,12 +242,12 @@ def test_a_many_origin_pages_objects_are_proven_on_their_own_origin(resources, e
     ({"fcp_ms": 236.0, "lcp": {"start_ms": 340.0, "element": "img#hero", "url": "https://plt.test/hero_5KB.png?i=0"},
       "visibility": "visible"}, True,
      {"fcp_ms": 236.0, "lcp_ms": 340.0, "lcp_element": "img#hero", "lcp_url": "https://plt.test/hero_5KB.png?i=0",
-      "paint_reason": None}),
+      "paint_reason": None, "paint_wait_ms": None}),
     # no candidate: none, with the reason; never zero
     ({"fcp_ms": 236.0, "lcp": None, "visibility": "visible"}, True,
      {"fcp_ms": 236.0, "lcp_ms": None, "lcp_element": None, "lcp_url": None,
       "paint_reason": "no largest-contentful-paint candidate after the load: no text or image qualified (an image under "
-                      "0.05 bits per pixel, or filling the viewport, does not count)"}),
+                      "0.05 bits per pixel, or filling the viewport, does not count)", "paint_wait_ms": None}),
     ({"fcp_ms": None, "lcp": None, "visibility": "hidden"}, True, "the page was hidden"),
     ({"fcp_ms": 236.0, "lcp": None, "visibility": "visible", "waited_ms": 2000.4}, True,
      "no largest-contentful-paint candidate 2000 ms after the load"),
@@ -261,6 +261,25 @@ def test_paint_metrics_are_stored_or_their_absence_explained(paint, loaded, want
         assert got == want
     else:
         assert got["lcp_ms"] is None and want in got["paint_reason"]
+
+
+def test_the_paint_wait_is_stored_and_a_page_that_never_settled_says_so():
+    settled = {"fcp_ms": 236.0, "lcp": {"start_ms": 700.0, "element": "h1"}, "visibility": "visible",
+               "waited_ms": 812.34, "quiet_ms": 600, "settled": True}
+    assert browser.paint_fields(settled, True)["paint_wait_ms"] == 812.3
+    assert browser.paint_fields(settled, True)["paint_reason"] is None
+    restless = {**settled, "waited_ms": 5600.0, "settled": False}
+    got = browser.paint_fields(restless, True)
+    assert got["lcp_ms"] == 700.0 and "never settled (no quiet 600 ms within 5600 ms after the load)" in \
+        got["paint_reason"]
+
+
+def test_the_quiet_window_is_half_a_second_and_two_round_trips():
+    from plt_bench import browser_worker as w
+    assert w.paint_quiet_ms(0.0) == w.PAINT_QUIET_MS == 500
+    assert w.paint_quiet_ms(50.0) == 600.0 and w.paint_quiet_ms(-1) == 500
+    js = w.paint_js(600)
+    assert "QUIET = 600, CAP = 5000, BUSY = 100" in js and "%(" not in js
 
 
 H2_NAV = {**NAV, "nextHopProtocol": "h2"}
