@@ -149,6 +149,11 @@ def kept_headers(entry: dict, where: str) -> tuple[tuple[tuple[str, str], ...], 
         if name == "content-encoding":
             encoding = value.strip().lower()
         elif name in KEPT_HEADERS:
+            try:
+                value.encode("latin-1")
+            except UnicodeEncodeError:
+                raise UsageError(f"{OPTION}: {where} response: header {name}'s value has characters outside Latin-1, "
+                                 "which HTTP cannot carry (malformed)") from None
             if len(value) > MAX_HEADER_BYTES:
                 raise UsageError(f"{OPTION}: {where} response: header {name} is {len(value)} bytes; at most "
                                  f"{MAX_HEADER_BYTES} (huge)")
@@ -203,6 +208,10 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
         wire = e["response"].get("bodySize")
         wire = wire if isinstance(wire, int) and not isinstance(wire, bool) and wire >= 0 else None
         host = (u.hostname or "").lower()
+        try:
+            check_host(host, f"{where}: the host")
+        except ArchiveError as e:
+            raise UsageError(f"{OPTION}: {e} (malformed)") from None
         v = protocol_of(e["response"].get("httpVersion"))
         protocols.setdefault(host, collections.Counter())
         if v:
@@ -300,12 +309,154 @@ def to_json(a: Archive) -> dict:
             "responses": [{**dataclasses.asdict(r), "headers": [list(h) for h in r.headers]} for r in a.responses]}
 
 
-def from_json(d: dict) -> Archive:
+class ArchiveError(ValueError):
+    """An archive.json that breaks the format's rules: the message names the field."""
+
+
+HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+")
+BODY_RE = re.compile(r"[0-9a-f]{64}")
+MAX_HOST_CHARS = 253  # RFC 1035: a name of at most 253 characters, each label at most 63
+_ENCODING_RE = re.compile(r"[a-z0-9-]+(\s*,\s*[a-z0-9-]+)*")
+
+
+def _field(d: dict, key: str, kind, where: str):
+    v = d.get(key) if isinstance(d, dict) else None
+    if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+        names = {int: "a whole number", str: "a string", list: "a list", dict: "an object", bool: "true or false"}
+        raise ArchiveError(f"{where}.{key} is {type(v).__name__ if key in (d or {}) else 'missing'}; "
+                           f"expected {names.get(kind, kind.__name__)}")
+    return v
+
+
+def check_host(host: object, where: str) -> str:
+    """A recorded host name: a public DNS name of at most 253 characters and 63 per label (pure)."""
+    if not isinstance(host, str) or len(host) > MAX_HOST_CHARS or not HOST_RE.fullmatch(host) \
+            or re.fullmatch(r"[0-9.]+", host) or host.endswith(".localhost"):
+        raise ArchiveError(f"{where} {str(host)[:80]!r} is not a host name (lower-case labels of a-z, 0-9 and '-', "
+                           f"each at most 63 characters, with a dot, at most {MAX_HOST_CHARS} in all)")
+    return host
+
+
+def _header(h: object, where: str) -> tuple[str, str]:
+    if not (isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h)):
+        raise ArchiveError(f"{where} is not a [name, value] pair of strings")
+    name, value = h
+    if name not in KEPT_HEADERS:
+        raise ArchiveError(f"{where}: {name[:40]!r} is not a header an archive keeps (archive.KEPT_HEADERS, lower case)")
+    if any(ord(c) < 0x20 and c != "\t" or ord(c) == 0x7f for c in value):
+        raise ArchiveError(f"{where} ({name}): its value has a line break or a control character")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ArchiveError(f"{where} ({name}): its value has characters outside Latin-1, which HTTP cannot carry"
+                           ) from None
+    if len(value) > MAX_HEADER_BYTES:
+        raise ArchiveError(f"{where} ({name}): {len(value)} bytes; at most {MAX_HEADER_BYTES}")
+    return name, value
+
+
+def from_json(d: object, folder: Path | None = None, name: str | None = None) -> Archive:
+    """An archive.json read back, every field checked as plan() makes it (a hand-edited file is not
+    trusted): types; hosts as a recording names them; https URLs on 443 with no '..'; headers kept,
+    without control characters, in Latin-1; body files named by their SHA-256 inside bodies/ (and,
+    given the folder, present as plain files of the recorded size); the name its folder's (given
+    name). Raises ArchiveError naming the field."""
+    if not isinstance(d, dict):
+        raise ArchiveError("the file is not a JSON object")
     if d.get("format") != FORMAT:
-        raise ValueError(f"archive format {d.get('format')!r}, expected {FORMAT}")
-    return Archive(name=d["name"], source=d["source"], origins=tuple(Origin(**o) for o in d["origins"]),
-                   responses=tuple(Response(**{**r, "headers": tuple(tuple(h) for h in r["headers"])})
-                                   for r in d["responses"]))
+        raise ArchiveError(f"format is {d.get('format')!r}; expected {FORMAT}")
+    from .replay import check_name
+    a_name = _field(d, "name", str, "archive")
+    try:
+        check_name(a_name, "name")
+    except UsageError as e:
+        raise ArchiveError(f"name: {e}") from None
+    if name is not None and a_name != name:
+        raise ArchiveError(f"name is {a_name!r}, but the archive's folder is {name!r}; an archive names its own folder")
+    source = _field(d, "source", dict, "archive")
+    if "recorded_unix_ms" in source and (not isinstance(source["recorded_unix_ms"], int)
+                                         or isinstance(source["recorded_unix_ms"], bool)
+                                         or source["recorded_unix_ms"] < 0):
+        raise ArchiveError(f"source.recorded_unix_ms is {source['recorded_unix_ms']!r}; expected a whole number of "
+                           "ms since 1970 (0 when unknown)")
+    raw_origins = _field(d, "origins", list, "archive")
+    if not 1 <= len(raw_origins) <= MAX_ORIGINS:
+        raise ArchiveError(f"origins holds {len(raw_origins)}; expected 1 to {MAX_ORIGINS}")
+    origins = []
+    for i, o in enumerate(raw_origins):
+        where = f"origins[{i}]"
+        host = check_host(_field(o, "host", str, where), f"{where}.host")
+        proto, family = _field(o, "protocol", str, where), _field(o, "address", str, where)
+        if proto not in ("", "h3", "h2", "h1"):
+            raise ArchiveError(f"{where}.protocol is {proto[:20]!r}; expected h3, h2, h1 or ''")
+        if family not in ("", "ipv4", "ipv6"):
+            raise ArchiveError(f"{where}.address is {family[:20]!r}; expected ipv4, ipv6 or ''")
+        if host in (x.host for x in origins):
+            raise ArchiveError(f"{where}.host {host} is listed twice")
+        origins.append(Origin(host, proto, family))
+    hosts = {o.host for o in origins}
+    raw = _field(d, "responses", list, "archive")
+    if not 1 <= len(raw) <= MAX_OBJECTS + 1:
+        raise ArchiveError(f"responses holds {len(raw)}; expected 1 to {MAX_OBJECTS + 1} (the first is the page's "
+                           "navigation)")
+    responses = []
+    for i, r in enumerate(raw):
+        where = f"responses[{i}]"
+        url = _field(r, "url", str, where)
+        try:
+            origin, path = _origin(url, f"{where}.url")
+        except UsageError as e:
+            raise ArchiveError(str(e).removeprefix(f"{OPTION}: ")) from None
+        u = urlsplit(url)
+        host = (u.hostname or "").lower()
+        if u.scheme != "https" or origin != f"https://{host}":
+            raise ArchiveError(f"{where}.url {url[:80]!r} is not https on port 443")
+        fields = {k: _field(r, k, str, where) for k in ("method", "host", "path", "query", "body", "encoding")}
+        if fields["host"] != host or host not in hosts:
+            raise ArchiveError(f"{where}.host is {fields['host'][:80]!r}; expected its URL's host, one of the origins")
+        if fields["path"] != (u.path or "/") or fields["query"] != u.query:
+            raise ArchiveError(f"{where}.path and .query are not its URL's")
+        if not re.fullmatch(r"[A-Z]{1,16}", fields["method"]):
+            raise ArchiveError(f"{where}.method {fields['method'][:20]!r} is not an HTTP method")
+        if fields["encoding"] and not _ENCODING_RE.fullmatch(fields["encoding"]):
+            raise ArchiveError(f"{where}.encoding {fields['encoding'][:40]!r} is not a list of content codings")
+        status = _field(r, "status", int, where)
+        if not 100 <= status <= 599:
+            raise ArchiveError(f"{where}.status is {status}; expected an HTTP status from 100 to 599")
+        size = _field(r, "size_bytes", int, where)
+        if size < 0:
+            raise ArchiveError(f"{where}.size_bytes is {size}; expected 0 or more")
+        wire = r.get("wire_bytes")
+        if wire is not None and (not isinstance(wire, int) or isinstance(wire, bool) or wire < 0):
+            raise ArchiveError(f"{where}.wire_bytes is {wire!r}; expected a whole number or null")
+        if _field(r, "index", int, where) != i:
+            raise ArchiveError(f"{where}.index is {r['index']}; expected {i} (its place in the recording)")
+        body = fields["body"]
+        if body and not BODY_RE.fullmatch(body):
+            raise ArchiveError(f"{where}.body {body[:80]!r} is not a body file's name (64 hex digits: its SHA-256)")
+        if bool(body) != bool(size):
+            raise ArchiveError(f"{where}.body and .size_bytes disagree (a body file for a non-empty body, none for "
+                               "an empty one)")
+        if folder is not None and body:
+            f = Path(folder) / BODIES / body
+            try:
+                st = f.lstat()
+            except OSError:
+                raise ArchiveError(f"{where}.body: {BODIES}/{body} is missing") from None
+            import stat as stat_mod
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise ArchiveError(f"{where}.body: {BODIES}/{body} is not a plain file (a link or a folder)")
+            if st.st_size != size:
+                raise ArchiveError(f"{where}.body: {BODIES}/{body} holds {st.st_size} bytes; size_bytes says {size}")
+        headers = _field(r, "headers", list, where)
+        if len(headers) > MAX_HEADERS:
+            raise ArchiveError(f"{where}.headers holds {len(headers)}; at most {MAX_HEADERS}")
+        recorded = _field(r, "recorded_body", bool, where)
+        responses.append(Response(
+            index=i, method=fields["method"], url=url, host=host, path=fields["path"], query=fields["query"],
+            status=status, headers=tuple(_header(h, f"{where}.headers[{k}]") for k, h in enumerate(headers)),
+            body=body, size_bytes=size, encoding=fields["encoding"], wire_bytes=wire, recorded_body=recorded))
+    return Archive(name=a_name, source=source, origins=tuple(origins), responses=tuple(responses))
 
 
 def is_archive(folder: Path) -> bool:
@@ -326,8 +477,11 @@ def load(name: str, sites: Path, option: str = "--size") -> Archive:
                          f"plt-bench pages --from-har FILE {name}") from None
     if key not in _CACHE:
         try:
-            _CACHE[key] = from_json(json.loads((folder / ARCHIVE_FILE).read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            _CACHE[key] = from_json(json.loads((folder / ARCHIVE_FILE).read_text()), folder, name)
+        except ArchiveError as e:
+            raise UsageError(f"{option}: 'har:{name}': {folder / ARCHIVE_FILE} is refused: {e}; make it again from "
+                             f"its recording: plt-bench pages --from-har FILE {name}") from None
+        except (OSError, ValueError, RecursionError) as e:
             raise UsageError(f"{option}: 'har:{name}': {folder / ARCHIVE_FILE} cannot be read ({e}); make it again: "
                              f"plt-bench pages --from-har FILE {name}") from None
     return _CACHE[key]
