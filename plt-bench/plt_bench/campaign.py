@@ -372,6 +372,14 @@ def _as_recorded(v, grid) -> None:
             raise UsageError(f"{v.name('proto')}: as-recorded: the recording {p.label} does not say which protocol "
                              f"{', '.join(unknown[:3])} spoke (its HAR has no httpVersion); measure it with "
                              f"{', '.join(protocols.NAMES)}")
+    spoke: dict[str, tuple[str, str]] = {}  # host -> (protocol, the recording that says it)
+    for p in grid.pages:
+        for o in p.archive.origins:
+            was = spoke.setdefault(o.host, (o.protocol, p.label))
+            if was[0] != o.protocol:  # one testbed address offers one protocol for a host
+                raise UsageError(f"{v.name('proto')}: as-recorded: {o.host} spoke {was[0]} in {was[1]} and "
+                                 f"{o.protocol} in {p.label}; one testbed serves a host over one protocol as "
+                                 "recorded: measure these recordings in separate campaigns")
 
 
 def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str | None) -> tuple[str, ...]:

@@ -45,13 +45,62 @@ def parse_serve(items: list[str] | None, option: str = "--serve", protocols_allo
         if at and (proto not in protocols.NAMES or not protocols_allowed):
             raise UsageError(f"{option}: '{item}': " + (f"'{proto}' is not one of {', '.join(protocols.NAMES)}"
                              if protocols_allowed else "a served host's own protocol (@PROTO) is for plt-bench record"))
+        from .pages import MAX_ORIGINS, origin_host
+        if host in {origin_host(k) for k in range(MAX_ORIGINS)}:
+            raise UsageError(f"{option}: '{item}': {host} is one of the testbed's generated pages' hosts (plt.test, "
+                             "plt-oN.test); name the folder's site otherwise (docs.pkg.test)")
         path = Path(folder.strip()).expanduser()
         if not path.is_dir():
             raise UsageError(f"{option}: '{item}': {path} is not a folder")
+        from .servers.caddy import unsafe_path
+        if unsafe_path(path.resolve()):
+            raise UsageError(f"{option}: '{item}': the folder {path.resolve()} has {unsafe_path(path.resolve())}; "
+                             "copy or link it to a path without")
+        outside = links_out_of(path)
+        if outside:
+            raise UsageError(f"{option}: '{item}': {len(outside)} link(s) lead out of the folder to what not every "
+                             f"user may read ({', '.join(outside[:3])}); a served folder's server runs as root, so "
+                             "such a link is not followed: copy what they name into it, or remove them")
         if host in [h for h, *_ in out]:
             raise UsageError(f"{option}: host {host} given twice")
         out.append((host, path, proto))
     return out
+
+
+def links_out_of(folder: Path, most: int = 100_000) -> list[str]:
+    """The symbolic links under folder (pure but for reading it) that lead out of it to what not every
+    user may read, or nowhere, as 'link -> target'. A served folder's server runs as root: a link to
+    /etc/shadow would serve what no user may read, and it would land in a recording's world-readable
+    files. A link to what everyone may read is kept (Debian's HTML documentation links its scripts
+    to /usr/share/javascript). Walks at most `most` entries."""
+    import os
+    root = Path(folder).resolve()
+    out, seen = [], 0
+    for here, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            seen += 1
+            p = Path(here) / name
+            if not p.is_symlink():
+                continue
+            target = p.resolve()
+            if target == root or root in target.parents:
+                continue
+            if not target.exists() or not world_readable(target):
+                out.append(f"{p.relative_to(root)} -> {os.readlink(p)}")
+        if seen > most:
+            break
+    return out
+
+
+def world_readable(path: Path) -> bool:
+    """Every user may read it: a file readable by others, a folder readable and searchable by others,
+    and every folder above it searchable by others."""
+    import stat
+    st = path.stat()
+    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else 0)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) or st.st_mode & need != need:
+        return False
+    return all(parent.stat().st_mode & stat.S_IXOTH for parent in path.parents)
 
 
 def names_for(name: str, urls: list[str]) -> list[str]:

@@ -5,6 +5,11 @@ h1 for every recorded host name on the replay addresses (each origin its own) an
 request on, Host kept, over HTTP/1.1 keep-alive; so each response is proven by Caddy's access log
 as a generated page's is, and the browser's protocol is Caddy's.
 
+Several recordings replayed by one testbed may share a host (the same site recorded on two days):
+each is served its own responses alone. With more than one, the testbed names the recording it is
+measuring now in a file (--active; write_active before each load), read at each request; a request
+while none is named is a miss.
+
 A request is matched as Web Page Replay matches (match): the exact method, host, path and query
 first; else, among the recorded requests of the same method, host and path, the one sharing the
 most query parameters (a cache-buster or a session token differs, the rest agrees). No match: 404
@@ -188,10 +193,40 @@ def served_bytes(a: archive_mod.Archive, sites: Path, url_host: str, target: str
     return len(respond(r, "exact", body, "", script)[2])
 
 
+def write_active(path: Path, name: str) -> None:
+    """Name the recording measured now (replayd --active): written whole, then renamed into place."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(name + "\n")
+    tmp.replace(path)
+
+
+class Active:
+    """Which recording's responses are served now: the one archive, or the one the --active file names."""
+
+    def __init__(self, indexes: dict[str, Index], path: Path | None):
+        self.indexes, self.path = indexes, path
+        self._seen: tuple | None = None
+        self._name: str | None = next(iter(indexes)) if len(indexes) == 1 else None
+        self._lock = threading.Lock()
+
+    def index(self) -> Index | None:
+        if len(self.indexes) == 1 or self.path is None:
+            return self.indexes.get(self._name) if self._name else None
+        with self._lock:
+            try:
+                st = self.path.stat()
+                key = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if key != self._seen:
+                    self._seen, self._name = key, self.path.read_text().strip()
+            except OSError:
+                self._seen, self._name = None, None
+            return self.indexes.get(self._name) if self._name else None
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "plt-bench-replayd"
-    index: Index
+    active: Active
     bodies: Bodies
     scripts: dict[str, str]   # archive name -> its document script ('' when not deterministic)
     owner: dict[int, str]     # id(Response) -> its archive's name
@@ -214,7 +249,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.rfile.read(length)  # a recorded POST's body is not matched on: read and set aside
         host = re.sub(r":\d+$", "", self.headers.get("Host") or "")
         method = "GET" if self.command == "HEAD" else self.command
-        r, how = self.index.match(method, host, self.path)
+        index = self.active.index()
+        r, how = index.match(method, host, self.path) if index else (None, "miss")
         if r is None and self.command == "OPTIONS":  # a CORS preflight the recording did not keep
             allow = [("access-control-allow-origin", self.headers.get("Origin") or "*"),
                      ("access-control-allow-methods", self.headers.get("Access-Control-Request-Method") or "GET"),
@@ -243,10 +279,10 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def make_server(sites: Path, names: list[str], port: int, deterministic: bool = True,
-                host: str = "127.0.0.1") -> Server:
+                host: str = "127.0.0.1", active: Path | None = None) -> Server:
     archives = [archive_mod.load(n, sites) for n in names]
     handler = type("BoundHandler", (Handler,), {
-        "index": Index(archives),
+        "active": Active({a.name: Index([a]) for a in archives}, active),
         "bodies": Bodies({a.name: replay_root(sites, a.name) / archive_mod.BODIES for a in archives}),
         "scripts": {a.name: deterministic_script(int(a.source.get("recorded_unix_ms") or 0)) if deterministic else ""
                     for a in archives},
@@ -260,9 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sites", required=True, type=Path)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--deterministic", choices=("on", "off"), default="on")
+    p.add_argument("--active", type=Path, default=None,
+                   help="a file naming the recording measured now (several recordings: each served alone)")
     p.add_argument("names", nargs="+")
     a = p.parse_args(argv)
-    server = make_server(a.sites, a.names, a.port, a.deterministic == "on")
+    server = make_server(a.sites, a.names, a.port, a.deterministic == "on", active=a.active)
     print(json.dumps({"port": server.server_address[1]}), flush=True)  # the parent reads where it listens
     try:
         server.serve_forever()

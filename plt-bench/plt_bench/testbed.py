@@ -16,13 +16,14 @@ from typing import Sequence
 
 from . import browsers, cmd, dns, link as link_mod, protocols
 from .browser import BrowserWorker
-from .browser_worker import RESOURCE_WAIT_MS
+from .browser_worker import RESOURCE_WAIT_MS, paint_quiet_ms
 from .browsers import drivers
 from .capture import FILENAMES, Settings
 from .conditions import Conditions
 from .metadata import machine, utc_now
 from . import servers, traces as traces_mod
 from .pages import ARCHIVED, HOST, Sites, origins_in_name, url_path
+from .replayd import write_active
 from .topology import Topology, pids_in, write_client_etc
 
 
@@ -31,6 +32,7 @@ from .topology import Topology, pids_in, write_client_etc
 # was once too short: the netem VM's emulated CPUs, with one host core busy, took over 80 s for a
 # 5 KB trial. Only a hung worker waits this long.
 WORKER_ALLOWANCE_S = 240.0
+ACTIVE_REPLAY = "replay-active"  # in the run folder: the recording being measured now (replayd.write_active)
 
 
 class Testbed:
@@ -156,10 +158,14 @@ class Testbed:
         if len(hosts) > len(addresses):
             raise UsageError(f"--size: the recordings {', '.join(self.replays)} have {len(hosts)} origins together; a "
                              f"testbed replays at most {len(addresses)} at once (run them in separate campaigns)")
-        spoke = {o.host: o.protocol for n in self.replays for o in archive.load(n, self.sites.root).origins}
+        spoke: dict[str, str] = {}  # a host two recordings spoke differently has no as-recorded address (the
+        for n in self.replays:      # campaign refuses as-recorded for them: campaign._as_recorded)
+            for o in archive.load(n, self.sites.root).origins:
+                spoke[o.host] = o.protocol if spoke.get(o.host, o.protocol) == o.protocol else ""
         own = tuple((h, ip, spoke[h]) for h, ip in zip(hosts, self.plan.as_recorded_addresses)
                     if spoke.get(h) in protocols.NAMES)  # as-recorded: hosts whose recording says
-        return Replay(self.sites.root, self.replays, list(zip(hosts, addresses)), own=own)
+        return Replay(self.sites.root, self.replays, list(zip(hosts, addresses)), own=own,
+                      active=self.plan.run_dir / ACTIVE_REPLAY)
 
     def static_config(self):
         """The folders served as they are, one site per folder, each host on its own address."""
@@ -315,7 +321,8 @@ class Testbed:
                **(b.capture_env(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else {})}
         req = {"url": self.url(page, tag), "profile_dir": str(profile), **launch,
                "args": args, **({"env": env} if env else {}), "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
-               "visual": "visual" in self.capture.kinds}
+               "visual": "visual" in self.capture.kinds,
+               "paint_quiet_ms": paint_quiet_ms(self.conditions.rtt_ms if self.conditions else 0.0)}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
             req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
@@ -358,6 +365,8 @@ class Testbed:
         tag = ready[2] if same else uuid.uuid4().hex[:16]
         uri = (url_path(self.url(page)) if page.startswith((ARCHIVED, "https://", "http://"))
                else f"/{page}?trial={tag}")
+        if page.startswith(ARCHIVED) and len(self.replays) > 1:  # the replay serves this recording's responses alone
+            write_active(self.plan.run_dir / ACTIVE_REPLAY, page[len(ARCHIVED):])
         req = {**self._request(proto, page, tag, capture_dir, visit, browser), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
                **({"expect_resources": list(expect)} if expect else {})}

@@ -33,7 +33,7 @@ def _running(index, results, *extra):
         if p.poll() is None:
             p.kill()
             p.wait(10)
-            run_cli("clean", timeout=120)
+            run_cli("clean", "--testbed", str(index), timeout=120)
 
 
 def _until_first_ok(p, results, timeout=180):
@@ -152,6 +152,51 @@ def test_a_dead_caddy_stops_the_run_as_broken_and_the_campaign_resumes(tmp_path)
     assert every[:len(done)] == done and len({(t["run_index"], t["proto"]) for t in every}) == 6  # every slot tried
     assert (p.returncode == 0) == (sum(t["status"] == "ok" for t in every) == 6)
     assert _nothing(prefix) and system_state() == before
+
+
+def test_a_dead_replay_server_stops_the_run_as_broken_and_the_campaign_resumes(tmp_path):
+    """Issue 44, item 5: kill -9 of the replay server (replayd, behind Caddy) after the first trial of
+    a recording: the run stops with exit 1 naming it, as for Caddy's death (it used to burn every
+    attempt on HTTP 502 and end the campaign as finished); the same command resumes and finishes it."""
+    from plt_bench import archive
+    index, prefix, name = 234, "pb234", "test-replayd-fault"
+    doc = "<!DOCTYPE html><html><head><title>t</title></head><body><h1>recorded</h1><script src=a.js></script></body></html>"
+
+    def entry(url, body, mime):
+        return {"request": {"method": "GET", "url": url}, "serverIPAddress": "192.0.2.1",
+                "response": {"status": 200, "httpVersion": "h2", "content": {"mimeType": mime, "size": len(body),
+                                                                               "text": body},
+                             "bodySize": -1, "headers": [{"name": "Content-Type", "value": mime}]}}
+    recording = tmp_path / "r.har"  # hosts of the reserved .test domain: fixture data, never fetched
+    recording.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "test"}, "entries": [
+        entry("https://www.fault.test/", doc, "text/html"), entry("https://www.fault.test/a.js", "var a = 1;",
+                                                                  "application/javascript")]}}))
+    archive.make(recording, name, ROOT / "sites")
+    results = tmp_path / "r.sqlite"
+    before = system_state()
+    args = ("--size", f"har:{name}", "--bw", "20mbit", "--runs", "3", "--proto", "h2")
+    try:
+        with _running(index, results, *args) as p:
+            _until_first_ok(p, results)
+            replayd = _find(prefix, "plt_bench.replayd", proc=p)
+            os.kill(replayd[0], signal.SIGKILL)
+            out, err = p.communicate(timeout=180)
+        assert p.returncode == 1, (p.returncode, err)
+        assert "the replay server behind Caddy exited (killed by signal 9" in err and "Traceback" not in err, err
+        assert _campaign_status(results) != "finished"
+        done = _trials(results)
+        assert done and all("502" not in (t["reason"] or "") for t in done), done  # no attempt burned on it
+        assert _nothing(prefix) and system_state() == before
+        p = _run(index, results, *args)
+        out, err = p.communicate(timeout=300)
+        assert p.returncode in (0, 1) and "Traceback" not in err, err
+        finished = len({t["run_index"] for t in done if t["status"] == "ok"})
+        assert f"resuming campaign 1: {finished} of 3 trials already done" in out, out
+        assert _campaign_status(results) == "finished"
+        assert _nothing(prefix) and system_state() == before
+    finally:
+        import shutil
+        shutil.rmtree(ROOT / "sites" / "replay" / name, ignore_errors=True)
 
 
 def _ready(results):

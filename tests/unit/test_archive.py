@@ -286,6 +286,14 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
         record.parse_serve([f"a.test@h1={tmp_path / 'd'}"], protocols_allowed=False)
     with pytest.raises(UsageError, match="given twice"):
         record.parse_serve([f"a.test={tmp_path / 'd'}", f"a.test={tmp_path / 'd'}"])
+    with pytest.raises(UsageError, match="one of the testbed's generated pages' hosts"):  # issue 44, item 7
+        record.parse_serve([f"plt.test={tmp_path / 'd'}"])
+    with pytest.raises(UsageError, match="generated pages' hosts"):
+        record.parse_serve([f"plt-o3.test={tmp_path / 'd'}"])
+    for odd in ("with space", "trailing\\"):  # issue 44, item 10: refused before a testbed is built
+        (tmp_path / odd).mkdir()
+        with pytest.raises(UsageError, match="space, brace, quote or backslash"):
+            record.parse_serve([f"a.test={tmp_path / odd}"])
     assert record.names_for("page", ["https://a.test/"]) == ["page"]
     assert record.names_for("page", ["https://a.test/", "https://a.test/x"]) == ["page-1", "page-2"]
     with pytest.raises(UsageError, match="--name"):
@@ -367,3 +375,131 @@ def test_a_recording_from_the_web_asks_the_browser_for_bodies_and_nothing_of_a_t
     assert not any(a.startswith(("--host-resolver-rules", "--ignore-certificate-errors", "--origin-to-force-quic-on",
                                  "--disable-quic", "--disable-http2")) for a in req["args"])
     assert f"--user-data-dir={tmp_path / 'p'}" in req["args"] and "--headless=new" in req["args"]
+
+
+# -- a hand-edited archive.json is not trusted (issue 44, item 2) ---------------------------------------------
+def _made(tmp_path):
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))
+    archive.make(p, "page", tmp_path / "sites")
+    f = tmp_path / "sites" / "replay" / "page" / archive.ARCHIVE_FILE
+    return f, json.loads(f.read_text())
+
+
+def _first_body(d):
+    return next(r for r in d["responses"] if r["body"])
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: _first_body(d).update(body="../../../../etc/shadow"), r"responses\[0\]\.body"),
+    (lambda d: _first_body(d).update(body="/etc/shadow"), r"responses\[0\]\.body"),
+    (lambda d: _first_body(d).update(body="0" * 64), r"responses\[0\]\.body: bodies/0+ is missing"),
+    (lambda d: d.update(name="../../../tmp/elsewhere"), "name"),
+    (lambda d: d.update(name="other"), "name is 'other', but the archive's folder is 'page'"),
+    (lambda d: d["responses"][0].update(url="file:///etc/shadow"), r"responses\[0\]\.url"),
+    (lambda d: d["responses"][0]["headers"].append(["link", "a\r\nx-plt-replay: exact"]), "line break"),
+    (lambda d: d["responses"][0]["headers"].append(["x-plt-replay", "exact"]), "not a header an archive keeps"),
+    (lambda d: d["responses"][0]["headers"].append(["link", "caf\u00e9 \u2603"]), "outside Latin-1"),
+    (lambda d: d["origins"][0].update(host="b.test,DNS:evil.example"), r"origins\[0\]\.host"),
+    (lambda d: d["origins"][0].update(host="a" * 64 + ".test"), r"origins\[0\]\.host"),
+    (lambda d: d.update(responses=[]), "responses holds 0"),
+    (lambda d: d.update(origins=[]), "origins holds 0"),
+    (lambda d: d["source"].update(recorded_unix_ms="yesterday"), "recorded_unix_ms"),
+    (lambda d: d["responses"][0].update(headers="content-type: text/html"), r"responses\[0\]\.headers is str"),
+    (lambda d: d["responses"][0].update(status="abc"), r"responses\[0\]\.status is str"),
+    (lambda d: d["responses"][0].update(status=42), "from 100 to 599"),
+    (lambda d: d["responses"][1].update(host="cdn.rec.test"), r"responses\[1\]\.host"),
+    (lambda d: d["responses"][0].update(url="https://www.rec.test/a/../../etc/passwd"), "'..'"),
+    (lambda d: d["responses"][0].update(url="https://elsewhere.test/", host="elsewhere.test"), "one of the origins"),
+    (lambda d: d["responses"][0].pop("recorded_body"), "recorded_body is missing"),
+    (lambda d: d.update(format=1), "format"),
+])
+def test_a_hand_edited_archive_is_refused_naming_the_field(tmp_path, edit, field):
+    f, d = _made(tmp_path)
+    edit(d)
+    f.write_text(json.dumps(d))
+    archive._CACHE.clear()
+    with pytest.raises(UsageError, match=field) as e:
+        archive.load("page", tmp_path / "sites")
+    assert str(e.value).startswith("--size: 'har:page'")
+
+
+def test_a_body_file_replaced_by_a_link_or_cut_short_is_refused(tmp_path):
+    f, d = _made(tmp_path)
+    r = _first_body(d)
+    body = f.parent / archive.BODIES / r["body"]
+    body.unlink()
+    body.symlink_to("/etc/hostname")
+    with pytest.raises(UsageError, match="not a plain file"):
+        archive.load("page", tmp_path / "sites")
+    body.unlink()
+    body.write_bytes(b"short")
+    with pytest.raises(UsageError, match="holds 5 bytes"):
+        archive.load("page", tmp_path / "sites")
+
+
+def test_an_untouched_archive_reads_back_as_it_was_made(tmp_path):
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))
+    a, _ = archive.make(p, "page", tmp_path / "sites")
+    archive._CACHE.clear()
+    assert archive.load("page", tmp_path / "sites") == a
+
+
+@pytest.mark.parametrize("bad, message", [
+    (entry(url("www", "/"), headers=[("Link", "<a>; title=\u2603")]), "outside Latin-1"),
+    (entry("https://" + "a" * 300 + ".test/"), "not a host name"),
+    (entry("https://" + "a" * 64 + ".rec.test/"), "not a host name"),
+])
+def test_a_recording_a_replay_could_never_serve_is_refused_on_import(tmp_path, bad, message):
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(har(bad)))
+    with pytest.raises(UsageError, match=message):
+        archive.make(p, "page", tmp_path / "sites")
+
+
+def test_two_recordings_of_one_host_are_each_served_their_own_responses(tmp_path):
+    """Issue 44, item 3: the same site recorded twice (its script changed between the days): each
+    recording measured is served its own bytes, never the other's; none named, a miss."""
+    sites = tmp_path / "sites"
+    for name, js in (("monday", b"var day = 'monday';"), ("tuesday", b"var day = 'tuesday'; var more = 1;")):
+        p = tmp_path / f"{name}.har"
+        p.write_text(json.dumps(har(entry(url("www", "/"), body=DOC), entry(url("www", "/app.js"), body=js,
+                                                                             mime="application/javascript"))))
+        archive.make(p, name, sites)
+    active = tmp_path / "replay-active"
+    server = replayd.make_server(sites, ["monday", "tuesday"], 0, active=active)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert _get(port, "www.rec.test", "/app.js")[0] == 404  # none named yet: nothing is served
+        replayd.write_active(active, "tuesday")
+        assert _get(port, "www.rec.test", "/app.js")[2] == b"var day = 'tuesday'; var more = 1;"
+        replayd.write_active(active, "monday")
+        assert _get(port, "www.rec.test", "/app.js")[2] == b"var day = 'monday';"
+        replayd.write_active(active, "tuesday")
+        assert _get(port, "www.rec.test", "/app.js")[2] == b"var day = 'tuesday'; var more = 1;"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(tmp_path):
+    """Issue 44, item 6: a link out of a served folder to /etc/shadow would be served by the root
+    server and land in a recording's world-readable files; one to a world-readable file (Debian's
+    docs link their scripts to /usr/share/javascript) is kept, as are links inside the folder."""
+    from plt_bench import record
+    folder = tmp_path / "site"
+    (folder / "js").mkdir(parents=True)
+    (folder / "js" / "app.js").write_text("var a;")
+    (folder / "inside.js").symlink_to(folder / "js" / "app.js")
+    (folder / "hostname").symlink_to("/etc/hostname")  # 0644 under /etc: anyone may read it
+    assert record.parse_serve([f"a.test={folder}"])[0][1] == folder
+    (folder / "js" / "secret").symlink_to("/etc/shadow")
+    with pytest.raises(UsageError, match=r"1 link\(s\) lead out of the folder to what not every user may read "
+                                         r"\(js/secret -> /etc/shadow\)"):
+        record.parse_serve([f"a.test={folder}"])
+    (folder / "js" / "secret").unlink()
+    (folder / "js" / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(UsageError, match="dangling"):
+        record.parse_serve([f"a.test={folder}"])

@@ -162,7 +162,7 @@ class Server:
         """The replay server (plt_bench.replayd) on the namespace's loopback; returns its port."""
         r = self.replay
         argv = [sys.executable, "-m", "plt_bench.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
-                "on" if r.deterministic else "off", *r.names]
+                "on" if r.deterministic else "off", *(("--active", str(r.active)) if r.active else ()), *r.names]
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
                "PYTHONPATH": str(cmd.PACKAGE_DIR.parent)}  # this plt_bench, wherever it runs from
         with open(self.run_dir / "replayd.log", "ab") as log:
@@ -224,12 +224,21 @@ class Server:
             time.sleep(0.02)
 
     def died_reason(self) -> str | None:
-        """Why it is not serving, or None while it runs."""
-        if self.proc is None or self.alive():
-            return None
-        code = self.proc.returncode
-        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        return f"{self.label} exited ({how}; log: {self.log_tail()})"
+        """Why it is not serving, or None while it runs: the server, or the replay server behind it
+        (a replayed recording's every response is replayd's: without it the server answers 502)."""
+        if self.proc is not None and not self.alive():
+            code = self.proc.returncode
+            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            return f"{self.label} exited ({how}; log: {self.log_tail()})"
+        if self.replayd is not None and self.replayd.poll() is not None:
+            code = self.replayd.returncode
+            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            try:
+                tail = " | ".join((self.run_dir / "replayd.log").read_text(errors="replace").strip().splitlines()[-3:])
+            except OSError:
+                tail = "(no log)"
+            return f"the replay server behind {self.label} exited ({how}; log: {tail or '(empty log)'})"
+        return None
 
     def stop(self) -> None:
         cmd.stop_process(self.proc)

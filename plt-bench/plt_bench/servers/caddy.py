@@ -83,8 +83,8 @@ class Static:
         for h, ip in self.origins:
             if not re.fullmatch(r"[a-z0-9.-]+", h) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
                 raise ServerError(f"static origin {h} at {ip}: not a host name and an address the Caddyfile can hold")
-        if re.search(r"[\s{}\"]", str(self.folder)):
-            raise ServerError(f"static folder {self.folder}: a space, brace or quote, which the Caddyfile cannot hold")
+        if unsafe_path(self.folder):
+            raise ServerError(f"static folder {self.folder}: {unsafe_path(self.folder)}")
         return "".join(f"\nhttps://{h}:443 {{\n\tbind {ip}\n\ttls {cert} {key}\n"
                        f"\troot * {self.folder}\n\theader Access-Control-Allow-Origin *\n\theader Timing-Allow-Origin *\n"
                        f"\tfile_server\n"
@@ -107,6 +107,7 @@ class Replay:
     # (host, address, protocol): each host again on an address of its own that offers only the
     # protocol it spoke when recorded (--proto as-recorded), for the hosts whose recording says
     own: tuple[tuple[str, str, str], ...] = ()
+    active: Path | None = None  # where the testbed names the recording measured now (replayd --active)
 
     @property
     def addresses(self) -> list[str]:
@@ -116,6 +117,14 @@ class Replay:
     def listeners(self) -> list[tuple[str, str]]:
         """(address, protocol) of the as-recorded addresses."""
         return [(ip, p) for _, ip, p in self.own]
+
+
+def unsafe_path(path) -> str | None:
+    """Why a path cannot stand in the Caddyfile (pure): a space, brace, quote or backslash (its
+    tokens split at white space, and a backslash escapes), or None."""
+    if re.search(r'[\s{}"\\]', str(path)):
+        return "a space, brace, quote or backslash, which the Caddyfile cannot hold"
+    return None
 
 
 def replay_block(addresses: list[str], port: int, cert: Path, key: Path, access_log: Path) -> str:
@@ -149,8 +158,8 @@ def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, 
         if not re.fullmatch(r"[a-z0-9.-]+", host) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
             raise ServerError(f"origin {host} at {ip}: not a host name and an address the Caddyfile can hold")
     for name, value in (("sites", sites), ("cert", cert), ("key", key), ("access_log", access_log)):
-        if re.search(r"[\s{}\"]", str(value)):
-            raise ServerError(f"path of {name} contains a space, brace or quote, which the Caddyfile cannot hold: {value}")
+        if unsafe_path(value):
+            raise ServerError(f"path of {name}: {unsafe_path(value)}: {value}")
     addresses = ", ".join(f"https://{h}:443" for h, _ in origins)
     bind = " ".join(dict.fromkeys(ip for _, ip in origins))
     text = string.Template(template).substitute(addresses=addresses, bind=bind, cert=cert, key=key, sites=sites,
