@@ -125,6 +125,11 @@ def security(tls: str | None, address: str, option: str):
     if missing:
         raise UsageError(f"--tls: {', '.join(missing)} missing; expected a folder with {', '.join(TLS_FILES)} "
                          "(plt-bench cluster-tls DIR makes one)")
+    for key in (Path(tls) / "node.key", Path(tls) / "ca.key"):  # whoever holds a key joins the cluster as root
+        mode = key.stat().st_mode if key.is_file() else 0
+        if mode & 0o077:
+            raise UsageError(f"--tls: {key} can be read by other users (mode {mode & 0o777:04o}); whoever holds it "
+                             f"joins the cluster: make it yours alone: chmod 600 {key}")
     from distributed.security import Security
     ca, cert, key = (str(p) for p in files)
     return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, tls_worker_cert=cert,
@@ -135,12 +140,16 @@ def listen_host(address: str, given: str | None = None) -> str:
     """Where a worker's ports listen: the address given (--listen), else this machine's own address on
     the route to the scheduler (127.0.0.1 for a scheduler on loopback); never every interface."""
     if given:
+        import ipaddress
         try:
-            import ipaddress
-            ipaddress.ip_address(given)
+            ip = ipaddress.ip_address(given.strip("[]"))
         except ValueError:
             raise UsageError(f"--listen: '{given}' is not an address of this machine; expected one such as "
                              "10.0.0.2 (the interface the scheduler reaches)") from None
+        if ip.is_unspecified or ip.is_multicast:
+            raise UsageError(f"--listen: {given} is every interface (or none); a worker runs what it is sent as root, "
+                             "so it listens on one address: the one its scheduler reaches, such as 10.0.0.2")
+        given = str(ip)
         try:
             with socket.socket(socket.AF_INET6 if ":" in given else socket.AF_INET) as s:
                 s.bind((given, 0))
@@ -149,22 +158,62 @@ def listen_host(address: str, given: str | None = None) -> str:
         return given
     m = _ADDRESS.fullmatch(address)
     host, port = m.group(1).strip("[]"), int(m.group(2))
-    for family, _, _, _, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM):
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    except socket.gaierror as e:
+        raise UsageError(f"--scheduler: {address}: its host {host} does not resolve ({e.strerror}); give its "
+                         "address or a name this machine resolves") from None
+    for family, _, _, _, sockaddr in found:
         with socket.socket(family, socket.SOCK_DGRAM) as s:
             s.connect(sockaddr)  # no packet is sent: the kernel picks the route and its source address
             return s.getsockname()[0]
     raise UsageError(f"--scheduler: {address}: no route to its host")
 
 
-def check_answers(address: str, option: str) -> None:
+def dask_host(host: str) -> str:
+    """A listen host as Dask takes it (pure): an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def check_answers(address: str, option: str, tls: str | None = None) -> None:
     """A TCP connection to the scheduler's port, before anything is claimed or started: a refused
-    port fails at once, an unreachable host within CONNECT_S."""
+    port fails at once, an unreachable host within CONNECT_S. With a TLS folder, a TLS handshake as
+    Dask makes it (its certificate, its CA, the chain not the name), so that a wrong CA, a bad key or
+    a plain scheduler is said as such (Dask's own join only times out on each)."""
     m = _ADDRESS.fullmatch(address)
+    host, port = m.group(1).strip("[]"), int(m.group(2))
     try:
-        socket.create_connection((m.group(1).strip("[]"), int(m.group(2))), timeout=CONNECT_S).close()
+        raw = socket.create_connection((host, port), timeout=CONNECT_S)
     except OSError as e:
         raise UsageError(f"{option}: no Dask scheduler answers at {address} ({e.strerror or type(e).__name__}); "
                          "start one there with: dask scheduler") from e
+    with raw:
+        if tls:
+            handshake(raw, Path(tls), address, option)
+
+
+def handshake(raw: socket.socket, tls: Path, address: str, option: str) -> None:
+    import ssl
+    ca, cert, key = (tls / name for name in TLS_FILES)
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca))
+        ctx.check_hostname = False  # Dask verifies the chain, not the host name
+        ctx.load_cert_chain(str(cert), str(key))
+    except (ssl.SSLError, OSError) as e:
+        raise UsageError(f"--tls: {ca}, {cert} and {key} are not a CA, a certificate and its key ({e}); make the "
+                         "folder anew: plt-bench cluster-tls DIR") from None
+    raw.settimeout(CONNECT_S)
+    try:
+        with ctx.wrap_socket(raw):
+            pass
+    except ssl.SSLCertVerificationError as e:
+        raise UsageError(f"--tls: the scheduler at {address} presents a certificate that {ca} did not sign "
+                         f"({e.verify_message}); give the folder of the scheduler's own cluster") from None
+    except (ssl.SSLError, OSError) as e:
+        raise UsageError(f"{option}: the scheduler at {address} did not complete a TLS handshake "
+                         f"({e.strerror if isinstance(e, OSError) and e.strerror else e or type(e).__name__}): is it "
+                         "a plain tcp:// scheduler? Give its tcp:// address without --tls, or start it with "
+                         "--tls-ca-file, --tls-cert and --tls-key") from None
 
 
 def unsupported(spec) -> None:
@@ -350,7 +399,7 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
         parse_cpus(cpus, "--cpus")  # the form first, before anything is claimed
     sec = security(tls, scheduler, "--scheduler")
     host = listen_host(scheduler, listen)
-    check_answers(scheduler, "--scheduler")
+    check_answers(scheduler, "--scheduler", tls)
     _WORKER["index"] = index
     claim, held, shared = pin(index, cpus, share)
     _WORKER["shared"] = shared
@@ -361,7 +410,8 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
             try:
                 # host: its comm and its HTTP port listen there only (Dask's default is every interface)
                 w = await asyncio.wait_for(Worker(scheduler, nthreads=1, resources={RESOURCE: 1},
-                                                  name=host_name(index), dashboard=False, host=host, security=sec,
+                                                  name=host_name(index), dashboard=False, host=dask_host(host),
+                                                  security=sec,
                                                   local_directory=str(worker_dir(index))), CONNECT_S)
             except (OSError, asyncio.TimeoutError) as e:
                 raise UsageError(f"--scheduler: no Dask scheduler answers at {scheduler} within {CONNECT_S} s "
@@ -509,7 +559,7 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
     sec = security(tls, scheduler, "--cluster")
     unsupported(spec)
     check_writable(results)
-    check_answers(scheduler, "--cluster")
+    check_answers(scheduler, "--cluster", tls)
     # the head says itself what went wrong (a lost scheduler: how to resume); Dask's client would log
     # its reconnection attempts' tracebacks over that
     for name in ["distributed", *logging.root.manager.loggerDict]:

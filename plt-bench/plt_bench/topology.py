@@ -446,7 +446,8 @@ def kill_namespace_processes(namespaces: list[str]) -> None:
 # The programs a testbed starts. A process is ours only if it runs one of them: a user's `tail -F
 # /run/plt-bench/pb150/access.log` names our run folder too, and teardown once killed it.
 OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinnserve", "dnsmasq", "linkem", "tcpdump",
-                          "iperf3"})
+                          "iperf3", "firefox-esr", "firefox", "geckodriver"})
+OUR_MODULES = ("plt_bench.browser_worker", "plt_bench.replayd")  # our Python programs, by the module they run
 
 
 def is_our_program(exe: str | None, cmdline: str) -> bool:
@@ -456,7 +457,7 @@ def is_our_program(exe: str | None, cmdline: str) -> bool:
     name = os.path.basename(exe.removesuffix(" (deleted)"))
     if name in OUR_PROGRAMS:
         return True
-    return name.startswith("python") and " -m plt_bench.browser_worker " in f" {cmdline} "
+    return name.startswith("python") and any(f" -m {m} " in f" {cmdline} " for m in OUR_MODULES)
 
 
 def _our_processes(prefix: str | None = None) -> list[int]:

@@ -503,3 +503,25 @@ def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(tmp_p
     (folder / "js" / "dangling").symlink_to(tmp_path / "gone")
     with pytest.raises(UsageError, match="dangling"):
         record.parse_serve([f"a.test={folder}"])
+
+
+def test_a_recording_s_page_is_the_same_slot_when_read_back_from_the_store(tmp_path, monkeypatch):
+    """A campaign of recordings resumes: the plan's page (an archive) and a stored trial's page
+    (records.Trial.page_spec, which cannot tell an archive from a stand-in) are one slot (until
+    2026-11-27 they never matched, and a rerun tried to store its slots again). A repeat visit of one
+    is refused naming the page to measure instead (the message printed '{base}')."""
+    from plt_bench import pages, records
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))
+    archive.make(p, "page", tmp_path / "sites")
+    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    planned = pages.parse_page("har:page")
+    assert planned.archived
+    from plt_bench.conditions import Conditions
+    stored = records.Trial(campaign_id=1, seq=0, run_index=0, proto="h2", page="har:page", size_bytes=planned.size_bytes,
+                           object_bytes=planned.size_bytes, objects=planned.objects, origins=planned.origins,
+                           conditions=Conditions(None, None), status="ok", reason=None, started_utc="t",
+                           finished_utc="t", wall_s=1.0, url="https://www.rec.test/")
+    assert stored.page_spec == planned and hash(stored.page_spec) == hash(planned)
+    with pytest.raises(UsageError, match=r"measure its first visit \(har:page\)"):
+        pages.parse_page("har:page@repeat")

@@ -113,6 +113,84 @@ def test_tls_and_plain_schedulers_and_listen_addresses_are_checked_by_name(tmp_p
             cluster.listen_host("tcp://127.0.0.1:8786", bad)
 
 
+def test_a_worker_never_listens_on_every_interface_and_an_ipv6_host_is_bracketed(monkeypatch):
+    """Issue 44, item 8: --listen 0.0.0.0 (and ::) was taken; an IPv6 listen host reached Dask without
+    its brackets (its ValueError was then taken for a refused worker name); a scheduler's name that
+    does not resolve ended in a traceback."""
+    import socket
+    for every in ("0.0.0.0", "::", "[::]"):
+        with pytest.raises(UsageError, match="--listen: .* is every interface"):
+            cluster.listen_host("tcp://127.0.0.1:8786", every)
+    assert cluster.listen_host("tcp://[::1]:8786", "::1") == "::1"
+    assert cluster.dask_host("::1") == "[::1]" and cluster.dask_host("10.0.0.2") == "10.0.0.2"
+
+    def nowhere(*a, **kw):  # no look-up leaves this machine: the resolver's answer is made here
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    monkeypatch.setattr(socket, "getaddrinfo", nowhere)
+    with pytest.raises(UsageError, match="--scheduler: tcp://head.lab:8786: its host head.lab does not resolve"):
+        cluster.listen_host("tcp://head.lab:8786")
+
+
+def _tls_server(folder, plain=False):
+    """A TLS (or plain) server on this process's loopback, as a scheduler would be: the node
+    certificate of folder, clients verified against its CA. Returns (its address, its thread)."""
+    import socket
+    import ssl
+    import threading
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+    ctx = None
+    if not plain:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(folder / "ca.pem"))
+        ctx.load_cert_chain(str(folder / "node.pem"), str(folder / "node.key"))
+        ctx.verify_mode = ssl.CERT_REQUIRED
+
+    def serve():
+        conn, _ = lsock.accept()
+        with conn:
+            try:
+                if ctx is not None:
+                    ctx.wrap_socket(conn, server_side=True).close()
+                else:
+                    conn.recv(1024)  # a plain server: reads a frame that never parses, and hangs up
+            except (ssl.SSLError, OSError):
+                pass
+        lsock.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return f"tls://127.0.0.1:{lsock.getsockname()[1]}", t
+
+
+def test_a_wrong_ca_a_bad_key_a_readable_key_and_a_plain_scheduler_are_each_said_as_such(tmp_path):
+    """Issue 44, item 8: each was reported as 'no Dask scheduler answers' (Dask's join only times out)."""
+    import os
+    a, b = tmp_path / "a", tmp_path / "b"
+    cluster.make_tls(a)
+    cluster.make_tls(b)
+    address, t = _tls_server(a)
+    cluster.check_answers(address, "--scheduler", str(a))  # the cluster's own folder: the handshake completes
+    t.join(10)
+    address, t = _tls_server(a)
+    with pytest.raises(UsageError, match=r"--tls: the scheduler at .* presents a certificate that .*b/ca.pem did not "
+                                         r"sign"):
+        cluster.check_answers(address, "--scheduler", str(b))
+    t.join(10)
+    address, t = _tls_server(a, plain=True)
+    with pytest.raises(UsageError, match="--scheduler: the scheduler at .* did not complete a TLS handshake .*is it a "
+                                         "plain tcp:// scheduler"):
+        cluster.check_answers(address, "--scheduler", str(a))
+    t.join(10)
+    os.chmod(b / "node.key", 0o644)
+    with pytest.raises(UsageError, match=r"--tls: .*b/node.key can be read by other users \(mode 0644\)"):
+        cluster.security(str(b), "tls://127.0.0.1:8786", "--scheduler")
+    (b / "node.key").write_text("not a key")
+    os.chmod(b / "node.key", 0o600)
+    address, t = _tls_server(a)
+    with pytest.raises(UsageError, match="--tls: .* are not a CA, a certificate and its key"):
+        cluster.check_answers(address, "--scheduler", str(b))
+
+
 def test_the_browser_is_key_metadata_and_a_campaign_before_it_was_chromiums():
     """Two campaigns (or hosts) in two browsers are never pooled; a campaign from before the browser
     was recorded ran Chromium, and pools with a Chromium one of today (nor does its resume refuse)."""
