@@ -454,9 +454,12 @@ def cmd_export(a) -> int:
 
 def cmd_summary(a) -> int:
     from .store import Store
+    from .analysis.report import poolable
     from .analysis.summary import tables
     with Store(_results(a), read_only=True) as store:
-        print("\n\n".join(text for _, text in tables(store.trials(store.resolve_campaign(a.campaign)))))
+        ids = store.resolve_campaign(a.campaign)
+        poolable(store, ids)  # the rule report keeps: campaigns whose key metadata differ are not pooled
+        print("\n\n".join(text for _, text in tables(store.trials(ids))))
     return 0
 
 

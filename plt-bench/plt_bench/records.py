@@ -302,6 +302,10 @@ class Trial:
                                         "None for a forced trial, whose protocol is the one asked", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
+    damaged: tuple[str, ...] = dataclasses.field(default=(), compare=False, metadata={
+        "doc": "the columns of the stored row that could not be read as their type (a number that is not one, "
+               "JSON that does not parse or is not its shape): read as NULL (from_row), and said by the report",
+        "column": False})
 
     @property
     def ok(self) -> bool:
@@ -395,18 +399,44 @@ class Trial:
 
     @classmethod
     def from_row(cls, row: dict) -> "Trial":
-        """A stored row back as a record (types restored: INTEGER 0/1 to bool)."""
-        kw = {}
+        """A stored row back as a record (types restored: INTEGER 0/1 to bool). A column whose value
+        is not of its type (a hand-edited or damaged store: SQLite keeps what it is given) is read as
+        NULL and named in `damaged`, so that every reader reads every row."""
+        kw: dict = {}
+        damaged = []
         hints, ch = _HINTS
         for f in dataclasses.fields(cls):
             if f.name == "conditions":
                 kw["conditions"] = Conditions(**{cf.name: _restore(ch[cf.name], row.get(_cond_column(cf.name)))
                                                  for cf in dataclasses.fields(Conditions)})
             elif f.name in row:
-                kw[f.name] = _restore(hints[f.name], row[f.name])
+                value = row[f.name]
+                if not _fits(f.name, hints[f.name], value):
+                    damaged.append(f.name)
+                    value = None
+                kw[f.name] = _restore(hints[f.name], value)
         if "id" in row:
             kw["trial_id"] = row["id"]
-        return cls(**kw)
+        return cls(**kw, damaged=tuple(damaged))
+
+
+JSON_SHAPES = {"resources_json": list}  # the JSON columns' top level: an object unless named here
+
+
+def _fits(name: str, hint, value) -> bool:
+    """A stored value is of its field's type (pure): a number where a number is, JSON of its shape in a
+    *_json column. Required fields are not judged here (their NOT NULL holds them)."""
+    if value is None:
+        return True
+    base = _base(hint)
+    if base in (int, float) and isinstance(value, (str, bytes)):
+        return hint is base  # a required field is left as it is; an optional one reads as NULL
+    if name.endswith("_json") and base is str:
+        try:
+            return isinstance(json.loads(value), JSON_SHAPES.get(name, dict))
+        except (TypeError, ValueError, RecursionError):
+            return False
+    return True
 
 
 def _cond_column(name: str) -> str:
@@ -483,6 +513,7 @@ class Metric:
     field: str   # the Trial's field, in ms from the navigation's start
     label: str   # for people
     title: str   # a table's heading
+    needs: str = ""  # what a campaign must do for trials to have it, when more than loading the page
 
 
 METRICS = {m.name: m for m in (
@@ -490,7 +521,8 @@ METRICS = {m.name: m for m in (
     Metric("fcp", "fcp_ms", "first contentful paint", "First contentful paint"),
     Metric("lcp", "lcp_ms", "largest contentful paint", "Largest contentful paint"),
     Metric("ttfb", "ttfb_ms", "time to first byte (responseStart)", "Time to first byte"),
-    Metric("si", "speed_index_ms", "SpeedIndex (capture kind visual)", "SpeedIndex"),
+    Metric("si", "speed_index_ms", "SpeedIndex (capture kind visual)", "SpeedIndex",
+           "SpeedIndex comes from the load's screencast: measure with --capture visual (Chromium)"),
 )}
 DEFAULT_METRIC = "plt"
 TESTS = ("welch", "mannwhitney")  # how two cells are compared (--test)

@@ -660,8 +660,18 @@ class Store:
                               "FROM campaigns WHERE id=?", (campaign_id,)).fetchone()
         if row is None:
             raise UsageError(f"--campaign: no campaign {campaign_id} in {self.path}")
+        parsed = {}
+        for key, column, text in (("grid", "grid_json", row[5]), ("metadata", "metadata_json", row[6])):
+            try:
+                parsed[key] = json.loads(text)
+            except (TypeError, ValueError, RecursionError):
+                parsed[key] = None
+            if not isinstance(parsed[key], dict):
+                raise UsageError(f"--results: {self.path}: campaign {campaign_id}'s {column} is damaged (not a JSON object): its "
+                                 "conditions and key metadata cannot be known, so its trials are not reported; restore "
+                                 "the store from a copy")
         return {"id": row[0], "name": row[1], "started_utc": row[2], "finished_utc": row[3], "status": row[4],
-                "grid": json.loads(row[5]), "metadata": json.loads(row[6]), "spec_hash": row[7]}
+                "grid": parsed["grid"], "metadata": parsed["metadata"], "spec_hash": row[7]}
 
     def campaign_ids(self) -> list[int]:
         return [r[0] for r in self.db.execute("SELECT id FROM campaigns ORDER BY id")]

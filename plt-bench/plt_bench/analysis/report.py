@@ -56,14 +56,8 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     against (stats.reference_for: for protocols h3 where it ran, else the campaign's first; for cc
     the campaign's first; one that did not run is refused); metric: the time compared (plt, fcp,
     lcp, ttfb: records.METRICS; the option's, else the campaign's, else plt)."""
-    camps = [store.campaign(c) for c in campaign_ids]
+    camps = poolable(store, campaign_ids)
     first = camps[0]["metadata"]
-    for c in camps[1:]:
-        diff = key_diff(c["metadata"], first)
-        if diff:
-            from ..errors import UsageError
-            raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
-                             "their trials are not pooled")
     trials = stats.distinct_traces(store.trials(campaign_ids))
     hosts_table = stats.hosts_table(trials)
     pool_warnings: list[str] = []
@@ -88,13 +82,27 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
         listed = tuple([given] if isinstance(given, str) else given)
     values = {"proto": ran, "cc": ccs, "browser": browsers, "server": servers}[axis]
     reference = stats.reference_for(values, reference, axis=axis, listed=listed)
-    rows = stats.compare(trials, test, correction, reference=reference, axis=axis, listed=listed, metric=metric)
+    same_arms = [t for t in trials if axis == "cc" and not quic_cc_follows(t)]
+    rows = stats.compare([t for t in trials if t not in same_arms] if same_arms else trials, test, correction,
+                         reference=reference, axis=axis, listed=listed, metric=metric)
     without = sorted({stats.cell_key(t) for t in stats.usable(trials)} - set(cells))
     # a cell in words, with its congestion control, browser and server where several ran
     vary = [i for i, values in enumerate((ccs, browsers, servers)) if len(values) > 1]
     named = (lambda k: " ".join([*k[:3], *(k[3 + i] for i in vary)]))
     warnings = pool_warnings + [f"{named(k)}: no trial has a {METRICS[metric].label}; the cell is left out"
                                 for k in without] + [f"{named(c.key)}: {w}" for c in cells.values() for w in c.warnings]
+    if same_arms:
+        warnings.append(f"{', '.join(sorted({t.proto + ' on ' + stats.axis_value(t, 'server') for t in same_arms}))}: "
+                        "not compared across congestion controls: its QUIC stack ran its own controller in every arm "
+                        "(quic-go's CUBIC), so the arms differ in name only; quinnserve (--http-server quinn) runs "
+                        "--cc's")
+    if not any(stats.metric_value(t, metric) is not None for t in stats.usable(trials)) and METRICS[metric].needs:
+        warnings.append(f"no trial has a {METRICS[metric].label}: {METRICS[metric].needs}")
+    damaged = [t for t in trials if t.damaged]
+    if damaged:
+        warnings.append(f"{len(damaged)} trial(s) hold stored values that are not of their column's type "
+                        f"({', '.join(sorted({c for t in damaged for c in t.damaged}))}): read as missing (the store "
+                        "was edited or damaged)")
     if test == "mannwhitney" and rows and all(min(r.reference.n, r.other.n) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
@@ -110,6 +118,29 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
             "establishment": stats.establishment_table(trials), "precision": stats.precision_table(camps[0]["grid"], trials),
             "hosts": hosts_table}
+
+
+def poolable(store: Store, campaign_ids: list[int]) -> list[dict]:
+    """The campaigns (Store.campaign), refused unless their key metadata agree (metadata.key_diff: the
+    browser, the server, how h3 was found, the backend...): what report and summary pool alike."""
+    camps = [store.campaign(c) for c in campaign_ids]
+    for c in camps[1:]:
+        diff = key_diff(c["metadata"], camps[0]["metadata"])
+        if diff:
+            from ..errors import UsageError
+            raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
+                             "their trials are not pooled (give one --campaign, or several that agree)")
+    return camps
+
+
+def quic_cc_follows(t: Trial) -> bool:
+    """Whether --cc's controller ran the trial's transport: the kernel's for TCP, and for QUIC the
+    server's stack only where it takes one (servers.base.Server.quic_cc_follows)."""
+    from .. import servers
+    if protocols.get(t.proto).transport != "QUIC":
+        return True
+    name = stats.axis_value(t, "server")
+    return name not in servers.SERVERS or servers.get(name).quic_cc_follows
 
 
 def cpu_series(store: Store, trials: list[Trial]) -> dict[str, dict]:
@@ -353,7 +384,7 @@ def _server(m: dict) -> tuple[str, str]:
     names = [n for n in (m.get("http_server") or "caddy").split(",") if n]
     said = {n: SERVER_WORDS.get(n, (n, "")) for n in names}
     server = "; ".join(w.format(**{k: m.get(k) for k in ("caddy_version", "quinnserve_version")})
-                       for w, _ in said.values())
+                       if n in SERVER_WORDS else n for n, (w, _) in said.items())  # an unknown name as it is
     if len(names) == 1:
         return server, said[names[0]][1]
     return server, "; ".join(f"{n}'s {cc}" for n, (_, cc) in said.items() if cc)

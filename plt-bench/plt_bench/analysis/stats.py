@@ -527,15 +527,24 @@ def replay_table(trials: list[Trial]) -> list[dict]:
         evidence = [(t, json.loads(t.replay_json)) for t in ts]  # each trial's read once
         for t, ev in evidence:
             if t.ok:
-                for p, n in (ev["protocols"] if "protocols" in ev else {proto: ev.get("proven", 0)}).items():
+                for p, n in counts_of(ev["protocols"] if "protocols" in ev else {proto: ev.get("proven", 0)}).items():
                     proven[p] = proven.get(p, 0) + n
         rows.append({"conditions": cond, "page": page, "proto": proto, "n": len(ts), "ok": sum(t.ok for t in ts),
                      "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
                      "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
                      "unrecorded": sum(t.unrecorded or 0 for t in ts),
-                     "query_matched": sum(len(ev.get("query_matched") or []) for _, ev in evidence),
+                     "query_matched": sum(len(ev.get("query_matched") or []) if isinstance(ev.get("query_matched"), list)
+                                          else 0 for _, ev in evidence),
                      "proven": dict(sorted(proven.items(), key=lambda kv: protocols.order(kv[0])))})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["page"], protocols.order(r["proto"])))
+
+
+def counts_of(x) -> dict[str, int]:
+    """{name: count} from a stored JSON object, its entries that are not counts left out (pure: a
+    damaged or hand-edited row reads as what it holds of the form)."""
+    if not isinstance(x, dict):
+        return {}
+    return {str(k): int(v) for k, v in x.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def discovery_table(trials: list[Trial]) -> list[dict]:
@@ -553,13 +562,15 @@ def discovery_table(trials: list[Trial]) -> list[dict]:
         mixes = [json.loads(t.protocol_mix_json) for t in ts]
         hosts: dict[str, list[int]] = {}
         for m in mixes:
-            for host, counts in m["per_origin"].items():
+            per = m.get("per_origin")
+            for host, counts in (per.items() if isinstance(per, dict) else ()):
+                counts = counts_of(counts)
                 h = hosts.setdefault(host, [0, 0])
                 h[0] += counts.get("h3", 0)
                 h[1] += sum(counts.values())
         page_host = ts[0].page_host
         order = sorted(hosts, key=lambda h: (h != page_host, h))
-        firsts = [m["first_h3_ms"] for m in mixes if m.get("first_h3_ms") is not None]
+        firsts = [m["first_h3_ms"] for m in mixes if isinstance(m.get("first_h3_ms"), (int, float))]
         dns = [t.dns_ms for t in ts if t.dns_ms is not None]
         total = sum(n for _, n in hosts.values())
         rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],

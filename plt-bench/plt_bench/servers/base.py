@@ -66,6 +66,7 @@ class Server:
     name = ""    # what options and stores say: caddy
     label = ""   # for people: Caddy
     meta_key = ""  # a campaign's metadata keys for its build and version: caddy, caddy_version
+    quic_cc_follows = True  # its QUIC connections run --cc's controller (False: its stack's own, whatever --cc)
     cert = None  # the testbed's certificate (certs.Certificate), once started
     proc = None  # its process (subprocess.Popen), while it runs
     access_log: Path  # its access log (a capture run keeps it; 'up' tells the user where it is)

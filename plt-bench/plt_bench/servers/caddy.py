@@ -196,6 +196,7 @@ class Caddy(Server):
     """One Caddy process inside a namespace, serving a folder of pages."""
 
     name, label, meta_key = "caddy", "Caddy", "caddy"
+    quic_cc_follows = False  # quic-go runs its own CUBIC
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,0 +1,98 @@
+"""Stores and campaigns the analysis must read whatever they hold (issue 44, item 9): damaged
+columns read as missing and said, campaigns that differ refused by summary as by report, a
+comparison whose arms ran the same controller not made, a metric a campaign could not have said."""
+import json
+import sqlite3
+
+import pytest
+
+from plt_bench import store as st
+from plt_bench.analysis import report, summary
+from plt_bench.errors import UsageError
+
+from .trials import trial
+
+MIX = json.dumps({"page": "h3", "per_origin": {"plt.test": {"h3": 1}}, "first_h3_ms": 5.0})
+
+
+def _store(path, discovery="alt-svc", **extra):
+    with st.Store(path) as s:
+        cid = s.new_campaign("c", "now", {"protos": ["h3", "h2"]}, {"link_backend": "linkem", **extra})
+        for i, (p, v) in enumerate([("h3", 90.0), ("h2", 100.0)] * 3):
+            s.add_trial(trial(cid, i, proto=p, plt=v + i, run_index=i // 2, dns_ms=1.0,
+                              discovery=discovery if p == "h3" else "forced",
+                              protocol_mix_json=MIX if p == "h3" and discovery != "forced" else None))
+    return cid
+
+
+@pytest.mark.parametrize("column, value", [
+    ("protocol_mix_json", "{bad"), ("protocol_mix_json", "[1, 2]"), ("protocol_mix_json", '{"per_origin": [1]}'),
+    ("replay_json", "[1,"), ("replay_json", '"a string"'), ("replay_json", '{"protocols": {"h3": "many"}}'),
+    ("speed_index_ms", "abc"), ("dns_ms", "x"), ("visit_json", "{"), ("cpu_json", "[]"),
+])
+def test_a_damaged_column_reads_as_missing_and_the_report_says_so(tmp_path, column, value):
+    path = tmp_path / "s.sqlite"
+    cid = _store(path)
+    db = sqlite3.connect(path)
+    db.execute(f"UPDATE trials SET {column} = ?", (value,))
+    db.commit()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        rep = report.build(s, [cid])
+        text = report.format_text(rep)
+        summary.tables(s.trials([cid]))
+    parsed_ok = column == "protocol_mix_json" and value.startswith('{"per_origin"') or column == "replay_json" and \
+        value.startswith('{"protocols"')  # JSON of its shape: read, what is not a count left out
+    if not parsed_ok:
+        assert any(f"({column})" in w and "read as missing" in w for w in rep["warnings"]), rep["warnings"]
+    assert "Traceback" not in text
+
+
+def test_a_damaged_campaign_record_is_refused_naming_it(tmp_path):
+    path = tmp_path / "s.sqlite"
+    cid = _store(path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE campaigns SET metadata_json = '{oops'")
+    db.commit()
+    db.close()
+    with st.Store(path, read_only=True) as s, pytest.raises(UsageError, match=f"campaign {cid}'s metadata_json is "
+                                                                              "damaged"):
+        report.build(s, [cid])
+
+
+def test_summary_refuses_to_pool_campaigns_report_refuses(tmp_path):
+    """summary --campaign all pooled forced and discovered h3 trials; report refused them."""
+    from plt_bench import cli
+    path = tmp_path / "s.sqlite"
+    _store(path, discovery="forced")
+    with st.Store(path) as s:
+        cid = s.new_campaign("d", "now", {"protos": ["h3"]}, {"link_backend": "linkem", "discovery": "alt-svc"})
+        s.add_trial(trial(cid, 0, proto="h3", plt=50.0, discovery="alt-svc", protocol_mix_json=MIX))
+    args = cli.build_parser().parse_args(["summary", "--campaign", "all", "--results", str(path)])
+    with pytest.raises(UsageError, match="campaigns 1 and 2 differ in discovery"):
+        cli.cmd_summary(args)
+
+
+def test_a_server_s_name_is_never_a_format_string():
+    assert report._server({"http_server": "caddy,{caddy_version}x"})[0].endswith("; {caddy_version}x")
+    assert report._server({"http_server": "caddy", "caddy_version": "v2"})[0] == "Caddy v2"
+
+
+def test_cc_arms_that_ran_one_controller_are_not_compared_and_a_metric_without_its_capture_says_why(tmp_path):
+    path = tmp_path / "s.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("c", "now", {"protos": ["h3", "h2"], "ccs": ["cubic", "bbr"]}, {"link_backend": "linkem"})
+        seq = 0
+        for server in ("caddy", "quinn"):
+            for cc in ("cubic", "bbr"):
+                for p in ("h3", "h2"):
+                    for run in range(3):
+                        s.add_trial(trial(cid, seq, proto=p, plt=100.0 + seq, run_index=run, cc=cc, server=server))
+                        seq += 1
+    with st.Store(path, read_only=True) as s:
+        rep = report.build(s, [cid], axis="cc")
+        compared = {(r.other.proto, r.other.server) for r in rep["rows"]}
+        assert compared == {("h2", "caddy"), ("h3", "quinn"), ("h2", "quinn")}, compared
+        assert any(w.startswith("h3 on caddy: not compared across congestion controls") for w in rep["warnings"])
+        si = report.build(s, [cid], metric="si")
+        assert any("no trial has a SpeedIndex" in w and "--capture visual" in w for w in si["warnings"])
