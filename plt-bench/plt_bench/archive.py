@@ -188,6 +188,7 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
                              "only (record the page over https)")
         status = e["response"]["status"]
         why = ("status 0 (blocked or failed when recorded)" if status <= 0 else
+               "failed or cancelled while recorded (its body was not kept whole)" if e.get("_error") else
                "status 304 (the recording's browser had it cached: record with a fresh profile)" if status == 304
                else None)
         if why:
@@ -485,6 +486,37 @@ def load(name: str, sites: Path, option: str = "--size") -> Archive:
             raise UsageError(f"{option}: 'har:{name}': {folder / ARCHIVE_FILE} cannot be read ({e}); make it again: "
                              f"plt-bench pages --from-har FILE {name}") from None
     return _CACHE[key]
+
+
+_ICON_LINK = re.compile(rb"<link\b[^>]*>", re.I)
+_ATTR = re.compile(rb"""\b(rel|href)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
+_ICONS: dict[tuple, frozenset] = {}
+
+
+def declared_icons(a: Archive, sites: Path) -> frozenset[tuple[str, str]]:
+    """The icons the recorded document declares (<link rel="icon" | "shortcut icon" | "apple-touch-icon"
+    | "mask-icon" href=...), as (host, path) resolved against its URL: requests the browser makes for
+    itself, which the page's own loading never asks for (browser.judge_archive). Read once per archive."""
+    from urllib.parse import urljoin
+    key = (a.name, a.responses[0].body, str(sites))
+    if key not in _ICONS:
+        first = a.responses[0]
+        path = body_path(sites, a.name, first)
+        try:
+            html = path.read_bytes()[:262_144] if path else b""
+        except OSError:
+            html = b""
+        out = set()
+        for tag in _ICON_LINK.findall(html):
+            attrs = {m.group(1).lower(): (m.group(2) or m.group(3) or m.group(4) or b"") for m in _ATTR.finditer(tag)}
+            rel = attrs.get(b"rel", b"").decode("latin-1").lower().split()
+            if attrs.get(b"href") and any(r in ("icon", "apple-touch-icon", "apple-touch-icon-precomposed", "mask-icon")
+                                          for r in rel):
+                u = urlsplit(urljoin(first.url, attrs[b"href"].decode("latin-1").strip()))
+                if u.scheme == "https" and u.hostname:
+                    out.add((u.hostname.lower(), u.path or "/"))
+        _ICONS[key] = frozenset(out)
+    return _ICONS[key]
 
 
 def body_path(sites: Path, name: str, r: Response) -> Path | None:

@@ -216,7 +216,8 @@ UNRECORDED_MAX = 0  # a replayed trial with more requests the recording did not 
 
 def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load: dict,
                   server_entries: list[dict], replayed: bool = True,
-                  spoke: dict[str, str] | None = None) -> tuple[str, str | None, int, dict]:
+                  spoke: dict[str, str] | None = None,
+                  own: frozenset[tuple[str, str]] = frozenset()) -> tuple[str, str | None, int, dict]:
     """(status, reason, objects proven (the document not counted), evidence) for a load of a recording replayed as recorded
     (plt_bench.archive; server_entries: Caddy's entries for the recorded hosts in the trial's time).
 
@@ -227,14 +228,17 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     sent; a response the top document has no entry for (a redirect's hop, a request of an iframe or a
     worker) is counted as unseen, not failed. A browser entry on a recorded host that moved bytes
     with nothing in the server's log fails the trial. Requests the recording did not hold (404 at
-    once; /favicon.ico aside) fail it when over UNRECORDED_MAX. replayed=False: a page of a folder
+    once) fail it when over UNRECORDED_MAX; those the browser asks for itself (own: the icons the
+    document declares, as (host, path), and /favicon.ico), which no page asks for and a recording may
+    lack (a recorded icon that does not decode makes Chromium ask for the next one declared), are
+    counted and listed ("browser_own") and fail nothing. replayed=False: a page of a folder
     served as it is (url:), proven the same way, its server's answers taken as they come.
     As recorded (protocols.AS_RECORDED), each host's own protocol is asked (spoke: host -> h3 | h2 |
     h1), and the evidence counts the responses served per protocol ("protocols": the mix)."""
     def want_of(host):
         return protocols.for_origin(proto, (spoke or {}).get(host, ""))
     evidence: dict = {"served": 0, "proven": 0, "query_matched": [], "unseen": [], "unrecorded": [], "preflights": 0,
-                      "cached": 0}
+                      "cached": 0, "browser_own": []}
     if protocols.get(proto).per_origin:
         evidence["protocols"] = {}
     if load.get("error"):
@@ -273,8 +277,9 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
             problems.append(f"{where}: the server saw {e.get('proto')}, expected {want.name}")
             continue
         if e.get("replay") == "miss":
-            if not (e.get("uri") or "").startswith(FAVICON):
-                evidence["unrecorded"].append(where[:300])
+            path = url_path(f"https://{e.get('host')}{e.get('uri') or '/'}")
+            mine = path == FAVICON or (e.get("host"), path) in own
+            evidence["browser_own" if mine else "unrecorded"].append(where[:300])
             continue
         if e.get("replay") == "preflight":
             evidence["preflights"] += 1

@@ -157,6 +157,11 @@ class Bodies:
             return self._gzip[key]
 
 
+def compressed(encoding: str) -> bool:
+    """A recorded Content-Encoding that compressed the body, stacked ones included ('gzip, br') (pure)."""
+    return any(token.strip().lower() in COMPRESSED for token in encoding.split(","))
+
+
 def respond(r: archive_mod.Response, how: str, body: bytes, accept_encoding: str, script: str | None,
             bodies: Bodies | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
     """(status, headers, body) for a matched recorded response (pure but for the gzip cache)."""
@@ -169,7 +174,7 @@ def respond(r: archive_mod.Response, how: str, body: bytes, accept_encoding: str
         headers = [(k, csp_with_hash(v, script) if k == "content-security-policy" else v) for k, v in headers]
     if "timing-allow-origin" not in names:
         headers.append(("timing-allow-origin", "*"))
-    if r.encoding in COMPRESSED and body and "gzip" in accept_encoding.lower():
+    if compressed(r.encoding) and body and "gzip" in accept_encoding.lower():
         key = hashlib.sha256(body).hexdigest()
         body = bodies.gzipped(key, body) if bodies else gzip.compress(body, GZIP_LEVEL, mtime=0)
         headers.append(("content-encoding", "gzip"))

@@ -207,12 +207,16 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     replayed = {}
     if page.archived:
         from .pages import DEFAULT_SITES
+        from .archive import declared_icons
         from .replayd import served_bytes
         a = page.archive
         name = (answer.get("nav") or {}).get("name") or url
         status, reason, objects_ok, evidence = judge_archive(
             cell.proto, {o.host for o in a.origins}, served_bytes(a, DEFAULT_SITES, url_host(name), url_path(name)),
-            answer, server_entries or [], spoke={o.host: o.protocol for o in a.origins})
+            answer, server_entries or [], spoke={o.host: o.protocol for o in a.origins},
+            own=declared_icons(a, DEFAULT_SITES))
+        asked = {(e.get("host"), e.get("uri")) for e in server_entries or []}
+        evidence["recorded_not_asked"] = sum((r.host, r.target) not in asked for r in a.responses)  # counted only
         replayed = {"unrecorded": len(evidence["unrecorded"]), "replay_json": json.dumps(evidence)}
         page_entries = [e for e in page_entries or [] if e.get("host") == url_host(url)]
     elif page.url:  # served as it is: proven as a replay is, whatever it asks for

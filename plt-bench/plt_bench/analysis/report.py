@@ -313,13 +313,17 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         _f(r["first_h3_ms"]) + (f" ({r['n_first_h3']}/{r['n']})" if r["n_first_h3"] != r["n"] else "")]
                        for r in rep["discovery"]]]))
     if rep.get("replays"):
+        own = any(r.get("browser_own") for r in rep["replays"])  # a column only where the browser asked (as before)
         out.append(("Replayed recordings", "each recording served as recorded (plt_bench.archive); ok: trials ok of "
                     "all attempts; unrecorded: requests the recording did not hold (404 at once), query: matched by "
                     "the best query string; responses: proven at both ends, per protocol (as-recorded: served over each "
                     "origin's own recorded protocol, seen so by the server and, where the page's Resource Timing has "
-                    "them, the browser: the mix)",
-                    [["link", "page", "protocol", "ok", "unrecorded", "query", "responses"],
+                    "them, the browser: the mix)" + ("; browser's own: icons the browser asked for itself that the "
+                                                     "recording lacks (counted, failing nothing)" if own else ""),
+                    [["link", "page", "protocol", "ok", "unrecorded", *(["browser's own"] if own else []), "query",
+                      "responses"],
                      *[[r["conditions"], r["page"], r["proto"], f"{r['ok']}/{r['n']}", str(r["unrecorded"]),
+                        *([str(r.get("browser_own", 0))] if own else []),
                         str(r["query_matched"]), " ".join(f"{p} {n}" for p, n in r["proven"].items()) or "-"]
                        for r in rep["replays"]]]))
     if rep["establishment"]:

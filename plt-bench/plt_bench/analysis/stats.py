@@ -533,6 +533,8 @@ def replay_table(trials: list[Trial]) -> list[dict]:
                      "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
                      "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
                      "unrecorded": sum(t.unrecorded or 0 for t in ts),
+                     "browser_own": sum(len(ev.get("browser_own") or []) if isinstance(ev.get("browser_own"), list)
+                                        else 0 for _, ev in evidence),
                      "query_matched": sum(len(ev.get("query_matched") or []) if isinstance(ev.get("query_matched"), list)
                                           else 0 for _, ev in evidence),
                      "proven": dict(sorted(proven.items(), key=lambda kv: protocols.order(kv[0])))})
