@@ -430,9 +430,11 @@ def cmd_doctor(a) -> int:
 def cmd_clean(a) -> int:
     cmd.require_root()
     rep = topology.clean(force=a.force, index=a.testbed)
+    from .record import clean_dead
     from .replay import remove_dead_parts  # a killed maker's half-made page set is no testbed's: always removed
     rep["removed"] += [f"{SITES / 'replay' / name} (a page set whose maker was killed)"
                        for name in remove_dead_parts(SITES / "replay")]
+    rep["removed"] += clean_dead()  # ... and a killed recording's folder and browser, likewise
     if a.testbed is not None and not rep["removed"] and not rep["kept"] and not rep["up"]:
         print(f"nothing of testbed {a.testbed} (pb{a.testbed}) to clean")
         return 0

@@ -18,6 +18,7 @@ har:NAME-1,har:NAME-2).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -27,6 +28,16 @@ from .errors import UsageError
 
 RECORD_TIMEOUT_S = 120.0
 HAR_FILE = "recorded.har"  # beside archive.json: the recording as it was made (HAR 1.2 with bodies)
+# A recording's scratch folder (its HAR, the browser's profile, the worker's log), private (0700), in
+# the temporary folder; its name carries its maker's PID and start time, so that `clean` removes one
+# whose maker was killed (SIGKILL runs no cleanup), with the browser processes still loading in it.
+SPOOL_PREFIX = "plt-bench-record-"
+SPOOL_RE = re.compile(re.escape(SPOOL_PREFIX) + r"(\d+)-(\d+)-[A-Za-z0-9_]+")
+# what a recording from the web may load: a public name (a dot, no reserved or local suffix); an
+# address, localhost and the special-use names (RFC 6761, 6762, 8375, 9476, and the .internal TLD)
+# are refused before anything starts: the browser runs as root and would load what the machine reaches
+LOCAL_SUFFIXES = ("localhost", "local", "test", "example", "invalid", "internal", "intranet", "lan", "home",
+                  "corp", "private", "home.arpa", "alt", "onion", "arpa")
 
 
 def parse_serve(items: list[str] | None, option: str = "--serve", protocols_allowed: bool = True
@@ -114,19 +125,82 @@ def names_for(name: str, urls: list[str]) -> list[str]:
 
 
 def check_urls(urls: list[str], serve: list[tuple[str, Path, str]]) -> list[str]:
-    """Every URL https, and with --serve on one of the served hosts."""
+    """Every URL https, and with --serve on one of the served hosts; from the web (no --serve), on a
+    public name (public_name), before anything starts."""
     from urllib.parse import urlsplit
     hosts = {h for h, *_ in serve}
     for u in urls:
         try:
             parts = urlsplit(u)
+            port = parts.port
         except ValueError:
-            parts = None
+            parts = port = None
         if parts is None or parts.scheme != "https" or not parts.hostname:
             raise UsageError(f"URL: '{u}' is not an https URL (a replay serves https on 443)")
         if serve and parts.hostname not in hosts:
             raise UsageError(f"URL: '{u}' is on {parts.hostname}, which no --serve HOST=DIR serves ({', '.join(hosts)})")
+        if not serve:
+            why = public_name(parts.hostname)
+            if why or parts.username is not None or port not in (None, 443):
+                raise UsageError(f"URL: '{u}': {why or 'a user or a port other than 443'}; a recording from the web "
+                                 "loads a public site's https URL on a public name (serve a local folder with "
+                                 "--serve HOST=DIR)")
     return urls
+
+
+def public_name(host: str) -> str | None:
+    """Why a host cannot be recorded from the web (pure), or None: an address, a single label, or a
+    special-use or local name (LOCAL_SUFFIXES)."""
+    import ipaddress
+    h = host.strip("[]").lower().rstrip(".")
+    try:
+        ipaddress.ip_address(h)
+        return f"{host} is an address, not a public name"
+    except ValueError:
+        pass
+    if re.fullmatch(r"[0-9.]+|0x[0-9a-f.x]+", h):
+        return f"{host} is an address, not a public name"
+    if "." not in h:
+        return f"{host} is a single label, not a public name"
+    if any(h == s or h.endswith("." + s) for s in LOCAL_SUFFIXES):
+        return f"{host} is a special-use or local name, not a public one"
+    return None
+
+
+def new_spool() -> Path:
+    """A recording's private scratch folder, named for its maker (SPOOL_RE)."""
+    from . import procs
+    return Path(tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-{procs.start_time(os.getpid())}-"))
+
+
+def dead_spools(tmp: Path | None = None) -> list[Path]:
+    """The scratch folders of recordings whose maker is gone (killed), in the temporary folder."""
+    from . import procs
+    out = []
+    for p in Path(tmp or tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"):
+        m = SPOOL_RE.fullmatch(p.name)
+        if m and p.is_dir() and not p.is_symlink() and not procs.same_process(int(m.group(1)), m.group(2)):
+            out.append(p)
+    return out
+
+
+def clean_dead(tmp: Path | None = None) -> list[str]:
+    """What a killed recording left: the browser worker and its browser, still loading (their command
+    lines name its folder), ended; its folder (HAR, profile, log) removed. Returns what was removed."""
+    from . import procs
+    removed = []
+    for spool in dead_spools(tmp):
+        table = procs.table()
+        mark = f"{spool}/"
+        pids = {pid for pid, (_, _, line) in table.items() if mark in line}
+        parents = {pid: ppid for pid, (ppid, _, _) in table.items()}
+        for pid in list(pids):
+            pids |= procs.descendants(parents, pid)  # chromedriver, below the worker, names no folder
+        if pids:
+            procs.kill_and_reap(sorted(pids), grace_s=2.0, timeout_s=2.0, until_reaped=True)
+        shutil.rmtree(spool, ignore_errors=True)
+        removed.append(f"{spool} (a recording whose maker was killed{f', and its {len(pids)} processes' if pids else ''})")
+    return removed
 
 
 def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path, str]], sites: Path,
@@ -141,7 +215,7 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
     if any(p for *_, p in serve):
         serve, proto = [(h, d, p or proto) for h, d, p in serve], protocols.AS_RECORDED.name
     done = []
-    spool = Path(tempfile.mkdtemp(prefix="plt-bench-record-"))
+    spool = new_spool()
     try:
         bed = Testbed(sites, index=index, conditions=[conditions] if conditions else (), serve=serve,
                       capture=Settings(("har",), spool), traces=traces)
@@ -186,7 +260,7 @@ def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> li
     """Record each URL from the web, as this machine reaches it (no testbed); returns [(Archive, notes)]."""
     from .browsers import drivers
     from .browser import BrowserWorker
-    spool = Path(tempfile.mkdtemp(prefix="plt-bench-record-"))
+    spool = new_spool()
     worker = BrowserWorker(None, spool / "browser-worker.log", drivers.resolve(None))
     done = []
     try:

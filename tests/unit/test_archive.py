@@ -573,3 +573,48 @@ def test_a_response_cancelled_while_recorded_is_left_out_and_counted_not_archive
     assert [r.path for r in a.responses] == ["/"]
     assert a.source["left_out"] == {"failed or cancelled while recorded (its body was not kept whole)": 1}
     assert any("1 entry left out: failed or cancelled" in n for n in notes)
+
+
+@pytest.mark.parametrize("address, why", [
+    ("https://127.0.0.1/", "is an address"), ("https://169.254.169.254/latest/meta-data/", "is an address"),
+    ("https://[::1]/", "is an address"), ("https://localhost:8786/", "single label"),
+    ("https://app.localhost/", "special-use or local name"),
+    ("https://2130706433/", "is an address"), ("https://intranet/", "single label"),
+    ("https://printer.local/", "special-use or local"), ("https://db.internal/", "special-use or local"),
+    ("https://a.test/", "special-use or local"), ("https://www.example.org:8443/", "a port other than 443"),
+])
+def test_a_recording_from_the_web_refuses_addresses_and_non_public_names_before_anything_starts(address, why):
+    """Issue 44, item 1: https://127.0.0.1/, 169.254.169.254 and localhost:8786 were loaded by the
+    root browser before the archive refused the address."""
+    from plt_bench import record
+    with pytest.raises(UsageError, match=why):
+        record.check_urls([address], [])
+    assert record.check_urls(["https://www.debian.org/doc/"], []) == ["https://www.debian.org/doc/"]
+
+
+def test_clean_ends_a_killed_recordings_processes_and_removes_its_folder(tmp_path):
+    """Issue 44, items 1 and 6: after a SIGKILL of `record`, its folder (the HAR, a root browser's
+    profile) and its worker, chromedriver and Chromium stayed, and clean found none of them. A
+    folder names its maker (PID and start time): a dead maker's is removed, with every process whose
+    command line names it and their children; a live maker's is kept."""
+    import os
+    import subprocess
+    import time
+    from plt_bench import procs, record
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"{record.SPOOL_PREFIX}{gone.pid}-12345-abc"
+    live = tmp_path / f"{record.SPOOL_PREFIX}{os.getpid()}-{procs.start_time(os.getpid())}-def"
+    for d in (dead, live):
+        (d / "profiles").mkdir(parents=True)
+    # a stand-in worker naming the dead folder, and its child (as chromedriver names none)
+    worker = subprocess.Popen(["sh", "-c", "sleep 60 & wait", "worker", f"{dead}/browser-worker.log"])
+    time.sleep(0.3)
+    child = [p for p, (pp, _, _) in procs.table().items() if pp == worker.pid]
+    assert child
+    assert record.dead_spools(tmp_path) == [dead]
+    removed = record.clean_dead(tmp_path)
+    assert len(removed) == 1 and str(dead) in removed[0] and "2 processes" in removed[0]
+    assert not dead.exists() and live.exists()
+    worker.wait(5)
+    assert not procs.alive(child[0])

@@ -68,7 +68,9 @@ CLI = [
     (["record", "https://a.test/", "--name", "x", "--serve", "a.test"], "--serve: 'a.test' is not HOST=DIR"),
     (["record", "http://a.test/", "--name", "x", "--serve", f"a.test={ROOT / 'docs'}"], "URL: 'http://a.test/' is not an https"),
     (["record", "https://a.test/", "--name", "Bad Name", "--serve", f"a.test={ROOT / 'docs'}"], "--name: 'Bad Name' is not"),
-    (["record", "https://a.test/", "--name", "x", "--rtt", "50ms"], "--rtt: a recording from the web goes through"),
+    # a public name (refused before anything loads: nothing is sent)
+    (["record", "https://www.debian.org/", "--name", "x", "--rtt", "50ms"], "--rtt: a recording from the web goes through"),
+    (["record", "https://127.0.0.1/", "--name", "x"], "URL: 'https://127.0.0.1/': 127.0.0.1 is an address"),
     (["run", "--size", "url:https://a.test/"], "no --serve HOST=DIR serves a.test"),
     (["run", "--size", "url:ftp://a.test/"], "expected url:https://HOST/PATH"),
     (["run", "--serve", "a.test=/nonexistent", "--size", "5KB"], "--serve: 'a.test=/nonexistent': /nonexistent is not"),
