@@ -274,15 +274,32 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _stat(path: Path) -> tuple[int, int] | None:
+    """(size, mtime in ns) of the file at path now; None if there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+SIDECARS = ("-wal", "-shm")  # SQLite's files beside a store in WAL mode, found by the store's name
+
+
 def _writing(method):
     """A write to the store: a full disk or an I/O error is a message naming the store (what was
-    committed before stays), not sqlite's traceback."""
+    committed before stays), not sqlite's traceback. The store's file is checked first: changed in
+    place by another program, StoreError and nothing written; removed or replaced, everything saved
+    (rescue), this write made in the saved copy, then StoreError. Its state is kept after (_seen)."""
     import functools
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         try:
-            return method(self, *args, **kwargs)
+            self._check_in_place()
+            lost = self.rescue()
+            out = method(self, *args, **kwargs)
+            self._seen()
         except sqlite3.Error as e:
             try:
                 self.db.rollback()
@@ -290,6 +307,9 @@ def _writing(method):
                 pass
             raise StoreError(f"the results store {self.path} could not be written ({e}); everything stored before "
                              "this is kept") from None
+        if lost:
+            raise StoreError(lost.replace(" was saved to ", " and the write at hand were saved to ", 1))
+        return out
     return wrapper
 
 
@@ -325,6 +345,7 @@ class Store:
         except (OSError, sqlite3.Error) as e:
             raise UsageError(f"--results: cannot write the results store {self.path}: {e}") from None
         self._identity = _file_identity(self.path)  # ensure_present: still this file?
+        self._seen()
         row = self.db.execute("SELECT version FROM schema_info").fetchone()
         if row is None:
             self.db.execute("INSERT INTO schema_info VALUES (?)", (SCHEMA_VERSION,))
@@ -484,7 +505,75 @@ class Store:
                 self.db.execute("UPDATE campaigns SET grid_json = ? WHERE id = ?", (json.dumps(g, sort_keys=True), cid))
 
     def close(self) -> None:
+        """Close; a store replaced since the last look (rescue) loses nothing of the new file: SQLite's
+        files beside it that are this run's (by their inode) go with this connection."""
+        if self.read_only or self._identity is None or _file_identity(self.path) == self._identity:
+            self.db.close()
+            return
         self.db.close()
+        self._remove_own_sidecars()
+
+    def _seen(self) -> None:
+        """What the store's file and its sidecars are after this connection's own write: their
+        identities, the file's size and time, and SQLite's count of other connections' commits."""
+        if self.read_only or self._identity is None:
+            return
+        self._sidecars = {s: _file_identity(Path(f"{self.path}{s}")) for s in SIDECARS}
+        self._state = (_stat(self.path), self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def _remove_own_sidecars(self) -> list[str]:
+        """Remove this connection's -wal and -shm beside the store's path (by inode: a replacing
+        file's own are left), so that they never overlay the file that took its place."""
+        out = []
+        for s, ident in getattr(self, "_sidecars", {}).items():
+            p = Path(f"{self.path}{s}")
+            if ident is not None and _file_identity(p) == ident:
+                p.unlink(missing_ok=True)
+                out.append(p.name)
+        return out
+
+    def _check_in_place(self) -> None:
+        """StoreError when the store's file (the same inode) was written by another program since this
+        connection's last write: truncated, or its size or time moved while no SQLite connection
+        committed (PRAGMA data_version did not move). Nothing more is written to it: its pages are
+        detached (detach) so that closing writes nothing into it."""
+        if self.read_only or self._identity is None or not hasattr(self, "_state"):
+            return
+        if _file_identity(self.path) != self._identity:
+            return  # removed or replaced: rescue's (between trials)
+        (before, version), now = self._state, _stat(self.path)
+        if now == before or now is None or before is None:
+            return
+        if now[0] >= before[0] and self.db.execute("PRAGMA data_version").fetchone()[0] != version:
+            return  # another plt-bench's connection committed (a second campaign in the same store)
+        how = "truncated" if now[0] < before[0] else "overwritten"
+        self.detach()
+        raise StoreError(f"the results store {self.path} was {how} in place by another program during the run "
+                         f"({before[0]} bytes then, {now[0]} now); plt-bench stops and writes nothing more to it (what "
+                         "this run had stored is in the file as the other program left it)")
+
+    def detach(self) -> None:
+        """Close without writing another byte into the store's file (its checkpoint on close would
+        write this connection's pages over what another program put there): the connection's
+        descriptors of the file are pointed at /dev/null first, its own sidecars then removed."""
+        ino = self._identity
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    st = os.stat(f"/proc/self/fd/{fd}")
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) == ino:
+                    os.dup2(null, int(fd))
+        finally:
+            os.close(null)
+        try:
+            self.db.close()
+        except sqlite3.Error:
+            pass
+        self._remove_own_sidecars()
+        self._identity = None
 
     def __enter__(self):
         return self
@@ -555,12 +644,9 @@ class Store:
     @_writing
     def finish_campaign(self, campaign_id: int, status: str, finished_utc: str) -> None:
         """The campaign's end; a store removed or replaced meanwhile is saved first (ensure_present),
-        its end written into what was saved, and then the StoreError raised."""
-        lost = self.rescue()
+        its end written into what was saved, and then the StoreError raised (_writing does both)."""
         self.db.execute("UPDATE campaigns SET status=?, finished_utc=? WHERE id=?", (status, finished_utc, campaign_id))
         self.db.commit()
-        if lost:
-            raise StoreError(lost)
 
     def ensure_present(self) -> None:
         """Between trials: StoreError if the store's file was removed or replaced since it was opened
@@ -594,9 +680,12 @@ class Store:
             return (f"the results store {self.path} was {how} during the run and what it held could not be saved to "
                     f"{target} ({getattr(e, 'strerror', None) or e}): lost: {what}; the run stops")
         self.db.close()
+        left = self._remove_own_sidecars()  # never overlaid on the file that took its place
         self.db, self.path, self._identity = copy, target, _file_identity(target)
-        return (f"the results store was {how} during the run; everything it held ({what}) was saved to {target}; "
-                "the run stops (run the same command again to resume)")
+        self._seen()
+        return (f"the results store was {how} during the run; everything it held ({what}) was saved to {target}"
+                + (f" (this run's {' and '.join(left)} beside it removed; the new file is as it was put there)"
+                   if left else "") + "; the run stops (run the same command again to resume)")
 
     @_writing
     def add_trial(self, t: Trial) -> int:

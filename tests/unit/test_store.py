@@ -537,14 +537,80 @@ def test_a_store_removed_or_replaced_mid_run_keeps_what_it_held_and_says_where(t
     else:
         path.unlink()
         path.write_text("someone else's file")
-    s.add_trial(_trial(cid, 1))  # a trial that ends after the removal is written to the open store
-    with pytest.raises(StoreError, match=r"campaign 1: 2 trial\(s\), seq 0 to 1\) was saved to") as e:
-        s.ensure_present()
+    # a trial that ends after the removal: everything is saved first, the trial written to the copy
+    # (issue 44: it was written to the open store, whose -wal beside the path overlaid a replacing file)
+    with pytest.raises(StoreError, match=r"campaign 1: 1 trial\(s\), seq 0 to 0\) and the write at hand were "
+                                         r"saved to") as e:
+        s.add_trial(_trial(cid, 1))
     saved = path if how == "folder removed" else path.with_name(f"r.rescued-{os.getpid()}.sqlite")
     assert str(saved) in str(e.value)
+    s.ensure_present()  # the copy is the store now
     s.finish_campaign(cid, "failed", "then")  # the run's end lands in the copy
     s.close()
     with st.Store(saved, read_only=True) as back:
         assert [t.seq for t in back.trials([cid])] == [0, 1] and back.campaign(cid)["status"] == "failed"
     if how == "file replaced":
         assert path.read_text() == "someone else's file"
+        assert not path.with_name("r.sqlite-wal").exists() and not path.with_name("r.sqlite-shm").exists()
+
+
+def test_a_store_replaced_by_another_store_mid_run_reads_as_that_store(tmp_path):
+    """Issue 44, item 4: a 30-trial store moved over a running store's path read 3 trials (or 'database
+    disk image is malformed'): the run's -wal and -shm beside the path overlaid it. They go with the
+    run's connection (by inode), and the replacing store reads as it was."""
+    import shutil
+    from plt_bench.errors import StoreError
+    other, path = tmp_path / "other.sqlite", tmp_path / "r.sqlite"
+    with st.Store(other) as o:
+        oc = o.new_campaign("theirs", "now", {}, {})
+        for i in range(30):
+            o.add_trial(_trial(oc, i, run_index=i))
+    s = st.Store(path)
+    cid = s.new_campaign("quick", "now", {}, {})
+    for i in range(3):
+        s.add_trial(_trial(cid, i, run_index=i))
+    shutil.copy(other, tmp_path / "new.sqlite")
+    os.replace(tmp_path / "new.sqlite", path)
+    with pytest.raises(StoreError, match="replaced by another file"):
+        s.add_trial(_trial(cid, 3, run_index=3))
+    s.close()
+    with st.Store(path, read_only=True) as back:
+        assert len(back.trials([oc])) == 30 and back.campaign(oc)["name"] == "theirs"
+    with st.Store(path.with_name(f"r.rescued-{os.getpid()}.sqlite"), read_only=True) as back:
+        assert [t.seq for t in back.trials([cid])] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("how", ["truncated", "overwritten"])
+def test_a_store_changed_in_place_mid_run_is_noticed_and_not_written_again(tmp_path, how):
+    """Issue 44, item 4: overwriting or truncating the store in place was not noticed at all. The next
+    write stops the run, and nothing more is written into the file (closing would have written the
+    run's pages over it)."""
+    from plt_bench.errors import StoreError
+    path = tmp_path / "r.sqlite"
+    s = st.Store(path)
+    cid = s.new_campaign("quick", "now", {}, {})
+    for i in range(3):
+        s.add_trial(_trial(cid, i, run_index=i))
+    if how == "truncated":
+        os.truncate(path, 0)
+    else:
+        with open(path, "r+b") as f:
+            f.write(b"someone else's bytes" * 10_000)
+    left = path.read_bytes()
+    with pytest.raises(StoreError, match=f"was {how} in place by another program"):
+        s.add_trial(_trial(cid, 3, run_index=3))
+    s.close()
+    assert path.read_bytes() == left  # not a byte more
+    assert not path.with_name("r.sqlite-wal").exists()
+
+
+def test_a_second_campaign_writing_the_same_store_is_not_taken_for_a_change_in_place(tmp_path):
+    path = tmp_path / "r.sqlite"
+    a, b = st.Store(path), st.Store(path)
+    ca, cb = a.new_campaign("a", "now", {}, {}), b.new_campaign("b", "now", {}, {})
+    for i in range(1200):  # enough pages for a checkpoint into the file by either
+        (a if i % 2 else b).add_trial(_trial(ca if i % 2 else cb, i, run_index=i))
+    a.close()
+    b.close()
+    with st.Store(path, read_only=True) as back:
+        assert len(back.trials([ca, cb])) == 1200
