@@ -265,22 +265,14 @@ def check_intact(db: sqlite3.Connection, path: Path, option: str = "--results") 
                          "nor adopts its rows: restore it from a copy, or choose another --results path")
 
 
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file at path now; None if there is none."""
+def _file_identity(path: Path, what: str = "identity") -> tuple[int, int] | None:
+    """(device, inode) of the file at path now, or with what="content" its (size, mtime in ns);
+    None if there is none."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino
-
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    """(size, mtime in ns) of the file at path now; None if there is none."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
+    return (st.st_dev, st.st_ino) if what == "identity" else (st.st_size, st.st_mtime_ns)
 
 
 SIDECARS = ("-wal", "-shm")  # SQLite's files beside a store in WAL mode, found by the store's name
@@ -519,7 +511,7 @@ class Store:
         if self.read_only or self._identity is None:
             return
         self._sidecars = {s: _file_identity(Path(f"{self.path}{s}")) for s in SIDECARS}
-        self._state = (_stat(self.path), self.db.execute("PRAGMA data_version").fetchone()[0])
+        self._state = (_file_identity(self.path, "content"), self.db.execute("PRAGMA data_version").fetchone()[0])
 
     def _remove_own_sidecars(self) -> list[str]:
         """Remove this connection's -wal and -shm beside the store's path (by inode: a replacing
@@ -541,7 +533,7 @@ class Store:
             return
         if _file_identity(self.path) != self._identity:
             return  # removed or replaced: rescue's (between trials)
-        (before, version), now = self._state, _stat(self.path)
+        (before, version), now = self._state, _file_identity(self.path, "content")
         if now == before or now is None or before is None:
             return
         if now[0] >= before[0] and self.db.execute("PRAGMA data_version").fetchone()[0] != version:
