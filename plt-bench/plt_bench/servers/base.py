@@ -188,9 +188,10 @@ class Server:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def log_tail(self, n: int = 3) -> str:
+    def log_tail(self, n: int = 3, path: Path | None = None) -> str:
+        """The last n lines of its own log (or of path)."""
         try:
-            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+            lines = (path or self.log_path).read_text(errors="replace").strip().splitlines()
         except OSError:
             return "(no log)"
         return " | ".join(lines[-n:]) or "(empty log)"
@@ -227,18 +228,13 @@ class Server:
     def died_reason(self) -> str | None:
         """Why it is not serving, or None while it runs: the server, or the replay server behind it
         (a replayed recording's every response is replayd's: without it the server answers 502)."""
+        def how(code: int) -> str:
+            return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         if self.proc is not None and not self.alive():
-            code = self.proc.returncode
-            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            return f"{self.label} exited ({how}; log: {self.log_tail()})"
+            return f"{self.label} exited ({how(self.proc.returncode)}; log: {self.log_tail()})"
         if self.replayd is not None and self.replayd.poll() is not None:
-            code = self.replayd.returncode
-            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            try:
-                tail = " | ".join((self.run_dir / "replayd.log").read_text(errors="replace").strip().splitlines()[-3:])
-            except OSError:
-                tail = "(no log)"
-            return f"the replay server behind {self.label} exited ({how}; log: {tail or '(empty log)'})"
+            return (f"the replay server behind {self.label} exited ({how(self.replayd.returncode)}; log: "
+                    f"{self.log_tail(path=self.run_dir / 'replayd.log')})")
         return None
 
     def stop(self) -> None:
