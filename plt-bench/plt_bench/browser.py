@@ -443,6 +443,7 @@ class BrowserWorker:
         self.browser = browser  # the binary and driver the worker starts (None: Debian's)
         self.proc: subprocess.Popen | None = None
         self._preparing = False  # a prepare request's answer is still to be read (settle)
+        self.env: dict[str, str] = {}  # more of the worker's environment (the sandbox's user and home)
 
     # The worker's hello (Python, Selenium's import, both binaries' --version) took over 30 s in a
     # TCG guest beside a busy host; only a hung worker waits this long.
@@ -459,6 +460,7 @@ class BrowserWorker:
         env.update(TMPDIR=str(tmp), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"))
         if self.browser:
             env.update(PLT_BENCH_BROWSER=self.browser.binary, PLT_BENCH_DRIVER=self.browser.driver)
+        env.update(self.env)  # the browsers' user, when they run sandboxed (browsers.sandbox.worker_env)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      env=env, start_new_session=True, text=True, bufsize=1)

@@ -25,11 +25,13 @@ from .conditions import Cell, Conditions, Grid
 from .errors import UsageError
 from .pages import Page
 from .units import parse_size
+from .browsers import sandbox
 
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
-            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery"}
+            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
+            "browser_sandbox"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -42,6 +44,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
             "metric": "plt", "visit": "first", "browser": "chromium", "http_server": "caddy", "discovery": "forced",
+            "browser_sandbox": "on",
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -78,6 +81,7 @@ class Spec:
     compare: str = "proto"             # what the report compares: proto, or cc, browser or server (within each protocol)
     metric: str = "plt"                # the time the report compares cells by (records.METRICS)
     discovery: str = "forced"          # how the browsers find the origins and h3 (plt_bench.dns.MODES)
+    browser_sandbox: str = "on"        # the browser as an unprivileged user, its sandbox on (browsers.sandbox)
     traces: tuple = dataclasses.field(default=(), compare=False)  # the traces.Trace the conditions name (by
     #                                    hash): what a cluster's worker registers to run them
 
@@ -131,6 +135,10 @@ class Spec:
                 **({"metric": self.metric} if self.metric != DEFAULTS["metric"] else {}),
                 # (older campaigns' hashes hold: forced is not written)
                 **({"discovery": self.discovery} if self.discovery != DEFAULTS["discovery"] else {}),
+                # (the default is not written: a campaign from before it, which ran without, is refused on
+                # resume by its key metadata, browser_sandbox)
+                **({"browser_sandbox": self.browser_sandbox} if self.browser_sandbox != DEFAULTS["browser_sandbox"]
+                   else {}),
                 # a replayed page's set by its recording too: a set made again of another recording is another campaign
                 **({"replays": {p.replay: (p.archive if p.archived else p.replay_set).source.get("sha256")
                                 for p in self.grid.pages if p.replay}}
@@ -221,7 +229,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "http_server": _LIST, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
-              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR,
+              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -680,6 +688,8 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
                 cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
                 metric=_metric(v, capture), traces=_traces_of(grid), discovery=discovery,
+                browser_sandbox=sandbox.parse(v.get("browser_sandbox", DEFAULTS["browser_sandbox"]),
+                                              v.name("browser_sandbox")),
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser", "http_server"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 
 from . import cmd
+from .errors import EnvironmentProblem
 
 SETUP = ("run scripts/setup as root (it installs and builds everything, idempotently)" if cmd.IN_CHECKOUT else
          "as root: apt-get install chromium chromium-driver iproute2 iptables iperf3 ethtool tcpdump tshark "
@@ -127,6 +128,13 @@ def tool_checks() -> list[Check]:
     qs = quinnserve.BINARY if quinnserve.BINARY.is_file() else None
     out.append(Check("quinnserve", "ok" if qs else "warn", str(qs) if qs else "not built (only --http-server quinn needs it)",
                      "" if qs else f"{SETUP}: it builds quinnserve with cargo", essential=False))
+    from .browsers import sandbox
+    try:
+        uid = sandbox.user_ids()[0]
+        out.append(Check("browser user", "ok", f"{sandbox.USER} (uid {uid}): the browsers run as it, sandboxed"))
+    except EnvironmentProblem:
+        out.append(Check("browser user", "missing", f"no user {sandbox.USER} (the browsers run as it, their sandbox "
+                         "on; --browser-sandbox off runs them as root)", f"{SETUP}: it adds the system user"))
     dm = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if os.path.isfile("/usr/sbin/dnsmasq") else None)
     out.append(Check("dnsmasq", "ok" if dm else "warn", dm or "not found (only --discovery alt-svc and https-rr need it)",
                      "" if dm else f"{SETUP}: it installs Debian's dnsmasq-base", essential=False))

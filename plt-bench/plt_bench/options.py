@@ -67,6 +67,10 @@ def _table() -> dict[str, Option]:
         Option("browser", "the browsers that load the pages, comma-separated: chromium (default), firefox (Firefox ESR: "
                           "pages of one origin, one protocol for every origin; docs/browsers.md), or chromium,firefox "
                           "(an axis: interleaved in the seeded order, as --cc is; --compare browser)"),
+        Option("browser_sandbox", "on (default): the browser runs as the unprivileged user plt-browser with its own "
+                                  "sandbox on (a page is untrusted content); off: as root without its sandbox, as "
+                                  "before 2026-11-27 (key metadata: the two are never pooled; docs/browsers.md)",
+               choices=("on", "off")),
         Option("http_server", "the servers that serve the pages, comma-separated: caddy (default: Caddy, HTTP/3 on "
                               "quic-go, whose congestion control is its own), quinn (quinnserve: HTTP/3 on quinn, "
                               "running --cc's controller for QUIC too: reno, cubic or bbr; docs/servers.md), or "
@@ -175,7 +179,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "http_server",
+               "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
+               "http_server",
                "discovery", "reference", "compare",
                "metric", "visit", "serve")
 # how to reach the server and where to store: not part of a campaign's definition

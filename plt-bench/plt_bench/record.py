@@ -249,19 +249,26 @@ def keep(answer: dict, har: Path, url: str, name: str, sites: Path, note=print) 
 
 def web_request(url: str, profile: Path, har: Path) -> dict:
     """The browser worker's request for one recording from the web (pure): the browser's own
-    resolver, certificates and protocol choice (h3 where the site offers it), every body kept."""
+    resolver, certificates and protocol choice (h3 where the site offers it), every body kept; the
+    browser as the unprivileged user, its sandbox on (browsers.sandbox): a third party's page."""
+    from .browsers import get
     from .browsers.chromium import PREFS, web_args
-    return {"url": url, "profile_dir": str(profile), "prefs": PREFS, "args": web_args(str(profile)),
+    return {"url": url, "profile_dir": str(profile), "prefs": PREFS, "args": get("chromium").sandboxed(web_args(str(profile))),
             "cpu_interval_s": 0.1, "cpu_series": False, "har_path": str(har), "har_bodies": True,
-            "timeout_s": RECORD_TIMEOUT_S, "await_s": 0.0, "gate": False, "mark": None}
+            "timeout_s": RECORD_TIMEOUT_S, "await_s": 0.0, "gate": False, "mark": None, "sandbox": True}
 
 
 def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> list[tuple]:
     """Record each URL from the web, as this machine reaches it (no testbed); returns [(Archive, notes)]."""
     from .browsers import drivers
     from .browser import BrowserWorker
+    from .browsers import sandbox
+    ids = sandbox.user_ids()  # refused before anything starts when the browsers' user is missing
     spool = new_spool()
     worker = BrowserWorker(None, spool / "browser-worker.log", drivers.resolve(None))
+    sandbox.give(ids, *sandbox.home_folders(spool / "browser"), spool / "profiles")
+    spool.chmod(0o711)  # passable, not readable, by the browsers' user: its own folders are inside
+    worker.env = sandbox.worker_env(spool / "browser")
     done = []
     try:
         worker.start()

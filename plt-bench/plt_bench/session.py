@@ -135,7 +135,7 @@ class Session:
                                traces=spec.traces,
                                replays=[p.replay for p in spec.grid.pages if p.archived],
                                serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers,
-                               discovery=spec.discovery)
+                               discovery=spec.discovery, browser_sandbox=spec.browser_sandbox)
         else:
             if any(p.archived for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "

@@ -17,7 +17,7 @@ from typing import Sequence
 from . import browsers, cmd, dns, link as link_mod, protocols
 from .browser import BrowserWorker
 from .browser_worker import RESOURCE_WAIT_MS, paint_quiet_ms
-from .browsers import drivers
+from .browsers import drivers, sandbox
 from .capture import FILENAMES, Settings
 from .conditions import Conditions
 from .metadata import machine, utc_now
@@ -40,12 +40,14 @@ class Testbed:
                  persistent: bool = False, with_browser: bool = True, conditions: Sequence[Conditions] = (),
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
                  serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,),
-                 traces: Sequence = (), server_names: Sequence[str] = (servers.DEFAULT,), discovery: str = "forced"):
+                 traces: Sequence = (), server_names: Sequence[str] = (servers.DEFAULT,), discovery: str = "forced",
+                 browser_sandbox: str = sandbox.DEFAULT):
         """conditions: every one it will be set to (the link is chosen for them all); traces: the
         traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link;
         server_names: which servers (plt_bench.servers) serve the pages, one at a time (use_server),
         the first from the start; discovery: how browsers find the origins and h3 (dns.MODES: other than
-        forced, the testbed runs a name server of its own, dns.NameServer)."""
+        forced, the testbed runs a name server of its own, dns.NameServer); browser_sandbox: on, the
+        browsers run as the unprivileged user with their sandbox (browsers.sandbox), or off."""
         self.sites = Sites(sites_dir)
         self.traces = traces_mod.by_hash(traces)  # as conditions name them (TraceRate.trace)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
@@ -68,6 +70,9 @@ class Testbed:
         self.server: Server | None = None  # the one serving now
         self.servers: dict[str, Server] = {}  # every one of server_names, by name
         self.discovery = dns.parse(discovery, "discovery")
+        self.browser_sandbox = sandbox.parse(browser_sandbox)
+        # (uid, gid) of the browsers' user when they run sandboxed; refused before anything is made if it is missing
+        self.sandbox_ids = sandbox.user_ids() if with_browser and self.browser_sandbox == "on" else None
         self.name_server: dns.NameServer | None = None
         self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
@@ -138,12 +143,21 @@ class Testbed:
                                   server_pid=self.server.proc.pid)
         if self.with_browser:
             self.worker = BrowserWorker(self.plan.client_ns, self.plan.run_dir / "browser-worker.log", self.browser)
+            if self.sandbox_ids:  # the browsers' user: its home and the profiles are its own, the run folder passable
+                sandbox.give(self.sandbox_ids, *sandbox.home_folders(self.sandbox_home), self.plan.run_dir / "profiles")
+                self.plan.run_dir.chmod(0o711)
+                self.worker.env = sandbox.worker_env(self.sandbox_home)
             self._stack.callback(self.worker.stop)
             hello = self.worker.start()
             self.worker_versions = hello.get("versions", {})
 
     def close(self) -> None:
         self._stack.close()
+
+    @property
+    def sandbox_home(self) -> Path:
+        """The browsers' user's home, temporary and configuration folders (browsers.sandbox)."""
+        return self.plan.run_dir / "browser"
 
     def replay_config(self):
         """What the server replays: every recorded host of the campaign's recordings, each on its own
@@ -302,7 +316,8 @@ class Testbed:
         if b.name not in self.browser_names:  # what the campaign's metadata says ran is all that runs
             raise ValueError(f"a {b.label} load on a testbed of {', '.join(self.browser_names)}")
         captured = capture_dir is not None and "netlog" in self.capture.kinds  # the browser's own log, kept
-        netlog = capture_dir / b.netlog_file if captured else Path(f"{profile}.visit-{b.netlog_file}")
+        written = self._browser_writes(capture_dir, tag)  # where the browser writes its capture files
+        netlog = written / b.netlog_file if captured else Path(f"{profile}.visit-{b.netlog_file}")
         visiting = b.repeat_launch(str(netlog), captured) if repeat else {}
         origins = self.origins_for(page, proto)
         if "origins" not in b.features and not (page.startswith(ARCHIVED) or "://" in page):
@@ -316,13 +331,16 @@ class Testbed:
                              f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")
         launch = b.launch(proto, origins, self.server.cert.spki_sha256_b64, str(profile), spoke=self.spoke(),
                           extra=tuple(visiting.get("args", ())), discovery=self.discovery)
-        args = launch["args"] + (b.capture_args(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else [])
+        args = launch["args"] + (b.capture_args(self.capture.kinds, written, FILENAMES) if capture_dir else [])
         env = {**visiting.get("env", {}),
-               **(b.capture_env(self.capture.kinds, capture_dir, FILENAMES) if capture_dir else {})}
+               **(b.capture_env(self.capture.kinds, written, FILENAMES) if capture_dir else {})}
+        if self.sandbox_ids:
+            args = b.sandboxed(args)
         req = {"url": self.url(page, tag), "profile_dir": str(profile), **launch,
                "args": args, **({"env": env} if env else {}), "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "visual": "visual" in self.capture.kinds,
-               "paint_quiet_ms": paint_quiet_ms(self.conditions.rtt_ms if self.conditions else 0.0)}
+               "paint_quiet_ms": paint_quiet_ms(self.conditions.rtt_ms if self.conditions else 0.0),
+               **({"sandbox": True} if self.sandbox_ids else {})}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
             req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
@@ -370,9 +388,23 @@ class Testbed:
         req = {**self._request(proto, page, tag, capture_dir, visit, browser), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
                **({"expect_resources": list(expect)} if expect else {})}
-        ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S
-                               + (RESOURCE_WAIT_MS / 1000 if expect else 0.0))
+        try:
+            ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S
+                                   + (RESOURCE_WAIT_MS / 1000 if expect else 0.0))
+        finally:
+            if capture_dir is not None and self.sandbox_ids:  # the browser's capture files, the results' now
+                sandbox.move_staged(self._browser_writes(capture_dir, tag), capture_dir)
         return ans, uri
+
+    def _browser_writes(self, capture_dir: Path | None, tag: str) -> Path | None:
+        """Where the browser writes a trial's capture files: the capture folder, or under the sandbox
+        a staging folder of the browsers' user (made here), which load() moves into it."""
+        if capture_dir is None or not self.sandbox_ids:
+            return capture_dir
+        stage = self.sandbox_home / "captures" / tag
+        if not stage.is_dir():
+            sandbox.give(self.sandbox_ids, stage.parent, stage)
+        return stage
 
     def remote_cpu(self) -> dict:
         """CPU readings of processes on another machine ({role: (user_s, system_s)}); none here."""

@@ -181,3 +181,57 @@ def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts_and_its_own_log(tmp
     types = {(src, ft) for src, fts in frames for ft in fts.split(",") if ft}
     assert any(src.startswith("198.18.") and ft == "1" for src, ft in types), types  # the request's HEADERS
     assert any(src.startswith("198.19.") and ft == "1" for src, ft in types), types  # the response's
+
+
+def _who_runs(prefix: str) -> dict:
+    """The testbed's browser and WebDriver processes: {(name, uid, capabilities, seccomp, own user ns): n}."""
+    import os
+    from plt_bench import topology
+    out: dict = {}
+    for pid in topology._our_processes(prefix):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            own_userns = os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user")
+        except OSError:
+            continue
+        if name in ("caddy", "linkem", "python", "quinnserve"):
+            continue
+        field = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if ":" in line and line.split()[1:]}
+        key = (name, int(field["Uid"]), int(field["CapEff"], 16), int(field["Seccomp"]), own_userns)
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("browser", ["chromium", "firefox"])
+def test_the_browser_and_its_driver_run_as_the_unprivileged_user_with_the_sandbox_on(browser):
+    """Issue 44, item 1: every browser ran as root without its sandbox, on recorded third parties'
+    pages. Now the WebDriver and every browser process are plt-browser's, with no capability outside
+    a user namespace of the browser's own (Chromium's sandbox), Chromium's renderers under seccomp;
+    --browser-sandbox off is root, as before."""
+    import pwd
+    import time
+    from plt_bench.browsers import sandbox
+    uid = pwd.getpwnam(sandbox.USER).pw_uid
+    before = system_state()
+    for mode, index in (("on", 244), ("off", 245)):
+        with Testbed(PROJECT_ROOT / "sites", index=index, browser_names=(browser,), browser_sandbox=mode,
+                     conditions=[COND]) as bed:
+            bed.set_conditions(COND)
+            bed.prepare("h2", "index_5KB.html", browser=browser)  # started, idle on about:blank
+            deadline, seen = time.monotonic() + 60, {}
+            # until the driver, the browser and (Chromium) a renderer under seccomp are up, a minute at most
+            while time.monotonic() < deadline and not (len({k[0] for k in seen}) >= 2 and (
+                    browser != "chromium" or mode == "off" or any(sec == 2 for _, _, _, sec, _ in seen))):
+                time.sleep(1)
+                seen = _who_runs(bed.plan.prefix)
+            bed.discard_prepared()
+        assert len({k[0] for k in seen}) >= 2, seen  # the driver and the browser at least
+        if mode == "on":
+            assert {u for _, u, _, _, _ in seen} == {uid}, seen
+            assert all(caps == 0 or own_ns for _, _, caps, _, own_ns in seen), seen
+            if browser == "chromium":
+                assert any(name == "chromium" and sec == 2 and own_ns for name, _, _, sec, own_ns in seen), seen
+        else:
+            assert {u for _, u, _, _, _ in seen} == {0}, seen
+    assert system_state() == before

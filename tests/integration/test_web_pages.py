@@ -234,7 +234,9 @@ def test_the_lcp_of_a_page_its_script_draws_late_is_read_once_the_page_has_settl
     got = paint_fields(answer["paint"], True)
     nav = answer["nav"]
     assert got["lcp_element"] == "h1#title" and got["paint_reason"] is None, (got, answer["paint"])
-    # drawn after the load, a timeout and the fetch's round trip; the load event itself came first
-    assert got["lcp_ms"] >= nav["loadEventEnd"] + 150 + RTT_MS - 5 > got["fcp_ms"], (got, nav["loadEventEnd"])
+    # drawn after the load, a timeout and the fetch's round trip; the first paint no later (a busy machine
+    # may paint 'loading' after the load event: the order of FCP and the load is not the claim)
+    assert got["lcp_ms"] >= nav["loadEventEnd"] + 150 + RTT_MS - 5, (got, nav["loadEventEnd"])
+    assert got["lcp_ms"] > got["fcp_ms"], got
     assert answer["paint"]["settled"] and got["paint_wait_ms"] >= paint_quiet_ms(RTT_MS), got
     assert _nothing("pb235") and system_state() == before

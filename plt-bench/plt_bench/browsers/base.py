@@ -49,6 +49,10 @@ class Browser:
         forced, the names are the testbed's name server's and h3 is found, not forced."""
         raise NotImplementedError
 
+    def sandboxed(self, args: list[str]) -> list[str]:
+        """Its flags for a launch as the unprivileged user with its own sandbox on (browsers.sandbox)."""
+        return args
+
     def capture_args(self, kinds: tuple[str, ...], folder, filenames: dict[str, str]) -> list[str]:
         """Command-line arguments that write a capture run's files of the browser's own (pure)."""
         return []

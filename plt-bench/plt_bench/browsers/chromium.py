@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .. import protocols
 from .base import WINDOW, Browser
+from .sandbox import driver_launch
 
 # Profile preferences of every trial:
 # - network prediction off (2 = never): otherwise Chromium preconnects TCP+TLS before the
@@ -131,6 +132,10 @@ class Chromium(Browser):
     def capture_args(self, kinds, folder, filenames) -> list[str]:
         return chromium_capture_args(kinds, folder, filenames)
 
+    def sandboxed(self, args: list[str]) -> list[str]:
+        """Chromium's own sandbox (its user namespaces) on: web_args' --no-sandbox left out."""
+        return [a for a in args if a != "--no-sandbox"]
+
     def repeat_launch(self, evidence, captured) -> dict:
         """chrome.benchmarking (closeConnections, clearCache) and, unless the capture writes one, a
         net-log of the trial for the repeat's evidence."""
@@ -177,10 +182,12 @@ class Chromium(Browser):
         from selenium.common.exceptions import SessionNotCreatedException
         from selenium.webdriver.chrome.service import Service
         driver_path = self.binaries()[1]
+        popen_kw, env = driver_launch(req)  # under the sandbox, chromedriver and Chromium are its user's
         for attempt in (1, 2):
             out["launch_attempts"] = attempt
             service = Service(driver_path, service_args=["--log-level=SEVERE",
-                                                         f"--log-path={req['profile_dir']}.chromedriver.log"])
+                                                         f"--log-path={req['profile_dir']}.chromedriver.log"],
+                              env={**os.environ, **env}, popen_kw=dict(popen_kw))
             try:
                 return webdriver.Chrome(service=service, options=self.options(req))
             except SessionNotCreatedException:

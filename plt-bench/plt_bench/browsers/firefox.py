@@ -32,6 +32,7 @@ import shutil
 
 from .. import cmd, protocols
 from .base import WINDOW, Browser
+from .sandbox import driver_launch
 
 # Every trial's preferences, whatever the protocol: a quiet browser that loads what it is asked.
 QUIET_PREFS = {
@@ -166,6 +167,9 @@ class Firefox(Browser):
         os.environ.setdefault("MOZ_CRASHREPORTER_DISABLE", "1")  # no crash reporter beside the trial
         profile = req["profile_dir"]
         os.makedirs(profile, mode=0o700, exist_ok=True)
+        popen_kw, env = driver_launch(req)  # under the sandbox, geckodriver and Firefox are its user's
+        if popen_kw:
+            os.chown(profile, popen_kw["user"], popen_kw["group"])
         opts = Options()
         opts.binary_location = browser
         for a in req["args"]:
@@ -179,8 +183,8 @@ class Firefox(Browser):
         service_args = ["--profile-root", os.path.dirname(profile), "--log", "error"]
         if req.get("visit"):  # end_first_visit runs in the parent process's privileged (chrome) context
             service_args.append("--allow-system-access")
-        service = Service(driver_path, service_args=service_args,
-                          log_output=f"{profile}.geckodriver.log", env={**os.environ, **req.get("env", {})})
+        service = Service(driver_path, service_args=service_args, log_output=f"{profile}.geckodriver.log",
+                          env={**os.environ, **req.get("env", {}), **env}, popen_kw=dict(popen_kw))
         try:
             return webdriver.Firefox(service=service, options=opts)
         except Exception:
