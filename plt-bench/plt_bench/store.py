@@ -282,7 +282,9 @@ def _writing(method):
     """A write to the store: a full disk or an I/O error is a message naming the store (what was
     committed before stays), not sqlite's traceback. The store's file is checked first: changed in
     place by another program, StoreError and nothing written; removed or replaced, everything saved
-    (rescue), this write made in the saved copy, then StoreError. Its state is kept after (_seen)."""
+    (rescue) and this write made in the saved copy, the StoreError kept for the next look
+    (ensure_present, between trials; finish_campaign), so that the trial at hand is reported as the
+    rest. Its state is kept after (_seen)."""
     import functools
 
     @functools.wraps(method)
@@ -300,7 +302,7 @@ def _writing(method):
             raise StoreError(f"the results store {self.path} could not be written ({e}); everything stored before "
                              "this is kept") from None
         if lost:
-            raise StoreError(lost.replace(" was saved to ", " and the write at hand were saved to ", 1))
+            self._lost = lost.replace("; the run stops", ", with what was written after it; the run stops", 1)
         return out
     return wrapper
 
@@ -313,6 +315,7 @@ class Store:
         self.path = Path(path)
         self.read_only = read_only
         self._identity = None
+        self._lost: str | None = None  # a removal or replacement saved at a write, said at the next look
         if read_only:
             check_kind(self.path)
             if not self.path.exists():
@@ -636,14 +639,16 @@ class Store:
     @_writing
     def finish_campaign(self, campaign_id: int, status: str, finished_utc: str) -> None:
         """The campaign's end; a store removed or replaced meanwhile is saved first (ensure_present),
-        its end written into what was saved, and then the StoreError raised (_writing does both)."""
+        its end written into what was saved, and then the StoreError raised."""
         self.db.execute("UPDATE campaigns SET status=?, finished_utc=? WHERE id=?", (status, finished_utc, campaign_id))
         self.db.commit()
+        if self._lost:
+            raise StoreError(self._lost)
 
     def ensure_present(self) -> None:
         """Between trials: StoreError if the store's file was removed or replaced since it was opened
         (a results folder deleted mid-run), after saving all it holds (rescue)."""
-        lost = self.rescue()
+        lost = self.rescue() or self._lost
         if lost:
             raise StoreError(lost)
 

@@ -225,7 +225,7 @@ def test_a_campaign_over_two_congestion_controls_switches_them_per_trial_and_com
     the report compares BBR with CUBIC within each protocol. Under 2% loss at 50 ms a TCP download
     of 2 MB is limited by CUBIC's reaction to loss (Mathis: about 1.22 MSS / (RTT sqrt(p)), 2.0
     Mbit/s) where BBR keeps near the rate: h2's loads take several times as long under CUBIC. h3
-    runs quic-go's own CUBIC whatever the routes say. (At 1% one CUBIC load of two met so few
+    runs quic-go's own CUBIC whatever the routes say: its arms are not compared, and the report says so. (At 1% one CUBIC load of two met so few
     losses that it matched BBR's: 2% and the means.)"""
     before = system_state()
     results = tmp_path / "r.sqlite"
@@ -243,10 +243,11 @@ def test_a_campaign_over_two_congestion_controls_switches_them_per_trial_and_com
     print(f"\nh2, 2MB at 50 Mbit/s, 50 ms, 2% loss: cubic {plt[('h2', 'cubic')]} ms, bbr {plt[('h2', 'bbr')]} ms")
     if len(mean) == 2:
         assert mean[("h2", "cubic")] > 1.5 * mean[("h2", "bbr")], plt
-    assert "cubic vs bbr (h2)" in r.stdout and "cubic vs bbr (h3)" in r.stdout
+    # h3 on Caddy ran quic-go's CUBIC in both arms: not compared, and said so (issue 44, item 9)
+    assert "cubic vs bbr (h2)" in r.stdout and "cubic vs bbr (h3)" not in r.stdout
+    assert "h3 on caddy: not compared across congestion controls" in r.stdout, r.stdout[-3000:]
     folder = results.parent / "r-quick-1"
-    assert {f.name for f in folder.glob("heatmap_*.png")} == {"heatmap_cubic-vs-bbr_h2_rtt50_jitter0_loss2.png",
-                                                              "heatmap_cubic-vs-bbr_h3_rtt50_jitter0_loss2.png"}
+    assert {f.name for f in folder.glob("heatmap_*.png")} == {"heatmap_cubic-vs-bbr_h2_rtt50_jitter0_loss2.png"}
 
 
 @pytest.mark.vm

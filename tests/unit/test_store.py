@@ -538,14 +538,16 @@ def test_a_store_removed_or_replaced_mid_run_keeps_what_it_held_and_says_where(t
         path.unlink()
         path.write_text("someone else's file")
     # a trial that ends after the removal: everything is saved first, the trial written to the copy
-    # (issue 44: it was written to the open store, whose -wal beside the path overlaid a replacing file)
-    with pytest.raises(StoreError, match=r"campaign 1: 1 trial\(s\), seq 0 to 0\) and the write at hand were "
-                                         r"saved to") as e:
-        s.add_trial(_trial(cid, 1))
+    # (issue 44: it was written to the open store, whose -wal beside the path overlaid a replacing file),
+    # and the run told at its next look, between trials
+    s.add_trial(_trial(cid, 1))
+    with pytest.raises(StoreError, match=r"campaign 1: 1 trial\(s\), seq 0 to 0\) was saved to .*, with what was "
+                                         r"written after it; the run stops") as e:
+        s.ensure_present()
     saved = path if how == "folder removed" else path.with_name(f"r.rescued-{os.getpid()}.sqlite")
     assert str(saved) in str(e.value)
-    s.ensure_present()  # the copy is the store now
-    s.finish_campaign(cid, "failed", "then")  # the run's end lands in the copy
+    with pytest.raises(StoreError, match="was saved to"):
+        s.finish_campaign(cid, "failed", "then")  # the run's end lands in the copy, and is said again
     s.close()
     with st.Store(saved, read_only=True) as back:
         assert [t.seq for t in back.trials([cid])] == [0, 1] and back.campaign(cid)["status"] == "failed"
@@ -571,8 +573,9 @@ def test_a_store_replaced_by_another_store_mid_run_reads_as_that_store(tmp_path)
         s.add_trial(_trial(cid, i, run_index=i))
     shutil.copy(other, tmp_path / "new.sqlite")
     os.replace(tmp_path / "new.sqlite", path)
+    s.add_trial(_trial(cid, 3, run_index=3))  # into the saved copy
     with pytest.raises(StoreError, match="replaced by another file"):
-        s.add_trial(_trial(cid, 3, run_index=3))
+        s.ensure_present()
     s.close()
     with st.Store(path, read_only=True) as back:
         assert len(back.trials([oc])) == 30 and back.campaign(oc)["name"] == "theirs"
