@@ -21,7 +21,7 @@ class StandIn:
         return "driver"
 
     @staticmethod
-    def Service(path, service_args):
+    def Service(path, service_args, **kw):  # env, popen_kw: the sandbox's (browsers.sandbox)
         return (path, service_args)
 
 
