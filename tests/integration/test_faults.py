@@ -94,8 +94,8 @@ def test_a_killed_chromedriver_leaves_no_browser_loading_into_the_next_trial(tmp
         # a killed Chromium's temporary folders (and its crash reporter's files) are left behind: they
         # must be in the run folder, which goes
         env = dict(v.split(b"=", 1) for v in Path(f"/proc/{chromium[0]}/environ").read_bytes().split(b"\0") if b"=" in v)
-        tmp = f"{topology.RUN_DIR}/{prefix}/tmp".encode()
-        assert (env.get(b"TMPDIR"), env.get(b"XDG_CONFIG_HOME")) == (tmp, tmp + b"/config"), env
+        home = f"{topology.RUN_DIR}/{prefix}/browser".encode()  # the browsers' user's (browsers.sandbox)
+        assert (env.get(b"TMPDIR"), env.get(b"XDG_CONFIG_HOME")) == (home + b"/tmp", home + b"/config"), env
         time.sleep(3)
         os.kill(driver[0], signal.SIGKILL)
         starts = {c: procs.start_time(c) for c in chromium}
