@@ -143,16 +143,21 @@ class Testbed:
                                   server_pid=self.server.proc.pid)
         if self.with_browser:
             self.worker = BrowserWorker(self.plan.client_ns, self.plan.run_dir / "browser-worker.log", self.browser)
-            if self.sandbox_ids:  # the browsers' user: its home and the profiles are its own, the run folder passable
-                sandbox.give(self.sandbox_ids, *sandbox.home_folders(self.sandbox_home), self.plan.run_dir / "profiles")
-                self.plan.run_dir.chmod(0o711)
-                self.worker.env = sandbox.worker_env(self.sandbox_home)
+            self._sandbox_worker()
             self._stack.callback(self.worker.stop)
             hello = self.worker.start()
             self.worker_versions = hello.get("versions", {})
 
     def close(self) -> None:
         self._stack.close()
+
+    def _sandbox_worker(self) -> None:
+        """Under the sandbox: the browsers' user's home and the profiles its own, the run folder passable,
+        the worker told (browsers.sandbox)."""
+        if self.sandbox_ids:
+            sandbox.give(self.sandbox_ids, *sandbox.home_folders(self.sandbox_home), self.plan.run_dir / "profiles")
+            self.plan.run_dir.chmod(0o711)
+            self.worker.env = sandbox.worker_env(self.sandbox_home)
 
     @property
     def sandbox_home(self) -> Path:
@@ -555,6 +560,7 @@ class RemoteTestbed(Testbed):
         self.pcap_filter.write_text(f"host {addr}\n")
         if self.with_browser:
             self.worker = BrowserWorker(None, self._plan.run_dir / "browser-worker.log", self.browser)
+            self._sandbox_worker()
             self._stack.callback(self.worker.stop)
             self.worker_versions = self.worker.start().get("versions", {})
 
