@@ -556,10 +556,14 @@ def _sweep(profile_dir: str, out: dict) -> None:
     from plt_bench import procs
     procs.reap_children()  # the browser's exited processes, reparented here
     table = procs.table()  # one walk of /proc: parents, states and command lines
-    mine = procs.descendants({p: row[0] for p, row in table.items()}, os.getpid())
-    mine |= {p for p, row in table.items() if profile_dir in row[2] and p != os.getpid()}
-    strays = {p for p in mine if table[p][1] != "Z"}
-    left = procs.kill_and_reap(strays, reap=True) if strays else []
+    below = procs.descendants({p: row[0] for p, row in table.items()}, os.getpid())
+    named = {p for p, row in table.items() if profile_dir in row[2] and p != os.getpid()} - below
+    strays = {p for p in below | named if table[p][1] != "Z"}
+    # what is below the worker is waited for until reaped, zombies too: a browser's process whose
+    # parent (the driver) dies in this kill is reparented here after the kill's last wait; left a
+    # zombie, it outlived the testbed where the machine's init does not reap (a container's)
+    left = procs.kill_and_reap(below, reap=True, until_reaped=True) if below else []
+    left += procs.kill_and_reap({p for p in named if table[p][1] != "Z"}, reap=True) if named else []
     out["strays_killed"] = len(strays)
     out["strays_left"] = left
 
@@ -617,6 +621,7 @@ def main() -> int:
             reply = ans
         print(json.dumps(reply), flush=True)
     discard()  # the parent closed the pipe: a prepared browser goes with the worker
+    procs.reap_children()
     return 0
 
 

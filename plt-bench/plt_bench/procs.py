@@ -16,11 +16,12 @@ from typing import Iterable
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
-def become_subreaper() -> None:
-    """Orphaned descendants are reparented to this process (not PID 1), so it can still find them."""
+def become_subreaper(on: bool = True) -> None:
+    """Orphaned descendants are reparented to this process (not PID 1), so it can still find them
+    (on=False: no longer)."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
