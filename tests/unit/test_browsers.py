@@ -122,6 +122,34 @@ def test_firefox_s_http_log_tells_each_http3_session_s_0rtt_after_the_boundary(t
     assert zero_rtt_summary(ev["quic_zero_rtt"]) == "succeeded 1, rejected 1, not attempted 1"
 
 
+def test_a_transaction_address_firefox_reuses_counts_for_the_session_it_was_on_when_it_ended(tmp_path):
+    """Issue 44, item 13: 3 of 20 Firefox repeat visits reported the page's own origin NotAttempted.
+    Its log (kept) showed the navigation's request accepted in 0-RTT; then Firefox freed that
+    transaction and gave its address to a request on another origin's session. Read as a map, the
+    later AddStream took the earlier Finish0RTT away. Each Finish0RTT counts for the session its
+    transaction is on when it ends."""
+    import datetime
+    stamp = "2026-11-27 04:20:49.{:06d} UTC - [Parent 17990: Socket Thread]: "
+    lines = [
+        "I/nsHttp Http3Session::Init origin=plt.test, alpn=h3, selfAddr=0.0.0.0, peerAddr=198.19.243.2, "
+        "qpack table size=65536, max blocked streams=20 webtransport=0 [this=7fa27f920500]",
+        "I/nsHttp Http3Session::AddStream 7fa27f920500 atrans=7fa2723b6f00.",
+        "D/nsHttp nsHttpTransaction::Finish0RTT 7fa2723b6f00 aRestart=0 aAlpnChanged=0",
+        "I/nsHttp Http3Session::Init origin=plt-o1.test, alpn=h3, selfAddr=0.0.0.0, peerAddr=198.19.243.11, "
+        "qpack table size=65536, max blocked streams=20 webtransport=0 [this=7fa27f939a00]",
+        "I/nsHttp Http3Session::AddStream 7fa27f939a00 atrans=7fa273f38d00.",
+        "I/nsHttp Http3Session::AddStream 7fa27f939a00 atrans=7fa2723b6f00.",  # the address again
+        "D/nsHttp nsHttpTransaction::Finish0RTT 7fa273f38d00 aRestart=0 aAlpnChanged=0",
+        "D/nsHttp nsHttpTransaction::Finish0RTT 7fa2723b6f00 aRestart=0 aAlpnChanged=0",
+    ]
+    log = tmp_path / "netlog.moz_log"
+    log.write_text("".join(stamp.format(629000 + i) + text + "\n" for i, text in enumerate(lines)))
+    boundary = datetime.datetime(2026, 11, 27, 4, 20, 49, tzinfo=datetime.timezone.utc).timestamp()
+    ev = firefox.http_log_evidence(str(log), boundary)
+    assert [(s["origin"], s["zero_rtt"], s["early_transactions"]) for s in ev["http3_sessions"]] == [
+        ("plt.test", "AttemptedAndSucceeded", 1), ("plt-o1.test", "AttemptedAndSucceeded", 2)]
+
+
 def test_firefox_s_own_log_is_every_process_s_file(tmp_path):
     for name in ("netlog.moz_log", "netlog.child-1.moz_log", "netlog.child-12.moz_log", "other.moz_log"):
         (tmp_path / name).write_text("")
