@@ -155,7 +155,15 @@ def foreign(with_up: bool = True) -> dict:
         pids |= procs.descendants(parents, os.getppid()) - mine
     probes = {ns for ns in topology.existing_namespaces() if (m := topology.PROBE_RE.match(ns))
               and int(m.group(1)) not in mine and Path(f"/proc/{m.group(1)}").exists()}
-    return {"prefixes": prefixes, "pids": pids, "probes": probes, "alive": set(table)}
+    # a live recording from the web of another's (record.WebNamespace): its namespace and its processes
+    from plt_bench import record
+    webns = {ns for ns in topology.existing_namespaces() if (m := record.WEB_NS_RE.fullmatch(ns))
+             and int(m.group(1)) not in mine and procs.same_process(int(m.group(1)), m.group(2))}
+    if webns:
+        inodes = {f"net:[{os.stat(f'/run/netns/{ns}').st_ino}]" for ns in webns if Path(f"/run/netns/{ns}").exists()}
+        pids |= {pid for pid, (_, _, line) in table.items()
+                 if any(f"/run/netns/{ns} " in line + " " for ns in webns) or procs.netns_of(pid) in inodes}
+    return {"prefixes": prefixes, "pids": pids, "probes": probes | webns, "alive": set(table)}
 
 
 def _foreign_name(name: str, f: dict) -> bool:
@@ -188,7 +196,7 @@ def system_state(ns: str | None = None) -> dict:
     links = sorted(l.split(":")[1].strip().split("@")[0] for l in out(["ip", "-o", "link"]).splitlines())
     # the emulator by its binary's path ('/linkem '): a campaign's own command line may say '--link linkem'
     procs = out(["pgrep", "-af", "caddy run|/linkem |chromedriver|tcpdump -i|iperf3 -s|quinnserve --config|"
-                                 "dnsmasq --keep-in-foreground|plt_bench.replayd|geckodriver|firefox-esr"])
+                                 "dnsmasq --keep-in-foreground|plt_bench.replayd|geckodriver|firefox-esr|slirp4netns"])
     netns = [l.split()[0] for l in out(["ip", "netns", "list"]).splitlines()]
     run = sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else None
     etc = sorted(p.name for p in Path("/etc/netns").glob("pb*")) if ns is None else []  # a client's hosts, resolv.conf

@@ -4,8 +4,9 @@ beside the archive made of it (plt_bench.archive), so another tool can read what
 
 Two places to record from:
 - the web, on a machine that reaches the sites (no --serve): Chromium resolves and connects as any
-  browser does, from this machine's own network, and chooses its protocols itself (h3 where a site
-  offers it); nothing of a testbed is made (the suite never records from the web: it sends nothing
+  browser does, through this machine's network from a namespace of its own (WebNamespace: its own
+  loopback, a user-mode NAT out), and chooses its protocols itself (h3 where a site offers it);
+  nothing of a testbed is made (the suite never records from the web: it sends nothing
   beyond this machine);
 - folders served as they are (--serve HOST=DIR, once per host): a testbed comes up, Caddy's plain
   file server serves each folder under its host names, each on an address of its own (the first
@@ -18,6 +19,7 @@ har:NAME-1,har:NAME-2).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -167,6 +169,117 @@ def public_name(host: str) -> str | None:
     return None
 
 
+# A recording from the web loads in a network namespace of its own (issue 44): the browser, its driver
+# and DevTools listen on that namespace's loopback, which no local user reaches; its way out is
+# slirp4netns's user-mode NAT (TCP and UDP: QUIC too), which refuses the machine's own loopback
+# (--disable-host-loopback) and answers DNS at SLIRP_DNS from this machine's resolver. Nothing of the
+# machine's own network changes (no forwarding, no rule). Its name carries its maker's PID and start
+# time, as the spool's does, so that `clean` removes what a killed recording left.
+WEB_NS_PREFIX = "pbweb-"
+WEB_NS_RE = re.compile(re.escape(WEB_NS_PREFIX) + r"(\d+)-(\d+)")
+SLIRP_DNS = "10.0.2.3"
+SLIRP_READY_S = 10.0
+
+
+def web_ns_name(pid: int, start: str | int) -> str:
+    return f"{WEB_NS_PREFIX}{pid}-{start}"
+
+
+def web_ns_commands(name: str) -> list[list[str]]:
+    """The recording namespace's making (pure): the namespace and its loopback."""
+    return [["ip", "netns", "add", name], ["ip", "-n", name, "link", "set", "lo", "up"]]
+
+
+def slirp_argv(name: str, ready_fd: int, exit_fd: int) -> list[str]:
+    """slirp4netns for the namespace (pure): tap0 configured (10.0.2.100, the gateway 10.0.2.2),
+    the machine's loopback refused, seccomp on; it says ready on ready_fd and ends when exit_fd closes
+    (its maker gone, even by SIGKILL). Its own --enable-sandbox is not used: its mount namespace makes
+    /run/netns's mounts invalid for `ip netns exec` on machines whose /run/netns is a bind mount (this one)."""
+    return ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
+            f"--ready-fd={ready_fd}", f"--exit-fd={exit_fd}", "--netns-type=path", f"/run/netns/{name}", "tap0"]
+
+
+class WebNamespace:
+    """The recording's namespace with its way out, for a `with` block; its name is .name."""
+
+    def __init__(self) -> None:
+        from . import procs
+        self.name = web_ns_name(os.getpid(), procs.start_time(os.getpid()))
+        self.slirp = None
+        self._exit_w: int | None = None
+
+    def __enter__(self) -> "WebNamespace":
+        import select
+        import subprocess
+        from . import cmd
+        if shutil.which("slirp4netns") is None:
+            raise UsageError("record: slirp4netns is missing (the recording browser's way out of its own "
+                             "namespace); scripts/setup installs it")
+        try:
+            for argv in web_ns_commands(self.name):
+                cmd.run(argv)
+            etc = Path("/etc/netns") / self.name
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
+            ready_r, ready_w = os.pipe()
+            exit_r, self._exit_w = os.pipe()
+            os.set_inheritable(self._exit_w, False)
+            try:
+                self.slirp = subprocess.Popen(slirp_argv(self.name, ready_w, exit_r), pass_fds=(ready_w, exit_r),
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            finally:
+                os.close(ready_w)
+                os.close(exit_r)
+            try:
+                got = select.select([ready_r], [], [], SLIRP_READY_S)[0] and os.read(ready_r, 1)
+            finally:
+                os.close(ready_r)
+            if not got:
+                err = b""
+                if self.slirp.poll() is not None:
+                    err = self.slirp.stderr.read() or b""
+                raise UsageError(f"record: the recording namespace's way out (slirp4netns) did not come up "
+                                 f"within {SLIRP_READY_S:.0f}s: {err.decode(errors='replace').strip()[-300:]}")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._exit_w is not None:
+            os.close(self._exit_w)  # slirp4netns ends on its own
+            self._exit_w = None
+        if self.slirp is not None:
+            try:
+                self.slirp.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - then it is killed
+                self.slirp.kill()
+                self.slirp.wait()
+            if self.slirp.stderr:
+                self.slirp.stderr.close()
+            self.slirp = None
+        remove_web_ns(self.name)
+
+
+def remove_web_ns(name: str) -> None:
+    """The namespace and its resolver file, whatever is left of them."""
+    from . import cmd
+    if Path(f"/run/netns/{name}").exists():
+        cmd.run(["ip", "netns", "del", name], check=False)
+    shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
+
+
+def dead_web_namespaces(netns_dir: Path = Path("/run/netns")) -> list[str]:
+    """Recording namespaces whose maker is gone (killed)."""
+    from . import procs
+    out = []
+    for p in netns_dir.glob(f"{WEB_NS_PREFIX}*"):
+        m = WEB_NS_RE.fullmatch(p.name)
+        if m and not procs.same_process(int(m.group(1)), m.group(2)):
+            out.append(p.name)
+    return sorted(out)
+
+
 def new_spool() -> Path:
     """A recording's private scratch folder, named for its maker (SPOOL_RE)."""
     from . import procs
@@ -184,7 +297,7 @@ def dead_spools(tmp: Path | None = None) -> list[Path]:
     return out
 
 
-def clean_dead(tmp: Path | None = None) -> list[str]:
+def clean_dead(tmp: Path | None = None, netns_dir: Path = Path("/run/netns")) -> list[str]:
     """What a killed recording left: the browser worker and its browser, still loading (their command
     lines name its folder), ended; its folder (HAR, profile, log) removed. Returns what was removed."""
     from . import procs
@@ -200,6 +313,13 @@ def clean_dead(tmp: Path | None = None) -> list[str]:
             procs.kill_and_reap(sorted(pids), grace_s=2.0, timeout_s=2.0, until_reaped=True)
         shutil.rmtree(spool, ignore_errors=True)
         removed.append(f"{spool} (a recording whose maker was killed{f', and its {len(pids)} processes' if pids else ''})")
+    for name in dead_web_namespaces(netns_dir):
+        # its slirp4netns ended with its maker (exit fd); one still there (stopped) is ended here
+        slirp = [pid for pid, (_, _, line) in procs.table().items() if f"/run/netns/{name} " in line + " "]
+        if slirp:
+            procs.kill_and_reap(slirp, timeout_s=2.0, until_reaped=True)
+        remove_web_ns(name)
+        removed.append(f"namespace {name} (a recording from the web whose maker was killed)")
     return removed
 
 
@@ -258,27 +378,39 @@ def web_request(url: str, profile: Path, har: Path) -> dict:
             "timeout_s": RECORD_TIMEOUT_S, "await_s": 0.0, "gate": False, "mark": None, "sandbox": True}
 
 
-def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> list[tuple]:
-    """Record each URL from the web, as this machine reaches it (no testbed); returns [(Archive, notes)]."""
-    from .browsers import drivers
+@contextlib.contextmanager
+def web_browser(spool: Path):
+    """The browser worker of a recording from the web, started: in the recording's namespace
+    (WebNamespace), its browsers as the browsers' user with their sandbox on; stopped, and the
+    namespace removed, after."""
     from .browser import BrowserWorker
-    from .browsers import sandbox
+    from .browsers import drivers, sandbox
     ids = sandbox.user_ids()  # refused before anything starts when the browsers' user is missing
+    with WebNamespace() as ns:
+        worker = BrowserWorker(ns.name, spool / "browser-worker.log", drivers.resolve(None))
+        sandbox.give(ids, *sandbox.home_folders(spool / "browser"), spool / "profiles")
+        spool.chmod(0o711)  # passable, not readable, by the browsers' user: its own folders are inside
+        worker.env = sandbox.worker_env(spool / "browser")
+        try:
+            worker.start()
+            yield worker
+        finally:
+            worker.stop()
+
+
+def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> list[tuple]:
+    """Record each URL from the web, as this machine reaches it (no testbed: a namespace of the
+    recording's own, WebNamespace); returns [(Archive, notes)]."""
     spool = new_spool()
-    worker = BrowserWorker(None, spool / "browser-worker.log", drivers.resolve(None))
-    sandbox.give(ids, *sandbox.home_folders(spool / "browser"), spool / "profiles")
-    spool.chmod(0o711)  # passable, not readable, by the browsers' user: its own folders are inside
-    worker.env = sandbox.worker_env(spool / "browser")
     done = []
     try:
-        worker.start()
-        for url, name in zip(urls, names):
-            folder = spool / name
-            folder.mkdir()
-            answer = worker.load(web_request(url, spool / "profiles" / name, folder / "trial.har"),
-                                 RECORD_TIMEOUT_S + 120)
-            done.append(keep(answer, folder / "trial.har", url, name, sites, note))
+        with web_browser(spool) as worker:
+            for url, name in zip(urls, names):
+                folder = spool / name
+                folder.mkdir()
+                answer = worker.load(web_request(url, spool / "profiles" / name, folder / "trial.har"),
+                                     RECORD_TIMEOUT_S + 120)
+                done.append(keep(answer, folder / "trial.har", url, name, sites, note))
     finally:
-        worker.stop()
         shutil.rmtree(spool, ignore_errors=True)
     return done

@@ -616,8 +616,28 @@ def test_clean_ends_a_killed_recordings_processes_and_removes_its_folder(tmp_pat
     child = [p for p, (pp, _, _) in procs.table().items() if pp == worker.pid]
     assert child
     assert record.dead_spools(tmp_path) == [dead]
-    removed = record.clean_dead(tmp_path)
+    removed = record.clean_dead(tmp_path, netns_dir=tmp_path / "netns")  # the machine's namespaces: not this test's
     assert len(removed) == 1 and str(dead) in removed[0] and "2 processes" in removed[0]
     assert not dead.exists() and live.exists()
     worker.wait(5)
     assert not procs.alive(child[0])
+
+
+def test_a_recording_from_the_web_has_a_namespace_named_for_its_maker_and_a_way_out_without_loopback(tmp_path):
+    """Issue 44, item 1 (pure parts): the namespace's commands, slirp4netns's command line (the
+    machine's loopback refused; ready and exit pipes), and a dead maker's namespace found by name."""
+    import os
+    import subprocess
+    from plt_bench import procs, record
+    name = record.web_ns_name(1234, 5678)
+    assert name == "pbweb-1234-5678" and record.WEB_NS_RE.fullmatch(name)
+    assert record.web_ns_commands(name) == [["ip", "netns", "add", name], ["ip", "-n", name, "link", "set", "lo", "up"]]
+    argv = record.slirp_argv(name, 7, 8)
+    assert argv[0] == "slirp4netns" and "--disable-host-loopback" in argv and "--ready-fd=7" in argv
+    assert "--exit-fd=8" in argv and "--netns-type=path" in argv and argv[-2:] == [f"/run/netns/{name}", "tap0"]
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / record.web_ns_name(gone.pid, 1)).touch()
+    (tmp_path / record.web_ns_name(os.getpid(), procs.start_time(os.getpid()))).touch()
+    (tmp_path / "pb3-client").touch()
+    assert record.dead_web_namespaces(tmp_path) == [record.web_ns_name(gone.pid, 1)]
