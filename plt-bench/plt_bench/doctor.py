@@ -138,6 +138,10 @@ def tool_checks() -> list[Check]:
     dm = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if os.path.isfile("/usr/sbin/dnsmasq") else None)
     out.append(Check("dnsmasq", "ok" if dm else "warn", dm or "not found (only --discovery alt-svc and https-rr need it)",
                      "" if dm else f"{SETUP}: it installs Debian's dnsmasq-base", essential=False))
+    sl = shutil.which("slirp4netns")
+    out.append(Check("slirp4netns", "ok" if sl else "warn", sl or "not found (only record from the web needs it: "
+                     "its browser's way out of its own namespace)",
+                     "" if sl else f"{SETUP}: it installs Debian's slirp4netns", essential=False))
     from .link.linkem import LINKEM_HOW
     linkem = cmd.linkem_binary()
     out.append(Check("linkem", "ok" if linkem else "missing", str(linkem) if linkem else "not built, not on PATH",
