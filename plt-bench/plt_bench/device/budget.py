@@ -1,0 +1,68 @@
+"""A CPU budget for the whole browser (issue 45): the arithmetic, pure.
+
+`--cpu F` gives each of the browser's cores the fraction F of a core; `--cores N` (1 unless given)
+pins it to N cores. The kernel's CFS bandwidth control enforces it: in every period the browser's
+group runs for at most its quota, summed over its cores, then waits for the next period.
+
+The period is chosen for the budget, not fixed: the shortest period whose quota the kernel accepts
+(a quota under 1 ms is EINVAL, measured here). A throttled group is frozen for (period - quota) of
+every period, so a short period freezes the browser often and briefly, as a slower CPU would; a long
+one freezes it rarely and for long (at 0.25 of a core and a 100 ms period, 75 ms at a time: longer
+than many RTTs, and a burst of packets waits in the socket's receive buffer meanwhile, or is dropped
+from it). With a 1 ms quota the freeze is (1/F - 1) ms: 3 ms at 0.25, 9 ms at 0.1. WebPageTest's
+throttling makes the same choice (quota 1 ms, period 1 ms x factor).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIN_QUOTA_US = 1000        # the kernel refuses a smaller cfs_quota_us (EINVAL; measured 2026-11-26)
+MIN_PERIOD_US = 1000       # and a smaller cfs_period_us
+MAX_PERIOD_US = 1_000_000  # and a larger one
+SMALLEST_BUDGET = MIN_QUOTA_US / MAX_PERIOD_US  # 0.001 of a core
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What the kernel is asked for one budget. quota_us None: no quota (a full core on each of the
+    group's cores; the cpuset alone holds it)."""
+    budget_cores: float       # the requested fraction of a core, per core
+    cores: int                # the cores the group may run on (its cpuset's size)
+    period_us: int
+    quota_us: int | None
+
+    @property
+    def applied_cores(self) -> float:
+        """The fraction of a core per core that the quota gives (rounding to whole microseconds)."""
+        return 1.0 if self.quota_us is None else self.quota_us / self.period_us / self.cores
+
+    @property
+    def factor(self) -> float:
+        """How much slower one thread runs under it than on a full core: 1 / the applied budget."""
+        return 1.0 / self.applied_cores
+
+    @property
+    def freeze_ms(self) -> float:
+        """The longest time the group waits in a period once its quota is spent."""
+        return 0.0 if self.quota_us is None else (self.period_us - self.quota_us / self.cores) / 1000.0
+
+
+def quota_for(budget_cores: float, cores: int = 1) -> Quota:
+    """The quota and period of a budget (a fraction of a core per core) on `cores` cores: the
+    shortest period whose quota is at least MIN_QUOTA_US. ValueError for a budget outside (0, 1]
+    or below SMALLEST_BUDGET, or cores below 1."""
+    if cores < 1:
+        raise ValueError(f"cores must be 1 or more, not {cores}")
+    if not (0 < budget_cores <= 1):
+        raise ValueError(f"a budget is a fraction of a core in (0, 1], not {budget_cores:g}")
+    if budget_cores < SMALLEST_BUDGET:
+        raise ValueError(f"a budget below {SMALLEST_BUDGET:g} of a core needs a period over the kernel's "
+                         f"{MAX_PERIOD_US // 1000} ms")
+    if budget_cores == 1:
+        return Quota(budget_cores, cores, 100_000, None)
+    total = budget_cores * cores  # the group's share of one core's time, summed over its cores
+    period = max(MIN_PERIOD_US, math.ceil(MIN_QUOTA_US / total - 1e-9))
+    quota = max(MIN_QUOTA_US, round(total * period))
+    return Quota(budget_cores, cores, period, quota)

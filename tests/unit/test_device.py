@@ -1,0 +1,87 @@
+"""The visitor's device (issue 45), its pure parts: the quota arithmetic and the control groups'
+layout and settings, read from /proc texts as this machine and a cgroup v2 machine write them."""
+from pathlib import Path
+
+import pytest
+
+from plt_bench.device import budget, cgroup
+
+# this machine's (2026-11-27): cgroup v1 per controller, cgroup2 without controllers
+MOUNTS_V1 = """tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
+cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
+cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0
+cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0
+cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0
+cgroup /sys/fs/cgroup/pids cgroup rw,relatime,pids 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
+"""
+OWN_V1 = """9:name=systemd:/
+4:memory:/process_api/140dc
+3:cpuset:/
+2:cpuacct:/
+1:cpu:/
+0::/
+"""
+# a systemd machine's: cgroup2 alone
+MOUNTS_V2 = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
+OWN_V2 = "0::/user.slice/user-0.slice/session-3.scope\n"
+
+
+def test_a_budget_gets_the_shortest_period_whose_quota_the_kernel_takes():
+    """1 ms is the smallest quota (EINVAL below, measured): 0.25 of a core is 1 ms per 4 ms, frozen
+    3 ms at a time; a full core has no quota; several cores share one quota."""
+    q = budget.quota_for(0.25)
+    assert (q.quota_us, q.period_us, q.factor, q.freeze_ms) == (1000, 4000, 4.0, 3.0)
+    assert (budget.quota_for(0.5).period_us, budget.quota_for(0.1).period_us) == (2000, 10000)
+    assert budget.quota_for(1).quota_us is None and budget.quota_for(1).factor == 1.0
+    two = budget.quota_for(0.5, cores=2)
+    assert (two.quota_us, two.period_us, two.applied_cores) == (1000, 1000, 0.5)
+    odd = budget.quota_for(0.3)  # rounded to whole microseconds: what was applied is kept
+    assert odd.quota_us >= budget.MIN_QUOTA_US and abs(odd.applied_cores - 0.3) < 0.001
+    for bad in (0, -0.5, 1.5, 0.0005):
+        with pytest.raises(ValueError):
+            budget.quota_for(bad)
+    with pytest.raises(ValueError):
+        budget.quota_for(0.5, cores=0)
+
+
+def test_the_layout_is_v1_where_cpu_and_cpuset_are_v1_controllers_below_the_maker_s_own_group():
+    lay = cgroup.choose(MOUNTS_V1, OWN_V1, "")
+    assert lay.version == 1
+    f = lay.folders("plt-bench.pb3")
+    assert f["cpu"] == Path("/sys/fs/cgroup/cpu/plt-bench.pb3")
+    assert f["memory"] == Path("/sys/fs/cgroup/memory/process_api/140dc/plt-bench.pb3")  # a container's own
+    assert set(f) == {"cpu", "cpuset", "cpuacct", "memory"}
+
+
+def test_the_layout_is_v2_where_cgroup2_offers_cpu_and_cpuset_and_none_names_what_is_missing():
+    lay = cgroup.choose(MOUNTS_V2, OWN_V2, "cpuset cpu io memory pids")
+    assert lay.version == 2
+    assert lay.folders("plt-bench.pb3") == {
+        "cgroup2": Path("/sys/fs/cgroup/user.slice/user-0.slice/session-3.scope/plt-bench.pb3")}
+    with pytest.raises(cgroup.CgroupError, match="--cpu: .*offers io memory pids .*cpu and cpuset needed"):
+        cgroup.choose(MOUNTS_V2, OWN_V2, "io memory pids")
+    with pytest.raises(cgroup.CgroupError, match="no cgroup2 mounted"):
+        cgroup.choose("proc /proc proc rw 0 0\n", "", None)
+
+
+def test_a_budget_s_settings_come_in_the_order_the_kernel_needs():
+    q = budget.quota_for(0.25)
+    v1 = cgroup.choose(MOUNTS_V1, OWN_V1, "")
+    w = [(p.parent.name + "/" + p.name, v) for p, v in cgroup.settings(v1, "g", q, [1], "0", 512 << 20)]
+    assert w == [("g/cpuset.cpus", "1"), ("g/cpuset.mems", "0"), ("g/cpu.cfs_quota_us", "-1"),
+                 ("g/cpu.cfs_period_us", "4000"), ("g/cpu.cfs_quota_us", "1000"),
+                 ("g/memory.limit_in_bytes", str(512 << 20))]
+    v2 = cgroup.choose(MOUNTS_V2, OWN_V2, "cpuset cpu memory")
+    assert [(p.name, v) for p, v in cgroup.settings(v2, "g", budget.quota_for(1), [0, 1], "0")] == [
+        ("cpuset.cpus", "0,1"), ("cpu.max", "max 100000"), ("memory.max", "max")]
+
+
+def test_a_group_s_counters_are_read_in_nanoseconds_from_either_version():
+    v1 = cgroup.choose(MOUNTS_V1, OWN_V1, "")
+    a = cgroup.reading_from(v1, "nr_periods 340\nnr_throttled 264\nthrottled_time 742982237\nnr_bursts 0\n", "321123812\n")
+    assert a == cgroup.Reading(321123812, 340, 264, 742982237)
+    v2 = cgroup.choose(MOUNTS_V2, OWN_V2, "cpuset cpu")
+    b = cgroup.reading_from(v2, "usage_usec 5000\nuser_usec 4000\nnr_periods 10\nnr_throttled 4\nthrottled_usec 300\n", None)
+    assert b == cgroup.Reading(5_000_000, 10, 4, 300_000)
+    assert a.since(cgroup.Reading(1, 40, 64, 2)) == cgroup.Reading(321123811, 300, 200, 742982235)
