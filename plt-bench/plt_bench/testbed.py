@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -82,6 +83,9 @@ class Testbed:
         self.conditions: Conditions | None = None
         self.timing = link_mod.verify.Timing()  # this machine's own timing error, measured at open
         self.pcap_filter: Path | None = None  # tcpdump's filter file, where the interface carries other traffic
+        self.budget = None  # the browser's CPU budget now (device.budget.Quota), None: the machine's whole CPU
+        self.budget_cpus: list[int] = []
+        self.cpu_group = None  # its control group (device.cgroup.Group), made on the first budget
         self._stack = contextlib.ExitStack()
 
     @property
@@ -345,7 +349,11 @@ class Testbed:
                "args": args, **({"env": env} if env else {}), "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "visual": "visual" in self.capture.kinds,
                "paint_quiet_ms": paint_quiet_ms(self.conditions.rtt_ms if self.conditions else 0.0),
-               **({"sandbox": True} if self.sandbox_ids else {})}
+               **({"sandbox": True} if self.sandbox_ids else {}),
+               # through this process's root: `ip netns exec` mounts the namespace's own /sys over the
+               # worker's, which hides the control groups' file systems from it
+               **({"cgroup_procs": [f"/proc/{os.getpid()}/root{f / 'cgroup.procs'}" for f in self.cpu_group.folders.values()],
+                   "cpu_loop": True} if self.budget is not None else {})}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
             req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
@@ -393,13 +401,47 @@ class Testbed:
         req = {**self._request(proto, page, tag, capture_dir, visit, browser), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
                **({"expect_resources": list(expect)} if expect else {})}
+        before = self.cpu_group.read() if self.budget is not None else None
         try:
             ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S
                                    + (RESOURCE_WAIT_MS / 1000 if expect else 0.0))
         finally:
             if capture_dir is not None and self.sandbox_ids:  # the browser's capture files, the results' now
                 sandbox.move_staged(self._browser_writes(capture_dir, tag), capture_dir)
+        if before is not None:  # the group's own counters over the whole trial (its launch included)
+            used = self.cpu_group.read().since(before)
+            ans["cpu_group"] = {"budget_cores": self.budget.budget_cores, "applied_cores": self.budget.applied_cores,
+                                "cores": self.budget.cores, "cpus": self.budget_cpus,
+                                "quota_us": self.budget.quota_us, "period_us": self.budget.period_us,
+                                "usage_ms": used.usage_ns / 1e6, "periods": used.periods,
+                                "throttled_periods": used.throttled, "throttled_ms": used.throttled_ns / 1e6}
         return ans, uri
+
+    def set_budget(self, budget_cores: float | None, cores: int = 1) -> "object | None":
+        """The browser's CPU budget for the loads that follow (issue 45; device.budget): budget_cores
+        of a core on each of `cores` CPUs (this process's highest-numbered ones), every process the
+        trial's WebDriver starts inside the testbed's group, nothing else. None: no budget (the
+        WebDriver outside any group of ours). Returns the Quota applied. The group is made on the
+        first budget and removed with the testbed; CgroupError where the machine has no CPU controller."""
+        from .cpu import own_cpus
+        from .device import budget as budget_mod
+        from .device.cgroup import Group
+        from .errors import UsageError
+        if budget_cores is None:
+            self.budget = None
+            return None
+        mine = own_cpus()
+        if cores > len(mine):
+            raise UsageError(f"--cores: {cores}; this process may run on {len(mine)} CPU(s) ({', '.join(map(str, mine))})")
+        quota = budget_mod.quota_for(budget_cores, cores)
+        if self.cpu_group is None:
+            group = Group(self.plan.prefix)
+            self._stack.callback(group.remove)
+            self.cpu_group = group.make()
+        self.budget_cpus = list(mine[-cores:])
+        self.cpu_group.set(quota, self.budget_cpus)
+        self.budget = quota
+        return quota
 
     def _browser_writes(self, capture_dir: Path | None, tag: str) -> Path | None:
         """Where the browser writes a trial's capture files: the capture folder, or under the sandbox

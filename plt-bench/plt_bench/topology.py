@@ -277,6 +277,8 @@ def our_prefixes() -> list[str]:
         found |= {p.name for p in RUN_DIR.iterdir() if PREFIX_RE.match(p.name)}
     if NETNS_ETC.is_dir():
         found |= {m.group(1) for p in NETNS_ETC.iterdir() if (m := NS_RE.match(p.name))}
+    from .device.cgroup import testbed_prefixes_with_groups  # a browser's CPU budget (issue 45)
+    found |= {p for p in testbed_prefixes_with_groups() if PREFIX_RE.match(p)}
     return sorted(found, key=lambda p: int(p[2:]))
 
 
@@ -544,6 +546,8 @@ def teardown(prefix: str) -> list[str]:
             raise TopologyError(f"could not remove namespace {ns}: {res.stderr.strip()}")
         removed.append(ns)
     remove_client_etc(prefix)
+    from .device.cgroup import remove_testbed_group
+    remove_testbed_group(prefix)  # the browser's CPU budget's group (issue 45), its processes ended
     shutil.rmtree(RUN_DIR / prefix, ignore_errors=True)
     remove_empty_run_dir()
     return removed

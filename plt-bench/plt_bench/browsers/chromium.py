@@ -182,6 +182,8 @@ class Chromium(Browser):
         from selenium.common.exceptions import SessionNotCreatedException
         from selenium.webdriver.chrome.service import Service
         driver_path = self.binaries()[1]
+        from ..device.cgroup import joining
+        Service = joining(Service, req.get("cgroup_procs"))  # noqa: N806 - under a CPU budget, the driver in its group
         popen_kw, env = driver_launch(req)  # under the sandbox, chromedriver and Chromium are its user's
         for attempt in (1, 2):
             out["launch_attempts"] = attempt

@@ -164,6 +164,8 @@ class Firefox(Browser):
         from selenium.webdriver.firefox.options import Options
         from selenium.webdriver.firefox.service import Service
         browser, driver_path = self.binaries()
+        from ..device.cgroup import joining
+        Service = joining(Service, req.get("cgroup_procs"))  # noqa: N806 - under a CPU budget, the driver in its group
         os.environ.setdefault("MOZ_CRASHREPORTER_DISABLE", "1")  # no crash reporter beside the trial
         profile = req["profile_dir"]
         os.makedirs(profile, mode=0o700, exist_ok=True)

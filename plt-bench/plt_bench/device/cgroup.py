@@ -222,6 +222,27 @@ class Group:
         return left
 
 
+def joining(service_cls, procs_files):
+    """A Selenium Service class whose WebDriver process joins the group (its cgroup.procs files) as
+    soon as it is started: before any browser, which the driver starts only when the session is
+    asked for, after start() returns. Every browser process is then the group's by inheritance.
+    The class itself when there is no group."""
+    if not procs_files:
+        return service_cls
+
+    class Joining(service_cls):
+        def _start_process(self, path):
+            super()._start_process(path)
+            try:
+                for f in procs_files:
+                    _write(Path(f), str(self.process.pid))
+            except BaseException:
+                self.process.kill()
+                self.process.wait()
+                raise
+    return Joining
+
+
 def _write(path: Path, value: str) -> None:
     try:
         with open(path, "w") as f:
@@ -239,3 +260,25 @@ def leftover_groups(layout: Layout) -> list[str]:
         except OSError:
             pass
     return sorted(names)
+
+
+def remove_testbed_group(prefix: str) -> bool:
+    """A testbed's group wherever it is left (clean, teardown): its processes ended, its folders
+    removed. False when there was none (or no CPU controller to hold one)."""
+    try:
+        group = Group(prefix)
+    except (CgroupError, OSError):
+        return False
+    if not any(f.is_dir() for f in group.folders.values()):
+        return False
+    group.remove()
+    return True
+
+
+def testbed_prefixes_with_groups() -> set[str]:
+    """The testbeds (pbN) that have a group on this machine."""
+    try:
+        layout = machine_layout()
+    except (CgroupError, OSError):
+        return set()
+    return {n[len(GROUP_PREFIX):] for n in leftover_groups(layout)}
