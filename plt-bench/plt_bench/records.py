@@ -73,7 +73,7 @@ class WorkerAnswer(TypedDict, total=False):
     visual: dict                # the load's visual progress (plt_bench.visual.metrics) or {"error"}, when asked
     resources_waited: dict      # objects whose entries were waited for (expect_resources): {"missing", "waited_ms"}
     cpu_loop: dict              # under a CPU budget: a fixed JavaScript loop's times after the load
-    #                             (browser_worker.CPU_LOOP_JS): {"times_ms": [...], "first_ms"} or {"error"}
+    #                             (browser_worker.CPU_LOOP_JS): {"times_ms": [...]} or {"error"}
     cpu_group: dict             # under a CPU budget: its quota and the group's counters over the trial
     #                             (Testbed.load: usage_ms, periods, throttled_periods, throttled_ms)
 

@@ -353,7 +353,8 @@ class Testbed:
                # through this process's root: `ip netns exec` mounts the namespace's own /sys over the
                # worker's, which hides the control groups' file systems from it
                **({"cgroup_procs": [f"/proc/{os.getpid()}/root{f / 'cgroup.procs'}" for f in self.cpu_group.folders.values()],
-                   "cpu_loop": True} if self.budget is not None else {})}
+                   "cpu_loop": {"usage": [f"/proc/{os.getpid()}/root{self.cpu_group.usage_file()[0]}",
+                                          self.cpu_group.usage_file()[1]]}} if self.budget is not None else {})}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
             req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:

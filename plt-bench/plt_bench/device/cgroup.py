@@ -163,6 +163,13 @@ def machine_layout() -> Layout:
     return choose(mounts, own, ctrls)
 
 
+def usage_ns(kind: str, text: str) -> int:
+    """A group's CPU time in ns from its usage file's text (pure): v1's cpuacct.usage, v2's cpu.stat."""
+    if kind == "cpuacct":
+        return int(text.strip() or 0)
+    return parse_stat(text).get("usage_usec", 0) * 1000
+
+
 class Group:
     """One testbed's browser group: made with a budget, joined by each trial's WebDriver, read around
     each trial, and removed (its processes ended first) on every ending."""
@@ -194,6 +201,12 @@ class Group:
         """Put a process (and so the children it starts from now on) into the group, in every hierarchy."""
         for folder in self.folders.values():
             _write(folder / "cgroup.procs", str(pid))
+
+    def usage_file(self) -> tuple[Path, str]:
+        """The file that holds the group's CPU time, and its kind (usage_ns)."""
+        if self.layout.version == 2:
+            return self.folders["cgroup2"] / "cpu.stat", "cpu.stat"
+        return self.folders["cpuacct"] / "cpuacct.usage", "cpuacct"
 
     def pids(self) -> set[int]:
         out: set[int] = set()

@@ -1,0 +1,67 @@
+"""The visitor's device (issue 45) through the real testbed: a CPU budget holds every process of the
+browser and nothing else, and slows the page's own script by its factor, in both browsers."""
+import statistics
+import time
+
+import pytest
+
+from plt_bench import procs
+from plt_bench.cmd import PROJECT_ROOT
+from plt_bench.conditions import Conditions
+from plt_bench.testbed import Testbed
+
+from ..conftest import system_state, unjudged
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+COND = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=20)
+# the loop's slowdown at a quarter of a core, as judged here: 4 within this (measured: see docs/results.md)
+TOLERANCE = 0.25
+CONTENDED = 2.0  # a full-speed loop this much slower than its CPU time: the machine's other load binds
+
+
+@pytest.mark.parametrize("browser", ["chromium", "firefox"])
+def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_script_4x(browser):
+    """Under --cpu 0.25 the WebDriver and every browser process it starts are in the testbed's group
+    and nothing else is (not the worker, the server or the link emulator); the group is throttled;
+    a fixed JavaScript loop in the page takes about 4 times its CPU time (at a full core, budget 1:
+    the same CPU and no quota, about 1). The group is gone with the testbed."""
+    before = system_state()
+    with Testbed(PROJECT_ROOT / "sites", index=249, browser_names=(browser,), conditions=[COND]) as bed:
+        bed.set_conditions(COND)
+        bed.set_budget(0.25)
+        bed.prepare("h2", "index_5KB.html", browser=browser)  # started under the budget, idle
+        worker = bed.worker.proc.pid
+        deadline, group, below = time.monotonic() + 60, set(), set()
+        while time.monotonic() < deadline and len(group) < 3:  # the driver, the browser and a child of it
+            time.sleep(0.5)
+            group = bed.cpu_group.pids()
+        table = procs.table()
+        below = procs.descendants({p: row[0] for p, row in table.items()}, worker)
+        group = bed.cpu_group.pids()
+        assert len(group) >= 3, group
+        assert worker not in group and group <= below | (group - set(table)), (group, below)
+        assert below - {p for p in below if table[p][1] == "Z"} <= group | (below - set(procs.table())), (below, group)
+        bed.discard_prepared()
+        slowdown: dict[float, list[float]] = {}
+        throttled: dict[float, int] = {}
+        for share in (1.0, 0.25, 1.0, 0.25):
+            bed.set_budget(share)
+            ans, _ = bed.load("h2", "index_5KB.html", 60.0, browser=browser)
+            assert not ans.get("error"), ans.get("error")
+            assert "error" not in ans["cpu_loop"], ans["cpu_loop"]
+            slowdown.setdefault(share, []).append(ans["cpu_loop"]["slowdown"])
+            throttled[share] = throttled.get(share, 0) + ans["cpu_group"]["throttled_periods"]
+            assert ans["cpu_group"]["quota_us"] == (None if share == 1.0 else 1000)
+        group_folders = list(bed.cpu_group.folders.values())
+    assert throttled[1.0] == 0 and throttled[0.25] > 0, throttled
+    assert not any(f.exists() for f in group_folders), "the group outlived the testbed"
+    assert system_state() == before
+    # the loop's wall time over the group's CPU time: 1 at a full core the machine leaves alone, the
+    # budget's factor under a quota that binds; where the machine's other load already held the full-
+    # speed loop below half a core, it is that load that the quarter's figure measures
+    full, quarter = max(slowdown[1.0]), statistics.median(slowdown[0.25])
+    if full > CONTENDED:
+        return unjudged(f"the full-speed loop ran {full:.2f}x slower than its CPU time on this machine: its other "
+                        "load, not the budget, decides the quarter's figure")
+    assert abs(quarter / 4.0 - 1) <= TOLERANCE, (slowdown, TOLERANCE)
