@@ -191,6 +191,8 @@ class Cell:
     cc: str = "cubic"  # the TCP congestion control on the testbed's routes (h3 runs quic-go's own whatever it is)
     browser: str = "chromium"  # the browser that loads it (plt_bench.browsers)
     server: str = "caddy"  # the server that serves it (plt_bench.servers)
+    cpu: float | None = None  # the browser's CPU budget, a fraction of a core per core (plt_bench.device); None: none
+    cores: int = 1  # ... on this many CPUs
 
     def __post_init__(self):
         if self.proto not in protocols.ALL_NAMES:
@@ -203,6 +205,10 @@ class Cell:
             raise ValueError(f"Cell: browser {self.browser!r}; expected one of {', '.join(BROWSERS)}")
         if self.server not in SERVERS:
             raise ValueError(f"Cell: server {self.server!r}; expected one of {', '.join(SERVERS)}")
+        if self.cpu is not None and not (0 < self.cpu <= 1):
+            raise ValueError(f"Cell: CPU budget {self.cpu!r}; expected a fraction of a core in (0, 1]")
+        if self.cores < 1:
+            raise ValueError(f"Cell: cores {self.cores!r}; expected 1 or more")
 
     @property
     def size_bytes(self) -> int:

@@ -304,6 +304,24 @@ class Trial:
                                         "{\"page\": next hop of the page, \"per_origin\": {host: {protocol: requests}}, "
                                         "\"first_h3_ms\": the first request over h3, from startTime (null: none)}; "
                                         "None for a forced trial, whose protocol is the one asked", None)
+    cpu_budget: float | None = doc("the browser's CPU budget (--cpu; plt_bench.device): the fraction of a core on each "
+                                   "of its cpu_cores, every browser process and its WebDriver inside it; None: no "
+                                   "budget (the machine's whole CPU), as for every trial before schema 24", None)
+    cpu_cores: int | None = doc("the CPUs the budgeted browser could run on (--cores); None: no budget", None)
+    cpu_quota_us: int | None = doc("the budget's CFS quota per period as applied (None with a budget: a full core "
+                                   "on each CPU, no quota)", None)
+    cpu_period_us: int | None = doc("the budget's CFS period (device.budget: the shortest whose quota the kernel "
+                                    "takes, 1 ms / budget)", None)
+    cpu_slowdown: float | None = doc("a fixed JavaScript loop's wall time over the browser group's CPU time while it "
+                                     "ran, after the load (browser_worker.CPU_LOOP_JS): 1 at a full core the machine "
+                                     "leaves alone, the budget's factor (about 4 at 0.25) when the budget binds", None)
+    cpu_group_ms: float | None = doc("CPU time the browser's group used over the trial, its launch and the loop "
+                                     "included (the group's own counter)", None)
+    cpu_throttled_periods: int | None = doc("periods of the trial in which the group ran out of its quota", None)
+    cpu_throttled_ms: float | None = doc("time the group waited for its next period over the trial", None)
+    udp_rcvbuf_errors: int | None = doc("UDP datagrams the client's kernel dropped for a full receive buffer during "
+                                        "the trial (RcvbufErrors of /proc/net/snmp in the client's namespace): a "
+                                        "quota's freezes can drop bursts a steadily slower CPU would not", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
     damaged: tuple[str, ...] = dataclasses.field(default=(), compare=False, metadata={

@@ -16,6 +16,7 @@ from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
 from .cpu import bound as cpu_bound
 from .cpu import cpu_list, own_cpus
+from .device.budget import budget_problem, quota_for
 from .errors import LinkError, ServerError, TestbedBroken
 from .link.counters import DeliveryCounter
 from .metadata import utc_now
@@ -244,8 +245,11 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         if status == "ok" and why:
             status, reason = "failed", why
         workload_fields = latency.figures(page, answer.get("resources"))
+    budget = budget_fields(answer)
     problem = ev.link_dead or foreign_traffic_problem(ev.foreign) or link_fidelity_problem(
-        ev.link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or ev.stalled
+        ev.link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or ev.stalled or (
+        budget_problem(quota_for(cell.cpu, cell.cores), answer.get("cpu_loop"), answer.get("cpu_group"))
+        if cell.cpu is not None and status == "ok" else None)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     elif status == "failed" and cell.conditions.traced and (
@@ -280,8 +284,20 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         server_bytes=srv.get("size"), server_cc=srv.get("cc"), nav_json=json.dumps(nav) if nav else None,
         link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
         protocol_mix_json=json.dumps(mix) if mix else None,
-        **workload_fields, **t, **replayed,
+        **workload_fields, **t, **replayed, **budget,
         **ev.extra)
+
+
+def budget_fields(answer: WorkerAnswer) -> dict:
+    """A budgeted trial's CPU budget and its proof (records.Trial: cpu_budget ... udp_rcvbuf_errors);
+    nothing for a trial without one."""
+    group, loop = answer.get("cpu_group"), answer.get("cpu_loop") or {}
+    if not group:
+        return {}
+    return {"cpu_budget": group["budget_cores"], "cpu_cores": group["cores"], "cpu_quota_us": group["quota_us"],
+            "cpu_period_us": group["period_us"], "cpu_slowdown": loop.get("slowdown"),
+            "cpu_group_ms": round(group["usage_ms"], 3), "cpu_throttled_periods": group["throttled_periods"],
+            "cpu_throttled_ms": round(group["throttled_ms"], 3), "udp_rcvbuf_errors": group.get("udp_rcvbuf_errors")}
 
 
 def visit_fields(page, answer: WorkerAnswer, server_entries: list[dict] | None) -> dict:
@@ -352,6 +368,9 @@ def _ready(bed: Testbed, cell: Cell) -> None:
     except ServerError as e:  # a server that would not start: the testbed cannot run the campaign on
         raise TestbedBroken(f"switching to {cell.server}: {e}") from e
     bed.set_cc(cell.cc)
+    now = (bed.budget.budget_cores, bed.budget.cores) if bed.budget is not None else None
+    if now != ((cell.cpu, cell.cores) if cell.cpu is not None else None):
+        bed.set_budget(cell.cpu, cell.cores)  # the browser's CPU budget (plt_bench.device)
 
 
 @dataclasses.dataclass

@@ -70,6 +70,9 @@ Schema history (SCHEMA_VERSION):
  23 - paint metrics read once the page has settled (browser_worker.PAINT_JS): trials gain
       paint_wait_ms (how long after the load; NULL for every older trial, read 50 ms after its last
       LCP record).
+ 24 - the browser's CPU budget (plt_bench.device): trials gain cpu_budget, cpu_cores, cpu_quota_us,
+      cpu_period_us, cpu_slowdown, cpu_group_ms, cpu_throttled_periods, cpu_throttled_ms and
+      udp_rcvbuf_errors (NULL for every older trial: no budget, the machine's whole CPU).
 """
 
 from __future__ import annotations
@@ -87,7 +90,9 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 24
+V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_slowdown", "cpu_group_ms",
+               "cpu_throttled_periods", "cpu_throttled_ms", "udp_rcvbuf_errors")
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -485,6 +490,11 @@ class Store:
             new = dict((name, decl) for name, decl, _ in records.columns())
             self.db.execute(f"ALTER TABLE trials ADD COLUMN paint_wait_ms {new['paint_wait_ms']}")
             version = 23
+        if version == 23:  # 23 -> 24: the browser's CPU budget and its proof (none for every older trial)
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in V24_COLUMNS:
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            version = 24
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -403,6 +403,7 @@ class Testbed:
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
                **({"expect_resources": list(expect)} if expect else {})}
         before = self.cpu_group.read() if self.budget is not None else None
+        drops0 = self._rcvbuf_errors() if before is not None else None
         try:
             ans = self.worker.load(req, timeout_s + await_s + settle_s + WORKER_ALLOWANCE_S
                                    + (RESOURCE_WAIT_MS / 1000 if expect else 0.0))
@@ -416,7 +417,18 @@ class Testbed:
                                 "quota_us": self.budget.quota_us, "period_us": self.budget.period_us,
                                 "usage_ms": used.usage_ns / 1e6, "periods": used.periods,
                                 "throttled_periods": used.throttled, "throttled_ms": used.throttled_ns / 1e6}
+            drops1 = self._rcvbuf_errors()
+            ans["cpu_group"]["udp_rcvbuf_errors"] = drops1 - drops0 if None not in (drops0, drops1) else None
         return ans, uri
+
+    def _rcvbuf_errors(self) -> int | None:
+        """UDP datagrams the browser's namespace dropped for a full receive buffer so far (the worker
+        lives there: its /proc/PID/net is the namespace's)."""
+        from .device.budget import rcvbuf_errors
+        try:
+            return rcvbuf_errors(Path(f"/proc/{self.worker.proc.pid}/net/snmp").read_text())
+        except (OSError, AttributeError):
+            return None
 
     def set_budget(self, budget_cores: float | None, cores: int = 1) -> "object | None":
         """The browser's CPU budget for the loads that follow (issue 45; device.budget): budget_cores

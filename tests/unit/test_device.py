@@ -85,3 +85,24 @@ def test_a_group_s_counters_are_read_in_nanoseconds_from_either_version():
     b = cgroup.reading_from(v2, "usage_usec 5000\nuser_usec 4000\nnr_periods 10\nnr_throttled 4\nthrottled_usec 300\n", None)
     assert b == cgroup.Reading(5_000_000, 10, 4, 300_000)
     assert a.since(cgroup.Reading(1, 40, 64, 2)) == cgroup.Reading(321123811, 300, 200, 742982235)
+
+
+def test_a_trial_is_under_its_budget_only_when_the_loop_runs_the_factor_slower_and_the_quota_bit():
+    q = budget.quota_for(0.25)
+    held = {"slowdown": 4.1}
+    assert budget.budget_problem(q, held, {"throttled_periods": 300}) is None
+    assert budget.budget_problem(None, None, None) is None  # no budget, nothing to prove
+    assert budget.budget_problem(q, {"slowdown": 6.0}, {"throttled_periods": 300}).startswith(budget.MACHINE_HELD_BACK)
+    assert budget.budget_problem(q, {"slowdown": 1.1}, {"throttled_periods": 300}).startswith(budget.BUDGET_NOT_HELD)
+    assert "never throttled" in budget.budget_problem(q, held, {"throttled_periods": 0})
+    assert "proof is missing" in budget.budget_problem(q, {"error": "JavascriptException: x"}, {})
+    full = budget.quota_for(1)  # a full core: no quota to bite, the loop at its CPU time
+    assert budget.budget_problem(full, {"slowdown": 1.05}, {"throttled_periods": 0}) is None
+
+
+def test_udp_receive_buffer_drops_are_read_from_the_namespace_s_snmp_counters():
+    snmp = ("Ip: Forwarding DefaultTTL\nIp: 2 64\n"
+            "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n"
+            "Udp: 4 0 7 4 7 0 0 0 0\nUdpLite: InDatagrams\nUdpLite: 0\n")
+    assert budget.rcvbuf_errors(snmp) == 7
+    assert budget.rcvbuf_errors("Ip: a\nIp: 1\n") is None

@@ -237,7 +237,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "visit_json", "trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256",
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
              "visually_complete_ms", "browser", "server", "server_cc", "discovery",
-             "protocol_mix_json", "paint_wait_ms")  # the columns of versions 12 to 23
+             "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS)  # the columns of versions 12 to 24
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -277,6 +277,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
 V20 = ("server", "server_cc")  # what schema 20 added
 V22 = ("discovery", "protocol_mix_json")  # ... and schema 22
 V23 = ("paint_wait_ms",)  # ... and schema 23
+V24 = st.V24_COLUMNS  # ... and schema 24
 
 
 def _store_before(path, monkeypatch, dropped, version, trials, slot_without=()) -> int:
@@ -307,7 +308,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
     and reports the same figures before and after."""
     from plt_bench.analysis import report
     path = tmp_path / "v19.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23, 19, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 19, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
                                                      for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
     db = sqlite3.connect(path)
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
@@ -317,7 +318,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-5] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(5 + len(V24))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -333,7 +334,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v20.sqlite"
-    cid = _store_before(path, monkeypatch, V22 + V23, 20, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2,
+    cid = _store_before(path, monkeypatch, V22 + V23 + V24, 20, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2,
                                                            server="caddy")
                                                     for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)],
                         slot_without=("server",))
@@ -349,7 +350,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
         text = report.format_text(report.build(s, [cid]))
     assert st.stored_version(path) == st.SCHEMA_VERSION
     db = sqlite3.connect(path)
-    assert [r[:-3] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(3 + len(V24))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -369,7 +370,7 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23, 18, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 18, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
                                                      for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
     old = st.slot_constraint(V20).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
@@ -617,3 +618,25 @@ def test_a_second_campaign_writing_the_same_store_is_not_taken_for_a_change_in_p
     b.close()
     with st.Store(path, read_only=True) as back:
         assert len(back.trials([ca, cb])) == 1200
+
+
+def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_before(tmp_path, monkeypatch):
+    """Schema 24 (issue 45): a store written before the CPU budget opens, its trials read with no
+    budget (cpu_budget and its proof NULL: the machine's whole CPU, as they ran), its report unchanged."""
+    from plt_bench.analysis import report
+    path = tmp_path / "v23.sqlite"
+    cid = _store_before(path, monkeypatch, V24, 23, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
+                                                     for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
+    db = sqlite3.connect(path)
+    before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        text = report.format_text(report.build(s, [cid]))
+        got = s.trials([cid])
+        assert len(got) == 6 and {(t.cpu_budget, t.cpu_slowdown, t.udp_rcvbuf_errors) for t in got} == {(None, None, None)}
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 24
+    assert [r[:-len(V24)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    db.close()
+    with st.Store(path) as s:
+        assert report.format_text(report.build(s, [cid])) == text
