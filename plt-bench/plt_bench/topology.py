@@ -500,7 +500,10 @@ def leftovers(besides: frozenset[str] = frozenset()) -> dict:
     prefixes of testbeds to leave out (those that were already there, alive, when one looked before)."""
     ns = [n for n in existing_namespaces()
           if PROBE_RE.match(n) or ((m := NS_RE.match(n)) and m.group(1) not in besides)]
-    dirs = sorted(p.name for p in RUN_DIR.iterdir() if p.name not in besides) if RUN_DIR.is_dir() else []
+    # a cluster worker's entries (worker-pbN.json, worker-pbN.dask) go with its testbed's prefix
+    dirs = sorted(p.name for p in RUN_DIR.iterdir() if p.name not in besides
+                  and (p.name[len("worker-"):].split(".")[0] if p.name.startswith("worker-") else p.name)
+                  not in besides) if RUN_DIR.is_dir() else []
     theirs = {pid for prefix in besides for pid in _our_processes(prefix)}
     return {"namespaces": ns, "run_dirs": dirs, "processes": [p for p in _our_processes() if p not in theirs]}
 

@@ -484,3 +484,16 @@ def test_the_server_table_names_caddy_and_its_log_comes_back_in_protocol_terms()
     nav = {"responseStatus": 200, "nextHopProtocol": "h2", "decodedBodySize": 1, "loadEventEnd": 5}
     status, why = browser.judge("h2", 1, {"nav": nav}, [{"uri": "/x", "proto": "HTTP/0.9", "status": 200, "size": 1}])
     assert status == "failed" and why == "server saw HTTP/0.9, expected h2"
+
+
+def test_leftovers_leave_out_a_live_cluster_worker_s_entries_with_its_testbed(tmp_path, monkeypatch):
+    """Beside another run's cluster: its worker's claim and Dask folder (worker-pbN.json, .dask) are
+    its testbed's, left out with its prefix; a dead one's are leftovers (the suite's end failed on a
+    live worker-pb228.dask while the other run's cluster test ran)."""
+    from plt_bench import topology
+    monkeypatch.setattr(topology, "RUN_DIR", tmp_path)
+    monkeypatch.setattr(topology, "existing_namespaces", lambda: [])
+    monkeypatch.setattr(topology, "_our_processes", lambda prefix=None: [])
+    for name in ("pb228", "worker-pb228.json", "worker-pb228.dask", "worker-pb7.dask", "pb7"):
+        (tmp_path / name).mkdir()
+    assert topology.leftovers(besides=frozenset({"pb228"}))["run_dirs"] == ["pb7", "worker-pb7.dask"]
