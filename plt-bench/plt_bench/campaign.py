@@ -31,7 +31,7 @@ PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package dat
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
-            "browser_sandbox"}
+            "browser_sandbox", "cpu", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -44,7 +44,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
             "metric": "plt", "visit": "first", "browser": "chromium", "http_server": "caddy", "discovery": "forced",
-            "browser_sandbox": "on",
+            "browser_sandbox": "on", "cores": 1,
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -129,6 +129,9 @@ class Spec:
                 # (older campaigns' hashes hold: Caddy is not written)
                 **({"http_server": self.http_server if len(self.grid.servers) == 1 else list(self.grid.servers)}
                    if self.grid.servers != ("caddy",) else {}),
+                # (older campaigns' hashes hold: no budget is not written)
+                **({"cpu": list(self.grid.budgets)} if self.grid.budgets != (cond_mod.NO_BUDGET,) else {}),
+                **({"cores": self.grid.cores} if self.grid.cores != 1 else {}),
                 **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
@@ -169,19 +172,20 @@ class Spec:
                 pages = list(grid.pages)
                 rng.shuffle(pages)
                 for page in pages:
-                    one = len(grid.browsers) == 1 and len(grid.servers) == 1
+                    one = len(grid.browsers) == 1 and len(grid.servers) == 1 and len(grid.budgets) == 1
+                    fixed = (grid.browsers[0], grid.servers[0], grid.budgets[0], grid.cores)
                     if len(grid.ccs) == 1 and one:
                         protos = list(grid.protos)
                         rng.shuffle(protos)
-                        out += [Slot(cond, r, page, p, grid.ccs[0], grid.browsers[0], grid.servers[0]) for p in protos]
+                        out += [Slot(cond, r, page, p, grid.ccs[0], *fixed) for p in protos]
                     elif one:
                         pairs = [(p, cc) for p in grid.protos for cc in grid.ccs]
                         rng.shuffle(pairs)
-                        out += [Slot(cond, r, page, p, cc, grid.browsers[0], grid.servers[0]) for p, cc in pairs]
+                        out += [Slot(cond, r, page, p, cc, *fixed) for p, cc in pairs]
                     else:
                         variants = grid.variants()
                         rng.shuffle(variants)
-                        out += [Slot(cond, r, page, *v) for v in variants]
+                        out += [Slot(cond, r, page, *v, grid.cores) for v in variants]
         if self.within:
             out = [s for s in out if s.conditions in self.grid.conditions and s.page in self.grid.pages]
         return out
@@ -203,17 +207,20 @@ class Slot(NamedTuple):
     cc: str = "cubic"
     browser: str = "chromium"
     server: str = "caddy"
+    budget: str = "full"  # the browser's CPU budget (conditions.budget_label)
+    cores: int = 1
 
     @property
     def cell(self) -> Cell:
-        return Cell(self.proto, self.page, self.conditions, self.cc, self.browser, self.server)
+        return Cell(self.proto, self.page, self.conditions, self.cc, self.browser, self.server,
+                    cpu=cond_mod.budget_of(self.budget), cores=self.cores)
 
     @classmethod
     def of(cls, t) -> "Slot":
         """The slot a stored trial (records.Trial) measured, found by its fields: its conditions, not
         a label; cubic, Chromium and Caddy where a store before their columns has none."""
         return cls(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic", t.browser or "chromium",
-                   t.server or "caddy")
+                   t.server or "caddy", t.budget, t.cpu_cores or 1)
 
     @property
     def place(self) -> tuple[Conditions, Page]:
@@ -229,7 +236,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "http_server": _LIST, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
-              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR,
+              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR, "cpu": _LIST, "cores": _INT,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -506,6 +513,33 @@ def _metric(v: "Values", capture: tuple[str, ...] = ()) -> str:
     return metric
 
 
+def _budgets(v: "Values") -> tuple[str, ...]:
+    """--cpu: the browser's CPU budgets (conditions.budget_label), each a fraction of a core in (0, 1]
+    that the kernel can enforce (device.budget.quota_for), or full (no budget)."""
+    from .device.budget import quota_for
+    given = v.get("cpu")
+    if given is None:
+        return (cond_mod.NO_BUDGET,)
+    form = "fractions of a core in (0, 1], comma-separated (1,0.5,0.25), or full"
+    out: list[str] = []
+    for item in units.split_list(",".join(given) if isinstance(given, list) else str(given), v.name("cpu")):
+        if item.strip().lower() == cond_mod.NO_BUDGET:
+            label = cond_mod.NO_BUDGET
+        else:
+            try:
+                share = float(item)
+                quota_for(share)
+            except ValueError as e:
+                why = str(e) if "budget" in str(e) else "not a number"
+                raise UsageError(f"{v.name('cpu')}: '{item}': {why}; expected {form}") from None
+            label = cond_mod.budget_label(share)
+        if label not in out:
+            out.append(label)
+    if not out:
+        raise UsageError(f"{v.name('cpu')}: empty; expected {form}")
+    return tuple(out)
+
+
 def _reference(v: "Values", grid, axis: str) -> str | None:
     """The reference asked for, which must be one value the campaign runs of the axis compared
     (a protocol, or with compare = cc a congestion control, browser a browser, server a server;
@@ -513,10 +547,15 @@ def _reference(v: "Values", grid, axis: str) -> str | None:
     text = v.get("reference")
     if text is None:
         return None
+    if axis == "budget":  # a budget as --cpu spells it (0.25) or as the report names it (cpu0.25)
+        try:
+            text = cond_mod.budget_label(float(str(text).strip()))
+        except ValueError:
+            pass
     if axis in cond_mod.VARIANT_AXES:
         ran = grid.axis(axis)
         what, option = {"cc": ("congestion control", "cc"), "browser": ("browser", "browser"),
-                        "server": ("server", "http-server")}[axis]
+                        "server": ("server", "http-server"), "budget": ("CPU budget", "cpu")}[axis]
         if str(text).strip().lower() not in ran:  # one rule for case, as --cc and --browser read their own
             raise UsageError(f"{v.name('reference')}: '{text}' is not one {what} this campaign runs; "
                              f"expected one of {', '.join(ran)} (--{option} {','.join(ran)})")
@@ -673,6 +712,11 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     grid = dataclasses.replace(grid, browsers=browsers)
     serve = _serve(v, grid, server)
     grid = dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, serve))
+    from .cpu import own_cpus
+    grid = dataclasses.replace(grid, budgets=_budgets(v), cores=as_int("cores", 1, len(own_cpus())))
+    if grid.cores != 1 and grid.budgets == (cond_mod.NO_BUDGET,):
+        raise UsageError(f"{v.name('cores')} = {grid.cores} without a CPU budget; expected --cpu FRACTIONS with it "
+                         "(the cores a budgeted browser may use)")
     discovery = _discovery(v, grid, server, serve)
     reference = _reference(v, grid, axis)
     warmup = as_int("warmup", 0, 100)
@@ -690,7 +734,8 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 metric=_metric(v, capture), traces=_traces_of(grid), discovery=discovery,
                 browser_sandbox=sandbox.parse(v.get("browser_sandbox", DEFAULTS["browser_sandbox"]),
                                               v.name("browser_sandbox")),
-                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser", "http_server"))))
+                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser",
+                                                                                          "http_server", "cpu", "cores"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
                                                                        if k in cond_mod.GRID_KEYS))

@@ -23,8 +23,20 @@ UNSHAPED = "unshaped"
 # The axes a page is loaded with beside the protocol, each with the value every trial stored before it
 # was an axis: one table for the grid, the store's slots, the statistics and the report (a cell is
 # (conditions, page, protocol, *VARIANT_AXES)).
-VARIANT_AXES = {"cc": "cubic", "browser": "chromium", "server": "caddy"}
-AXIS_KEYS = {"cc": "cc", "browser": "browser", "server": "http_server"}  # each one's option and definition key
+VARIANT_AXES = {"cc": "cubic", "browser": "chromium", "server": "caddy", "budget": "full"}
+AXIS_KEYS = {"cc": "cc", "browser": "browser", "server": "http_server", "budget": "cpu"}  # each one's option and definition key
+NO_BUDGET = "full"  # the budget axis's value without a budget: the machine's whole CPU (plt_bench.device)
+
+
+def budget_label(cpu: float | None) -> str:
+    """A CPU budget as the budget axis names it (pure): cpu0.25, cpu1 (one full core, pinned), or
+    full (no budget)."""
+    return NO_BUDGET if cpu is None else f"cpu{cpu:g}"
+
+
+def budget_of(label: str) -> float | None:
+    """The fraction of a core a budget axis value names (budget_label's inverse); None for full."""
+    return None if label == NO_BUDGET else float(label[len("cpu"):])
 
 
 
@@ -225,6 +237,8 @@ class Grid:
     ccs: tuple[str, ...] = ("cubic",)  # TCP congestion controls, an axis like the protocols
     browsers: tuple[str, ...] = ("chromium",)  # the browsers that load the pages, an axis too
     servers: tuple[str, ...] = ("caddy",)  # the servers that serve them, an axis too
+    budgets: tuple[str, ...] = (NO_BUDGET,)  # the browser's CPU budgets (budget_label), an axis too
+    cores: int = 1  # the CPUs a budgeted browser may use (--cores)
     # the traces its conditions follow, as read (by hash: TraceRate.trace), carried with the grid
     traces: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
@@ -233,17 +247,17 @@ class Grid:
             self.conditions, self.pages, self.protos, itertools.product(self.ccs, self.browsers, self.servers))]
 
     def axis(self, name: str) -> tuple[str, ...]:
-        """The values an axis beside the protocol takes (VARIANT_AXES: cc, browser, server)."""
-        return {"cc": self.ccs, "browser": self.browsers, "server": self.servers}[name]
+        """The values an axis beside the protocol takes (VARIANT_AXES: cc, browser, server, budget)."""
+        return {"cc": self.ccs, "browser": self.browsers, "server": self.servers, "budget": self.budgets}[name]
 
-    def variants(self) -> list[tuple[str, str, str, str]]:
-        """Every (protocol, congestion control, browser, server) a page is loaded with under one condition."""
-        return list(itertools.product(self.protos, self.ccs, self.browsers, self.servers))
+    def variants(self) -> list[tuple[str, str, str, str, str]]:
+        """Every (protocol, congestion control, browser, server, budget) a page is loaded with under one condition."""
+        return list(itertools.product(self.protos, self.ccs, self.browsers, self.servers, self.budgets))
 
-    def kind(self, proto: str, cc: str, browser: str, server: str = "caddy") -> str:
-        """A variant in words, naming only the axes that vary: 'h3', 'h3 bbr', 'h3 firefox', 'h3 quinn'
-        (what progress lines and the precision target tell apart)."""
-        given = {"cc": cc, "browser": browser, "server": server}
+    def kind(self, proto: str, cc: str, browser: str, server: str = "caddy", budget: str = NO_BUDGET) -> str:
+        """A variant in words, naming only the axes that vary: 'h3', 'h3 bbr', 'h3 firefox', 'h3 quinn',
+        'h3 cpu0.25' (what progress lines and the precision target tell apart)."""
+        given = {"cc": cc, "browser": browser, "server": server, "budget": budget}
         return " ".join([proto, *(given[a] for a in VARIANT_AXES if len(self.axis(a)) > 1)])
 
 

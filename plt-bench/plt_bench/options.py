@@ -71,6 +71,12 @@ def _table() -> dict[str, Option]:
                                   "sandbox on (a page is untrusted content); off: as root without its sandbox, as "
                                   "before 2026-11-27 (key metadata: the two are never pooled; docs/browsers.md)",
                choices=("on", "off")),
+        Option("cpu", "the browser's CPU budget, a fraction of a core, comma-separated: 1,0.5,0.25 (an axis, "
+                      "interleaved as --browser is; --compare budget). Every browser process and its WebDriver in a "
+                      "control group of the testbed's own (cgroup v1 or v2), nothing else; each trial proves it "
+                      "(docs/device.md). full (default): no budget, the machine's whole CPU", metavar="FRACTIONS"),
+        Option("cores", "the CPUs a budgeted browser may use (default 1: --cpu 0.25 is a quarter of one core)",
+               metavar="N"),
         Option("http_server", "the servers that serve the pages, comma-separated: caddy (default: Caddy, HTTP/3 on "
                               "quic-go, whose congestion control is its own), quinn (quinnserve: HTTP/3 on quinn, "
                               "running --cc's controller for QUIC too: reno, cubic or bbr; docs/servers.md), or "
@@ -180,7 +186,7 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", 
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
-               "http_server",
+               "http_server", "cpu", "cores",
                "discovery", "reference", "compare",
                "metric", "visit", "serve")
 # how to reach the server and where to store: not part of a campaign's definition

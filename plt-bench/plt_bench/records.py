@@ -334,6 +334,11 @@ class Trial:
         return self.status == "ok"
 
     @property
+    def budget(self) -> str:
+        """The CPU budget as the budget axis names it (conditions.budget_label): full without one."""
+        return "full" if self.cpu_budget is None else f"cpu{self.cpu_budget:g}"
+
+    @property
     def counts(self) -> bool:
         """In the statistics: ok, with a page-load time, and not a warm-up (the one rule, used by
         plt_bench.analysis.stats and the summary alike)."""
@@ -560,8 +565,8 @@ def metric_value(t: Trial, metric: str = DEFAULT_METRIC) -> float | None:
 
 
 # -- the analysis's records (plt_bench.analysis.stats makes them; report, plots and the CSVs read them) -----------
-AXES = ("proto", "cc", "browser", "server")  # what a comparison may be along: a field of CellStats that varies in a group
-CELL_FIELDS = ("conditions", "page", "proto", "cc", "browser", "server")  # what tells one cell from another (CellStats.key)
+AXES = ("proto", "cc", "browser", "server", "budget")  # what a comparison may be along: a field of CellStats that varies in a group
+CELL_FIELDS = ("conditions", "page", "proto", "cc", "browser", "server", "budget")  # what tells one cell from another (CellStats.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -597,6 +602,7 @@ class CellStats:
                                  "trace's mean)", None)
     browser: str = doc("the browser that loaded it (Trial.browser; chromium for a store before schema 18)", "chromium")
     server: str = doc("the server that served it (Trial.server; caddy for a store before schema 20)", "caddy")
+    budget: str = doc("the browser's CPU budget (Trial.budget: cpu0.25, cpu1, or full: none)", "full")
 
     @property
     def key(self) -> tuple[str, str, str, str, str, str]:

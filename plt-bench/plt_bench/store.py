@@ -70,9 +70,10 @@ Schema history (SCHEMA_VERSION):
  23 - paint metrics read once the page has settled (browser_worker.PAINT_JS): trials gain
       paint_wait_ms (how long after the load; NULL for every older trial, read 50 ms after its last
       LCP record).
- 24 - the browser's CPU budget (plt_bench.device): trials gain cpu_budget, cpu_cores, cpu_quota_us,
-      cpu_period_us, cpu_slowdown, cpu_group_ms, cpu_throttled_periods, cpu_throttled_ms and
-      udp_rcvbuf_errors (NULL for every older trial: no budget, the machine's whole CPU).
+ 24 - the browser's CPU budget (plt_bench.device), an axis (--cpu): trials gain cpu_budget, cpu_cores,
+      cpu_quota_us, cpu_period_us, cpu_slowdown, cpu_group_ms, cpu_throttled_periods, cpu_throttled_ms
+      and udp_rcvbuf_errors (NULL for every older trial: no budget, the machine's whole CPU); the rule
+      of one row per slot and attempt holds the budget (made anew).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def slot_constraint(without: tuple[str, ...] = ()) -> str:
     since an unshaped rate or an automatic queue is NULL) over the slot's columns, with its index.
     without: columns an older version's slot did not hold (a test's older store)."""
     cols = [c for c in ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "cc", "browser",
-                        "server", "attempt"] if c not in without]
+                        "server", "cpu_budget", "attempt"] if c not in without]
     # a trial without a browser is Chromium's (records.Trial.browser), as every row before schema 18; one
     # without a server Caddy's (records.Trial.server), as every row before schema 20
     default = {"browser": "chromium", "server": "caddy"}
@@ -494,6 +495,7 @@ class Store:
             new = dict((name, decl) for name, decl, _ in records.columns())
             for col in V24_COLUMNS:
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its budget
             version = 24
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))

@@ -129,7 +129,7 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     stored = [trial(seq=0, run_index=0, proto="h1", size=5000, cond=cond),
               trial(seq=1, run_index=1, proto="h1", size=5000, cond=cond, status="failed")]
     done = session.attempts_so_far(stored)
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "h1", "cubic", "chromium", "caddy")]  # retries = 1: one more
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 1, Page(5000), "h1", "cubic", "chromium", "caddy", "full", 1)]  # retries = 1: one more
     done = session.attempts_so_far(stored + [trial(seq=2, run_index=1, proto="h1", size=5000, cond=cond,
                                                    status="failed")])
     assert session.todo(spec.plan(), done, spec.retries) == []
@@ -141,7 +141,7 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     # a multi-object page is its own cell: found by its objects and their size, not by its bytes
     spec = campaign.load("quick", {"size": "5KB,3x5KB", "runs": "1", "proto": "h1"})
     done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", page=Page(5000, 3), cond=cond)])
-    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "h1", "cubic", "chromium", "caddy")]
+    assert session.todo(spec.plan(), done, spec.retries) == [(cond, 0, Page(5000), "h1", "cubic", "chromium", "caddy", "full", 1)]
     # a Firefox trial is Firefox's slot, never Chromium's; a trial stored before the browser was is Chromium's
     spec = campaign.load("quick", {"size": "5KB", "runs": "1", "proto": "h1", "browser": "chromium,firefox"})
     done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", size=5000, cond=cond, browser="firefox")])
@@ -257,7 +257,7 @@ def test_the_browser_is_an_axis_interleaved_with_the_protocols_and_ccs():
     assert len({tuple((x.proto, x.browser) for x in plan if x.run_index == r) for r in range(3)}) > 1
     assert plan[0].cell.browser == plan[0].browser
     both = campaign.load("quick", {**base, "browser": "chromium,firefox", "cc": "cubic,bbr"})
-    assert {(x.proto, x.cc, x.browser, x.server) for x in both.plan()} == set(both.grid.variants()) and both.trial_count == 24
+    assert {(x.proto, x.cc, x.browser, x.server, x.budget) for x in both.plan()} == set(both.grid.variants()) and both.trial_count == 24
     one = campaign.load("quick", base)
     assert [(x.proto, x.browser) for x in one.plan()] == [(x.proto, "chromium") for x in one.plan()]
     assert "browser" not in one.as_dict() and campaign.load("quick", {**base, "browser": "chromium"}).spec_hash == \
@@ -347,3 +347,29 @@ def test_the_reference_takes_any_case_as_the_list_it_names_does():
     assert spec.grid.protos == ("h3", "h1") and spec.reference == "h1"
     assert stats.reference_for(["h3", "h1"], "H1") == "h1" and stats.reference_for(["h3", "h1"], "QUIC") == "h3"
     assert campaign.load("quick", {"cc": "CUBIC,BBR", "compare": "cc", "reference": "BBR"}).reference == "bbr"
+
+
+def test_the_cpu_budget_is_an_axis_and_no_budget_keeps_the_hash_campaigns_had():
+    """--cpu 1,0.25 (issue 45): each run holds every (protocol, budget) once in a seeded order, each
+    slot's cell carries its fraction of a core and --cores; without --cpu nothing is written (older
+    campaigns resume); a budget the kernel cannot enforce, and --cores alone, are refused by name."""
+    base = {"size": "5KB", "runs": "2", "proto": "h3,h2", "rtt": "0"}
+    spec = campaign.load("quick", {**base, "cpu": "1,0.25,1"})
+    assert spec.grid.budgets == ("cpu1", "cpu0.25") and spec.as_dict()["cpu"] == ["cpu1", "cpu0.25"]
+    plan = spec.plan()
+    assert len(plan) == spec.trial_count == 2 * 2 * 2
+    assert {(x.proto, x.budget) for x in plan} == {(p, b) for p in ("h3", "h2") for b in ("cpu1", "cpu0.25")}
+    assert {(x.cell.cpu, x.cell.cores) for x in plan} == {(1.0, 1), (0.25, 1)}
+    assert spec.grid.kind("h3", "cubic", "chromium", "caddy", "cpu0.25") == "h3 cpu0.25"
+    one = campaign.load("quick", base)
+    assert "cpu" not in one.as_dict() and {x.cell.cpu for x in one.plan()} == {None}
+    assert campaign.load("quick", {**base, "cpu": "full"}).spec_hash == one.spec_hash
+    assert campaign.load("quick", {**base, "cpu": "0.5", "cores": "2"}).as_dict()["cores"] == 2
+    for bad, why in (("0", "in \\(0, 1\\]"), ("1.5", "in \\(0, 1\\]"), ("x", "not a number"),
+                     ("0.0001", "needs a period over the kernel")):
+        with pytest.raises(UsageError, match=f"--cpu: '{bad}': .*{why}"):
+            campaign.load("quick", {**base, "cpu": bad})
+    with pytest.raises(UsageError, match="--cores = 2 without a CPU budget"):
+        campaign.load("quick", {**base, "cores": "2"})
+    with pytest.raises(UsageError, match="--cores = 64; expected a whole number from 1 to"):
+        campaign.load("quick", {**base, "cpu": "0.5", "cores": "64"})

@@ -134,7 +134,7 @@ CLI = [
     (["run", "--browser", "chromium,firefox", "--capture", "visual"], "--browser firefox: not supported yet with visual"),
     (["run", "--browser", "chromium,firefox", "--compare", "browser", "--reference", "safari"],
      "--reference: 'safari' is not one browser this campaign runs; expected one of chromium, firefox"),
-    (["run", "--compare", "browsers"], "--compare: invalid choice: 'browsers' (choose from 'proto', 'cc', 'browser', 'server')"),
+    (["run", "--compare", "browsers"], "--compare: invalid choice: 'browsers' (choose from 'proto', 'cc', 'browser', 'server', 'budget')"),
     (["run", "--http-server", "caddy,quinn", "--compare", "server", "--reference", "nginx"],
      "--reference: 'nginx' is not one server this campaign runs; expected one of caddy, quinn (--http-server caddy,quinn)"),
     (["run", "--http-server", "caddy,,quinn"], "--http-server"),

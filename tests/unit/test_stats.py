@@ -62,10 +62,10 @@ def test_cells_ci_warmups_failures_and_cv_warning():
     t = _trials("c", 5000, "h1", vals)
     t.append(replace(t[0], plt_ms=5000.0, warmup=True))   # a warm-up is kept out
     t.append(replace(t[0], plt_ms=None, status="failed"))  # so is a failure
-    c = stats.cells(t)[(label("c"), "5KB", "h1", "cubic", "chromium", "caddy")]
+    c = stats.cells(t)[(label("c"), "5KB", "h1", "cubic", "chromium", "caddy", "full")]
     assert c.n == 7 and c.median_ms == 1000 and c.ci_low_ms <= 1000 <= c.ci_high_ms
     assert not c.warnings
-    noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1", "cubic", "chromium", "caddy")]
+    noisy = stats.cells(_trials("c", 5000, "h1", [500, 1000, 1500, 700]))[(label("c"), "5KB", "h1", "cubic", "chromium", "caddy", "full")]
     assert noisy.warnings and "CV" in noisy.warnings[0]
     assert stats.cliffs_delta(np.array([1, 2]), np.array([3, 4])) == -1.0
     assert math.isnan(precision.median_ci(np.array([1.0, 2.0]))[0])
@@ -144,7 +144,7 @@ def test_every_protocol_is_compared_against_the_reference_and_corrected_together
     trials = (_trials("c", 5000, "h1", rng.normal(1000, 10, 8)) + _trials("c", 5000, "h3", rng.normal(900, 10, 8))
               + _trials("c", 5000, "h2", rng.normal(950, 10, 8)))
     cells = stats.cells(trials)
-    med = {p: cells[(label("c"), "5KB", p, "cubic", "chromium", "caddy")].median_ms for p in ("h3", "h2", "h1")}
+    med = {p: cells[(label("c"), "5KB", p, "cubic", "chromium", "caddy", "full")].median_ms for p in ("h3", "h2", "h1")}
     rows = stats.compare(trials)  # h3 by default, the others in the table's order
     assert [r.pair for r in rows] == ["h3 vs h2", "h3 vs h1"]
     assert [r.diff_pct for r in rows] == [pytest.approx((med["h3"] - med[p]) / med[p] * 100) for p in ("h2", "h1")]
@@ -202,9 +202,9 @@ def test_browsers_compare_within_each_protocol_and_protocols_within_each_browser
         trials += [replace(t, browser=browser) for t in _trials("c", 5000, proto, rng.normal(mean, 10, 6))]
     trials[0] = replace(trials[0], browser=None)  # an old store's trial: read as Chromium's
     cells = stats.cells(trials)
-    assert {k[2:] for k in cells} == {("h3", "cubic", "chromium", "caddy"), ("h3", "cubic", "firefox", "caddy"),
-                                      ("h2", "cubic", "chromium", "caddy"), ("h2", "cubic", "firefox", "caddy")}
-    assert cells[(label("c"), "5KB", "h3", "cubic", "chromium", "caddy")].n == 6
+    assert {k[2:] for k in cells} == {("h3", "cubic", "chromium", "caddy", "full"), ("h3", "cubic", "firefox", "caddy", "full"),
+                                      ("h2", "cubic", "chromium", "caddy", "full"), ("h2", "cubic", "firefox", "caddy", "full")}
+    assert cells[(label("c"), "5KB", "h3", "cubic", "chromium", "caddy", "full")].n == 6
     rows = stats.compare(trials, axis="browser", listed=("chromium", "firefox"))
     assert [r.pair for r in rows] == ["chromium vs firefox (h3)", "chromium vs firefox (h2)"]
     h3, h2 = rows
@@ -227,7 +227,7 @@ def test_servers_compare_within_each_protocol_and_a_precision_campaign_judges_ea
         trials += [replace(t, server=server) for t in _trials("c", 5000, proto, rng.normal(mean, 10, 6))]
     trials[0] = replace(trials[0], server=None)  # an old store's trial: read as Caddy's
     cells = stats.cells(trials)
-    assert cells[(label("c"), "5KB", "h3", "cubic", "chromium", "caddy")].n == 6
+    assert cells[(label("c"), "5KB", "h3", "cubic", "chromium", "caddy", "full")].n == 6
     rows = stats.compare(trials, axis="server", listed=("caddy", "quinn"))
     assert [r.pair for r in rows] == ["caddy vs quinn (h3)", "caddy vs quinn (h2)"]
     h3, h2 = rows

@@ -373,7 +373,7 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 18, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
                                                      for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
-    old = st.slot_constraint(V20).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
+    old = st.slot_constraint(V20 + V24).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
     db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot;" + old
                      + "UPDATE schema_info SET version = 18;")
@@ -638,5 +638,10 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 24
     assert [r[:-len(V24)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
+    from plt_bench.errors import StoreError
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
+        # the slot's rule holds the budget now: a quarter core's trial of a slot the old one holds is taken
+        s.add_trial(_trial(cid, 9, proto="h3", plt=300.0, run_index=0, cpu_budget=0.25, cpu_cores=1))
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, cpu_budget=0.25, cpu_cores=1))

@@ -157,7 +157,7 @@ def distinct_traces(trials: list[Trial]) -> list[Trial]:
 
 
 def cell_key(t: Trial) -> tuple:
-    """(conditions' label, page's label, protocol, congestion control, browser, server;
+    """(conditions' label, page's label, protocol, congestion control, browser, server, budget;
     records.CELL_FIELDS): the labels hold every field of the conditions and of the page (5KB, 200x5KB)."""
     return (t.label, t.page, axis_value(t, "proto"), *(axis_value(t, a) for a in VARIANT_AXES))
 
@@ -176,7 +176,7 @@ def _page_fields(t: Trial) -> dict:
 
 
 def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, CellStats]:
-    """Per (conditions, page, proto, cc, browser, server): the cell's statistics of a metric (records.CellStats); a
+    """Per (conditions, page, proto, cc, browser, server, budget): the cell's statistics of a metric (records.CellStats); a
     trial that counts but has no value of it (no LCP reported) is counted apart, never as zero."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     meta: dict[tuple, Trial] = {}
@@ -211,7 +211,7 @@ def cells(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, Cell
             warn.append(f"{len(bound[k])} of {len(x)} trials CPU-bound ({cpu_bound_roles(bound[k])}): "
                         + cpu_bound_meaning(meta[k].body_bytes, c.rate_down_bps, float(np.median(x))))
         out[k] = CellStats(conditions=k[0], page=k[1], size_bytes=meta[k].size_bytes, objects=meta[k].objects,
-                           proto=k[2], cc=k[3], browser=k[4], server=k[5], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
+                           proto=k[2], cc=k[3], browser=k[4], server=k[5], budget=k[6], rate_down_bps=c.rate_down_bps, rtt_ms=c.rtt_ms, jitter_ms=c.jitter_ms,
                            loss_pct=c.loss_pct, n=len(x), median_ms=float(np.median(x)), mean_ms=float(np.mean(x)),
                            sd_ms=sd, ci_low_ms=lo, ci_high_ms=hi, cv=cv, n_cpu_bound=len(bound[k]),
                            cpu_bound_roles=cpu_bound_roles(bound[k]), n_cpu_unjudged=unjudged[k], warnings=tuple(warn),
@@ -397,12 +397,12 @@ def datarate_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "bulk"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto, cc, browser, server), ts in groups.items():
+    for (cond, page, proto, cc, browser, server, budget), ts in groups.items():
         c = ts[0].conditions
         link = [t.throughput_bps for t in ts if t.throughput_bps is not None]
         good = [t.goodput_bps for t in ts if t.goodput_bps is not None]
         (lm, lsd), (gm, gsd) = _mean_sd(link), _mean_sd(good)
-        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser, "server": server,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser, "server": server, "budget": budget,
                      "rate_down_bps": c.rate_down_bps,
                      "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms, "loss_pct": c.loss_pct, "size_bytes": 0,
                      "objects": 0, "bulk_ms": ts[0].bulk_ms, "n": len(ts), "n_link": len(link),
@@ -439,12 +439,12 @@ def latency_table(trials: list[Trial]) -> list[dict]:
     for t in usable(trials, "requests"):
         groups[cell_key(t)].append(t)
     rows = []
-    for (cond, page, proto, cc, browser, server), ts in groups.items():
+    for (cond, page, proto, cc, browser, server, budget), ts in groups.items():
         lat = [x for t in ts for x in t.latencies_ms()]
         p = percentiles(lat) or {}
         c = ts[0].conditions
         conns = [t.connections for t in ts if t.connections]
-        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser, "server": server,
+        rows.append({"conditions": cond, "page": page, "proto": proto, "cc": cc, "browser": browser, "server": server, "budget": budget,
                      "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "jitter_ms": c.jitter_ms,
                      "loss_pct": c.loss_pct, "size_bytes": ts[0].object_bytes, "objects": 0, "requests": ts[0].requests,
                      "streams": ts[0].streams, "n": len(ts), "n_requests": len(lat),
@@ -597,7 +597,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
         base = t.page.split("@")[0]
         groups[(t.label, base, t.proto, *(axis_value(t, a) for a in VARIANT_AXES))][t.visit or "first"].append(t)
     rows = []
-    for (cond, base, proto, cc, browser, server), by in groups.items():
+    for (cond, base, proto, cc, browser, server, budget), by in groups.items():
         if set(by) == {"first"}:
             continue
         first_plt = float(np.median([t.plt_ms for t in by["first"]])) if by.get("first") else None
@@ -608,7 +608,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
             resumed = [t.resumed_connections for t in ts if t.resumed_connections is not None]
             zero = [t.zero_rtt for t in ts if t.zero_rtt]
             cached = [t.cached_objects for t in ts if t.cached_objects is not None]
-            rows.append({"conditions": cond, "page": base, "proto": proto, "cc": cc, "browser": browser, "server": server, "visit": visit, "n": len(ts),
+            rows.append({"conditions": cond, "page": base, "proto": proto, "cc": cc, "browser": browser, "server": server, "budget": budget, "visit": visit, "n": len(ts),
                          "rate_down_bps": ts[0].conditions.rate_down_bps, "rtt_ms": ts[0].conditions.rtt_ms,
                          "size_bytes": ts[0].size_bytes, "objects": ts[0].objects,
                          "plt_ms": plt_, "ttfb_ms": float(np.median([t.ttfb_ms for t in ts if t.ttfb_ms is not None]))

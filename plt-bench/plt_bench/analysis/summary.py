@@ -23,7 +23,7 @@ def summarize(trials: list[Trial]) -> list[dict]:
     rows = []
     order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].size_bytes, kv[1][0].objects,
                                                    protocols.order(kv[0][2])))
-    for (label, page, proto, cc, browser, server), ts in order:
+    for (label, page, proto, cc, browser, server, budget), ts in order:
         plts = [t.plt_ms for t in usable(ts)]
         size = ts[0].size_bytes
         c = ts[0].conditions
@@ -31,7 +31,7 @@ def summarize(trials: list[Trial]) -> list[dict]:
         med = statistics.median(plts) if plts else None
         rows.append({
             "conditions": label, "size": page, "size_bytes": size, "proto": proto, "cc": cc, "browser": browser, "server": server,
-            "n_ok": len(plts), "n_failed": sum(not t.ok for t in ts), "n_warmup": sum(t.ok and t.warmup for t in ts),
+            "budget": budget, "n_ok": len(plts), "n_failed": sum(not t.ok for t in ts), "n_warmup": sum(t.ok and t.warmup for t in ts),
             "median_ms": med, "min_ms": min(plts) if plts else None, "max_ms": max(plts) if plts else None,
             "ideal_ms": ideal,
             "ratio_to_ideal": (med / ideal) if (med and ideal) else None,
