@@ -72,6 +72,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     ccs = sorted({stats.axis_value(t, "cc") for t in trials}, key=stats.axis_order("cc"))
     browsers = sorted({stats.axis_value(t, "browser") for t in trials}, key=stats.axis_order("browser"))
     servers = sorted({stats.axis_value(t, "server") for t in trials}, key=stats.axis_order("server"))
+    budgets = sorted({stats.axis_value(t, "budget") for t in trials}, key=stats.axis_order("budget"))
     axis = axis or grid.get("compare") or "proto"  # the option's, else the campaign file's
     if (grid.get("compare") or "proto") == axis:
         reference = reference or grid.get("reference")  # ... and so the reference
@@ -80,14 +81,14 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     else:
         given = grid.get(AXIS_KEYS[axis]) or ()
         listed = tuple([given] if isinstance(given, str) else given)
-    values = {"proto": ran, "cc": ccs, "browser": browsers, "server": servers}[axis]
+    values = {"proto": ran, "cc": ccs, "browser": browsers, "server": servers, "budget": budgets}[axis]
     reference = stats.reference_for(values, reference, axis=axis, listed=listed)
     same_arms = [t for t in trials if axis == "cc" and not quic_cc_follows(t)]
     rows = stats.compare([t for t in trials if t not in same_arms] if same_arms else trials, test, correction,
                          reference=reference, axis=axis, listed=listed, metric=metric)
     without = sorted({stats.cell_key(t) for t in stats.usable(trials)} - set(cells))
-    # a cell in words, with its congestion control, browser and server where several ran
-    vary = [i for i, values in enumerate((ccs, browsers, servers)) if len(values) > 1]
+    # a cell in words, with its congestion control, browser, server and CPU budget where several ran
+    vary = [i for i, values in enumerate((ccs, browsers, servers, budgets)) if len(values) > 1]
     named = (lambda k: " ".join([*k[:3], *(k[3 + i] for i in vary)]))
     warnings = pool_warnings + [f"{named(k)}: no trial has a {METRICS[metric].label}; the cell is left out"
                                 for k in without] + [f"{named(c.key)}: {w}" for c in cells.values() for w in c.warnings]
@@ -108,7 +109,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
                         "correcting for several cells: use more --runs or --test welch")
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
-            "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "axis": axis, "metric": metric,
+            "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "budgets": budgets, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
             "discovery": stats.discovery_table(trials),
             "replays": stats.replay_table(trials),

@@ -291,9 +291,12 @@ def sort_key(r: dict) -> tuple:
 def axis_order(axis: str):
     """How an axis's values are ordered in tables: protocols as their table (h3, h2, h1), congestion
     controls as conditions.CONGESTION_CONTROLS, browsers as browsers.NAMES (chromium first), servers
-    as servers.NAMES (caddy first)."""
+    as servers.NAMES (caddy first), CPU budgets from none (full) to the smallest."""
     if axis == "proto":
         return protocols.order
+    if axis == "budget":  # no budget first, then the largest share of a core down to the smallest
+        from ..conditions import budget_of
+        return lambda v: -2.0 if budget_of(v) is None else -budget_of(v)
     from ..conditions import BROWSERS, CONGESTION_CONTROLS, SERVERS
     known = {"cc": CONGESTION_CONTROLS, "browser": BROWSERS, "server": SERVERS}[axis]
     return lambda v: known.index(v) if v in known else len(known)
@@ -497,7 +500,7 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
         hosts = sorted({h for t in ts for h in t.connections_per_origin}, key=lambda h: (h != ts[0].page_host, h))
         per_origin = {h: float(np.median([t.connections_per_origin.get(h, 0) for t in ts])) for h in hosts}
         c = ts[0].conditions
-        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4], "server": key[5],
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4], "server": key[5], "budget": key[6],
                      "n": len(ts),
                      "rate_down_bps": c.rate_down_bps, "rtt_ms": c.rtt_ms, "size_bytes": ts[0].size_bytes,
                      "objects": ts[0].objects, "origins": ts[0].origins or 1,
