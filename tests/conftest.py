@@ -211,11 +211,21 @@ def system_state(ns: str | None = None) -> dict:
                 for dev in links},
         "iptables": out(["iptables", "-S"]) + out(["iptables", "-t", "mangle", "-S"]),
         "run": _run_entries(run, f),
+        # the browsers' CPU budget groups (plt_bench.device.cgroup), in every hierarchy, but another run's
+        "cgroups": sorted(g for g in _our_groups() if not _foreign_name(g[len("plt-bench."):], f)),
         "procs": sorted(l for l in procs.splitlines() if "pgrep" not in l and int(l.split()[0]) in f["alive"]
                         and int(l.split()[0]) not in f["pids"]),
         # the sysctls the testbed sets inside its namespaces: the host's must not move
         "sysctls": {k: out(["cat", f"/proc/sys/{k}"]).strip() for k in HOST_SYSCTLS},
     }
+
+
+def _our_groups() -> list[str]:
+    from plt_bench.device import cgroup
+    try:
+        return cgroup.leftover_groups(cgroup.machine_layout())
+    except (cgroup.CgroupError, OSError):
+        return []
 
 
 HOST_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem", "net/ipv4/tcp_congestion_control",

@@ -65,3 +65,38 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
         return unjudged(f"the full-speed loop ran {full:.2f}x slower than its CPU time on this machine: its other "
                         "load, not the budget, decides the quarter's figure")
     assert abs(quarter / 4.0 - 1) <= TOLERANCE, (slowdown, TOLERANCE)
+
+
+def test_a_killed_run_s_cpu_group_and_what_runs_in_it_are_removed_by_clean():
+    """SIGKILL runs no cleanup: the testbed's group stays, with the browser processes in it (here a
+    stand-in, a sleep started inside it). `plt-bench clean --testbed N` finds the testbed by its
+    group alone, ends what runs in it and removes the group from every hierarchy."""
+    import signal
+    import subprocess
+    import sys
+
+    from plt_bench.device import cgroup
+    from ..conftest import run_cli
+    before = system_state()
+    maker = subprocess.Popen([sys.executable, "-c", (
+        "import os, subprocess, time\n"
+        "from plt_bench.device import budget, cgroup\n"
+        "g = cgroup.Group('pb247').make()\n"
+        "g.set(budget.quota_for(0.5), [sorted(os.sched_getaffinity(0))[-1]])\n"
+        "g.join(os.getpid())\n"
+        "p = subprocess.Popen(['sleep', '300'])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(300)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        stray = int(maker.stdout.readline())
+    finally:
+        maker.send_signal(signal.SIGKILL)
+        maker.wait()
+        maker.stdout.close()
+    group = cgroup.Group("pb247")
+    assert stray in group.pids() and all(f.is_dir() for f in group.folders.values())
+    r = run_cli("clean", "--testbed", "247")
+    assert r.returncode == 0 and "removed pb247" in r.stdout, r.stdout + r.stderr
+    assert not any(f.exists() for f in group.folders.values()) and not procs.alive(stray)
+    procs.reap_children()
+    assert system_state() == before
