@@ -295,3 +295,33 @@ def replay_lines(page, name: str, trials: list[Trial]) -> list[str]:
                      f"{len(rok)}/{len(rep)} replayed, {len(lok)}/{len(live)} live; unrecorded {unrecorded}; matched by "
                      f"query {query}; beyond the load {overhead(rok):.2f} s replayed, {overhead(lok):.2f} s live")
     return lines
+
+
+def device_lines(trials: list[Trial]) -> list[str]:
+    """Per browser and CPU budget: the page loop's slowdown (its wall time over the browser group's
+    CPU time) against the budget's factor, as a ratio measured / ideal, and the trials refused
+    because the machine held the browser below its budget (plt_bench.device.budget)."""
+    from .device.budget import MACHINE_HELD_BACK, SLOWDOWN_TOLERANCE, quota_for
+    lines = [f"CPU budget benchmark (the loop's slowdown / the budget's factor; held within "
+             f"+-{SLOWDOWN_TOLERANCE:.0%})"]
+    keys = sorted({(t.browser or "chromium", t.cpu_budget) for t in trials if t.cpu_budget is not None},
+                  key=lambda k: (k[0], -k[1]))
+    for browser, share in keys:
+        mine = [t for t in trials if (t.browser or "chromium", t.cpu_budget) == (browser, share)]
+        factor = quota_for(share, mine[0].cpu_cores or 1).factor
+        ratios = [t.cpu_slowdown / factor for t in mine if t.cpu_slowdown]
+        held = sum(1 for t in mine if (t.reason or "").startswith(MACHINE_HELD_BACK))
+        plt = [t.plt_ms for t in mine if t.counts]
+        lines.append(f"  {browser} {share:g} of a core (factor {factor:.2f}): slowdown/factor "
+                     + (_spread(ratios, ".3f") if ratios else "no figure")
+                     + f"; PLT {_spread(plt, '.0f') + ' ms' if plt else '-'}; n={len(mine)}"
+                     + (f", {held} refused (the machine held it back)" if held else ""))
+    return lines
+
+
+def device(results: Path, runs: str = "5", cpu: str = "1,0.5,0.25", out: Callable[[str], None] = print
+           ) -> tuple[dict, list[str]]:
+    spec = campaign.bare({"size": "5KB", "bw": "100mbit", "rtt": "20ms", "runs": runs, "proto": "h2",
+                          "browser": "chromium,firefox", "cpu": cpu, "name": "bench-device", "retries": "0"})
+    counts, trials, _ = _run(spec, results, out)
+    return counts, device_lines(trials)

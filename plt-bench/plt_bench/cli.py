@@ -160,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
                                    "page's"),
         "runs", "bw", "rtt", "results", defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
+    add(cmd_parser("bench-device", "benchmark the CPU budget: per browser and budget, the page loop's slowdown "
+                                   "against the budget's factor (prints ratios)"),
+        "runs", "cpu", "results", defaults={"runs": "5", "cpu": "1,0.5,0.25"})
     add(cmd_parser("bench-link", "benchmark the emulated link: RTT, jitter, loss, rate and CPU (prints ratios)"),
         "link", "probes",
         defaults={"probes": "1000"}, helps={"probes": "ping probes for the RTT figure (x3 for jitter and loss)"})
@@ -265,7 +268,8 @@ def cmd_bench(a) -> int:
               "bench-sampler": lambda: bench.sampler(_results(a), a.runs, a.cpu_interval, a.size, out=_say),
               "bench-campaign": lambda: bench.campaign_overhead(_results(a), a.bw, a.size, out=_say),
               "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say),
-              "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say)}[a.command]
+              "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say),
+              "bench-device": lambda: bench.device(_results(a), a.runs, a.cpu, out=_say)}[a.command]
     counts, lines = runner()
     _say("\n" + "\n".join(lines))
     return 1 if counts["failed"] else 0
@@ -563,12 +567,13 @@ COMMANDS = {"run": cmd_run, "worker": cmd_worker, "report": cmd_report, "plot": 
             "verify": cmd_verify, "doctor": cmd_doctor, "serve": cmd_serve, "down": cmd_down, "clean": cmd_clean,
             "export": cmd_export, "summary": cmd_summary, "pages": cmd_pages, "trace": cmd_trace, "bench": cmd_bench,
             "cluster-tls": cmd_cluster_tls, "record": cmd_record,
-            "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench,
+            "bench-link": cmd_bench_link, "bench-sampler": cmd_bench, "bench-campaign": cmd_bench, "bench-device": cmd_bench,
             "bench-literature": cmd_bench, "bench-replay": cmd_bench}
 
 
 # The commands that store trials: only their interruption speaks of trials kept.
-MEASURING = frozenset({"run", "worker", "bench", "bench-campaign", "bench-sampler", "bench-literature", "bench-link"})
+MEASURING = frozenset({"run", "worker", "bench", "bench-campaign", "bench-sampler", "bench-literature", "bench-link",
+                       "bench-device"})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,3 +86,20 @@ def test_the_literature_lines_put_our_figures_beside_the_papers():
              for i, (p, v) in enumerate([("h3", 1000.0), ("h2", 2000.0)] * 4)]
     text = "\n".join(yu_benson_lines(apart))
     assert "h3 faster" in text and "differs in size" in text, text
+
+
+def test_the_device_benchmark_prints_each_budget_s_slowdown_over_its_factor_and_the_refusals():
+    from plt_bench import bench
+    from plt_bench.device.budget import MACHINE_HELD_BACK
+    from .trials import trial
+    ts = [trial(1, 0, cpu_budget=0.25, cpu_cores=1, cpu_slowdown=4.2, browser="firefox"),
+          trial(1, 1, cpu_budget=0.25, cpu_cores=1, cpu_slowdown=3.8, browser="firefox"),
+          trial(1, 2, cpu_budget=1.0, cpu_cores=1, cpu_slowdown=1.02, browser="firefox"),
+          trial(1, 3, status="failed", cpu_budget=1.0, cpu_cores=1, cpu_slowdown=2.0, browser="firefox",
+                reason=f"{MACHINE_HELD_BACK}: ..."),
+          trial(1, 4)]  # no budget: not the benchmark's
+    lines = bench.device_lines(ts)
+    assert lines[1].startswith("  firefox 1 of a core (factor 1.00): slowdown/factor median 2.000 (min 1.020, max 2.000)")
+    assert "n=2, 1 refused (the machine held it back)" in lines[1]
+    assert lines[2].startswith("  firefox 0.25 of a core (factor 4.00): slowdown/factor median 1.050 (min 0.950, max 1.050)")
+    assert len(lines) == 3
