@@ -5,7 +5,8 @@ pins it to N cores. The kernel's CFS bandwidth control enforces it: in every per
 group runs for at most its quota, summed over its cores, then waits for the next period.
 
 The period is chosen for the budget, not fixed: the shortest period whose quota the kernel accepts
-(a quota under 1 ms is EINVAL, measured here). A throttled group is frozen for (period - quota) of
+(a quota under 1 ms is EINVAL, measured here), and not under 4 ms, a scheduler tick at HZ=250 (a
+shorter one is enforced loosely: MIN_PERIOD_US). A throttled group is frozen for (period - quota) of
 every period, so a short period freezes the browser often and briefly, as a slower CPU would; a long
 one freezes it rarely and for long (at 0.25 of a core and a 100 ms period, 75 ms at a time: longer
 than many RTTs, and a burst of packets waits in the socket's receive buffer meanwhile, or is dropped
@@ -19,7 +20,10 @@ import math
 from dataclasses import dataclass
 
 MIN_QUOTA_US = 1000        # the kernel refuses a smaller cfs_quota_us (EINVAL; measured 2026-11-26)
-MIN_PERIOD_US = 1000       # and a smaller cfs_period_us
+# the kernel takes a period of 1 ms, but enforces one shorter than its scheduler tick loosely: with
+# HZ=250 (4 ms) here, 1 ms per 2 ms slowed a loop 2.14-2.17x instead of 2, and 2 ms per 4 ms 1.995x
+# (2026-11-27); a Chromium page's loop at 0.5 ran 1.04-1.10x its factor. No period below 4 ms then.
+MIN_PERIOD_US = 4000
 MAX_PERIOD_US = 1_000_000  # and a larger one
 SMALLEST_BUDGET = MIN_QUOTA_US / MAX_PERIOD_US  # 0.001 of a core
 
