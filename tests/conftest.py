@@ -171,8 +171,8 @@ def _foreign_name(name: str, f: dict) -> bool:
     """A namespace or run-folder entry of a foreign testbed (pbN-client, pbN, worker-pbN.json) or probe."""
     if name in f["probes"]:
         return True
-    head = name.split("-")[0] if not name.startswith("worker-") else name[len("worker-"):].split(".")[0]
-    return head in f["prefixes"]
+    from plt_bench import topology
+    return topology.entry_prefix(name).split("-")[0] in f["prefixes"]
 
 
 def _run_entries(run: list[str] | None, f: dict) -> list[str] | None:

@@ -178,6 +178,7 @@ def public_name(host: str) -> str | None:
 WEB_NS_PREFIX = "pbweb-"
 WEB_NS_RE = re.compile(re.escape(WEB_NS_PREFIX) + r"(\d+)-(\d+)")
 SLIRP_DNS = "10.0.2.3"
+SLIRP_GATEWAY = "10.0.2.2"  # where slirp4netns maps the machine (its loopback refused: --disable-host-loopback)
 SLIRP_READY_S = 10.0
 
 
@@ -191,7 +192,7 @@ def web_ns_commands(name: str) -> list[list[str]]:
 
 
 def slirp_argv(name: str, ready_fd: int, exit_fd: int) -> list[str]:
-    """slirp4netns for the namespace (pure): tap0 configured (10.0.2.100, the gateway 10.0.2.2),
+    """slirp4netns for the namespace (pure): tap0 configured (10.0.2.100, the gateway SLIRP_GATEWAY),
     the machine's loopback refused, seccomp on; it says ready on ready_fd and ends when exit_fd closes
     (its maker gone, even by SIGKILL). Its own --enable-sandbox is not used: its mount namespace makes
     /run/netns's mounts invalid for `ip netns exec` on machines whose /run/netns is a bind mount (this one)."""

@@ -13,7 +13,10 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from .device.budget import Quota
 
 from . import browsers, cmd, dns, link as link_mod, protocols
 from .browser import BrowserWorker
@@ -86,6 +89,7 @@ class Testbed:
         self.budget = None  # the browser's CPU budget now (device.budget.Quota), None: the machine's whole CPU
         self.budget_cpus: list[int] = []
         self.cpu_group = None  # its control group (device.cgroup.Group), made on the first budget
+        self._budget_request: dict = {}  # what a budgeted load asks of the worker (set_budget)
         self._stack = contextlib.ExitStack()
 
     @property
@@ -352,9 +356,7 @@ class Testbed:
                **({"sandbox": True} if self.sandbox_ids else {}),
                # through this process's root: `ip netns exec` mounts the namespace's own /sys over the
                # worker's, which hides the control groups' file systems from it
-               **({"cgroup_procs": [f"/proc/{os.getpid()}/root{f / 'cgroup.procs'}" for f in self.cpu_group.folders.values()],
-                   "cpu_loop": {"usage": [f"/proc/{os.getpid()}/root{self.cpu_group.usage_file()[0]}",
-                                          self.cpu_group.usage_file()[1]]}} if self.budget is not None else {})}
+               **(self._budget_request if self.budget is not None else {})}
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
             req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
@@ -430,7 +432,7 @@ class Testbed:
         except (OSError, AttributeError):
             return None
 
-    def set_budget(self, budget_cores: float | None, cores: int = 1) -> "object | None":
+    def set_budget(self, budget_cores: float | None, cores: int = 1) -> "Quota | None":
         """The browser's CPU budget for the loads that follow (issue 45; device.budget): budget_cores
         of a core on each of `cores` CPUs (this process's highest-numbered ones), every process the
         trial's WebDriver starts inside the testbed's group, nothing else. None: no budget (the
@@ -451,6 +453,12 @@ class Testbed:
             group = Group(self.plan.prefix)
             self._stack.callback(group.remove)
             self.cpu_group = group.make()
+            # through this process's root: `ip netns exec` mounts the namespace's own /sys over the
+            # worker's, which hides the control groups' file systems from it
+            root = f"/proc/{os.getpid()}/root"
+            usage, kind = group.usage_file()
+            self._budget_request = {"cgroup_procs": [f"{root}{f / 'cgroup.procs'}" for f in group.folders.values()],
+                                    "cpu_loop": {"usage": [f"{root}{usage}", kind]}}
         self.budget_cpus = list(mine[-cores:])
         self.cpu_group.set(quota, self.budget_cpus)
         self.budget = quota

@@ -495,17 +495,29 @@ def _ns_inodes(prefix: str) -> set[str]:
     return out
 
 
+def entry_prefix(name: str) -> str:
+    """The testbed a run folder's entry is of (pure): pbN itself, or a cluster worker's claim and Dask
+    folder (worker-pbN.json, worker-pbN.dask)."""
+    return name[len("worker-"):].split(".")[0] if name.startswith("worker-") else name
+
+
 def leftovers(besides: frozenset[str] = frozenset()) -> dict:
     """Everything of plt-bench's still on this machine: namespaces, run folders, processes; besides:
     prefixes of testbeds to leave out (those that were already there, alive, when one looked before)."""
     ns = [n for n in existing_namespaces()
           if PROBE_RE.match(n) or ((m := NS_RE.match(n)) and m.group(1) not in besides)]
-    # a cluster worker's entries (worker-pbN.json, worker-pbN.dask) go with its testbed's prefix
     dirs = sorted(p.name for p in RUN_DIR.iterdir() if p.name not in besides
-                  and (p.name[len("worker-"):].split(".")[0] if p.name.startswith("worker-") else p.name)
-                  not in besides) if RUN_DIR.is_dir() else []
+                  and entry_prefix(p.name) not in besides) if RUN_DIR.is_dir() else []
     theirs = {pid for prefix in besides for pid in _our_processes(prefix)}
     return {"namespaces": ns, "run_dirs": dirs, "processes": [p for p in _our_processes() if p not in theirs]}
+
+
+def leftovers_of(prefix: str) -> dict:
+    """What is left of one testbed: its namespaces, its run folder's entries, its processes (another
+    testbed's, pb2 beside pb249, are not its)."""
+    ns = [n for n in existing_namespaces() if (m := NS_RE.match(n)) and m.group(1) == prefix]
+    dirs = sorted(p.name for p in RUN_DIR.iterdir() if entry_prefix(p.name) == prefix) if RUN_DIR.is_dir() else []
+    return {"namespaces": ns, "run_dirs": dirs, "processes": _our_processes(prefix)}
 
 
 def _kill(pids: list[int], grace_s: float = 3.0) -> None:

@@ -14,15 +14,8 @@ from plt_bench import testbed
 from ..conftest import CLI, ROOT, run_cli, system_state
 
 
-def _mine(prefix):
-    left = topology.leftovers()
-    return {"namespaces": [n for n in left["namespaces"] if n.startswith(prefix + "-")],
-            "run_dirs": [d for d in left["run_dirs"] if d == prefix],
-            "processes": topology._our_processes(prefix)}
-
-
 def _nothing(prefix):
-    return _mine(prefix) == {"namespaces": [], "run_dirs": [], "processes": []}
+    return topology.leftovers_of(prefix) == {"namespaces": [], "run_dirs": [], "processes": []}
 
 
 def test_up_gives_a_usable_link_and_down_removes_it():
@@ -37,7 +30,7 @@ def test_up_gives_a_usable_link_and_down_removes_it():
         curl = cmd.run(["curl", "-sk", "--resolve", f"plt.test:443:{server_ip}", "-o", "/dev/null",
                         "-w", "%{http_code} %{http_version} %{size_download}", info["url"]], ns=client, check=False)
         assert curl.stdout.split() == ["200", "2", "5000"], curl.stdout + curl.stderr  # Caddy offers h2 (issue 28)
-        assert _mine("pb201")["processes"], "Caddy should keep running after 'up' returns"
+        assert topology.leftovers_of("pb201")["processes"], "Caddy should keep running after 'up' returns"
     finally:
         d = run_cli("down", "--testbed", "201", timeout=60)
     assert d.returncode == 0, d.stderr
@@ -311,7 +304,7 @@ def test_clean_keeps_an_up_testbed_and_down_kills_only_the_testbeds_own_processe
     try:
         c = run_cli("clean", "--testbed", "205", timeout=120)
         assert c.returncode == 0 and "kept pb205: brought up by 'plt-bench up'" in c.stdout, c.stdout
-        assert "pb205-client" in topology.existing_namespaces() and _mine("pb205")["processes"]
+        assert "pb205-client" in topology.existing_namespaces() and topology.leftovers_of("pb205")["processes"]
         d = run_cli("down", "--testbed", "205", timeout=120)
         assert d.returncode == 0 and "removed testbed pb205" in d.stdout, d.stdout + d.stderr
         assert _nothing("pb205")

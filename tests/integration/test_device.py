@@ -27,7 +27,7 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
     a fixed JavaScript loop in the page takes about 4 times its CPU time (at a full core, budget 1:
     the same CPU and no quota, about 1). The group is gone with the testbed."""
     before = system_state()
-    with Testbed(PROJECT_ROOT / "sites", index=249, browser_names=(browser,), conditions=[COND]) as bed:
+    with Testbed(PROJECT_ROOT / "sites", browser_names=(browser,), conditions=[COND]) as bed:
         bed.set_conditions(COND)
         bed.set_budget(0.25)
         bed.prepare("h2", "index_5KB.html", browser=browser)  # started under the budget, idle

@@ -285,5 +285,5 @@ def test_closing_a_testbed_leaves_nothing(link_backend):
         other.set_conditions(Conditions(10**7, 10**7, rtt_ms=40, jitter_ms=4, loss_pct=1))
         prefix = other.plan.prefix
         assert other.link.backend == link_backend
-    left = topology.leftovers()
-    assert not any(prefix in str(v) for v in left.values()), left
+    left = topology.leftovers_of(prefix)
+    assert not any(left.values()), left

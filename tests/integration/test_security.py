@@ -56,8 +56,9 @@ def test_a_recording_from_the_web_loads_in_a_namespace_of_its_own_with_a_way_out
     before = system_state()
     site = tmp_path / "site"
     site.mkdir()
-    (site / "index.html").write_text("<!doctype html><title>t</title><h1>a page from the web</h1><img src=a.svg>")
-    (site / "a.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>')
+    (site / "index.html").write_text("<!doctype html><title>t</title><link rel=stylesheet href=a.css>"
+                                     "<h1>a page from the web</h1>")
+    (site / "a.css").write_text("h1 { color: teal }")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *a, **kw):
@@ -83,7 +84,7 @@ def test_a_recording_from_the_web_loads_in_a_namespace_of_its_own_with_a_way_out
                     return cmd.run(["curl", "-s", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", url],
                                    ns=name, check=False).stdout.strip()
                 assert reach(f"http://{WEB_ADDR}:{web_port}/index.html") == "200"  # the way out
-                assert reach(f"http://10.0.2.2:{loop_port}/") == "000"  # the machine's loopback, by the gateway
+                assert reach(f"http://{record.SLIRP_GATEWAY}:{loop_port}/") == "000"  # the machine's loopback, by the gateway
                 assert reach(f"http://127.0.0.1:{loop_port}/") == "000"  # the namespace's own loopback
                 inode = f"net:[{os.stat(f'/run/netns/{name}').st_ino}]"
                 assert procs.netns_of(worker.proc.pid) == inode
@@ -93,8 +94,8 @@ def test_a_recording_from_the_web_loads_in_a_namespace_of_its_own_with_a_way_out
                 assert answer.get("nav") and not answer.get("error"), answer.get("error")
                 urls = [e["request"]["url"] for e in json.loads(har.read_text())["log"]["entries"]]
                 page = f"http://{WEB_ADDR}:{web_port}/"
-                assert urls[:2] == [page + "index.html", page + "a.svg"] and set(urls) <= {
-                    page + "index.html", page + "a.svg", page + "favicon.ico"}, urls  # the icon: the browser's own
+                assert urls[:2] == [page + "index.html", page + "a.css"] and set(urls) <= {
+                    page + "index.html", page + "a.css", page + "favicon.ico"}, urls  # the icon: the browser's own
         finally:
             shutil.rmtree(spool, ignore_errors=True)
     finally:

@@ -81,10 +81,14 @@ def test_a_budget_s_settings_come_in_the_order_the_kernel_needs():
 
 def test_a_group_s_counters_are_read_in_nanoseconds_from_either_version():
     v1 = cgroup.choose(MOUNTS_V1, OWN_V1, "")
-    a = cgroup.reading_from(v1, "nr_periods 340\nnr_throttled 264\nthrottled_time 742982237\nnr_bursts 0\n", "321123812\n")
+    assert cgroup.Group("pb3", v1).usage_file() == (Path("/sys/fs/cgroup/cpuacct/plt-bench.pb3/cpuacct.usage"), "cpuacct")
+    a = cgroup.reading_from("nr_periods 340\nnr_throttled 264\nthrottled_time 742982237\nnr_bursts 0\n",
+                            cgroup.usage_ns("cpuacct", "321123812\n"))
     assert a == cgroup.Reading(321123812, 340, 264, 742982237)
     v2 = cgroup.choose(MOUNTS_V2, OWN_V2, "cpuset cpu")
-    b = cgroup.reading_from(v2, "usage_usec 5000\nuser_usec 4000\nnr_periods 10\nnr_throttled 4\nthrottled_usec 300\n", None)
+    assert cgroup.Group("pb3", v2).usage_file()[1] == "cpu.stat"  # v2 counts its CPU time in cpu.stat
+    stat2 = "usage_usec 5000\nuser_usec 4000\nnr_periods 10\nnr_throttled 4\nthrottled_usec 300\n"
+    b = cgroup.reading_from(stat2, cgroup.usage_ns("cpu.stat", stat2))
     assert b == cgroup.Reading(5_000_000, 10, 4, 300_000)
     assert a.since(cgroup.Reading(1, 40, 64, 2)) == cgroup.Reading(321123811, 300, 200, 742982235)
 

@@ -246,8 +246,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     db.executescript(v11 + "INSERT INTO schema_info VALUES (11);")
     cid = db.execute("INSERT INTO campaigns (name, started_utc, status, grid_json, metadata_json) VALUES "
                      "('old', 't', 'finished', '{}', '{}')").lastrowid
-    rows = [_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2)
-            for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)]
+    rows = _three_runs(cid)
     rows.append(_trial(cid, 6, proto="h3", plt=90.0, run_index=0))  # slot (run 0, quic) stored twice
     for t in rows:
         row = {k: v for k, v in t.row().items() if k not in later}
@@ -272,6 +271,12 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
     # as version 11 reported it: every row counted, the twin too (h3 90, 92, 94 and 90: median 91)
     row = next(line for line in text.splitlines() if line.strip().startswith("10mbit"))
     assert row.split()[2:7] == ["h3", "vs", "h1", "4/3", "91.0"], row
+
+
+def _three_runs(cid=1, **kw):
+    """Three runs of h3 (90, 92, 94 ms) and h1 (121, 123, 125 ms): what every older store's test holds."""
+    return [_trial(cid, i, proto=proto, plt=plt + i, run_index=i // 2, **kw)
+            for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)]
 
 
 V20 = ("server", "server_cc")  # what schema 20 added
@@ -308,8 +313,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
     and reports the same figures before and after."""
     from plt_bench.analysis import report
     path = tmp_path / "v19.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 19, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
-                                                     for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 19, _three_runs())
     db = sqlite3.connect(path)
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
@@ -334,9 +338,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v20.sqlite"
-    cid = _store_before(path, monkeypatch, V22 + V23 + V24, 20, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2,
-                                                           server="caddy")
-                                                    for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)],
+    cid = _store_before(path, monkeypatch, V22 + V23 + V24, 20, _three_runs(server="caddy"),
                         slot_without=("server",))
     db = sqlite3.connect(path)
     assert "server" not in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials_one_per_slot'").fetchone()[0]
@@ -370,8 +372,7 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 18, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
-                                                     for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 18, _three_runs())
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
     old = st.slot_constraint(V20 + V24).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
@@ -625,8 +626,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     budget (cpu_budget and its proof NULL: the machine's whole CPU, as they ran), its report unchanged."""
     from plt_bench.analysis import report
     path = tmp_path / "v23.sqlite"
-    cid = _store_before(path, monkeypatch, V24, 23, [_trial(1, i, proto=proto, plt=plt + i, run_index=i // 2)
-                                                     for i, (proto, plt) in enumerate([("h3", 90.0), ("h1", 120.0)] * 3)])
+    cid = _store_before(path, monkeypatch, V24, 23, _three_runs())
     db = sqlite3.connect(path)
     before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()

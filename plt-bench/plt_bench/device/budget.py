@@ -73,8 +73,9 @@ def quota_for(budget_cores: float, cores: int = 1) -> Quota:
 
 
 # How far the page's loop may be from the budget's factor (its wall time over the browser group's CPU
-# time) and the budget still count as held: a first figure from a busy machine (2026-11-27: 4.14 and
-# 4.19 at 0.25 in Chromium and Firefox); docs/results.md has the quiet machine's when measured.
+# time) and the budget still count as held. Measured 2026-11-27 (docs/results.md): within 0.5% of the
+# factor at 0.5, 0.25 and 0.1 on a quiet machine, 1.01-1.09 at a full core; 4.14 and 4.19 at 0.25 beside
+# the whole test suite. Wide for a quiet machine, room for a busy one's scheduling.
 SLOWDOWN_TOLERANCE = 0.2
 MACHINE_HELD_BACK = "the machine held the browser below its CPU budget"  # a refusal: its other load, not the budget
 BUDGET_NOT_HELD = "the CPU budget did not hold"

@@ -134,14 +134,12 @@ class Reading:
                        self.throttled - before.throttled, self.throttled_ns - before.throttled_ns)
 
 
-def reading_from(layout: Layout, cpu_stat: str, usage: str | None) -> Reading:
-    """A Reading from cpu.stat and (v1) cpuacct.usage's text (pure)."""
+def reading_from(cpu_stat: str, used_ns: int) -> Reading:
+    """A Reading from cpu.stat's text (v1 counts the throttled time in ns, v2 in us) and the group's
+    CPU time (usage_ns) (pure)."""
     s = parse_stat(cpu_stat)
-    if layout.version == 2:
-        return Reading(s.get("usage_usec", 0) * 1000, s.get("nr_periods", 0), s.get("nr_throttled", 0),
-                       s.get("throttled_usec", 0) * 1000)
-    return Reading(int((usage or "0").strip() or 0), s.get("nr_periods", 0), s.get("nr_throttled", 0),
-                   s.get("throttled_time", 0))
+    throttled_ns = s["throttled_time"] if "throttled_time" in s else s.get("throttled_usec", 0) * 1000
+    return Reading(used_ns, s.get("nr_periods", 0), s.get("nr_throttled", 0), throttled_ns)
 
 
 def group_name(prefix: str) -> str:
@@ -178,7 +176,6 @@ class Group:
         self.layout = layout or machine_layout()
         self.name = group_name(prefix)
         self.folders = self.layout.folders(self.name)
-        self.quota: Quota | None = None
 
     def make(self) -> "Group":
         for folder in self.folders.values():
@@ -195,7 +192,6 @@ class Group:
             mems = (self.folders["cpuset"].parent / "cpuset.mems").read_text().strip() or "0"
         for path, value in settings(self.layout, self.name, quota, cpus, mems, memory_bytes):
             _write(path, value)
-        self.quota = quota
 
     def join(self, pid: int) -> None:
         """Put a process (and so the children it starts from now on) into the group, in every hierarchy."""
@@ -218,10 +214,9 @@ class Group:
         return out
 
     def read(self) -> Reading:
-        if self.layout.version == 2:
-            return reading_from(self.layout, (self.folders["cgroup2"] / "cpu.stat").read_text(), None)
-        usage = (self.folders["cpuacct"] / "cpuacct.usage").read_text() if "cpuacct" in self.folders else None
-        return reading_from(self.layout, (self.folders["cpu"] / "cpu.stat").read_text(), usage)
+        stat = (self.folders["cgroup2" if self.layout.version == 2 else "cpu"] / "cpu.stat").read_text()
+        path, kind = self.usage_file()
+        return reading_from(stat, usage_ns(kind, stat if kind == "cpu.stat" else path.read_text()))
 
     def remove(self) -> list[int]:
         """End the group's processes, then remove its folders; returns what would not die."""
