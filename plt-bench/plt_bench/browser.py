@@ -431,7 +431,16 @@ def paint_fields(paint: dict | None, loaded: bool) -> dict:
     waited = p.get("waited_ms")
     return {"fcp_ms": p.get("fcp_ms"), "lcp_ms": float(start) if start else None, "lcp_element": lcp.get("element"),
             "lcp_url": lcp.get("url") or None, "paint_reason": "; ".join(why) or None,
-            "paint_wait_ms": round(float(waited), 1) if isinstance(waited, (int, float)) else None}
+            "paint_wait_ms": round(float(waited), 1) if isinstance(waited, (int, float)) else None,
+            "viewport": viewport_label(p.get("viewport"))}
+
+
+def viewport_label(viewport) -> str | None:
+    """The page's window as a trial stores it (pure): 412x823@1.75 from [innerWidth, innerHeight,
+    devicePixelRatio, ...]; None without one."""
+    if not isinstance(viewport, list) or len(viewport) < 3 or not all(isinstance(x, (int, float)) for x in viewport[:3]):
+        return None
+    return f"{viewport[0]:g}x{viewport[1]:g}@{viewport[2]:g}"
 
 
 class BrowserWorker:

@@ -99,6 +99,7 @@ PAINT_JS = """
 const done = arguments[arguments.length - 1];
 const QUIET = %(quiet)d, CAP = %(cap)d, BUSY = %(busy)d;
 const out = {fp_ms: null, fcp_ms: null, lcp: null, lcp_candidates: 0, visibility: document.visibilityState,
+             viewport: [window.innerWidth, window.innerHeight, window.devicePixelRatio, navigator.userAgent],
              waited_ms: 0, quiet_ms: QUIET, settled: false, error: null};
 try {
   let last = null;
@@ -312,6 +313,8 @@ def one_trial(req: dict) -> dict:
             _end_cpu(driver, sampler, cpu0, out)
             if req.get("cpu_loop") and out["error"] is None:  # after the figures: its CPU is not the trial's
                 out["cpu_loop"] = _cpu_loop(driver, req["cpu_loop"])
+            if req.get("benchmark") and out["error"] is None:  # a device's calibration (device.calibrate)
+                out["benchmark"] = _benchmark(driver, *req["benchmark"])
             if req.get("settle_s"):  # a bulk download's abort reaches the server before the browser dies
                 time.sleep(req["settle_s"])
         t2 = time.monotonic()
@@ -614,6 +617,19 @@ def _cpu_loop(driver, asked: dict) -> dict:
         return {"times_ms": [round(float(t), 3) for t in times], "wall_ms": round(wall_s * 1000, 3),
                 "group_cpu_ms": round(cpu_s * 1000, 3), "slowdown": round(wall_s / cpu_s, 4) if cpu_s > 0 else None}
     except (WebDriverException, OSError) as e:
+        return {"error": f"{type(e).__name__}: {(getattr(e, 'msg', None) or str(e)).splitlines()[0]}"[:300]}
+
+
+def _benchmark(driver, warmups: int, runs: int, strings: int, copies: int) -> dict:
+    """Lighthouse's BenchmarkIndex, run in the page (device.calibrate.BENCHMARK_JS) on a fixed work
+    (strings and copies repetitions): {"runs": [...]} after `warmups` runs thrown away, or {"error"}."""
+    from selenium.common.exceptions import WebDriverException
+
+    from plt_bench.device.calibrate import BENCHMARK_JS
+    try:
+        driver.set_script_timeout(600)  # a small budget's runs are long (a second at full speed, 100 at 0.01)
+        return {"runs": [float(x) for x in driver.execute_script(BENCHMARK_JS, warmups, runs, strings, copies)]}
+    except WebDriverException as e:
         return {"error": f"{type(e).__name__}: {(getattr(e, 'msg', None) or str(e)).splitlines()[0]}"[:300]}
 
 

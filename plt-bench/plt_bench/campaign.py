@@ -130,7 +130,9 @@ class Spec:
                 **({"http_server": self.http_server if len(self.grid.servers) == 1 else list(self.grid.servers)}
                    if self.grid.servers != ("caddy",) else {}),
                 # (older campaigns' hashes hold: no budget is not written)
-                **({"cpu": list(self.grid.budgets)} if self.grid.budgets != (cond_mod.NO_BUDGET,) else {}),
+                **({"cpu": cpus} if (cpus := [b for b in self.grid.budgets if not cond_mod.device_of(b)]) and (
+                    cpus != [cond_mod.NO_BUDGET] or len(cpus) < len(self.grid.budgets)) else {}),
+                **({"device": devices} if (devices := [b for b in self.grid.budgets if cond_mod.device_of(b)]) else {}),
                 **({"cores": self.grid.cores} if self.grid.cores != 1 else {}),
                 **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
@@ -188,7 +190,8 @@ class Spec:
                         out += [Slot(cond, r, page, *v, grid.cores) for v in variants]
         if self.within:
             out = [s for s in out if s.conditions in self.grid.conditions and s.page in self.grid.pages]
-        return out
+        # a device's budget is one core's worth (device.calibrate), whatever --cores says of --cpu's
+        return [s._replace(cores=1) if cond_mod.device_of(s.budget) else s for s in out]
 
 
 def _cond_dict(c: Conditions) -> dict:
@@ -212,8 +215,9 @@ class Slot(NamedTuple):
 
     @property
     def cell(self) -> Cell:
+        device = cond_mod.device_of(self.budget)
         return Cell(self.proto, self.page, self.conditions, self.cc, self.browser, self.server,
-                    cpu=cond_mod.budget_of(self.budget), cores=self.cores)
+                    cpu=cond_mod.budget_of(self.budget), cores=1 if device else self.cores, device=device)
 
     @classmethod
     def of(cls, t) -> "Slot":
@@ -471,9 +475,13 @@ def _discovery(v: "Values", grid, server, serve) -> str:
     return mode
 
 
+COMPARE_ALIASES = {"cpu": "budget", "device": "budget"}  # the budget axis as its options name it
+
+
 def _compare(v: "Values") -> str:
     from .records import AXES
     axis = str(v.get("compare", DEFAULTS["compare"]))
+    axis = COMPARE_ALIASES.get(axis, axis)
     if axis not in AXES:
         raise UsageError(f"{v.name('compare')}: '{axis}'; expected one of {', '.join(AXES)} (proto: the protocols "
                          "within each congestion control, browser and server; cc, browser or server: each against "
@@ -537,6 +545,25 @@ def _budgets(v: "Values") -> tuple[str, ...]:
             out.append(label)
     if not out:
         raise UsageError(f"{v.name('cpu')}: empty; expected {form}")
+    return tuple(out)
+
+
+def _devices(v: "Values") -> tuple[str, ...]:
+    """--device: the visitors' devices (device.profiles), each a value of the budget axis beside --cpu's."""
+    from .device.profiles import PROFILES
+    given = v.get("device")
+    if given is None:
+        return ()
+    form = f"device names, comma-separated, of {', '.join(PROFILES)}"
+    out: list[str] = []
+    for item in units.split_list(",".join(given) if isinstance(given, list) else str(given), v.name("device")):
+        name = item.strip().lower()
+        if name not in PROFILES:
+            raise UsageError(f"{v.name('device')}: '{item}' is no device; expected {form} (docs/device.md)")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise UsageError(f"{v.name('device')}: empty; expected {form}")
     return tuple(out)
 
 
@@ -713,8 +740,12 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     serve = _serve(v, grid, server)
     grid = dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, serve))
     from .cpu import own_cpus
-    grid = dataclasses.replace(grid, budgets=_budgets(v), cores=as_int("cores", 1, len(own_cpus())))
-    if grid.cores != 1 and grid.budgets == (cond_mod.NO_BUDGET,):
+    devices = _devices(v)
+    budgets = _budgets(v)
+    if devices and v.get("cpu") is None:
+        budgets = ()  # a device alone: no unbudgeted cell beside it unless --cpu full asks for one
+    grid = dataclasses.replace(grid, budgets=budgets + devices, cores=as_int("cores", 1, len(own_cpus())))
+    if grid.cores != 1 and not any(cond_mod.budget_of(b) for b in grid.budgets):
         raise UsageError(f"{v.name('cores')} = {grid.cores} without a CPU budget; expected --cpu FRACTIONS with it "
                          "(the cores a budgeted browser may use)")
     discovery = _discovery(v, grid, server, serve)

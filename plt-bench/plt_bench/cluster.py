@@ -219,7 +219,8 @@ def handshake(raw: socket.socket, tls: Path, address: str, option: str) -> None:
 def unsupported(spec) -> None:
     """What a cluster's campaign cannot carry, refused before anything starts (pure): captures
     (their files and CPU series would stay on the worker, in a run folder that goes with its
-    testbed) and a server machine (each worker measures on its own testbed)."""
+    testbed), a server machine (each worker measures on its own testbed) and a named device (calibrated
+    per host: not yet across hosts)."""
     if spec.capture:
         raise UsageError(f"--capture: {','.join(spec.capture)} is not taken with --cluster: the files and CPU series "
                          "would stay on the worker that measured them; capture on one machine (plt-bench run --capture "
@@ -227,6 +228,11 @@ def unsupported(spec) -> None:
     if spec.server:
         raise UsageError("--server: not with --cluster: each worker measures on its own testbed; run a campaign "
                          "across two machines without --cluster")
+    from .conditions import device_of
+    if any(device_of(b) for b in spec.grid.budgets):
+        raise UsageError("--device: not with --cluster yet: each host must calibrate the device once and its cells "
+                         "not pool with another host's calibration; run it on one machine (docs/device.md), or give "
+                         "--cpu fractions")
 
 
 def cells(spec) -> list[tuple]:

@@ -35,8 +35,15 @@ def budget_label(cpu: float | None) -> str:
 
 
 def budget_of(label: str) -> float | None:
-    """The fraction of a core a budget axis value names (budget_label's inverse); None for full."""
-    return None if label == NO_BUDGET else float(label[len("cpu"):])
+    """The fraction of a core a budget axis value names (budget_label's inverse); None for full and
+    for a device (whose budget each host calibrates: device.calibrate)."""
+    return None if label == NO_BUDGET or device_of(label) else float(label[len("cpu"):])
+
+
+def device_of(label: str) -> str | None:
+    """The device a budget axis value names (a device.profiles name, as --device gives it), or None."""
+    from .device.profiles import PROFILES
+    return label if label in PROFILES else None
 
 
 
@@ -205,6 +212,7 @@ class Cell:
     server: str = "caddy"  # the server that serves it (plt_bench.servers)
     cpu: float | None = None  # the browser's CPU budget, a fraction of a core per core (plt_bench.device); None: none
     cores: int = 1  # ... on this many CPUs
+    device: str | None = None  # the visitor's device (device.profiles): its budget calibrated per host, its screen
 
     def __post_init__(self):
         if self.proto not in protocols.ALL_NAMES:
@@ -221,6 +229,9 @@ class Cell:
             raise ValueError(f"Cell: CPU budget {self.cpu!r}; expected a fraction of a core in (0, 1]")
         if self.cores < 1:
             raise ValueError(f"Cell: cores {self.cores!r}; expected 1 or more")
+        if self.device is not None and (device_of(self.device) is None or self.cpu is not None):
+            raise ValueError(f"Cell: device {self.device!r}; expected a known device (device.profiles) and no --cpu "
+                             "budget beside it (the device's is calibrated per host)")
 
     @property
     def size_bytes(self) -> int:

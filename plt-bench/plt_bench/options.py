@@ -75,6 +75,10 @@ def _table() -> dict[str, Option]:
                       "interleaved as --browser is; --compare budget). Every browser process and its WebDriver in a "
                       "control group of the testbed's own (cgroup v1 or v2), nothing else; each trial proves it "
                       "(docs/device.md). full (default): no budget, the machine's whole CPU", metavar="FRACTIONS"),
+        Option("device", "the visitor's device, comma-separated: low-end-phone, mid-phone, laptop (device.profiles; "
+                         "an axis beside --cpu's budgets: --compare budget). Its CPU class (a Lighthouse "
+                         "BenchmarkIndex) calibrated into a budget on this host at the campaign's start, its screen "
+                         "emulated, its RAM the browser's memory cap (docs/device.md)", metavar="NAMES"),
         Option("cores", "the CPUs a budgeted browser may use (default 1: --cpu 0.25 is a quarter of one core)",
                metavar="N"),
         Option("http_server", "the servers that serve the pages, comma-separated: caddy (default: Caddy, HTTP/3 on "
@@ -147,8 +151,9 @@ def _table() -> dict[str, Option]:
                             "a browser, with --compare server a server (default: the first listed)", metavar="VALUE",
                group="stats"),
         Option("compare", "what the report compares: proto (each protocol against the reference, within each "
-                          "congestion control, browser and server), cc, browser or server (each congestion control, "
-                          "browser or server against the reference, within each protocol)", choices=AXES, group="stats"),
+                          "congestion control, browser and server), cc, browser, server or cpu (each congestion "
+                          "control, browser, server or CPU budget and device against the reference, within each "
+                          "protocol; budget and device say cpu too)", choices=AXES + ("cpu", "device"), group="stats"),
         Option("visit", "which load of each page a trial measures, comma-separated: first (a fresh browser), repeat "
                         "(the same browser again a moment later, its connections closed and its cache cleared), "
                         "repeat-warm (the same, its cache kept); a page may name its own: 20x5KB@repeat"),
@@ -186,7 +191,7 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", 
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
-               "http_server", "cpu", "cores",
+               "http_server", "cpu", "device", "cores",
                "discovery", "reference", "compare",
                "metric", "visit", "serve")
 # how to reach the server and where to store: not part of a campaign's definition

@@ -76,6 +76,9 @@ class WorkerAnswer(TypedDict, total=False):
     #                             (browser_worker.CPU_LOOP_JS): {"times_ms": [...]} or {"error"}
     cpu_group: dict             # under a CPU budget: its quota and the group's counters over the trial
     #                             (Testbed.load: usage_ms, periods, throttled_periods, throttled_ms)
+    benchmark: dict             # a device's calibration: Lighthouse's BenchmarkIndex runs after the load
+    #                             (device.calibrate.BENCHMARK_JS): {"runs": [...]} or {"error"}
+    device: dict                # the device in use: its calibration (device.calibrate.Calibration.as_dict)
 
 
 class PaintFigures(TypedDict, total=False):
@@ -86,6 +89,8 @@ class PaintFigures(TypedDict, total=False):
     #                              time, else load time), render_ms, load_ms, size_px, url, element
     lcp_candidates: int          # records the observer saw
     visibility: str              # document.visibilityState (a hidden page reports no LCP)
+    viewport: list               # the window the page was laid out in: [innerWidth, innerHeight (CSS px),
+    #                              devicePixelRatio, navigator.userAgent]
     waited_ms: float             # how long the script waited for the page to settle after the load
     quiet_ms: float              # the quiet window it waited for (browser_worker.paint_quiet_ms)
     settled: bool                # the window came (False: PAINT_WAIT_MS ran out first)
@@ -322,6 +327,16 @@ class Trial:
     udp_rcvbuf_errors: int | None = doc("UDP datagrams the client's kernel dropped for a full receive buffer during "
                                         "the trial (RcvbufErrors of /proc/net/snmp in the client's namespace): a "
                                         "quota's freezes can drop bursts a steadily slower CPU would not", None)
+    device: str | None = doc("the visitor's device (--device; device.profiles): its CPU class calibrated into "
+                             "cpu_budget on this host, its screen emulated and its RAM the browser's memory cap; None: "
+                             "none, as for every trial before schema 25", None)
+    device_host_index: float | None = doc("the device's calibration: this host's Lighthouse BenchmarkIndex at one full "
+                                          "core (device.calibrate), which cpu_budget divides down to the device's", None)
+    device_index: float | None = doc("the benchmark's index under the calibrated budget (the device's class, within "
+                                     "device.calibrate.CALIBRATION_TOLERANCE)", None)
+    viewport: str | None = doc("the window the page was laid out in, as its own script saw it: "
+                               "WIDTHxHEIGHT@RATIO (CSS pixels, devicePixelRatio); a device's screen (--device) "
+                               "or the fixed 1280x800 window; None before schema 25", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
     damaged: tuple[str, ...] = dataclasses.field(default=(), compare=False, metadata={
@@ -335,7 +350,10 @@ class Trial:
 
     @property
     def budget(self) -> str:
-        """The CPU budget as the budget axis names it (conditions.budget_label): full without one."""
+        """The CPU budget as the budget axis names it (conditions.budget_label): the device's name for a
+        device's, full without one."""
+        if self.device:
+            return self.device
         return "full" if self.cpu_budget is None else f"cpu{self.cpu_budget:g}"
 
     @property

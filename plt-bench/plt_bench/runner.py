@@ -248,8 +248,9 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     budget = budget_fields(answer)
     problem = ev.link_dead or foreign_traffic_problem(ev.foreign) or link_fidelity_problem(
         ev.link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or ev.stalled or (
-        budget_problem(quota_for(cell.cpu, cell.cores), answer.get("cpu_loop"), answer.get("cpu_group"))
-        if cell.cpu is not None and status == "ok" else None)
+        budget_problem(quota_for(group["budget_cores"], group["cores"]) if (group := answer.get("cpu_group")) else None,
+                       answer.get("cpu_loop"), group, budgeted=True)
+        if (cell.cpu is not None or cell.device) and status == "ok" else None)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     elif status == "failed" and cell.conditions.traced and (
@@ -294,7 +295,11 @@ def budget_fields(answer: WorkerAnswer) -> dict:
     group, loop = answer.get("cpu_group"), answer.get("cpu_loop") or {}
     if not group:
         return {}
-    return {"cpu_budget": group["budget_cores"], "cpu_cores": group["cores"], "cpu_quota_us": group["quota_us"],
+    device = answer.get("device") or {}
+    if device:
+        device = {"device": device["device"], "device_host_index": device["host_index"],
+                  "device_index": device["measured_index"]}
+    return {**device, "cpu_budget": group["budget_cores"], "cpu_cores": group["cores"], "cpu_quota_us": group["quota_us"],
             "cpu_period_us": group["period_us"], "cpu_slowdown": loop.get("slowdown"),
             "cpu_group_ms": round(group["usage_ms"], 3), "cpu_throttled_periods": group["throttled_periods"],
             "cpu_throttled_ms": round(group["throttled_ms"], 3), "udp_rcvbuf_errors": group.get("udp_rcvbuf_errors")}
@@ -368,9 +373,20 @@ def _ready(bed: Testbed, cell: Cell) -> None:
     except ServerError as e:  # a server that would not start: the testbed cannot run the campaign on
         raise TestbedBroken(f"switching to {cell.server}: {e}") from e
     bed.set_cc(cell.cc)
-    now = (bed.budget.budget_cores, bed.budget.cores) if bed.budget is not None else None
-    if now != ((cell.cpu, cell.cores) if cell.cpu is not None else None):
-        bed.set_budget(cell.cpu, cell.cores)  # the browser's CPU budget (plt_bench.device)
+    # the browser's CPU budget, and a device's screen and memory (plt_bench.device)
+    have = ((bed.budget.budget_cores, bed.budget.cores) if bed.budget is not None else (None, 1)) + (
+        bed.memory_bytes, bed.screen)
+    if cell.device:
+        from .device.profiles import get as device_profile
+        calibration, profile = bed.calibrations.get(cell.device), device_profile(cell.device)
+        if calibration is None:
+            raise TestbedBroken(f"the device {cell.device} was not calibrated on this host")
+        if have != (calibration.budget_cores, 1, profile.memory_bytes, profile.screen) or bed.device != calibration:
+            bed.use_device(calibration, profile)
+    elif have != (cell.cpu, cell.cores, None, None) or bed.device is not None:
+        bed.use_device(None, None)
+        bed.set_screen(None)
+        bed.set_budget(cell.cpu, cell.cores)
 
 
 @dataclasses.dataclass

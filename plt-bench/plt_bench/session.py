@@ -26,7 +26,7 @@ from typing import Callable
 
 from . import cmd, procs
 from .capture import Settings, captures_root, check_space
-from .conditions import Cell, Conditions, transfer_seconds
+from .conditions import Cell, Conditions, device_of, transfer_seconds
 from .errors import UsageError
 from .metadata import key_diff, key_value, utc_now
 from .records import Trial
@@ -129,9 +129,12 @@ class Session:
         ref = make_ref(spec.server, server_pin, server_token, control_port, spec.iface, spec.server_token_file)
         if ref is not None and ref.token_source == "argv":
             note(TOKEN_ARGV_WARNING)
+        self.devices = [b for b in spec.grid.budgets if device_of(b)]
         if ref is None:
+            # a device's calibration runs in Chromium, whose figures its profile's are (device.calibrate)
+            names = tuple(dict.fromkeys(spec.grid.browsers + (("chromium",) if self.devices else ())))
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
-                               capture=self.capture, browser_binary=spec.browser_binary, browser_names=spec.grid.browsers,
+                               capture=self.capture, browser_binary=spec.browser_binary, browser_names=names,
                                traces=spec.traces,
                                replays=[p.replay for p in spec.grid.pages if p.archived],
                                serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers,
@@ -140,6 +143,9 @@ class Session:
             if any(p.archived for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "
                                  "machines) give generated pages")
+            if self.devices:
+                raise UsageError("--device: a device is calibrated in this machine's own testbed; with --server (two "
+                                 "machines) not yet (docs/device.md); --cpu budgets apply to this, the client, machine")
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
                                      capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary)
             self.bed.check()  # bad two-machine options fail here, before anything is made
@@ -201,6 +207,7 @@ class Session:
                 self.note(f"note: campaign(s) {', '.join(map(str, stale))} named '{spec.name}' are unfinished with "
                           f"another definition (runs, sizes, link...) and stay as they are; this is campaign "
                           f"{self.campaign_id}. Rerun with their exact options to resume one")
+        self._calibrate()
         self.done = attempts_so_far(self.store.trials([self.campaign_id]))
         self.todo = todo(self.plan, self.done, spec.retries)
         self.skipped = 0  # slots a precision target made unnecessary
@@ -216,6 +223,34 @@ class Session:
             for t in rows:
                 self.eta.observe(t)
         self._header()
+
+    def _calibrate(self) -> None:
+        """Each device's CPU budget on this host (device.calibrate), measured once per campaign and kept
+        in its metadata: a resumed campaign applies the budget its trials ran under, so they pool."""
+        if not self.devices:
+            return
+        from .device.calibrate import Calibration, calibrate
+        from .device.profiles import get
+        from .pages import parse_page
+        meta = self.store.campaign(self.campaign_id)["metadata"]
+        saved = meta.get("devices") or {}
+        page = parse_page("5KB")
+        self.bed.sites.ensure((page,))
+        for name in self.devices:
+            if name in saved:
+                cal = Calibration.from_dict(saved[name])
+                self.out(f"device {cal.words()}: the campaign's own calibration, kept")
+            else:
+                self.out(f"device {name}: calibrating this host's CPU (Lighthouse's BenchmarkIndex in Chromium) ...")
+                cal = calibrate(self.bed, get(name), page.html_name)
+                saved[name] = cal.as_dict()
+                self.out(f"device {cal.words()}")
+            self.bed.calibrations[name] = cal
+        self.bed.use_device(None, None)
+        self.bed.set_screen(None)
+        self.bed.set_budget(None)
+        if meta.get("devices") != saved:
+            self.store.update_metadata(self.campaign_id, {**meta, "devices": saved})
 
     def _header(self) -> None:
         spec, bed, g = self.spec, self.bed, self.spec.grid

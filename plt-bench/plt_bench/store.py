@@ -74,6 +74,10 @@ Schema history (SCHEMA_VERSION):
       cpu_quota_us, cpu_period_us, cpu_slowdown, cpu_group_ms, cpu_throttled_periods, cpu_throttled_ms
       and udp_rcvbuf_errors (NULL for every older trial: no budget, the machine's whole CPU); the rule
       of one row per slot and attempt holds the budget (made anew).
+ 25 - the visitor's device (--device, plt_bench.device.profiles): trials gain device, device_host_index
+      and device_index (NULL for every older trial: no device) and viewport (the window the page was
+      laid out in; NULL for every older trial, the fixed 1280x800 then); the rule of one row per slot and
+      attempt holds the device (made anew).
 """
 
 from __future__ import annotations
@@ -91,9 +95,10 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 25
 V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_slowdown", "cpu_group_ms",
                "cpu_throttled_periods", "cpu_throttled_ms", "udp_rcvbuf_errors")
+V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -152,7 +157,7 @@ def slot_constraint(without: tuple[str, ...] = ()) -> str:
     since an unshaped rate or an automatic queue is NULL) over the slot's columns, with its index.
     without: columns an older version's slot did not hold (a test's older store)."""
     cols = [c for c in ["campaign_id", *records.CONDITION_COLUMNS, "run_index", "page", "proto", "cc", "browser",
-                        "server", "cpu_budget", "attempt"] if c not in without]
+                        "server", "cpu_budget", "device", "attempt"] if c not in without]
     # a trial without a browser is Chromium's (records.Trial.browser), as every row before schema 18; one
     # without a server Caddy's (records.Trial.server), as every row before schema 20
     default = {"browser": "chromium", "server": "caddy"}
@@ -497,6 +502,12 @@ class Store:
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its budget
             version = 24
+        if version == 24:  # 24 -> 25: the visitor's device (none for every older trial)
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in V25_COLUMNS:
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its device
+            version = 25
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

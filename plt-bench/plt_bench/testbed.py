@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 from . import browsers, cmd, dns, link as link_mod, protocols
 from .browser import BrowserWorker
 from .browser_worker import RESOURCE_WAIT_MS, paint_quiet_ms
-from .browsers import drivers, sandbox
+from .browsers import WINDOW_ARGS, drivers, sandbox
 from .capture import FILENAMES, Settings
 from .conditions import Conditions
 from .metadata import machine, utc_now
@@ -90,6 +90,10 @@ class Testbed:
         self.budget_cpus: list[int] = []
         self.cpu_group = None  # its control group (device.cgroup.Group), made on the first budget
         self._budget_request: dict = {}  # what a budgeted load asks of the worker (set_budget)
+        self.memory_bytes: int | None = None  # the browser group's memory cap (set_budget), none by default
+        self.device = None  # the device in use (use_device): its device.calibrate.Calibration
+        self.calibrations: dict = {}  # each device's calibration on this host (session: at the campaign's start)
+        self.screen = None  # a device's screen the browser emulates (set_screen; device.profiles.Screen)
         self._stack = contextlib.ExitStack()
 
     @property
@@ -357,6 +361,12 @@ class Testbed:
                # through this process's root: `ip netns exec` mounts the namespace's own /sys over the
                # worker's, which hides the control groups' file systems from it
                **(self._budget_request if self.budget is not None else {})}
+        if self.screen is not None:  # a device's screen (device.profiles), in place of the fixed window
+            emu = b.emulation(self.screen)
+            req["args"] = [a for a in args if not a.startswith(WINDOW_ARGS)] + emu["args"]
+            req["prefs"] = {**req.get("prefs", {}), **emu["prefs"]}
+            if emu.get("mobile_emulation"):
+                req["mobile_emulation"] = emu["mobile_emulation"]
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
             req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
@@ -384,7 +394,8 @@ class Testbed:
 
     def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
              await_s: float = 0.0, gate: bool = False, visit: str = "first",
-             settle_s: float = 0.0, browser: str | None = None, expect: tuple[str, ...] = ()) -> tuple[dict, str]:
+             settle_s: float = 0.0, browser: str | None = None, expect: tuple[str, ...] = (),
+             benchmark: tuple[int, ...] | None = None) -> tuple[dict, str]:
         """One fresh-browser load; returns the worker's answer and the URI the server should log.
         With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
         await_s > 0: then wait that long for the page's own figures (a bulk page's download).
@@ -392,7 +403,8 @@ class Testbed:
         settle_s: the browser stays up that long after its figures are read (bulk.settle_s).
         browser: which of the testbed's browsers loads it (None: the first). expect: objects ("host/path")
         whose Resource Timing entries the worker waits for before reading them (a replay's fetches,
-        which do not hold the load event)."""
+        which do not hold the load event). benchmark: (warm-ups, runs, work...) of the device calibration's
+        benchmark, run in the page after its figures (the answer's "benchmark")."""
         browser = browser or self.browser_name
         ready, self._prepared = self._prepared, None
         same = ready and (ready[0], ready[1], ready[3], ready[4]) == (proto, page, visit, browser) and capture_dir is None
@@ -403,7 +415,8 @@ class Testbed:
             write_active(self.plan.run_dir / ACTIVE_REPLAY, page[len(ARCHIVED):])
         req = {**self._request(proto, page, tag, capture_dir, visit, browser), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
-               **({"expect_resources": list(expect)} if expect else {})}
+               **({"expect_resources": list(expect)} if expect else {}),
+               **({"benchmark": list(benchmark)} if benchmark else {})}
         before = self.cpu_group.read() if self.budget is not None else None
         drops0 = self._rcvbuf_errors() if before is not None else None
         try:
@@ -421,6 +434,8 @@ class Testbed:
                                 "throttled_periods": used.throttled, "throttled_ms": used.throttled_ns / 1e6}
             drops1 = self._rcvbuf_errors()
             ans["cpu_group"]["udp_rcvbuf_errors"] = drops1 - drops0 if None not in (drops0, drops1) else None
+        if self.device is not None:
+            ans["device"] = self.device.as_dict()
         return ans, uri
 
     def _rcvbuf_errors(self) -> int | None:
@@ -432,7 +447,25 @@ class Testbed:
         except (OSError, AttributeError):
             return None
 
-    def set_budget(self, budget_cores: float | None, cores: int = 1) -> "Quota | None":
+    def use_device(self, calibration, profile) -> None:
+        """A named device from the next load on (device.profiles, device.calibrate): its calibrated
+        budget on one core, its RAM as the browser group's memory cap, its screen emulated; each
+        answer carries the calibration. None: no device (the budget and screen stay as set)."""
+        if calibration is None:
+            self.device = None
+            return
+        self.set_budget(calibration.budget_cores, 1, profile.memory_bytes)
+        self.set_screen(profile.screen)
+        self.device = calibration
+
+    def set_screen(self, screen) -> None:
+        """The screen the browser emulates from the next load on (a device.profiles.Screen), or None:
+        the fixed window. A browser started for another screen is let go."""
+        if screen != self.screen:
+            self.discard_prepared()
+        self.screen = screen
+
+    def set_budget(self, budget_cores: float | None, cores: int = 1, memory_bytes: int | None = None) -> "Quota | None":
         """The browser's CPU budget for the loads that follow (issue 45; device.budget): budget_cores
         of a core on each of `cores` CPUs (this process's highest-numbered ones), every process the
         trial's WebDriver starts inside the testbed's group, nothing else. None: no budget (the
@@ -460,8 +493,9 @@ class Testbed:
             self._budget_request = {"cgroup_procs": [f"{root}{f / 'cgroup.procs'}" for f in group.folders.values()],
                                     "cpu_loop": {"usage": [f"{root}{usage}", kind]}}
         self.budget_cpus = list(mine[-cores:])
-        self.cpu_group.set(quota, self.budget_cpus)
+        self.cpu_group.set(quota, self.budget_cpus, memory_bytes)
         self.budget = quota
+        self.memory_bytes = memory_bytes
         return quota
 
     def _browser_writes(self, capture_dir: Path | None, tag: str) -> Path | None:

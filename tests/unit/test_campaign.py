@@ -373,3 +373,24 @@ def test_the_cpu_budget_is_an_axis_and_no_budget_keeps_the_hash_campaigns_had():
         campaign.load("quick", {**base, "cores": "2"})
     with pytest.raises(UsageError, match="--cores = 64; expected a whole number from 1 to"):
         campaign.load("quick", {**base, "cpu": "0.5", "cores": "64"})
+
+
+def test_a_device_is_a_value_of_the_budget_axis_beside_the_cpu_budgets():
+    """--device (issue 45): each device is a value of the budget axis (compared with --compare cpu), its
+    cell one core's worth with no fraction of its own (each host calibrates it); --cpu beside it adds
+    its budgets; unknown names are refused by name with the known ones; the definition holds both."""
+    base = {"size": "5KB", "runs": "2", "proto": "h3,h2", "rtt": "0"}
+    spec = campaign.load("quick", {**base, "device": "low-end-phone"})
+    assert spec.grid.budgets == ("low-end-phone",) and spec.as_dict()["device"] == ["low-end-phone"]
+    assert "cpu" not in spec.as_dict()
+    assert {(x.cell.device, x.cell.cpu, x.cell.cores, x.budget) for x in spec.plan()} == {
+        ("low-end-phone", None, 1, "low-end-phone")}
+    both = campaign.load("quick", {**base, "cpu": "1", "device": "mid-phone,low-end-phone", "cores": "2",
+                                   "compare": "cpu", "reference": "1"})
+    assert both.grid.budgets == ("cpu1", "mid-phone", "low-end-phone") and both.compare == "budget"
+    assert both.reference == "cpu1" and both.as_dict()["cpu"] == ["cpu1"]
+    assert {(x.budget, x.cores) for x in both.plan()} == {("cpu1", 2), ("mid-phone", 1), ("low-end-phone", 1)}
+    assert campaign.load("quick", {**base, "cpu": "full", "device": "laptop"}).grid.budgets == ("full", "laptop")
+    with pytest.raises(UsageError, match="--device: 'iphone' is no device; expected device names, comma-separated, "
+                                         "of low-end-phone, mid-phone, laptop"):
+        campaign.load("quick", {**base, "device": "iphone"})

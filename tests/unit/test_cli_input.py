@@ -32,6 +32,9 @@ CLI = [
     (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--cpus", "0-1", "--share-cores"],
      "--cpus and --share-cores: give one"),
     (["run", "--cluster", "tcp://127.0.0.1:1", "--capture", "pcap"], "--capture: pcap is not taken with --cluster"),
+    (["run", "--cluster", "tcp://127.0.0.1:1", "--device", "mid-phone"], "--device: not with --cluster yet"),
+    (["run", "--device", "iphone"], "--device: 'iphone' is no device; expected device names, comma-separated, of "
+                                    "low-end-phone, mid-phone, laptop"),
     # issue 36: what a cluster exposes (--listen) and TLS
     (["worker", "--scheduler", "tls://127.0.0.1:1", "--testbed", "240"], "--scheduler: tls://127.0.0.1:1 is a TLS "
                                                                           "scheduler; give --tls DIR"),
@@ -134,7 +137,7 @@ CLI = [
     (["run", "--browser", "chromium,firefox", "--capture", "visual"], "--browser firefox: not supported yet with visual"),
     (["run", "--browser", "chromium,firefox", "--compare", "browser", "--reference", "safari"],
      "--reference: 'safari' is not one browser this campaign runs; expected one of chromium, firefox"),
-    (["run", "--compare", "browsers"], "--compare: invalid choice: 'browsers' (choose from 'proto', 'cc', 'browser', 'server', 'budget')"),
+    (["run", "--compare", "browsers"], "--compare: invalid choice: 'browsers' (choose from 'proto', 'cc', 'browser', 'server', 'budget', 'cpu', 'device')"),
     (["run", "--http-server", "caddy,quinn", "--compare", "server", "--reference", "nginx"],
      "--reference: 'nginx' is not one server this campaign runs; expected one of caddy, quinn (--http-server caddy,quinn)"),
     (["run", "--http-server", "caddy,,quinn"], "--http-server"),

@@ -240,14 +240,15 @@ def test_a_many_origin_pages_objects_are_proven_on_their_own_origin(resources, e
 
 @pytest.mark.parametrize("paint,loaded,want", [
     ({"fcp_ms": 236.0, "lcp": {"start_ms": 340.0, "element": "img#hero", "url": "https://plt.test/hero_5KB.png?i=0"},
-      "visibility": "visible"}, True,
+      "visibility": "visible", "viewport": [412, 823, 1.75, "Mozilla/5.0 (Linux; Android 11) Mobile"]}, True,
      {"fcp_ms": 236.0, "lcp_ms": 340.0, "lcp_element": "img#hero", "lcp_url": "https://plt.test/hero_5KB.png?i=0",
-      "paint_reason": None, "paint_wait_ms": None}),
+      "paint_reason": None, "paint_wait_ms": None, "viewport": "412x823@1.75"}),
     # no candidate: none, with the reason; never zero
     ({"fcp_ms": 236.0, "lcp": None, "visibility": "visible"}, True,
      {"fcp_ms": 236.0, "lcp_ms": None, "lcp_element": None, "lcp_url": None,
       "paint_reason": "no largest-contentful-paint candidate after the load: no text or image qualified (an image under "
-                      "0.05 bits per pixel, or filling the viewport, does not count)", "paint_wait_ms": None}),
+                      "0.05 bits per pixel, or filling the viewport, does not count)", "paint_wait_ms": None,
+      "viewport": None}),
     ({"fcp_ms": None, "lcp": None, "visibility": "hidden"}, True, "the page was hidden"),
     ({"fcp_ms": 236.0, "lcp": None, "visibility": "visible", "waited_ms": 2000.4}, True,
      "no largest-contentful-paint candidate 2000 ms after the load"),

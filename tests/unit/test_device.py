@@ -38,6 +38,9 @@ def test_a_budget_gets_the_shortest_period_whose_quota_the_kernel_takes():
     assert budget.quota_for(1).quota_us is None and budget.quota_for(1).factor == 1.0
     two = budget.quota_for(0.5, cores=2)
     assert (two.quota_us, two.period_us, two.applied_cores) == (4000, 4000, 0.5)
+    # a pool over the two cores: one thread alone takes all of it, a whole core (so its loop runs
+    # unslowed); at 0.25 on two cores, half a core
+    assert two.factor == 1.0 and budget.quota_for(0.25, cores=2).factor == 2.0
     odd = budget.quota_for(0.3)  # rounded to whole microseconds: what was applied is kept
     assert odd.quota_us >= budget.MIN_QUOTA_US and abs(odd.applied_cores - 0.3) < 0.001
     for bad in (0, -0.5, 1.5, 0.0005):
@@ -112,3 +115,65 @@ def test_udp_receive_buffer_drops_are_read_from_the_namespace_s_snmp_counters():
             "Udp: 4 0 7 4 7 0 0 0 0\nUdpLite: InDatagrams\nUdpLite: 0\n")
     assert budget.rcvbuf_errors(snmp) == 7
     assert budget.rcvbuf_errors("Ip: a\nIp: 1\n") is None
+
+
+def test_every_device_profile_is_complete_and_says_where_its_figures_come_from():
+    """The profile table: a CPU class (a BenchmarkIndex), cores, RAM, a screen and a source each;
+    the phones emulate a mobile, touch screen with a phone's user agent; an unknown name says the known."""
+    from plt_bench.device import profiles
+    assert list(profiles.PROFILES) == ["low-end-phone", "mid-phone", "laptop"]
+    for p in profiles.PROFILES.values():
+        assert p.benchmark_index > 0 and p.cores >= 1 and p.memory_bytes >= 2**30 and p.source
+        assert p.screen.width_px > 0 and p.screen.height_px > 0 and p.screen.pixel_ratio >= 1
+    low, mid = profiles.get("low-end-phone"), profiles.get("mid-phone")
+    assert (low.benchmark_index, mid.benchmark_index) == (264, 1000)  # DevTools' calibration scores
+    assert low.screen == profiles.Screen(412, 823, 1.75, True, True, low.screen.user_agent)  # Lighthouse's
+    assert all(s.mobile and s.touch and "Mobile" in s.user_agent for s in (low.screen, mid.screen))
+    assert not profiles.get("laptop").screen.mobile
+    with pytest.raises(ValueError, match="'phone' is no device; known: low-end-phone, mid-phone, laptop"):
+        profiles.get("phone")
+
+
+def test_a_calibration_divides_the_host_down_to_the_device_and_refuses_what_it_cannot_reach():
+    """The host's index over the device's is the first budget; measurements under budgets move it
+    along their line (the browser's own background work takes a constant share); a host slower than the device, or one that would
+    need less than the kernel's smallest quota, is refused with the reason; the figure under the
+    budget must be within the tolerance."""
+    from plt_bench.device import calibrate as cal
+    assert cal.first_share("low-end-phone", 264, 2112) == pytest.approx(0.125)
+    # measured here beside a busy machine: 2040 at a full core, 146 at 0.13 (the browser's background
+    # work takes a constant share): the line through the two says 0.184
+    assert cal.next_share([(1.0, 2040.0), (0.13, 146.0)], 264) == pytest.approx(0.184, abs=0.001)
+    assert cal.next_share([(1.0, 300.0), (0.5, 100.0)], 400) == 1.0  # never above a core
+    assert cal.next_share([(1.0, 2040.0), (0.13, 2100.0)], 264) == pytest.approx(0.13 * 264 / 2100)  # no line
+    with pytest.raises(cal.CalibrationError, match="slower than the device .*BenchmarkIndex 800 at a full core, "
+                                                   "the device's 1000"):
+        cal.first_share("mid-phone", 1000, 800)
+    with pytest.raises(cal.CalibrationError, match="below the smallest budget the kernel gives"):
+        cal.first_share("low-end-phone", 1, 5000)
+    assert cal.calibration_problem(264, 280) is None
+    assert "+21% off the device's 264" in cal.calibration_problem(264, 320)
+    c = cal.Calibration("low-end-phone", 264, 2112.0, 0.125, 266.0)
+    assert cal.Calibration.from_dict(c.as_dict()) == c
+    assert c.words().startswith("low-end-phone: BenchmarkIndex 264 is 0.125 of one core here (this host 2112")
+    assert cal.benchmark_index([900.0, 1000.0, 2000.0]) == 1000.0
+
+
+def test_a_device_s_screen_is_chromium_s_mobile_emulation_and_firefox_s_prefs():
+    """Chromium: ChromeDriver's mobileEmulation (CSS viewport, ratio, mobile, touch, user agent) and the
+    window at the viewport; Firefox: the ratio, touch and user agent as prefs, the window in device
+    pixels. Either replaces the fixed window's arguments."""
+    from plt_bench.browsers.chromium import chromium_emulation
+    from plt_bench.browsers.firefox import firefox_emulation
+    from plt_bench.device.profiles import get
+    screen = get("low-end-phone").screen
+    c = chromium_emulation(screen)
+    assert c["mobile_emulation"] == {"deviceMetrics": {"width": 412, "height": 823, "pixelRatio": 1.75, "mobile": True,
+                                                       "touch": True}, "userAgent": screen.user_agent}
+    assert c["args"] == ["--window-size=412,823"]
+    f = firefox_emulation(screen)
+    assert f["args"] == ["--width=721", "--height=1440"]
+    assert f["prefs"] == {"layout.css.devPixelsPerPx": "1.75", "dom.w3c_touch_events.enabled": 1,
+                          "general.useragent.override": screen.user_agent}
+    assert "mobile_emulation" not in firefox_emulation(get("laptop").screen)
+    assert "general.useragent.override" not in firefox_emulation(get("laptop").screen)["prefs"]

@@ -237,7 +237,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "visit_json", "trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256",
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
              "visually_complete_ms", "browser", "server", "server_cc", "discovery",
-             "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS)  # the columns of versions 12 to 24
+             "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS, *st.V25_COLUMNS)  # the columns of versions 12 to 25
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -283,6 +283,7 @@ V20 = ("server", "server_cc")  # what schema 20 added
 V22 = ("discovery", "protocol_mix_json")  # ... and schema 22
 V23 = ("paint_wait_ms",)  # ... and schema 23
 V24 = st.V24_COLUMNS  # ... and schema 24
+V25 = st.V25_COLUMNS  # ... and schema 25
 
 
 def _store_before(path, monkeypatch, dropped, version, trials, slot_without=()) -> int:
@@ -313,7 +314,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
     and reports the same figures before and after."""
     from plt_bench.analysis import report
     path = tmp_path / "v19.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 19, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25, 19, _three_runs())
     db = sqlite3.connect(path)
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
@@ -322,7 +323,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(5 + len(V24))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(5 + len(V24) + len(V25))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -338,7 +339,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v20.sqlite"
-    cid = _store_before(path, monkeypatch, V22 + V23 + V24, 20, _three_runs(server="caddy"),
+    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25, 20, _three_runs(server="caddy"),
                         slot_without=("server",))
     db = sqlite3.connect(path)
     assert "server" not in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials_one_per_slot'").fetchone()[0]
@@ -352,7 +353,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
         text = report.format_text(report.build(s, [cid]))
     assert st.stored_version(path) == st.SCHEMA_VERSION
     db = sqlite3.connect(path)
-    assert [r[:-(3 + len(V24))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(3 + len(V24) + len(V25))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -372,9 +373,9 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24, 18, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25, 18, _three_runs())
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
-    old = st.slot_constraint(V20 + V24).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
+    old = st.slot_constraint(V20 + V24 + V25).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
     db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot;" + old
                      + "UPDATE schema_info SET version = 18;")
@@ -626,7 +627,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     budget (cpu_budget and its proof NULL: the machine's whole CPU, as they ran), its report unchanged."""
     from plt_bench.analysis import report
     path = tmp_path / "v23.sqlite"
-    cid = _store_before(path, monkeypatch, V24, 23, _three_runs())
+    cid = _store_before(path, monkeypatch, V24 + V25, 23, _three_runs())
     db = sqlite3.connect(path)
     before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
@@ -635,8 +636,8 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
         got = s.trials([cid])
         assert len(got) == 6 and {(t.cpu_budget, t.cpu_slowdown, t.udp_rcvbuf_errors) for t in got} == {(None, None, None)}
     db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 24
-    assert [r[:-len(V24)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
+    assert [r[:-(len(V24) + len(V25))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     from plt_bench.errors import StoreError
     with st.Store(path) as s:
@@ -645,3 +646,31 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
         s.add_trial(_trial(cid, 9, proto="h3", plt=300.0, run_index=0, cpu_budget=0.25, cpu_cores=1))
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, cpu_budget=0.25, cpu_cores=1))
+
+
+def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(tmp_path, monkeypatch):
+    """Schema 25 (issue 45): a store written before named devices opens, its trials read with no
+    device (their budget label as before), its report unchanged; the slot's rule holds the device."""
+    from plt_bench.analysis import report
+    from plt_bench.errors import StoreError
+    path = tmp_path / "v24.sqlite"
+    cid = _store_before(path, monkeypatch, V25, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
+    db = sqlite3.connect(path)
+    before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        text = report.format_text(report.build(s, [cid]))
+        got = s.trials([cid])
+        assert {(t.device, t.device_host_index, t.budget) for t in got} == {(None, None, "cpu0.25")}
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
+    assert [r[:-len(V25)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    db.close()
+    with st.Store(path) as s:
+        assert report.format_text(report.build(s, [cid])) == text
+        # a phone's trial of the same run and share is its own slot; a second of it is taken
+        phone = dict(cpu_budget=0.25, cpu_cores=1, device="low-end-phone", device_host_index=1056.0, device_index=270.0)
+        s.add_trial(_trial(cid, 9, proto="h3", plt=300.0, run_index=0, **phone))
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, **phone))
+        assert {t.budget for t in s.trials([cid])} == {"cpu0.25", "low-end-phone"}

@@ -74,6 +74,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     servers = sorted({stats.axis_value(t, "server") for t in trials}, key=stats.axis_order("server"))
     budgets = sorted({stats.axis_value(t, "budget") for t in trials}, key=stats.axis_order("budget"))
     axis = axis or grid.get("compare") or "proto"  # the option's, else the campaign file's
+    axis = {"cpu": "budget", "device": "budget"}.get(axis, axis)  # the budget axis as its options name it
     if (grid.get("compare") or "proto") == axis:
         reference = reference or grid.get("reference")  # ... and so the reference
     if axis == "proto":
@@ -81,6 +82,8 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     else:
         given = grid.get(AXIS_KEYS[axis]) or ()
         listed = tuple([given] if isinstance(given, str) else given)
+        if axis == "budget":  # devices are values of the budget axis too, after --cpu's
+            listed += tuple(grid.get("device") or ())
     values = {"proto": ran, "cc": ccs, "browser": browsers, "server": servers, "budget": budgets}[axis]
     reference = stats.reference_for(values, reference, axis=axis, listed=listed)
     same_arms = [t for t in trials if axis == "cc" and not quic_cc_follows(t)]
@@ -118,7 +121,27 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
             "establishment": stats.establishment_table(trials), "precision": stats.precision_table(camps[0]["grid"], trials),
-            "hosts": hosts_table}
+            "hosts": hosts_table, "budget_meanings": budget_meanings(trials, camps)}
+
+
+def budget_meanings(trials: list, camps: list) -> list[str]:
+    """What each CPU budget and device of the campaigns meant on the host that ran them, in words:
+    the quota a budget was given, a device's calibration (its metadata)."""
+    from ..device.calibrate import Calibration
+    out, seen = [], set()
+    for t in trials:
+        if t.cpu_budget is None or t.device or t.budget in seen:
+            continue
+        seen.add(t.budget)
+        out.append(f"{t.budget}: " + (f"{t.cpu_quota_us / 1000:g} ms of every {t.cpu_period_us / 1000:g} ms over "
+                                      f"{t.cpu_cores or 1} core(s)" if t.cpu_quota_us else
+                                      f"{t.cpu_cores or 1} full core(s), pinned, no quota"))
+    for c in camps:
+        for name, d in sorted((c["metadata"].get("devices") or {}).items()):
+            words = Calibration.from_dict(d).words()
+            if words not in out:
+                out.append(words)
+    return out
 
 
 def poolable(store: Store, campaign_ids: list[int]) -> list[dict]:
@@ -365,7 +388,8 @@ def title(rep: dict) -> str:
 
 
 AXIS_WORDS = {"proto": "the protocol", "cc": "the congestion control, within each protocol",
-              "browser": "the browser, within each protocol", "server": "the server, within each protocol"}
+              "browser": "the browser, within each protocol", "server": "the server, within each protocol",
+              "budget": "the browser's CPU budget or device, within each protocol"}
 
 
 def _browser_versions(rep: dict) -> str:
@@ -408,6 +432,8 @@ def facts(rep: dict) -> list[str]:
             f"{AXIS_WORDS[rep['axis']]}, reference {rep['reference']}"
             + (f"; browsers: {', '.join(rep['browsers'])}" if len(rep.get("browsers") or ()) > 1 else "")
             + (f"; servers: {', '.join(rep['servers'])}" if len(rep.get("servers") or ()) > 1 else ""),
+            *([f"CPU budgets on the host that ran them: {'; '.join(rep['budget_meanings'])}"]
+              if rep.get("budget_meanings") else []),
             f"compared by: {METRICS[rep.get('metric', DEFAULT_METRIC)].label} (--metric "
             f"{rep.get('metric', DEFAULT_METRIC)})",
             f"statistics: medians with bootstrap 95% CI; each {'protocol' if rep['axis'] == 'proto' else 'one'} against "
@@ -419,7 +445,8 @@ def facts(rep: dict) -> list[str]:
 def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
-    what = {"proto": "protocol", "cc": "congestion control", "browser": "browser", "server": "server"}[rep["axis"]]
+    what = {"proto": "protocol", "cc": "congestion control", "browser": "browser", "server": "server",
+            "budget": "CPU budget"}[rep["axis"]]
     m = METRICS[rep.get("metric", DEFAULT_METRIC)]
     out = [(f"{m.title}, each {what} against {rep['reference']}",
             f"medians of the {m.label.split(' (')[0]} per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))

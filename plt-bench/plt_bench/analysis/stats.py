@@ -291,12 +291,15 @@ def sort_key(r: dict) -> tuple:
 def axis_order(axis: str):
     """How an axis's values are ordered in tables: protocols as their table (h3, h2, h1), congestion
     controls as conditions.CONGESTION_CONTROLS, browsers as browsers.NAMES (chromium first), servers
-    as servers.NAMES (caddy first), CPU budgets from none (full) to the smallest."""
+    as servers.NAMES (caddy first), CPU budgets from none (full) to the smallest, then devices as
+    device.profiles lists them."""
     if axis == "proto":
         return protocols.order
-    if axis == "budget":  # no budget first, then the largest share of a core down to the smallest
-        from ..conditions import budget_of
-        return lambda v: -2.0 if budget_of(v) is None else -budget_of(v)
+    if axis == "budget":  # no budget first, the largest share of a core down to the smallest, then devices
+        from ..conditions import budget_of, device_of
+        from ..device.profiles import PROFILES
+        names = list(PROFILES)
+        return lambda v: (1.0 + names.index(v)) if device_of(v) else -2.0 if budget_of(v) is None else -budget_of(v)
     from ..conditions import BROWSERS, CONGESTION_CONTROLS, SERVERS
     known = {"cc": CONGESTION_CONTROLS, "browser": BROWSERS, "server": SERVERS}[axis]
     return lambda v: known.index(v) if v in known else len(known)

@@ -8,7 +8,7 @@ A new browser is a module with a Browser subclass and a line in BROWSERS (and it
 
 from __future__ import annotations
 
-from .base import WINDOW, Browser, asked
+from .base import WINDOW, WINDOW_ARGS, Browser, asked
 from .chromium import CHROMIUM
 from .firefox import FIREFOX
 
@@ -16,7 +16,7 @@ BROWSERS: dict[str, Browser] = {b.name: b for b in (CHROMIUM, FIREFOX)}
 NAMES = tuple(BROWSERS)
 DEFAULT = "chromium"  # what stores written before the browser was recorded ran
 
-__all__ = ["BROWSERS", "DEFAULT", "NAMES", "WINDOW", "Browser", "asked", "get"]
+__all__ = ["BROWSERS", "DEFAULT", "NAMES", "WINDOW", "WINDOW_ARGS", "Browser", "asked", "get"]
 
 
 def get(name: str) -> Browser:

@@ -14,6 +14,7 @@ from __future__ import annotations
 # The window every trial renders in, whatever the browser: fixed, since the largest contentful
 # paint is the largest element in it (and an image filling it would not count).
 WINDOW = (1280, 800)
+WINDOW_ARGS = ("--window-size=", "--width=", "--height=")  # the window's arguments (Browser.emulation replaces them)
 
 
 # the capture kinds a browser writes itself (the others, pcap and cpu, are the testbed's)
@@ -71,6 +72,12 @@ class Browser:
         to close the first visit's connections in the same browser and a log of the repeat's
         connections at evidence (a path; captured: the trial's capture writes that log already)."""
         return {}
+
+    def emulation(self, screen) -> dict:
+        """What a launch adds to look like a device's screen (device.profiles.Screen) (pure):
+        {"args": window arguments that replace the fixed window's, "prefs": {...}, and Chromium's
+        "mobile_emulation"}. Every browser must give one."""
+        raise NotImplementedError
 
     def unsupported(self, wanted: set[str]) -> list[str]:
         """The features asked for that this browser cannot give, sorted (pure)."""

@@ -109,6 +109,18 @@ def web_args(profile_dir: str) -> list[str]:
             f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={profile_dir}"]
 
 
+def chromium_emulation(screen) -> dict:
+    """A device's screen in Chromium (pure): ChromeDriver's mobileEmulation (the viewport in CSS
+    pixels, the pixel ratio, a mobile layout and touch, the user agent, with its client hints), the
+    window at the viewport's size."""
+    metrics = {"width": screen.width_px, "height": screen.height_px, "pixelRatio": screen.pixel_ratio,
+               "mobile": screen.mobile, "touch": screen.touch}
+    emu: dict = {"deviceMetrics": metrics}
+    if screen.user_agent:
+        emu["userAgent"] = screen.user_agent
+    return {"args": [f"--window-size={screen.width_px},{screen.height_px}"], "prefs": {}, "mobile_emulation": emu}
+
+
 def chromium_capture_args(kinds: tuple[str, ...], folder: Path, filenames: dict[str, str]) -> list[str]:
     """Chromium flags writing the key log and the net-log of one trial into its folder (pure)."""
     args = []
@@ -131,6 +143,9 @@ class Chromium(Browser):
 
     def capture_args(self, kinds, folder, filenames) -> list[str]:
         return chromium_capture_args(kinds, folder, filenames)
+
+    def emulation(self, screen) -> dict:
+        return chromium_emulation(screen)
 
     def sandboxed(self, args: list[str]) -> list[str]:
         """Chromium's own sandbox (its user namespaces) on: web_args' --no-sandbox left out."""
@@ -164,6 +179,8 @@ class Chromium(Browser):
         for a in req["args"]:
             opts.add_argument(a)
         opts.add_experimental_option("prefs", req.get("prefs", {}))
+        if req.get("mobile_emulation"):  # a device's screen (chromium_emulation)
+            opts.add_experimental_option("mobileEmulation", req["mobile_emulation"])
         opts.page_load_strategy = "normal"
         if req.get("har_path"):  # the DevTools Network events, for the trial's HAR
             from ..har import PERF_LOG_CAPABILITY

@@ -85,6 +85,19 @@ def firefox_prefs(proto: str, origins: list[tuple[str, str]]) -> dict:
     return prefs
 
 
+def firefox_emulation(screen) -> dict:
+    """A device's screen in Firefox (pure): its pixel ratio (layout.css.devPixelsPerPx), touch events
+    and user agent as prefs, and the window in device pixels (the viewport in CSS pixels times the
+    ratio). Firefox has no mobile layout mode outside its developer tools: a page's
+    `<meta name=viewport>` is not applied, where Chromium's mobile emulation applies it."""
+    prefs = {"layout.css.devPixelsPerPx": f"{screen.pixel_ratio:g}",
+             "dom.w3c_touch_events.enabled": 1 if screen.touch else 0}
+    if screen.user_agent:
+        prefs["general.useragent.override"] = screen.user_agent
+    return {"args": [f"--width={round(screen.width_px * screen.pixel_ratio)}",
+                     f"--height={round(screen.height_px * screen.pixel_ratio)}"], "prefs": prefs}
+
+
 def firefox_args(profile_dir: str) -> list[str]:
     """Firefox's command line (pure): headless, the fixed window, the trial's own fresh profile
     (its path in the command line marks the process as the trial's)."""
@@ -121,6 +134,9 @@ class Firefox(Browser):
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=(), discovery="forced") -> dict:
         return {"browser": self.name, "prefs": firefox_prefs(proto, origins), "args": firefox_args(profile_dir)}
+
+    def emulation(self, screen) -> dict:
+        return firefox_emulation(screen)
 
     def capture_env(self, kinds, folder, filenames) -> dict[str, str]:
         """The key log: NSS writes every TLS secret, QUIC's (neqo's handshake is NSS's) and TCP's,

@@ -44,8 +44,11 @@ class Quota:
 
     @property
     def factor(self) -> float:
-        """How much slower one thread runs under it than on a full core: 1 / the applied budget."""
-        return 1.0 / self.applied_cores
+        """How much slower one thread runs alone under it than on a full core. The quota is a pool of
+        CPU time over the group's cores, not a speed per core: one busy thread may take it all, up to
+        one core, so on N cores at F each it runs at min(1, N x F) of a core (F each when N threads
+        are busy at once)."""
+        return 1.0 / min(1.0, self.applied_cores * self.cores)
 
     @property
     def freeze_ms(self) -> float:
@@ -81,13 +84,13 @@ MACHINE_HELD_BACK = "the machine held the browser below its CPU budget"  # a ref
 BUDGET_NOT_HELD = "the CPU budget did not hold"
 
 
-def budget_problem(quota: "Quota | None", loop: dict | None, group: dict | None) -> str | None:
+def budget_problem(quota: "Quota | None", loop: dict | None, group: dict | None, budgeted: bool = False) -> str | None:
     """Why a budgeted trial did not run under its budget (pure), or None: the page's loop must run
     the budget's factor slower than its CPU time, within SLOWDOWN_TOLERANCE, and a quota must have
-    throttled the group. Slower than that is the machine's other load (a refusal, as a link emulator
+    throttled the group (budgeted: a budget was asked, so no quota read is a failure too). Slower than that is the machine's other load (a refusal, as a link emulator
     that fell behind); faster, or never throttled, is a budget that did not hold."""
     if quota is None:
-        return None
+        return f"{BUDGET_NOT_HELD}: the browser's group was not read" if budgeted else None
     if not loop or loop.get("error") or not loop.get("slowdown"):
         why = (loop or {}).get("error") or "no figure"
         return f"{BUDGET_NOT_HELD}: its proof is missing (the page's CPU loop: {why})"
