@@ -286,6 +286,14 @@ V24 = st.V24_COLUMNS  # ... and schema 24
 V25 = st.V25_COLUMNS  # ... and schema 25
 
 
+def _rows(path) -> list[tuple]:
+    """Every trial row of a store, as stored, in order."""
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    db.close()
+    return rows
+
+
 def _store_before(path, monkeypatch, dropped, version, trials, slot_without=()) -> int:
     """A store of an older version: its trials table without the columns later versions added (as
     that version made it), its slot rule without the columns its slot did not hold, holding these
@@ -628,9 +636,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     from plt_bench.analysis import report
     path = tmp_path / "v23.sqlite"
     cid = _store_before(path, monkeypatch, V24 + V25, 23, _three_runs())
-    db = sqlite3.connect(path)
-    before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
-    db.close()
+    before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
         got = s.trials([cid])
@@ -655,9 +661,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
     from plt_bench.errors import StoreError
     path = tmp_path / "v24.sqlite"
     cid = _store_before(path, monkeypatch, V25, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
-    db = sqlite3.connect(path)
-    before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
-    db.close()
+    before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
         got = s.trials([cid])
