@@ -153,9 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     add(cmd_parser("bench-sampler", "benchmark: the CPU samplers' own cost, in %% of one core (prints ratios)"),
         "size", "runs", "cpu_interval", "results",
         defaults={"size": "50MB", "runs": "3", "cpu_interval": "100ms"})
-    add(cmd_parser("bench-literature", "benchmark: h2 vs h3 beside the literature (Zhang et al. at 1 Gbit/s; Yu & "
-                                       "Benson's page under loss): our figures and theirs"),
-        "runs", "results", defaults={"runs": "10"})
+    lit = cmd_parser("bench-literature", "benchmark: h2 vs h3 beside the literature (network: Zhang et al. at 1 "
+                                         "Gbit/s, Yu & Benson's page under loss; cpu: Zhang's Fig. 7 across CPU "
+                                         "budgets, Kakhki's phone): our figures and theirs")
+    lit.add_argument("--entries", default="network,cpu", metavar="NAMES",
+                     help="which entries, comma-separated: network, cpu (default: both)")
+    add(lit, "runs", "results", defaults={"runs": "10"})
     add(cmd_parser("bench-replay", "benchmark: each real page (plt_bench.realpages) recorded, then replayed and "
                                    "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
                                    "page's"),
@@ -267,12 +270,21 @@ def cmd_bench(a) -> int:
     runner = {"bench": lambda: bench.pageload(_results(a), a.size, a.bw, a.runs, out=_say),
               "bench-sampler": lambda: bench.sampler(_results(a), a.runs, a.cpu_interval, a.size, out=_say),
               "bench-campaign": lambda: bench.campaign_overhead(_results(a), a.bw, a.size, out=_say),
-              "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say),
+              "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say,
+                                                           entries=_entries(a.entries)),
               "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say),
               "bench-device": lambda: bench.device(_results(a), a.runs, a.cpu, out=_say)}[a.command]
     counts, lines = runner()
     _say("\n" + "\n".join(lines))
     return 1 if counts["failed"] else 0
+
+
+def _entries(text: str) -> tuple[str, ...]:
+    """bench-literature --entries: network, cpu, or both."""
+    names = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
+    if not names or any(n not in ("network", "cpu") for n in names):
+        raise UsageError(f"--entries: '{text}'; expected network, cpu or network,cpu")
+    return names
 
 
 def _stored_campaign(store, text: str) -> list[int]:

@@ -715,5 +715,5 @@ class Comparison:
                 "correction": self.correction, "significant": self.significant, "faster": self.faster}
 
 
-_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "cc", "browser", "server", "rate_down_bps", "rtt_ms",
+_GROUP_FIELDS = ("conditions", "page", "size_bytes", "objects", "proto", "cc", "browser", "server", "budget", "rate_down_bps", "rtt_ms",
                  "jitter_ms", "loss_pct")

@@ -103,3 +103,32 @@ def test_the_device_benchmark_prints_each_budget_s_slowdown_over_its_factor_and_
     assert "n=2, 1 refused (the machine held it back)" in lines[1]
     assert lines[2].startswith("  firefox 0.25 of a core (factor 4.00): slowdown/factor median 1.050 (min 0.950, max 1.050)")
     assert len(lines) == 3
+
+
+def test_the_cpu_literature_lines_put_each_budget_beside_zhangs_clock_and_kakhkis_phone():
+    """Issue 45's entries: per budget, h3 and h2 goodput and their ratio beside Zhang's Fig. 7 at the
+    clock the budget stands for (0.17 of a core ~ 0.8 GHz, 1 ~ 4.8 GHz), with the shape; and h3
+    against h2 at a full core and as the phone, beside Kakhki's finding."""
+    from plt_bench.bench import kakhki_lines, zhang_cpu_lines
+    cond = conditions(rate_bps=2 * 10**8)
+    # 20 MB: 1 s is 160 Mbit/s, 2 s 80, 8 s 20
+    ts = []
+    for i, (proto, share, plt) in enumerate([("h2", 1.0, 1000.0), ("h3", 1.0, 2000.0), ("h2", 0.17, 2000.0),
+                                             ("h3", 0.17, 8000.0)] * 2):
+        ts.append(trial(seq=i, proto=proto, size=2 * 10**7, plt=plt, cond=cond, run_index=i // 4, cpu_budget=share,
+                        cpu_cores=1))
+    text = "\n".join(zhang_cpu_lines(ts))
+    assert "1 of a core (~4.8 GHz of Zhang's i7): h3 80, h2 160 Mbit/s, h3/h2 0.50; Zhang at 4.8 GHz: h3 529, h2 941, " \
+           "h3/h2 0.56; h2 short of the link" in text, text
+    assert "0.17 of a core (~0.8 GHz of Zhang's i7): h3 20, h2 80 Mbit/s, h3/h2 0.25; Zhang at 0.8 GHz: h3 84, " \
+           "h2 473, h3/h2 0.18" in text, text
+    assert "shape: h3/h2 rises with the CPU (0.25 at 0.17, 0.50 at 1), as in Zhang's Fig. 7" in text
+    page = Page(5000, 20)
+    kak = [trial(seq=i, proto=p, page=page, plt=v + i, run_index=i // 4, cpu_budget=b, cpu_cores=1,
+                 device=d, cond=conditions(rate_bps=10**7))
+           for i, (p, v, b, d) in enumerate([("h3", 800.0, 1.0, None), ("h2", 1000.0, 1.0, None),
+                                             ("h3", 3000.0, 0.2, "low-end-phone"), ("h2", 2900.0, 0.2, "low-end-phone")] * 3)]
+    text = "\n".join(kakhki_lines(kak))
+    assert "Kakhki et al., IMC'17" in text and "cpu1 " in text and "low-end-phone " in text, text
+    assert "agrees: h3's lead -20.0% at a full core, +3.4% on the phone (shrinks as the CPU does)" in text, text
+    assert "no pair of cells" in "\n".join(kakhki_lines(kak[:1]))
