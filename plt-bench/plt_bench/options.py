@@ -61,7 +61,7 @@ def _table() -> dict[str, Option]:
         Option("new", "start a new campaign even if an unfinished one can be resumed", flag=True),
         Option("allow_large", "run a campaign of more than 100,000 trials (over a day at a second a trial; at most "
                               "1,000,000)", flag=True),
-        Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s)",
+        Option("timeout", "page-load timeout per trial, e.g. 60s (default: 3x ideal + 20s, times a CPU budget's factor)",
                pytest_flag="--page-timeout"),  # pytest-timeout owns --timeout
         Option("results", "results store"),
         Option("browser", "the browsers that load the pages, comma-separated: chromium (default), firefox (Firefox ESR: "
