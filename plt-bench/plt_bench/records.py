@@ -269,7 +269,9 @@ class Trial:
     cpu_json: str | None = doc("CPU seconds per role during the trial (CpuFigures; JSON)", None)
     cpu_bound: str | None = doc("the role that limited the trial by CPU (network, renderer, caddy, linkem, ... or "
                                 "machine): saturated (a role >= 90% of one core, the machine >= 95% of all) "
-                                "for at least half of the load (plt_bench.cpu.bound); None: not CPU-bound", None)
+                                "for at least half of the load (plt_bench.cpu.bound); budget: its CPU budget's "
+                                "quota held the browser back in at least half of the trial's periods (the "
+                                "experiment; device.budget.budget_bound); None: not CPU-bound", None)
     cpu_bound_share: float | None = doc("the share of the load that role was saturated (0-1)", None)
     host: str | None = doc("the machine and testbed that measured it (hostname/pbN) in a campaign run on a cluster "
                            "(plt_bench.cluster); None: the campaign's one machine", None)

@@ -14,9 +14,9 @@ from .browser import (connections, connections_per_origin, from_cache, is_error_
 from .conditions import Cell, transfer_seconds
 from .capture import TrialCapture, trial_folder
 from .cpu import Sampler, cpu_by_role, fixed_sources
-from .cpu import bound as cpu_bound
+from .cpu import BOUND_SHARE, bound as cpu_bound
 from .cpu import cpu_list, own_cpus
-from .device.budget import budget_problem, quota_for
+from .device.budget import budget_bound, budget_problem, quota_for
 from .errors import LinkError, ServerError, TestbedBroken
 from .link.counters import DeliveryCounter
 from .metadata import utc_now
@@ -507,6 +507,9 @@ def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evid
         # reached the server 40 ms into the next trial's start-up, which no figure of this trial covers)
         foreign = overlapping(logged, uri, nav_unix, m.t1_unix)
     limit = cpu_bound(cpu)
+    held = budget_bound(answer.get("cpu_group"), answer.get("cpu_loop"))
+    if held is not None and held >= BOUND_SHARE:  # bound by its CPU budget: the experiment, not a refusal
+        limit = ("budget", round(held, 3))
     url = bed.url(page) + (uri[uri.index("?"):] if not (cell.page.archived or cell.page.url) else "")
     return Evidence(url=url, started_utc=m.started_utc, wall_s=m.wall_s, answer=answer, server_entries=entries,
                     foreign=foreign, link_stats=m.link_stats, link_dead=m.dead, delivered=m.delivered,

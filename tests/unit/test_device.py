@@ -177,3 +177,15 @@ def test_a_device_s_screen_is_chromium_s_mobile_emulation_and_firefox_s_prefs():
                           "general.useragent.override": screen.user_agent}
     assert "mobile_emulation" not in firefox_emulation(get("laptop").screen)
     assert "general.useragent.override" not in firefox_emulation(get("laptop").screen)["prefs"]
+
+
+def test_a_trial_held_back_by_its_quota_for_most_of_its_periods_is_bound_by_its_budget():
+    """The CPU-bound flag's 'budget': the share of the trial's periods the quota throttled, the page's
+    loop (after the load, throttled throughout) left out; none without a quota."""
+    group = {"quota_us": 1000, "period_us": 4000, "periods": 1000, "throttled_periods": 800}
+    loop = {"wall_ms": 1200.0}  # 300 periods of 4 ms, all throttled
+    assert budget.budget_bound(group, loop) == pytest.approx(500 / 700)
+    assert budget.budget_bound({**group, "throttled_periods": 400}, loop) == pytest.approx(100 / 700)
+    assert budget.budget_bound({**group, "quota_us": None}, loop) is None
+    assert budget.budget_bound(None, loop) is None
+    assert budget.budget_bound({**group, "periods": 300}, loop) is None  # the loop's alone

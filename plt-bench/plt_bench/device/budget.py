@@ -106,6 +106,19 @@ def budget_problem(quota: "Quota | None", loop: dict | None, group: dict | None,
     return None
 
 
+def budget_bound(group: dict | None, loop: dict | None) -> float | None:
+    """The share of a trial's enforcement periods in which the quota held the browser back (pure),
+    the page's CPU loop (run after the load, throttled throughout) left out: its periods are its wall
+    time over the period. None without a quota or a reading. The trial's launch counts in it."""
+    if not group or not group.get("quota_us") or not group.get("periods") or not group.get("period_us"):
+        return None
+    loop_periods = min(group["periods"], float((loop or {}).get("wall_ms") or 0) * 1000 / group["period_us"])
+    periods = group["periods"] - loop_periods
+    if periods <= 0:
+        return None
+    return max(0.0, min(1.0, (group["throttled_periods"] - loop_periods) / periods))
+
+
 def rcvbuf_errors(snmp: str) -> int | None:
     """UDP's RcvbufErrors from /proc/net/snmp's text (pure): datagrams dropped for a full receive
     buffer since the namespace was made; None when the kernel does not report it."""
