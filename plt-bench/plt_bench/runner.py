@@ -373,20 +373,16 @@ def _ready(bed: Testbed, cell: Cell) -> None:
     except ServerError as e:  # a server that would not start: the testbed cannot run the campaign on
         raise TestbedBroken(f"switching to {cell.server}: {e}") from e
     bed.set_cc(cell.cc)
-    # the browser's CPU budget, and a device's screen and memory (plt_bench.device)
-    have = ((bed.budget.budget_cores, bed.budget.cores) if bed.budget is not None else (None, 1)) + (
-        bed.memory_bytes, bed.screen)
+    # the browser's CPU budget, and a named device's screen and memory (plt_bench.device)
+    want = (cell.cpu, cell.cores, None, None, None)
     if cell.device:
         from .device.profiles import get as device_profile
         calibration, profile = bed.calibrations.get(cell.device), device_profile(cell.device)
         if calibration is None:
             raise TestbedBroken(f"the device {cell.device} was not calibrated on this host")
-        if have != (calibration.budget_cores, 1, profile.memory_bytes, profile.screen) or bed.device != calibration:
-            bed.use_device(calibration, profile)
-    elif have != (cell.cpu, cell.cores, None, None) or bed.device is not None:
-        bed.use_device(None, None)
-        bed.set_screen(None)
-        bed.set_budget(cell.cpu, cell.cores)
+        want = (calibration.budget_cores, 1, profile.memory_bytes, profile.screen, calibration)
+    if bed.visitor != want:
+        bed.set_visitor(*want)
 
 
 @dataclasses.dataclass

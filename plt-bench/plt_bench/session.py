@@ -246,9 +246,7 @@ class Session:
                 saved[name] = cal.as_dict()
                 self.out(f"device {cal.words()}")
             self.bed.calibrations[name] = cal
-        self.bed.use_device(None, None)
-        self.bed.set_screen(None)
-        self.bed.set_budget(None)
+        self.bed.set_visitor(None)  # the trials set their own (runner._ready)
         if meta.get("devices") != saved:
             self.store.update_metadata(self.campaign_id, {**meta, "devices": saved})
 

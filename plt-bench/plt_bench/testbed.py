@@ -91,9 +91,9 @@ class Testbed:
         self.cpu_group = None  # its control group (device.cgroup.Group), made on the first budget
         self._budget_request: dict = {}  # what a budgeted load asks of the worker (set_budget)
         self.memory_bytes: int | None = None  # the browser group's memory cap (set_budget), none by default
-        self.device = None  # the device in use (use_device): its device.calibrate.Calibration
+        self.device = None  # the named device in use (set_visitor): its device.calibrate.Calibration
         self.calibrations: dict = {}  # each device's calibration on this host (session: at the campaign's start)
-        self.screen = None  # a device's screen the browser emulates (set_screen; device.profiles.Screen)
+        self.screen = None  # a device's screen the browser emulates (set_visitor; device.profiles.Screen)
         self._stack = contextlib.ExitStack()
 
     @property
@@ -447,23 +447,23 @@ class Testbed:
         except (OSError, AttributeError):
             return None
 
-    def use_device(self, calibration, profile) -> None:
-        """A named device from the next load on (device.profiles, device.calibrate): its calibrated
-        budget on one core, its RAM as the browser group's memory cap, its screen emulated; each
-        answer carries the calibration. None: no device (the budget and screen stay as set)."""
-        if calibration is None:
-            self.device = None
-            return
-        self.set_budget(calibration.budget_cores, 1, profile.memory_bytes)
-        self.set_screen(profile.screen)
-        self.device = calibration
+    @property
+    def visitor(self) -> tuple:
+        """The visitor the next load is for: (budget_cores, cores, memory_bytes, screen, device), as
+        set_visitor takes it; (None, 1, None, None, None): the machine's whole CPU, the fixed window."""
+        return ((self.budget.budget_cores, self.budget.cores) if self.budget is not None else (None, 1)) + (
+            self.memory_bytes, self.screen, self.device)
 
-    def set_screen(self, screen) -> None:
-        """The screen the browser emulates from the next load on (a device.profiles.Screen), or None:
-        the fixed window. A browser started for another screen is let go."""
+    def set_visitor(self, budget_cores: float | None, cores: int = 1, memory_bytes: int | None = None,
+                    screen=None, device=None) -> None:
+        """The visitor's device from the next load on (plt_bench.device): its CPU budget and memory cap
+        (set_budget), the screen the browser emulates (a device.profiles.Screen; None: the fixed
+        window; a browser started for another screen is let go), and a named device's calibration
+        (device.calibrate.Calibration), which each answer then carries."""
         if screen != self.screen:
             self.discard_prepared()
-        self.screen = screen
+        self.set_budget(budget_cores, cores, memory_bytes)
+        self.screen, self.device = screen, device
 
     def set_budget(self, budget_cores: float | None, cores: int = 1, memory_bytes: int | None = None) -> "Quota | None":
         """The browser's CPU budget for the loads that follow (issue 45; device.budget): budget_cores
@@ -476,7 +476,7 @@ class Testbed:
         from .device.cgroup import Group
         from .errors import UsageError
         if budget_cores is None:
-            self.budget = None
+            self.budget, self.memory_bytes = None, None
             return None
         mine = own_cpus()
         if cores > len(mine):
