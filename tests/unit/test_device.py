@@ -57,6 +57,15 @@ def test_the_layout_is_v1_where_cpu_and_cpuset_are_v1_controllers_below_the_make
     assert f["cpu"] == Path("/sys/fs/cgroup/cpu/plt-bench.pb3")
     assert f["memory"] == Path("/sys/fs/cgroup/memory/process_api/140dc/plt-bench.pb3")  # a container's own
     assert set(f) == {"cpu", "cpuset", "cpuacct", "memory"}
+    # run by `ip netns exec` (its own /sys hides the groups): the machine's hierarchies mounted again
+    # where they were, the tmpfs they sit in first, only those a budget uses
+    cmds = cgroup.mount_commands(MOUNTS_V1)
+    assert cmds[0] == ["mount", "-t", "tmpfs", "-o", "rw,relatime,mode=755", "tmpfs", "/sys/fs/cgroup"]
+    assert cmds[1:3] == [["mkdir", "-p", "/sys/fs/cgroup/cpu"],
+                         ["mount", "-t", "cgroup", "-o", "rw,relatime,cpu", "cgroup", "/sys/fs/cgroup/cpu"]]
+    assert [c[-1] for c in cmds if c[0] == "mount"] == ["/sys/fs/cgroup", *(f"/sys/fs/cgroup/{h}" for h in (
+        "cpu", "cpuacct", "cpuset", "memory", "unified"))]  # not pids
+    assert cgroup.mount_commands("proc /proc proc rw 0 0\n") == []
 
 
 def test_the_layout_is_v2_where_cgroup2_offers_cpu_and_cpuset_and_none_names_what_is_missing():
@@ -157,6 +166,13 @@ def test_a_calibration_divides_the_host_down_to_the_device_and_refuses_what_it_c
     assert cal.Calibration.from_dict(c.as_dict()) == c
     assert c.words().startswith("low-end-phone: BenchmarkIndex 264 is 0.125 of one core here (this host 2112")
     assert cal.benchmark_index([900.0, 1000.0, 2000.0]) == 1000.0
+    # two calibrations of one device differ where the host or the budget does; other devices do not count
+    d = c.as_dict()
+    assert cal.calibration_diff({"low-end-phone": d}, {"low-end-phone": dict(d)}) == []
+    assert cal.calibration_diff({"low-end-phone": d}, {"low-end-phone": {**d, "budget_cores": 0.13}}) == [
+        "low-end-phone's calibration"]
+    assert cal.calibration_diff({"low-end-phone": d}, {"mid-phone": {**d, "budget_cores": 0.5}}) == []
+    assert cal.calibration_diff(None, {"low-end-phone": d}) == []
 
 
 def test_a_device_s_screen_is_chromium_s_mobile_emulation_and_firefox_s_prefs():

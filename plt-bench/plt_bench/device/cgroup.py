@@ -15,13 +15,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import EnvironmentProblem
 from .budget import Quota
 
 GROUP_PREFIX = "plt-bench."
 V1_CONTROLLERS = ("cpu", "cpuset", "cpuacct", "memory")
 
 
-class CgroupError(RuntimeError):
+class CgroupError(EnvironmentProblem):
     """No usable CPU controller, or the kernel refused a setting."""
 
 
@@ -146,19 +147,61 @@ def group_name(prefix: str) -> str:
     return f"{GROUP_PREFIX}{prefix}"
 
 
+def mount_commands(host_mounts: str) -> list[list[str]]:
+    """The commands that mount, in this process's own mount namespace, the group hierarchies the
+    machine mounts (PID 1's mounts: /proc/1/mounts), where they were, with the file system they sit
+    in (a tmpfs at /sys/fs/cgroup) (pure). Only the hierarchies a budget uses (V1_CONTROLLERS and
+    cgroup2); a v1 hierarchy mounted again is the same hierarchy, with the same groups."""
+    v1, v2 = parse_mounts(host_mounts)
+    wanted = set(v1.values()) | ({v2} if v2 is not None else set())
+    out: list[list[str]] = []
+    for line in host_mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        where, kind, opts = Path(parts[1]), parts[2], parts[3]
+        if kind == "tmpfs" and any(where in w.parents for w in wanted):
+            out.append(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)])
+        elif kind in ("cgroup", "cgroup2") and where in wanted:
+            out += [["mkdir", "-p", str(where)], ["mount", "-t", kind, "-o", opts, kind, str(where)]]
+    return out
+
+
 def machine_layout() -> Layout:
-    """This machine's layout, read from /proc and /sys; CgroupError when it has no CPU controller."""
-    mounts = Path("/proc/mounts").read_text()
+    """This machine's layout, read from /proc and /sys; CgroupError when it has no CPU controller.
+
+    A process run by `ip netns exec` (a two-machine client in a namespace) has a mount namespace
+    of its own whose fresh /sys hides the groups: there the machine's hierarchies (PID 1's mounts)
+    are mounted again, at the same places (mount_commands), in that namespace alone, which goes
+    with its last process; the group this process is in is the same (a mount namespace does not
+    move a process between groups)."""
+    from .. import cmd
     own = Path("/proc/self/cgroup").read_text()
-    _, v2 = parse_mounts(mounts)
-    ctrls = None
-    if v2 is not None:
-        own2 = parse_own(own)[1] or "/"
-        try:
-            ctrls = (v2 / own2.lstrip("/") / "cgroup.controllers").read_text()
-        except OSError:
-            ctrls = None
-    return choose(mounts, own, ctrls)
+
+    def layout(mounts: str) -> Layout:
+        _, v2 = parse_mounts(mounts)
+        ctrls = None
+        if v2 is not None:
+            own2 = parse_own(own)[1] or "/"
+            try:
+                ctrls = (v2 / own2.lstrip("/") / "cgroup.controllers").read_text()
+            except OSError:
+                ctrls = None
+        return choose(mounts, own, ctrls)
+    mine = Path("/proc/self/mounts").read_text()
+    try:
+        return layout(mine)
+    except CgroupError:
+        host = Path("/proc/1/mounts").read_text()
+        commands = mount_commands(host)
+        if not commands or host == mine:
+            raise  # nothing hidden: nothing there
+    try:
+        cmd.run_all(commands)
+    except Exception as e:
+        raise CgroupError(f"--cpu: this process's mount namespace hides the machine's control groups and mounting "
+                          f"them here failed ({e})") from None
+    return layout(Path("/proc/self/mounts").read_text())
 
 
 def usage_ns(kind: str, text: str) -> int:
