@@ -34,6 +34,8 @@ from .store import Store, check_writable
 
 from .campaign import Slot  # one trial of the plan: its cell and its run
 SITES = cmd.PROJECT_ROOT / "sites"
+# the page a device's benchmark runs in (device.calibrate): small, so that its load costs nothing
+CALIBRATION_PAGE = "5KB"
 
 
 def _err(line: str) -> None:
@@ -117,8 +119,11 @@ class Session:
 
     def __init__(self, spec, results: Path, *, testbed_index: int | None = None, new: bool = False,
                  server_pin: str | None = None, server_token: str | None = None, control_port: str | None = None,
-                 timeout_s: float | None = None, idle_gate: bool = True,
+                 timeout_s: float | None = None, idle_gate: bool = True, calibrations: dict | None = None,
                  out: Callable[[str], None] = lambda line: print(line, flush=True), note: Callable[[str], None] = _err):
+        """calibrations: devices this host calibrated for the campaign already ({name: Calibration.as_dict()};
+        a cluster's worker gives its own, so that each host calibrates once per campaign), kept as a
+        resumed campaign's are."""
         from .remote import TOKEN_ARGV_WARNING, make_ref
         from .testbed import RemoteTestbed, Testbed
         self.spec, self.results, self.new, self.timeout_s, self.idle_gate = spec, Path(results), new, timeout_s, idle_gate
@@ -130,6 +135,7 @@ class Session:
         if ref is not None and ref.token_source == "argv":
             note(TOKEN_ARGV_WARNING)
         self.devices = [b for b in spec.grid.budgets if device_of(b)]
+        self.calibrations = dict(calibrations or {})
         if ref is None:
             # a device's calibration runs in Chromium, whose figures its profile's are (device.calibrate)
             names = tuple(dict.fromkeys(spec.grid.browsers + (("chromium",) if self.devices else ())))
@@ -143,9 +149,6 @@ class Session:
             if any(p.archived for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "
                                  "machines) give generated pages")
-            if self.devices:
-                raise UsageError("--device: a device is calibrated in this machine's own testbed; with --server (two "
-                                 "machines) not yet (docs/device.md); --cpu budgets apply to this, the client, machine")
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
                                      capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary)
             self.bed.check()  # bad two-machine options fail here, before anything is made
@@ -225,17 +228,26 @@ class Session:
         self._header()
 
     def _calibrate(self) -> None:
-        """Each device's CPU budget on this host (device.calibrate), measured once per campaign and kept
-        in its metadata: a resumed campaign applies the budget its trials ran under, so they pool."""
+        """Each device's CPU budget on this host, the client (device.calibrate), measured once per
+        campaign and kept in its metadata: a resumed campaign applies the budget its trials ran under,
+        so they pool. On two machines the budget is the client's: the benchmark loads a page of the
+        server machine's into this machine's browser."""
         if not self.devices:
             return
         from .device.calibrate import Calibration, calibrate
         from .device.profiles import get
         from .pages import parse_page
         meta = self.store.campaign(self.campaign_id)["metadata"]
-        saved = meta.get("devices") or {}
-        page = parse_page("5KB")
-        self.bed.sites.ensure((page,))
+        saved = {**self.calibrations, **(meta.get("devices") or {})}
+        page = parse_page(CALIBRATION_PAGE)
+        try:
+            self.bed.sites.ensure((page,))
+        except UsageError:  # a server machine without it: the campaign's smallest page, which it has
+            page = min((p for p in self.spec.grid.pages if not p.archived and p.origins == 1),
+                       key=lambda p: p.expected_bytes(None), default=None)
+            if page is None:
+                raise UsageError(f"--device: the benchmark runs in a small page the server lacks; start 'plt-bench "
+                                 f"serve' with --size {CALIBRATION_PAGE} among its pages") from None
         for name in self.devices:
             if name in saved:
                 cal = Calibration.from_dict(saved[name])
