@@ -219,8 +219,7 @@ def handshake(raw: socket.socket, tls: Path, address: str, option: str) -> None:
 def unsupported(spec) -> None:
     """What a cluster's campaign cannot carry, refused before anything starts (pure): captures
     (their files and CPU series would stay on the worker, in a run folder that goes with its
-    testbed), a server machine (each worker measures on its own testbed) and a named device (calibrated
-    per host: not yet across hosts)."""
+    testbed) and a server machine (each worker measures on its own testbed)."""
     if spec.capture:
         raise UsageError(f"--capture: {','.join(spec.capture)} is not taken with --cluster: the files and CPU series "
                          "would stay on the worker that measured them; capture on one machine (plt-bench run --capture "
@@ -228,11 +227,6 @@ def unsupported(spec) -> None:
     if spec.server:
         raise UsageError("--server: not with --cluster: each worker measures on its own testbed; run a campaign "
                          "across two machines without --cluster")
-    from .conditions import device_of
-    if any(device_of(b) for b in spec.grid.budgets):
-        raise UsageError("--device: not with --cluster yet: each host must calibrate the device once and its cells "
-                         "not pool with another host's calibration; run it on one machine (docs/device.md), or give "
-                         "--cpu fractions")
 
 
 def cells(spec) -> list[tuple]:
@@ -357,10 +351,28 @@ def pin(index: int, cpus: str | None, share: bool) -> tuple[Path, tuple[int, ...
 _WORKER: dict = {}  # this worker process's testbed index (set by serve_worker)
 
 
-def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = None) -> dict:
+def own_calibrations(host: str, given: dict[str, dict] | None, kept: tuple[str, dict] | None,
+                     queue_name: str) -> dict:
+    """The devices this worker's host calibrated for the campaign already (pure): those the head
+    gives back from the campaign's metadata (given: by host), and those this worker measured in the
+    campaign's run (kept: (its queue's name, devices)); another host's and another campaign's are not
+    this host's."""
+    mine = dict((given or {}).get(host) or {})
+    if kept and kept[0] == queue_name:
+        mine.update(kept[1])
+    return mine
+
+
+def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = None,
+                 calibrations: dict[str, dict] | None = None) -> dict:
     """Run on a worker: the cell measured on this worker's testbed through plt_bench.session, each
     trial put on the campaign's queue as it is stored. Returns the cell's link checks and the
-    testbed's key metadata."""
+    testbed's key metadata, a named device's calibration on this host among them.
+
+    A named device is calibrated by each host for itself, once per campaign: the worker keeps its
+    calibrations for the campaign (by its queue) and the head gives back those of a resumed
+    campaign (calibrations: by host, from its metadata), so that one host's cells share one budget;
+    a cell that two hosts measured with different calibrations is not pooled (analysis.stats.unpooled)."""
     from distributed import Queue, Variable
 
     from .session import Session
@@ -372,8 +384,12 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
     # the cell's own store lives in the testbed's run folder: gone with the testbed, and after a
     # killed worker, with 'plt-bench clean'
     results = RUN_DIR / f"pb{index}" / "cell.sqlite"
+    own = own_calibrations(host, calibrations, _WORKER.get("calibrations"), queue_name)
     with Session(cell_spec(spec, cond, page), results, testbed_index=index, new=True, timeout_s=timeout_s,
-                 out=lambda line: None) as s:
+                 calibrations=own, out=lambda line: None) as s:
+        devices = s.store.campaign(s.campaign_id)["metadata"].get("devices")
+        if devices:
+            _WORKER["calibrations"] = (queue_name, devices)
         for slot in [x for x in s.todo if x not in done]:
             before = len(s.done.get(slot, []))
             s.run_slot(slot)
@@ -478,7 +494,9 @@ class Head:
 
     def submit(self, cell: tuple):
         self.submissions[cell] = self.submissions.get(cell, 0) + 1
-        return self.client.submit(measure_cell, self.spec, *cell, self.queue.name, self.timeout_s,
+        hosts = self.store.campaign(self.cid)["metadata"].get("hosts") or {}
+        calibrations = {h: m["devices"] for h, m in hosts.items() if m.get("devices")}
+        return self.client.submit(measure_cell, self.spec, *cell, self.queue.name, self.timeout_s, calibrations,
                                   resources={RESOURCE: 1}, pure=False)
 
     def drain(self) -> None:

@@ -320,6 +320,42 @@ def test_workers_of_one_machine_hold_their_own_cpus_and_no_more_than_fit(tmp_pat
         _stop([a, sched])
 
 
+def test_a_device_on_a_cluster_is_calibrated_by_its_host_once_and_its_cells_share_the_budget(tmp_path):
+    """--device on a cluster (issue 45): the worker's host calibrates the device for itself at its
+    first cell and keeps it for the campaign's other cells (one budget, one host index); the head
+    keeps the calibration in the host's metadata and the report says what the budget means there."""
+    from pathlib import Path
+
+    from plt_bench.cpu import cpu_list, own_cpus
+    from plt_bench.store import Store
+    address, sched = _scheduler()
+    own = own_cpus()
+    a = _worker(address, 233, "--cpus", cpu_list(own if len(own) < 4 else own[:2]))
+    try:
+        _wait_workers(address, 1)
+        store = tmp_path / "device.sqlite"
+        c = run_cli("run", "--size", "5KB,50KB", "--device", "low-end-phone", "--bw", "100mbit", "--runs", "1",
+                    "--proto", "h2", "--verify", "off", "--cluster", address, "--results", str(store), timeout=900)
+        _ended(c.returncode, c.stdout + c.stderr)
+        rows = _rows(store)
+        assert len(_tried(rows)) == 2, rows
+        with Store(store) as s:
+            hosts = s.campaign(rows[0]["campaign_id"])["metadata"]["hosts"]
+        (host, meta), = hosts.items()
+        cal = meta["devices"]["low-end-phone"]
+        assert abs(cal["measured_index"] / cal["target_index"] - 1) <= 0.15, cal
+        ok = [r for r in rows if r["status"] == "ok"]
+        assert ok and all(r["host"] == host and r["device"] == "low-end-phone" for r in ok)
+        # both cells under the one calibration: its budget, its host index
+        assert {(r["cpu_budget"], r["device_host_index"]) for r in ok} == {(cal["budget_cores"], cal["host_index"])}
+        assert all(r["cpu_throttled_periods"] > 0 for r in ok), ok  # the quota bit: proven under the budget
+        folder = c.stdout.split("report and figures: ")[1].split(" (")[0]
+        report = (Path(folder) / "report.md").read_text()
+        assert f"{host}: low-end-phone: BenchmarkIndex 264 is {cal['budget_cores']:.3f} of one core here" in report
+    finally:
+        _stop([a, sched])
+
+
 def _listening(pid: int) -> list[str]:
     """The local addresses of every listening TCP and UDP socket of a process."""
     out = subprocess.run(["ss", "-H", "-ltunp"], capture_output=True, text=True).stdout

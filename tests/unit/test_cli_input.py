@@ -32,7 +32,6 @@ CLI = [
     (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--cpus", "0-1", "--share-cores"],
      "--cpus and --share-cores: give one"),
     (["run", "--cluster", "tcp://127.0.0.1:1", "--capture", "pcap"], "--capture: pcap is not taken with --cluster"),
-    (["run", "--cluster", "tcp://127.0.0.1:1", "--device", "mid-phone"], "--device: not with --cluster yet"),
     (["bench-literature", "--entries", "clock"], "--entries: 'clock'; expected network, cpu or network,cpu"),
     (["run", "--device", "iphone"], "--device: 'iphone' is no device; expected device names, comma-separated, of "
                                     "low-end-phone, mid-phone, laptop"),

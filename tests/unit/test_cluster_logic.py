@@ -200,3 +200,34 @@ def test_the_browser_is_key_metadata_and_a_campaign_before_it_was_chromiums():
     assert key_diff(old, {**old, "browser": "chromium"}) == []
     assert key_diff(old, {**old, "browser": "firefox"}) == ["browser"]
     assert key_metadata_diff(old, {**old, "browser": "firefox"}) == ["browser: 'chromium' then, 'firefox' now"]
+
+
+def test_a_cell_never_pools_a_device_two_hosts_calibrated_differently():
+    """Each host calibrates a named device for itself (device.calibrate): two testbeds of one machine,
+    alike in every key field, whose budgets for the phone differ are not pooled; alike, they are."""
+    from plt_bench.analysis import stats
+    from plt_bench.metadata import KEY_FIELDS
+
+    from .trials import trial
+    meta = {k: "same" for k in KEY_FIELDS}
+    phone = {"device": "low-end-phone", "target_index": 264, "host_index": 2000.0, "budget_cores": 0.14,
+             "measured_index": 270.0}
+    other = {**phone, "host_index": 1900.0, "budget_cores": 0.15}
+    mixed = [trial(seq=i, host="a/pb1") for i in range(3)] + [trial(seq=3 + i, host="a/pb2") for i in range(2)]
+    kept, warnings = stats.unpooled(mixed, {"a/pb1": {**meta, "devices": {"low-end-phone": phone}},
+                                            "a/pb2": {**meta, "devices": {"low-end-phone": other}}})
+    assert kept == mixed[:3] and len(warnings) == 1 and "low-end-phone's calibration" in warnings[0]
+    kept, warnings = stats.unpooled(mixed, {"a/pb1": {**meta, "devices": {"low-end-phone": phone}},
+                                            "a/pb2": {**meta, "devices": {"low-end-phone": dict(phone)}}})
+    assert kept == mixed and warnings == []
+
+
+def test_a_worker_keeps_its_own_hosts_calibrations_of_the_campaign_only():
+    phone = {"device": "low-end-phone", "budget_cores": 0.14}
+    given = {"a/pb1": {"low-end-phone": phone}, "b/pb1": {"mid-phone": {"budget_cores": 0.5}}}
+    assert cluster.own_calibrations("a/pb1", given, None, "q1") == {"low-end-phone": phone}
+    assert cluster.own_calibrations("c/pb1", given, None, "q1") == {}  # another host's are not its own
+    laptop = {"laptop": {"budget_cores": 0.6}}
+    assert cluster.own_calibrations("c/pb1", given, ("q1", laptop), "q1") == laptop  # measured in this run
+    assert cluster.own_calibrations("c/pb1", given, ("q0", laptop), "q1") == {}  # another campaign's run
+    assert cluster.own_calibrations("c/pb1", None, None, "q1") == {}

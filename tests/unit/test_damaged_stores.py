@@ -96,3 +96,18 @@ def test_cc_arms_that_ran_one_controller_are_not_compared_and_a_metric_without_i
         assert any(w.startswith("h3 on caddy: not compared across congestion controls") for w in rep["warnings"])
         si = report.build(s, [cid], metric="si")
         assert any("no trial has a SpeedIndex" in w and "--capture visual" in w for w in si["warnings"])
+
+
+def test_campaigns_that_calibrated_a_device_differently_are_not_pooled(tmp_path):
+    """A named device's budget is this host's measurement at the campaign's start (device.calibrate):
+    two campaigns whose calibrations differ are refused together; alike, they pool."""
+    phone = {"device": "low-end-phone", "target_index": 264, "host_index": 2000.0, "budget_cores": 0.14,
+             "measured_index": 270.0}
+    path = tmp_path / "s.sqlite"
+    first = _store(path, discovery="forced", devices={"low-end-phone": phone})
+    second = _store(path, discovery="forced", devices={"low-end-phone": {**phone, "budget_cores": 0.15}})
+    third = _store(path, discovery="forced", devices={"low-end-phone": dict(phone)})
+    with st.Store(path, read_only=True) as s:
+        with pytest.raises(UsageError, match=f"campaigns {first} and {second} differ in low-end-phone's calibration"):
+            report.build(s, [first, second])
+        assert report.build(s, [first, third])

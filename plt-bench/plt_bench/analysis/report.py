@@ -14,6 +14,7 @@ from .. import protocols, units
 from ..conditions import AXIS_KEYS, VARIANT_AXES
 from . import stats
 from .files import atomic
+from ..device.calibrate import calibration_diff
 from ..metadata import key_diff
 from ..records import DEFAULT_METRIC, METRICS, Trial
 from ..store import Store
@@ -137,10 +138,12 @@ def budget_meanings(trials: list, camps: list) -> list[str]:
                                       f"{t.cpu_cores or 1} core(s)" if t.cpu_quota_us else
                                       f"{t.cpu_cores or 1} full core(s), pinned, no quota"))
     for c in camps:
-        for name, d in sorted((c["metadata"].get("devices") or {}).items()):
-            words = Calibration.from_dict(d).words()
-            if words not in out:
-                out.append(words)
+        where = [("", c["metadata"])] + [(f"{h}: ", m) for h, m in sorted((c["metadata"].get("hosts") or {}).items())]
+        for host, meta in where:  # a cluster's hosts each calibrated their own
+            for name, d in sorted((meta.get("devices") or {}).items()):
+                words = host + Calibration.from_dict(d).words()
+                if words not in out:
+                    out.append(words)
     return out
 
 
@@ -149,7 +152,8 @@ def poolable(store: Store, campaign_ids: list[int]) -> list[dict]:
     browser, the server, how h3 was found, the backend...): what report and summary pool alike."""
     camps = [store.campaign(c) for c in campaign_ids]
     for c in camps[1:]:
-        diff = key_diff(c["metadata"], camps[0]["metadata"])
+        diff = key_diff(c["metadata"], camps[0]["metadata"]) + calibration_diff(c["metadata"].get("devices"),
+                                                                                 camps[0]["metadata"].get("devices"))
         if diff:
             from ..errors import UsageError
             raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "

@@ -29,6 +29,7 @@ from .. import cpu as cpu_mod
 from .. import protocols
 from ..conditions import AXIS_KEYS, VARIANT_AXES, transfer_seconds
 from ..errors import UsageError
+from ..device.calibrate import calibration_diff
 from ..metadata import key_diff
 from ..precision import half_width_pct, median_ci, precision_stop
 from ..records import AXES, CELL_FIELDS, CORRECTIONS, DEFAULT_METRIC, METRICS, TESTS, CellStats, Comparison, Trial, metric_value
@@ -62,8 +63,8 @@ def diff_pct_ci(a: np.ndarray, b: np.ndarray, confidence: float = 0.95, seed: in
 
 
 def unpooled(trials: list[Trial], hosts: dict[str, dict]) -> tuple[list[Trial], list[str]]:
-    """A cluster's campaign: trials of one cell from hosts whose key metadata differ are never
-    pooled. Such a cell keeps the trials of the host with the most ok ones (the first on a tie) and
+    """A cluster's campaign: trials of one cell from hosts whose key metadata differ (a named
+    device's calibration among them: each host calibrates its own) are never pooled. Such a cell keeps the trials of the host with the most ok ones (the first on a tie) and
     a warning says which were left out and why. Returns (trials kept, warnings)."""
     by_cell: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
     for t in trials:
@@ -75,7 +76,7 @@ def unpooled(trials: list[Trial], hosts: dict[str, dict]) -> tuple[list[Trial], 
         keep = names[0]
         for other in names[1:]:
             a, b = hosts.get(keep, {}), hosts.get(other, {})
-            diff = key_diff(a, b)
+            diff = key_diff(a, b) + calibration_diff(a.get("devices"), b.get("devices"))
             if diff:
                 dropped |= {id(t) for t in per_host[other]}
                 warnings.append(f"{cond} {page}: {len(per_host[other])} trial(s) of {other} left out of the statistics: "

@@ -138,6 +138,14 @@ def calibration_problem(target_index: float, measured_index: float) -> str | Non
     return None
 
 
+def calibration_diff(a: dict | None, b: dict | None) -> list[str]:
+    """The devices two campaigns' (or hosts') metadata both calibrated, each to another budget
+    ({name: Calibration.as_dict()}) (pure): their trials are not pooled."""
+    a, b = a or {}, b or {}
+    return [f"{name}'s calibration" for name in sorted(set(a) & set(b))
+            if (a[name]["host_index"], a[name]["budget_cores"]) != (b[name]["host_index"], b[name]["budget_cores"])]
+
+
 def benchmark_index(runs: list[float]) -> float:
     """The index of a set of runs: their median (pure)."""
     return float(statistics.median(runs))
