@@ -50,6 +50,8 @@ def run_cli(*args, timeout=300, **kw):
 # failure of what the test guards.
 MACHINE_REFUSALS = ("link emulator fell behind", "link emulator stalled",
                     "the machine held the browser below its CPU budget")  # plt_bench.device.budget.MACHINE_HELD_BACK
+# a device's calibration (plt_bench.device.calibrate) that the machine's other load did not let through
+CALIBRATION_REFUSALS = ("cannot be measured now", "may be interfering", "this host is slower than the device")
 
 
 UNJUDGED = "unjudged: "  # how a test whose claim the machine did not let it judge is reported (skipped)

