@@ -24,9 +24,18 @@
 //! >= 1 ms late (3-5 of 12 trials refused), against 0-0.14% (none refused) with it held at 0.
 //! The kernel drops the request when the file closes, so it never outlives linkem.
 //!
-//! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1[,trace=PATH,limit=N]
+//! A direction given rate_bps=R (and limit=N packets) is a bottleneck of linkem's at a constant rate:
+//! its packets wait their turn in a queue under a discipline (aqm=droptail|codel|fq_codel|pie, with
+//! the RFCs' parameters: aqm.rs), then for their delay. A trace's queue takes a discipline too.
+//! ecn=1: where the discipline would drop an ECN-capable packet, it marks it instead; the packet's
+//! verdict then sets the mark CE_MARK, which the link's rule after the queue turns into the IP
+//! header's CE codepoint.
+//!
+//! usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1
+//!                   [,trace=PATH|rate_bps=R,limit=N[,aqm=A[,target_us=,interval_us=,flows=,quantum=,tupdate_us=,burst_us=]][,ecn=1]]
 //!               [--dir ...] --stats PATH [--seed S] [--maxlen 65536] [--fifo PRIO] [--cpu-dma-latency-us N]
 
+mod aqm;
 mod nfq;
 mod rng;
 mod sched;
@@ -50,16 +59,17 @@ struct Config {
 
 fn usage(msg: &str) -> ! {
     eprintln!("linkem: {msg}");
-    eprintln!("usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1[,trace=PATH,limit=N] \
+    eprintln!("usage: linkem --dir NAME:queue=N,delay_us=D,jitter_us=J,dist=uniform|normal,loss=P,reorder=0|1\
+               [,trace=PATH|rate_bps=R,limit=N[,aqm=droptail|codel|fq_codel|pie[,target_us=,interval_us=,flows=,quantum=,tupdate_us=,burst_us=]][,ecn=1]] \
                [--dir ...] --stats PATH [--seed S] [--maxlen N] [--fifo PRIO] [--stats-ms MS] [--cpu-dma-latency-us N]");
     std::process::exit(2);
 }
 
 fn parse_dir(spec: &str) -> Params {
     let (name, rest) = spec.split_once(':').unwrap_or_else(|| usage(&format!("--dir '{spec}': expected NAME:key=value,...")));
-    let mut p = Params { name: name.to_string(), queue: u16::MAX, delay_ns: 0, jitter_ns: 0, dist: Dist::Uniform,
-                         loss: 0.0, reorder: true, trace: None };
+    let mut p = Params::plain(name, u16::MAX, 0, 0, Dist::Uniform, 0.0, true);
     let (mut trace_path, mut limit) = (None, None);
+    let (mut aqm_name, mut aqm_keys) = (None::<String>, Vec::<(String, u64)>::new());
     for kv in rest.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or_else(|| usage(&format!("--dir '{spec}': '{kv}' is not key=value")));
         macro_rules! bad {
@@ -80,22 +90,62 @@ fn parse_dir(spec: &str) -> Params {
             }
             "reorder" => p.reorder = match v { "1" => true, "0" => false, _ => bad!() },
             "trace" => trace_path = Some(v.to_string()),
-            "limit" => limit = Some(v.parse::<usize>().unwrap_or_else(|_| bad!())),
+            "limit" => limit = Some(v.parse::<usize>().ok().filter(|n| *n > 0).unwrap_or_else(|| bad!())),
+            "rate_bps" => p.rate_bps = Some(v.parse::<u64>().ok().filter(|n| *n > 0).unwrap_or_else(|| bad!())),
+            "aqm" => aqm_name = Some(v.to_string()),
+            "ecn" => p.ecn = match v { "1" => true, "0" => false, _ => bad!() },
+            "target_us" | "interval_us" | "flows" | "quantum" | "tupdate_us" | "burst_us" => {
+                aqm_keys.push((k.to_string(), v.parse::<u64>().ok().filter(|n| *n > 0).unwrap_or_else(|| bad!())))
+            }
             _ => usage(&format!("--dir '{spec}': unknown key '{k}'")),
         }
     }
     if p.queue == u16::MAX {
         usage(&format!("--dir '{spec}': queue= is required"));
     }
-    match (trace_path, limit) {
-        (Some(path), Some(limit)) => {
+    match (trace_path, p.rate_bps, limit) {
+        (Some(path), None, Some(limit)) => {
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| usage(&format!("--dir '{spec}': {path}: {e}")));
             p.trace = Some(Trace::parse(&path, &text, limit).unwrap_or_else(|e| usage(&format!("--dir '{spec}': {e}"))));
         }
-        (None, None) => {}
-        _ => usage(&format!("--dir '{spec}': trace= and limit= go together")),
+        (None, Some(_), Some(limit)) => p.limit = limit,
+        (None, None, None) => {}
+        (Some(_), Some(_), _) => usage(&format!("--dir '{spec}': trace= and rate_bps= are two rates; give one")),
+        _ => usage(&format!("--dir '{spec}': limit= goes with trace= or rate_bps= (the bottleneck's queue)")),
     }
+    if (aqm_name.is_some() || p.ecn || !aqm_keys.is_empty()) && !p.has_bottleneck() {
+        usage(&format!("--dir '{spec}': aqm=, ecn= and their parameters need a bottleneck of linkem's (trace= or rate_bps=)"));
+    }
+    p.aqm = aqm_kind(spec, aqm_name.as_deref().unwrap_or("droptail"), &aqm_keys);
     p
+}
+
+/// A discipline by name with its parameters (the RFCs' defaults where none is given).
+fn aqm_kind(spec: &str, name: &str, keys: &[(String, u64)]) -> aqm::Kind {
+    use aqm::*;
+    let get = |k: &str, default: u64| keys.iter().find(|(n, _)| n == k).map_or(default, |(_, v)| *v);
+    let allowed: &[&str] = match name {
+        "droptail" => &[],
+        "codel" => &["target_us", "interval_us"],
+        "fq_codel" => &["target_us", "interval_us", "flows", "quantum"],
+        "pie" => &["target_us", "tupdate_us", "burst_us"],
+        _ => usage(&format!("--dir '{spec}': aqm '{name}': expected droptail, codel, fq_codel or pie")),
+    };
+    if let Some((k, _)) = keys.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
+        usage(&format!("--dir '{spec}': {k} is not a parameter of aqm={name}"));
+    }
+    match name {
+        "droptail" => Kind::DropTail,
+        "codel" => Kind::Codel { target_ns: get("target_us", CODEL_TARGET_NS / 1000) * 1000,
+                                 interval_ns: get("interval_us", CODEL_INTERVAL_NS / 1000) * 1000 },
+        "fq_codel" => Kind::FqCodel { target_ns: get("target_us", CODEL_TARGET_NS / 1000) * 1000,
+                                      interval_ns: get("interval_us", CODEL_INTERVAL_NS / 1000) * 1000,
+                                      flows: get("flows", FQ_FLOWS as u64).min(65536) as u32,
+                                      quantum: get("quantum", FQ_QUANTUM as u64).min(65536) as u32 },
+        _ => Kind::Pie { target_ns: get("target_us", PIE_TARGET_NS / 1000) * 1000,
+                         tupdate_ns: get("tupdate_us", PIE_TUPDATE_NS / 1000) * 1000,
+                         max_burst_ns: get("burst_us", PIE_MAX_BURST_NS / 1000) * 1000 },
+    }
 }
 
 fn parse_args() -> Config {
@@ -197,13 +247,20 @@ fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64,
                             d.p.trace.as_ref().map_or(0, |tr| tr.period_ms), d.p.trace.as_ref().map_or(0, |tr| tr.ms.len()),
                             d.p.trace.as_ref().map_or(0, |tr| tr.limit), t.epoch_ns, t.rewinds, t.opportunities,
                             t.idle_opportunities, t.served_bytes, t.queue_drops, d.queued(), t.max_qdepth);
+        let q = &d.q.c;
+        let bottleneck = format!("\"bottleneck\":{{\"aqm\":\"{}\",\"rate_bps\":{},\"limit\":{},\"ecn\":{},\"aqm_drops\":{},\
+                                  \"marks\":{},\"overlimit_drops\":{},\"dequeued\":{},\"sojourn_sum_us\":{:.1},\"sojourn_max_us\":{:.1},\
+                                  \"qlen\":{},\"drop_prob\":{:.6}}},",
+                                 if d.p.has_bottleneck() { d.p.aqm.name() } else { "none" }, d.p.rate_bps.unwrap_or(0),
+                                 d.q.limit, d.p.ecn, q.aqm_drops, q.marks, q.overlimit_drops, q.dequeued,
+                                 q.sojourn_sum_ns as f64 / 1000.0, q.sojourn_max_ns as f64 / 1000.0, d.queued(), d.q.drop_prob());
         let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
                            \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
-                           \"reordered\":{},{}{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
+                           \"reordered\":{},{}{}{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
                            \"since_mark\":{{\"late_max_us\":{:.1},\"early_max_us\":{:.1},\"max_depth\":{}}}}}",
                        if i > 0 { "," } else { "" }, d.p.name, d.p.queue, d.p.delay_ns / 1000, d.p.jitter_ns / 1000,
                        d.p.dist, d.p.loss, d.p.reorder, c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
-                       c.reordered, early, trace, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
+                       c.reordered, early, trace, bottleneck, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
                        c.mark.late_max_ns as f64 / 1000.0, c.mark.early_max_ns as f64 / 1000.0, c.mark.max_depth);
     }
     s.push_str("}}\n");
@@ -268,13 +325,22 @@ impl Timer {
 
 /// The packets due now (within the timer's expected latency) into `due`, under the direction's lock
 /// (let go before the kernel is asked to send them); returns (now, the next due time).
-fn take_due(sh: &Shared, timer: &Timer, due: &mut Vec<u32>) -> (u64, Option<u64>) {
+fn take_due(sh: &Shared, timer: &Timer, due: &mut Vec<u32>, drops: &mut Vec<(u16, u32)>, marked: &mut Vec<u32>)
+             -> (u64, Option<u64>) {
     let now = now_ns();
     due.clear();
     let mut d = sh.dir.lock().unwrap();
     d.due(now, timer.latency, due);
+    d.take_drops(drops);
+    if d.p.ecn {
+        marked.extend(due.iter().copied().filter(|&id| d.take_mark(id)));
+    }
     (now, d.next_due())
 }
+
+/// The mark a CE-marked packet's verdict sets (the link's rule after the queue sets the IP header's
+/// CE codepoint on packets that carry it): "CE" in ASCII.
+pub const CE_MARK: u32 = 0x4345;
 
 /// An epoll set over these descriptors (each event's u64 is its fd).
 fn epoll_of(fds: &[i32]) -> io::Result<i32> {
@@ -309,6 +375,7 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
     let mut pkts = Vec::with_capacity(4096);
     let mut drops = Vec::with_capacity(4096);
     let mut due = Vec::with_capacity(4096);
+    let mut marked = Vec::with_capacity(256);
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
     loop {
         let n = wait(ep, &mut events)?;
@@ -329,10 +396,11 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
                         for p in pkts.drain(..) {
                             if p.queue != queue {
                                 drops.push((p.queue, p.id)); // not ours to pass
-                            } else if let Action::Drop = d.on_packet(now, p.id, p.len) {
+                            } else if let Action::Drop = d.on_packet_of(now, p.id, p.len, p.flow, p.ect) {
                                 drops.push((p.queue, p.id));
                             }
                         }
+                        d.take_drops(&mut drops); // what its discipline dropped from the queue
                     }
                     for (q, id) in drops.drain(..) {
                         sock.verdict(q, id, nfq::NF_DROP)?;
@@ -345,10 +413,18 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
         }
         // release everything due, then sleep until the next release; the verdicts go out after
         // the lock is let go, so the stats writer never waits on the kernel's forwarding
-        let (now, next) = take_due(&sh, &timer, &mut due);
-        for &id in &due {
-            sock.verdict(queue, id, nfq::NF_ACCEPT)?;
+        let (now, next) = take_due(&sh, &timer, &mut due, &mut drops, &mut marked);
+        for (q, id) in drops.drain(..) {
+            sock.verdict(q, id, nfq::NF_DROP)?;
         }
+        for &id in &due {
+            if !marked.is_empty() && marked.contains(&id) {
+                sock.accept_marked(queue, id, CE_MARK)?;
+            } else {
+                sock.verdict(queue, id, nfq::NF_ACCEPT)?;
+            }
+        }
+        marked.clear();
         sock.flush()?;
         sh.enobufs.store(sock.enobufs, Ordering::Relaxed);
         timer.aim(next, now)?;
@@ -486,8 +562,14 @@ mod tests {
 
     /// Two directions with fixed counters, as after a short run with one 2 s stall.
     fn sample_dirs() -> Vec<Direction> {
-        let mut down = Direction::new(Params { name: "down".into(), queue: 42, delay_ns: 25_000_000, jitter_ns: 5_000_000,
-                                               dist: Dist::Uniform, loss: 0.01, reorder: true, trace: None }, 1);
+        let mut dp = Params::plain("down", 42, 25_000_000, 5_000_000, Dist::Uniform, 0.01, true);
+        dp.rate_bps = Some(20_000_000);
+        dp.limit = 100;
+        dp.ecn = true;
+        dp.aqm = aqm::Kind::FqCodel { target_ns: 5_000_000, interval_ns: 100_000_000, flows: 1024, quantum: 1514 };
+        let mut down = Direction::new(dp, 1);
+        down.q.c = aqm::AqmCounters { aqm_drops: 9, marks: 30, overlimit_drops: 2, dequeued: 6900,
+                                      sojourn_sum_ns: 34_500_000_000, sojourn_max_ns: 21_000_000 };
         down.c.packets = 7000;
         down.c.bytes = 10_150_000;
         down.c.dropped = 70;
@@ -500,9 +582,9 @@ mod tests {
         down.c.early_max_ns = 40_000;
         down.c.reordered = 12;
         down.c.mark = Marked { late_max_ns: 2_000_100_000, early_max_ns: 40_000, max_depth: 120 };
-        let mut up = Direction::new(Params { name: "up".into(), queue: 43, delay_ns: 25_000_000, jitter_ns: 0,
-                                         dist: Dist::Normal, loss: 0.0, reorder: false,
-                                         trace: Some(Trace { path: "/tmp/a \"b\".txt".into(), ms: vec![1, 1, 3], period_ms: 3, limit: 40 }) }, 2);
+        let mut upp = Params::plain("up", 43, 25_000_000, 0, Dist::Normal, 0.0, false);
+        upp.trace = Some(Trace { path: "/tmp/a \"b\".txt".into(), ms: vec![1, 1, 3], period_ms: 3, limit: 40 });
+        let mut up = Direction::new(upp, 2);
         up.t.epoch_ns = 5_000_000_000;
         up.t.rewinds = 2;
         up.t.opportunities = 300;

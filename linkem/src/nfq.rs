@@ -19,6 +19,7 @@ const NFQNL_CFG_CMD_BIND: u8 = 1;
 const NFQNL_COPY_PACKET: u8 = 2;
 const NFQA_PACKET_HDR: u16 = 1;
 const NFQA_VERDICT_HDR: u16 = 2;
+const NFQA_MARK: u16 = 3;
 const NFQA_PAYLOAD: u16 = 10;
 const NFQA_CAP_LEN: u16 = 13;
 const NLM_F_REQUEST: u16 = 1;
@@ -52,7 +53,7 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
         }
         if ty == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
             let queue = u16::from_be_bytes(buf[off + 18..off + 20].try_into().unwrap());
-            let (mut id, mut plen, mut cap) = (None, 0u32, None);
+            let (mut id, mut plen, mut cap, mut flow, mut ect) = (None, 0u32, None, 0u32, false);
             let mut a = off + NLMSG_HDRLEN + NFGEN_HDRLEN;
             while a + 4 <= off + len {
                 let alen = u16::from_ne_bytes(buf[a..a + 2].try_into().unwrap()) as usize;
@@ -63,17 +64,48 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
                 let data = &buf[a + 4..a + alen];
                 match aty {
                     NFQA_PACKET_HDR if data.len() >= 4 => id = Some(u32::from_be_bytes(data[0..4].try_into().unwrap())),
-                    NFQA_PAYLOAD => plen = data.len() as u32,
+                    NFQA_PAYLOAD => {
+                        plen = data.len() as u32;
+                        (flow, ect) = flow_of(data);
+                    }
                     NFQA_CAP_LEN if data.len() >= 4 => cap = Some(u32::from_be_bytes(data[0..4].try_into().unwrap())),
                     _ => {}
                 }
                 a += align4(alen);
             }
             if let Some(id) = id {
-                out.push(Packet { queue, id, len: cap.unwrap_or(plen) });
+                out.push(Packet { queue, id, len: cap.unwrap_or(plen), flow, ect });
             }
         }
         off += align4(len);
+    }
+}
+
+/// A packet's flow (a hash of its addresses, protocol and ports: FQ-CoDel's 5-tuple) and whether
+/// it is ECN-capable (ECT(0) or ECT(1) in its IP header), from its first bytes (pure). A packet
+/// that is neither IPv4 nor IPv6 is flow 0, not ECN-capable.
+pub fn flow_of(ip: &[u8]) -> (u32, bool) {
+    let fnv = |bytes: &[&[u8]]| {
+        let mut h: u32 = 0x811c_9dc5;
+        for part in bytes {
+            for &b in *part {
+                h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+            }
+        }
+        h
+    };
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            let ihl = ((ip[0] & 0x0f) as usize) * 4;
+            let ports = ip.get(ihl..ihl + 4).unwrap_or(&[]);
+            (fnv(&[&ip[12..20], &ip[9..10], ports]), ip[1] & 3 != 0)
+        }
+        Some(6) if ip.len() >= 40 => {
+            let tclass = ((ip[0] & 0x0f) << 4) | (ip[1] >> 4);
+            let ports = ip.get(40..44).unwrap_or(&[]);
+            (fnv(&[&ip[8..40], &ip[6..7], ports]), tclass & 3 != 0)
+        }
+        _ => (0, false),
     }
 }
 
@@ -81,6 +113,8 @@ pub struct Packet {
     pub queue: u16,
     pub id: u32,
     pub len: u32,
+    pub flow: u32,
+    pub ect: bool,
 }
 
 pub struct Socket {
@@ -231,6 +265,21 @@ impl Socket {
         Ok(())
     }
 
+    /// Queue an accept verdict that sets the packet's mark (a rule after the queue turns the mark
+    /// into the IP header's CE codepoint: ECN).
+    pub fn accept_marked(&mut self, queue: u16, id: u32, mark: u32) -> io::Result<()> {
+        if self.wbuf.len() + VERDICT_MSG_LEN + 8 > 60 * 1024 {
+            self.flush()?;
+        }
+        let start = put_header(&mut self.wbuf, NFQNL_MSG_VERDICT, 0, 0, queue);
+        let mut vh = NF_ACCEPT.to_be_bytes().to_vec();
+        vh.extend_from_slice(&id.to_be_bytes());
+        put_attr(&mut self.wbuf, NFQA_VERDICT_HDR, &vh);
+        put_attr(&mut self.wbuf, NFQA_MARK, &mark.to_be_bytes());
+        finish(&mut self.wbuf, start);
+        Ok(())
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         if self.wbuf.is_empty() {
             return Ok(());
@@ -258,6 +307,7 @@ mod tests {
         parse_datagram(&buf, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].queue, out[0].id, out[0].len), (1, 77, 1514));
+        assert_eq!((out[0].flow, out[0].ect), (0, false)); // 64 zero bytes: not IP
         parse_datagram(&buf[..buf.len() - 3], &mut out); // a cut message is skipped, not misread
         assert_eq!(out.len(), 1);
     }
@@ -273,5 +323,26 @@ mod tests {
         assert_eq!(u16::from_ne_bytes(buf[4..6].try_into().unwrap()), (3 << 8) | 1);
         assert_eq!(&buf[18..20], &7u16.to_be_bytes());
         assert_eq!(&buf[20..24], &(12u16.to_ne_bytes().iter().chain(2u16.to_ne_bytes().iter()).copied().collect::<Vec<u8>>())[..]);
+    }
+
+    #[test]
+    fn a_flow_is_its_addresses_protocol_and_ports_and_ect_is_read_from_the_header() {
+        // IPv4 UDP 10.0.0.1:443 -> 10.0.0.2:5000, TOS ECT(0)
+        let mut v4 = vec![0x45, 0x02, 0, 60, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x01, 0xbb, 0x13, 0x88];
+        v4.resize(64, 0);
+        let (f, ect) = flow_of(&v4);
+        assert!(ect && f != 0);
+        let mut other_port = v4.clone();
+        other_port[23] = 0x89;
+        assert_ne!(flow_of(&other_port).0, f, "another port, another flow");
+        let mut not_ect = v4.clone();
+        not_ect[1] = 0x00;
+        assert_eq!(flow_of(&not_ect), (f, false), "the ECN bits are not the flow");
+        // IPv6 TCP, traffic class 0x03 (CE): ECN-capable
+        let mut v6 = vec![0x60, 0x30, 0, 0, 0, 20, 6, 64];
+        v6.extend_from_slice(&[0xfd; 32]);
+        v6.extend_from_slice(&[0x01, 0xbb, 0xc0, 0x00]);
+        assert!(flow_of(&v6).1);
+        assert_eq!(flow_of(&[0x45, 0x02]), (0, false), "too short: not read");
     }
 }

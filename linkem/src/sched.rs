@@ -2,9 +2,10 @@
 //! a release time; hand out the packets that are due. Times are nanoseconds on any monotonic
 //! clock the caller chooses (a fake one in the tests).
 
+use crate::aqm::{Aqm, Kind, Pkt};
 use crate::rng::Rng;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 /// Bytes one delivery opportunity of a trace carries (Mahimahi's MTU-sized opportunity).
 pub const OPPORTUNITY_BYTES: u32 = 1500;
@@ -52,11 +53,10 @@ impl Trace {
     }
 }
 
-/// A trace direction's state: its queue, its place in the trace, its counters.
+/// A trace direction's state: its place in the trace, its counters (its queue is the direction's
+/// bottleneck queue, `Direction::q`).
 #[derive(Default, Clone, Debug)]
 pub struct TraceState {
-    queue: VecDeque<(u32, u32)>, // (packet id, length)
-    head_left: u32,              // bytes of the head packet still to deliver
     /// the trace's time zero (the monotonic ns of its first period's start)
     pub epoch_ns: u64,
     cycle: u64,
@@ -95,6 +95,32 @@ pub struct Params {
     pub reorder: bool,
     /// a rate that follows a trace (the packet waits for its opportunities, then for its delay)
     pub trace: Option<Trace>,
+    /// a constant rate of linkem's own, bits per second (the packet waits its turn at this rate,
+    /// then for its delay): the bottleneck is linkem's, under its queue discipline
+    pub rate_bps: Option<u64>,
+    /// the bottleneck queue's discipline (a trace's or a rate's queue; droptail by default)
+    pub aqm: Kind,
+    /// the bottleneck queue's limit in packets, for a rate (a trace's is the trace's `limit`)
+    pub limit: usize,
+    /// mark ECN-capable packets CE where the discipline would drop them
+    pub ecn: bool,
+}
+
+impl Params {
+    /// A direction with delay, jitter and loss only (no bottleneck of linkem's).
+    pub fn plain(name: &str, queue: u16, delay_ns: u64, jitter_ns: u64, dist: Dist, loss: f64, reorder: bool) -> Params {
+        Params { name: name.into(), queue, delay_ns, jitter_ns, dist, loss, reorder, trace: None, rate_bps: None,
+                 aqm: Kind::DropTail, limit: 0, ecn: false }
+    }
+
+    /// Whether packets wait in a queue of linkem's (a trace's or a rate's) before their delay.
+    pub fn has_bottleneck(&self) -> bool {
+        self.trace.is_some() || self.rate_bps.is_some()
+    }
+
+    fn queue_limit(&self) -> usize {
+        self.trace.as_ref().map_or(self.limit, |tr| tr.limit)
+    }
 }
 
 /// Lateness histogram bucket upper bounds, microseconds (the last bucket is open).
@@ -129,6 +155,18 @@ pub struct Marked {
 pub struct Direction {
     pub p: Params,
     pub rng: Rng,
+    /// the bottleneck queue (used where the direction has a trace or a rate)
+    pub q: Aqm,
+    /// the packet being sent: dequeued, bytes of it still to send (a trace's opportunities)
+    head: Option<Pkt>,
+    head_left: u32,
+    /// a rate's link is busy sending until this time
+    free_ns: u64,
+    /// packets the discipline dropped after their arrival (at the head, or the fattest flow's):
+    /// their verdicts are the event loop's to send (take_drops)
+    later_drops: Vec<u32>,
+    /// packets to release marked CE (ECN), by id
+    marked: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u64, u32)>>, // (release time, arrival seq, packet id)
     seq: u64,
     last_release: u64,
@@ -147,8 +185,32 @@ pub enum Action {
 
 impl Direction {
     pub fn new(p: Params, seed: u64) -> Direction {
-        Direction { p, rng: Rng::new(seed), heap: BinaryHeap::new(), seq: 0, last_release: 0,
+        let q = Aqm::new(p.aqm.clone(), p.queue_limit(), p.ecn, seed ^ 0x5DEE_CE66);
+        Direction { p, rng: Rng::new(seed), q, head: None, head_left: 0, free_ns: 0, later_drops: Vec::new(),
+                    marked: Vec::new(), heap: BinaryHeap::new(), seq: 0, last_release: 0,
                     last_released_seq: 0, c: Counters::default(), t: TraceState::default() }
+    }
+
+    /// Packets waiting in the bottleneck (its queue and the one being sent).
+    fn backlog(&self) -> usize {
+        self.q.len() + self.head.is_some() as usize
+    }
+
+    /// The drops decided after the packets' arrival, since the last call (their verdicts).
+    pub fn take_drops(&mut self, out: &mut Vec<(u16, u32)>) {
+        let queue = self.p.queue;
+        out.extend(self.later_drops.drain(..).map(|id| (queue, id)));
+    }
+
+    /// Whether a released packet is to carry the CE mark (forgets it: asked once, at its release).
+    pub fn take_mark(&mut self, id: u32) -> bool {
+        match self.marked.iter().position(|&m| m == id) {
+            Some(i) => {
+                self.marked.swap_remove(i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Start the trace over at `now` (its first period begins then); the queue keeps what it holds.
@@ -209,31 +271,65 @@ impl Direction {
         at
     }
 
-    /// Spend every opportunity up to `until` on the trace's queue: each packet fully carried
-    /// leaves at its last opportunity's time and is then held for its delay.
+    /// The packet the bottleneck sends next, dequeued at `t` (its discipline's drops go to later_drops).
+    fn next_head(&mut self, t: u64) -> Option<Pkt> {
+        let mut dropped = Vec::new();
+        let p = self.q.dequeue(t, &mut dropped);
+        self.later_drops.extend(dropped);
+        p
+    }
+
+    /// A packet the bottleneck has sent whole at `t`: held for its delay (and marked, if it was).
+    fn sent(&mut self, p: Pkt, t: u64) {
+        if p.ce {
+            self.marked.push(p.id);
+        }
+        let at = t + self.sample_delay();
+        self.hold(at, p.id);
+    }
+
+    /// Run the bottleneck up to `until`: a trace's opportunities each carry up to 1500 bytes of the
+    /// packets in turn (a packet fully carried leaves at its last opportunity's time); a rate sends
+    /// one packet after the other, each taking its bytes' time. The discipline dequeues a packet
+    /// when its first byte is sent. Each sent packet is then held for its delay.
     fn serve(&mut self, until: u64) {
-        while !self.t.queue.is_empty() {
-            let t = match self.opportunity() {
-                Some(t) if t <= until => t,
-                _ => break,
-            };
-            let mut credit = OPPORTUNITY_BYTES;
-            while credit > 0 {
-                let Some(&(id, _)) = self.t.queue.front() else { break };
-                if self.t.head_left <= credit {
-                    credit -= self.t.head_left;
-                    self.t.served_bytes += self.t.head_left as u64;
-                    self.t.queue.pop_front();
-                    self.t.head_left = self.t.queue.front().map_or(0, |&(_, len)| len);
-                    let at = t + self.sample_delay();
-                    self.hold(at, id);
-                } else {
-                    self.t.head_left -= credit;
-                    self.t.served_bytes += credit as u64;
-                    credit = 0;
+        if self.p.trace.is_some() {
+            while self.backlog() > 0 {
+                let t = match self.opportunity() {
+                    Some(t) if t <= until => t,
+                    _ => break,
+                };
+                let mut credit = OPPORTUNITY_BYTES;
+                while credit > 0 {
+                    if self.head.is_none() {
+                        self.head = self.next_head(t);
+                        self.head_left = self.head.map_or(0, |p| p.len);
+                        if self.head.is_none() {
+                            break;
+                        }
+                    }
+                    if self.head_left <= credit {
+                        credit -= self.head_left;
+                        self.t.served_bytes += self.head_left as u64;
+                        let p = self.head.take().unwrap();
+                        self.sent(p, t);
+                    } else {
+                        self.head_left -= credit;
+                        self.t.served_bytes += credit as u64;
+                        credit = 0;
+                    }
                 }
+                self.next_opportunity();
             }
-            self.next_opportunity();
+        } else if let Some(bps) = self.p.rate_bps {
+            while self.q.len() > 0 && self.free_ns <= until {
+                let t = self.free_ns;
+                let Some(p) = self.next_head(t) else { break };
+                let done = t + (p.len as u64 * 8 * 1_000_000_000).div_ceil(bps.max(1));
+                self.free_ns = done;
+                self.t.served_bytes += p.len as u64;
+                self.sent(p, done);
+            }
         }
     }
 
@@ -254,26 +350,32 @@ impl Direction {
 
     /// A packet arrived at `now`: drop it, or hold it until the returned time.
     pub fn on_packet(&mut self, now: u64, id: u32, len: u32) -> Action {
+        self.on_packet_of(now, id, len, 0, false)
+    }
+
+    /// A packet of flow `flow` (its 5-tuple's hash), ECN-capable or not, arrived at `now`.
+    pub fn on_packet_of(&mut self, now: u64, id: u32, len: u32, flow: u32, ect: bool) -> Action {
         self.c.packets += 1;
         self.c.bytes += len as u64;
         if self.rng.chance(self.p.loss) {
             self.c.dropped += 1;
             return Action::Drop;
         }
-        if let Some(limit) = self.p.trace.as_ref().map(|tr| tr.limit) {
-            self.serve(now); // the opportunities before this packet went to the packets before it
-            if self.t.queue.is_empty() {
+        if self.p.has_bottleneck() {
+            self.serve(now); // the link's time before this packet went to the packets before it
+            if self.backlog() == 0 {
                 self.skip_to(now);
+                self.free_ns = self.free_ns.max(now);
             }
-            if self.t.queue.len() >= limit {
+            let mut dropped = Vec::new();
+            self.q.enqueue(now, Pkt { id, len, flow, ect, enq_ns: now, ce: false }, &mut dropped);
+            let refused = dropped.contains(&id);
+            self.later_drops.extend(dropped.into_iter().filter(|&d| d != id));
+            if refused {
                 self.t.queue_drops += 1;
                 return Action::Drop;
             }
-            if self.t.queue.is_empty() {
-                self.t.head_left = len;
-            }
-            self.t.queue.push_back((id, len));
-            self.t.max_qdepth = self.t.max_qdepth.max(self.t.queue.len() as u64);
+            self.t.max_qdepth = self.t.max_qdepth.max(self.backlog() as u64);
             self.serve(now);
             return Action::Queued;
         }
@@ -285,16 +387,22 @@ impl Direction {
     /// packet waiting in its queue.
     pub fn next_due(&self) -> Option<u64> {
         let release = self.heap.peek().map(|Reverse((t, _, _))| *t);
-        let opp = if self.t.queue.is_empty() { None } else { self.opportunity() };
+        let opp = if self.backlog() == 0 {
+            None
+        } else if self.p.trace.is_some() {
+            self.opportunity()
+        } else {
+            self.p.rate_bps.map(|_| self.free_ns)
+        };
         match (release, opp) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Packets waiting in the trace's queue.
+    /// Packets waiting in the bottleneck (a trace's or a rate's queue, and the one being sent).
     pub fn queued(&self) -> usize {
-        self.t.queue.len()
+        self.backlog()
     }
 
     /// Move every packet due by `now + horizon` into `out` (packet ids, in release order).
@@ -342,8 +450,7 @@ mod tests {
     use super::*;
 
     fn dir(delay_ms: f64, jitter_ms: f64, dist: Dist, loss: f64, reorder: bool) -> Direction {
-        Direction::new(Params { name: "t".into(), queue: 0, delay_ns: (delay_ms * 1e6) as u64,
-                                jitter_ns: (jitter_ms * 1e6) as u64, dist, loss, reorder, trace: None }, 42)
+        Direction::new(Params::plain("t", 0, (delay_ms * 1e6) as u64, (jitter_ms * 1e6) as u64, dist, loss, reorder), 42)
     }
 
     /// Kolmogorov-Smirnov statistic of samples against a CDF.
@@ -481,8 +588,9 @@ mod tests {
     }
     fn traced(ms: Vec<u64>, limit: usize, delay_ms: f64) -> Direction {
         let period_ms = *ms.last().unwrap();
-        let mut d = dir(delay_ms, 0.0, Dist::Uniform, 0.0, true);
-        d.p.trace = Some(Trace { path: "t".into(), ms, period_ms, limit });
+        let mut p = Params::plain("t", 0, (delay_ms * 1e6) as u64, 0, Dist::Uniform, 0.0, true);
+        p.trace = Some(Trace { path: "t".into(), ms, period_ms, limit });
+        let mut d = Direction::new(p, 42);
         d.rewind(0);
         d
     }

@@ -43,6 +43,23 @@ class TraceStats(TypedDict):
     max_qdepth: int
 
 
+class BottleneckStats(TypedDict):
+    """A direction's bottleneck queue of linkem's (a constant rate's or a trace's) and its discipline
+    (linkem/src/aqm.rs); aqm 'none' where the direction has none (a rate in the kernel's htb, or no rate)."""
+    aqm: str                # none | droptail | codel | fq_codel | pie
+    rate_bps: int           # a constant rate of linkem's; 0: none (a trace's, or no bottleneck)
+    limit: int              # the queue's limit, packets
+    ecn: bool               # marks ECN-capable packets where it would drop them
+    aqm_drops: int          # the discipline's own drops (lifetime)
+    marks: int              # CE marks in place of drops
+    overlimit_drops: int    # a full queue's drops
+    dequeued: int           # packets it sent
+    sojourn_sum_us: float   # their time in the queue, summed (the standing delay: its mean per packet)
+    sojourn_max_us: float
+    qlen: int               # packets in the queue now
+    drop_prob: float        # PIE's drop probability now (0 for the others)
+
+
 class DirectionStats(TypedDict):
     """One direction's settings and lifetime counters."""
     queue: int           # its NFQUEUE number
@@ -61,6 +78,7 @@ class DirectionStats(TypedDict):
     early: int           # released ahead of their due time
     early_max_us: float
     trace: TraceStats
+    bottleneck: BottleneckStats
     late_mean_us: float  # mean lateness over released packets (early ones count negative)
     late_sum_us: float
     late_max_us: float
