@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -220,6 +221,20 @@ def system_state(ns: str | None = None) -> dict:
         # the sysctls the testbed sets inside its namespaces: the host's must not move
         "sysctls": {k: out(["cat", f"/proc/sys/{k}"]).strip() for k in HOST_SYSCTLS},
     }
+
+
+def state_unchanged(before: dict, ns: str | None = None, settle_s: float = 10.0) -> dict:
+    """system_state() once it equals `before`, or after settle_s the last one read (to be compared
+    with `before` by the caller). Another plt-bench beside the suite makes and removes testbeds: one
+    caught between its folder and its state file (its owner not written yet), or in its teardown, is
+    not yet, or no longer, known as another's; it settles within a second or two either way, where
+    what this test left behind stays."""
+    deadline = time.monotonic() + settle_s
+    now = system_state(ns)
+    while now != before and time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = system_state(ns)
+    return now
 
 
 def _our_groups() -> list[str]:

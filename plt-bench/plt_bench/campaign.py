@@ -33,7 +33,7 @@ TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
             "browser_sandbox", "cpu", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
-             "backend", "verify", "trace_down", "trace_up"}
+             "backend", "verify", "trace_down", "trace_up", "aqm", "ecn"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
 
 # What applies when neither an option nor the campaign file says: the one place these are written
@@ -195,9 +195,11 @@ class Spec:
 
 
 def _cond_dict(c: Conditions) -> dict:
-    """Conditions as a campaign's definition holds them: a constant-rate link without the trace fields
-    (which came later), so campaigns begun before traces keep their hash."""
-    return {k: v for k, v in dataclasses.asdict(c).items() if not (k.startswith("trace_") and v is None)}
+    """Conditions as a campaign's definition holds them: a constant-rate link without the trace fields,
+    and the kernel's FIFO without the queue discipline's (which came later), so campaigns begun before
+    traces and --aqm keep their hash."""
+    return {k: v for k, v in dataclasses.asdict(c).items()
+            if not ((k.startswith("trace_") or k == "aqm") and v is None) and not (k == "ecn" and v is False)}
 
 
 class Slot(NamedTuple):
@@ -244,7 +246,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
-              "verify": _STR, "trace_down": _LIST, "trace_up": _LIST}
+              "verify": _STR, "trace_down": _LIST, "trace_up": _LIST, "aqm": _LIST, "ecn": (bool,)}
 TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
@@ -677,7 +679,8 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     grid_names = {k: v.name(k) for k in cond_mod.GRID_KEYS}
     common = dict(jitter_dist=str(v.get("jitter_dist", DEFAULTS["jitter_dist"])),
                   loss_direction=str(v.get("loss_direction", DEFAULTS["loss_direction"])),
-                  reorder=reorder, queue=v.text("queue"), names=grid_names)
+                  reorder=reorder, queue=v.text("queue"), names=grid_names, aqm=v.text("aqm"),
+                  ecn=bool(v.get("ecn", False)))
     protos = v.text("proto", DEFAULTS["proto"])
     sizes = v.text("size", DEFAULTS["size"])
     runs = v.get("runs", DEFAULTS["runs"])

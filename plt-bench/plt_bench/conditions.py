@@ -125,6 +125,10 @@ class Conditions:
     trace_down_sha256: str | None = None
     trace_up: str | None = None
     trace_up_sha256: str | None = None
+    # the bottleneck's queue discipline (link.aqm: its canonical text, droptail/codel/fq_codel/pie with
+    # the parameters that differ from the defaults); None: the kernel's FIFO, as before --aqm
+    aqm: str | None = None
+    ecn: bool = False  # the discipline marks ECN-capable packets CE where it would drop them
 
     @property
     def down(self) -> Rate | None:
@@ -185,6 +189,9 @@ class Conditions:
             parts.append(f"loss{_num(self.loss_pct)}%" + ("" if self.loss_direction == "both" else f"-{self.loss_direction}"))
         if self.queue_pkts is not None:
             parts.append(f"q{self.queue_pkts}")
+        if self.aqm is not None:
+            from .link.aqm import label
+            parts.append(label(self.aqm, self.ecn))
         return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
 
 
@@ -398,7 +405,7 @@ def check_jitter(delay_ms: float, jitter_ms: float, dist: str, option: str = "--
 
 
 GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue",
-             "trace_down", "trace_up")
+             "trace_down", "trace_up", "aqm", "ecn")
 
 
 def parse_traces(text: str, option: str) -> tuple[traces.Trace, ...]:
@@ -448,13 +455,23 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
               rtt: str | None = None, jitter: str | None = None, loss: str | None = None,
               jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
               queue: str | None = None, names: dict[str, str] | None = None,
-              trace_down: str | None = None, trace_up: str | None = None) -> Grid:
+              trace_down: str | None = None, trace_up: str | None = None, aqm: str | None = None,
+              ecn: bool = False) -> Grid:
     """Build a grid from the user's strings; raises UsageError before anything is created. `names`
     says how each value was given (GRID_KEYS -> '--bw', or a campaign file's 'campaign file F: bw');
     a value not named there is an option's. trace_down / trace_up: trace files whose rates replace
-    the constant ones (the downlink's are an axis; the uplink's one for all or one each)."""
+    the constant ones (the downlink's are an axis; the uplink's one for all or one each). aqm: the
+    bottleneck's queue disciplines (link.aqm), an axis too; ecn: they mark rather than drop."""
     name = {k: "--" + k.replace("_", "-") for k in GRID_KEYS}
     name.update(names or {})
+    from .link.aqm import parse_list
+    aqms = parse_list(aqm, name.get("aqm", "--aqm"))
+    if ecn and aqms == (None,):
+        raise UsageError(f"{name.get('ecn', '--ecn')}: ECN marks where a queue discipline would drop; give --aqm "
+                         "codel, fq_codel or pie with it")
+    if ecn and "droptail" in aqms:
+        raise UsageError(f"{name.get('ecn', '--ecn')}: droptail drops what does not fit and marks nothing; give "
+                         "--aqm codel, fq_codel or pie with --ecn")
     p = protocols.parse(protos, name["proto"])
     trace_downs = parse_traces(trace_down, name["trace_down"]) if trace_down is not None else ()
     trace_ups = parse_traces(trace_up, name["trace_up"]) if trace_up is not None else ()
@@ -479,7 +496,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
         if len(ups) != 1:
             raise UsageError(f"{name['up_bw']}: give one rate; it applies to every rate of {name['bw']}")
     pairs = _directions(downs, ups, trace_downs, trace_ups, name)
-    many = len(pairs) * len(rtts) * len(jitters) * len(losses)
+    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms)
     if many > MAX_CONDITIONS:
         raise UsageError(f"{name['bw']}, {name['rtt']}, {name['jitter']}, {name['loss']}: {many:,} conditions; "
                          f"at most {MAX_CONDITIONS:,} (each is applied and verified in turn): split the campaign")
@@ -491,8 +508,10 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
                 if j:
                     check_jitter(r / 2.0, j, jitter_dist, name["jitter"])
                 for lo in losses:
-                    conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
-                                            loss_direction=loss_direction, reorder=reorder, queue_pkts=q, **rates_kw))
+                    for a in aqms:
+                        conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
+                                                loss_direction=loss_direction, reorder=reorder, queue_pkts=q,
+                                                aqm=a, ecn=ecn and a is not None, **rates_kw))
     return Grid(p, s, tuple(conds), n, traces=tuple(traces.by_hash(trace_downs + trace_ups).values()))
 
 

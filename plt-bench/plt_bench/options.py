@@ -105,6 +105,12 @@ def _table() -> dict[str, Option]:
         Option("no_reorder", "keep packets in order despite jitter (linkem backend only)", flag=True, group="link"),
         Option("queue", "bottleneck queue in packets, or auto (one bandwidth-delay product, at least 64)",
                group="link"),
+        Option("aqm", "the bottleneck's queue discipline(s), an axis, comma-separated: droptail, codel, fq_codel, "
+                      "pie, each with its parameters after colons (codel:target=10ms:interval=200ms, "
+                      "fq_codel:flows=256, pie:target=20ms); the bottleneck is then linkem's at the --bw rate "
+                      "(docs/measuring.md). Default: the kernel's FIFO", group="link"),
+        Option("ecn", "the queue discipline marks ECN-capable packets CE where it would drop them (with --aqm codel, "
+                      "fq_codel or pie)", flag=True, group="link"),
         Option("trace_down", "downlink rate(s) following Mahimahi link traces instead of --bw, comma-separated: a "
                              "file (one millisecond timestamp per line, each a 1500-byte delivery opportunity, "
                              "looping) or gen:constant:12mbit, gen:onoff:24mbit:500ms:500ms, "
@@ -188,7 +194,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
-               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "trace_down", "trace_up", "cc", "link", "verify",
+               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "trace_down", "trace_up", "cc",
+               "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
                "http_server", "cpu", "device", "cores",

@@ -515,7 +515,11 @@ _COND_DOCS = {"rate_down_bps": "downlink rate; NULL: unshaped", "rate_up_bps": "
                             "then the trace's mean",
               "trace_down_sha256": "SHA-256 of the downlink's trace file",
               "trace_up": "the uplink's trace when its rate follows one; rate_up_bps is then its mean",
-              "trace_up_sha256": "SHA-256 of the uplink's trace file"}
+              "trace_up_sha256": "SHA-256 of the uplink's trace file",
+              "aqm": "the bottleneck's queue discipline (--aqm; link.aqm: droptail, codel, fq_codel or pie with the "
+                     "parameters that differ from their defaults), linkem's at the link's rate; NULL: the kernel's "
+                     "FIFO (every trial before schema 26)",
+              "ecn": "1: the discipline marked ECN-capable packets CE where it would drop them (--ecn)"}
 
 
 def columns() -> list[tuple[str, str, str]]:

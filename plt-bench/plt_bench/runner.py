@@ -102,6 +102,13 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
             d["trace"] = {"epoch_ns": ta["epoch_ns"], "opportunities": ta["opportunities"],
                           "served_bytes": ta["served_bytes"] - tb.get("served_bytes", 0),
                           "queue_drops": ta["queue_drops"] - tb.get("queue_drops", 0)}
+        ba, bb = a.get("bottleneck") or {}, b.get("bottleneck") or {}
+        if ba.get("aqm", "none") != "none":  # linkem's bottleneck (--aqm): what its discipline did in the trial
+            dq = ba["dequeued"] - bb.get("dequeued", 0)
+            d["bottleneck"] = {"aqm": ba["aqm"], **{k: ba[k] - bb.get(k, 0) for k in
+                                                    ("aqm_drops", "marks", "overlimit_drops", "dequeued")},
+                               "sojourn_mean_us": round((ba["sojourn_sum_us"] - bb.get("sojourn_sum_us", 0)) / dq, 1)
+                               if dq > 0 else None}
         if d.get("released"):
             d["late_mean_us"] = round((a.get("late_sum_us", 0) - b.get("late_sum_us", 0)) / d["released"], 2)
         out["dirs"][name] = d

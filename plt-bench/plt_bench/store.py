@@ -78,6 +78,9 @@ Schema history (SCHEMA_VERSION):
       and device_index (NULL for every older trial: no device) and viewport (the window the page was
       laid out in; NULL for every older trial, the fixed 1280x800 then); the rule of one row per slot and
       attempt holds the device (made anew).
+ 26 - the bottleneck's queue discipline (--aqm, plt_bench.link.aqm): trials gain aqm (NULL for every
+      older trial: the kernel's FIFO) and ecn (0 for every older trial); a slot's conditions hold them,
+      so the rule of one row per slot and attempt is made anew.
 """
 
 from __future__ import annotations
@@ -95,10 +98,11 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 25
+SCHEMA_VERSION = 26
 V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_slowdown", "cpu_group_ms",
                "cpu_throttled_periods", "cpu_throttled_ms", "udp_rcvbuf_errors")
 V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
+V26_COLUMNS = ("aqm", "ecn")
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -508,6 +512,12 @@ class Store:
                 self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
             self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its device
             version = 25
+        if version == 25:  # 25 -> 26: the bottleneck's queue discipline (the kernel's FIFO for every older trial)
+            new = dict((name, decl) for name, decl, _ in records.columns())
+            for col in V26_COLUMNS:
+                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
+            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the conditions with theirs
+            version = 26
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT, run_cli, system_state
+from ..conftest import ROOT, run_cli, state_unchanged, system_state
 from .test_replay import url
 
 
@@ -35,6 +35,13 @@ CLI = [
     (["bench-literature", "--entries", "clock"], "--entries: 'clock'; expected network, cpu or network,cpu"),
     (["run", "--device", "iphone"], "--device: 'iphone' is no device; expected device names, comma-separated, of "
                                     "low-end-phone, mid-phone, laptop"),
+    # issue 46: queue disciplines
+    (["run", "--aqm", "red"], "--aqm: 'red' is no queue discipline; expected NAME[:key=value...]"),
+    (["run", "--aqm", "codel:target=0ms"], "--aqm: codel target=0ms is out of range; expected 0.1 to 1000 ms"),
+    (["run", "--aqm", "fq_codel:flows=many"], "--aqm: fq_codel flows='many'; expected a whole number from 1 to 65536"),
+    (["run", "--ecn"], "--ecn: ECN marks where a queue discipline would drop; give --aqm codel, fq_codel or pie"),
+    (["run", "--aqm", "droptail", "--ecn"], "--ecn: droptail drops what does not fit and marks nothing"),
+    (["run", "--aqm", "codel", "--link", "tcconfig"], "--link tcconfig: "),
     # issue 36: what a cluster exposes (--listen) and TLS
     (["worker", "--scheduler", "tls://127.0.0.1:1", "--testbed", "240"], "--scheduler: tls://127.0.0.1:1 is a TLS "
                                                                           "scheduler; give --tls DIR"),
@@ -276,7 +283,7 @@ def test_bad_input_is_refused_with_its_name_and_form_exit_2_and_no_change(args, 
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert fragment in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    assert system_state() == before
+    assert state_unchanged(before) == before
     assert not (tmp_path / "new").exists(), "a refused command made the store's folder"
     assert (default_store.stat().st_mtime_ns if default_store.exists() else None) == default_before
 

@@ -150,6 +150,73 @@ def test_linkem_argv_carries_every_condition(tmp_path):
     assert argv[argv.index("--cpu-dma-latency-us") + 1] == "0"  # idle CPUs wake at once while linkem runs
 
 
+def test_linkem_argv_gives_linkem_the_rate_and_the_queue_discipline_with_aqm(tmp_path):
+    """--aqm: linkem holds each constant rate's bottleneck itself (rate_bps, the queue's limit), under
+    the discipline with its parameters in linkem's units; ECN where asked. Without --aqm, none."""
+    from plt_bench.link.linkem import linkem_argv, needs_linkem
+    cond = Conditions(20 * 10**6, 5 * 10**6, rtt_ms=50, aqm="codel:target=10ms", ecn=True)
+    dirs = [a for i, a in enumerate(linkem_argv("l", cond, tmp_path / "s.json")) if i and a.startswith(("down:", "up:"))]
+    q_down, q_up = cond.queue_for(20 * 10**6), cond.queue_for(5 * 10**6)
+    assert dirs == [f"down:queue=0,delay_us=25000,jitter_us=0,dist=uniform,loss=0,reorder=1,rate_bps=20000000,"
+                    f"limit={q_down},aqm=codel,target_us=10000,interval_us=100000,ecn=1",
+                    f"up:queue=1,delay_us=25000,jitter_us=0,dist=uniform,loss=0,reorder=1,rate_bps=5000000,"
+                    f"limit={q_up},aqm=codel,target_us=10000,interval_us=100000,ecn=1"]
+    assert needs_linkem(Conditions(10**7, 10**7, aqm="droptail"))  # a rate alone, under linkem's own queue
+    assert not needs_linkem(Conditions(10**7, 10**7))
+    # the router's egress has no htb for a direction whose bottleneck is linkem's
+    from plt_bench.link.base import router_directions
+    plan = type("P", (), {"down_if": "d", "up_if": "u"})()
+    assert [r[2] for r in router_directions(plan, cond)] == [None, None]
+    assert [r[2] for r in router_directions(plan, Conditions(10**7, 10**7))] == [10**7, 10**7]
+    assert commands.ce_mark_rule() == ["-m", "mark", "--mark", "0x4345", "-j", "TOS", "--set-tos", "0x03/0x03"]
+
+
+def test_a_queue_discipline_is_parsed_to_its_canonical_text_and_linkems_keys():
+    from plt_bench.link import aqm
+    a = aqm.parse("CoDel:interval=200ms")
+    assert (a.name, a.get("target"), a.get("interval"), a.text) == ("codel", 5.0, 200.0, "codel:interval=200ms")
+    assert a.linkem_keys() == ["aqm=codel", "target_us=5000", "interval_us=200000"]
+    assert aqm.parse("fq_codel:flows=256").linkem_keys()[-2:] == ["flows=256", "quantum=1514"]
+    assert aqm.parse("pie").target_ms == 15.0 and aqm.parse("droptail").target_ms is None
+    assert aqm.parse("codel:target=5ms").text == "codel"  # the defaults are not written
+    assert aqm.parse_list(None) == (None,) and aqm.parse_list("droptail, pie") == ("droptail", "pie")
+    assert aqm.label("pie", True) == "pie+ecn" and aqm.label(None, False) is None
+    for bad, msg in [("codel:flows=2", "not a parameter of codel"), ("codel:target", "not a parameter"),
+                     ("pie:burst=20s", "out of range"), ("codel:target=1ms:target=2ms", "given twice")]:
+        with pytest.raises(UsageError, match=msg):
+            aqm.parse(bad)
+    with pytest.raises(UsageError, match="codel is given twice"):
+        aqm.parse_list("codel,codel:target=5ms")
+
+
+def test_the_aqm_check_judges_the_standing_delay_against_the_target_and_fq_codel_s_sparse_flow():
+    from plt_bench.link.verify import check_aqm
+    codel = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="codel")
+    standing, sparse = check_aqm(codel, 20 * 10**6, 2.7, [52.7] * 5, [50.0] * 5)
+    assert (standing["ok"], standing["expected"], sparse["ok"]) == (True, 5.0, None)  # one queue: shown only
+    assert check_aqm(codel, 20 * 10**6, 40.0, [], [])[0]["ok"] is False  # a FIFO's delay is no CoDel's
+    fq = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="fq_codel")
+    assert [c["ok"] for c in check_aqm(fq, 20 * 10**6, 2.4, [50.1] * 5, [50.0] * 5)] == [True, True]
+    assert check_aqm(fq, 20 * 10**6, 2.4, [60.0] * 5, [50.0] * 5)[1]["ok"] is False  # the sparse flow waited 10 ms
+    drop = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="droptail")
+    buffer_ms = drop.queue_for(20 * 10**6) * 1514 * 8 / 20e6 * 1000
+    got = check_aqm(drop, 20 * 10**6, 33.4, [81.5] * 5, [50.0] * 5)[0]
+    assert got["ok"] and got["expected"] == round(buffer_ms, 2)
+    assert check_aqm(drop, 20 * 10**6, 2.0, [], [])[0]["ok"] is False  # an empty buffer is no droptail under load
+    assert check_aqm(codel, 20 * 10**6, None, [], [])[0]["ok"] is False  # not read: failed, never passed
+
+
+def test_a_trial_s_link_counters_carry_what_its_discipline_did():
+    from plt_bench.runner import link_delta
+    def snap(drops, marks, dq, soj):
+        b = {"aqm": "codel", "aqm_drops": drops, "marks": marks, "overlimit_drops": 0, "dequeued": dq,
+             "sojourn_sum_us": soj}
+        return {"cpu_s": 0, "dirs": {"down": {"packets": dq, "released": dq, "bottleneck": b}}}
+    d = link_delta(snap(1, 2, 100, 1000.0), snap(4, 2, 300, 5000.0))["dirs"]["down"]["bottleneck"]
+    assert d == {"aqm": "codel", "aqm_drops": 3, "marks": 0, "overlimit_drops": 0, "dequeued": 200,
+                 "sojourn_mean_us": 20.0}
+
+
 # -- which backend, where ---------------------------------------------------------------------------
 JITTER_IN_ORDER = Conditions(10**7, 10**7, rtt_ms=50, jitter_ms=5, reorder=False)
 DELAY = Conditions(10**7, 10**7, rtt_ms=50)
@@ -168,6 +235,7 @@ C = link.Capabilities
     ("two-machines", "auto", [RATE], C(netem=False, server_may_shape=True), ("netem", "server")),
     ("two-machines", "auto", [DELAY], C(netem=True, server_may_shape=False), ("linkem", "client")),
     ("two-machines", "netem", [RATE], C(netem=False, server_may_shape=True), ("netem", "server")),
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), ("linkem", "router")),
 ])
 def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want):
     assert link.resolve(topo, requested, conds, caps) == link.Choice(*want)
@@ -180,6 +248,8 @@ def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want)
     ("two-machines", "netem", [RATE], C(netem=True, server_may_shape=False), "serve --addr ADDR --iface"),
     ("two-machines", "tcconfig", [DELAY], C(netem=False, server_may_shape=True), "server's kernel has no sch_netem"),
     ("two-machines", "netem", [JITTER_IN_ORDER], C(netem=True, server_may_shape=True), "--no-reorder"),
+    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm needs --link linkem"),
+    ("two-machines", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm: .*--server"),
 ])
 def test_resolve_refuses_with_the_option_and_the_fix(topo, requested, conds, caps, msg):
     with pytest.raises(UsageError, match=msg):

@@ -237,7 +237,8 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "visit_json", "trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256",
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
              "visually_complete_ms", "browser", "server", "server_cc", "discovery",
-             "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS, *st.V25_COLUMNS)  # the columns of versions 12 to 25
+             "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS, *st.V25_COLUMNS,
+             *st.V26_COLUMNS)  # the columns of versions 12 to 26
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -284,6 +285,7 @@ V22 = ("discovery", "protocol_mix_json")  # ... and schema 22
 V23 = ("paint_wait_ms",)  # ... and schema 23
 V24 = st.V24_COLUMNS  # ... and schema 24
 V25 = st.V25_COLUMNS  # ... and schema 25
+V26 = st.V26_COLUMNS  # ... and schema 26
 
 
 def _rows(path) -> list[tuple]:
@@ -322,7 +324,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
     and reports the same figures before and after."""
     from plt_bench.analysis import report
     path = tmp_path / "v19.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25, 19, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26, 19, _three_runs())
     db = sqlite3.connect(path)
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
@@ -331,7 +333,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(5 + len(V24) + len(V25))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(5 + len(V24) + len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -347,7 +349,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v20.sqlite"
-    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25, 20, _three_runs(server="caddy"),
+    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25 + V26, 20, _three_runs(server="caddy"),
                         slot_without=("server",))
     db = sqlite3.connect(path)
     assert "server" not in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials_one_per_slot'").fetchone()[0]
@@ -361,7 +363,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
         text = report.format_text(report.build(s, [cid]))
     assert st.stored_version(path) == st.SCHEMA_VERSION
     db = sqlite3.connect(path)
-    assert [r[:-(3 + len(V24) + len(V25))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(3 + len(V24) + len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -381,9 +383,9 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25, 18, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26, 18, _three_runs())
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
-    old = st.slot_constraint(V20 + V24 + V25).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
+    old = st.slot_constraint(V20 + V24 + V25 + V26).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
     db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot;" + old
                      + "UPDATE schema_info SET version = 18;")
@@ -635,7 +637,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     budget (cpu_budget and its proof NULL: the machine's whole CPU, as they ran), its report unchanged."""
     from plt_bench.analysis import report
     path = tmp_path / "v23.sqlite"
-    cid = _store_before(path, monkeypatch, V24 + V25, 23, _three_runs())
+    cid = _store_before(path, monkeypatch, V24 + V25 + V26, 23, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -643,7 +645,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
         assert len(got) == 6 and {(t.cpu_budget, t.cpu_slowdown, t.udp_rcvbuf_errors) for t in got} == {(None, None, None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V24) + len(V25))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V24) + len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     from plt_bench.errors import StoreError
     with st.Store(path) as s:
@@ -660,7 +662,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v24.sqlite"
-    cid = _store_before(path, monkeypatch, V25, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
+    cid = _store_before(path, monkeypatch, V25 + V26, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -668,7 +670,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
         assert {(t.device, t.device_host_index, t.budget) for t in got} == {(None, None, "cpu0.25")}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-len(V25)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -678,3 +680,32 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, **phone))
         assert {t.budget for t in s.trials([cid])} == {"cpu0.25", "low-end-phone"}
+
+
+def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_before(tmp_path, monkeypatch):
+    """Schema 26 (issue 46): a store written before --aqm opens, its trials read with the kernel's
+    FIFO (aqm NULL) and no ECN, their conditions and report unchanged; the slot's rule holds the
+    discipline: a CoDel trial of a slot the FIFO's trial holds is its own slot."""
+    from plt_bench.analysis import report
+    from plt_bench.errors import StoreError
+    from .trials import conditions
+    path = tmp_path / "v25.sqlite"
+    cid = _store_before(path, monkeypatch, V26, 25, _three_runs())
+    before = _rows(path)
+    with st.Store(path, read_only=True) as s:
+        text = report.format_text(report.build(s, [cid]))
+        got = s.trials([cid])
+        assert {(t.conditions.aqm, t.conditions.ecn) for t in got} == {(None, False)}
+        labels = {t.conditions.label for t in got}
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
+    assert [r[:-len(V26)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    db.close()
+    with st.Store(path) as s:
+        assert report.format_text(report.build(s, [cid])) == text
+        assert {t.conditions.label for t in s.trials([cid])} == labels
+        codel = dataclasses.replace(conditions(), aqm="codel", ecn=True)
+        s.add_trial(_trial(cid, 9, proto="h3", plt=300.0, run_index=0, cond=codel))
+        with pytest.raises(StoreError, match="stored already"):
+            s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, cond=codel))
+        assert {t.conditions.label.split()[-1] for t in s.trials([cid])} >= {"codel+ecn"}

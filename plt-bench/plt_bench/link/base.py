@@ -86,9 +86,11 @@ def router_delivery_point(plan) -> tuple[str, str]:
 def router_directions(plan, cond: Conditions) -> list[tuple[str, str, int | None, float]]:
     """(name, egress device, kernel rate, loss %) of each direction in the embedded testbed's router:
     the downlink leaves the router towards the client, the uplink towards the server. The kernel rate
-    is a constant rate's (htb); a trace's direction has none there (linkem follows the trace)."""
-    return [("downlink", plan.down_if, kernel_rate(cond.down), cond.loss_down_pct),
-            ("uplink", plan.up_if, kernel_rate(cond.up), cond.loss_up_pct)]
+    is a constant rate's (htb); a trace's direction has none there (linkem follows the trace), nor has a
+    queue discipline's (linkem holds the bottleneck at the rate: link.aqm)."""
+    managed = cond.aqm is not None
+    return [("downlink", plan.down_if, None if managed else kernel_rate(cond.down), cond.loss_down_pct),
+            ("uplink", plan.up_if, None if managed else kernel_rate(cond.up), cond.loss_up_pct)]
 
 
 def kernel_rate(rate: Rate | None) -> int | None:

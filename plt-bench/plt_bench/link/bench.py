@@ -58,6 +58,36 @@ def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -
             "machine_cores": (m1[0] - m0[0]) / 100.0 / wall}
 
 
+AQM_COST_LIMIT = 1.10  # a discipline's linkem CPU over droptail's, at 100 Mbit/s and 50 ms (issue 46)
+
+
+def aqm_costs(bed, out=print, seconds: float = 6.0) -> dict:
+    """linkem's CPU with each queue discipline at 100 Mbit/s and 50 ms (its own bottleneck at the
+    rate), each TCP download's, beside droptail's: measured / droptail's [<= AQM_COST_LIMIT]."""
+    from .aqm import NAMES
+    fig, base = {}, None
+    c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
+    bed.set_conditions(c)
+    r = _tcp(bed, c, seconds=seconds)
+    fig["aqm_none_cpu"], fig["aqm_none_machine_cores"] = r["emulator_core_share"], r["machine_cores"]
+    out(f"  the kernel's FIFO (htb) at 100 Mbit/s, linkem's RTT 50 ms, TCP download: linkem {r['emulator_core_share']:.1%} "
+        f"of a core (user {r['emulator_user_share']:.1%}), the machine {r['machine_cores']:.2f} cores")
+    for name in NAMES:
+        c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50, aqm=name)
+        bed.set_conditions(c)
+        r = _tcp(bed, c, seconds=seconds)
+        share = r["emulator_core_share"]
+        fig[f"aqm_{name}_cpu"], fig[f"aqm_{name}_ratio"] = share, r["ratio"]
+        base = share if name == "droptail" else base
+        vs = f", {share / base:.3f} of droptail's [<= {AQM_COST_LIMIT:g}]" if base and name != "droptail" else ""
+        out(f"  --aqm {name} at 100 Mbit/s, RTT 50 ms (linkem's bottleneck), TCP download: goodput / (rate x "
+            f"1448/1514) = {r['ratio']:.4f}, linkem {share:.1%} of a core (user {r['emulator_user_share']:.1%}){vs}, "
+            f"the machine {r['machine_cores']:.2f} cores")
+        if base and name != "droptail":
+            fig[f"aqm_{name}_cost_vs_droptail"] = share / base
+    return fig
+
+
 def run(bed, out=print, probes: int = 1000) -> dict:
     """Every figure, printed as it comes; returns them."""
     fig: dict = {"backend": bed.link.backend}
@@ -131,6 +161,8 @@ def run(bed, out=print, probes: int = 1000) -> dict:
             fig[f"trace_{mbit}mbit_ratio"], fig[f"cpu_trace_{mbit}mbit_emulator"] = r["ratio"], r["emulator_core_share"]
             out(f"  a constant trace of {mbit} Mbit/s (linkem's own rate) with RTT 50 ms, TCP download: goodput / "
                 f"(rate x 1448/1500) = {r['ratio']:.4f} [0.98 to 1.02], linkem {r['emulator_core_share']:.1%} of a core")
+    if bed.link.backend == "linkem":  # the queue disciplines (--aqm): linkem's bottleneck at the rate
+        fig.update(aqm_costs(bed, out))
     out("  the issue's five figures: marginal CPU at 100 Mbit/50 ms {:.3f} cores [<= 0.05]; 1 Gbit/50 ms {:.3f} of the "
         "rate [>= 0.95]; RTT error {:+.3f} ms, jitter sd/theory {:.3f}/{:.3f}, loss z {:+.2f}/{:+.2f}; rate at "
         "10M/100M/1G {:.4f}/{:.4f}/{:.4f} [0.98 to 1.02]".format(

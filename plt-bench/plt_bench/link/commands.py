@@ -125,6 +125,16 @@ def router_nfqueue_rule(in_dev: str, queue: int) -> list[str]:
     return ["-i", in_dev, "-j", "NFQUEUE", "--queue-num", str(queue)]
 
 
+# the mark linkem's verdict sets on a packet its queue discipline marked CE (linkem/src/main.rs CE_MARK)
+CE_MARK = 0x4345
+
+
+def ce_mark_rule() -> list[str]:
+    """The router's rule (mangle POSTROUTING) that turns linkem's CE verdicts into the IP header's CE
+    codepoint: the TOS byte's two ECN bits set to 11, the rest left as they were."""
+    return ["-m", "mark", "--mark", hex(CE_MARK), "-j", "TOS", "--set-tos", "0x03/0x03"]
+
+
 def host_nfqueue_rules(server: str, queue: int) -> list[list[str]]:
     """Rules of our chain on a client host: test packets from the server to linkem's queue (no
     --queue-bypass: without linkem they are dropped, never passed undelayed)."""

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import cmd, traces
-from ..conditions import Conditions, TraceRate
+from ..conditions import Conditions, ConstantRate, TraceRate
 from ..errors import LinkError, UsageError
+from . import aqm as aqm_mod
 from . import host as hostnet
 from .base import Link, router_delivery_point, router_directions
-from .commands import (QUEUE_DOWN, QUEUE_UP, htb_commands, host_egress_commands, host_nfqueue_rules,
+from .commands import (QUEUE_DOWN, QUEUE_UP, ce_mark_rule, htb_commands, host_egress_commands, host_nfqueue_rules,
                        ingress_redirect_commands, jump_rule, pfifo_leaf, router_nfqueue_rule, u32_matches)
 from .readback import check_directions
 from .stats import parse_stats
@@ -48,18 +49,25 @@ QUEUE_BASE = 0x5042  # a client host's NFQUEUE number is QUEUE_BASE + the testbe
 
 class LinkemDir(NamedTuple):
     """One direction linkem runs: its NFQUEUE, one-way delay, loss, and the trace its rate follows
-    (None: no rate of linkem's; the kernel's htb, if any, sets it)."""
+    (None: no rate of linkem's; the kernel's htb, if any, sets it), or the constant rate linkem holds
+    itself under a queue discipline (rate_bps, with --aqm)."""
     name: str
     queue: int
     delay_ms: float
     loss_pct: float
     trace: TraceRate | None = None
+    rate_bps: int | None = None
 
 
 def linkem_dirs(cond: Conditions) -> list[LinkemDir]:
     """Each direction linkem runs in the router."""
-    return [LinkemDir("down", QUEUE_DOWN, cond.delay_ms, cond.loss_down_pct, _traced(cond.down)),
-            LinkemDir("up", QUEUE_UP, cond.delay_ms, cond.loss_up_pct, _traced(cond.up))]
+    return [LinkemDir("down", QUEUE_DOWN, cond.delay_ms, cond.loss_down_pct, _traced(cond.down), _managed(cond, cond.down)),
+            LinkemDir("up", QUEUE_UP, cond.delay_ms, cond.loss_up_pct, _traced(cond.up), _managed(cond, cond.up))]
+
+
+def _managed(cond: Conditions, rate) -> int | None:
+    """A constant rate linkem holds itself: under a queue discipline (link.aqm)."""
+    return rate.bps if cond.aqm is not None and isinstance(rate, ConstantRate) else None
 
 
 def _traced(rate) -> TraceRate | None:
@@ -67,8 +75,8 @@ def _traced(rate) -> TraceRate | None:
 
 
 def needs_linkem(cond: Conditions) -> bool:
-    """linkem runs for delay, jitter, loss or a trace; a constant rate alone is the kernel's."""
-    return cond.impaired or cond.traced
+    """linkem runs for delay, jitter, loss, a trace or a queue discipline; a constant rate alone is the kernel's."""
+    return cond.impaired or cond.traced or cond.aqm is not None
 
 
 def trace_file(folder: Path, d: LinkemDir) -> Path:
@@ -85,6 +93,10 @@ def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
                 f"dist={cond.jitter_dist},loss={d.loss_pct / 100:.6g},reorder={int(cond.reorder)}")
         if d.trace is not None:
             spec += f",trace={trace_file(stats.parent, d)},limit={cond.queue_for(d.trace.mean_bps)}"
+        elif d.rate_bps is not None:
+            spec += f",rate_bps={d.rate_bps},limit={cond.queue_for(d.rate_bps)}"
+        if cond.aqm is not None and (d.trace is not None or d.rate_bps is not None):
+            spec += "," + ",".join(aqm_mod.parse(cond.aqm).linkem_keys()) + (",ecn=1" if cond.ecn else "")
         argv += ["--dir", spec]
     return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY),
                    "--cpu-dma-latency-us", str(LINKEM_CPU_DMA_LATENCY_US)]
@@ -167,10 +179,13 @@ class LinkemLink(Link):
             cmd.run(["tc", "qdisc", "del", "dev", dev, "root"], ns=ns, check=False)
             if rate is not None:
                 cmd.run_all(htb_commands(dev, rate, pfifo_leaf(cond.queue_for(rate))), ns=ns)
+        self._iptables("-t", "mangle", "-F", "POSTROUTING")
         if needs_linkem(cond):
             self._start(cond)
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_server_if, QUEUE_DOWN))
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_client_if, QUEUE_UP))
+            if cond.ecn:  # linkem's CE verdicts carry a mark; this sets the IP header's CE codepoint by it
+                self._iptables("-t", "mangle", "-A", "POSTROUTING", *ce_mark_rule())
         self.cond = cond
         return self.verify(cond)
 
@@ -200,6 +215,15 @@ class LinkemLink(Link):
             if want != got or abs(d.get("loss", -1) - x.loss_pct / 100) > 1e-9:
                 raise LinkError(f"linkem's {x.name} direction runs {d}, expected queue/delay/jitter/reorder {want} "
                                 f"and loss {x.loss_pct / 100}")
+            b = d.get("bottleneck") or {}
+            managed = x.trace is not None or x.rate_bps is not None
+            want_b = ((aqm_mod.parse(cond.aqm).name if cond.aqm else "droptail") if managed else "none",
+                      x.rate_bps or 0, bool(cond.ecn and managed),
+                      cond.queue_for(x.rate_bps if x.rate_bps else x.trace.mean_bps) if managed else 0)
+            got_b = (b.get("aqm"), b.get("rate_bps"), b.get("ecn"), b.get("limit"))
+            if want_b != got_b:
+                raise LinkError(f"linkem's {x.name} bottleneck runs {got_b} (discipline, rate, ECN, queue), expected "
+                                f"{want_b}")
             tr = d.get("trace") or {}
             if x.trace is None:
                 if tr.get("path"):
@@ -283,6 +307,7 @@ class LinkemLink(Link):
     def close(self) -> None:
         self._stop()
         self._iptables("-F", "FORWARD", check=False)
+        self._iptables("-t", "mangle", "-F", "POSTROUTING", check=False)
 
 
 class HostLinkem(LinkemLink):

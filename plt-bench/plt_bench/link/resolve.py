@@ -10,6 +10,8 @@
 - In-order jitter (--no-reorder) is linkem's alone: netem reorders jittered packets.
 - A rate that follows a trace is linkem's alone, on every kernel (netem cannot follow one), in the
   embedded testbed's router; two machines refuse traces for now.
+- A queue discipline (--aqm) is linkem's for now, on every kernel, in the embedded testbed's router
+  (the kernel's codel, fq_codel and pie beneath netem's rate are not wired yet); two machines refuse it.
 Every refusal is a UsageError naming the option and what to change, raised before anything is made.
 """
 
@@ -64,6 +66,15 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
         raise UsageError(f"--link {requested}: netem cannot follow a trace ({traced[0].label}); traces need --link "
                          "linkem or auto (linkem follows them on every kernel)")
     if traced:
+        name = "linkem"
+    managed = [c for c in conditions if c.aqm is not None]
+    if managed and topology != "embedded":
+        raise UsageError("--aqm: a queue discipline runs in linkem in this machine's testbed; with --server (two "
+                         "machines) not yet")
+    if managed and name == "netem":
+        raise UsageError(f"--link {requested}: the kernel's queue disciplines beneath netem are not wired yet "
+                         f"({managed[0].label}); --aqm needs --link linkem or auto (linkem runs them on every kernel)")
+    if managed:
         name = "linkem"
     if topology == "embedded":
         if name == "auto":

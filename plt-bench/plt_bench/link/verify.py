@@ -3,6 +3,10 @@
 - RTT, its spread and round-trip loss: ping, PROBES probes from the client to the server.
 - Downlink loss and reordering: a UDP iperf3 stream (server -> client) at half the downlink rate.
 - Rate: bulk TCP iperf3 transfers, downlink and uplink, compared with the rate less headers.
+- A queue discipline (--aqm): during the downlink's bulk TCP transfer (a saturating flow), the
+  bottleneck's standing delay (linkem's mean sojourn of the packets it sent) against the
+  discipline's target (droptail: its buffer), and a sparse flow's (ping's) queueing delay beside
+  the bulk one: its RTT over the idle RTT (FQ-CoDel: near zero).
 - A rate that follows a trace: a saturating UDP stream through that direction, the receiver's
   interface counters sampled every millisecond, and the bytes delivered in each 100 ms window set
   against the bytes the trace's opportunities offer in it (the trace started over at a mark).
@@ -247,6 +251,92 @@ def check_udp(cond: Conditions, res: dict, in_flight: int = 0, socket_drops: int
         checks.append(_check("downlink reordering (UDP)", round(reorder * 100, 3), 0.0, ooo == 0,
                              "none (no jitter, or in-order jitter)", "%"))
     return checks
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class AqmProbe:
+    """During a bulk download: after its ramp (omit_s), linkem's downlink bottleneck counters at the
+    start and the end (the mean sojourn of what it sent between them), and a sparse flow beside the
+    bulk one: ping every 50 ms from the client."""
+
+    def __init__(self, plan, link, omit_s: int):
+        self.plan, self.link, self.omit_s = plan, link, omit_s
+        self.sojourn_ms: float | None = None
+        self.rtts: list[float] = []
+
+    def __enter__(self):
+        self.ping = subprocess.Popen(cmd.in_netns(self.plan.client_ns, ["ping", "-n", "-i", "0.05", "-W", "2",
+                                                                        self.plan.server_ip]),
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.t0 = time.monotonic()
+        self.before = None
+        self.timer = threading.Timer(self.omit_s + 0.5, self._start)
+        self.timer.start()
+        return self
+
+    def _start(self):
+        self.before = self.link.snapshot()
+        self.started = time.monotonic() - self.t0
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        after = self.link.snapshot()
+        self.ping.send_signal(signal.SIGINT)
+        out, _ = self.ping.communicate(timeout=10)
+        ms = [float(m) for m in re.findall(r"icmp_seq=\d+ .*time=([\d.]+) ms", out)]
+        skip = int((getattr(self, "started", self.omit_s) or 0) / 0.05)  # the ping's probes during the ramp
+        self.rtts = ms[skip:]
+        if self.before and after:
+            a = (after.get("dirs", {}).get("down") or {}).get("bottleneck") or {}
+            b = (self.before.get("dirs", {}).get("down") or {}).get("bottleneck") or {}
+            n = a.get("dequeued", 0) - b.get("dequeued", 0)
+            if n > 0:
+                self.sojourn_ms = (a["sojourn_sum_us"] - b["sojourn_sum_us"]) / n / 1000
+        return False
+
+
+# what the standing delay under a saturating flow may be, as a multiple of the discipline's target
+# (droptail: of its buffer's drain time), measured here (docs/measuring.md)
+AQM_DELAY_BOUNDS = {"codel": (0.2, 3.0), "fq_codel": (0.2, 3.0), "pie": (0.2, 2.5), "droptail": (0.25, 1.05)}
+SPARSE_DELAY_MS = 2.0  # FQ-CoDel: a sparse flow's queueing delay beside the bulk one at most this
+
+
+def check_aqm(cond: Conditions, rate_bps: int, sojourn_ms: float | None, busy_rtts: list[float],
+              idle_rtts: list[float]) -> list[dict]:
+    """The discipline's two figures under a saturating flow (pure): its standing delay against its
+    target (droptail: its buffer's drain time at the rate), and a sparse flow's queueing delay
+    beside it (its RTT over the idle RTT, medians): FQ-CoDel's judged near zero, the others' shown."""
+    from .aqm import parse
+    a = parse(cond.aqm)
+    if a.target_ms is not None:
+        target, what = a.target_ms, f"its target {a.target_ms:g} ms"
+    else:
+        target = cond.queue_for(rate_bps) * 1514 * 8 / rate_bps * 1000
+        what = f"its buffer's {cond.queue_for(rate_bps)} packets ({target:.1f} ms at the rate)"
+    lo, hi = AQM_DELAY_BOUNDS[a.name]
+    out = []
+    if sojourn_ms is None:
+        out.append(_check(f"downlink standing delay ({a.text})", None, round(target, 2), False,
+                          "the bottleneck's counters were not read during the saturating flow", "ms"))
+    else:
+        out.append(_check(f"downlink standing delay ({a.text})", round(sojourn_ms, 2), round(target, 2),
+                          lo * target <= sojourn_ms <= hi * target,
+                          f"{lo:g} to {hi:g} x {what}, under a saturating TCP flow", "ms"))
+    if busy_rtts and idle_rtts:
+        sparse = statistics.median(busy_rtts) - statistics.median(idle_rtts)
+        judged = a.name == "fq_codel"
+        out.append(_check(f"sparse flow's queueing delay beside the bulk one ({a.text})", round(sparse, 2),
+                          0.0 if judged else None, (sparse <= SPARSE_DELAY_MS) if judged else None,
+                          f"at most {SPARSE_DELAY_MS:g} ms (its own queue)" if judged else
+                          "not judged: one queue for both flows (it waits the standing delay)", "ms"))
+    return out
 
 
 def tcp_omit_s(rtt_ms: float, rate_bps: int) -> int:
@@ -552,16 +642,22 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
                 continue
             omit = tcp_omit_s(cond.rtt_ms, rate)
             tries = []
+            managed = cond.aqm is not None and direction == "downlink" and link is not None
             for _ in range(2):  # one more try when the first is out of tolerance; both are reported
-                res = iperf_client(plan.client_ns, plan.server_ip, [*extra, "-t", f"{tcp_seconds:g}", "-O", str(omit)],
-                                   tcp_seconds + omit)
+                with (AqmProbe(plan, link, omit) if managed else _nothing()) as probe:
+                    res = iperf_client(plan.client_ns, plan.server_ip,
+                                       [*extra, "-t", f"{tcp_seconds:g}", "-O", str(omit)], tcp_seconds + omit)
                 bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second")
                 tries.append(check_tcp_rate(cond, direction, rate, bps))
+                if managed:
+                    aqm_checks = check_aqm(cond, rate, probe.sojourn_ms, probe.rtts, rtts)
                 if tries[-1]["ok"] is not False:
                     break
             if len(tries) > 1:
                 tries[-1]["tolerance"] += f"; second try, the first measured {tries[0]['measured']}"
             checks.append(tries[-1])
+            if managed:
+                checks += aqm_checks
     failed = [c["name"] for c in checks if c["ok"] is False]
     return {"conditions": cond.label, "ok": not failed, "failed": failed, "checks": checks,
             **({"trace_windows": windows} if windows else {}), "probes": probes,
