@@ -247,6 +247,15 @@ class Testbed:
         self.traces.update(traces_mod.by_hash(traces))  # the link's own (the same mapping)
         self.discard_prepared()
         result = self.link.apply(cond)
+        if hasattr(self.plan, "ecn_commands"):  # the embedded testbed's hosts: TCP asks for ECN under --ecn
+            for ns, argv in self.plan.ecn_commands(cond.ecn):
+                cmd.run(argv, ns=ns)
+            got = {cmd.run(["sysctl", "-n", "net.ipv4.tcp_ecn"], ns=ns).stdout.strip()
+                   for ns, _ in self.plan.ecn_commands(cond.ecn)}
+            if got != {"1" if cond.ecn else "2"}:
+                from .errors import LinkError
+                raise LinkError(f"--ecn: the hosts' net.ipv4.tcp_ecn reads back as {sorted(got)}")
+            result["tcp_ecn"] = 1 if cond.ecn else 2
         self.conditions = cond
         self.topology.write_state(conditions=cond.label)
         return result

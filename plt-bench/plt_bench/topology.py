@@ -184,6 +184,11 @@ class Plan:
     def run_dir(self) -> Path:
         return RUN_DIR / self.prefix
 
+    def ecn_commands(self, on: bool) -> list[tuple[str, list[str]]]:
+        """(namespace, argv) that make the client's and the server's TCP ask for ECN (--ecn: 1) or only
+        accept it when asked (2, the kernel's default), pure."""
+        return [(ns, ["sysctl", "-qw", f"net.ipv4.tcp_ecn={1 if on else 2}"]) for ns in (self.client_ns, self.server_ns)]
+
     def create_commands(self) -> list[tuple[str | None, list[str]]]:
         """(namespace, argv) pairs that build the testbed, in order."""
         c, r, s = self.namespaces

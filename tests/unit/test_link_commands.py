@@ -204,6 +204,23 @@ def test_the_aqm_check_judges_the_standing_delay_against_the_target_and_fq_codel
     assert got["ok"] and got["expected"] == round(buffer_ms, 2)
     assert check_aqm(drop, 20 * 10**6, 2.0, [], [])[0]["ok"] is False  # an empty buffer is no droptail under load
     assert check_aqm(codel, 20 * 10**6, None, [], [])[0]["ok"] is False  # not read: failed, never passed
+    ecn = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="codel", ecn=True)
+    assert check_aqm(ecn, 20 * 10**6, 2.5, [], [], marks=2, drops=0)[-1]["ok"] is True
+    assert check_aqm(ecn, 20 * 10**6, 2.5, [], [], marks=0, drops=5)[-1]["ok"] is False  # dropped: no ECN seen
+    from plt_bench.topology import Plan
+    assert Plan(7).ecn_commands(True) == [("pb7-client", ["sysctl", "-qw", "net.ipv4.tcp_ecn=1"]),
+                                          ("pb7-server", ["sysctl", "-qw", "net.ipv4.tcp_ecn=1"])]
+    assert {argv[-1] for _, argv in Plan(7).ecn_commands(False)} == {"net.ipv4.tcp_ecn=2"}  # the kernel's default
+
+
+def test_a_rate_under_a_discipline_is_judged_by_what_the_receiver_s_interface_took():
+    from plt_bench.link.verify import check_udp_rate, rx_counters
+    assert check_udp_rate("downlink", 20 * 10**6, 19.9e6)["ok"] is True
+    assert check_udp_rate("uplink", 20 * 10**6, 18.0e6)["ok"] is False  # 10% short
+    assert check_udp_rate("uplink", 20 * 10**6, 24.0e6)["ok"] is False  # the offered 1.2 x passed unshaped
+    assert check_udp_rate("uplink", 20 * 10**6, None)["ok"] is False
+    text = "Inter-|   Receive\n face |bytes packets\n  pb3-c: 1514000 1000 0 0 0 0 0 0 2000 2 0 0 0 0 0 0\n"
+    assert rx_counters(text, "pb3-c") == (1514000, 1000)
 
 
 def test_a_trial_s_link_counters_carry_what_its_discipline_did():

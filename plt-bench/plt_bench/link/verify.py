@@ -270,6 +270,8 @@ class AqmProbe:
         self.plan, self.link, self.omit_s = plan, link, omit_s
         self.sojourn_ms: float | None = None
         self.rtts: list[float] = []
+        self.marks: int | None = None
+        self.drops: int | None = None
 
     def __enter__(self):
         self.ping = subprocess.Popen(cmd.in_netns(self.plan.client_ns, ["ping", "-n", "-i", "0.05", "-W", "2",
@@ -299,6 +301,8 @@ class AqmProbe:
             n = a.get("dequeued", 0) - b.get("dequeued", 0)
             if n > 0:
                 self.sojourn_ms = (a["sojourn_sum_us"] - b["sojourn_sum_us"]) / n / 1000
+            self.marks = a.get("marks", 0) - b.get("marks", 0)
+            self.drops = a.get("aqm_drops", 0) - b.get("aqm_drops", 0)
         return False
 
 
@@ -309,10 +313,12 @@ SPARSE_DELAY_MS = 2.0  # FQ-CoDel: a sparse flow's queueing delay beside the bul
 
 
 def check_aqm(cond: Conditions, rate_bps: int, sojourn_ms: float | None, busy_rtts: list[float],
-              idle_rtts: list[float]) -> list[dict]:
-    """The discipline's two figures under a saturating flow (pure): its standing delay against its
+              idle_rtts: list[float], marks: int | None = None, drops: int | None = None) -> list[dict]:
+    """The discipline's figures under a saturating flow (pure): its standing delay against its
     target (droptail: its buffer's drain time at the rate), and a sparse flow's queueing delay
-    beside it (its RTT over the idle RTT, medians): FQ-CoDel's judged near zero, the others' shown."""
+    beside it (its RTT over the idle RTT, medians): FQ-CoDel's judged near zero, the others' shown.
+    With --ecn, the TCP flow (ECN-capable) is marked, not dropped: marks, and no drop of the
+    discipline's."""
     from .aqm import parse
     a = parse(cond.aqm)
     if a.target_ms is not None:
@@ -336,6 +342,11 @@ def check_aqm(cond: Conditions, rate_bps: int, sojourn_ms: float | None, busy_rt
                           0.0 if judged else None, (sparse <= SPARSE_DELAY_MS) if judged else None,
                           f"at most {SPARSE_DELAY_MS:g} ms (its own queue)" if judged else
                           "not judged: one queue for both flows (it waits the standing delay)", "ms"))
+    if cond.ecn:
+        ok = marks is not None and drops is not None and marks > 0 and drops == 0
+        out.append(_check(f"ECN: CE marks in place of drops ({a.text})", marks, None, ok,
+                          f"marks > 0 and none of the discipline's drops (it dropped {drops}) for an ECN-capable "
+                          "TCP flow", "packets"))
     return out
 
 
@@ -598,6 +609,51 @@ def udp_loss(plan, cond: Conditions, rate_down: int | None) -> list[dict]:
     return check_udp(cond, udp, in_flight_packets(cond, udp_rate / 8 / 1200), drops)
 
 
+UDP_PAYLOAD = 1200  # the rate check's datagrams under a queue discipline (udp_rate)
+
+
+def rx_counters(text: str, dev: str) -> tuple[int, int]:
+    """(received bytes, received packets) of `dev` from /proc/net/dev's text (pure)."""
+    for line in text.splitlines()[2:]:
+        name, _, fields = line.partition(":")
+        if name.strip() == dev:
+            f = fields.split()
+            return int(f[0]), int(f[1])
+    raise LinkError(f"no device {dev} in /proc/net/dev")
+
+
+def check_udp_rate(direction: str, rate_bps: int, ip_bps: float | None) -> dict:
+    """A direction's rate under a queue discipline (pure): the IP bytes per second the receiver's
+    interface took from a UDP stream offered 20% over the rate (the kernel's own counter, linkem's
+    rate counting IP bytes), over the rate. A discipline keeps a single TCP flow below the rate on
+    purpose (CoDel's 5 ms against a 50 ms round trip), so TCP cannot prove it; an unresponsive
+    stream keeps the queue backlogged, and the discipline's drops leave the link busy."""
+    name = f"{direction} rate (UDP at the receiver's interface / rate, offered 1.2 x)"
+    if not ip_bps:
+        return _check(name, None, 1.0, False, "the receiver's interface counted nothing")
+    ratio = ip_bps / rate_bps
+    return _check(name, round(ratio, 4), 1.0, 0.97 <= ratio <= 1.02, "0.97 to 1.02")
+
+
+def udp_rate(plan, direction: str, rate_bps: int, settle_s: float = 1.0, seconds: float = 2.0) -> dict:
+    """check_udp_rate's stream (iperf3 from the server for the downlink, from the client for the
+    uplink) and the receiver's interface counters over `seconds` once the queue is full."""
+    ns, dev = (plan.client_ns, plan.client_if) if direction == "downlink" else (plan.server_ns, plan.server_if)
+    argv = ["iperf3", "-c", plan.server_ip, "-p", str(IPERF_PORT), *(["-R"] if direction == "downlink" else []),
+            "-u", "-b", str(int(rate_bps * 1.2)), "-l", str(UDP_PAYLOAD), "-t", f"{settle_s + seconds + 1:g}"]
+    proc = subprocess.Popen(cmd.in_netns(plan.client_ns, argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(settle_s)
+        read = lambda: (time.monotonic(), *rx_counters(cmd.run(["cat", "/proc/net/dev"], ns=ns).stdout, dev))  # noqa: E731
+        t0, b0, p0 = read()
+        time.sleep(seconds)
+        t1, b1, p1 = read()
+    finally:
+        proc.wait(timeout=settle_s + seconds + 30)
+    ip_bytes = (b1 - b0) - ETH_HEADER * (p1 - p0)
+    return check_udp_rate(direction, rate_bps, ip_bytes * 8 / (t1 - t0))
+
+
 def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, tcp_seconds: float = 4.0,
            iperf=None, legs: int = 2, user_latency: bool = False, timing: Timing = Timing(), link=None) -> dict:
     """Measure the live link of a testbed under cond; returns {'ok', 'checks', 'conditions', ...}.
@@ -649,13 +705,18 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
                                        [*extra, "-t", f"{tcp_seconds:g}", "-O", str(omit)], tcp_seconds + omit)
                 bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second")
                 tries.append(check_tcp_rate(cond, direction, rate, bps))
+                if cond.aqm is not None:  # the discipline holds TCP below the rate: shown; UDP proves the rate
+                    tries[-1].update(ok=None, tolerance="not judged: a queue discipline keeps one TCP flow's "
+                                                        "window below the path's (the UDP check proves the rate)")
                 if managed:
-                    aqm_checks = check_aqm(cond, rate, probe.sojourn_ms, probe.rtts, rtts)
+                    aqm_checks = check_aqm(cond, rate, probe.sojourn_ms, probe.rtts, rtts, probe.marks, probe.drops)
                 if tries[-1]["ok"] is not False:
                     break
             if len(tries) > 1:
                 tries[-1]["tolerance"] += f"; second try, the first measured {tries[0]['measured']}"
             checks.append(tries[-1])
+            if cond.aqm is not None:
+                checks.append(udp_rate(plan, direction, rate))
             if managed:
                 checks += aqm_checks
     failed = [c["name"] for c in checks if c["ok"] is False]
