@@ -256,11 +256,11 @@ fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64,
                                  q.sojourn_sum_ns as f64 / 1000.0, q.sojourn_max_ns as f64 / 1000.0, d.queued(), d.q.drop_prob());
         let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
                            \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
-                           \"reordered\":{},{}{}{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
+                           \"reordered\":{},\"ecn\":{{\"not_ect\":{},\"ect1\":{},\"ect0\":{},\"ce\":{}}},{}{}{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
                            \"since_mark\":{{\"late_max_us\":{:.1},\"early_max_us\":{:.1},\"max_depth\":{}}}}}",
                        if i > 0 { "," } else { "" }, d.p.name, d.p.queue, d.p.delay_ns / 1000, d.p.jitter_ns / 1000,
                        d.p.dist, d.p.loss, d.p.reorder, c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
-                       c.reordered, early, trace, bottleneck, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
+                       c.reordered, c.ecn[0], c.ecn[1], c.ecn[2], c.ecn[3], early, trace, bottleneck, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
                        c.mark.late_max_ns as f64 / 1000.0, c.mark.early_max_ns as f64 / 1000.0, c.mark.max_depth);
     }
     s.push_str("}}\n");
@@ -396,7 +396,7 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
                         for p in pkts.drain(..) {
                             if p.queue != queue {
                                 drops.push((p.queue, p.id)); // not ours to pass
-                            } else if let Action::Drop = d.on_packet_of(now, p.id, p.len, p.flow, p.ect) {
+                            } else if let Action::Drop = d.on_packet_of(now, p.id, p.len, p.flow, p.ecn) {
                                 drops.push((p.queue, p.id));
                             }
                         }
@@ -581,6 +581,7 @@ mod tests {
         down.c.early = 3;
         down.c.early_max_ns = 40_000;
         down.c.reordered = 12;
+        down.c.ecn = [6000, 0, 990, 10];
         down.c.mark = Marked { late_max_ns: 2_000_100_000, early_max_ns: 40_000, max_depth: 120 };
         let mut upp = Params::plain("up", 43, 25_000_000, 0, Dist::Normal, 0.0, false);
         upp.trace = Some(Trace { path: "/tmp/a \"b\".txt".into(), ms: vec![1, 1, 3], period_ms: 3, limit: 40 });

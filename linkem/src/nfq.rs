@@ -53,7 +53,7 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
         }
         if ty == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
             let queue = u16::from_be_bytes(buf[off + 18..off + 20].try_into().unwrap());
-            let (mut id, mut plen, mut cap, mut flow, mut ect) = (None, 0u32, None, 0u32, false);
+            let (mut id, mut plen, mut cap, mut flow, mut ecn) = (None, 0u32, None, 0u32, 0u8);
             let mut a = off + NLMSG_HDRLEN + NFGEN_HDRLEN;
             while a + 4 <= off + len {
                 let alen = u16::from_ne_bytes(buf[a..a + 2].try_into().unwrap()) as usize;
@@ -66,7 +66,7 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
                     NFQA_PACKET_HDR if data.len() >= 4 => id = Some(u32::from_be_bytes(data[0..4].try_into().unwrap())),
                     NFQA_PAYLOAD => {
                         plen = data.len() as u32;
-                        (flow, ect) = flow_of(data);
+                        (flow, ecn) = flow_of(data);
                     }
                     NFQA_CAP_LEN if data.len() >= 4 => cap = Some(u32::from_be_bytes(data[0..4].try_into().unwrap())),
                     _ => {}
@@ -74,17 +74,17 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
                 a += align4(alen);
             }
             if let Some(id) = id {
-                out.push(Packet { queue, id, len: cap.unwrap_or(plen), flow, ect });
+                out.push(Packet { queue, id, len: cap.unwrap_or(plen), flow, ecn });
             }
         }
         off += align4(len);
     }
 }
 
-/// A packet's flow (a hash of its addresses, protocol and ports: FQ-CoDel's 5-tuple) and whether
-/// it is ECN-capable (ECT(0) or ECT(1) in its IP header), from its first bytes (pure). A packet
-/// that is neither IPv4 nor IPv6 is flow 0, not ECN-capable.
-pub fn flow_of(ip: &[u8]) -> (u32, bool) {
+/// A packet's flow (a hash of its addresses, protocol and ports: FQ-CoDel's 5-tuple) and its ECN
+/// codepoint (the IP header's two ECN bits: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE), from its first
+/// bytes (pure). A packet that is neither IPv4 nor IPv6 is flow 0, Not-ECT.
+pub fn flow_of(ip: &[u8]) -> (u32, u8) {
     let fnv = |bytes: &[&[u8]]| {
         let mut h: u32 = 0x811c_9dc5;
         for part in bytes {
@@ -98,14 +98,14 @@ pub fn flow_of(ip: &[u8]) -> (u32, bool) {
         Some(4) if ip.len() >= 20 => {
             let ihl = ((ip[0] & 0x0f) as usize) * 4;
             let ports = ip.get(ihl..ihl + 4).unwrap_or(&[]);
-            (fnv(&[&ip[12..20], &ip[9..10], ports]), ip[1] & 3 != 0)
+            (fnv(&[&ip[12..20], &ip[9..10], ports]), ip[1] & 3)
         }
         Some(6) if ip.len() >= 40 => {
             let tclass = ((ip[0] & 0x0f) << 4) | (ip[1] >> 4);
             let ports = ip.get(40..44).unwrap_or(&[]);
-            (fnv(&[&ip[8..40], &ip[6..7], ports]), tclass & 3 != 0)
+            (fnv(&[&ip[8..40], &ip[6..7], ports]), tclass & 3)
         }
-        _ => (0, false),
+        _ => (0, 0),
     }
 }
 
@@ -114,7 +114,8 @@ pub struct Packet {
     pub id: u32,
     pub len: u32,
     pub flow: u32,
-    pub ect: bool,
+    /// the ECN codepoint (flow_of)
+    pub ecn: u8,
 }
 
 pub struct Socket {
@@ -307,7 +308,7 @@ mod tests {
         parse_datagram(&buf, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].queue, out[0].id, out[0].len), (1, 77, 1514));
-        assert_eq!((out[0].flow, out[0].ect), (0, false)); // 64 zero bytes: not IP
+        assert_eq!((out[0].flow, out[0].ecn), (0, 0)); // 64 zero bytes: not IP
         parse_datagram(&buf[..buf.len() - 3], &mut out); // a cut message is skipped, not misread
         assert_eq!(out.len(), 1);
     }
@@ -330,19 +331,19 @@ mod tests {
         // IPv4 UDP 10.0.0.1:443 -> 10.0.0.2:5000, TOS ECT(0)
         let mut v4 = vec![0x45, 0x02, 0, 60, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x01, 0xbb, 0x13, 0x88];
         v4.resize(64, 0);
-        let (f, ect) = flow_of(&v4);
-        assert!(ect && f != 0);
+        let (f, ecn) = flow_of(&v4);
+        assert!(ecn == 2 && f != 0); // ECT(0)
         let mut other_port = v4.clone();
         other_port[23] = 0x89;
         assert_ne!(flow_of(&other_port).0, f, "another port, another flow");
         let mut not_ect = v4.clone();
         not_ect[1] = 0x00;
-        assert_eq!(flow_of(&not_ect), (f, false), "the ECN bits are not the flow");
+        assert_eq!(flow_of(&not_ect), (f, 0), "the ECN bits are not the flow");
         // IPv6 TCP, traffic class 0x03 (CE): ECN-capable
         let mut v6 = vec![0x60, 0x30, 0, 0, 0, 20, 6, 64];
         v6.extend_from_slice(&[0xfd; 32]);
         v6.extend_from_slice(&[0x01, 0xbb, 0xc0, 0x00]);
-        assert!(flow_of(&v6).1);
-        assert_eq!(flow_of(&[0x45, 0x02]), (0, false), "too short: not read");
+        assert_eq!(flow_of(&v6).1, 3); // CE
+        assert_eq!(flow_of(&[0x45, 0x02]), (0, 0), "too short: not read");
     }
 }

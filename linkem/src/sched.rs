@@ -140,6 +140,8 @@ pub struct Counters {
     pub early: u64,
     pub early_max_ns: u64,
     pub reordered: u64,
+    /// arrivals by their ECN codepoint: Not-ECT, ECT(1), ECT(0), CE (whether the endpoints ask for ECN)
+    pub ecn: [u64; 4],
     /// The maxima since the last mark (a snapshot on SIGUSR1): one trial's own worst, where the
     /// lifetime maxima above would carry one trial's stall into every later trial's figures.
     pub mark: Marked,
@@ -349,12 +351,15 @@ impl Direction {
     }
 
     /// A packet arrived at `now`: drop it, or hold it until the returned time.
+    #[cfg(test)]
     pub fn on_packet(&mut self, now: u64, id: u32, len: u32) -> Action {
-        self.on_packet_of(now, id, len, 0, false)
+        self.on_packet_of(now, id, len, 0, 0)
     }
 
-    /// A packet of flow `flow` (its 5-tuple's hash), ECN-capable or not, arrived at `now`.
-    pub fn on_packet_of(&mut self, now: u64, id: u32, len: u32, flow: u32, ect: bool) -> Action {
+    /// A packet of flow `flow` (its 5-tuple's hash) with its ECN codepoint (nfq::flow_of) arrived at `now`.
+    pub fn on_packet_of(&mut self, now: u64, id: u32, len: u32, flow: u32, ecn: u8) -> Action {
+        let ect = ecn != 0; // ECT(0), ECT(1) or CE already: an ECN-capable transport
+        self.c.ecn[(ecn & 3) as usize] += 1;
         self.c.packets += 1;
         self.c.bytes += len as u64;
         if self.rng.chance(self.p.loss) {

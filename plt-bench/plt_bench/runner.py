@@ -97,6 +97,8 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
         d.update({k: a[k] for k in ("max_depth", "late_max_us", "early_max_us") if k in a})
         d.update(a.get("since_mark") or {})
         d["late_hist_us"] = {k: v - b.get("late_hist_us", {}).get(k, 0) for k, v in a.get("late_hist_us", {}).items()}
+        if "ecn" in a:  # the packets of the trial by ECN codepoint: whether its endpoints asked for ECN
+            d["ecn"] = {k: v - b.get("ecn", {}).get(k, 0) for k, v in a["ecn"].items()}
         ta, tb = a.get("trace") or {}, b.get("trace") or {}
         if ta.get("path"):  # the trace's part: what its opportunities carried and its queue refused in the trial
             d["trace"] = {"epoch_ns": ta["epoch_ns"], "opportunities": ta["opportunities"],

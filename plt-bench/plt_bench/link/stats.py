@@ -18,6 +18,7 @@ from ..errors import LinkError
 
 # upper bounds of the lateness histogram's buckets, in microseconds (the last is open)
 LATE_HIST_KEYS = ("10", "50", "100", "250", "500", "1000", "2000", "5000", "inf")
+ECN_KEYS = ("not_ect", "ect1", "ect0", "ce")  # the IP header's ECN codepoints, in their order
 
 
 class SinceMark(TypedDict):
@@ -75,6 +76,7 @@ class DirectionStats(TypedDict):
     depth: int           # held now
     max_depth: int
     reordered: int       # released before a packet that arrived earlier
+    ecn: dict            # arrivals by ECN codepoint {ECN_KEYS: packets}: whether the endpoints ask for ECN
     early: int           # released ahead of their due time
     early_max_us: float
     trace: TraceStats
@@ -135,4 +137,7 @@ def parse_stats(text: str) -> Stats:
         if list(hist) != list(LATE_HIST_KEYS) or not all(isinstance(n, int) for n in hist.values()):
             raise LinkError(f"linkem's stats: dirs.{name}.late_hist_us has buckets {list(hist)}, "
                             f"expected {list(LATE_HIST_KEYS)} with packet counts")
+        if list(d["ecn"]) != list(ECN_KEYS) or not all(isinstance(n, int) for n in d["ecn"].values()):
+            raise LinkError(f"linkem's stats: dirs.{name}.ecn has {list(d['ecn'])}, expected {list(ECN_KEYS)} with "
+                            "packet counts")
     return obj
