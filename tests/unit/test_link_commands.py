@@ -344,3 +344,24 @@ def test_a_rate_only_server_link_needs_no_netem():
     cmds = commands.server_netem_commands("eth1", "pb2-ifb", "10.0.0.2", Conditions(10**8, 10**8))
     assert not any("netem" in c for c in cmds) and sum("pfifo" in c for c in cmds) == 2
     assert commands.server_netem_commands("eth1", "pb2-ifb", "10.0.0.2", Conditions(None, None)) == []
+
+
+def test_the_report_s_bottleneck_table_says_what_the_discipline_did_per_direction():
+    import json
+
+    from plt_bench.analysis import stats
+
+    from .trials import trial
+    cond = Conditions(2 * 10**7, 2 * 10**7, rtt_ms=50, aqm="codel", ecn=True)
+
+    def link(drops, marks, soj_us, ect0, not_ect):
+        d = {"bottleneck": {"aqm": "codel", "aqm_drops": drops, "marks": marks, "overlimit_drops": 0,
+                            "dequeued": 100, "sojourn_mean_us": soj_us},
+             "ecn": {"not_ect": not_ect, "ect1": 0, "ect0": ect0, "ce": 0}}
+        return json.dumps({"dirs": {"down": d}})
+    ts = [trial(seq=0, cond=cond, link_json=link(2, 1, 4000.0, 90, 10)),
+          trial(seq=1, cond=cond, link_json=link(0, 3, 6000.0, 100, 0))]
+    (row,) = stats.bottleneck_table(ts)
+    assert (row["direction"], row["n"], row["aqm_drops"], row["marks"], row["sojourn_ms"]) == ("down", 2, 1.0, 2.0, 5.0)
+    assert row["ecn_capable_share"] == 190 / 200
+    assert stats.bottleneck_table([trial(seq=0)]) == []  # the kernel's FIFO: no table

@@ -115,6 +115,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "budgets": budgets, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
+            "bottleneck": stats.bottleneck_table(trials),
             "discovery": stats.discovery_table(trials),
             "replays": stats.replay_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
@@ -354,6 +355,17 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         *([str(r.get("browser_own", 0))] if own else []),
                         str(r["query_matched"]), " ".join(f"{p} {n}" for p, n in r["proven"].items()) or "-"]
                        for r in rep["replays"]]]))
+    if rep.get("bottleneck"):
+        out.append(("The bottleneck's queue discipline", "per trial that counts, what the discipline (--aqm) did during "
+                    "the load, per direction: its own drops, CE marks (--ecn) and a full queue's drops (means), the "
+                    "mean time its packets waited (median of the trials'), and the share of the trial's packets that "
+                    "asked for ECN (ECT or CE: the sender's choice, from their IP headers)",
+                    [["link", "page", "protocol", "direction", "n", "drops", "marks", "full-queue drops", "sojourn ms",
+                      "ECN-capable"],
+                     *[[r["conditions"], r["page"], r["proto"], r["direction"], str(r["n"]), _f(r["aqm_drops"], "{:.1f}"),
+                        _f(r["marks"], "{:.1f}"), _f(r["overlimit_drops"], "{:.1f}"), _f(r["sojourn_ms"], "{:.2f}"),
+                        _f(None if r["ecn_capable_share"] is None else 100 * r["ecn_capable_share"], "{:.0f}%")]
+                       for r in rep["bottleneck"]]]))
     if rep["establishment"]:
         per_browser = (rep.get("browsers") or ["chromium"]) != ["chromium"]  # Firefox's beside Chromium's
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
@@ -538,7 +550,7 @@ def write(rep: dict, directory: Path) -> list[Path]:
     files = [md, comp, cells]
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
                       ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
-                      ("visits.csv", "visits"), ("discovery.csv", "discovery")):
+                      ("visits.csv", "visits"), ("discovery.csv", "discovery"), ("bottleneck.csv", "bottleneck")):
         if rep.get(key):
             files.append(_csv(directory / name, list(rep[key][0]),
                               [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]]))

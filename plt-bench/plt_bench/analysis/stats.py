@@ -518,6 +518,37 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
                                        r["browser"], r["server"]))
 
 
+def bottleneck_table(trials: list[Trial]) -> list[dict]:
+    """What a queue discipline (--aqm) did during the page loads that count, per (conditions, page,
+    protocol, ...) and direction: its drops, CE marks and a full queue's drops per trial (means), the
+    mean sojourn of what it sent (the median of the trials'), and the share of the trial's packets
+    that asked for ECN (ECT or CE): empty without --aqm."""
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials):
+        if t.conditions.aqm is not None:
+            groups[cell_key(t)].append(t)
+    rows = []
+    for key, ts in groups.items():
+        for direction in ("down", "up"):
+            dirs = [(t.link.get("dirs") or {}).get(direction) or {} for t in ts]
+            b = [d.get("bottleneck") or {} for d in dirs]
+            if not any(b):
+                continue
+            mean = lambda k: float(np.mean([x.get(k, 0) for x in b]))  # noqa: E731
+            soj = [x["sojourn_mean_us"] / 1000 for x in b if x.get("sojourn_mean_us") is not None]
+            ecn = [d.get("ecn") or {} for d in dirs]
+            total = sum(sum(e.values()) for e in ecn)
+            asked = sum(e.get("ect0", 0) + e.get("ect1", 0) + e.get("ce", 0) for e in ecn)
+            rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+                         "server": key[5], "budget": key[6], "direction": direction, "n": len(ts),
+                         "aqm": ts[0].conditions.aqm, "ecn": ts[0].conditions.ecn,
+                         "aqm_drops": mean("aqm_drops"), "marks": mean("marks"), "overlimit_drops": mean("overlimit_drops"),
+                         "sojourn_ms": float(np.median(soj)) if soj else None,
+                         "ecn_capable_share": asked / total if total else None})
+    return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"]), r["cc"], r["browser"],
+                                       r["server"], r["direction"]))
+
+
 def replay_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, page, protocol) of replayed recordings (trials with replay evidence): trials
     ok of all, the requests the recording did not hold and those matched by query (all attempts),
