@@ -33,7 +33,7 @@ TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
             "browser_sandbox", "cpu", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
-             "backend", "verify", "trace_down", "trace_up", "aqm", "ecn"}
+             "backend", "verify", "trace_down", "trace_up", "aqm", "ecn", "cross"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
 
 # What applies when neither an option nor the campaign file says: the one place these are written
@@ -199,7 +199,7 @@ def _cond_dict(c: Conditions) -> dict:
     and the kernel's FIFO without the queue discipline's (which came later), so campaigns begun before
     traces and --aqm keep their hash."""
     return {k: v for k, v in dataclasses.asdict(c).items()
-            if not ((k.startswith("trace_") or k == "aqm") and v is None) and not (k == "ecn" and v is False)}
+            if not ((k.startswith("trace_") or k in ("aqm", "cross")) and v is None) and not (k == "ecn" and v is False)}
 
 
 class Slot(NamedTuple):
@@ -246,7 +246,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
-              "verify": _STR, "trace_down": _LIST, "trace_up": _LIST, "aqm": _LIST, "ecn": (bool,)}
+              "verify": _STR, "trace_down": _LIST, "trace_up": _LIST, "aqm": _LIST, "ecn": (bool,), "cross": _LIST}
 TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
@@ -680,7 +680,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     common = dict(jitter_dist=str(v.get("jitter_dist", DEFAULTS["jitter_dist"])),
                   loss_direction=str(v.get("loss_direction", DEFAULTS["loss_direction"])),
                   reorder=reorder, queue=v.text("queue"), names=grid_names, aqm=v.text("aqm"),
-                  ecn=bool(v.get("ecn", False)))
+                  ecn=bool(v.get("ecn", False)), cross=v.text("cross"))
     protos = v.text("proto", DEFAULTS["proto"])
     sizes = v.text("size", DEFAULTS["size"])
     runs = v.get("runs", DEFAULTS["runs"])

@@ -21,7 +21,7 @@ from .errors import PltBenchError, UsageError
 from .options import MEASUREMENT, REACH
 
 SITES = cmd.PROJECT_ROOT / "sites"
-LINK = ("rtt", "jitter", "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "trace_down",
+LINK = ("rtt", "jitter", "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down",
         "trace_up", "cc", "link")
 TWO = ("server", "server_pin", "server_token", "server_token_file", "control_port", "iface")
 

@@ -129,6 +129,7 @@ class Conditions:
     # the parameters that differ from the defaults); None: the kernel's FIFO, as before --aqm
     aqm: str | None = None
     ecn: bool = False  # the discipline marks ECN-capable packets CE where it would drop them
+    cross: str | None = None  # competing flows through the bottleneck (link.cross: 2xtcp-cubic, 1xtcp-bbr:up); None: none
 
     @property
     def down(self) -> Rate | None:
@@ -192,6 +193,8 @@ class Conditions:
         if self.aqm is not None:
             from .link.aqm import label
             parts.append(label(self.aqm, self.ecn))
+        if self.cross is not None:
+            parts.append(f"cross{self.cross}")
         return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
 
 
@@ -405,7 +408,7 @@ def check_jitter(delay_ms: float, jitter_ms: float, dist: str, option: str = "--
 
 
 GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue",
-             "trace_down", "trace_up", "aqm", "ecn")
+             "trace_down", "trace_up", "aqm", "ecn", "cross")
 
 
 def parse_traces(text: str, option: str) -> tuple[traces.Trace, ...]:
@@ -456,7 +459,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
               jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
               queue: str | None = None, names: dict[str, str] | None = None,
               trace_down: str | None = None, trace_up: str | None = None, aqm: str | None = None,
-              ecn: bool = False) -> Grid:
+              ecn: bool = False, cross: str | None = None) -> Grid:
     """Build a grid from the user's strings; raises UsageError before anything is created. `names`
     says how each value was given (GRID_KEYS -> '--bw', or a campaign file's 'campaign file F: bw');
     a value not named there is an option's. trace_down / trace_up: trace files whose rates replace
@@ -469,6 +472,11 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
     if ecn and aqms == (None,):
         raise UsageError(f"{name.get('ecn', '--ecn')}: ECN marks where a queue discipline would drop; give --aqm "
                          "codel, fq_codel or pie with it")
+    from .link.cross import parse_list as parse_cross
+    crosses = parse_cross(cross, name.get("cross", "--cross"))
+    if crosses != (None,) and None in aqms:
+        raise UsageError(f"{name.get('cross', '--cross')}: competing flows share linkem's bottleneck with the page; "
+                         "give --aqm with it (droptail for a FIFO)")
     if ecn and "droptail" in aqms:
         raise UsageError(f"{name.get('ecn', '--ecn')}: droptail drops what does not fit and marks nothing; give "
                          "--aqm codel, fq_codel or pie with --ecn")
@@ -496,7 +504,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
         if len(ups) != 1:
             raise UsageError(f"{name['up_bw']}: give one rate; it applies to every rate of {name['bw']}")
     pairs = _directions(downs, ups, trace_downs, trace_ups, name)
-    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms)
+    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms) * len(crosses)
     if many > MAX_CONDITIONS:
         raise UsageError(f"{name['bw']}, {name['rtt']}, {name['jitter']}, {name['loss']}: {many:,} conditions; "
                          f"at most {MAX_CONDITIONS:,} (each is applied and verified in turn): split the campaign")
@@ -509,9 +517,10 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
                     check_jitter(r / 2.0, j, jitter_dist, name["jitter"])
                 for lo in losses:
                     for a in aqms:
-                        conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
-                                                loss_direction=loss_direction, reorder=reorder, queue_pkts=q,
-                                                aqm=a, ecn=ecn and a is not None, **rates_kw))
+                        for x in crosses:
+                            conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
+                                                    loss_direction=loss_direction, reorder=reorder, queue_pkts=q,
+                                                    aqm=a, ecn=ecn and a is not None, cross=x, **rates_kw))
     return Grid(p, s, tuple(conds), n, traces=tuple(traces.by_hash(trace_downs + trace_ups).values()))
 
 

@@ -109,6 +109,10 @@ def _table() -> dict[str, Option]:
                       "pie, each with its parameters after colons (codel:target=10ms:interval=200ms, "
                       "fq_codel:flows=256, pie:target=20ms); the bottleneck is then linkem's at the --bw rate "
                       "(docs/measuring.md). Default: the kernel's FIFO", group="link"),
+        Option("cross", "competing traffic through the bottleneck, an axis, comma-separated: 0 (none), or "
+                        "NxKIND[-CC][:down|up] with KIND tcp and CC cubic, bbr or reno (2xtcp-cubic, 1xtcp-bbr:up): "
+                        "long-lived flows from namespaces of their own, running through every trial (with --aqm)",
+               group="link"),
         Option("ecn", "the queue discipline marks ECN-capable packets CE where it would drop them (with --aqm codel, "
                       "fq_codel or pie)", flag=True, group="link"),
         Option("trace_down", "downlink rate(s) following Mahimahi link traces instead of --bw, comma-separated: a "
@@ -194,7 +198,7 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
-               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "trace_down", "trace_up", "cc",
+               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down", "trace_up", "cc",
                "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",

@@ -339,6 +339,8 @@ class Trial:
     viewport: str | None = doc("the window the page was laid out in, as its own script saw it: "
                                "WIDTHxHEIGHT@RATIO (CSS pixels, devicePixelRatio); a device's screen (--device) "
                                "or the fixed 1280x800 window; None before schema 25", None)
+    cross_mbps: float | None = doc("what the competing flows (--cross) carried during the load, Mbit/s at their "
+                                   "receiver's interface; None: no competing flows", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
     damaged: tuple[str, ...] = dataclasses.field(default=(), compare=False, metadata={
@@ -519,7 +521,9 @@ _COND_DOCS = {"rate_down_bps": "downlink rate; NULL: unshaped", "rate_up_bps": "
               "aqm": "the bottleneck's queue discipline (--aqm; link.aqm: droptail, codel, fq_codel or pie with the "
                      "parameters that differ from their defaults), linkem's at the link's rate; NULL: the kernel's "
                      "FIFO (every trial before schema 26)",
-              "ecn": "1: the discipline marked ECN-capable packets CE where it would drop them (--ecn)"}
+              "ecn": "1: the discipline marked ECN-capable packets CE where it would drop them (--ecn)",
+              "cross": "competing flows through the bottleneck (--cross; link.cross: 2xtcp-cubic, 1xtcp-bbr:up); "
+                       "NULL: none (every trial before schema 26)"}
 
 
 def columns() -> list[tuple[str, str, str]]:

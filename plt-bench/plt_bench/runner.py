@@ -117,6 +117,19 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
     return out
 
 
+def with_cross(stats: dict | None, flows, before: tuple[float, int] | None) -> dict | None:
+    """The trial's link counters with what the competing flows (link.cross) did during it: their
+    Mbit/s at their receiver's interface, and whether one of them died (the trial then fails)."""
+    if flows is None or before is None:
+        return stats
+    t1, b1 = flows.reading()
+    cross = {"spec": flows.spec.text, "mbps": round((b1 - before[1]) * 8 / max(t1 - before[0], 1e-6) / 1e6, 3)}
+    died = flows.died()
+    if died:
+        cross["died"] = f"cross traffic {flows.spec.text}: {died} during the trial; it did not run under its conditions"
+    return {**(stats or {}), "cross": cross}
+
+
 def trace_phase_ms(stats: dict | None, nav_t0: float | None) -> float | None:
     """Where the navigation began in the link's trace: ms after the trace last started over (the
     worker's mark; both on CLOCK_MONOTONIC), from the trial's link counters (link_delta); None
@@ -255,7 +268,8 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
             status, reason = "failed", why
         workload_fields = latency.figures(page, answer.get("resources"))
     budget = budget_fields(answer)
-    problem = ev.link_dead or foreign_traffic_problem(ev.foreign) or link_fidelity_problem(
+    cross = (ev.link_stats or {}).get("cross") or {}
+    problem = ev.link_dead or cross.get("died") or foreign_traffic_problem(ev.foreign) or link_fidelity_problem(
         ev.link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or ev.stalled or (
         budget_problem(quota_for(group["budget_cores"], group["cores"]) if (group := answer.get("cpu_group")) else None,
                        answer.get("cpu_loop"), group, budgeted=True)
@@ -293,7 +307,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         transfer_bytes=nav.get("transferSize"), server_proto=protocols.http_version(srv.get("proto")), server_status=srv.get("status"),
         server_bytes=srv.get("size"), server_cc=srv.get("cc"), nav_json=json.dumps(nav) if nav else None,
         link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
-        protocol_mix_json=json.dumps(mix) if mix else None,
+        protocol_mix_json=json.dumps(mix) if mix else None, cross_mbps=cross.get("mbps"),
         **workload_fields, **t, **replayed, **budget,
         **ev.extra)
 
@@ -439,6 +453,7 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
         if point:  # what the link delivers, sampled across the bulk download
             counter = DeliveryCounter(*point, sample_s=bulk.sample_s(cell.page)).start()
         before = bed.link.snapshot()  # the trial's counters start here (the worker starts any trace over)
+        cross0 = bed.cross.reading() if bed.cross is not None else None  # the competing flows' bytes so far
         remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
         sampler = Sampler(fixed_sources({bed.server.meta_key: bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
@@ -473,7 +488,8 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
     if answer.get("strays_left"):
         raise TestbedBroken(f"processes {answer['strays_left']} of the trial would not die")
     return Measured(answer=answer, uri=uri, started_utc=started, t0=t0, t0_unix=t0_unix, t1_unix=t1_unix, wall_s=wall,
-                    link_stats=link_delta(before, bed.link.snapshot()), dead=bed.link.died_reason(), sampler=sampler,
+                    link_stats=with_cross(link_delta(before, bed.link.snapshot()), bed.cross, cross0),
+                    dead=bed.link.died_reason(), sampler=sampler,
                     cpu0={**first[1], **remote0}, cpu1={**last[1], **remote1}, delivered=delivered,
                     delivery_dev=point[1] if point else None, artifacts=artifacts)
 
@@ -547,6 +563,14 @@ def apply_and_verify(bed: Testbed, store: Store, campaign_id: int, cond, verify_
         check = {**check, "verify": report}
         if on_verify:
             on_verify(report)
+    try:
+        cross = bed.start_cross(cond)  # after the check, which they would load; steady before the first trial
+    except LinkError as e:
+        check = {**check, "cross": {"error": str(e)}}
+        store.add_link_check(campaign_id, cond.label, utc_now(), check)
+        raise
+    if cross:
+        check = {**check, "cross": cross}
     store.add_link_check(campaign_id, cond.label, utc_now(), check)
     if verify_mode == "stop" and not check["verify"]["ok"]:
         raise LinkError(f"the link is out of tolerance for {cond.label}: {', '.join(check['verify']['failed'])} "

@@ -78,9 +78,10 @@ Schema history (SCHEMA_VERSION):
       and device_index (NULL for every older trial: no device) and viewport (the window the page was
       laid out in; NULL for every older trial, the fixed 1280x800 then); the rule of one row per slot and
       attempt holds the device (made anew).
- 26 - the bottleneck's queue discipline (--aqm, plt_bench.link.aqm): trials gain aqm (NULL for every
-      older trial: the kernel's FIFO) and ecn (0 for every older trial); a slot's conditions hold them,
-      so the rule of one row per slot and attempt is made anew.
+ 26 - the bottleneck's queue discipline (--aqm, plt_bench.link.aqm) and competing traffic (--cross,
+      plt_bench.link.cross): trials gain aqm (NULL for every older trial: the kernel's FIFO), ecn (0),
+      cross (NULL: none) and cross_mbps (what the flows carried during the load; NULL); a slot's
+      conditions hold the first three, so the rule of one row per slot and attempt is made anew.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ SCHEMA_VERSION = 26
 V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_slowdown", "cpu_group_ms",
                "cpu_throttled_periods", "cpu_throttled_ms", "udp_rcvbuf_errors")
 V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
-V26_COLUMNS = ("aqm", "ecn")
+V26_COLUMNS = ("aqm", "ecn", "cross", "cross_mbps")
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);

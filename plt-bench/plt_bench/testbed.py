@@ -93,6 +93,8 @@ class Testbed:
         self.memory_bytes: int | None = None  # the browser group's memory cap (set_budget), none by default
         self.device = None  # the named device in use (set_visitor): its device.calibrate.Calibration
         self.calibrations: dict = {}  # each device's calibration on this host (session: at the campaign's start)
+        self.cross = None  # the competing flows running now (link.cross.Flows), started by start_cross
+        self._cross_made = False  # their hosts' namespaces exist (made with the first conditions that ask)
         self.screen = None  # a device's screen the browser emulates (set_visitor; device.profiles.Screen)
         self._stack = contextlib.ExitStack()
 
@@ -124,6 +126,7 @@ class Testbed:
         self.link = link_mod.make(choice, plan=self.plan)
         self.link.traces = self.traces
         self._stack.callback(self.link.close)
+        self._stack.callback(self.stop_cross)  # the competing flows end before the link and the namespaces
         self.timing = link_mod.verify.measure_timing(self.plan)
         env = {}
         if "qlog" in self.capture.kinds:  # quic-go writes one qlog per connection here; trials move theirs out
@@ -246,6 +249,11 @@ class Testbed:
         changes and is verified. traces: traces they follow beyond those the testbed was given."""
         self.traces.update(traces_mod.by_hash(traces))  # the link's own (the same mapping)
         self.discard_prepared()
+        self.stop_cross()
+        if cond.cross is not None and not self._cross_made:  # the competing flows' hosts, once (link.cross)
+            for ns, argv in self.plan.cross_commands():
+                cmd.run(argv, ns=ns)
+            self._cross_made = True
         result = self.link.apply(cond)
         if hasattr(self.plan, "ecn_commands"):  # the embedded testbed's hosts: TCP asks for ECN under --ecn
             for ns, argv in self.plan.ecn_commands(cond.ecn):
@@ -259,6 +267,23 @@ class Testbed:
         self.conditions = cond
         self.topology.write_state(conditions=cond.label)
         return result
+
+    def start_cross(self, cond: Conditions) -> dict | None:
+        """The conditions' competing flows (link.cross), started once the link is set and checked
+        (they would load the check): steady and carrying their share before the first trial, or
+        LinkError. None without --cross."""
+        from .link.cross import Flows, parse
+        spec = parse(cond.cross) if cond.cross else None
+        if spec is None:
+            return None
+        rate = cond.rate_down_bps if spec.direction == "down" else cond.rate_up_bps
+        self.cross = Flows(self.plan, spec, rate)
+        return self.cross.start()
+
+    def stop_cross(self) -> None:
+        if self.cross is not None:
+            self.cross.stop()
+            self.cross = None
 
     def set_cc(self, cc: str) -> None:
         """The TCP congestion control of the trials to come, on the hosts' routes (a connection takes
@@ -676,6 +701,23 @@ class RemoteTestbed(Testbed):
     def cc_in_use(self) -> str:
         """The server's own default (it sends the pages; a real host's sysctls are left alone)."""
         return (self.hello.get("sysctl") or {}).get("net.ipv4.tcp_congestion_control") or "unknown"
+
+    def start_cross(self, cond: Conditions) -> dict | None:
+        """The conditions' competing flows (link.cross), started once the link is set and checked
+        (they would load the check): steady and carrying their share before the first trial, or
+        LinkError. None without --cross."""
+        from .link.cross import Flows, parse
+        spec = parse(cond.cross) if cond.cross else None
+        if spec is None:
+            return None
+        rate = cond.rate_down_bps if spec.direction == "down" else cond.rate_up_bps
+        self.cross = Flows(self.plan, spec, rate)
+        return self.cross.start()
+
+    def stop_cross(self) -> None:
+        if self.cross is not None:
+            self.cross.stop()
+            self.cross = None
 
     def set_cc(self, cc: str) -> None:
         """Nothing to switch on two machines: the server's default applies (the campaign refuses a

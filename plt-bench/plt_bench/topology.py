@@ -50,7 +50,7 @@ def testbed_index(text: str) -> int:
 
 
 PREFIX_RE = re.compile(r"^pb(\d{1,3})$")
-NS_RE = re.compile(r"^(pb\d{1,3})-(client|router|server)$")
+NS_RE = re.compile(r"^(pb\d{1,3})-(client|router|server|xclient|xserver)$")
 PROBE_RE = re.compile(r"^pbprobe-(\d+)$")  # link.netem_available's scratch namespace
 RUN_DIR = Path("/run/plt-bench")
 MAX_INDEX = 255
@@ -169,6 +169,58 @@ class Plan:
     def static_addresses(self) -> list[str]:
         """The addresses of folders served as they are (plt-bench record --serve): 198.19.N.100 onwards."""
         return [f"198.19.{self.index}.{STATIC_FIRST + k}" for k in range(STATIC_MAX)]
+
+    # competing traffic's own hosts (link.cross), made when conditions ask for them: behind the same
+    # router, on /30s of their own inside the client's and the server's ranges (more specific there)
+    @property
+    def xclient_ns(self) -> str:
+        return f"{self.prefix}-xclient"
+
+    @property
+    def xserver_ns(self) -> str:
+        return f"{self.prefix}-xserver"
+
+    @property
+    def xclient_if(self) -> str:
+        return f"{self.prefix}-xc"
+
+    @property
+    def xserver_if(self) -> str:
+        return f"{self.prefix}-xs"
+
+    @property
+    def router_xclient_if(self) -> str:
+        return f"{self.prefix}-rxc"
+
+    @property
+    def router_xserver_if(self) -> str:
+        return f"{self.prefix}-rxs"
+
+    @property
+    def xclient_ip(self) -> str:
+        return f"198.18.{self.index}.250"
+
+    @property
+    def xserver_ip(self) -> str:
+        return f"198.19.{self.index}.250"
+
+    def cross_commands(self) -> list[tuple[str | None, list[str]]]:
+        """(namespace, argv) that make the cross traffic's two hosts behind the router (pure): a veth
+        each to the router, a /30 each (the router .249, the host .250), their default routes."""
+        r = self.router_ns
+        cmds: list[tuple[str | None, list[str]]] = [(None, ["ip", "netns", "add", ns])
+                                                    for ns in (self.xclient_ns, self.xserver_ns)]
+        for ns, dev, rdev, net in ((self.xclient_ns, self.xclient_if, self.router_xclient_if, "198.18"),
+                                   (self.xserver_ns, self.xserver_if, self.router_xserver_if, "198.19")):
+            cmds += [(None, ["ip", "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", rdev, "netns", r]),
+                     (ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]),
+                     (ns, ["ip", "link", "set", "lo", "up"]),
+                     (ns, offload_off_command(dev)), (r, offload_off_command(rdev)),
+                     (ns, ["ip", "addr", "add", f"{net}.{self.index}.250/30", "dev", dev]),
+                     (r, ["ip", "addr", "add", f"{net}.{self.index}.249/30", "dev", rdev]),
+                     (ns, ["ip", "link", "set", dev, "up"]), (r, ["ip", "link", "set", rdev, "up"]),
+                     (ns, ["ip", "route", "add", "default", "via", f"{net}.{self.index}.249"])]
+        return cmds
 
     @property
     def down_if(self) -> str:

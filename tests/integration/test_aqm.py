@@ -66,3 +66,26 @@ def test_each_discipline_keeps_its_standing_delay_and_the_check_catches_a_false_
         return unjudged(f"the machine carried less than the rate under {sorted(misses)}: {misses}")
     assert figures["fq_codel"][1] <= verify.SPARSE_DELAY_MS < figures["droptail"][1]
     assert figures["codel"][0] < figures["pie"][0] < figures["droptail"][0]
+
+
+def test_a_campaign_with_competing_flows_records_what_they_carried_and_leaves_nothing(tmp_path):
+    """--cross 2xtcp-cubic under FQ-CoDel, through the CLI: the flows start after the link check,
+    carry their share alone before the first trial (the check's 'cross' figures), and each trial
+    records what they carried during its load; their namespaces and processes go with the testbed."""
+    import json
+    import sqlite3
+
+    from ..conftest import run_cli, state_unchanged, system_state
+    before = system_state()
+    store = tmp_path / "r.sqlite"
+    r = run_cli("run", "--aqm", "fq_codel", "--cross", "2xtcp-cubic", "--bw", "20mbit", "--rtt", "50ms", "--size",
+                "500KB", "--proto", "h2", "--runs", "2", "--verify", "off", "--results", str(store), timeout=600)
+    assert state_unchanged(before) == before
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    db = sqlite3.connect(store)
+    rows = db.execute("SELECT status, cross, cross_mbps, plt_ms, aqm FROM trials").fetchall()
+    assert len(rows) == 2 and all(s == "ok" and c == "2xtcp-cubic" and a == "fq_codel" for s, c, _, _, a in rows), rows
+    # beside a page load the two flows keep most of 20 Mbit/s (FQ-CoDel gives the page its own share)
+    assert all(5 < mbps < 20.5 for _, _, mbps, _, _ in rows), rows
+    (check,) = [json.loads(x) for (x,) in db.execute("SELECT result_json FROM link_checks")]
+    assert check["cross"]["cross"] == "2xtcp-cubic" and check["cross"]["alone_mbps"] >= 16, check["cross"]

@@ -365,3 +365,46 @@ def test_the_report_s_bottleneck_table_says_what_the_discipline_did_per_directio
     assert (row["direction"], row["n"], row["aqm_drops"], row["marks"], row["sojourn_ms"]) == ("down", 2, 1.0, 2.0, 5.0)
     assert row["ecn_capable_share"] == 190 / 200
     assert stats.bottleneck_table([trial(seq=0)]) == []  # the kernel's FIFO: no table
+
+
+def test_cross_traffic_is_parsed_to_its_canonical_text_and_its_flows_command():
+    from plt_bench.link import cross
+    c = cross.parse("2xTCP")
+    assert (c.flows, c.kind, c.cc, c.direction, c.text) == (2, "tcp", "cubic", "down", "2xtcp-cubic")
+    assert c.client_argv("198.19.7.250")[:10] == ["iperf3", "-c", "198.19.7.250", "-p", str(cross.CROSS_PORT), "-P",
+                                                  "2", "-C", "cubic", "-t"]
+    assert "-R" in c.client_argv("x")  # downloading: the cross server sends
+    up = cross.parse("1xtcp-bbr:up")
+    assert up.text == "1xtcp-bbr:up" and "-R" not in up.client_argv("x")
+    assert cross.parse("0") is None and cross.parse_list(None) == (None,)
+    assert cross.parse_list("0,2xtcp-cubic") == (None, "2xtcp-cubic")
+    with pytest.raises(UsageError, match="2xtcp-cubic is given twice"):
+        cross.parse_list("2xtcp,2xtcp-cubic")
+    from plt_bench.topology import NS_RE, Plan
+    cmds = Plan(7).cross_commands()
+    assert (None, ["ip", "netns", "add", "pb7-xclient"]) in cmds and (None, ["ip", "netns", "add", "pb7-xserver"]) in cmds
+    assert ("pb7-xclient", ["ip", "route", "add", "default", "via", "198.18.7.249"]) in cmds
+    assert ("pb7-router", ["ip", "addr", "add", "198.19.7.249/30", "dev", "pb7-rxs"]) in cmds
+    assert NS_RE.match("pb7-xclient") and NS_RE.match("pb7-xserver")  # clean finds them by the testbed's prefix
+
+
+def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_died():
+    from plt_bench.link.cross import parse
+    from plt_bench.runner import with_cross
+
+    class Flows:
+        spec = parse("2xtcp-cubic")
+
+        def __init__(self, died=None):
+            self._died = died
+
+        def reading(self):
+            return (11.0, 2_500_000)
+
+        def died(self):
+            return self._died
+    got = with_cross({"dirs": {}}, Flows(), (10.0, 0))
+    assert got["cross"] == {"spec": "2xtcp-cubic", "mbps": 20.0} and got["dirs"] == {}
+    dead = with_cross(None, Flows("its flows' iperf3 client exited (1)"), (10.0, 0))["cross"]["died"]
+    assert dead.startswith("cross traffic 2xtcp-cubic: its flows' iperf3 client exited (1) during the trial")
+    assert with_cross({"a": 1}, None, None) == {"a": 1}

@@ -184,6 +184,9 @@ class LinkemLink(Link):
             self._start(cond)
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_server_if, QUEUE_DOWN))
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_client_if, QUEUE_UP))
+            if cond.cross is not None:  # the competing flows' packets join the same queues: one bottleneck each way
+                self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_xserver_if, QUEUE_DOWN))
+                self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_xclient_if, QUEUE_UP))
             if cond.ecn:  # linkem's CE verdicts carry a mark; this sets the IP header's CE codepoint by it
                 self._iptables("-t", "mangle", "-A", "POSTROUTING", *ce_mark_rule())
         self.cond = cond
@@ -195,7 +198,8 @@ class LinkemLink(Link):
         rules = self._iptables("-S", "FORWARD").stdout
         queued = re.findall(r"-j NFQUEUE --queue-num (\d+)(.*)", rules)
         if needs_linkem(cond):
-            if sorted(int(q) for q, _ in queued) != [QUEUE_DOWN, QUEUE_UP] or any("bypass" in rest for _, rest in queued):
+            want = [QUEUE_DOWN, QUEUE_UP] * (2 if cond.cross is not None else 1)
+            if sorted(int(q) for q, _ in queued) != sorted(want) or any("bypass" in rest for _, rest in queued):
                 raise LinkError(f"the router's NFQUEUE rules are not as set: {rules.strip()}")
             out["linkem"] = self.check_running(cond)
         elif queued:

@@ -67,7 +67,7 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
                          "linkem or auto (linkem follows them on every kernel)")
     if traced:
         name = "linkem"
-    managed = [c for c in conditions if c.aqm is not None]
+    managed = [c for c in conditions if c.aqm is not None or c.cross is not None]
     if managed and topology != "embedded":
         raise UsageError("--aqm: a queue discipline runs in linkem in this machine's testbed; with --server (two "
                          "machines) not yet")

@@ -716,7 +716,12 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
                 tries[-1]["tolerance"] += f"; second try, the first measured {tries[0]['measured']}"
             checks.append(tries[-1])
             if cond.aqm is not None:
-                checks.append(udp_rate(plan, direction, rate))
+                first = udp_rate(plan, direction, rate)
+                if first["ok"] is False:  # one more try, as for TCP (a busy machine's moment); both reported
+                    again = udp_rate(plan, direction, rate)
+                    again["tolerance"] += f"; second try, the first measured {first['measured']}"
+                    first = again
+                checks.append(first)
             if managed:
                 checks += aqm_checks
     failed = [c["name"] for c in checks if c["ok"] is False]
