@@ -89,3 +89,37 @@ def test_a_campaign_with_competing_flows_records_what_they_carried_and_leaves_no
     assert all(5 < mbps < 20.5 for _, _, mbps, _, _ in rows), rows
     (check,) = [json.loads(x) for (x,) in db.execute("SELECT result_json FROM link_checks")]
     assert check["cross"]["cross"] == "2xtcp-cubic" and check["cross"]["alone_mbps"] >= 16, check["cross"]
+
+
+def test_competing_flows_killed_with_their_run_are_found_and_removed_by_clean(tmp_path):
+    """SIGKILL runs no cleanup: the cross traffic's namespaces (pbN-xclient, pbN-xserver) and its
+    iperf3 processes stay with the testbed until 'plt-bench clean --testbed N' removes them all."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from ..conftest import CLI, ROOT, run_cli
+    proc = subprocess.Popen([*CLI, "run", "--aqm", "droptail", "--cross", "1xtcp-cubic", "--bw", "20mbit", "--size",
+                             "500KB", "--proto", "h2", "--runs", "20", "--verify", "off",
+                             "--results", str(tmp_path / "r.sqlite")], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline, prefix = time.monotonic() + 120, None
+        while True:  # its own testbed (the one whose owner it is), once its flows run
+            assert proc.poll() is None and time.monotonic() < deadline, "the competing flows did not start"
+            prefix = prefix or next((p for p in topology.our_prefixes()
+                                     if topology.read_state(p).get("owner_pid") == proc.pid), None)
+            if prefix and os.path.exists(f"/run/netns/{prefix}-xclient") and f"198.19.{prefix[2:]}.250" in \
+                    subprocess.run(["pgrep", "-af", "iperf3"], capture_output=True, text=True).stdout:
+                break
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert any(topology.leftovers_of(prefix).values())  # left behind by the kill...
+    r = run_cli("clean", "--testbed", prefix[2:], timeout=120)
+    assert r.returncode == 0 and f"removed {prefix}" in r.stdout, r.stdout + r.stderr
+    left = topology.leftovers_of(prefix)  # ...and gone: namespaces, run folder, processes (the flows' too)
+    assert not any(left.values()), left
+    assert not os.path.exists(f"/run/netns/{prefix}-xclient") and not os.path.exists(f"/run/netns/{prefix}-xserver")
