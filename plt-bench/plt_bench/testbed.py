@@ -702,23 +702,6 @@ class RemoteTestbed(Testbed):
         """The server's own default (it sends the pages; a real host's sysctls are left alone)."""
         return (self.hello.get("sysctl") or {}).get("net.ipv4.tcp_congestion_control") or "unknown"
 
-    def start_cross(self, cond: Conditions) -> dict | None:
-        """The conditions' competing flows (link.cross), started once the link is set and checked
-        (they would load the check): steady and carrying their share before the first trial, or
-        LinkError. None without --cross."""
-        from .link.cross import Flows, parse
-        spec = parse(cond.cross) if cond.cross else None
-        if spec is None:
-            return None
-        rate = cond.rate_down_bps if spec.direction == "down" else cond.rate_up_bps
-        self.cross = Flows(self.plan, spec, rate)
-        return self.cross.start()
-
-    def stop_cross(self) -> None:
-        if self.cross is not None:
-            self.cross.stop()
-            self.cross = None
-
     def set_cc(self, cc: str) -> None:
         """Nothing to switch on two machines: the server's default applies (the campaign refuses a
         list of congestion controls there)."""
