@@ -117,13 +117,19 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
     return out
 
 
-def with_cross(stats: dict | None, flows, before: tuple[float, int] | None) -> dict | None:
-    """The trial's link counters with what the competing flows (link.cross) did during it: their
-    Mbit/s at their receiver's interface, and whether one of them died (the trial then fails)."""
-    if flows is None or before is None:
+def with_cross(stats: dict | None, flows, samples: list[tuple[float, int]] | None, answer: dict | None = None) -> dict | None:
+    """The trial's link counters with what the competing flows (link.cross) did: their Mbit/s at
+    their receiver's interface during the page's load (from the navigation's start, the worker's
+    nav_t0, to its load event), else over the whole trial where the load has no such figures, and
+    whether one of them died (the trial then fails)."""
+    from .link.cross import window_mbps
+    if flows is None or not samples:
         return stats
-    t1, b1 = flows.reading()
-    cross = {"spec": flows.spec.text, "mbps": round((b1 - before[1]) * 8 / max(t1 - before[0], 1e-6) / 1e6, 3)}
+    nav_t0, end_ms = (answer or {}).get("nav_t0"), ((answer or {}).get("nav") or {}).get("loadEventEnd")
+    load = window_mbps(samples, nav_t0, nav_t0 + end_ms / 1000) if nav_t0 and end_ms else None
+    whole = window_mbps(samples, samples[0][0], samples[-1][0])
+    cross = {"spec": flows.spec.text, "mbps": round(load if load is not None else (whole or 0.0), 3),
+             "window": "load" if load is not None else "trial"}
     died = flows.died()
     if died:
         cross["died"] = f"cross traffic {flows.spec.text}: {died} during the trial; it did not run under its conditions"
@@ -448,12 +454,12 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
                            bed.plan.client_ns, bed.plan.client_if, bed.qlog_spool, bed.pcap_filter)
         cap.start()
     point = bed.link.delivery_point() if cell.page.bulk_ms else None
-    counter = None
+    counter = cross0 = None
     try:
         if point:  # what the link delivers, sampled across the bulk download
             counter = DeliveryCounter(*point, sample_s=bulk.sample_s(cell.page)).start()
         before = bed.link.snapshot()  # the trial's counters start here (the worker starts any trace over)
-        cross0 = bed.cross.reading() if bed.cross is not None else None  # the competing flows' bytes so far
+        cross0 = bed.cross.counter() if bed.cross is not None else None  # the competing flows' bytes, sampled
         remote0 = bed.remote_cpu()  # two machines: Caddy's CPU from the server, before and after
         sampler = Sampler(fixed_sources({bed.server.meta_key: bed.server.proc.pid if bed.server.proc else None,
                                          "linkem": bed.link.pid()}),
@@ -480,6 +486,8 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
             cap.abort()
         if counter:
             counter.stop()
+        if cross0:
+            cross0.stop()
         raise
     artifacts = cap.stop() if cap else []
     broken = bed.broken()
@@ -488,7 +496,8 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
     if answer.get("strays_left"):
         raise TestbedBroken(f"processes {answer['strays_left']} of the trial would not die")
     return Measured(answer=answer, uri=uri, started_utc=started, t0=t0, t0_unix=t0_unix, t1_unix=t1_unix, wall_s=wall,
-                    link_stats=with_cross(link_delta(before, bed.link.snapshot()), bed.cross, cross0),
+                    link_stats=with_cross(link_delta(before, bed.link.snapshot()), bed.cross,
+                                          cross0.stop() if cross0 else None, answer),
                     dead=bed.link.died_reason(), sampler=sampler,
                     cpu0={**first[1], **remote0}, cpu1={**last[1], **remote1}, delivered=delivered,
                     delivery_dev=point[1] if point else None, artifacts=artifacts)

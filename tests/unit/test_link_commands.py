@@ -398,13 +398,16 @@ def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_die
         def __init__(self, died=None):
             self._died = died
 
-        def reading(self):
-            return (11.0, 2_500_000)
-
         def died(self):
             return self._died
-    got = with_cross({"dirs": {}}, Flows(), (10.0, 0))
-    assert got["cross"] == {"spec": "2xtcp-cubic", "mbps": 20.0} and got["dirs"] == {}
-    dead = with_cross(None, Flows("its flows' iperf3 client exited (1)"), (10.0, 0))["cross"]["died"]
+    # 20 Mbit/s for the first second (the browser starting), 10 during the load (1.0 to 2.0 s)
+    samples = [(0.0, 0), (1.0, 2_500_000), (2.0, 3_750_000), (3.0, 6_250_000)]
+    got = with_cross({"dirs": {}}, Flows(), samples, {"nav_t0": 1.0, "nav": {"loadEventEnd": 1000.0}})
+    assert got["cross"] == {"spec": "2xtcp-cubic", "mbps": 10.0, "window": "load"} and got["dirs"] == {}
+    whole = with_cross(None, Flows(), samples, {})["cross"]  # no load figures: the whole trial's
+    assert whole["window"] == "trial" and whole["mbps"] == round(6_250_000 * 8 / 3 / 1e6, 3)
+    dead = with_cross(None, Flows("its flows' iperf3 client exited (1)"), samples)["cross"]["died"]
     assert dead.startswith("cross traffic 2xtcp-cubic: its flows' iperf3 client exited (1) during the trial")
     assert with_cross({"a": 1}, None, None) == {"a": 1}
+    from plt_bench.analysis.stats import jain
+    assert jain([5.0, 5.0, 5.0]) == 1.0 and jain([9.0, 0.0, 0.0]) == pytest.approx(1 / 3) and jain([]) is None

@@ -115,7 +115,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "budgets": budgets, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
-            "bottleneck": stats.bottleneck_table(trials),
+            "bottleneck": stats.bottleneck_table(trials), "cross": stats.cross_table(trials),
             "discovery": stats.discovery_table(trials),
             "replays": stats.replay_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
@@ -366,6 +366,16 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         _f(r["marks"], "{:.1f}"), _f(r["overlimit_drops"], "{:.1f}"), _f(r["sojourn_ms"], "{:.2f}"),
                         _f(None if r["ecn_capable_share"] is None else 100 * r["ecn_capable_share"], "{:.0f}%")]
                        for r in rep["bottleneck"]]]))
+    if rep.get("cross"):
+        out.append(("Beside competing flows", "medians per cell of the page's rate over its load (its bytes over its "
+                    "PLT) and of what the competing flows (--cross) carried meanwhile at their receiver; the page's "
+                    "share of both, its fair share (1 / (flows + 1)) and Jain's index over the page and each flow",
+                    [["link", "page", "protocol", "n", "page Mbit/s", "flows Mbit/s", "page share", "fair share",
+                      "Jain"],
+                     *[[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["page_mbps"], "{:.2f}"),
+                        _f(r["cross_mbps"], "{:.2f}"), _f(None if r["page_share"] is None else 100 * r["page_share"],
+                                                          "{:.0f}%"),
+                        f"{100 * r['fair_share']:.0f}%", _f(r["jain"], "{:.3f}")] for r in rep["cross"]]]))
     if rep["establishment"]:
         per_browser = (rep.get("browsers") or ["chromium"]) != ["chromium"]  # Firefox's beside Chromium's
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
@@ -550,7 +560,8 @@ def write(rep: dict, directory: Path) -> list[Path]:
     files = [md, comp, cells]
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
                       ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
-                      ("visits.csv", "visits"), ("discovery.csv", "discovery"), ("bottleneck.csv", "bottleneck")):
+                      ("visits.csv", "visits"), ("discovery.csv", "discovery"), ("bottleneck.csv", "bottleneck"),
+                      ("cross.csv", "cross")):
         if rep.get(key):
             files.append(_csv(directory / name, list(rep[key][0]),
                               [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]]))

@@ -549,6 +549,36 @@ def bottleneck_table(trials: list[Trial]) -> list[dict]:
                                        r["server"], r["direction"]))
 
 
+def jain(xs: list[float]) -> float | None:
+    """Jain's fairness index of the shares (pure): (sum x)^2 / (n sum x^2), 1 when all are equal,
+    1/n when one takes everything."""
+    xs = [x for x in xs if x is not None]
+    sq = sum(x * x for x in xs)
+    return (sum(xs) ** 2) / (len(xs) * sq) if xs and sq else None
+
+
+def cross_table(trials: list[Trial]) -> list[dict]:
+    """The page beside competing flows (--cross), per cell over the page loads that count: the page's
+    mean rate over its load (its bytes over its PLT), the flows' (cross_mbps, at their receiver), the
+    page's share of what both carried, its fair share (1 / (flows + 1)) and Jain's index over the
+    page and each flow (the flows' rate split evenly among them: their aggregate is what is measured)."""
+    from ..link.cross import parse
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials):
+        if t.conditions.cross is not None and t.cross_mbps is not None and t.plt_ms:
+            groups[cell_key(t)].append(t)
+    rows = []
+    for key, ts in groups.items():
+        flows = parse(ts[0].conditions.cross).flows
+        page = float(np.median([t.size_bytes * 8 / t.plt_ms / 1000 for t in ts]))
+        cross = float(np.median([t.cross_mbps for t in ts]))
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+                     "server": key[5], "budget": key[6], "n": len(ts), "cross": ts[0].conditions.cross,
+                     "page_mbps": page, "cross_mbps": cross, "page_share": page / (page + cross) if page + cross else None,
+                     "fair_share": 1 / (flows + 1), "jain": jain([page] + [cross / flows] * flows)})
+    return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"])))
+
+
 def replay_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, page, protocol) of replayed recordings (trials with replay evidence): trials
     ok of all, the requests the recording did not hold and those matched by query (all attempts),

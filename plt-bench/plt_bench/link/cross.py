@@ -134,6 +134,22 @@ class Flows:
     def reading(self) -> tuple[float, int]:
         return self._rx_bytes()
 
+    def counter(self, sample_s: float = 0.02):
+        """A sampler of the flows' received bytes through a trial (monotonic s, IP bytes), so that what
+        they carried during the page's load alone can be cut out of it (window_mbps)."""
+        from .counters import DeliveryCounter
+        from .verify import ETH_HEADER, rx_counters
+
+        class Received(DeliveryCounter):
+            def _read(self, f):
+                import time
+                f.seek(0)
+                b, p = rx_counters(f.read(), self.dev)
+                return time.monotonic(), b - ETH_HEADER * p
+        ns, dev = ((self.plan.xclient_ns, self.plan.xclient_if) if self.spec.direction == "down"
+                   else (self.plan.xserver_ns, self.plan.xserver_if))
+        return Received(ns, dev, sample_s).start()
+
     def died(self) -> str | None:
         for name, p in (("its iperf3 server", self.server), ("its flows' iperf3 client", self.client)):
             if p is not None and p.poll() is not None:
@@ -145,3 +161,17 @@ class Flows:
         for p in (self.client, self.server):
             cmd.stop_process(p)
         self.client = self.server = None
+
+
+def window_mbps(samples: list[tuple[float, int]], start_s: float, end_s: float) -> float | None:
+    """Mbit/s the samples' counter moved between two instants (linear between samples), or None
+    where the samples do not span them (pure)."""
+    if len(samples) < 2 or end_s <= start_s or samples[0][0] > start_s or samples[-1][0] < end_s:
+        return None
+
+    def at(t: float) -> float:
+        for (t0, b0), (t1, b1) in zip(samples, samples[1:]):
+            if t0 <= t <= t1:
+                return b0 + (b1 - b0) * ((t - t0) / (t1 - t0) if t1 > t0 else 1.0)
+        return float(samples[-1][1])
+    return (at(end_s) - at(start_s)) * 8 / (end_s - start_s) / 1e6
