@@ -234,7 +234,7 @@ def literature(results: Path, runs: str = "10", out: Callable[[str], None] = pri
     their loss raised to 2%); cpu (issue 45): cpu_literature."""
     counts: dict = {}
     lines: list[str] = []
-    for entry, run in (("network", _network_literature), ("cpu", cpu_literature)):
+    for entry, run in (("network", _network_literature), ("cpu", cpu_literature), ("fairness", fairness_literature)):
         if entry in entries:
             c, more = run(results, runs, out)
             counts = {k: counts.get(k, 0) + c.get(k, 0) for k in set(counts) | set(c) if isinstance(c.get(k, 0), int)}
@@ -347,6 +347,49 @@ def cpu_literature(results: Path, runs: str = "10", out: Callable[[str], None] =
     c2, t2, _ = _run(kak, results, out)
     counts = {k: c1.get(k, 0) + c2.get(k, 0) for k in set(c1) | set(c2) if isinstance(c1.get(k, 0), int)}
     return counts, zhang_cpu_lines(t1) + kakhki_lines(t2)
+
+
+# -- fairness against competing TCP (issue 46) ----------------------------------------------------------------
+# Kakhki et al., IMC'17: QUIC took more than twice its fair share of a bottleneck against competing TCP flows.
+KAKHKI_FAIRNESS = 2.0  # their QUIC's share over its fair share, at least
+FAIRNESS_FLOWS = 4
+FAIRNESS_AQMS = "droptail,fq_codel"
+
+
+def fairness_lines(trials: list[Trial]) -> list[str]:
+    """One download over h3 and over h2 against competing TCP flows, under each discipline: its share
+    of what the bottleneck carried during its load over its fair share, and Jain's index, beside
+    Kakhki et al.'s QUIC (pure)."""
+    from .analysis.stats import cross_table
+    rows = cross_table(trials)
+    lines = [f"one download against {FAIRNESS_FLOWS} TCP CUBIC flows: its share / its fair share and Jain's index "
+             f"(Kakhki et al., IMC'17: QUIC took more than {KAKHKI_FAIRNESS:g}x its fair share against TCP)"]
+    if not rows:
+        return lines + ["  no cell with trials that count"]
+    by: dict[tuple, dict] = {}
+    for r in rows:
+        by[(r["conditions"], r["proto"])] = r
+        lines.append(f"  {r['conditions']} {r['page']} {r['proto']} (n {r['n']}): {r['page_mbps']:.2f} Mbit/s beside "
+                     f"the flows' {r['cross_mbps']:.2f}: share {100 * r['page_share']:.0f}% of a fair "
+                     f"{100 * r['fair_share']:.0f}% ({r['page_share'] / r['fair_share']:.2f}x), Jain {r['jain']:.3f}")
+    h3 = [r["page_share"] / r["fair_share"] for (c, p), r in by.items() if p == H3]
+    if h3:
+        most = max(h3)
+        lines.append(f"  {'agrees' if most > KAKHKI_FAIRNESS else 'differs'}: h3's share is at most {most:.2f}x its fair "
+                     f"share here, Kakhki's QUIC's over {KAKHKI_FAIRNESS:g}x. Theirs was Google's 2016 gQUIC (Cubic "
+                     "with an emulation of N=2 connections) against Linux TCP; ours is quic-go's CUBIC against Linux "
+                     "CUBIC, a browser's download that starts in slow start while the flows are at their steady "
+                     "state, and FQ-CoDel gives each flow its own queue whatever its controller")
+    return lines
+
+
+def fairness_literature(results: Path, runs: str = "10", out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
+    """Issue 46's fairness entry: a 10 MB download over h3 and h2 at 20 Mbit/s and 50 ms against four
+    TCP CUBIC flows, under droptail and under FQ-CoDel."""
+    spec = campaign.bare({"size": "10MB", "bw": "20mbit", "rtt": "50ms", "runs": runs, "proto": f"{H3},{H2}",
+                          "aqm": FAIRNESS_AQMS, "cross": f"{FAIRNESS_FLOWS}xtcp-cubic", "name": "bench-fairness"})
+    c, t, _ = _run(spec, results, out)
+    return c, fairness_lines(t)
 
 
 REPLAY_TOLERANCE = 0.15  # issue 37: a replay's FCP, LCP and PLT medians within 15% of the live page's

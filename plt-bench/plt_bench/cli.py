@@ -155,9 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         defaults={"size": "50MB", "runs": "3", "cpu_interval": "100ms"})
     lit = cmd_parser("bench-literature", "benchmark: h2 vs h3 beside the literature (network: Zhang et al. at 1 "
                                          "Gbit/s, Yu & Benson's page under loss; cpu: Zhang's Fig. 7 across CPU "
-                                         "budgets, Kakhki's phone): our figures and theirs")
+                                         "budgets, Kakhki's phone; fairness: one download against competing TCP "
+                                         "flows under droptail and FQ-CoDel, Kakhki's QUIC share): our figures and "
+                                         "theirs")
     lit.add_argument("--entries", default="network,cpu", metavar="NAMES",
-                     help="which entries, comma-separated: network, cpu (default: both)")
+                     help="which entries, comma-separated: network, cpu, fairness (default: network,cpu)")
     add(lit, "runs", "results", defaults={"runs": "10"})
     add(cmd_parser("bench-replay", "benchmark: each real page (plt_bench.realpages) recorded, then replayed and "
                                    "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
@@ -280,10 +282,10 @@ def cmd_bench(a) -> int:
 
 
 def _entries(text: str) -> tuple[str, ...]:
-    """bench-literature --entries: network, cpu, or both."""
+    """bench-literature --entries: network, cpu, fairness, comma-separated."""
     names = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
-    if not names or any(n not in ("network", "cpu") for n in names):
-        raise UsageError(f"--entries: '{text}'; expected network, cpu or network,cpu")
+    if not names or any(n not in ("network", "cpu", "fairness") for n in names):
+        raise UsageError(f"--entries: '{text}'; expected network, cpu, fairness, comma-separated (network,cpu)")
     return names
 
 

@@ -132,3 +132,19 @@ def test_the_cpu_literature_lines_put_each_budget_beside_zhangs_clock_and_kakhki
     assert "Kakhki et al., IMC'17" in text and "cpu1 " in text and "low-end-phone " in text, text
     assert "agrees: h3's lead -20.0% at a full core, +3.4% on the phone (shrinks as the CPU does)" in text, text
     assert "no pair of cells" in "\n".join(kakhki_lines(kak[:1]))
+
+
+def test_the_fairness_lines_put_the_download_s_share_beside_its_fair_share_and_kakhkis():
+    """Issue 46's entry: per discipline and protocol, the download's share of the bottleneck during its
+    load over its fair share (1 / (flows + 1)), Jain's index, and whether h3 took Kakhki's 2x."""
+    from plt_bench.bench import FAIRNESS_FLOWS, fairness_lines
+    drop = conditions(rate_bps=2 * 10**7, aqm="droptail", cross=f"{FAIRNESS_FLOWS}xtcp-cubic")
+    fq = conditions(rate_bps=2 * 10**7, aqm="fq_codel", cross=f"{FAIRNESS_FLOWS}xtcp-cubic")
+    # 10 MB in 8 s: 10 Mbit/s beside 10 (a share of 50%, 2.5x a fair 20%); in 20 s: 4 beside 16 (20%, 1x)
+    ts = [trial(seq=i, proto=p, size=10**7, plt=plt, cond=c, run_index=i // 4, cross_mbps=x)
+          for i, (p, c, plt, x) in enumerate([("h3", drop, 8000.0, 10.0), ("h2", drop, 20000.0, 16.0),
+                                              ("h3", fq, 20000.0, 16.0), ("h2", fq, 20000.0, 16.0)] * 2)]
+    text = "\n".join(fairness_lines(ts))
+    assert "share 50% of a fair 20% (2.50x), Jain 0.640" in text and "share 20% of a fair 20% (1.00x), Jain 1.000" in text, text
+    assert "agrees: h3's share is at most 2.50x its fair share here" in text, text
+    assert "no cell with trials that count" in "\n".join(fairness_lines([]))

@@ -32,7 +32,7 @@ CLI = [
     (["worker", "--scheduler", "tcp://127.0.0.1:1", "--testbed", "240", "--cpus", "0-1", "--share-cores"],
      "--cpus and --share-cores: give one"),
     (["run", "--cluster", "tcp://127.0.0.1:1", "--capture", "pcap"], "--capture: pcap is not taken with --cluster"),
-    (["bench-literature", "--entries", "clock"], "--entries: 'clock'; expected network, cpu or network,cpu"),
+    (["bench-literature", "--entries", "clock"], "--entries: 'clock'; expected network, cpu, fairness"),
     (["run", "--device", "iphone"], "--device: 'iphone' is no device; expected device names, comma-separated, of "
                                     "low-end-phone, mid-phone, laptop"),
     # issue 46: queue disciplines
