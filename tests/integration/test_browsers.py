@@ -13,6 +13,7 @@ from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page
+from plt_bench.browsers import firefox
 from plt_bench.runner import run_cell_once
 from plt_bench.testbed import Testbed
 
