@@ -140,6 +140,14 @@ class Conditions:
         return _rate(self.rate_up_bps, self.trace_up, self.trace_up_sha256)
 
     @property
+    def cross_flows(self) -> int:
+        """How many competing flows share the bottleneck (--cross; 0: none)."""
+        if self.cross is None:
+            return 0
+        from .link.cross import parse
+        return parse(self.cross).flows
+
+    @property
     def traced(self) -> bool:
         """A direction's rate follows a trace."""
         return bool(self.trace_down_sha256 or self.trace_up_sha256)

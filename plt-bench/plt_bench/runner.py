@@ -447,8 +447,7 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
     if timeout_s is None and bed.budget is not None:  # a CPU budget slows a whole load by up to its factor
         timeout *= bed.budget.factor  # (measured: 20 MB over h3 at 200 Mbit/s took 21.6 s at 0.17 of a core)
     if timeout_s is None and cell.conditions.cross is not None:  # N competing flows leave the page 1/(N+1) of the rate
-        from .link.cross import parse as parse_cross  # (measured: 10 MB beside 4 flows at 20 Mbit/s took 18-25 s)
-        timeout *= parse_cross(cell.conditions.cross).flows + 1
+        timeout *= cell.conditions.cross_flows + 1  # (measured: 10 MB beside 4 flows at 20 Mbit/s took 18-25 s)
     await_s = bulk.await_s(cell.page, cell.conditions.rtt_ms) or latency.await_s(cell.page, cell.conditions)
     settings = bed.capture
     cap = None

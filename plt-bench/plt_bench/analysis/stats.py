@@ -562,14 +562,13 @@ def cross_table(trials: list[Trial]) -> list[dict]:
     mean rate over its load (its bytes over its PLT), the flows' (cross_mbps, at their receiver), the
     page's share of what both carried, its fair share (1 / (flows + 1)) and Jain's index over the
     page and each flow (the flows' rate split evenly among them: their aggregate is what is measured)."""
-    from ..link.cross import parse
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials):
         if t.conditions.cross is not None and t.cross_mbps is not None and t.plt_ms:
             groups[cell_key(t)].append(t)
     rows = []
     for key, ts in groups.items():
-        flows = parse(ts[0].conditions.cross).flows
+        flows = ts[0].conditions.cross_flows
         page = float(np.median([t.size_bytes * 8 / t.plt_ms / 1000 for t in ts]))
         cross = float(np.median([t.cross_mbps for t in ts]))
         rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
