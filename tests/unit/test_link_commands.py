@@ -195,6 +195,7 @@ def test_the_aqm_check_judges_the_standing_delay_against_the_target_and_fq_codel
     standing, sparse = check_aqm(codel, 20 * 10**6, 2.7, [52.7] * 5, [50.0] * 5)
     assert (standing["ok"], standing["expected"], sparse["ok"]) == (True, 5.0, None)  # one queue: shown only
     assert check_aqm(codel, 20 * 10**6, 40.0, [], [])[0]["ok"] is False  # a FIFO's delay is no CoDel's
+    assert check_aqm(codel, 20 * 10**6, 0.6, [], [])[0]["ok"] is True  # below its target: CoDel did not need to act
     fq = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="fq_codel")
     assert [c["ok"] for c in check_aqm(fq, 20 * 10**6, 2.4, [50.1] * 5, [50.0] * 5)] == [True, True]
     assert check_aqm(fq, 20 * 10**6, 2.4, [60.0] * 5, [50.0] * 5)[1]["ok"] is False  # the sparse flow waited 10 ms

@@ -307,8 +307,11 @@ class AqmProbe:
 
 
 # what the standing delay under a saturating flow may be, as a multiple of the discipline's target
-# (droptail: of its buffer's drain time), measured here (docs/measuring.md)
-AQM_DELAY_BOUNDS = {"codel": (0.2, 3.0), "fq_codel": (0.2, 3.0), "pie": (0.2, 2.5), "droptail": (0.25, 1.05)}
+# (droptail: of its buffer's drain time), measured here (docs/measuring.md). A discipline acts only above
+# its target: one CUBIC flow it has made halve its window leaves the queue near empty for a while (CoDel
+# measured 0.8-2.9 ms against its 5), so below the target is no fault; a FIFO under the same flow stays
+# at least a quarter full.
+AQM_DELAY_BOUNDS = {"codel": (0.0, 3.0), "fq_codel": (0.0, 3.0), "pie": (0.0, 2.5), "droptail": (0.25, 1.05)}
 SPARSE_DELAY_MS = 2.0  # FQ-CoDel: a sparse flow's queueing delay beside the bulk one at most this
 
 
