@@ -368,6 +368,8 @@ def fairness_lines(trials: list[Trial]) -> list[str]:
         return lines + ["  no cell with trials that count"]
     by: dict[tuple, dict] = {}
     for r in rows:
+        if r["page_share"] is None:
+            continue
         by[(r["conditions"], r["proto"])] = r
         lines.append(f"  {r['conditions']} {r['page']} {r['proto']} (n {r['n']}): {r['page_mbps']:.2f} Mbit/s beside "
                      f"the flows' {r['cross_mbps']:.2f}: share {100 * r['page_share']:.0f}% of a fair "

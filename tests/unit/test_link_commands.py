@@ -411,4 +411,11 @@ def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_die
     assert dead.startswith("cross traffic 2xtcp-cubic: its flows' iperf3 client exited (1) during the trial")
     assert with_cross({"a": 1}, None, None) == {"a": 1}
     from plt_bench.analysis.stats import jain
+    from plt_bench.analysis.stats import cross_table
+    from plt_bench.pages import parse_page
+    from .trials import trial
+    url = parse_page("url:https://docs.test/index.html")  # its bytes unknown beforehand: no page rate, not 0
+    c = Conditions(2 * 10**7, 2 * 10**7, aqm="droptail", cross="2xtcp-cubic")
+    (row,) = cross_table([trial(seq=0, page=url, cond=c, cross_mbps=15.0, plt=900.0)])
+    assert (row["page_mbps"], row["page_share"], row["jain"], row["cross_mbps"]) == (None, None, None, 15.0)
     assert jain([5.0, 5.0, 5.0]) == 1.0 and jain([9.0, 0.0, 0.0]) == pytest.approx(1 / 3) and jain([]) is None

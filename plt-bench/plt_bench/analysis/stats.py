@@ -569,12 +569,15 @@ def cross_table(trials: list[Trial]) -> list[dict]:
     rows = []
     for key, ts in groups.items():
         flows = ts[0].conditions.cross_flows
-        page = float(np.median([t.size_bytes * 8 / t.plt_ms / 1000 for t in ts]))
+        # a page whose bytes are not known beforehand (url:, a served folder's) has no rate here: not 0
+        page = float(np.median([t.size_bytes * 8 / t.plt_ms / 1000 for t in ts])) if ts[0].size_bytes else None
         cross = float(np.median([t.cross_mbps for t in ts]))
         rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
                      "server": key[5], "budget": key[6], "n": len(ts), "cross": ts[0].conditions.cross,
-                     "page_mbps": page, "cross_mbps": cross, "page_share": page / (page + cross) if page + cross else None,
-                     "fair_share": 1 / (flows + 1), "jain": jain([page] + [cross / flows] * flows)})
+                     "page_mbps": page, "cross_mbps": cross,
+                     "page_share": page / (page + cross) if page is not None and page + cross else None,
+                     "fair_share": 1 / (flows + 1), "jain": jain([page] + [cross / flows] * flows) if page is not None
+                     else None})
     return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"])))
 
 
