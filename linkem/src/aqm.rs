@@ -30,7 +30,7 @@ pub struct Pkt {
     pub ce: bool,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
     DropTail,
     Codel { target_ns: u64, interval_ns: u64 },
@@ -217,7 +217,6 @@ pub struct Aqm {
     old_flows: VecDeque<u32>,
     listed: Vec<bool>,
     len: usize,
-    bytes: u64,
     pie: PieState,
     rng: Rng,
 }
@@ -226,7 +225,7 @@ impl Aqm {
     pub fn new(kind: Kind, limit: usize, ecn: bool, seed: u64) -> Aqm {
         let n = if let Kind::FqCodel { flows, .. } = kind { flows as usize } else { 0 };
         Aqm { kind, limit, ecn, c: AqmCounters::default(), fifo: CodelQueue::default(), flows: vec![CodelQueue::default(); n],
-              new_flows: VecDeque::new(), old_flows: VecDeque::new(), listed: vec![false; n], len: 0, bytes: 0,
+              new_flows: VecDeque::new(), old_flows: VecDeque::new(), listed: vec![false; n], len: 0,
               pie: PieState { burst_allowance_ns: PIE_MAX_BURST_NS, ..Default::default() }, rng: Rng::new(seed) }
     }
 
@@ -239,7 +238,7 @@ impl Aqm {
     /// the arriving packet's, except FQ-CoDel's, which drops from the fattest flow's head).
     pub fn enqueue(&mut self, now: u64, mut p: Pkt, dropped: &mut Vec<u32>) {
         p.enq_ns = now;
-        match self.kind.clone() {
+        match self.kind {
             Kind::DropTail | Kind::Codel { .. } => {
                 if self.len >= self.limit {
                     self.c.overlimit_drops += 1;
@@ -281,14 +280,12 @@ impl Aqm {
                     if let Some(x) = self.flows[fat].pop() {
                         self.c.overlimit_drops += 1;
                         dropped.push(x.id);
-                        self.bytes -= x.len as u64;
                         self.len -= 1;
                     }
                 }
             }
         }
         self.len += 1;
-        self.bytes += p.len as u64;
     }
 
     fn quantum(&self) -> u32 {
@@ -298,15 +295,14 @@ impl Aqm {
     /// The link can start sending at `now`: the packet it sends, or None; drops go to `dropped`.
     pub fn dequeue(&mut self, now: u64, dropped: &mut Vec<u32>) -> Option<Pkt> {
         let before = dropped.len();
-        let out = match self.kind.clone() {
+        let out = match self.kind {
             Kind::DropTail | Kind::Pie { .. } => self.fifo.pop(),
             Kind::Codel { target_ns, interval_ns } => {
                 self.fifo.dequeue(now, target_ns, interval_ns, self.ecn, &mut self.c, dropped)
             }
             Kind::FqCodel { target_ns, interval_ns, .. } => self.fq_dequeue(now, target_ns, interval_ns, dropped),
         };
-        // what CoDel dropped at the head left the queue too (its ids are in `dropped`; their bytes are
-        // recounted from the flows, which already let them go)
+        // what CoDel dropped at the head left the queue too (its ids are in `dropped`)
         let gone = dropped.len() - before;
         if let Some(p) = out {
             self.len -= 1 + gone;
@@ -317,10 +313,6 @@ impl Aqm {
         } else {
             self.len -= gone;
         }
-        self.bytes = match self.kind {
-            Kind::FqCodel { .. } => self.flows.iter().map(|f| f.bytes).sum(),
-            _ => self.fifo.bytes,
-        };
         out
     }
 
@@ -636,7 +628,7 @@ mod tests {
     fn with_ecn_codel_and_pie_mark_a_reno_flow_and_drop_nothing() {
         for kind in [Kind::Codel { target_ns: CODEL_TARGET_NS, interval_ns: CODEL_INTERVAL_NS },
                      Kind::Pie { target_ns: PIE_TARGET_NS, tupdate_ns: PIE_TUPDATE_NS, max_burst_ns: PIE_MAX_BURST_NS }] {
-            let mut a = Aqm::new(kind.clone(), 1000, true, 7);
+            let mut a = Aqm::new(kind, 1000, true, 7);
             let (soj, _) = reno(&mut a, 60);
             assert!(a.c.marks > 0 && a.c.aqm_drops == 0 && a.c.overlimit_drops == 0, "{kind:?}: {:?}", a.c);
             assert!(median(soj) <= 30_000_000, "{kind:?}");
@@ -646,7 +638,7 @@ mod tests {
     #[test]
     fn pie_lets_a_burst_through_within_its_allowance_and_drops_nothing_below_its_rate() {
         let kind = Kind::Pie { target_ns: PIE_TARGET_NS, tupdate_ns: PIE_TUPDATE_NS, max_burst_ns: PIE_MAX_BURST_NS };
-        let mut a = Aqm::new(kind.clone(), 100_000, false, 7);
+        let mut a = Aqm::new(kind, 100_000, false, 7);
         let (_, _, dropped, _) = run(&mut a, 1000, 800, 10, 1);
         assert_eq!(dropped, 0);
         let mut b = Aqm::new(kind, 100_000, false, 7);

@@ -187,7 +187,7 @@ pub enum Action {
 
 impl Direction {
     pub fn new(p: Params, seed: u64) -> Direction {
-        let q = Aqm::new(p.aqm.clone(), p.queue_limit(), p.ecn, seed ^ 0x5DEE_CE66);
+        let q = Aqm::new(p.aqm, p.queue_limit(), p.ecn, seed ^ 0x5DEE_CE66);
         Direction { p, rng: Rng::new(seed), q, head: None, head_left: 0, free_ns: 0, later_drops: Vec::new(),
                     marked: Vec::new(), heap: BinaryHeap::new(), seq: 0, last_release: 0,
                     last_released_seq: 0, c: Counters::default(), t: TraceState::default() }

@@ -95,6 +95,7 @@ class Testbed:
         self.calibrations: dict = {}  # each device's calibration on this host (session: at the campaign's start)
         self.cross = None  # the competing flows running now (link.cross.Flows), started by start_cross
         self._cross_made = False  # their hosts' namespaces exist (made with the first conditions that ask)
+        self._tcp_ecn: int | None = None  # the hosts' net.ipv4.tcp_ecn as last written and read back
         self.screen = None  # a device's screen the browser emulates (set_visitor; device.profiles.Screen)
         self._stack = contextlib.ExitStack()
 
@@ -255,15 +256,19 @@ class Testbed:
                 cmd.run(argv, ns=ns)
             self._cross_made = True
         result = self.link.apply(cond)
-        if hasattr(self.plan, "ecn_commands"):  # the embedded testbed's hosts: TCP asks for ECN under --ecn
-            for ns, argv in self.plan.ecn_commands(cond.ecn):
+        want_ecn = 1 if cond.ecn else 2
+        if hasattr(self.plan, "ecn_commands") and self._tcp_ecn != want_ecn:
+            # the embedded testbed's hosts: TCP asks for ECN under --ecn; written and read back when it changes
+            commands = self.plan.ecn_commands(cond.ecn)
+            for ns, argv in commands:
                 cmd.run(argv, ns=ns)
-            got = {cmd.run(["sysctl", "-n", "net.ipv4.tcp_ecn"], ns=ns).stdout.strip()
-                   for ns, _ in self.plan.ecn_commands(cond.ecn)}
-            if got != {"1" if cond.ecn else "2"}:
+            got = {cmd.run(["sysctl", "-n", "net.ipv4.tcp_ecn"], ns=ns).stdout.strip() for ns, _ in commands}
+            if got != {str(want_ecn)}:
                 from .errors import LinkError
                 raise LinkError(f"--ecn: the hosts' net.ipv4.tcp_ecn reads back as {sorted(got)}")
-            result["tcp_ecn"] = 1 if cond.ecn else 2
+            self._tcp_ecn = want_ecn
+        if self._tcp_ecn is not None:
+            result["tcp_ecn"] = self._tcp_ecn
         self.conditions = cond
         self.topology.write_state(conditions=cond.label)
         return result

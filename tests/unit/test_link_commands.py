@@ -215,13 +215,14 @@ def test_the_aqm_check_judges_the_standing_delay_against_the_target_and_fq_codel
 
 
 def test_a_rate_under_a_discipline_is_judged_by_what_the_receiver_s_interface_took():
-    from plt_bench.link.verify import check_udp_rate, rx_counters
+    from plt_bench.link.counters import received_ip_bytes
+    from plt_bench.link.verify import check_udp_rate
     assert check_udp_rate("downlink", 20 * 10**6, 19.9e6)["ok"] is True
     assert check_udp_rate("uplink", 20 * 10**6, 18.0e6)["ok"] is False  # 10% short
     assert check_udp_rate("uplink", 20 * 10**6, 24.0e6)["ok"] is False  # the offered 1.2 x passed unshaped
     assert check_udp_rate("uplink", 20 * 10**6, None)["ok"] is False
     text = "Inter-|   Receive\n face |bytes packets\n  pb3-c: 1514000 1000 0 0 0 0 0 0 2000 2 0 0 0 0 0 0\n"
-    assert rx_counters(text, "pb3-c") == (1514000, 1000)
+    assert received_ip_bytes(text, "pb3-c") == 1514000 - 14 * 1000  # an Ethernet header a packet off
 
 
 def test_a_trial_s_link_counters_carry_what_its_discipline_did():
@@ -412,9 +413,11 @@ def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_die
     assert with_cross({"a": 1}, None, None) == {"a": 1}
     from plt_bench.analysis.stats import jain
     from plt_bench.analysis.stats import cross_table
+    from plt_bench import realpages
     from plt_bench.pages import parse_page
     from .trials import trial
-    url = parse_page("url:https://docs.test/index.html")  # its bytes unknown beforehand: no page rate, not 0
+    toolbelt = next(p for p in realpages.PAGES if p.name == "toolbelt")
+    url = parse_page(f"url:{toolbelt.url}")  # a served folder's page: its bytes unknown beforehand, no rate, not 0
     c = Conditions(2 * 10**7, 2 * 10**7, aqm="droptail", cross="2xtcp-cubic")
     (row,) = cross_table([trial(seq=0, page=url, cond=c, cross_mbps=15.0, plt=900.0)])
     assert (row["page_mbps"], row["page_share"], row["jain"], row["cross_mbps"]) == (None, None, None, 15.0)

@@ -701,6 +701,14 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
     assert [r[:-len(V26)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
+    # as the same trials report in a store this version writes (the migration changes no figure)
+    fresh = tmp_path / "v26.sqlite"
+    with st.Store(fresh) as s:
+        fid = s.new_campaign("old", "t", {}, {"link_backend": "linkem"})
+        for t in _three_runs(fid):
+            s.add_trial(t)
+        s.finish_campaign(fid, "finished", "t")
+        assert report.format_text(report.build(s, [fid])) == text
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
         assert {t.conditions.label for t in s.trials([cid])} == labels

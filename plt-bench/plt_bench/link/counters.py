@@ -9,6 +9,10 @@ network namespace once (setns is per thread for network namespaces) and reads
 
 `per_interval` turns the samples into bytes per interval of a window (linear between samples): the
 intervals add up exactly to what the counter moved across the window.
+
+`ReceivedCounter` samples the other side of a device, what it received (as IP bytes), on the
+monotonic clock the browser's worker marks a navigation on (nav_t0): competing flows' bytes
+(link.cross) cut at a page's load.
 """
 
 from __future__ import annotations
@@ -25,13 +29,29 @@ CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/var/run/netns"
 
 
-def parse_net_dev(text: str, dev: str) -> int:
-    """The transmitted bytes of `dev` from /proc/net/dev's text (pure)."""
+ETH_HEADER = 14  # what a veth's rx_bytes counts beyond the IP packet
+
+
+def net_dev_fields(text: str, dev: str) -> list[int]:
+    """`dev`'s counters from /proc/net/dev's text (pure): 8 receive fields (bytes, packets...), then
+    the transmit ones."""
     for line in text.splitlines()[2:]:
         name, _, fields = line.partition(":")
         if name.strip() == dev:
-            return int(fields.split()[8])  # 8 receive fields, then transmit bytes
+            return [int(x) for x in fields.split()]
     raise LinkError(f"no device {dev} in /proc/net/dev")
+
+
+def parse_net_dev(text: str, dev: str) -> int:
+    """The transmitted bytes of `dev` from /proc/net/dev's text (pure)."""
+    return net_dev_fields(text, dev)[8]
+
+
+def received_ip_bytes(text: str, dev: str) -> int:
+    """The IP bytes `dev` received, from /proc/net/dev's text (pure): its rx_bytes less an Ethernet
+    header per packet."""
+    f = net_dev_fields(text, dev)
+    return f[0] - ETH_HEADER * f[1]
 
 
 def per_interval(samples: list[tuple[float, int]], start_s: float, interval_s: float, n: int) -> list[float] | None:
@@ -94,6 +114,14 @@ class DeliveryCounter:
         f.seek(0)
         text = f.read()
         return time.time(), parse_net_dev(text, self.dev)
+
+
+class ReceivedCounter(DeliveryCounter):
+    """Samples a device's received IP bytes (received_ip_bytes) on the monotonic clock."""
+
+    def _read(self, f) -> tuple[float, int]:
+        f.seek(0)
+        return time.monotonic(), received_ip_bytes(f.read(), self.dev)
 
 
 def _enter_netns(ns: str) -> None:

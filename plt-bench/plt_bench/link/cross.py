@@ -91,15 +91,18 @@ class Flows:
         self.plan, self.spec, self.rate_bps = plan, spec, rate_bps
         self.server = self.client = None
 
+    def _receiver(self) -> tuple[str, str]:
+        """(namespace, device) where the flows' data arrives: the cross client's for downloads."""
+        return ((self.plan.xclient_ns, self.plan.xclient_if) if self.spec.direction == "down"
+                else (self.plan.xserver_ns, self.plan.xserver_if))
+
     def _rx_bytes(self) -> tuple[float, int]:
         import time
 
         from .. import cmd
-        from .verify import ETH_HEADER, rx_counters
-        ns, dev = ((self.plan.xclient_ns, self.plan.xclient_if) if self.spec.direction == "down"
-                   else (self.plan.xserver_ns, self.plan.xserver_if))
-        b, p = rx_counters(cmd.run(["cat", "/proc/net/dev"], ns=ns).stdout, dev)
-        return time.monotonic(), b - ETH_HEADER * p
+        from .counters import received_ip_bytes
+        ns, dev = self._receiver()
+        return time.monotonic(), received_ip_bytes(cmd.run(["cat", "/proc/net/dev"], ns=ns).stdout, dev)
 
     def start(self) -> dict:
         """Start the flows, give them STEADY_S, then measure what they carry alone for a second: at
@@ -131,24 +134,11 @@ class Flows:
                             "reached its share")
         return out
 
-    def reading(self) -> tuple[float, int]:
-        return self._rx_bytes()
-
     def counter(self, sample_s: float = 0.02):
         """A sampler of the flows' received bytes through a trial (monotonic s, IP bytes), so that what
         they carried during the page's load alone can be cut out of it (window_mbps)."""
-        from .counters import DeliveryCounter
-        from .verify import ETH_HEADER, rx_counters
-
-        class Received(DeliveryCounter):
-            def _read(self, f):
-                import time
-                f.seek(0)
-                b, p = rx_counters(f.read(), self.dev)
-                return time.monotonic(), b - ETH_HEADER * p
-        ns, dev = ((self.plan.xclient_ns, self.plan.xclient_if) if self.spec.direction == "down"
-                   else (self.plan.xserver_ns, self.plan.xserver_if))
-        return Received(ns, dev, sample_s).start()
+        from .counters import ReceivedCounter
+        return ReceivedCounter(*self._receiver(), sample_s).start()
 
     def died(self) -> str | None:
         for name, p in (("its iperf3 server", self.server), ("its flows' iperf3 client", self.client)):
@@ -164,14 +154,8 @@ class Flows:
 
 
 def window_mbps(samples: list[tuple[float, int]], start_s: float, end_s: float) -> float | None:
-    """Mbit/s the samples' counter moved between two instants (linear between samples), or None
-    where the samples do not span them (pure)."""
-    if len(samples) < 2 or end_s <= start_s or samples[0][0] > start_s or samples[-1][0] < end_s:
-        return None
-
-    def at(t: float) -> float:
-        for (t0, b0), (t1, b1) in zip(samples, samples[1:]):
-            if t0 <= t <= t1:
-                return b0 + (b1 - b0) * ((t - t0) / (t1 - t0) if t1 > t0 else 1.0)
-        return float(samples[-1][1])
-    return (at(end_s) - at(start_s)) * 8 / (end_s - start_s) / 1e6
+    """Mbit/s the samples' counter moved between two instants (counters.per_interval: linear between
+    samples), or None where the samples do not span them (pure)."""
+    from .counters import per_interval
+    moved = per_interval(samples, start_s, end_s - start_s, 1) if end_s > start_s else None
+    return moved[0] * 8 / (end_s - start_s) / 1e6 if moved else None
