@@ -94,7 +94,7 @@ def test_a_campaign_with_a_browser_binary_records_it_and_its_driver(tmp_path):
     says which binary and which driver, found how."""
     import sqlite3
 
-    from ..conftest import run_cli
+    from ..conftest import ok_slots, run_cli
     results = tmp_path / "b.sqlite"
     r = run_cli("run", "--proto", "h3", "--bw", "100mbit", "--size", "5KB", "--runs", "1", "--verify", "off",
                 "--browser-binary", drivers.CHROMIUM, "--results", str(results), "--testbed", "226", timeout=300)
@@ -105,4 +105,7 @@ def test_a_campaign_with_a_browser_binary_records_it_and_its_driver(tmp_path):
     assert meta["browser_binary"] == drivers.CHROMIUM and grid["browser_binary"] == drivers.CHROMIUM
     assert meta["chromedriver_source"] == "distro package (chromium-driver)"
     assert meta["chromedriver_path"] == drivers.CHROMEDRIVER and meta["chromium"].startswith("Chromium")
-    assert db.execute("SELECT status, next_hop_protocol FROM trials").fetchall() == [("ok", "h3")]
+    rows = [dict(zip(("proto", "status", "reason", "next_hop_protocol"), x))
+            for x in db.execute("SELECT proto, status, reason, next_hop_protocol FROM trials")]
+    ok_slots(rows, lambda t: t["proto"])  # an attempt before the ok one only where the busy machine refused it
+    assert [(t["status"], t["next_hop_protocol"]) for t in rows if t["status"] == "ok"] == [("ok", "h3")], rows
