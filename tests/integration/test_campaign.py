@@ -12,10 +12,10 @@ from .conftest import rendered_figures
 
 TINY = """
 name = "tiny"
-description = "2 sizes x 2 rates x 2 protocols x 2 runs"
+description = "2 sizes x 2 rates x 2 protocols"
 protos = ["quic", "tcp"]
-sizes = ["5KB", "500KB"]
-runs = 2
+sizes = ["5KB", "50KB"]
+runs = 1
 retries = 1
 [link]
 bw = ["10mbit", "50mbit"]
@@ -58,22 +58,22 @@ def test_interrupt_resume_and_draw(tmp_path):
     results = tmp_path / "r.sqlite"
     p = subprocess.Popen([*CLI, "run", str(spec), "--results", str(results), "--testbed", "210"], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = interrupt_once(p, results, lambda r: len(_ok_trials(r)) >= 8, testbed=210)
+    out, err = interrupt_once(p, results, lambda r: len(_ok_trials(r)) >= 4, testbed=210)
     assert p.returncode == 130, err
     first = _ok_trials(results)
-    assert 8 <= len(first) < 16, len(first)
+    assert 4 <= len(first) < 8, len(first)
     assert "run the same command again to resume" in err
 
     r = run_cli("run", str(spec), "--results", str(results), "--testbed", "210", timeout=400)
     # 1: on a busy machine a slot may be refused twice (the emulator fell behind), and is said to be
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
-    assert f"resuming campaign 1: {len(first)} of 16 trials already done" in r.stdout
+    assert f"resuming campaign 1: {len(first)} of 8 trials already done" in r.stdout
     final = _ok_trials(results)
     assert len(final) == len(set(final))  # every trial once: none repeated
-    assert set(first) <= set(final) and (len(final) == 16) == (r.returncode == 0)
+    assert set(first) <= set(final) and (len(final) == 8) == (r.returncode == 0)
     db = sqlite3.connect(results)
     assert db.execute("SELECT COUNT(DISTINCT conditions || run_index || size_bytes || proto) FROM trials"
-                      ).fetchone()[0] == 16  # every slot tried
+                      ).fetchone()[0] == 8  # every slot tried
     pairs = db.execute("SELECT COUNT(*) FROM (SELECT size_bytes FROM trials WHERE status = 'ok' AND conditions = "
                        "'10mbit' GROUP BY size_bytes HAVING COUNT(DISTINCT proto) = 2)").fetchone()[0]
     assert db.execute("SELECT COUNT(*), MIN(status), MAX(status) FROM campaigns").fetchone() == (1, "finished", "finished")

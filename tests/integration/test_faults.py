@@ -174,7 +174,7 @@ def test_a_dead_replay_server_stops_the_run_as_broken_and_the_campaign_resumes(t
     archive.make(recording, name, ROOT / "sites")
     results = tmp_path / "r.sqlite"
     before = system_state()
-    args = ("--size", f"har:{name}", "--bw", "20mbit", "--runs", "12", "--proto", "h2")
+    args = ("--size", f"har:{name}", "--bw", "20mbit", "--runs", "5", "--proto", "h2")
     try:
         with _running(index, results, *args) as p:
             _until_first_ok(p, results)
@@ -191,7 +191,7 @@ def test_a_dead_replay_server_stops_the_run_as_broken_and_the_campaign_resumes(t
         out, err = p.communicate(timeout=300)
         assert p.returncode in (0, 1) and "Traceback" not in err, err
         finished = len({t["run_index"] for t in done if t["status"] == "ok"})
-        assert f"resuming campaign 1: {finished} of 12 trials already done" in out, (out[-1500:], err[-1500:], [(t["run_index"], t["status"], t["reason"]) for t in done])
+        assert f"resuming campaign 1: {finished} of 5 trials already done" in out, (out[-1500:], err[-1500:], [(t["run_index"], t["status"], t["reason"]) for t in done])
         assert _campaign_status(results) == "finished"
         assert _nothing(prefix) and system_state() == before
     finally:
