@@ -713,6 +713,19 @@ def parse_page(text: str, option: str = "--size") -> Page:
             raise UsageError(f"{option}: '{item}': repeat visits are of pages (5KB, 20x5KB, 4o:60x5KB), not of a "
                              f"{page.kind} page")
         return dataclasses.replace(page, visit=visit)
+    if item.lower().startswith("real:"):  # a real page no one here wrote, by name: its recording on this machine
+        from . import realpages
+        name = item[5:].strip().lower()
+        realpages.by_name(name, option)
+        archived = REPLAY_NAME_RE.fullmatch(realpages.RECORDING_PREFIX + name) and archive_exists(
+            realpages.RECORDING_PREFIX + name)
+        if not archived:
+            gathering = realpages.UNRECORDED.get()
+            if gathering is None:
+                raise realpages.NotRecorded(name, option)
+            gathering.add(name)  # the rest of the campaign is checked first; this stands in meanwhile
+            return Page(MIN_PAGE_BYTES, replay=realpages.RECORDING_PREFIX + name)
+        return parse_page(f"har:{realpages.RECORDING_PREFIX}{name}", option)
     if item.lower().startswith("har:"):
         from . import archive
         if REPLAY_NAME_RE.fullmatch(item[4:]) and archive.is_archive(replay_root(DEFAULT_SITES, item[4:])):
@@ -748,6 +761,12 @@ def parse_page(text: str, option: str = "--size") -> Page:
         raise UsageError(f"{option}: '{item}' spreads {n} objects over {origins} origins; each origin needs one "
                          "at least (4o:60x5KB)")
     return Page(size, n, origins=origins)
+
+
+def archive_exists(name: str, sites: Path | None = None) -> bool:
+    """Whether a recording of that name is in the page sets (sites/NAME/archive.json)."""
+    from . import archive
+    return archive.is_archive(replay_root(sites or DEFAULT_SITES, name))
 
 
 def as_page(item: "Page | int") -> Page:

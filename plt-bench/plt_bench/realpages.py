@@ -1,7 +1,9 @@
 """Real pages that no one here wrote, installed by package name (scripts/setup): what the replay is
 measured against (bench-replay) and the suite's real test material. Each is served as it is from
 its package's files under host names of the reserved .test domain (plt-bench run --serve), and
-recorded from there (plt-bench record); no recording of a third-party site is shipped.
+recorded from there (plt-bench record); no recording of a third-party site is shipped. A campaign
+names one as a page, `--size real:NAME`: its recording (sites/real-NAME), made by the first run
+that asks for it (record) and replayed as recorded from then on.
 
 - swagger: swagger-ui-dist (npm) rendering @readme/oas-examples' petstore.json (npm): a page its
   own JavaScript builds from a JSON document it fetches from a second origin (api.pkg.test). The
@@ -14,11 +16,12 @@ recorded from there (plt-bench record); no recording of a third-party site is sh
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from pathlib import Path
 
 from . import cmd
-from .errors import EnvironmentProblem
+from .errors import EnvironmentProblem, UsageError
 
 PAGES_DIR = cmd.PROJECT_ROOT / ".tools" / "pages"  # npm packages unpacked by scripts/setup
 NPM_PACKAGES = {"swagger-ui": ("swagger-ui-dist", "5.35.0"), "oas": ("@readme/oas-examples", "8.2.2")}
@@ -60,6 +63,43 @@ PAGES = (
              (("toolbelt.pkg.test", Path("/usr/share/doc/python-requests-toolbelt-doc/html")),),
              "requests-toolbelt's documentation (Debian python-requests-toolbelt-doc: Sphinx, Read the Docs theme)"),
 )
+
+
+RECORDING_PREFIX = "real-"  # a real page's recording: sites/real-NAME (--size real:NAME)
+# while set: the real pages a campaign names that are not recorded yet, gathered instead of refused,
+# so that every other option is checked before anything is recorded (session.spec_from_options)
+UNRECORDED: contextvars.ContextVar[set | None] = contextvars.ContextVar("unrecorded", default=None)
+
+
+class NotRecorded(UsageError):
+    """--size real:NAME whose recording this machine has not made yet: a front end that may record
+    (session.from_options) records it and reads the campaign again; the others say how."""
+
+    def __init__(self, name: str, option: str = "--size"):
+        self.name = name
+        super().__init__(f"{option}: real:{name} is not recorded on this machine yet; 'plt-bench run' records it "
+                         f"first (as root), or: plt-bench record {by_name(name).url} --name {RECORDING_PREFIX}{name} "
+                         + " ".join(f"--serve {h}={d}" for h, d in by_name(name).serve))
+
+
+def by_name(name: str, option: str = "--size") -> RealPage:
+    """One of PAGES by its name; UsageError naming them."""
+    for p in PAGES:
+        if p.name == name:
+            return p
+    raise UsageError(f"{option}: real:{name}: no such real page; expected one of "
+                     + ", ".join(f"real:{p.name}" for p in PAGES))
+
+
+def record(name: str, sites: Path, index: int | None = None, note=print) -> None:
+    """Record the real page NAME from its package's folders, served as they are, into sites/real-NAME
+    (plt-bench record's path: every body, header and origin), on a testbed of its own, unshaped."""
+    from . import record as recorder
+    page = by_name(name)
+    ready()
+    note(f"recording real:{name} ({page.what}) into {sites / (RECORDING_PREFIX + name)}")
+    recorder.record_served([page.url], [RECORDING_PREFIX + name], [(h, d, "") for h, d in page.serve], sites,
+                           index=index, note=note)
 
 
 def ready() -> list[RealPage]:

@@ -86,11 +86,28 @@ def parse_timeout_s(text: str | None, option: str = "--timeout") -> float | None
     return t
 
 
-def spec_from_options(values: dict, flags: dict | None = None):
-    """The campaign a front end's options describe (the preset or file, then the overrides)."""
-    from . import campaign, options
-    return campaign.load(values.get("campaign"), {k: values.get(k) for k in options.MEASUREMENT if k != "campaign"},
-                         flags)
+def spec_from_options(values: dict, flags: dict | None = None, record: Callable[[str], None] | None = None):
+    """The campaign a front end's options describe (the preset or file, then the overrides). A real
+    page not recorded here yet (--size real:NAME, realpages.NotRecorded) is recorded by `record`
+    (its name) and the campaign read again; without `record`, the UsageError says how to make it."""
+    from . import campaign, options, realpages
+
+    def load():
+        return campaign.load(values.get("campaign"), {k: values.get(k) for k in options.MEASUREMENT if k != "campaign"},
+                             flags)
+    if record is None:
+        return load()
+    missing: set[str] = set()
+    token = realpages.UNRECORDED.set(missing)
+    try:
+        spec = load()  # every other option checked, the real pages not recorded yet gathered
+    finally:
+        realpages.UNRECORDED.reset(token)
+    if not missing:
+        return spec
+    for name in sorted(missing):
+        record(name)
+    return load()
 
 
 def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
@@ -98,14 +115,18 @@ def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
     them; None: not given). The CLI and pytest both come here, so the same options give the same
     campaign; `flags` names an option typed otherwise in that front end."""
     import argparse
-    from . import campaign, topology
-    spec = spec_from_options(values, flags)
+    from . import campaign, realpages, topology
     index = values.get("testbed")
     if isinstance(index, str):
         try:
             index = topology.testbed_index(index)
         except argparse.ArgumentTypeError as e:
             raise UsageError(f"--testbed: {e}") from None
+
+    def record(name: str) -> None:  # a real page's first campaign here records it first (as root)
+        cmd.require_root()
+        realpages.record(name, SITES, index=index, note=kw.get("note", _err))
+    spec = spec_from_options(values, flags, record)
     return Session(spec, Path(values.get("results") or campaign.DEFAULTS["results"]), testbed_index=index,
                    new=bool(values.get("new")), server_pin=values.get("server_pin"),
                    server_token=values.get("server_token"), control_port=values.get("control_port"),

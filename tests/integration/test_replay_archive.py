@@ -139,3 +139,39 @@ def test_what_the_recording_lacks_is_a_404_counted_and_a_url_made_from_the_time_
         shutil.rmtree(replay_root(SITES, name), ignore_errors=True)
     assert _nothing("pb228") and system_state() == before
     assert "pb228" not in topology.our_prefixes()
+
+
+def test_a_real_page_by_name_is_recorded_by_its_first_campaign_and_replayed_by_the_next(tmp_path):
+    """--size real:toolbelt (Debian's requests-toolbelt documentation): the first campaign that names
+    it records it from the package's folder (sites/real-toolbelt) and replays that recording; a second
+    campaign replays it without recording again. A recording already there is set aside meanwhile."""
+    folder = replay_root(SITES, "real-toolbelt")
+    aside = tmp_path / "aside"
+    if folder.exists():
+        shutil.move(str(folder), str(aside))
+    before = system_state()
+    try:
+        runs = []
+        for k in range(2):
+            results = tmp_path / f"r{k}.sqlite"
+            r = run_cli("run", "--size", "real:toolbelt", "--proto", "h2", "--runs", "1", "--bw", "50mbit", "--rtt",
+                        "20ms", "--verify", "off", "--testbed", "228", "--results", str(results), timeout=600)
+            assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+            runs.append((r, _trials(results)))
+        (first, first_rows), (second, second_rows) = runs
+        assert "recording real:toolbelt" in first.stdout + first.stderr
+        assert "recording real:toolbelt" not in second.stdout + second.stderr  # the recording, replayed again
+        assert json.loads((folder / "archive.json").read_text())["origins"][0]["host"] == "toolbelt.pkg.test"
+        for r, rows in runs:
+            ok = ok_slots(rows, lambda t: t["proto"])  # a failed attempt only one the busy machine refused
+            if not ok:
+                machine_refused_row(rows[0])
+                continue
+            t = next(x for x in rows if x["status"] == "ok")
+            evidence = json.loads(t["replay_json"])
+            assert t["page"] == "har:real-toolbelt" and t["unrecorded"] == 0 and evidence["proven"] >= 5, evidence
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if aside.exists():
+            shutil.move(str(aside), str(folder))
+    assert _nothing("pb228") and system_state() == before

@@ -394,3 +394,25 @@ def test_a_device_is_a_value_of_the_budget_axis_beside_the_cpu_budgets():
     with pytest.raises(UsageError, match="--device: 'iphone' is no device; expected device names, comma-separated, "
                                          "of low-end-phone, mid-phone, laptop"):
         campaign.load("quick", {**base, "device": "iphone"})
+
+
+def test_the_bottleneck_preset_is_a_real_replayed_page_and_a_multi_object_one_under_each_discipline(monkeypatch):
+    """Issue 46's page-load experiment: h3 vs h2 on real:toolbelt (its recording) and 4o:20x5KB, at
+    20 Mbit/s and 50 ms, droptail/CoDel/FQ-CoDel x 0/1/4 competing CUBIC flows; without the recording
+    the preset says how it is made (a run records it first)."""
+    from types import SimpleNamespace
+
+    from plt_bench import archive, pages, realpages
+    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: False)
+    with pytest.raises(realpages.NotRecorded):
+        campaign.load("bottleneck")
+    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: True)
+    monkeypatch.setattr(archive, "is_archive", lambda folder: True)
+    monkeypatch.setattr(archive, "load", lambda name, sites, option="--size": SimpleNamespace(
+        name=name, body_bytes=600_000, responses=[SimpleNamespace(size_bytes=20_000)] * 12, origins=["a"]))
+    b = campaign.load("bottleneck")
+    assert [p.replay for p in b.grid.pages if p.archived] == ["real-toolbelt"]
+    assert [(p.objects, p.origins) for p in b.grid.pages if not p.archived] == [(20, 4)]
+    assert {(c.aqm, c.cross) for c in b.grid.conditions} == {
+        (a, x) for a in ("droptail", "codel", "fq_codel") for x in (None, "1xtcp-cubic", "4xtcp-cubic")}
+    assert {(c.rate_down_bps, c.rtt_ms) for c in b.grid.conditions} == {(20 * 10**6, 50)} and b.grid.protos == ("h3", "h2")
