@@ -141,7 +141,8 @@ class Conditions:
 
     @property
     def cross_flows(self) -> int:
-        """How many competing flows share the bottleneck (--cross; 0: none)."""
+        """How many long-lived competing flows share the bottleneck (--cross; 0: none, or a web
+        background's short transfers)."""
         if self.cross is None:
             return 0
         from .link.cross import parse
@@ -483,7 +484,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
     from .link.cross import parse_list as parse_cross
     crosses = parse_cross(cross, name.get("cross", "--cross"))
     if crosses != (None,) and None in aqms:
-        raise UsageError(f"{name.get('cross', '--cross')}: competing flows share linkem's bottleneck with the page; "
+        raise UsageError(f"{name.get('cross', '--cross')}: competing flows share the page's managed bottleneck; "
                          "give --aqm with it (droptail for a FIFO)")
     if ecn and "droptail" in aqms:
         raise UsageError(f"{name.get('ecn', '--ecn')}: droptail drops what does not fit and marks nothing; give "

@@ -5,11 +5,13 @@
 //! plt-bench's terms (access.rs).
 //!
 //!     quinnserve --config FILE     (config.rs; plt_bench/servers/quinnserve.py writes it)
+//!     quinnserve --bulk-server ... | --bulk-client ...   (bulk.rs: competing QUIC flows, link/cross.py)
 //!
 //! It prints one line, "listening", on stderr once every listener is bound, and exits on SIGTERM or
 //! SIGINT.
 
 mod access;
+mod bulk;
 mod config;
 mod files;
 
@@ -519,8 +521,49 @@ async fn run(cfg: Config) -> Result<(), Error> {
     Ok(())
 }
 
+/// The competing flows' modes (bulk.rs): None when the arguments name neither.
+fn bulk(args: &[String]) -> Option<Result<(), Error>> {
+    let rt = || tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match args {
+        [_, flag, addr, cc, cert, key] if flag == "--bulk-server" => Some(
+            addr.parse::<SocketAddr>().map_err(|e| format!("{addr}: {e}").into())
+                .and_then(|a| rt().block_on(bulk::server(a, cc, cert, key)))),
+        [_, flag, addr, flows, cc, dir, cert, seconds] if flag == "--bulk-client" => Some((|| {
+            let a = addr.parse::<SocketAddr>().map_err(|e| format!("{addr}: {e}"))?;
+            let n = flows.parse::<usize>().map_err(|e| format!("flows {flows}: {e}"))?;
+            let s = seconds.parse::<u64>().map_err(|e| format!("seconds {seconds}: {e}"))?;
+            if dir != "down" && dir != "up" {
+                return Err(format!("direction {dir}: expected down or up").into());
+            }
+            rt().block_on(bulk::client(a, n, cc, dir == "down", cert, s))
+        })()),
+        [_, flag, addr] if flag == "--web-server" => Some(
+            addr.parse::<SocketAddr>().map_err(|e| format!("{addr}: {e}").into())
+                .and_then(|a| rt().block_on(bulk::web_server(a)))),
+        [_, flag, addr, rate, mean, seed, seconds] if flag == "--web-client" => Some((|| {
+            let a = addr.parse::<SocketAddr>().map_err(|e| format!("{addr}: {e}"))?;
+            let r = rate.parse::<f64>().map_err(|e| format!("rate {rate}: {e}"))?;
+            let m = mean.parse::<f64>().map_err(|e| format!("mean {mean}: {e}"))?;
+            let seed = seed.parse::<u64>().map_err(|e| format!("seed {seed}: {e}"))?;
+            let s = seconds.parse::<u64>().map_err(|e| format!("seconds {seconds}: {e}"))?;
+            if !(r > 0.0 && m >= 1.0) {
+                return Err(format!("rate {rate} and mean {mean}: expected both positive").into());
+            }
+            rt().block_on(bulk::web_client(a, r, m, seed, s))
+        })()),
+        _ => None,
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(result) = bulk(&args) {
+        if let Err(e) = result {
+            eprintln!("quinnserve: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
     let path = match args.as_slice() {
         [_, flag, path] if flag == "--config" => path.clone(),
         [_, flag] if flag == "--version" => {
@@ -528,7 +571,9 @@ fn main() {
             return;
         }
         _ => {
-            eprintln!("usage: quinnserve --config FILE | --version");
+            eprintln!("usage: quinnserve --config FILE | --version | --bulk-server ADDR:PORT CC CERT KEY | \
+                       --bulk-client ADDR:PORT FLOWS CC down|up CERT SECONDS | --web-server ADDR:PORT | \
+                       --web-client ADDR:PORT RATE_PER_S MEAN_BYTES SEED SECONDS");
             std::process::exit(2);
         }
     };

@@ -42,8 +42,8 @@ CLI = [
     (["run", "--ecn"], "--ecn: ECN marks where a queue discipline would drop; give --aqm codel, fq_codel or pie"),
     (["run", "--aqm", "droptail", "--ecn"], "--ecn: droptail drops what does not fit and marks nothing"),
     (["run", "--aqm", "codel", "--link", "tcconfig"], "--link tcconfig: "),
-    (["run", "--cross", "2xtcp-cubic"], "--cross: competing flows share linkem's bottleneck with the page; give --aqm"),
-    (["run", "--aqm", "droptail", "--cross", "2xudp"], "--cross: 'udp' in '2xudp': competing flows are tcp for now"),
+    (["run", "--cross", "2xtcp-cubic"], "--cross: competing flows share the page's managed bottleneck; give --aqm"),
+    (["run", "--aqm", "droptail", "--cross", "2xudp"], "--cross: 'udp' in '2xudp': competing flows are tcp, quic for now"),
     (["run", "--aqm", "droptail", "--cross", "2xtcp-vegas"], "--cross: congestion controller 'vegas' in '2xtcp-vegas'"),
     (["run", "--aqm", "droptail", "--cross", "0,none"], "--cross: 0 is given twice"),
     # issue 36: what a cluster exposes (--listen) and TLS

@@ -369,13 +369,15 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     if rep.get("cross"):
         out.append(("Beside competing flows", "medians per cell of the page's rate over its load (its bytes over its "
                     "PLT) and of what the competing flows (--cross) carried meanwhile at their receiver; the page's "
-                    "share of both, its fair share (1 / (flows + 1)) and Jain's index over the page and each flow",
+                    "share of both, its fair share (1 / (flows + 1)) and Jain's index over the page and each flow "
+                    "(beside a web background of short transfers, neither: '-')",
                     [["link", "page", "protocol", "n", "page Mbit/s", "flows Mbit/s", "page share", "fair share",
                       "Jain"],
                      *[[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["page_mbps"], "{:.2f}"),
                         _f(r["cross_mbps"], "{:.2f}"), _f(None if r["page_share"] is None else 100 * r["page_share"],
                                                           "{:.0f}%"),
-                        f"{100 * r['fair_share']:.0f}%", _f(r["jain"], "{:.3f}")] for r in rep["cross"]]]))
+                        _f(None if r["fair_share"] is None else 100 * r["fair_share"], "{:.0f}%"),
+                        _f(r["jain"], "{:.3f}")] for r in rep["cross"]]]))
     if rep["establishment"]:
         per_browser = (rep.get("browsers") or ["chromium"]) != ["chromium"]  # Firefox's beside Chromium's
         out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "

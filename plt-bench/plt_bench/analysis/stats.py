@@ -561,7 +561,8 @@ def cross_table(trials: list[Trial]) -> list[dict]:
     """The page beside competing flows (--cross), per cell over the page loads that count: the page's
     mean rate over its load (its bytes over its PLT), the flows' (cross_mbps, at their receiver), the
     page's share of what both carried, its fair share (1 / (flows + 1)) and Jain's index over the
-    page and each flow (the flows' rate split evenly among them: their aggregate is what is measured)."""
+    page and each flow (the flows' rate split evenly among them: their aggregate is what is measured);
+    beside a web background (its short transfers: no flows) neither the fair share nor Jain's index."""
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials):
         if t.conditions.cross is not None and t.cross_mbps is not None and t.plt_ms:
@@ -576,8 +577,9 @@ def cross_table(trials: list[Trial]) -> list[dict]:
                      "server": key[5], "budget": key[6], "n": len(ts), "cross": ts[0].conditions.cross,
                      "page_mbps": page, "cross_mbps": cross,
                      "page_share": page / (page + cross) if page is not None and page + cross else None,
-                     "fair_share": 1 / (flows + 1), "jain": jain([page] + [cross / flows] * flows) if page is not None
-                     else None})
+                     # a web background (flows 0: short transfers) has no fair share to set the page against
+                     "fair_share": 1 / (flows + 1) if flows else None,
+                     "jain": jain([page] + [cross / flows] * flows) if page is not None and flows else None})
     return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"])))
 
 
