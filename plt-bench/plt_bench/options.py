@@ -46,8 +46,9 @@ def _table() -> dict[str, Option]:
         Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),
         Option("size", "pages, comma-separated: a size (5KB: one HTML file), NxS (200x5KB: N images of S "
                        "each) or bulkD[_I] (bulk30s: a 30 s download, bytes counted per second, or per I); "
-                       "1 KB = 1000 bytes; har:NAME (a recording, replayed); url:https://HOST/PATH (a page of a "
-                       "folder --serve serves as it is)"),
+                       "1 KB = 1000 bytes; har:NAME (a recording, replayed); real:NAME (a real page of a package, "
+                       "real:swagger or real:toolbelt: recorded here by its first run, then replayed); "
+                       "url:https://HOST/PATH (a page of a folder --serve serves as it is)"),
         Option("serve", "folders served as they are in the testbed, HOST=DIR, comma-separated, each host on its own "
                         "address (docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html): their pages are "
                         "measured as --size url:https://HOST/PATH", metavar="HOST=DIR", group="link"),
@@ -107,10 +108,11 @@ def _table() -> dict[str, Option]:
                group="link"),
         Option("aqm", "the bottleneck's queue discipline(s), an axis, comma-separated: droptail, codel, fq_codel, "
                       "pie, each with its parameters after colons (codel:target=10ms:interval=200ms, "
-                      "fq_codel:flows=256, pie:target=20ms); the bottleneck is then linkem's at the --bw rate "
-                      "(docs/measuring.md). Default: the kernel's FIFO", group="link"),
+                      "fq_codel:flows=256, pie:target=20ms), held at the --bw rate by the kernel's qdisc beneath netem "
+                      "where the kernel has netem, else by linkem (docs/measuring.md). Default: the kernel's FIFO", group="link"),
         Option("cross", "competing traffic through the bottleneck, an axis, comma-separated: 0 (none), or "
-                        "NxKIND[-CC][:down|up] with KIND tcp and CC cubic, bbr or reno (2xtcp-cubic, 1xtcp-bbr:up): "
+                        "NxKIND[-CC][:down|up] with KIND tcp (CC cubic, bbr, reno) or quic (CC cubic, bbr, newreno): "
+                        "2xtcp-cubic, 1xquic-bbr:up; "
                         "long-lived flows from namespaces of their own, running through every trial (with --aqm)",
                group="link"),
         Option("ecn", "the queue discipline marks ECN-capable packets CE where it would drop them (with --aqm codel, "

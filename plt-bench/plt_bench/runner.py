@@ -105,12 +105,12 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
                           "served_bytes": ta["served_bytes"] - tb.get("served_bytes", 0),
                           "queue_drops": ta["queue_drops"] - tb.get("queue_drops", 0)}
         ba, bb = a.get("bottleneck") or {}, b.get("bottleneck") or {}
-        if ba.get("aqm", "none") != "none":  # linkem's bottleneck (--aqm): what its discipline did in the trial
+        if ba.get("aqm", "none") != "none":  # the bottleneck's discipline (--aqm): what it did in the trial
             dq = ba["dequeued"] - bb.get("dequeued", 0)
             d["bottleneck"] = {"aqm": ba["aqm"], **{k: ba[k] - bb.get(k, 0) for k in
                                                     ("aqm_drops", "marks", "overlimit_drops", "dequeued")},
                                "sojourn_mean_us": round((ba["sojourn_sum_us"] - bb.get("sojourn_sum_us", 0)) / dq, 1)
-                               if dq > 0 else None}
+                               if dq > 0 and "sojourn_sum_us" in ba else None}  # the kernel's keeps no sum
         if d.get("released"):
             d["late_mean_us"] = round((a.get("late_sum_us", 0) - b.get("late_sum_us", 0)) / d["released"], 2)
         out["dirs"][name] = d
@@ -447,7 +447,7 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
     if timeout_s is None and bed.budget is not None:  # a CPU budget slows a whole load by up to its factor
         timeout *= bed.budget.factor  # (measured: 20 MB over h3 at 200 Mbit/s took 21.6 s at 0.17 of a core)
     if timeout_s is None and cell.conditions.cross is not None:  # N competing flows leave the page 1/(N+1) of the rate
-        timeout *= cell.conditions.cross_flows + 1  # (measured: 10 MB beside 4 flows at 20 Mbit/s took 18-25 s)
+        timeout *= max(cell.conditions.cross_flows, 1) + 1  # a web background (0 flows) counts as one  # (measured: 10 MB beside 4 flows at 20 Mbit/s took 18-25 s)
     await_s = bulk.await_s(cell.page, cell.conditions.rtt_ms) or latency.await_s(cell.page, cell.conditions)
     settings = bed.capture
     cap = None

@@ -233,6 +233,18 @@ class Plan:
         return self.router_server_if
 
     @property
+    def down_ifb(self) -> str:
+        """The router's IFB that is the downlink's one bottleneck under a kernel discipline (netem
+        backend, --aqm): every packet leaving towards the client's side, the page's and the competing
+        flows', is redirected through it (link.netem). In the router's namespace: gone with it."""
+        return f"{self.prefix}-qd"
+
+    @property
+    def up_ifb(self) -> str:
+        """The uplink's, as down_ifb."""
+        return f"{self.prefix}-qu"
+
+    @property
     def run_dir(self) -> Path:
         return RUN_DIR / self.prefix
 

@@ -254,7 +254,14 @@ C = link.Capabilities
     ("two-machines", "auto", [RATE], C(netem=False, server_may_shape=True), ("netem", "server")),
     ("two-machines", "auto", [DELAY], C(netem=True, server_may_shape=False), ("linkem", "client")),
     ("two-machines", "netem", [RATE], C(netem=False, server_may_shape=True), ("netem", "server")),
-    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), ("linkem", "router")),
+    # a discipline: the kernel's beneath netem where the kernel has netem, linkem's elsewhere
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), ("netem", "router")),
+    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="fq_codel", ecn=True)], C(netem=True), ("netem", "router")),
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=False), ("linkem", "router")),
+    # competing flows share either's bottleneck; a PIE of another burst is linkem's alone
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="droptail", cross="1xtcp-cubic")], C(netem=True),
+     ("netem", "router")),
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="pie:burst=50ms")], C(netem=True), ("linkem", "router")),
 ])
 def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want):
     assert link.resolve(topo, requested, conds, caps) == link.Choice(*want)
@@ -267,8 +274,10 @@ def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want)
     ("two-machines", "netem", [RATE], C(netem=True, server_may_shape=False), "serve --addr ADDR --iface"),
     ("two-machines", "tcconfig", [DELAY], C(netem=False, server_may_shape=True), "server's kernel has no sch_netem"),
     ("two-machines", "netem", [JITTER_IN_ORDER], C(netem=True, server_may_shape=True), "--no-reorder"),
-    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm needs --link linkem"),
-    ("two-machines", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm: .*--server"),
+    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="pie:burst=50ms")], C(netem=True),
+     "--link netem: .*needs linkem .*fixed 150 ms burst.*--link linkem or auto"),
+    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="codel")], C(netem=False), "this kernel has no sch_netem"),
+    ("two-machines", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm/--cross: .*--server"),
 ])
 def test_resolve_refuses_with_the_option_and_the_fix(topo, requested, conds, caps, msg):
     with pytest.raises(UsageError, match=msg):
@@ -378,6 +387,31 @@ def test_cross_traffic_is_parsed_to_its_canonical_text_and_its_flows_command():
     assert "-R" in c.client_argv("x")  # downloading: the cross server sends
     up = cross.parse("1xtcp-bbr:up")
     assert up.text == "1xtcp-bbr:up" and "-R" not in up.client_argv("x")
+    assert up.server_argv("198.19.7.250") == ["iperf3", "-s", "-B", "198.19.7.250", "-p", str(cross.CROSS_PORT)]
+    # QUIC: quinnserve's bulk mode, the sender's controller quinn's; the client trusts the server's certificate
+    q = cross.parse("1xquic-bbr:up")
+    assert q.text == "1xquic-bbr:up" and cross.parse("3xquic").cc == "cubic"
+    assert q.client_argv("198.19.7.250", 60, "/b/quinnserve", "/r/cert.pem") == [
+        "/b/quinnserve", "--bulk-client", f"198.19.7.250:{cross.CROSS_PORT}", "1", "bbr", "up", "/r/cert.pem", "60"]
+    assert q.server_argv("198.19.7.250", "/b/quinnserve", "/r/cert.pem", "/r/key.pem") == [
+        "/b/quinnserve", "--bulk-server", f"198.19.7.250:{cross.CROSS_PORT}", "bbr", "/r/cert.pem", "/r/key.pem"]
+    # a web background: Poisson arrivals, Pareto sizes of the given mean, one seed (quinnserve's web mode)
+    w = cross.parse("WEB-10-100KB")
+    assert (w.kind, w.flows, w.rate_per_s, w.mean_bytes, w.text) == ("web", 0, 10.0, 100_000, "web-10-100KB")
+    assert w.offered_mbps == 8.0 and cross.parse("2xtcp").offered_mbps is None
+    assert w.client_argv("198.19.7.250", 60, "/b/quinnserve") == [
+        "/b/quinnserve", "--web-client", f"198.19.7.250:{cross.CROSS_PORT}", "10", "100000", str(cross.WEB_SEED), "60"]
+    assert w.server_argv("198.19.7.250", "/b/quinnserve") == ["/b/quinnserve", "--web-server",
+                                                              f"198.19.7.250:{cross.CROSS_PORT}"]
+    assert Conditions(10**7, 10**7, aqm="droptail", cross="web-0.5-1MB").cross_flows == 0
+    for bad, msg in (("web-10", "expected web-RATE-MEAN"), ("web-0-1MB", "more than 0, at most 1000"),
+                     ("web-5-lots", "expected web-RATE-MEAN"), ("web-5-3xb", "not a size")):
+        with pytest.raises(UsageError, match=msg):
+            cross.parse(bad)
+    for bad, msg in (("1xquic-reno", "quic flows run cubic, bbr, newreno"), ("1xtcp-newreno", "tcp flows run cubic"),
+                     ("1xudp", "competing flows are tcp, quic"), ("17xtcp", "expected 1 to 16")):
+        with pytest.raises(UsageError, match=msg):
+            cross.parse(bad)
     assert cross.parse("0") is None and cross.parse_list(None) == (None,)
     assert cross.parse_list("0,2xtcp-cubic") == (None, "2xtcp-cubic")
     with pytest.raises(UsageError, match="2xtcp-cubic is given twice"):
@@ -421,4 +455,85 @@ def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_die
     c = Conditions(2 * 10**7, 2 * 10**7, aqm="droptail", cross="2xtcp-cubic")
     (row,) = cross_table([trial(seq=0, page=url, cond=c, cross_mbps=15.0, plt=900.0)])
     assert (row["page_mbps"], row["page_share"], row["jain"], row["cross_mbps"]) == (None, None, None, 15.0)
+    # beside a web background (short transfers, no long flows): no fair share, no Jain's index, the rest shown
+    web = Conditions(2 * 10**7, 2 * 10**7, aqm="droptail", cross="web-10-100KB")
+    (row,) = cross_table([trial(seq=0, page=parse_page("500KB"), cond=web, cross_mbps=7.5, plt=1000.0)])
+    assert (row["fair_share"], row["jain"], row["cross_mbps"]) == (None, None, 7.5) and row["page_share"] > 0
     assert jain([5.0, 5.0, 5.0]) == 1.0 and jain([9.0, 0.0, 0.0]) == pytest.approx(1 / 3) and jain([]) is None
+
+
+# -- a queue discipline beneath netem (the netem backend's --aqm) -------------------------------------
+def test_a_discipline_sits_beneath_netem_and_htb_with_every_parameter_and_ecn_said():
+    cmds = commands.netem_aqm_commands("pb1-rc", 20 * 10**6, 25.0, 0.0, "uniform", 1.0,
+                                       "codel:target=10ms", True, 84)
+    assert cmds[0] == ["tc", "qdisc", "add", "dev", "pb1-rc", "root", "handle", "1:", "netem", "limit",
+                       str(commands.NETEM_LINE_LIMIT), "delay", "25000us", "loss", "1%"]
+    assert cmds[1][:9] == ["tc", "qdisc", "add", "dev", "pb1-rc", "parent", "1:1", "handle", "2:"]
+    assert "rate" in cmds[2] and cmds[2][cmds[2].index("rate") + 1] == "20000000bit" and cmds[2][6] == "2:"
+    assert cmds[3][:8] == ["tc", "qdisc", "add", "dev", "pb1-rc", "parent", "2:1", "handle"] and cmds[3][8] == "3:"
+    assert cmds[3][9:] == ["codel", "limit", "84", "target", "10000us", "interval", "100000us", "ecn"]
+
+
+@pytest.mark.parametrize("text,ecn,want", [
+    ("droptail", False, ["pfifo", "limit", "50"]),
+    ("fq_codel:flows=256", False, ["fq_codel", "limit", "50", "target", "5000us", "interval", "100000us",
+                                   "flows", "256", "quantum", "1514", "noecn"]),
+    ("pie", True, ["pie", "limit", "50", "target", "15000us", "tupdate", "15000us", "ecn"]),
+])
+def test_each_kernel_discipline_is_built_from_its_canonical_text(text, ecn, want):
+    assert commands.aqm_leaf(text, ecn, 50) == want
+
+
+def test_the_kernels_pie_refuses_a_burst_it_cannot_hold():
+    with pytest.raises(UsageError, match="--aqm pie:burst=50ms: .*150 ms.*--link linkem"):
+        commands.aqm_leaf("pie:burst=50ms", False, 50)
+
+
+def test_the_disciplines_are_read_back_from_tc_with_their_parameters_and_counters():
+    shown = (
+        "qdisc netem 1: root refcnt 2 limit 100000 delay 25ms loss 1%\n"
+        "qdisc htb 2: parent 1:1 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000\n"
+        "qdisc fq_codel 3: parent 2:1 limit 84p flows 1024 quantum 1514 target 5ms interval 100ms memory_limit 32Mb "
+        "ecn drop_batch 64\n")
+    q = readback.parse_qdiscs(shown)
+    leaf = next(x for x in q if x["handle"] == "3:")
+    assert leaf == {"kind": "fq_codel", "handle": "3:", "parent": "2:1", "limit": 84, "target_ms": 5.0,
+                    "interval_ms": 100.0, "flows": 1024, "quantum": 1514, "ecn": True}
+    codel = readback.parse_qdiscs("qdisc codel 3: parent 2:1 limit 84p target 10ms interval 100ms\n")[0]
+    assert codel["target_ms"] == 10.0 and codel["ecn"] is False
+    stats = readback.parse_qdisc_stats(
+        "qdisc netem 1: root refcnt 2 limit 100000 delay 25ms\n Sent 9000 bytes 6 pkt (dropped 0, overlimits 0 "
+        "requeues 0)\n backlog 0b 0p requeues 0\n"
+        "qdisc codel 3: parent 2:1 limit 84p target 5ms interval 100ms ecn\n Sent 1514000 bytes 1000 pkt (dropped 7, "
+        "overlimits 0 requeues 0)\n backlog 30280b 20p requeues 0\n  count 1 lastcount 0 ldelay 6.1ms drop_next 0us\n"
+        "  maxpacket 1514 ecn_mark 12 drop_overlimit 0\n")
+    assert stats["3:"] == {"kind": "codel", "sent_pkts": 1000, "dropped": 7, "backlog_bytes": 30280,
+                           "backlog_pkts": 20, "ecn_mark": 12, "overlimit_drops": 0}
+    assert "ecn_mark" not in stats["1:"] and stats["1:"]["sent_pkts"] == 6
+    # in linkem's terms, as a trial's link counters carry them (no sojourn: the kernel keeps no sum)
+    from plt_bench.link.netem import bottleneck_counters
+    from plt_bench.runner import link_delta
+    a = bottleneck_counters("codel", stats["3:"])
+    assert a == {"aqm": "codel", "dequeued": 1000, "marks": 12, "overlimit_drops": 0, "aqm_drops": 7}
+    before = {"dirs": {"down": {"bottleneck": bottleneck_counters("codel", {"sent_pkts": 400, "dropped": 2})}}}
+    d = link_delta(before, {"dirs": {"down": {"bottleneck": a}}})["dirs"]["down"]["bottleneck"]
+    assert d == {"aqm": "codel", "aqm_drops": 5, "marks": 12, "overlimit_drops": 0, "dequeued": 600,
+                 "sojourn_mean_us": None}
+    pie = readback.parse_qdisc_stats("qdisc pie 3: parent 2:1 limit 84p target 15ms tupdate 15ms\n Sent 10 bytes 9 pkt "
+                                     "(dropped 4, overlimits 0 requeues 0)\n backlog 0b 0p requeues 0\n  prob 0 delay 0us\n"
+                                     "  pkts_in 13 overlimit 1 dropped 4 maxq 0 ecn_mark 0\n")["3:"]
+    assert bottleneck_counters("pie", pie) == {"aqm": "pie", "dequeued": 9, "marks": 0, "overlimit_drops": 1,
+                                               "aqm_drops": 3}
+    assert bottleneck_counters("droptail", {"sent_pkts": 5, "dropped": 2})["overlimit_drops"] == 2
+
+
+def test_several_egresses_share_one_bottleneck_through_an_ifb_read_back_from_tc():
+    cmds = commands.egress_redirect_commands(["pb1-rc", "pb1-rxc"], "pb1-qd")
+    assert cmds[0] == ["tc", "qdisc", "add", "dev", "pb1-rc", "clsact"]
+    assert cmds[1][:6] == ["tc", "filter", "add", "dev", "pb1-rc", "egress"] and cmds[1][-2:] == ["dev", "pb1-qd"]
+    assert " ".join(cmds[1]).count("match u32 0 0 action mirred egress redirect") == 1 and cmds[3][4] == "pb1-rxc"
+    shown = ("filter protocol ip pref 1 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 terminal flowid not_in_hw\n"
+             "  match 00000000/00000000 at 0\n\taction order 1: mirred (Egress Redirect to device pb1-qd) stolen\n")
+    assert readback.parse_redirects(shown) == ["pb1-qd"] and readback.parse_redirects("") == []
+    assert topology.Plan(1).down_ifb == "pb1-qd" and topology.Plan(1).up_ifb == "pb1-qu"
+    assert len(topology.Plan(topology.MAX_INDEX).down_ifb) <= 15  # an interface name's limit

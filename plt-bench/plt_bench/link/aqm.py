@@ -4,9 +4,11 @@ parameters a researcher sets, as one condition of the link (Conditions.aqm, its 
     --aqm codel                       CoDel at RFC 8289's defaults (target 5 ms, interval 100 ms)
     --aqm codel:target=10ms:interval=200ms,fq_codel:flows=256,pie:target=20ms
 
-Where it runs: linkem holds the bottleneck itself, at the direction's constant rate, under the
-discipline (linkem/src/aqm.rs: the RFCs' state machines), where the kernel has none of these
-qdiscs (this machine); a direction's rate is then linkem's, not htb's. Without --aqm the
+Where it runs: where the router's kernel has sch_netem, the kernel's qdisc of the same name sits
+beneath netem's delay and an htb at the rate (commands.netem_aqm_commands; read back by
+readback.check_managed); elsewhere (this machine's kernel has neither) linkem holds the bottleneck
+itself, at the direction's constant rate, under the discipline (linkem/src/aqm.rs: the RFCs' state
+machines); a direction's rate is then linkem's, not htb's (resolve decides). Without --aqm the
 bottleneck stays the kernel's htb with its pfifo, as for every campaign before (Conditions.aqm None:
 'fifo' in tables). --ecn: the discipline marks ECN-capable packets CE where it would drop them.
 

@@ -46,16 +46,77 @@ def netem_leaf(delay_ms: float, jitter_ms: float, dist: str, loss_pct: float, li
 
 
 def htb_commands(dev: str, rate_bps: int | None, leaf: list[str], root: str = "1:",
-                 default_class: bool = True) -> list[list[str]]:
-    """htb at dev's root with one class (rate, or unshaped) and `leaf` under it. default_class:
-    everything goes through the class; otherwise only what a filter sends there (the rest passes)."""
+                 default_class: bool = True, parent: str | None = None) -> list[list[str]]:
+    """htb at dev's root (or under `parent`, a classful qdisc's class) with one class (rate, or
+    unshaped) and `leaf` under it. default_class: everything goes through the class; otherwise only
+    what a filter sends there (the rest passes)."""
     rate = rate_bps or UNSHAPED_HTB_BPS
     burst = f"{htb_burst_bytes(rate)}b"
     major = root.rstrip(":")
-    return [["tc", "qdisc", "add", "dev", dev, "root", "handle", root, "htb", *(["default", "1"] if default_class else [])],
+    where = ["parent", parent] if parent else ["root"]
+    return [["tc", "qdisc", "add", "dev", dev, *where, "handle", root, "htb", *(["default", "1"] if default_class else [])],
             ["tc", "class", "add", "dev", dev, "parent", root, "classid", f"{major}:1", "htb", "rate", f"{rate}bit",
              "ceil", f"{rate}bit", "quantum", str(HTB_QUANTUM), "burst", burst, "cburst", burst],
             ["tc", "qdisc", "add", "dev", dev, "parent", f"{major}:1", "handle", f"{int(major, 16) + 1:x}:", *leaf]]
+
+
+# -- a queue discipline beneath netem (link.aqm on the netem backend) -------------------------------
+# netem's own queue under a discipline: the delay line only (every packet in flight for the one-way
+# delay at up to 10 Gbit/s of small packets), never the bottleneck, which is the discipline's
+NETEM_LINE_LIMIT = 100_000
+AQM_ROOT, AQM_SHAPER, AQM_LEAF = "1:", "2:", "3:"  # netem at the root; htb its child (netem's class 1:1); the discipline
+
+
+def aqm_leaf(aqm_text: str, ecn: bool, limit_pkts: int) -> list[str]:
+    """The kernel's qdisc for a discipline (link.aqm's canonical text): droptail is a pfifo of the
+    buffer; codel, fq_codel and pie take the buffer as their limit, each parameter in tc's unit, and
+    ECN said either way (the kernel's defaults differ: fq_codel marks, codel and pie drop). PIE's
+    burst allowance is fixed at RFC 8033's 150 ms in the kernel: another is refused (UsageError)."""
+    from ..errors import UsageError
+    from .aqm import PARAMS, parse
+    a = parse(aqm_text)
+    if a.name == "droptail":
+        return pfifo_leaf(limit_pkts)
+    args = [a.name, "limit", str(limit_pkts)]
+    for key, value in a.params:
+        if a.name == "pie" and key == "burst":
+            if value != PARAMS["pie"]["burst"][2]:
+                raise UsageError(f"--aqm {a.text}: the kernel's pie (the netem backend) has a fixed burst allowance "
+                                 "of 150 ms; give another burst with --link linkem")
+            continue
+        unit = PARAMS[a.name][key][1]
+        args += [key, f"{round(value * 1000)}us" if unit == "ms" else str(int(value))]
+    return args + ["ecn" if ecn else "noecn"]
+
+
+def netem_aqm_commands(dev: str, rate_bps: int, delay_ms: float, jitter_ms: float, dist: str, loss_pct: float,
+                       aqm_text: str, ecn: bool, limit_pkts: int) -> list[list[str]]:
+    """One direction of the netem backend under a queue discipline: netem at the root (delay, jitter,
+    loss; its queue only the delay line), an htb at the rate as its child, and the discipline under
+    the htb's class. A packet leaves netem when its delay is over and then waits in the discipline's
+    queue for the rate: the discipline measures the bottleneck's queue alone, never the propagation
+    delay (netem under htb, tcconfig's shape, would put the delay inside the queue it judges)."""
+    return ([["tc", "qdisc", "add", "dev", dev, "root", "handle", AQM_ROOT,
+              *netem_leaf(delay_ms, jitter_ms, dist, loss_pct, NETEM_LINE_LIMIT)]]
+            + htb_commands(dev, rate_bps, aqm_leaf(aqm_text, ecn, limit_pkts), root=AQM_SHAPER,
+                           parent=AQM_ROOT.rstrip(":") + ":1"))
+
+
+def qdisc_del_commands(dev: str) -> list[list[str]]:
+    """Remove whatever qdisc is at dev's root (its children go with it) and any clsact (its redirects)."""
+    return [["tc", "qdisc", "del", "dev", dev, "root"], ["tc", "qdisc", "del", "dev", dev, "clsact"]]
+
+
+def egress_redirect_commands(devs: list[str], ifb: str) -> list[list[str]]:
+    """Every IP packet leaving each of devs goes through the IFB's qdisc first (clsact's egress hook,
+    u32 matching all: the kernel here has no matchall), then out of its own device: several egresses
+    share one bottleneck. The IFB marks what it sends back, so nothing is redirected twice."""
+    cmds = []
+    for dev in devs:
+        cmds += [["tc", "qdisc", "add", "dev", dev, "clsact"],
+                 ["tc", "filter", "add", "dev", dev, "egress", "protocol", "ip", "prio", "1", "u32", "match", "u32",
+                  "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb]]
+    return cmds
 
 
 # -- test traffic on a real host's interface ------------------------------------------------------

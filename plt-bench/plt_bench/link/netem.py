@@ -17,9 +17,10 @@ import dataclasses
 from .. import cmd
 from ..conditions import Conditions
 from ..errors import LinkError, ServerError
-from .base import Link, router_delivery_point, router_directions
-from .commands import server_netem_commands, tcdel_commands, tcset_commands
-from .readback import check_directions
+from .base import Link, kernel_rate, router_delivery_point, router_directions
+from .commands import (AQM_LEAF, egress_redirect_commands, ifb_commands, netem_aqm_commands, qdisc_del_commands,
+                       server_netem_commands, tcdel_commands, tcset_commands)
+from .readback import check_directions, check_managed, check_redirects, parse_qdisc_stats
 
 
 def run_commands(cmds: list[list[str]], ns: str | None = None) -> None:
@@ -33,6 +34,15 @@ def run_commands(cmds: list[list[str]], ns: str | None = None) -> None:
                             + ("; this kernel may lack sch_netem: use --link linkem" if "netem" in argv else ""))
 
 
+def bottleneck_counters(aqm_text: str, q: dict) -> dict:
+    """A kernel discipline's counters (readback.parse_qdisc_stats) in linkem's bottleneck terms (pure):
+    its own drops apart from a full buffer's (the kernel counts both in 'dropped')."""
+    from .aqm import parse
+    over = q.get("overlimit_drops", q.get("dropped", 0) if parse(aqm_text).name == "droptail" else 0)
+    return {"aqm": parse(aqm_text).name, "dequeued": q.get("sent_pkts", 0), "marks": q.get("ecn_mark", 0),
+            "overlimit_drops": over, "aqm_drops": q.get("dropped", 0) - over}
+
+
 class RouterNetem(Link):
     """tcconfig on each of the router's egress veths: htb rate, netem delay (RTT/2), jitter, loss, limit."""
 
@@ -44,25 +54,88 @@ class RouterNetem(Link):
 
     def apply(self, cond: Conditions) -> dict:
         ns = self.plan.router_ns
-        for _, dev, rate, loss in router_directions(self.plan, cond):
-            run_commands(tcdel_commands(dev), ns)
+        self.cond = None
+        for what, dev, rate, loss in self._directions(cond):
+            ifb, feeders = self._shared(what)
+            run_commands(tcdel_commands(dev) + [c for d in (*feeders, ifb) for c in qdisc_del_commands(d)], ns)
+            if cond.aqm is not None and rate is not None:  # the discipline at the bottleneck, beneath netem
+                if not self._ifbs:
+                    run_commands([c for d in (self.plan.down_ifb, self.plan.up_ifb) for c in ifb_commands(d)], ns)
+                    self._ifbs = True
+                run_commands(netem_aqm_commands(ifb, rate, cond.delay_ms, cond.jitter_ms, cond.jitter_dist, loss,
+                                                cond.aqm, cond.ecn, cond.queue_for(rate))
+                             + egress_redirect_commands(feeders if cond.cross is not None else [dev], ifb), ns)
+                continue
             if rate is None and not cond.impaired:
                 continue
             run_commands(tcset_commands(dev, rate, cond.delay_ms, cond.jitter_ms, cond.jitter_dist, loss,
                                         cond.queue_for(rate)), ns)
-        return self.verify(cond)
+        result = self.verify(cond)
+        self.cond = cond
+        return result
+
+    _ifbs = False  # the two IFBs made (in the router's namespace: they go with it)
+
+    def _directions(self, cond: Conditions) -> list[tuple[str, str, int | None, float]]:
+        """router_directions with the kernel's rate kept under a discipline too: here the kernel holds it."""
+        return [(what, dev, kernel_rate(cond.down if what == "downlink" else cond.up), loss)
+                for what, dev, _, loss in router_directions(self.plan, cond)]
+
+    def _shared(self, what: str) -> tuple[str, list[str]]:
+        """A direction's IFB under a discipline, and the egresses it takes in: the page's veth, and the
+        competing flows' (link.cross) towards the same side (they reach the router on veths of their
+        own; through the IFB they share the page's one bottleneck)."""
+        p = self.plan
+        return ((p.down_ifb, [p.down_if, p.router_xclient_if]) if what == "downlink"
+                else (p.up_ifb, [p.up_if, p.router_xserver_if]))
 
     def verify(self, cond: Conditions) -> dict:
         """Read the qdisc state back; raise LinkError unless it is what cond asks for."""
-        return {"backend": self.backend, "tool": self.tool, "conditions": cond.label,
-                **check_directions(self.plan.router_ns, router_directions(self.plan, cond), cond, netem=True)}
+        ns, out = self.plan.router_ns, {}
+        plain = []
+        for what, dev, rate, loss in self._directions(cond):
+            if cond.aqm is not None and rate is not None:
+                ifb, feeders = self._shared(what)
+                out[what] = check_managed(ns, ifb, cond, rate, loss, what)
+                out[what]["redirected"] = check_redirects(ns, feeders if cond.cross is not None else [dev], ifb, what)
+            else:
+                plain.append((what, dev, rate, loss))
+        out.update(check_directions(ns, plain, cond, netem=True))
+        return {"backend": self.backend, "tool": self.tool, "conditions": cond.label, **out}
+
+    def bottleneck(self, direction: str = "downlink") -> dict | None:
+        """The discipline's counters now ('dropped', 'backlog_bytes', 'ecn_mark' where it reports it,
+        readback.parse_qdisc_stats), in the direction's bottleneck beneath netem; None when there is none."""
+        ifb, _ = self._shared(direction)
+        stats = parse_qdisc_stats(cmd.run(["tc", "-s", "qdisc", "show", "dev", ifb], ns=self.plan.router_ns).stdout)
+        return stats.get(AQM_LEAF)
+
+    def snapshot(self) -> dict | None:
+        """Under a discipline: what it did so far in each direction, in linkem's terms (runner.link_delta
+        makes a trial's share of it): packets sent on, drops of its own and of a full buffer, CE marks.
+        The kernel keeps no sojourn sum: a trial's standing delay is linkem's alone (the link check
+        measures the kernel's from its backlog). None without a discipline (nothing here to count)."""
+        cond = getattr(self, "cond", None)
+        if cond is None or cond.aqm is None:
+            return None
+        dirs = {}
+        for short, what in (("down", "downlink"), ("up", "uplink")):
+            if (b := self.bottleneck(what)) is not None:
+                dirs[short] = {"bottleneck": bottleneck_counters(cond.aqm, b)}
+        return {"dirs": dirs}
 
     def delivery_point(self) -> tuple[str, str]:
         return router_delivery_point(self.plan)
 
     def close(self) -> None:
-        for _, dev, _, _ in router_directions(self.plan, Conditions(None, None)):
-            run_commands(tcdel_commands(dev), self.plan.router_ns)
+        for what, dev, _, _ in router_directions(self.plan, Conditions(None, None)):
+            ifb, feeders = self._shared(what)
+            run_commands(tcdel_commands(dev) + [c for d in (*feeders, ifb) for c in qdisc_del_commands(d)],
+                         self.plan.router_ns)
+        if self._ifbs:
+            run_commands([["ip", "link", "delete", d] for d in (self.plan.down_ifb, self.plan.up_ifb)],
+                         self.plan.router_ns)
+            self._ifbs = False
 
 
 class ServerNetem:

@@ -68,8 +68,39 @@ def parse_qdiscs(text: str) -> list[dict]:
             q["jitter_ms"] = parse_tc_time_ms(dm.group(2)) if dm and dm.group(2) else 0.0
             lm = re.search(r"\bloss (\d+(?:\.\d+)?)%", line)
             q["loss_pct"] = float(lm.group(1)) if lm else 0.0
+        if q["kind"] in AQM_KINDS:  # a queue discipline's parameters, as tc prints them (times in ms)
+            for key in ("target", "interval", "tupdate"):
+                if (t := re.search(rf"\b{key} (\S+)", line)):
+                    q[f"{key}_ms"] = parse_tc_time_ms(t.group(1))
+            for key in ("flows", "quantum"):
+                if (n := re.search(rf"\b{key} (\d+)\b", line)):
+                    q[key] = int(n.group(1))
+            q["ecn"] = re.search(r"\becn\b", line) is not None
         out.append(q)
     return out
+
+
+def parse_qdisc_stats(text: str) -> dict[str, dict]:
+    """`tc -s qdisc show` output -> {handle: {'kind', 'sent_pkts', 'dropped', 'backlog_bytes',
+    'backlog_pkts', 'ecn_mark', 'overlimit_drops'}}: each qdisc's counters (the last two where the
+    discipline reports them: its drops of a full buffer, within 'dropped')."""
+    out: dict[str, dict] = {}
+    for block in re.split(r"(?m)^(?=qdisc )", text):
+        m = re.match(r"qdisc (\S+) (\S+) ", block)
+        if not m:
+            continue
+        q = {"kind": m.group(1)}
+        for key, pattern in (("sent_pkts", r"\bSent \d+ bytes (\d+) pkt"), ("dropped", r"\bdropped (\d+)"),
+                             ("backlog_bytes", r"\bbacklog (\d+)b"), ("backlog_pkts", r"\bbacklog \d+b (\d+)p"),
+                             ("ecn_mark", r"\becn_mark (\d+)"),
+                             ("overlimit_drops", r"\b(?:drop_overlimit|overlimit) (\d+)")):
+            if (v := re.search(pattern, block)):
+                q[key] = int(v.group(1))
+        out[m.group(2)] = q
+    return out
+
+
+AQM_KINDS = ("codel", "fq_codel", "pie")
 
 
 def parse_filter_flowids(text: str) -> list[str]:
@@ -146,6 +177,61 @@ def check_queue(state: DirectionState, want_pkts: int, what: str) -> None:
     if state.queue_pkts != want_pkts:
         raise LinkError(f"{what} ({state.dev}): asked for a queue of {want_pkts} packets, the kernel has "
                         f"{state.queue_pkts}")
+
+
+def check_managed(ns: str | None, dev: str, cond: Conditions, rate_bps: int, loss_pct: float, what: str) -> dict:
+    """A direction of the netem backend under a queue discipline (commands.netem_aqm_commands), read
+    back: netem at the root with the delay, jitter and loss; its child htb's class at the rate; under
+    it the discipline with its limit, every parameter and ECN as asked. LinkError on the first that
+    differs; the qdiscs as read."""
+    from .aqm import PARAMS, parse
+    from .commands import AQM_ROOT, AQM_SHAPER, NETEM_LINE_LIMIT
+    q = parse_qdiscs(cmd.run(["tc", "qdisc", "show", "dev", dev], ns=ns).stdout)
+    root = next((x for x in q if x["parent"] == "root"), None)
+    if root is None or root["kind"] != "netem" or root["handle"] != AQM_ROOT:
+        raise LinkError(f"{what} ({dev}): no netem at the root although tc reported success (root: "
+                        f"{root and root['kind']}); this kernel may lack sch_netem: use --link linkem")
+    check_netem(DirectionState(dev, "netem", None, None, (), netem=root), cond.delay_ms, cond.jitter_ms, loss_pct,
+                NETEM_LINE_LIMIT, what)
+    shaper = next((x for x in q if x["handle"] == AQM_SHAPER), None)
+    classes = parse_htb_classes(cmd.run(["tc", "class", "show", "dev", dev], ns=ns).stdout)
+    cls = classes.get(AQM_SHAPER + "1")
+    if shaper is None or shaper["kind"] != "htb" or cls is None:
+        raise LinkError(f"{what} ({dev}): no htb beneath netem (qdiscs: {[x['kind'] for x in q]})")
+    if cls["rate_bps"] != rate_bps or cls["ceil_bps"] != rate_bps:
+        raise LinkError(f"{what} ({dev}): asked for {rate_bps} bit/s, the kernel has rate {cls['rate_bps']} "
+                        f"ceil {cls['ceil_bps']}")
+    a = parse(cond.aqm)
+    kind = "pfifo" if a.name == "droptail" else a.name
+    leaf = next((x for x in q if x["parent"] == AQM_SHAPER + "1"), None)
+    if leaf is None or leaf["kind"] != kind:
+        raise LinkError(f"{what} ({dev}): asked for {a.text}, the kernel has {leaf and leaf['kind']} at the bottleneck")
+    want: dict = {"limit": cond.queue_for(rate_bps)}
+    if a.name != "droptail":
+        want["ecn"] = cond.ecn
+        for key, value in a.params:
+            if key != "burst":
+                want[f"{key}_ms" if PARAMS[a.name][key][1] == "ms" else key] = value
+    for key, value in want.items():
+        got = leaf.get(key)
+        if got is None or (abs(got - value) > 0.001 if isinstance(value, float) else got != value):
+            raise LinkError(f"{what} ({dev}): asked for {a.text} with {key} {value}, the kernel's {kind} has {got}")
+    return {"dev": dev, "netem": root, "rate_bps": rate_bps, "discipline": leaf}
+
+
+def parse_redirects(text: str) -> list[str]:
+    """`tc filter show dev X egress` output -> the devices its filters redirect to."""
+    return re.findall(r"Egress Redirect to device (\S+)\)", text)
+
+
+def check_redirects(ns: str | None, devs: list[str], ifb: str, what: str) -> list[str]:
+    """Each of devs sends its egress through the IFB (commands.egress_redirect_commands), read back;
+    LinkError for one that does not (its packets would pass the bottleneck by)."""
+    for dev in devs:
+        got = parse_redirects(cmd.run(["tc", "filter", "show", "dev", dev, "egress"], ns=ns).stdout)
+        if got != [ifb]:
+            raise LinkError(f"{what} ({dev}): its egress should go through {ifb}, the kernel redirects it to {got}")
+    return list(devs)
 
 
 def check_directions(ns: str | None, directions, cond: Conditions, netem: bool) -> dict:

@@ -10,8 +10,11 @@
 - In-order jitter (--no-reorder) is linkem's alone: netem reorders jittered packets.
 - A rate that follows a trace is linkem's alone, on every kernel (netem cannot follow one), in the
   embedded testbed's router; two machines refuse traces for now.
-- A queue discipline (--aqm) is linkem's for now, on every kernel, in the embedded testbed's router
-  (the kernel's codel, fq_codel and pie beneath netem's rate are not wired yet); two machines refuse it.
+- A queue discipline (--aqm) is the kernel's beneath netem where the router's kernel has sch_netem
+  (codel, fq_codel, pie, pfifo: commands.netem_aqm_commands), linkem's elsewhere, in the embedded
+  testbed's router; PIE with a burst other than 150 ms is linkem's alone (the kernel's is fixed).
+  Competing flows (--cross) share the page's bottleneck on either (the kernel's through one IFB per
+  direction that the page's egress and theirs redirect into). Two machines refuse both.
 Every refusal is a UsageError naming the option and what to change, raised before anything is made.
 """
 
@@ -69,12 +72,13 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
         name = "linkem"
     managed = [c for c in conditions if c.aqm is not None or c.cross is not None]
     if managed and topology != "embedded":
-        raise UsageError("--aqm: a queue discipline runs in linkem in this machine's testbed; with --server (two "
-                         "machines) not yet")
-    if managed and name == "netem":
-        raise UsageError(f"--link {requested}: the kernel's queue disciplines beneath netem are not wired yet "
-                         f"({managed[0].label}); --aqm needs --link linkem or auto (linkem runs them on every kernel)")
-    if managed:
+        raise UsageError("--aqm/--cross: a queue discipline and competing flows run in this machine's testbed; with "
+                         "--server (two machines) not yet")
+    linkem_only = [c for c in conditions if _kernel_lacks(c.aqm)]
+    if linkem_only and name == "netem":
+        raise UsageError(f"--link {requested}: {linkem_only[0].label} needs linkem (the kernel's pie has a fixed "
+                         "150 ms burst); use --link linkem or auto")
+    if linkem_only:
         name = "linkem"
     if topology == "embedded":
         if name == "auto":
@@ -98,6 +102,15 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
     if name == "netem" and no_reorder:
         raise UsageError("--no-reorder: netem reorders jittered packets; in-order jitter needs --link linkem")
     return Choice(name, PLACEMENTS[topology][name])
+
+
+def _kernel_lacks(aqm_text: str | None) -> bool:
+    """Whether the kernel's qdisc cannot run this discipline as asked (its pie's burst is fixed)."""
+    if aqm_text is None:
+        return False
+    from .aqm import PARAMS, parse
+    a = parse(aqm_text)
+    return a.name == "pie" and a.get("burst") != PARAMS["pie"]["burst"][2]
 
 
 _NETEM: dict[str, bool] = {}

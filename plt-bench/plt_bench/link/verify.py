@@ -256,16 +256,24 @@ def check_udp(cond: Conditions, res: dict, in_flight: int = 0, socket_drops: int
 
 
 class AqmProbe:
-    """During a bulk download: after its ramp (omit_s), linkem's downlink bottleneck counters at the
-    start and the end (the mean sojourn of what it sent between them), and a sparse flow beside the
-    bulk one: ping every 50 ms from the client."""
+    """During a bulk download: after its ramp (omit_s), the downlink bottleneck's standing delay, and
+    a sparse flow beside the bulk one: ping every 50 ms from the client. linkem: its counters at the
+    start and the end (the mean sojourn of what it sent between them). The kernel's discipline
+    (netem backend; it keeps no sojourn sum): its backlog read every BACKLOG_SAMPLE_S, the standing
+    delay the mean backlog's drain time at the rate (Little's law), its drops and CE marks counted
+    between the first reading and the last."""
 
-    def __init__(self, plan, link, omit_s: int):
-        self.plan, self.link, self.omit_s = plan, link, omit_s
+    BACKLOG_SAMPLE_S = 0.05
+
+    def __init__(self, plan, link, omit_s: int, rate_bps: int | None = None):
+        self.plan, self.link, self.omit_s, self.rate_bps = plan, link, omit_s, rate_bps
         self.sojourn_ms: float | None = None
         self.rtts: list[float] = []
         self.marks: int | None = None
         self.drops: int | None = None
+        self.kernel = hasattr(link, "bottleneck")
+        self.backlogs: list[dict] = []
+        self.stop = threading.Event()
 
     def __enter__(self):
         self.ping = subprocess.Popen(cmd.in_netns(self.plan.client_ns, ["ping", "-n", "-i", "0.05", "-W", "2",
@@ -278,12 +286,30 @@ class AqmProbe:
         return self
 
     def _start(self):
-        self.before = self.link.snapshot()
         self.started = time.monotonic() - self.t0
+        if not self.kernel:
+            self.before = self.link.snapshot()
+            return
+        while not self.stop.is_set():
+            if (b := self.link.bottleneck("downlink")) is not None:
+                self.backlogs.append(b)
+            self.stop.wait(self.BACKLOG_SAMPLE_S)
+
+    def _kernel_figures(self):
+        if len(self.backlogs) >= 2 and self.rate_bps:
+            first, last = self.backlogs[0], self.backlogs[-1]
+            mean_bytes = statistics.mean(b.get("backlog_bytes", 0) for b in self.backlogs)
+            self.sojourn_ms = mean_bytes * 8 / self.rate_bps * 1000
+            self.marks = last.get("ecn_mark", 0) - first.get("ecn_mark", 0)
+            self.drops = last.get("dropped", 0) - first.get("dropped", 0)
 
     def __exit__(self, *exc):
         self.timer.cancel()
-        after = self.link.snapshot()
+        self.stop.set()
+        if self.kernel:
+            self.timer.join(timeout=5)
+            self._kernel_figures()
+        after = None if self.kernel else self.link.snapshot()
         self.ping.send_signal(signal.SIGINT)
         out, _ = self.ping.communicate(timeout=10)
         ms = parse_ping(out)[1]
@@ -686,7 +712,7 @@ def verify(plan, cond: Conditions, probes: int = 500, interval_s: float = 0.01, 
             tries = []
             managed = cond.aqm is not None and direction == "downlink" and link is not None
             for _ in range(2):  # one more try when the first is out of tolerance; both are reported
-                with (AqmProbe(plan, link, omit) if managed else contextlib.nullcontext()) as probe:
+                with (AqmProbe(plan, link, omit, rate) if managed else contextlib.nullcontext()) as probe:
                     res = iperf_client(plan.client_ns, plan.server_ip,
                                        [*extra, "-t", f"{tcp_seconds:g}", "-O", str(omit)], tcp_seconds + omit)
                 bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second")
