@@ -400,16 +400,14 @@ def test_the_bottleneck_preset_is_a_real_replayed_page_and_a_multi_object_one_un
     """Issue 46's page-load experiment: h3 vs h2 on real:toolbelt (its recording) and 4o:20x5KB, at
     20 Mbit/s and 50 ms, droptail/CoDel/FQ-CoDel x 0/1/4 competing CUBIC flows; without the recording
     the preset says how it is made (a run records it first)."""
-    from types import SimpleNamespace
+    from plt_bench import pages, realpages
 
-    from plt_bench import archive, pages, realpages
+    from .test_pages import fake_recordings
     monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: False)
     with pytest.raises(realpages.NotRecorded):
         campaign.load("bottleneck")
     monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: True)
-    monkeypatch.setattr(archive, "is_archive", lambda folder: True)
-    monkeypatch.setattr(archive, "load", lambda name, sites, option="--size": SimpleNamespace(
-        name=name, body_bytes=600_000, responses=[SimpleNamespace(size_bytes=20_000)] * 12, origins=["a"]))
+    fake_recordings(monkeypatch, 600_000, 12, 20_000)
     b = campaign.load("bottleneck")
     assert [p.replay for p in b.grid.pages if p.archived] == ["real-toolbelt"]
     assert [(p.objects, p.origins) for p in b.grid.pages if not p.archived] == [(20, 4)]

@@ -187,10 +187,19 @@ def test_sites_generate_a_multi_object_page_once(tmp_path):
 
 
 # -- real:NAME: a real page by name, its recording made by the first campaign that asks ---------------
-def test_a_real_page_by_name_is_its_recording_and_an_unknown_one_is_refused(monkeypatch):
+def fake_recordings(monkeypatch, body_bytes=60_000, responses=9, response_bytes=10_000):
+    """Every recording stands there (archive.is_archive, archive.load): a fake of the given bytes."""
     from types import SimpleNamespace
 
-    from plt_bench import archive, pages, realpages
+    from plt_bench import archive
+    monkeypatch.setattr(archive, "is_archive", lambda folder: True)
+    monkeypatch.setattr(archive, "load", lambda name, sites, option="--size": SimpleNamespace(
+        name=name, body_bytes=body_bytes, responses=[SimpleNamespace(size_bytes=response_bytes)] * responses,
+        origins=["toolbelt.pkg.test"]))
+
+
+def test_a_real_page_by_name_is_its_recording_and_an_unknown_one_is_refused(monkeypatch):
+    from plt_bench import pages, realpages
     with pytest.raises(UsageError, match="real:nope: no such real page; expected one of real:swagger, real:toolbelt"):
         pages.parse_page("real:nope")
     monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: False)
@@ -199,29 +208,21 @@ def test_a_real_page_by_name_is_its_recording_and_an_unknown_one_is_refused(monk
         pages.parse_page("real:toolbelt")
     assert e.value.name == "toolbelt"
     # once recorded: the recording, replayed as recorded (har:real-NAME)
-    fake = SimpleNamespace(name="real-toolbelt", body_bytes=60_000, responses=[SimpleNamespace(size_bytes=10_000)] * 9,
-                           origins=["toolbelt.pkg.test"])
     monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: name == "real-toolbelt")
-    monkeypatch.setattr(archive, "is_archive", lambda folder: True)
-    monkeypatch.setattr(archive, "load", lambda name, sites, option="--size": fake)
+    fake_recordings(monkeypatch)
     p = pages.parse_page("real:Toolbelt")
     assert (p.replay, p.archived, p.size_bytes, p.objects) == ("real-toolbelt", True, 50_000, 8)
 
 
 def test_a_campaign_checks_every_other_option_before_it_records_a_real_page(monkeypatch):
-    from types import SimpleNamespace
-
-    from plt_bench import archive, pages, session
+    from plt_bench import pages, session
     recorded = []
     monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: name in recorded)
     bad = {"campaign": "quick", "size": "real:toolbelt,500KB", "bw": "fast"}
     with pytest.raises(UsageError, match="--bw"):
         session.spec_from_options(bad, record=lambda name: recorded.append(f"real-{name}"))
     assert recorded == []  # refused before anything was recorded
-    fake = SimpleNamespace(name="real-toolbelt", body_bytes=60_000, responses=[SimpleNamespace(size_bytes=10_000)] * 9,
-                           origins=["toolbelt.pkg.test"])
-    monkeypatch.setattr(archive, "is_archive", lambda folder: True)
-    monkeypatch.setattr(archive, "load", lambda name, sites, option="--size": fake)
+    fake_recordings(monkeypatch)
     spec = session.spec_from_options({"campaign": "quick", "size": "real:toolbelt,500KB"},
                                      record=lambda name: recorded.append(f"real-{name}"))
     assert recorded == ["real-toolbelt"] and [p.replay for p in spec.grid.pages if p.archived] == ["real-toolbelt"]
