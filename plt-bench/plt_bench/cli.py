@@ -325,13 +325,19 @@ def cmd_campaigns(a) -> int:
     from .store import Store
     print(f"presets ({campaign.PRESETS_DIR}/*.toml; copy one and edit it):")
     width = max(map(len, campaign.presets()))
+    from . import realpages
     for name in campaign.presets():
+        unrecorded: set[str] = set()
+        token = realpages.UNRECORDED.set(unrecorded)  # a real page not recorded yet: its first run records it
         try:
             spec = campaign.load(name)
         except UsageError as e:  # a preset that needs what this machine has not made yet (corpus: recordings)
             print(f"  {name:<{width}}     - trials  (not ready: {e})")
             continue
-        print(f"  {name:<{width}} {spec.trial_count:>5} trials  {spec.description}")
+        finally:
+            realpages.UNRECORDED.reset(token)
+        first = f" (its first run records {', '.join(f'real:{n}' for n in sorted(unrecorded))})" if unrecorded else ""
+        print(f"  {name:<{width}} {spec.trial_count:>5} trials  {spec.description}{first}")
     if _results(a).is_file():
         with Store(_results(a), read_only=True) as store:
             print(f"\ncampaigns in {_results(a)}:")

@@ -414,3 +414,12 @@ def test_the_bottleneck_preset_is_a_real_replayed_page_and_a_multi_object_one_un
     assert {(c.aqm, c.cross) for c in b.grid.conditions} == {
         (a, x) for a in ("droptail", "codel", "fq_codel") for x in (None, "1xtcp-cubic", "4xtcp-cubic")}
     assert {(c.rate_down_bps, c.rtt_ms) for c in b.grid.conditions} == {(20 * 10**6, 50)} and b.grid.protos == ("h3", "h2")
+
+
+def test_the_presets_list_counts_a_preset_whose_real_page_its_first_run_records(monkeypatch, capsys, tmp_path):
+    from plt_bench import cli, pages, signals
+    monkeypatch.setattr(signals, "install", lambda: None)  # the test process's own signal handlers stay
+    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: False)
+    assert cli.main(["campaigns", "--results", str(tmp_path / "none.sqlite")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.split()[:1] == ["bottleneck"])
+    assert "180 trials" in line and line.endswith("(its first run records real:toolbelt)"), line
