@@ -33,7 +33,8 @@ def test_each_discipline_keeps_its_standing_delay_and_the_check_catches_a_false_
     """Under a saturating TCP flow: droptail fills its buffer (a sparse flow waits as long), CoDel
     holds about its 5 ms, PIE its 15 ms, FQ-CoDel its 5 ms with a sparse flow served at once; each
     link check passes. The same check claiming CoDel on a droptail link fails on the standing delay.
-    With ECN, the discipline marks the ECN-capable flow and drops none of it. Nothing is left after.
+    With ECN, the discipline marks the ECN-capable flow, more often than it drops (its retransmissions are
+    Not-ECT). Nothing is left after.
     On netem (inside the VM, whose emulation is slow) the kernel's droptail, CoDel and FQ-CoDel, and
     ECN under FQ-CoDel: the kernel's discipline, read back and measured through its backlog."""
     kernel = link_backend == "netem"

@@ -208,6 +208,9 @@ def test_the_aqm_check_judges_the_standing_delay_against_the_target_and_fq_codel
     ecn = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="codel", ecn=True)
     assert check_aqm(ecn, 20 * 10**6, 2.5, [], [], marks=2, drops=0)[-1]["ok"] is True
     assert check_aqm(ecn, 20 * 10**6, 2.5, [], [], marks=0, drops=5)[-1]["ok"] is False  # dropped: no ECN seen
+    # a few drops beside many marks: the flow's retransmissions, sent Not-ECT (RFC 3168 6.1.5)
+    assert check_aqm(ecn, 5 * 10**6, 6.5, [], [], marks=58, drops=9)[-1]["ok"] is True
+    assert check_aqm(ecn, 5 * 10**6, 6.5, [], [], marks=3, drops=3)[-1]["ok"] is False
     from plt_bench.topology import Plan
     assert Plan(7).ecn_commands(True) == [("pb7-client", ["sysctl", "-qw", "net.ipv4.tcp_ecn=1"]),
                                           ("pb7-server", ["sysctl", "-qw", "net.ipv4.tcp_ecn=1"])]

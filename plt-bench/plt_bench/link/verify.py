@@ -378,10 +378,13 @@ def check_aqm(cond: Conditions, rate_bps: int, sojourn_ms: float | None, busy_rt
                           f"at most {SPARSE_DELAY_MS:g} ms (its own queue)" if judged else
                           "not judged: one queue for both flows (it waits the standing delay)", "ms"))
     if cond.ecn:
-        ok = marks is not None and drops is not None and marks > 0 and drops == 0
+        # the flow's retransmissions are not ECN-capable (RFC 3168 6.1.5: Linux sends them Not-ECT), so where
+        # the ramp overflowed the buffer the discipline drops some of those: fewer than it marks (inside the
+        # netem VM the kernel's FQ-CoDel marked 58 and dropped 9 so; here linkem's CoDel 3-4 and 0)
+        ok = marks is not None and drops is not None and marks > 0 and drops < marks
         out.append(_check(f"ECN: CE marks in place of drops ({a.text})", marks, None, ok,
-                          f"marks > 0 and none of the discipline's drops (it dropped {drops}) for an ECN-capable "
-                          "TCP flow", "packets"))
+                          f"marks > 0 and more than the discipline's drops (it dropped {drops}: a flow's "
+                          "retransmissions are not ECN-capable) for an ECN-capable TCP flow", "packets"))
     return out
 
 
