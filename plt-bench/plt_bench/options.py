@@ -48,10 +48,11 @@ def _table() -> dict[str, Option]:
                        "each) or bulkD[_I] (bulk30s: a 30 s download, bytes counted per second, or per I); "
                        "1 KB = 1000 bytes; har:NAME (a recording, replayed); real:NAME (a real page of a package, "
                        "real:swagger or real:toolbelt: recorded here by its first run, then replayed); "
-                       "url:https://HOST/PATH (a page of a folder --serve serves as it is)"),
+                       "url:ADDRESS (the https address of a page on a host that --serve serves as it is)"),
         Option("serve", "folders served as they are in the testbed, HOST=DIR, comma-separated, each host on its own "
                         "address (docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html): their pages are "
-                        "measured as --size url:https://HOST/PATH", metavar="HOST=DIR", group="link"),
+                        "measured as --size url:ADDRESS (a page's https address on that host)", metavar="HOST=DIR",
+               group="link"),
         Option("runs", "repetitions of every cell (with --precision: the least)"),
         Option("precision", "run each cell, protocols interleaved, until the 95%% CI of each protocol's median is "
                             "within +- this share of it, e.g. 2%%; --runs is then the least and --max-runs the most "

@@ -48,8 +48,8 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
         bed.discard_prepared()
         slowdown: dict[float, list[float]] = {}
         throttled: dict[float, int] = {}
-        # Chromium twice each (the quarter's median of two); Firefox once each: its loads at a quarter core
-        # took 40 s each, and the loop's slowdown is the group's, whichever browser runs it
+        # Chromium twice each (the quarter's median of two); Firefox once each: its four loads took 162 s in all
+        # here (85 s with two), and the loop's slowdown is the group's, whichever browser runs it
         for share in (1.0, 0.25, 1.0, 0.25) if browser == "chromium" else (1.0, 0.25):
             bed.set_budget(share)
             ans, _ = bed.load("h2", "index_5KB.html", 60.0, browser=browser)

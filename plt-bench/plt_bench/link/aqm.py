@@ -67,6 +67,18 @@ class Aqm:
         return out
 
 
+# what the kernel's qdiscs (the netem backend) hold fixed: PIE's burst allowance is RFC 8033's 150 ms there
+KERNEL_FIXED = {("pie", "burst"): 150.0}
+
+
+def kernel_refusal(a: Aqm) -> str | None:
+    """Why the kernel's qdisc cannot run this discipline as asked (pure), or None."""
+    for (name, key), fixed in KERNEL_FIXED.items():
+        if a.name == name and a.get(key) != fixed:
+            return f"the kernel's {name} has a fixed {key} of {fixed:g} ms"
+    return None
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3f}".rstrip("0").rstrip(".")
 

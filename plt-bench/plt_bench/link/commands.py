@@ -73,16 +73,15 @@ def aqm_leaf(aqm_text: str, ecn: bool, limit_pkts: int) -> list[str]:
     ECN said either way (the kernel's defaults differ: fq_codel marks, codel and pie drop). PIE's
     burst allowance is fixed at RFC 8033's 150 ms in the kernel: another is refused (UsageError)."""
     from ..errors import UsageError
-    from .aqm import PARAMS, parse
+    from .aqm import KERNEL_FIXED, PARAMS, kernel_refusal, parse
     a = parse(aqm_text)
+    if (why := kernel_refusal(a)):
+        raise UsageError(f"--aqm {a.text}: {why} (the netem backend); give it with --link linkem")
     if a.name == "droptail":
         return pfifo_leaf(limit_pkts)
     args = [a.name, "limit", str(limit_pkts)]
     for key, value in a.params:
-        if a.name == "pie" and key == "burst":
-            if value != PARAMS["pie"]["burst"][2]:
-                raise UsageError(f"--aqm {a.text}: the kernel's pie (the netem backend) has a fixed burst allowance "
-                                 "of 150 ms; give another burst with --link linkem")
+        if (a.name, key) in KERNEL_FIXED:  # the kernel's own value, which it takes no parameter for
             continue
         unit = PARAMS[a.name][key][1]
         args += [key, f"{round(value * 1000)}us" if unit == "ms" else str(int(value))]

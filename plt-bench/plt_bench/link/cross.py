@@ -67,26 +67,26 @@ class Cross:
         take what the bottleneck leaves them)."""
         return self.rate_per_s * self.mean_bytes * 8 / 1e6 if self.kind == "web" else None
 
-    def client_argv(self, server_ip: str, seconds: int = 86400, quic_binary: str = "quinnserve",
+    def client_argv(self, server_ip: str, seconds: int = 86400, binary: str = "quinnserve",
                     cert: str = "cert.pem") -> list[str]:
         """The flows' client, in the cross client's namespace. tcp: iperf3, -P parallel flows, -R to
         download. quic: quinnserve's bulk client, which trusts only the cross server's certificate."""
         if self.kind == "quic":
-            return [quic_binary, "--bulk-client", f"{server_ip}:{CROSS_PORT}", str(self.flows), self.cc,
+            return [binary, "--bulk-client", f"{server_ip}:{CROSS_PORT}", str(self.flows), self.cc,
                     self.direction, cert, str(seconds)]
         if self.kind == "web":
-            return [quic_binary, "--web-client", f"{server_ip}:{CROSS_PORT}", f"{self.rate_per_s:g}",
+            return [binary, "--web-client", f"{server_ip}:{CROSS_PORT}", f"{self.rate_per_s:g}",
                     str(self.mean_bytes), str(WEB_SEED), str(seconds)]
         return ["iperf3", "-c", server_ip, "-p", str(CROSS_PORT), "-P", str(self.flows), "-C", self.cc,
                 "-t", str(seconds), *(["-R"] if self.direction == "down" else []), "-i", "0"]
 
-    def server_argv(self, server_ip: str, quic_binary: str = "quinnserve", cert: str = "cert.pem",
+    def server_argv(self, server_ip: str, binary: str = "quinnserve", cert: str = "cert.pem",
                     key: str = "key.pem") -> list[str]:
         """The flows' server, in the cross server's namespace (quic: the controller of a download's sender)."""
         if self.kind == "quic":
-            return [quic_binary, "--bulk-server", f"{server_ip}:{CROSS_PORT}", self.cc, cert, key]
+            return [binary, "--bulk-server", f"{server_ip}:{CROSS_PORT}", self.cc, cert, key]
         if self.kind == "web":
-            return [quic_binary, "--web-server", f"{server_ip}:{CROSS_PORT}"]
+            return [binary, "--web-server", f"{server_ip}:{CROSS_PORT}"]
         return ["iperf3", "-s", "-B", server_ip, "-p", str(CROSS_PORT)]
 
 
@@ -145,6 +145,7 @@ class Flows:
     def __init__(self, plan, spec: Cross, rate_bps: int | None):
         self.plan, self.spec, self.rate_bps = plan, spec, rate_bps
         self.server = self.client = None
+        self._died: str | None = None  # said once: a dead process's stderr is read once
 
     def _receiver(self) -> tuple[str, str]:
         """(namespace, device) where the flows' data arrives: the cross client's for downloads."""
@@ -168,19 +169,20 @@ class Flows:
 
         from .. import cmd
         from ..errors import LinkError
-        server_kw, client_kw = {}, {}
+        client_kw: dict[str, str] = {}  # the quinnserve modes' binary (and QUIC's certificate); iperf3 needs none
+        key: dict[str, str] = {}
         if self.spec.kind in ("quic", "web"):
             binary = cmd.TOOLS_BIN / "quinnserve"
             if not binary.is_file():
                 raise LinkError(f"cross traffic {self.spec.text}: {binary} is missing; run scripts/setup")
-            server_kw = client_kw = {"quic_binary": str(binary)}
+            client_kw["binary"] = str(binary)
         if self.spec.kind == "quic":
             from ..servers.certs import make_certificate
             folder = self.plan.run_dir / "cross"
             folder.mkdir(parents=True, exist_ok=True)
             c = make_certificate(folder, [("cross.test", self.plan.xserver_ip)])
-            client_kw = {**client_kw, "cert": str(c.cert)}
-            server_kw = {**client_kw, "key": str(c.key)}
+            client_kw["cert"], key["key"] = str(c.cert), str(c.key)
+        server_kw = {**client_kw, **key}
         self.server = subprocess.Popen(cmd.in_netns(self.plan.xserver_ns, self.spec.server_argv(
             self.plan.xserver_ip, **server_kw)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
@@ -215,11 +217,14 @@ class Flows:
         return ReceivedCounter(*self._receiver(), sample_s).start()
 
     def died(self) -> str | None:
+        if self._died:
+            return self._died
         tool = {"tcp": "iperf3", "quic": "quinnserve's bulk", "web": "quinnserve's web"}[self.spec.kind]
         for name, p in ((f"its {tool} server", self.server), (f"its flows' {tool} client", self.client)):
             if p is not None and p.poll() is not None:
                 said = (p.stderr.read() or "").strip()[-300:] if p.stderr else ""
-                return f"{name} exited ({p.returncode}){': ' + said if said else ''}"
+                self._died = f"{name} exited ({p.returncode}){': ' + said if said else ''}"
+                return self._died
         return None
 
     def stop(self) -> None:

@@ -38,8 +38,9 @@ def bottleneck_counters(aqm_text: str, q: dict) -> dict:
     """A kernel discipline's counters (readback.parse_qdisc_stats) in linkem's bottleneck terms (pure):
     its own drops apart from a full buffer's (the kernel counts both in 'dropped')."""
     from .aqm import parse
-    over = q.get("overlimit_drops", q.get("dropped", 0) if parse(aqm_text).name == "droptail" else 0)
-    return {"aqm": parse(aqm_text).name, "dequeued": q.get("sent_pkts", 0), "marks": q.get("ecn_mark", 0),
+    name = parse(aqm_text).name
+    over = q.get("overlimit_drops", q.get("dropped", 0) if name == "droptail" else 0)
+    return {"aqm": name, "dequeued": q.get("sent_pkts", 0), "marks": q.get("ecn_mark", 0),
             "overlimit_drops": over, "aqm_drops": q.get("dropped", 0) - over}
 
 
@@ -47,7 +48,8 @@ class RouterNetem(Link):
     """tcconfig on each of the router's egress veths: htb rate, netem delay (RTT/2), jitter, loss, limit."""
 
     backend, tool, placement = "netem", "tcconfig", "router"
-    detail = "router egress veths (htb + netem, configured by tcconfig)"
+    detail = ("router egress veths (htb + netem, configured by tcconfig; under --aqm netem, htb and the "
+              "discipline on an IFB per direction the veths redirect into, configured with tc)")
 
     def __init__(self, plan):
         self.plan = plan
@@ -57,7 +59,7 @@ class RouterNetem(Link):
         self.cond = None
         for what, dev, rate, loss in self._directions(cond):
             ifb, feeders = self._shared(what)
-            run_commands(tcdel_commands(dev) + [c for d in (*feeders, ifb) for c in qdisc_del_commands(d)], ns)
+            run_commands(tcdel_commands(dev) + self._undo_shared(what), ns)
             if cond.aqm is not None and rate is not None:  # the discipline at the bottleneck, beneath netem
                 if not self._ifbs:
                     run_commands([c for d in (self.plan.down_ifb, self.plan.up_ifb) for c in ifb_commands(d)], ns)
@@ -75,6 +77,15 @@ class RouterNetem(Link):
         return result
 
     _ifbs = False  # the two IFBs made (in the router's namespace: they go with it)
+    cond: Conditions | None = None  # the conditions applied and read back (None: none, or being changed)
+
+    def _undo_shared(self, what: str) -> list[list[str]]:
+        """Removing a direction's shared bottleneck (its IFB's qdiscs, its egresses' redirects): only
+        once the IFBs were made; before, nothing of it exists to remove."""
+        if not self._ifbs:
+            return []
+        ifb, feeders = self._shared(what)
+        return [c for d in (*feeders, ifb) for c in qdisc_del_commands(d)]
 
     def _directions(self, cond: Conditions) -> list[tuple[str, str, int | None, float]]:
         """router_directions with the kernel's rate kept under a discipline too: here the kernel holds it."""
@@ -115,7 +126,7 @@ class RouterNetem(Link):
         makes a trial's share of it): packets sent on, drops of its own and of a full buffer, CE marks.
         The kernel keeps no sojourn sum: a trial's standing delay is linkem's alone (the link check
         measures the kernel's from its backlog). None without a discipline (nothing here to count)."""
-        cond = getattr(self, "cond", None)
+        cond = self.cond
         if cond is None or cond.aqm is None:
             return None
         dirs = {}
@@ -129,9 +140,7 @@ class RouterNetem(Link):
 
     def close(self) -> None:
         for what, dev, _, _ in router_directions(self.plan, Conditions(None, None)):
-            ifb, feeders = self._shared(what)
-            run_commands(tcdel_commands(dev) + [c for d in (*feeders, ifb) for c in qdisc_del_commands(d)],
-                         self.plan.router_ns)
+            run_commands(tcdel_commands(dev) + self._undo_shared(what), self.plan.router_ns)
         if self._ifbs:
             run_commands([["ip", "link", "delete", d] for d in (self.plan.down_ifb, self.plan.up_ifb)],
                          self.plan.router_ns)

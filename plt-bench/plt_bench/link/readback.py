@@ -49,6 +49,9 @@ def parse_htb_classes(text: str) -> dict[str, dict]:
     return out
 
 
+AQM_KINDS = ("codel", "fq_codel", "pie")  # the disciplines whose parameters parse_qdiscs reads
+
+
 def parse_qdiscs(text: str) -> list[dict]:
     """`tc qdisc show` output -> [{'kind', 'handle', 'parent', 'limit', 'default', 'delay_ms', 'jitter_ms', 'loss_pct'}]."""
     out = []
@@ -99,8 +102,6 @@ def parse_qdisc_stats(text: str) -> dict[str, dict]:
         out[m.group(2)] = q
     return out
 
-
-AQM_KINDS = ("codel", "fq_codel", "pie")
 
 
 def parse_filter_flowids(text: str) -> list[str]:
@@ -184,7 +185,7 @@ def check_managed(ns: str | None, dev: str, cond: Conditions, rate_bps: int, los
     back: netem at the root with the delay, jitter and loss; its child htb's class at the rate; under
     it the discipline with its limit, every parameter and ECN as asked. LinkError on the first that
     differs; the qdiscs as read."""
-    from .aqm import PARAMS, parse
+    from .aqm import KERNEL_FIXED, PARAMS, parse
     from .commands import AQM_ROOT, AQM_SHAPER, NETEM_LINE_LIMIT
     q = parse_qdiscs(cmd.run(["tc", "qdisc", "show", "dev", dev], ns=ns).stdout)
     root = next((x for x in q if x["parent"] == "root"), None)
@@ -210,7 +211,7 @@ def check_managed(ns: str | None, dev: str, cond: Conditions, rate_bps: int, los
     if a.name != "droptail":
         want["ecn"] = cond.ecn
         for key, value in a.params:
-            if key != "burst":
+            if (a.name, key) not in KERNEL_FIXED:
                 want[f"{key}_ms" if PARAMS[a.name][key][1] == "ms" else key] = value
     for key, value in want.items():
         got = leaf.get(key)

@@ -105,12 +105,9 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
 
 
 def _kernel_lacks(aqm_text: str | None) -> bool:
-    """Whether the kernel's qdisc cannot run this discipline as asked (its pie's burst is fixed)."""
-    if aqm_text is None:
-        return False
-    from .aqm import PARAMS, parse
-    a = parse(aqm_text)
-    return a.name == "pie" and a.get("burst") != PARAMS["pie"]["burst"][2]
+    """Whether the kernel's qdisc cannot run this discipline as asked (aqm.kernel_refusal)."""
+    from .aqm import kernel_refusal, parse
+    return aqm_text is not None and kernel_refusal(parse(aqm_text)) is not None
 
 
 _NETEM: dict[str, bool] = {}

@@ -271,7 +271,7 @@ class AqmProbe:
         self.rtts: list[float] = []
         self.marks: int | None = None
         self.drops: int | None = None
-        self.kernel = hasattr(link, "bottleneck")
+        self.kernel = link.backend == "netem"  # the kernel's discipline (link.netem RouterNetem.bottleneck)
         self.backlogs: list[dict] = []
         self.stop = threading.Event()
 
@@ -280,7 +280,6 @@ class AqmProbe:
         # meets it hardest (after the ramp one CUBIC flow under CoDel met 0-2 marks in 2 s: too few to judge)
         self.first = self.link.bottleneck("downlink") if self.kernel else self.link.snapshot()
         self.ping = None
-        self.t0 = time.monotonic()
         self.before = None
         self.timer = threading.Timer(self.omit_s + 0.5, self._start)
         self.timer.start()
@@ -288,11 +287,10 @@ class AqmProbe:
 
     def _start(self):
         # the sparse flow starts with the window, after the ramp: its packets (not ECN-capable) are none
-        # of the ramp's drops, which with --ecn must be none at all
+        # of the ramp's drops, which with --ecn are only the flow's own retransmissions (check_aqm)
         self.ping = subprocess.Popen(cmd.in_netns(self.plan.client_ns, ["ping", "-n", "-i", "0.05", "-W", "2",
                                                                         self.plan.server_ip]),
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.started = time.monotonic() - self.t0
         if not self.kernel:
             self.before = self.link.snapshot()
             return
