@@ -167,6 +167,23 @@ def check_answer(answer) -> WorkerAnswer:
     return answer
 
 
+@dataclasses.dataclass(frozen=True)
+class QuicSide:
+    """One side's QUIC connections of a trial under --ecn (link.ecn), as its own log tells them (a
+    browser's or a server's seam reads it): source names the log, or why says why there is none.
+    validated: connections whose ECN validation succeeded (the server's state 'capable'; None where
+    the log does not say); ect0 and ce: the ECN counts (RFC 9000 19.3.2) the browser's ACK frames
+    reported (the browser's log: those it sent; the server's: those it received): the server's
+    packets that arrived ECT(0), and CE-marked."""
+    source: str | None
+    connections: int = 0
+    validated: int | None = None
+    ect0: int = 0
+    ce: int = 0
+    ect_sent: int | None = None  # this side's packets sent ECT (the server's qlog says it per packet)
+    why: str | None = None
+
+
 # -- the trial -----------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Trial:
@@ -244,7 +261,9 @@ class Trial:
     visit_json: str | None = doc("a repeat visit's evidence (JSON): the browser's log's 0-RTT states (and Chromium's "
                                  "TLS resumptions) after the first load, the first load's own figures", None)
     resources_json: str | None = doc("the objects' PerformanceResourceTiming entries (JSON), or NULL", None)
-    link_json: str | None = doc("the link emulator's counters during this trial (linkem; JSON), or NULL", None)
+    link_json: str | None = doc("the link's figures during this trial (JSON), or NULL: the emulator's counters per "
+                                "direction (dirs; the discipline's under --aqm), the competing flows' (cross) and, "
+                                "under --ecn, each endpoint's ECN (endpoints_ecn: link.ecn)", None)
     bulk_ms: int = doc("a bulk page's download time; 0 for other pages", 0)
     interval_ms: int = doc("a bulk page's counting interval; 0 for other pages", 0)
     bulk_bytes: int | None = doc("body bytes the bulk page's script read in bulk_ms", None)

@@ -457,7 +457,10 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
         cap.start()
     point = bed.link.delivery_point() if cell.page.bulk_ms else None
     counter = cross0 = None
+    watches = bed.ecn_watches() if cell.conditions.ecn else []  # who negotiated ECN (link.ecn)
     try:
+        for w in watches:
+            w.start()
         if point:  # what the link delivers, sampled across the bulk download
             counter = DeliveryCounter(*point, sample_s=bulk.sample_s(cell.page)).start()
         before = bed.link.snapshot()  # the trial's counters start here (the worker starts any trace over)
@@ -483,7 +486,10 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
         last = sampler.stop()
         delivered = counter.stop() if counter else None
         remote1 = bed.remote_cpu()
+        tcp_ecn = {w.side: w.stop() for w in watches}
     except BaseException:
+        for w in watches:
+            w.abort()
         if cap:
             cap.abort()
         if counter:
@@ -497,12 +503,41 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
         raise TestbedBroken(broken)
     if answer.get("strays_left"):
         raise TestbedBroken(f"processes {answer['strays_left']} of the trial would not die")
+    link_stats = with_cross(link_delta(before, bed.link.snapshot()), bed.cross, cross0.stop() if cross0 else None,
+                            answer)
+    if watches:
+        link_stats = {**(link_stats or {}), "endpoints_ecn": endpoints_ecn(bed, cell, tcp_ecn, artifacts)}
     return Measured(answer=answer, uri=uri, started_utc=started, t0=t0, t0_unix=t0_unix, t1_unix=t1_unix, wall_s=wall,
-                    link_stats=with_cross(link_delta(before, bed.link.snapshot()), bed.cross,
-                                          cross0.stop() if cross0 else None, answer),
+                    link_stats=link_stats,
                     dead=bed.link.died_reason(), sampler=sampler,
                     cpu0={**first[1], **remote0}, cpu1={**last[1], **remote1}, delivered=delivered,
                     delivery_dev=point[1] if point else None, artifacts=artifacts)
+
+
+def endpoints_ecn(bed: Testbed, cell: Cell, tcp: dict, artifacts: list) -> dict:
+    """A trial's ECN from its endpoints (link.ecn): TCP's from the kernel on both sides, QUIC's from
+    the server's and the browser's own logs where the trial captured them, each read by its seam."""
+    from .link import ecn
+    qlogs = [a.path for a in artifacts if a.kind == "qlog"]
+    browser_seam = browsers.get(cell.browser or bed.browser_name)
+    netlog = next((a.path for a in artifacts if a.kind == "netlog" and a.path.name == browser_seam.netlog_file), None)
+    quic = protocols.get(cell.proto).transport == "QUIC"
+
+    def read(what, *args):
+        try:
+            side = what(*args)
+        except (OSError, ValueError) as e:
+            return ecn.QuicSide(source=None, why=f"its log could not be read: {e}")
+        return side if side.connections or side.source is None else None
+
+    browser = read(browser_seam.quic_ecn, str(netlog)) if netlog else None
+    server = read(bed.server.quic_ecn, qlogs) if qlogs else None
+    if quic:  # a QUIC trial says why a side has no figure
+        browser = browser or ecn.QuicSide(source=None, why=ecn.NO_QUIC_LOG)
+        server = server or ecn.QuicSide(source=None, why=ecn.NO_QUIC_LOG)
+    else:  # a TCP trial has QUIC figures only where its log found QUIC connections
+        browser, server = (s if s is not None and s.source is not None else None for s in (browser, server))
+    return ecn.endpoints(tcp.get("browser"), tcp.get("server"), browser, server)
 
 
 def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evidence:

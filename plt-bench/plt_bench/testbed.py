@@ -547,6 +547,12 @@ class Testbed:
             sandbox.give(self.sandbox_ids, stage.parent, stage)
         return stage
 
+    def ecn_watches(self) -> list:
+        """The TCP sockets of a trial under --ecn, watched in the browser's and the server's
+        namespaces (link.ecn.SocketWatch, not started)."""
+        from .link.ecn import SocketWatch
+        return [SocketWatch(self.plan.client_ns, "browser"), SocketWatch(self.plan.server_ns, "server")]
+
     def remote_cpu(self) -> dict:
         """CPU readings of processes on another machine ({role: (user_s, system_s)}); none here."""
         return {}

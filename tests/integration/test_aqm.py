@@ -121,6 +121,42 @@ def test_a_campaign_with_competing_flows_records_what_they_carried_and_leaves_no
     assert "Beside competing flows" in r.stdout
 
 
+def test_each_trial_records_who_negotiated_ecn_on_both_ends_and_the_marks_they_saw(tmp_path):
+    """--ecn under CoDel with the server's qlog and the browser's net-log captured: each h2 trial's
+    TCP connections negotiated ECN in both kernels, and the server learnt of the link's CE marks (its
+    ECE-acked packets); each h3 trial's QUIC connection was validated by quic-go, the browser's ACKs
+    counted the server's ECT(0) packets, and no side counted more CE marks than the link made."""
+    import json
+    import sqlite3
+
+    from ..conftest import ok_slots, run_cli, slots_refused
+    store = tmp_path / "r.sqlite"
+    r = run_cli("run", "--aqm", "codel", "--ecn", "--bw", "20mbit", "--rtt", "50ms", "--size", "500KB", "--proto",
+                "h3,h2", "--runs", "1", "--verify", "off", "--capture", "qlog,netlog", "--results", str(store),
+                timeout=600)
+    db = sqlite3.connect(store)
+    db.row_factory = sqlite3.Row
+    rows = [dict(x) for x in db.execute("SELECT proto, status, reason, link_json FROM trials")]
+    db.close()
+    if r.returncode == 1 and slots_refused(rows, lambda t: t["proto"], {"h3", "h2"}):
+        return
+    ok_slots(rows, lambda t: t["proto"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ok = {t["proto"]: json.loads(t["link_json"]) for t in rows if t["status"] == "ok"}
+    tcp, quic = ok["h2"]["endpoints_ecn"], ok["h3"]["endpoints_ecn"]
+    for side in ("tcp_browser", "tcp_server"):
+        assert tcp[side]["connections"] >= 1 and tcp[side]["negotiated"] == tcp[side]["connections"], tcp
+    marks = ok["h2"]["dirs"]["down"]["bottleneck"]["marks"]
+    assert (tcp["tcp_server"]["ce_delivered"] > 0) == (marks > 0), (tcp, marks)
+    assert tcp["quic_browser"] is None and quic["tcp_server"] is None, (tcp, quic)
+    server, browser = quic["quic_server"], quic["quic_browser"]
+    assert server["source"] == "qlog" and server["connections"] >= 1 and server["validated"] == server["connections"]
+    assert browser["source"] == "netlog" and browser["ect0"] > 100 and server["ect_sent"] > 100, quic
+    marks = ok["h3"]["dirs"]["down"]["bottleneck"]["marks"]
+    assert server["ce"] <= browser["ce"] <= marks, (quic, marks)
+    assert "ECN at the endpoints" in r.stdout
+
+
 def test_competing_flows_killed_with_their_run_are_found_and_removed_by_clean(tmp_path):
     """SIGKILL runs no cleanup: the cross traffic's namespaces (pbN-xclient, pbN-xserver) and its
     iperf3 processes stay with the testbed until 'plt-bench clean --testbed N' removes them all."""

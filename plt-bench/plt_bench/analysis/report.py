@@ -115,7 +115,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "budgets": budgets, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
-            "bottleneck": stats.bottleneck_table(trials), "cross": stats.cross_table(trials),
+            "bottleneck": stats.bottleneck_table(trials), "ecn": stats.ecn_table(trials), "cross": stats.cross_table(trials),
             "discovery": stats.discovery_table(trials),
             "replays": stats.replay_table(trials),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
@@ -206,6 +206,10 @@ def _columns(rows: list[list[str]]) -> list[str]:
 
 def _f(v, fmt="{:.1f}") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+
+
+def _frac(part, whole) -> str:
+    return "-" if part is None or not whole else f"{part}/{whole}"
 
 
 def table(rep: dict) -> list[list[str]]:
@@ -366,6 +370,21 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                         _f(r["marks"], "{:.1f}"), _f(r["overlimit_drops"], "{:.1f}"), _f(r["sojourn_ms"], "{:.2f}"),
                         _f(None if r["ecn_capable_share"] is None else 100 * r["ecn_capable_share"], "{:.0f}%")]
                        for r in rep["bottleneck"]]]))
+    if rep.get("ecn"):
+        out.append(("ECN at the endpoints", "per cell (--ecn), from each side's own figures: TCP connections that "
+                    "negotiated ECN of those opened, in the browser's and the server's kernel; the server's packets "
+                    "acknowledged with ECE (its tcp_info's delivered_ce, mean per trial: the echo repeats until the "
+                    "sender's CWR, so a mark counts several); QUIC connections whose ECN the server validated, and the CE "
+                    "count of the browser's ACKs as the browser's net-log and the server's qlog read it (mean per trial; "
+                    "'-' where the trial captured no such log: --capture qlog,netlog)",
+                    [["link", "page", "protocol", "browser", "n", "TCP ECN browser", "TCP ECN server", "ECE-acked pkts",
+                      "QUIC validated", "CE (browser's log)", "CE (server's log)"],
+                     *[[r["conditions"], r["page"], r["proto"], r["browser"], str(r["n"]),
+                        _frac(r["tcp_browser_negotiated"], r["tcp_browser_connections"]),
+                        _frac(r["tcp_server_negotiated"], r["tcp_server_connections"]),
+                        _f(r["tcp_server_ce_delivered"], "{:.1f}"), _frac(r["quic_validated"], r["quic_connections"]),
+                        _f(r["quic_ce_browser_log"], "{:.1f}"), _f(r["quic_ce_server_log"], "{:.1f}")]
+                       for r in rep["ecn"]]]))
     if rep.get("cross"):
         out.append(("Beside competing flows", "medians per cell of the page's rate over its load (its bytes over its "
                     "PLT) and of what the competing flows (--cross) carried meanwhile at their receiver; the page's "
@@ -562,7 +581,7 @@ def write(rep: dict, directory: Path) -> list[Path]:
     files = [md, comp, cells]
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
                       ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
-                      ("visits.csv", "visits"), ("discovery.csv", "discovery"), ("bottleneck.csv", "bottleneck"),
+                      ("visits.csv", "visits"), ("discovery.csv", "discovery"), ("bottleneck.csv", "bottleneck"), ("ecn.csv", "ecn"),
                       ("cross.csv", "cross")):
         if rep.get(key):
             files.append(_csv(directory / name, list(rep[key][0]),

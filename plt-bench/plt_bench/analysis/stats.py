@@ -549,6 +549,48 @@ def bottleneck_table(trials: list[Trial]) -> list[dict]:
                                        r["server"], r["direction"]))
 
 
+def ecn_table(trials: list[Trial]) -> list[dict]:
+    """Who negotiated ECN and what marks the endpoints saw (--ecn; link.ecn), per cell over the page
+    loads that count, from each side's own figures: TCP connections that negotiated ECN of those
+    opened (the kernel's, browser and server side) and the server's packets acknowledged with ECE
+    (tcpi_delivered_ce: the echo repeats until the sender's CWR, so one mark counts several); QUIC
+    connections whose ECN the server validated, and the CE count the browser's ACKs reported, as
+    the browser's log and the server's read it (means per trial; None where no log was captured)."""
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in usable(trials):
+        if t.conditions.ecn and t.link.get("endpoints_ecn"):
+            groups[cell_key(t)].append(t)
+    rows = []
+
+    def measured(es, side, k):  # the trials' figures of one side, where it was measured (a QUIC log read)
+        got = [e[side][k] for e in es if e.get(side) and e[side].get("source", "kernel") is not None]
+        return got if got and None not in got else None
+
+    def total(es, side, k):
+        got = measured(es, side, k)
+        return sum(got) if got else None
+
+    def mean(es, side, k):
+        got = measured(es, side, k)
+        return float(np.mean(got)) if got else None
+
+    for key, ts in groups.items():
+        es = [t.link["endpoints_ecn"] for t in ts]
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+                     "server": key[5], "budget": key[6], "n": len(ts),
+                     **{f"tcp_{side}_{k}": total(es, f"tcp_{side}", k) for side in ("browser", "server")
+                        for k in ("connections", "negotiated")},
+                     "tcp_server_ce_delivered": mean(es, "tcp_server", "ce_delivered"),
+                     "quic_connections": total(es, "quic_server", "connections"),
+                     "quic_validated": total(es, "quic_server", "validated"),
+                     "quic_ce_browser_log": mean(es, "quic_browser", "ce"),
+                     "quic_ce_server_log": mean(es, "quic_server", "ce"),
+                     "quic_why": next((e[s]["why"] for e in es for s in ("quic_browser", "quic_server")
+                                       if e.get(s) and e[s].get("why")), None)})
+    return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"]), r["cc"], r["browser"],
+                                       r["server"]))
+
+
 def jain(xs: list[float]) -> float | None:
     """Jain's fairness index of the shares (pure): (sum x)^2 / (n sum x^2), 1 when all are equal,
     1/n when one takes everything."""

@@ -102,6 +102,12 @@ class Browser:
         """Every file the browser writes for its own log at path (a process may write its own beside it)."""
         return [str(path)]
 
+    def quic_ecn(self, path: str):
+        """QUIC's ECN as the browser's own log at path tells it (link.ecn.QuicSide): the ECN counts its
+        ACK frames reported. This browser's log carries none, and says so."""
+        from ..records import QuicSide
+        return QuicSide(source=None, why=f"{self.name}'s log carries no ECN counts")
+
     def visit_evidence(self, path: str, boundary_unix: float) -> dict:
         """The repeat's connections from the browser's log at path, from boundary_unix (wall clock) on:
         {"quic_zero_rtt": [Chromium's net-log words for each QUIC session's 0-RTT: AttemptedAndSucceeded,

@@ -241,6 +241,13 @@ class Chromium(Browser):
         return ev
 
 
+    def quic_ecn(self, path: str):
+        """From the net-log: each QUIC session's ECN counts (ECT0, ECT1, CE) as its ACK frames sent
+        carried them (QUIC_SESSION_ACK_FRAME_SENT; the counts only grow within a packet number space,
+        so a session's largest is its data's)."""
+        return netlog_quic_ecn(read_netlog(path))
+
+
 def read_netlog(path: str) -> dict:
     """Chromium's net-log (JSON); one cut short (a browser killed) is closed as its viewer does."""
     import json
@@ -253,3 +260,24 @@ def read_netlog(path: str) -> dict:
 
 
 CHROMIUM = Chromium()
+
+
+def netlog_quic_ecn(log: dict):
+    """Pure: QuicSide from a parsed net-log; ValueError where it is not one."""
+    from ..records import QuicSide
+    try:
+        types = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+        sessions: dict[int, dict[str, int]] = {}
+        for e in log["events"]:
+            kind = types.get(e["type"])
+            if kind == "QUIC_SESSION":
+                sessions.setdefault(e["source"]["id"], {"ECT0": 0, "CE": 0})
+            elif kind == "QUIC_SESSION_ACK_FRAME_SENT":
+                got = sessions.setdefault(e["source"]["id"], {"ECT0": 0, "CE": 0})
+                params = e.get("params") or {}
+                for k in got:
+                    got[k] = max(got[k], int(params.get(k, 0)))
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"not a net-log: {type(err).__name__}: {err}") from None
+    return QuicSide(source="netlog", connections=len(sessions), ect0=sum(s["ECT0"] for s in sessions.values()),
+                    ce=sum(s["CE"] for s in sessions.values()))

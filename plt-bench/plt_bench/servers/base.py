@@ -116,6 +116,12 @@ class Server:
         a stack whose controller is fixed (quic-go's) keeps its own, which quic_cc says."""
         self.cc = cc
 
+    def quic_ecn(self, qlogs: list[Path]):
+        """QUIC's ECN as its own log of the trial tells it (link.ecn.QuicSide): its connections'
+        ECN validation and the counts the browser's ACKs reported. This server writes no such log."""
+        from ..records import QuicSide
+        return QuicSide(source=None, why=f"{self.label} writes no log of its ECN state")
+
     # -- the same for every server ----------------------------------------------------------------
     @property
     def all_origins(self) -> list[tuple[str, str]]:

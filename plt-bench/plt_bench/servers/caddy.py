@@ -226,6 +226,11 @@ class Caddy(Server):
     def quic_cc(self) -> str:
         return QUIC_CC
 
+    def quic_ecn(self, qlogs: list[Path]):
+        """From quic-go's qlog of each connection (capture kind qlog): its ECN validation state and
+        the ECN counts of the browser's ACKs (qlog_quic_ecn)."""
+        return qlog_quic_ecn([p.read_text(errors="replace") for p in qlogs])
+
     def quic_buffer_warning(self) -> str | None:
         """quic-go's complaint when it could not get the UDP buffers it wants, if any."""
         try:
@@ -234,3 +239,38 @@ class Caddy(Server):
             return None
         m = re.search(r"failed to sufficiently increase (?:receive|send) buffer size[^\"]*", text)
         return m.group(0) if m else None
+
+
+def qlog_quic_ecn(texts: list[str]):
+    """Pure: link.ecn.QuicSide from quic-go's qlogs (JSON-SEQ, one per connection): per connection the
+    last recovery:ecn_state_updated (validated where it is 'capable'; quic-go's states testing,
+    unknown, failed, capable), the packets it sent marked ECT ("ecn" on transport:packet_sent), and
+    the largest ECN counts of the ACK frames it received, per packet number space (the counts only
+    grow within one), summed."""
+    import json
+    from ..records import QuicSide
+    validated = ect_sent = ect0 = ce = 0
+    for text in texts:
+        state, most = None, {}
+        for rec in text.split("\x1e"):
+            if "ecn" not in rec and '"ce"' not in rec:  # the records that say anything of ECN
+                continue
+            try:
+                ev = json.loads(rec)
+            except ValueError:
+                continue  # a line cut short by the server's end
+            name, data = ev.get("name"), ev.get("data") or {}
+            if name == "recovery:ecn_state_updated":
+                state = data.get("new")
+            elif name == "transport:packet_sent" and data.get("ecn", "Not-ECT") != "Not-ECT":
+                ect_sent += 1
+            elif name == "transport:packet_received":
+                space = (data.get("header") or {}).get("packet_type")
+                for f in data.get("frames") or []:
+                    if f.get("frame_type") == "ack" and "ce" in f:
+                        old = most.get(space, (0, 0))
+                        most[space] = (max(old[0], int(f.get("ect0", 0))), max(old[1], int(f.get("ce", 0))))
+        validated += state == "capable"
+        ect0 += sum(v[0] for v in most.values())
+        ce += sum(v[1] for v in most.values())
+    return QuicSide(source="qlog", connections=len(texts), validated=validated, ect0=ect0, ce=ce, ect_sent=ect_sent)
