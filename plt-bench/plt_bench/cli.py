@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("campaign", nargs="?", default=None, metavar="CAMPAIGN", help=options.option("campaign").help
                    + f" (default: {campaign.DEFAULTS['campaign']})")
     add(r, *[k for k in MEASUREMENT if k not in TWO and k != "campaign"], "testbed", "results", "new", "timeout",
-        *TWO, "cluster", "tls", "test", "correction", types=index)
+        *TWO, "cluster", "tls", "test", "correction", "no_report", types=index)
     w = cmd_parser("worker", "join a Dask cluster as a measuring host: one cell at a time on this machine's testbed")
     add(w, "scheduler", "testbed", "cpus", "share_cores", "listen", "tls", types=index,
         helps={"testbed": "this worker's testbed index (default: 0)"})
@@ -169,8 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "against the budget's factor (prints ratios)"),
         "runs", "cpu", "results", defaults={"runs": "5", "cpu": "1,0.5,0.25"})
     add(cmd_parser("bench-link", "benchmark the emulated link: RTT, jitter, loss, rate and CPU (prints ratios)"),
-        "link", "probes",
-        defaults={"probes": "1000"}, helps={"probes": "ping probes for the RTT figure (x3 for jitter and loss)"})
+        "link", "probes", "tcp_seconds",
+        defaults={"probes": "1000", "tcp_seconds": "5"},
+        helps={"probes": "ping probes for the RTT figure (x3 for jitter and loss)",
+               "tcp_seconds": "seconds of each measured TCP transfer, 1 to 60 (6 for the 1 Gbit/s, trace and AQM "
+                              "figures at the default; fewer make a smoke test, not figures to quote)"})
     return p
 
 
@@ -223,8 +226,11 @@ def cmd_run(a) -> int:
 def _report(a, results: Path, campaign_id: int, name: str, failed: int) -> int:
     """A run's end, local or on a cluster: its report and figures; exit 1 if a trial failed every attempt."""
     from .analysis.report import campaign_report
-    directory, files = campaign_report(results, campaign_id, name, *_stats(a), out=_say)
-    _say(f"\nreport and figures: {directory}/ ({', '.join(p.name for p in files)})")
+    if a.no_report:
+        _say(f"\nno report drawn (--no-report): plt-bench report {campaign_id} --results {results}")
+    else:
+        directory, files = campaign_report(results, campaign_id, name, *_stats(a), out=_say)
+        _say(f"\nreport and figures: {directory}/ ({', '.join(p.name for p in files)})")
     if failed:
         print(f"{failed} trial(s) failed every attempt; each attempt is in the store with its reason", file=sys.stderr)
         return 1
@@ -352,10 +358,11 @@ def cmd_bench_link(a) -> int:
     from .link import bench as benchlink
     from .testbed import Testbed
     probes = _whole(a.probes, "--probes", 100, 100_000)
+    seconds = _whole(a.tcp_seconds, "--tcp-seconds", 1, 60)
     link = campaign.bare({"link": a.link}).link
     cmd.require_root()
     with Testbed(SITES, link=link, with_browser=False) as bed:
-        benchlink.run(bed, _say, probes)
+        benchlink.run(bed, _say, probes, tcp_seconds=seconds)
     return 0
 
 

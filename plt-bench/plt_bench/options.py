@@ -190,7 +190,11 @@ def _table() -> dict[str, Option]:
                               "two cores per worker; their trials then disturb each other)", flag=True,
                group="cluster"),
         Option("json", "print it as JSON", flag=True, group="output"),
+        Option("no_report", "store the trials and draw no report or figure at the end (a scripted run, a slow "
+                            "machine): 'plt-bench report' makes them later from the store", flag=True, group="output"),
         Option("probes", "ping probes per condition", group="link"),
+        Option("tcp_seconds", "seconds of each measured TCP transfer (after iperf3's omitted ramp)", metavar="S",
+               group="link"),
     ]
     return {x.key: x for x in o}
 

@@ -19,8 +19,8 @@ from .test_cli import _nothing, so_far
 
 
 def _run(index, results, *extra):
-    return subprocess.Popen([*CLI, "run", "--testbed", str(index), "--results", str(results), "--verify", "off",
-                             *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([*CLI, "run", "--no-report", "--testbed", str(index), "--results", str(results), "--verify",
+                             "off", *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @contextlib.contextmanager

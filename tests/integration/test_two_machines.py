@@ -139,7 +139,7 @@ def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client
     results = tmp_path / "r.sqlite"
     # the token from serve's --info-file (mode 0600), not the command line, where every user's ps sees it
     opts = [o for o in _client_options(server) if o != server["token"] and o != "--server-token"]
-    r = _campaign_until_ok("run", "quick", *opts, "--server-token-file", server["info_file"], "--bw", "20mbit", "--rtt",
+    r = _campaign_until_ok("run", "quick", "--no-report", *opts, "--server-token-file", server["info_file"], "--bw", "20mbit", "--rtt",
                            "40ms", "--loss", "1%", "--loss-direction", "down", "--size", SIZES, "--runs", "1",
                            "--results", str(results), timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -182,7 +182,7 @@ def test_a_device_across_two_machines_is_the_client_machines_cpu(server, tmp_pat
     (about half a core here: quicker to test than the low-end phone's seventh of one)."""
     before = (system_state(SRV), system_state(CLT))
     results = tmp_path / "r.sqlite"
-    r = _campaign_until_ok("run", "quick", *_client_options(server), "--device", "mid-phone", "--bw", "20mbit",
+    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--device", "mid-phone", "--bw", "20mbit",
                            "--size", "500KB", "--proto", "h2", "--runs", "1", "--verify", "off", "--results",
                            str(results), timeout=900)
     assert (system_state(SRV), system_state(CLT)) == before
@@ -312,7 +312,7 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     before_srv, before_clt = system_state(SRV), system_state(CLT)
     results = tmp_path / "r.sqlite"
     protos = ["h3"] if os.environ.get("PLT_BENCH_IN_VM") else ["h3", "h1"]
-    r = _campaign_until_ok("run", "quick", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
+    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
                            "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--timeout", "120s",
                            "--proto", ",".join(protos), "--results", str(results), timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -128,6 +128,7 @@ CLI = [
     (["run", "--queue", "many"], "--queue: 'many' is not a packet count"),
     (["run", "--verify", "maybe"], "--verify: 'maybe'; expected one of"),
     (["verify", "--probes", "3"], "--probes: '3' is not a whole number from 10 to 100000"),
+    (["bench-link", "--tcp-seconds", "0.5"], "--tcp-seconds: '0.5' is not a whole number from 1 to 60"),
     (["run", "--cc", "vegas"], "--cc: unknown congestion control 'vegas'"),
     (["run", "--cc", "cubic,foo"], "--cc: unknown congestion control 'foo'; expected one or more of cubic, bbr, reno"),
     (["up", "--cc", "cubic,bbr"], "--cc: up takes one congestion control; got cubic, bbr"),

@@ -88,8 +88,9 @@ def aqm_costs(bed, out=print, seconds: float = 6.0) -> dict:
     return fig
 
 
-def run(bed, out=print, probes: int = 1000) -> dict:
-    """Every figure, printed as it comes; returns them."""
+def run(bed, out=print, probes: int = 1000, tcp_seconds: float = 5.0) -> dict:
+    """Every figure, printed as it comes; returns them. tcp_seconds: each TCP transfer's (the 1 Gbit/s,
+    trace and AQM ones 1 s longer)."""
     fig: dict = {"backend": bed.link.backend}
     out(f"link benchmark on backend {bed.link.backend} ({bed.link.tool}, {bed.link.placement}; targets in brackets)")
 
@@ -124,16 +125,16 @@ def run(bed, out=print, probes: int = 1000) -> dict:
     for rate in (10 * 10**6, 100 * 10**6, 10**9):
         c = Conditions(rate, rate)
         bed.set_conditions(c)
-        r = _tcp(bed, c)
+        r = _tcp(bed, c, seconds=tcp_seconds)
         fig[f"rate_{rate}_ratio"] = r["ratio"]
         out(f"  rate {rate // 10**6} Mbit/s, TCP download: goodput / (rate x 1448/1514) = {r['ratio']:.4f} [0.98 to 1.02]")
 
     plain = Conditions(100 * 10**6, 100 * 10**6)
     bed.set_conditions(plain)
-    base = _tcp(bed, plain)  # the same transfer without the emulator in the path (the rate alone)
+    base = _tcp(bed, plain, seconds=tcp_seconds)  # the same transfer without the emulator in the path (the rate alone)
     c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
     bed.set_conditions(c)
-    r = _tcp(bed, c)
+    r = _tcp(bed, c, seconds=tcp_seconds)
     marginal = r["machine_cores"] - base["machine_cores"]
     fig.update(cpu_100mbit_emulator=r["emulator_core_share"], cpu_100mbit_emulator_user=r["emulator_user_share"],
                cpu_100mbit_machine_without=base["machine_cores"], cpu_100mbit_machine_with=r["machine_cores"],
@@ -148,7 +149,7 @@ def run(bed, out=print, probes: int = 1000) -> dict:
             f"into routing, htb and the veth in linkem's own system call)")
     c = Conditions(10**9, 10**9, rtt_ms=50)
     bed.set_conditions(c)
-    r = _tcp(bed, c, seconds=6)
+    r = _tcp(bed, c, seconds=tcp_seconds + 1)
     fig.update(gbit_50ms_ratio=r["ratio"], cpu_1gbit_emulator=r["emulator_core_share"])
     share = f", emulator {r['emulator_core_share']:.0%} of a core" if r["emulator_core_share"] is not None else ""
     out(f"  1 Gbit/s with RTT 50 ms, TCP download: goodput / (rate x 1448/1514) = {r['ratio']:.4f} [>= 0.95]{share}")
@@ -157,12 +158,12 @@ def run(bed, out=print, probes: int = 1000) -> dict:
             grid = make_grid("h3", "unshaped", "5KB", 1, rtt="50ms", trace_down=f"gen:constant:{mbit}mbit")
             (c,) = grid.conditions
             bed.set_conditions(c, traces=grid.traces)
-            r = _tcp(bed, c, seconds=6)
+            r = _tcp(bed, c, seconds=tcp_seconds + 1)
             fig[f"trace_{mbit}mbit_ratio"], fig[f"cpu_trace_{mbit}mbit_emulator"] = r["ratio"], r["emulator_core_share"]
             out(f"  a constant trace of {mbit} Mbit/s (linkem's own rate) with RTT 50 ms, TCP download: goodput / "
                 f"(rate x 1448/1500) = {r['ratio']:.4f} [0.98 to 1.02], linkem {r['emulator_core_share']:.1%} of a core")
     if bed.link.backend == "linkem":  # the queue disciplines (--aqm): linkem's bottleneck at the rate
-        fig.update(aqm_costs(bed, out))
+        fig.update(aqm_costs(bed, out, seconds=tcp_seconds + 1))
     out("  the issue's five figures: marginal CPU at 100 Mbit/50 ms {:.3f} cores [<= 0.05]; 1 Gbit/50 ms {:.3f} of the "
         "rate [>= 0.95]; RTT error {:+.3f} ms, jitter sd/theory {:.3f}/{:.3f}, loss z {:+.2f}/{:+.2f}; rate at "
         "10M/100M/1G {:.4f}/{:.4f}/{:.4f} [0.98 to 1.02]".format(
