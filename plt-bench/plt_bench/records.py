@@ -685,6 +685,9 @@ class Comparison:
     test: str = doc("welch | mannwhitney: the test whose p-value is corrected", "welch")
     correction: str = doc("holm | bh: the correction over every comparison of the report", "holm")
     p_adjusted: float = doc("the test's p-value, corrected", float("nan"))
+    p_ks: float = doc("two-sample Kolmogorov-Smirnov test, two-sided, uncorrected: whether the two samples could "
+                      "come from one distribution, in shape as well as centre (a bimodal cell whose modes differ in "
+                      "share); nan below two trials each", float("nan"))
     significant: bool = doc("p_adjusted < 0.05", False)
     faster: str = doc("the faster value where significant, else 'neither (not significant)'", "")
 
@@ -739,7 +742,7 @@ class Comparison:
                 "n_reference": r.n, "n_other": o.n, "median_reference_ms": r.median_ms, "median_other_ms": o.median_ms,
                 "diff_pct": self.diff_pct, "diff_ci_low_pct": self.diff_ci_low_pct,
                 "diff_ci_high_pct": self.diff_ci_high_pct, "p_welch": self.p_welch, "p_mannwhitney": self.p_mannwhitney,
-                "hedges_g": self.hedges_g, "cliffs_delta": self.cliffs_delta, "cpu_bound_reference": r.n_cpu_bound,
+                "p_ks": self.p_ks, "hedges_g": self.hedges_g, "cliffs_delta": self.cliffs_delta, "cpu_bound_reference": r.n_cpu_bound,
                 "cpu_bound_other": o.n_cpu_bound, "p_adjusted": self.p_adjusted, "test": self.test,
                 "correction": self.correction, "significant": self.significant, "faster": self.faster}
 

@@ -65,6 +65,38 @@ def _finish(fig, text: str, meta: dict, out_dir: Path, stem: str) -> list[Path]:
     return _save(fig, out_dir, stem)
 
 
+def time_label(ms: float) -> str:
+    """A time on an axis as people read it: '40 ms', '250 ms', '1.5 s', '12 s' (pure)."""
+    if ms >= 1000:
+        return f"{ms / 1000:.3g} s"
+    return f"{ms:.3g} ms" if ms >= 1 or ms == 0 else f"{ms:.2g} ms"
+
+
+def size_label(nbytes: float) -> str:
+    """A size on an axis: '5 KB', '500 KB', '1.5 MB', '10 MB' (decimal units, as --size takes them; pure)."""
+    for unit, mult in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= mult:
+            return f"{nbytes / mult:.3g} {unit}"
+    return f"{nbytes:.3g} B"
+
+
+def _time_axis(ax, which: str = "y") -> None:
+    """An axis of times in ms, labelled in ms and s (log or linear), never as 10^3 or 2x10^-1."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    axis.set_major_formatter(FuncFormatter(lambda v, _: time_label(v) if v > 0 else "0"))
+    if (ax.get_yscale() if which == "y" else ax.get_xscale()) == "log":
+        axis.set_minor_formatter(NullFormatter())
+
+
+def _size_axis(ax, which: str = "x") -> None:
+    """An axis of sizes in bytes, labelled in KB and MB."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_formatter(FuncFormatter(lambda v, _: size_label(v) if v > 0 else "0"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _rate_label(bps) -> str:
     return "unshaped" if bps is None or (isinstance(bps, float) and math.isnan(bps)) else format_rate(int(bps))
 
@@ -352,12 +384,15 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
                 pts = sorted((c.size_bytes, c.median_ms) for c in cs if c.rate_down_bps == rate and name(c) == proto)
                 if pts:
                     x, y = zip(*pts)
-                    ax.plot(x, np.array(y) / 1000, style, marker="o", color=color,
+                    ax.plot(x, np.array(y), style, marker="o", color=color,
                             label=f"{_rate_label(rate)} {proto}")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("page size (bytes)")
-        ax.set_ylabel(f"{_short(cs[0].metric)} (s), median")
+        ax.set_xticks(sorted({c.size_bytes for c in cs}))
+        _size_axis(ax)
+        _time_axis(ax)
+        ax.set_xlabel("page size")
+        ax.set_ylabel(f"{_short(cs[0].metric)}, median")
         ax.legend(fontsize=7, ncol=2)
         ax.set_title(f"{title}: {_short(cs[0].metric)} vs page size per bandwidth ({', '.join(f'{p} {w}' for p, w in zip(_variants(cs)[0], ('solid', 'dashed', 'dotted', 'dash-dot', 'sparse dots', 'dense dashes')))})\n{_other(rtt, jitter, loss)}; "
                      f"link: {meta.get('link_backend')}", fontsize=9)
@@ -563,7 +598,8 @@ def latency_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) -> lis
         ax.set_xticks(range(len(pages)))
         ax.set_xticklabels(pages, rotation=20, fontsize=8)
         ax.set_yscale("log")
-        ax.set_ylabel("request latency (ms): p50 bar, p90 -, p99 v")
+        _time_axis(ax)
+        ax.set_ylabel("request latency: p50 bar, p90 -, p99 v")
         ax.set_title(cond, fontsize=9)
         ax.legend(fontsize=7)
     return _finish(fig, f"{title}: request latency after the load (reqKxS_cC: K requests of S, C at once)", meta,
@@ -600,17 +636,68 @@ def establishment_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) 
                    out_dir, "establishment")
 
 
+PANELS_PER_FIGURE = 12  # a distribution figure's cells (conditions x page); then the next figure
+
+
+def distribution_plot(cells: dict, samples: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """Every trial, per cell: the empirical distribution (ECDF) of the metric per protocol (and per
+    congestion control, browser, server where several ran), a dot per trial and the median dotted; a
+    panel per conditions and page, PANELS_PER_FIGURE to a figure (distribution.png, or _1, _2, ...): a
+    bimodal cell (TCP's slow-start loss or none) shows as two steps where its median would flip
+    between them. samples: {cell key: [ms, ...]}."""
+    cs = [c for c in cells.values() if samples.get(c.key)]
+    if not cs:
+        return []
+    variants, name = _variants(cs)
+    panels = sorted({(c.conditions, c.page) for c in cs}, key=lambda cp: min(
+        (c.rate_down_bps or 0, c.rtt_ms, c.loss_pct, c.jitter_ms, c.conditions, c.size_bytes, c.objects)
+        for c in cs if (c.conditions, c.page) == cp))
+    styles = ("-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))) * 4
+    paths = []
+    for k in range(0, len(panels), PANELS_PER_FIGURE):
+        chunk = panels[k:k + PANELS_PER_FIGURE]
+        cols = min(4, len(chunk))
+        rows = math.ceil(len(chunk) / cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.2 * rows), squeeze=False)
+        for ax, (cond, page) in zip(axes.flat, chunk):
+            for style, v in zip(styles, variants):
+                for c in (c for c in cs if (c.conditions, c.page) == (cond, page) and name(c) == v):
+                    xs = np.sort(np.asarray(samples[c.key], dtype=float))
+                    ys = np.arange(1, len(xs) + 1) / len(xs)
+                    color = _color(v)
+                    ax.step(np.r_[xs[0], xs], np.r_[0.0, ys], where="post", ls=style, color=color,
+                            label=f"{v} (n={len(xs)})")
+                    ax.plot(xs, ys, "o", ms=3, color=color)
+                    ax.axvline(c.median_ms, color=color, ls=":", lw=0.8)
+            _time_axis(ax, "x")
+            ax.set_ylim(0, 1.02)
+            ax.set_title(f"{cond}\n{page}", fontsize=8)
+            ax.set_xlabel(_short(cs[0].metric), fontsize=8)
+            ax.set_ylabel("share of trials", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=6)
+        for ax in list(axes.flat)[len(chunk):]:
+            ax.set_visible(False)
+        part = f"_{k // PANELS_PER_FIGURE + 1}" if len(panels) > PANELS_PER_FIGURE else ""
+        paths += _finish(fig, f"{title}: every trial's {_short(cs[0].metric)} per cell (ECDF: a dot per trial, "
+                              f"the median dotted)", meta, out_dir, _stem(cs, f"distribution{part}"))
+    return paths
+
+
 def draw_report(rep: dict, out_dir: Path, title: str) -> list[Path]:
     """Every figure of a report (report.build)."""
     return draw_all(rep["rows"], rep["cells"], rep["metadata"], out_dir, title, rep["cpu_series"], rep["cpu_by_role"],
-                    rep["datarate"], rep["throughput_series"], rep["latency"], rep["establishment"])
+                    rep["datarate"], rep["throughput_series"], rep["latency"], rep["establishment"],
+                    rep.get("samples"))
 
 
 def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str,
              cpu_series: dict | None = None, by_role: list[dict] | None = None,
              datarate: list[dict] | None = None, series: list[dict] | None = None,
-             latency: list[dict] | None = None, establishment: list[dict] | None = None) -> list[Path]:
+             latency: list[dict] | None = None, establishment: list[dict] | None = None,
+             samples: dict | None = None) -> list[Path]:
     paths = heatmaps(rows, meta, out_dir, title) if rows else []
+    paths += distribution_plot(cells, samples or {}, meta, out_dir, title)
     paths += loss_plot(cells, meta, out_dir, title)
     paths += jitter_plot(cells, meta, out_dir, title)
     paths += size_plot(cells, meta, out_dir, title)

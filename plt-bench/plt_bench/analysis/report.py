@@ -111,6 +111,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     if test == "mannwhitney" and rows and all(min(r.reference.n, r.other.n) <= 5 for r in rows) and len(rows) > 1:
         warnings.append("Mann-Whitney with 5 or fewer trials per protocol cannot reach significance after "
                         "correcting for several cells: use more --runs or --test welch")
+    warnings += shape_warnings(rows)
     failed = [t for t in trials if not t.ok]
     return {"campaigns": camps, "metadata": first, "trials": trials, "cells": cells, "rows": rows,
             "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "budgets": budgets, "axis": axis, "metric": metric,
@@ -122,7 +123,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
-            "establishment": stats.establishment_table(trials), "precision": stats.precision_table(camps[0]["grid"], trials),
+            "establishment": stats.establishment_table(trials), "samples": stats.samples(trials, metric), "precision": stats.precision_table(camps[0]["grid"], trials),
             "hosts": hosts_table, "budget_meanings": budget_meanings(trials, camps)}
 
 
@@ -217,7 +218,7 @@ def table(rep: dict) -> list[list[str]]:
     test and the effect size."""
     head = ["link", "page", "compared", "n", "reference median ms [95% CI]", "other median ms [95% CI]",
             "diff % [95% CI]",
-            f"p ({rep['test']})", f"p adj ({rep['correction']})", "Cliff d", "faster", "CPU-bound"]
+            f"p ({rep['test']})", f"p adj ({rep['correction']})", "KS p", "Cliff d", "faster", "CPU-bound"]
     body = []
     for r in rep["rows"]:
         q, t = r.reference, r.other
@@ -225,7 +226,7 @@ def table(rep: dict) -> list[list[str]]:
                      f"{_f(q.median_ms)} [{_f(q.ci_low_ms)}, {_f(q.ci_high_ms)}]",
                      f"{_f(t.median_ms)} [{_f(t.ci_low_ms)}, {_f(t.ci_high_ms)}]",
                      f"{_f(r.diff_pct, '{:+.1f}')} [{_f(r.diff_ci_low_pct, '{:+.1f}')}, {_f(r.diff_ci_high_pct, '{:+.1f}')}]",
-                     _f(r.p_test, "{:.3g}"), _f(r.p_adjusted, "{:.3g}"),
+                     _f(r.p_test, "{:.3g}"), _f(r.p_adjusted, "{:.3g}"), _f(r.p_ks, "{:.3g}"),
                      _f(r.cliffs_delta, "{:+.2f}"), r.faster, _bound(q, t)])
     return [head, *body]
 
@@ -489,6 +490,20 @@ def facts(rep: dict) -> list[str]:
             f"other) / other, negative: {rep['reference']} faster"]
 
 
+KS_NOTE = ("KS p: the Kolmogorov-Smirnov test (uncorrected) asks whether both cells' loads could come from one "
+           "distribution, in shape as well as in centre; below 0.05 where the test of the centres finds nothing, the "
+           "loads fall in different patterns (two modes in different shares, a longer tail): the distribution figures "
+           "show each trial")
+
+
+def shape_warnings(rows) -> list[str]:
+    """The comparisons whose loads differ in distribution (KS p < 0.05) though not significantly in
+    centre: a median alone misreads them."""
+    return [f"{r.pair} at {r.conditions} for {r.page}: the loads' distributions differ (KS p {r.p_ks:.3g}) though "
+            f"their centres do not significantly (p adj {r.p_adjusted:.3g}): see the distribution figure"
+            for r in rows if r.p_ks < 0.05 and not r.significant]
+
+
 def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """Every table of the report, in order: (title, what its figures are, [head, *rows]); the
     page-load comparison first, CPU last."""
@@ -496,7 +511,8 @@ def blocks(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
             "budget": "CPU budget"}[rep["axis"]]
     m = METRICS[rep.get("metric", DEFAULT_METRIC)]
     out = [(f"{m.title}, each {what} against {rep['reference']}",
-            f"medians of the {m.label.split(' (')[0]} per cell; the heatmaps' numbers (one heatmap per pair)", table(rep))
+            f"medians of the {m.label.split(' (')[0]} per cell; the heatmaps' numbers (one heatmap per pair). {KS_NOTE}",
+            table(rep))
            ] if rep["rows"] or not (rep["datarate"] or rep["latency"]) else []
     out += sections(rep)
     if rep["cpu_by_role"]:

@@ -323,16 +323,29 @@ def reference_for(values: list[str], asked: str | None = None, option: str = "--
     return first[0] if first else protocols.DEFAULT_REFERENCE
 
 
-def _samples_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """(Welch's p, Mann-Whitney's p) of two samples; nan below two values each."""
-    welch = mw = float("nan")
+def samples(trials: list[Trial], metric: str = DEFAULT_METRIC) -> dict[tuple, list[float]]:
+    """Every value of the metric (ms) per cell (cell_key), over the trials that count, in their order."""
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for t in usable(trials):
+        v = metric_value(t, metric)
+        if v is not None:
+            out[cell_key(t)].append(v)
+    return dict(out)
+
+
+def _samples_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """(Welch's p, Mann-Whitney's p, Kolmogorov-Smirnov's p) of two samples; nan below two values each.
+    KS (scipy's exact distribution for small samples) asks whether one distribution could give both,
+    in any way: two modes in different shares differ there where the means and ranks may not."""
+    welch = mw = ks = float("nan")
     if len(a) >= 2 and len(b) >= 2:
         if np.var(a) + np.var(b) > 0:
             welch = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
         elif np.mean(a) != np.mean(b):
             welch = 0.0  # no spread at all and different values: as different as can be
         mw = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-    return welch, mw
+        ks = float(sps.ks_2samp(a, b).pvalue)
+    return welch, mw, ks
 
 
 def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", alpha: float = ALPHA,
@@ -345,11 +358,7 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}")
     per = cells(trials, metric)
-    samples: dict[tuple, list[float]] = defaultdict(list)
-    for t in usable(trials):
-        v = metric_value(t, metric)
-        if v is not None:
-            samples[cell_key(t)].append(v)
+    by_cell = samples(trials, metric)
     if axis not in AXES:
         raise ValueError(f"axis must be one of {AXES}")
     # the values the axis ran with (a protocol whose every trial failed ran too: it may be asked for,
@@ -369,12 +378,12 @@ def compare(trials: list[Trial], test: str = "welch", correction: str = "holm", 
             o = members.get(value)
             if value == ref or o is None:
                 continue
-            a, b = np.asarray(samples[r.key]), np.asarray(samples[o.key])
-            welch, mw = _samples_test(a, b)
+            a, b = np.asarray(by_cell[r.key]), np.asarray(by_cell[o.key])
+            welch, mw, ks = _samples_test(a, b)
             lo, hi = diff_pct_ci(a, b)
             raw.append(Comparison(axis=axis, reference=r, other=o, diff_pct=(r.median_ms - o.median_ms) / o.median_ms * 100.0,
                                   diff_ci_low_pct=lo, diff_ci_high_pct=hi, p_welch=welch, p_mannwhitney=mw,
-                                  hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b), test=test,
+                                  p_ks=ks, hedges_g=hedges_g(a, b), cliffs_delta=cliffs_delta(a, b), test=test,
                                   correction=correction))
     raw.sort(key=lambda c: (*sort_key(c.reference.row()), protocols.order(c.reference.proto), c.reference.cc, c.reference.browser, c.reference.server,
                             axis_order(axis)(c.other_value)))
