@@ -59,9 +59,10 @@ def until_ok(trial, tries=3):
     return done[-1], [t.reason for t in done]
 
 
-def rendered_figures(page, profile_dir) -> dict[str, float]:
+def rendered_figures(page, profile_dir, tables: list | None = None) -> dict[str, float]:
     """Open an HTML file in the real headless Chromium and screenshot each <figure>: its id -> the
-    share of the figure's pixels that are not white (a blank figure: 0)."""
+    share of the figure's pixels that are not white (a blank figure: 0). tables, given a list, gets
+    each <table> as it rendered: (its heading, rows, columns of its first row, its height in px)."""
     import io
 
     import numpy as np
@@ -86,6 +87,12 @@ def rendered_figures(page, profile_dir) -> dict[str, float]:
             driver.execute_script("arguments[0].scrollIntoView()", svg)
             px = np.asarray(Image.open(io.BytesIO(svg.screenshot_as_png)).convert("L"))
             out[fig.get_attribute("id")] = float((px < 250).mean())
+        if tables is not None:
+            tables += [tuple(x) for x in driver.execute_script(
+                "return [...document.querySelectorAll('table')].map(t => [t.previousElementSibling && "
+                "t.previousElementSibling.previousElementSibling ? t.previousElementSibling.previousElementSibling"
+                ".textContent : '', t.rows.length, t.rows[0] ? t.rows[0].cells.length : 0, "
+                "t.getBoundingClientRect().height])")]
         return out
     finally:
         driver.quit()

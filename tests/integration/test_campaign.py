@@ -86,9 +86,15 @@ def test_interrupt_resume_and_draw(tmp_path):
     rows = [x for x in (folder / "report.md").read_text().splitlines() if x.startswith("| 10mbit |")]
     assert len([x for x in rows if " vs " in x]) == pairs  # the comparisons (the visitor table has the cells too)
     # report.html in the real Chromium: every figure of the folder is in it, and drawn
-    shown = rendered_figures(folder / "report.html", tmp_path / "chromium-profile")
+    tables: list = []
+    shown = rendered_figures(folder / "report.html", tmp_path / "chromium-profile", tables)
     assert set(shown) == {f.stem for f in folder.glob("*.svg")} and "heatmap_h3-vs-h1" in shown
+    assert {"distribution", "waterfall_10mbit_5kb", "waterfall_50mbit_50kb"} <= set(shown), sorted(shown)
     assert all(ink > 0.01 for ink in shown.values()), shown
+    # every table of the report drawn, with its rows: the comparison first, a row per pair and a head
+    md_tables = (folder / "report.md").read_text().count("\n|---|")
+    assert len(tables) == md_tables and all(rows >= 2 and cols >= 2 and px > 20 for _, rows, cols, px in tables), tables
+    assert tables[0][0].startswith("Page-load time") and tables[0][1] == 1 + pairs, tables[0]
 
     p2 = run_cli("plot", "1", "--results", str(results), timeout=120)
     assert p2.returncode == 0 and "heatmap_h3-vs-h1.png" in p2.stdout

@@ -358,3 +358,39 @@ def test_a_bimodal_cell_shows_its_two_modes_and_the_ks_test_sees_what_welch_does
     assert [p.name for p in drawn] == ["distribution.png", "distribution.svg"]
     assert sorted(len(v) for v in rep["samples"].values()) == [20, 20]
     s.close()
+
+
+def test_a_waterfall_draws_the_median_trial_s_requests_each_by_the_protocol_it_used(tmp_path, monkeypatch):
+    """Per protocol the median trial (of 3: the middle one, a real trial), its document then its
+    objects by start, each with the protocol the browser says it used (a cross-origin entry that
+    does not say: none) and whether it set up a connection; the panel names the trial."""
+    import json
+    nav = {"startTime": 0, "connectStart": 8.0, "connectEnd": 110.0, "responseStart": 170.0, "responseEnd": 300.0,
+           "nextHopProtocol": "h3", "name": "https://plt.test/index.html"}
+
+    def res(name, start, end, hop, new=False):
+        return {"name": f"https://plt.test/{name}", "startTime": start, "connectStart": start,
+                "connectEnd": start + (60 if new else 0), "responseStart": end - 10, "responseEnd": end,
+                "nextHopProtocol": hop}
+    ts, seq = [], 0
+    for proto, hop in (("h3", "h3"), ("h1", "http/1.1")):
+        for plt in (900.0, 500.0, 700.0):
+            resources = [res("b.png", 320, 600, hop, new=proto == "h1"), res("a.png", 310, 400, hop),
+                         {**res("x.js", 315, 500, ""), "name": "https://cdn.test/x.js"}]
+            ts.append(trial(1, seq, proto, plt=plt, cond=conditions(rate_bps=10**7), page=Page(5000, 3),
+                            nav_json=json.dumps({**nav, "nextHopProtocol": hop}), resources_json=json.dumps(resources)))
+            seq += 1
+    t = plots.median_trial(ts[:3], [x.plt_ms for x in ts[:3]])
+    assert (t.seq, t.plt_ms) == (2, 700.0)
+    rows = plots.requests_of(ts[3])
+    assert [(r["name"].rsplit("/", 1)[1], r["proto"], r["new_connection"]) for r in rows] == [
+        ("index.html", "h1", True), ("a.png", "h1", False), ("x.js", None, False), ("b.png", "h1", True)]
+    from plt_bench.analysis import stats
+    cells = stats.cells(ts)
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, out, stem: drawn.append((stem, fig)) or [])
+    plots.waterfall_plot(ts, cells, {"link_backend": "linkem"}, tmp_path, "t")
+    ((stem, fig),) = drawn
+    assert stem.startswith("waterfall_") and [ax.get_title().split(":")[0] for ax in fig.axes[:2]] == ["h3", "h1"]
+    assert "trial 2 (run 2), the median of 3: PLT 700 ms" in fig.axes[0].get_title()
+    assert [x.get_text() for x in fig.axes[1].get_yticklabels()] == ["index.html", "a.png", "cdn.test x.js", "b.png"]

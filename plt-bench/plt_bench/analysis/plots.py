@@ -636,6 +636,12 @@ def establishment_plot(rows: list[dict], meta: dict, out_dir: Path, title: str) 
                    out_dir, "establishment")
 
 
+def _slug(text: str) -> str:
+    """Text as a file name's part: 'loss1%' -> 'loss1'."""
+    import re
+    return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_") or "x"
+
+
 PANELS_PER_FIGURE = 12  # a distribution figure's cells (conditions x page); then the next figure
 
 
@@ -684,20 +690,124 @@ def distribution_plot(cells: dict, samples: dict, meta: dict, out_dir: Path, tit
     return paths
 
 
+WATERFALLS_MAX = 12   # cells (conditions x page) with a waterfall figure, in the distribution figure's order
+WATERFALL_ROWS = 60   # requests drawn per protocol (a real page's first ones by start; the rest counted)
+NO_PROTOCOL = "#b0b0b0"  # a request whose protocol the browser did not say (a cross-origin entry, the cache)
+
+
+def median_trial(trials: list, values: list[float]):
+    """The trial whose value is the median (of an even number, the lower middle one): a real trial
+    to draw, not an average of two (pure)."""
+    order = sorted(range(len(trials)), key=lambda i: (values[i], trials[i].seq))
+    return trials[order[(len(order) - 1) // 2]]
+
+
+def requests_of(t) -> list[dict]:
+    """A trial's requests for its waterfall, in order of start (ms from the navigation's start): the
+    document from its navigation entry, then every resource entry; each with its protocol (h3, h2,
+    h1 or None), when its connection was set up (new_connection: connectEnd after connectStart) and
+    its phases (pure)."""
+    from .. import protocols
+    rows = []
+    nav = t.nav
+    entries = ([{**nav, "name": nav.get("name") or t.url, "startTime": nav.get("startTime", 0.0)}] if nav else []) + [
+        r for r in t.resources if isinstance(r.get("startTime"), (int, float))]
+    for e in entries:
+        start = float(e.get("startTime") or 0.0)
+        end = float(e.get("responseEnd") or start)
+        hop = protocols.by_next_hop(e.get("nextHopProtocol"))
+        cs, ce = e.get("connectStart") or 0.0, e.get("connectEnd") or 0.0
+        rows.append({"name": str(e.get("name") or ""), "start_ms": start, "end_ms": max(end, start),
+                     "response_ms": float(e.get("responseStart") or end), "proto": hop.name if hop else None,
+                     "new_connection": ce > cs,  # a reused connection's entry has them equal
+                     "connect_ms": (float(cs), float(ce))})
+    return sorted(rows, key=lambda r: (r["start_ms"], r["end_ms"]))
+
+
+def _short_name(url: str) -> str:
+    from urllib.parse import urlsplit
+    u = urlsplit(url)
+    path = u.path.rsplit("/", 1)[-1] or "/"
+    return (f"{u.hostname or ''} {path}" if u.hostname and not u.hostname.startswith("plt.") else path)[:34]
+
+
+def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: str, metric: str = "plt") -> list[Path]:
+    """Per cell (conditions x page; the first WATERFALLS_MAX), the median trial of each protocol (and
+    congestion control, browser, server where several ran) as a waterfall on one time axis: a bar per
+    request from its start to its response's end (light: waiting for the first byte; dark: the body),
+    coloured by the protocol that request actually used (grey: not said), a triangle where it set up
+    a new connection, and the trial's FCP, LCP and load event marked. Each panel names its trial."""
+    from ..records import metric_value
+    from .stats import cell_key, usable
+    by: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    cs = [c for c in cells.values()]
+    if not cs:
+        return []
+    _, name = _variants(cs)
+    for t in usable(trials):
+        c = cells.get(cell_key(t))
+        if c is not None and metric_value(t, metric) is not None and (t.nav or t.resources):
+            by[(c.conditions, c.page)][name(c)].append(t)
+    order = sorted(by, key=lambda cp: min((c.rate_down_bps or 0, c.rtt_ms, c.loss_pct, c.jitter_ms, c.conditions,
+                                           c.size_bytes, c.objects) for c in cs if (c.conditions, c.page) == cp))
+    paths = []
+    for cond, page in order[:WATERFALLS_MAX]:
+        variants = sorted(by[(cond, page)], key=lambda v: (protocols.order(v.split()[0]), v))
+        drawn = []
+        for v in variants:
+            ts = by[(cond, page)][v]
+            t = median_trial(ts, [metric_value(x, metric) for x in ts])
+            drawn.append((v, t, len(ts), requests_of(t)))
+        heights = [1.0 + 0.16 * min(len(rows), WATERFALL_ROWS) for *_, rows in drawn]
+        fig, axes = plt.subplots(len(drawn), 1, figsize=(9.5, sum(heights) + 0.8), sharex=True, squeeze=False,
+                                 gridspec_kw={"height_ratios": heights})
+        for ax, (v, t, n, rows) in zip(axes[:, 0], drawn):
+            shown = rows[:WATERFALL_ROWS]
+            for y, r in enumerate(shown):
+                color = protocols.color(r["proto"]) if r["proto"] else NO_PROTOCOL
+                ax.barh(y, r["response_ms"] - r["start_ms"], left=r["start_ms"], height=0.7, color=color, alpha=0.35)
+                ax.barh(y, r["end_ms"] - r["response_ms"], left=r["response_ms"], height=0.7, color=color)
+                if r["new_connection"]:
+                    ax.plot([r["connect_ms"][0]], [y], marker=">", ms=4, color="black")
+            for ms, what, style in ((t.fcp_ms, "FCP", "--"), (t.lcp_ms, "LCP", "-."), (t.plt_ms, "load", ":")):
+                if ms:
+                    ax.axvline(ms, color="black", ls=style, lw=0.8)
+                    ax.text(ms, -0.9, what, fontsize=6, ha="center", va="bottom")
+            ax.set_yticks(range(len(shown)))
+            ax.set_yticklabels([_short_name(r["name"]) for r in shown], fontsize=5)
+            ax.set_ylim(len(shown) - 0.4, -1.2)
+            more = f"; {len(rows) - len(shown)} more requests not drawn" if len(rows) > len(shown) else ""
+            ax.set_title(f"{v}: trial {t.seq} (run {t.run_index}), the median of {n}: {_short(metric)} "
+                         f"{time_label(metric_value(t, metric))}{more}", fontsize=8)
+        _time_axis(axes[-1, 0], "x")
+        axes[-1, 0].set_xlabel("time since the navigation's start")
+        used = sorted({r["proto"] for *_, rows in drawn for r in rows}, key=lambda p: protocols.order(p) if p else 9)
+        handles = [matplotlib.patches.Patch(color=protocols.color(p) if p else NO_PROTOCOL,
+                                            label=_name(p) if p else "not said") for p in used]
+        handles.append(matplotlib.lines.Line2D([], [], marker=">", ls="", color="black", label="new connection"))
+        axes[0, 0].legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        stem = _stem([next(c for c in cs if (c.conditions, c.page) == (cond, page))],
+                     f"waterfall_{_slug(cond)}_{_slug(page)}")
+        paths += _finish(fig, f"{title}: the median trial's requests per protocol at {cond} for {page} (colour: the "
+                              "protocol each request used; light: waiting, dark: the body)", meta, out_dir, stem)
+    return paths
+
+
 def draw_report(rep: dict, out_dir: Path, title: str) -> list[Path]:
     """Every figure of a report (report.build)."""
     return draw_all(rep["rows"], rep["cells"], rep["metadata"], out_dir, title, rep["cpu_series"], rep["cpu_by_role"],
                     rep["datarate"], rep["throughput_series"], rep["latency"], rep["establishment"],
-                    rep.get("samples"))
+                    rep.get("samples"), rep.get("trials"), rep.get("metric", "plt"))
 
 
 def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str,
              cpu_series: dict | None = None, by_role: list[dict] | None = None,
              datarate: list[dict] | None = None, series: list[dict] | None = None,
              latency: list[dict] | None = None, establishment: list[dict] | None = None,
-             samples: dict | None = None) -> list[Path]:
+             samples: dict | None = None, trials: list | None = None, metric: str = "plt") -> list[Path]:
     paths = heatmaps(rows, meta, out_dir, title) if rows else []
     paths += distribution_plot(cells, samples or {}, meta, out_dir, title)
+    paths += waterfall_plot(trials or [], cells, meta, out_dir, title, metric)
     paths += loss_plot(cells, meta, out_dir, title)
     paths += jitter_plot(cells, meta, out_dir, title)
     paths += size_plot(cells, meta, out_dir, title)
