@@ -286,7 +286,7 @@ def one_trial(req: dict) -> dict:
         if out["error"] is None:
             out["paint"] = _paint(driver, float(req.get("paint_quiet_ms") or PAINT_QUIET_MS))
         if cast is not None:  # the frames up to the page as it stands once its paints are read
-            out["visual"] = cast.finish(driver, out["error"] is None)
+            out["visual"] = cast.finish(driver, out["error"] is None, req.get("frames_path"))
         if out["error"] is None and req.get("await_s"):
             out["workload"] = _await_workload(driver, req["await_s"])
         if out["error"] is None and req.get("expect_resources"):
@@ -456,8 +456,9 @@ class Screencast:
             except Exception:  # noqa: BLE001
                 pass
 
-    def finish(self, driver, loaded: bool) -> dict:
-        """The load's visual figures (plt_bench.visual.metrics), or why there are none."""
+    def finish(self, driver, loaded: bool, frames_path: str | None = None) -> dict:
+        """The load's visual figures (plt_bench.visual.metrics), or why there are none; with
+        frames_path, the frames where the page changed written there (visual.write_frames)."""
         from plt_bench import visual
         if self.error:
             return {"error": self.error}
@@ -474,7 +475,14 @@ class Screencast:
         before = [f for f in shown if f[0] <= 0]
         # the page before the load showed anything: the last frame before the navigation, else a blank one
         blank = before[-1] if before else (0.0, [[0] * 256 for _ in range(3)])
-        return visual.metrics([blank] + [f for f in shown if f[0] > 0])
+        out = visual.metrics([blank] + [f for f in shown if f[0] > 0])
+        if frames_path:
+            try:
+                out["frames_kept"] = visual.write_frames(frames_path, [(ms, h, jpeg) for (ms, h), (_, jpeg)
+                                                                       in zip(shown, frames) if ms > 0])
+            except OSError as e:
+                out["frames_error"] = f"{type(e).__name__}: {e}"[:300]
+        return out
 
 
 # How long after the paints are read the screencast waits for a last frame.

@@ -11,7 +11,9 @@ Kinds (`--capture KINDS`, `capture = [...]` in a campaign):
   har     a HAR 1.2 file of the trial from Chromium's DevTools Network events (plt_bench.har):
           every request's timings, protocol, connection and sizes, for any HAR viewer's waterfall
   visual  the load's visual progress from a screencast of its frames (plt_bench.visual): first
-          visual change, SpeedIndex and visually complete, stored in the trial (no file)
+          visual change, SpeedIndex and visually complete, stored in the trial; and the frames
+          themselves where the page changed (frames.zip: a JPEG per change, named by its ms from the
+          navigation's start), which the report's filmstrips show
 
 Files live in results/captures/<campaign>/<seq>-<proto>-<page>/ and the store lists them
 (table artifacts, paths relative to the store's folder).
@@ -32,19 +34,23 @@ from . import cmd, protocols
 from .errors import CaptureError, UsageError
 
 KINDS = ("cpu", "pcap", "keylog", "qlog", "netlog", "har", "visual")
-FILE_KINDS = ("pcap", "keylog", "qlog", "netlog", "har")
+FILE_KINDS = ("pcap", "keylog", "qlog", "netlog", "har", "visual")
 DEFAULT_LIMIT_BYTES = 2 * 10**9
 DEFAULT_INTERVAL_S = 0.1
-FILENAMES = {"pcap": "client.pcap", "keylog": "keys.log", "netlog": "netlog.json", "har": "trial.har"}
+FILENAMES = {"pcap": "client.pcap", "keylog": "keys.log", "netlog": "netlog.json", "har": "trial.har",
+             "visual": "frames.zip"}
 
 # Bytes written per byte of page, measured here (10MB page at 100 Mbit: pcap 10.7 MB for either
 # protocol, qlog 4.0 MB, net-log 7.1 MB over QUIC and 1.2 MB over TCP): a full-size pcap holds
 # every frame plus a record header; quic-go's qlog has a JSON line per packet; Chromium's net-log
 # logs every QUIC packet but only socket reads over TCP.
-BYTES_PER_PAGE_BYTE = {"pcap": 1.08, "qlog": 0.40, ("netlog", "QUIC"): 0.71, ("netlog", "TCP"): 0.12, "keylog": 0.0, "har": 0.0}
+BYTES_PER_PAGE_BYTE = {"pcap": 1.08, "qlog": 0.40, ("netlog", "QUIC"): 0.71, ("netlog", "TCP"): 0.12, "keylog": 0.0, "har": 0.0,
+                       "visual": 0.0}
 # a HAR entry is about 1.5 KB (headers as sent and received, timings): 800 KB covers a page of
 # 500 objects, the Long Look's largest count
-FIXED_BYTES = {"pcap": 50_000, "qlog": 20_000, "netlog": 600_000, "keylog": 2_000, "har": 800_000}
+# a page's frames (frames.zip): up to visual.MAX_KEPT_FRAMES changes of 20-60 KB each as JPEG
+FIXED_BYTES = {"pcap": 50_000, "qlog": 20_000, "netlog": 600_000, "keylog": 2_000, "har": 800_000,
+               "visual": 1_500_000}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +264,7 @@ class TrialCapture:
                 out.append(Artifact("qlog", self.folder / name, (self.folder / name).stat().st_size))
         from .browsers import BROWSERS
         own_logs = sorted({f for b in BROWSERS.values() for f in b.own_log_files(self.folder / b.netlog_file)})
-        for kind, p in [(k, self.folder / FILENAMES[k]) for k in ("pcap", "keylog", "har")] + \
+        for kind, p in [(k, self.folder / FILENAMES[k]) for k in ("pcap", "keylog", "har", "visual")] + \
                 [("netlog", Path(f)) for f in own_logs]:
             if kind in self.kinds and p.exists():
                 note = None

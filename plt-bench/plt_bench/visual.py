@@ -89,3 +89,53 @@ def metrics(frames: list[tuple[float, list[list[int]]]]) -> dict:
     out.update(first_visual_change_ms=first, visually_complete_ms=complete,
                speed_index_ms=index if complete is not None else None)
     return out
+
+
+# -- the frames kept for the report's filmstrips (frames.zip) ------------------------------------------
+MAX_KEPT_FRAMES = 60  # a trial's frames in its frames.zip: where the page changed, evenly thinned past this
+
+
+def frames_to_keep(frames: list[tuple[float, list[list[int]]]], most: int = MAX_KEPT_FRAMES) -> list[int]:
+    """Which of the frames [(ms, histogram)] to keep (their indices, in order): the first, each that
+    differs from the one kept before it (what a viewer would see change), and the last; past `most`,
+    evenly thinned between the first change and the last, which stay (pure)."""
+    if not frames:
+        return []
+    keep = [0]
+    for i in range(1, len(frames)):
+        if frames[i][1] != frames[keep[-1]][1]:
+            keep.append(i)
+    if keep[-1] != len(frames) - 1:
+        keep.append(len(frames) - 1)
+    if len(keep) > most:
+        head, rest = keep[:2], keep[2:]  # the first frame and the first change: the first visual change's
+        step = (len(rest) - 1) / (most - 3)
+        keep = head + [rest[round(k * step)] for k in range(most - 2)]
+    return keep
+
+
+def frame_name(ms: float) -> str:
+    """A kept frame's name in frames.zip: its ms from the navigation's start, sortable ('000123.4.jpg')."""
+    return f"{max(ms, 0.0):08.1f}.jpg"
+
+
+def write_frames(path: str, frames: list[tuple[float, list[list[int]], bytes]]) -> int:
+    """Write the frames to keep of [(ms, histogram, JPEG)] to a zip at path (whole or not at all);
+    the number kept."""
+    import os
+    import zipfile
+    keep = frames_to_keep([(ms, h) for ms, h, _ in frames])
+    tmp = f"{path}.tmp"
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:  # JPEG: nothing left to compress
+        for i in keep:
+            z.writestr(frame_name(frames[i][0]), frames[i][2])
+    os.replace(tmp, path)
+    return len(keep)
+
+
+def read_frames(path) -> list[tuple[float, bytes]]:
+    """The frames of a frames.zip, [(ms, JPEG)] in time order; OSError or ValueError (zipfile's
+    BadZipFile) where it cannot be read."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        return sorted((float(n[:-4]), z.read(n)) for n in z.namelist() if n.endswith(".jpg"))

@@ -15,6 +15,7 @@ import pytest
 
 from plt_bench import realpages, topology
 from plt_bench.pages import replay_root
+from plt_bench.visual import read_frames
 
 from ..conftest import MACHINE_REFUSALS, ROOT, ok_slots, run_cli, system_state, unjudged
 from .test_cli import _nothing
@@ -79,7 +80,17 @@ def test_a_real_page_its_script_renders_is_recorded_and_replays_over_every_proto
         # the name resolves nowhere, so nothing leaves it; the server never saw it either
         db = sqlite3.connect(results)
         hars = [results.parent / p for p, in db.execute("SELECT path FROM artifacts WHERE kind = 'har'")]
+        frames = dict(db.execute("SELECT t.id, a.path FROM artifacts a JOIN trials t ON t.id = a.trial_id "
+                                 "WHERE a.kind = 'visual' AND t.status = 'ok'"))
+        firsts = dict(db.execute("SELECT id, first_visual_change_ms FROM trials WHERE status = 'ok'"))
         db.close()
+        # each ok trial's frames where the page changed, its first visual change among them; the report's filmstrip
+        assert set(frames) == set(firsts), (frames, firsts)
+        for tid, path in frames.items():
+            shown = read_frames(results.parent / path)
+            assert len(shown) >= 2 and any(abs(ms - firsts[tid]) < 0.1 for ms, _ in shown), ([ms for ms, _ in shown],
+                                                                                           firsts[tid])
+        assert "filmstrip_" in r.stdout and "waterfall_" in r.stdout
         outside = [e for f in hars for e in json.loads(f.read_text())["log"]["entries"]
                    if "validator.swagger.io" in e["request"]["url"]]
         assert all(e.get("_error") == "net::ERR_NAME_NOT_RESOLVED" for e in outside), outside

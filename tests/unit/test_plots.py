@@ -394,3 +394,38 @@ def test_a_waterfall_draws_the_median_trial_s_requests_each_by_the_protocol_it_u
     assert stem.startswith("waterfall_") and [ax.get_title().split(":")[0] for ax in fig.axes[:2]] == ["h3", "h1"]
     assert "trial 2 (run 2), the median of 3: PLT 700 ms" in fig.axes[0].get_title()
     assert [x.get_text() for x in fig.axes[1].get_yticklabels()] == ["index.html", "a.png", "cdn.test x.js", "b.png"]
+
+
+def test_a_filmstrip_shows_what_each_protocol_s_median_trial_showed_on_one_time_axis(tmp_path, monkeypatch):
+    import io
+
+    from plt_bench import visual
+
+    def jpeg(shade: int) -> bytes:
+        buf = io.BytesIO()
+        Image.new("RGB", (64, 40), (shade, shade, shade)).save(buf, "JPEG")
+        return buf.getvalue()
+    frames, ts, seq = {}, [], 0
+    for proto, first in (("h3", 200.0), ("h1", 400.0)):
+        for plt in (600.0, 500.0, 700.0):
+            t = trial(1, seq, proto, plt=plt, cond=conditions(rate_bps=10**7), page=Page(5000, 3), fcp_ms=first,
+                      lcp_ms=first + 50, first_visual_change_ms=first)
+            path = tmp_path / f"{seq}.zip"
+            visual.write_frames(str(path), [(first, [[1]], jpeg(90)), (first + 50, [[2]], jpeg(30))])
+            frames[(1, seq)] = str(path)
+            ts.append(t)
+            seq += 1
+    assert plots.frame_at(visual.read_frames(frames[(1, 0)]), 100.0) is None  # nothing shown yet
+    assert plots.frame_at(visual.read_frames(frames[(1, 0)]), 230.0) == jpeg(90)
+    from plt_bench.analysis import stats
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, out, stem: drawn.append((stem, fig)) or [])
+    plots.filmstrip_plot(ts, stats.cells(ts), frames, {"link_backend": "linkem"}, tmp_path, "t")
+    ((stem, fig),) = drawn
+    assert stem.startswith("filmstrip_")
+    h3, h1 = fig.axes[:2]
+    assert "trial 0 (run 0), the median of 3" in h3.get_title(loc="left") and "trial 3 (run 3)" in h1.get_title(loc="left")
+    # 8 steps of 600 / 7 ms to the medians' load at 600 ms: h3 shows a frame from 200 ms on (5 steps), h1 from 400 (3)
+    assert len(h3.images) == 5 and len(h1.images) == 3
+    assert {x.get_text().split()[0] for x in h3.texts} == {"FCP", "LCP", "load"}
+    assert plots.filmstrip_plot(ts, stats.cells(ts), {}, {}, tmp_path, "t") == []  # no frames: no filmstrip

@@ -47,3 +47,22 @@ def test_speed_index_is_the_area_above_the_progress_curve_up_to_visually_complet
     assert visual.metrics([(0.0, _h(5)), (100.0, _h(5))])["speed_index_ms"] is None
     assert visual.metrics([(0.0, _h(5))]) == {"first_visual_change_ms": None, "speed_index_ms": None,
                                                "visually_complete_ms": None, "frames": 1}
+
+
+def test_the_frames_kept_are_each_change_the_first_and_last_and_thinned_past_the_most():
+    from plt_bench import visual
+    h = lambda k: [[k] * 4]  # noqa: E731 - a histogram that differs by k
+    frames = [(0.0, h(0)), (10.0, h(0)), (20.0, h(1)), (30.0, h(1)), (40.0, h(2)), (50.0, h(2))]
+    assert visual.frames_to_keep(frames) == [0, 2, 4, 5]  # blank, two changes, the page as it ends
+    many = [(float(i), h(i)) for i in range(200)]
+    kept = visual.frames_to_keep(many, most=10)
+    assert len(kept) == 10 and kept[:2] == [0, 1] and kept[-1] == 199 and kept == sorted(set(kept))
+    assert visual.frames_to_keep([]) == []
+
+
+def test_frames_written_and_read_back_in_time_order_by_their_ms(tmp_path):
+    from plt_bench import visual
+    frames = [(5.25, [[1]], b"a"), (250.0, [[2]], b"b"), (1250.5, [[2]], b"c"), (2000.0, [[3]], b"d")]
+    n = visual.write_frames(str(tmp_path / "frames.zip"), frames)
+    assert n == 3 and visual.read_frames(tmp_path / "frames.zip") == [(5.2, b"a"), (250.0, b"b"), (2000.0, b"d")]
+    assert not (tmp_path / "frames.zip.tmp").exists()

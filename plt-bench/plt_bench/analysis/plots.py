@@ -793,21 +793,105 @@ def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: 
     return paths
 
 
+FILMSTRIP_COLUMNS = 8  # frames shown per protocol, at even steps of one time axis
+
+
+def frame_at(frames: list[tuple[float, bytes]], ms: float) -> bytes | None:
+    """The frame on screen at ms: the last shown at or before it (None before the first; pure)."""
+    shown = [jpeg for t, jpeg in frames if t <= ms]
+    return shown[-1] if shown else None
+
+
+def filmstrip_plot(trials: list, cells: dict, frames: dict, meta: dict, out_dir: Path, title: str,
+                   metric: str = "plt") -> list[Path]:
+    """Per cell (the first WATERFALLS_MAX with frames), the median trial of each protocol as a
+    filmstrip on one time axis: what the page showed at FILMSTRIP_COLUMNS even steps from the
+    navigation's start to the last one's load (each step the last frame shown by then, blank before
+    the first), with each trial's FCP, LCP and load event marked across its strip. frames: {(campaign,
+    seq): frames.zip} of the trials captured with --capture visual."""
+    import io
+
+    from PIL import Image
+
+    from ..records import metric_value
+    from ..visual import read_frames
+    from .stats import cell_key, usable
+    cs = list(cells.values())
+    if not cs or not frames:
+        return []
+    _, name = _variants(cs)
+    by: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for t in usable(trials):
+        c = cells.get(cell_key(t))
+        if c is not None and (t.campaign_id, t.seq) in frames and metric_value(t, metric) is not None:
+            by[(c.conditions, c.page)][name(c)].append(t)
+    order = sorted(by, key=lambda cp: min((c.rate_down_bps or 0, c.rtt_ms, c.loss_pct, c.jitter_ms, c.conditions,
+                                           c.size_bytes, c.objects) for c in cs if (c.conditions, c.page) == cp))
+    paths = []
+    for cond, page in order[:WATERFALLS_MAX]:
+        strips = []
+        for v in sorted(by[(cond, page)], key=lambda v: (protocols.order(v.split()[0]), v)):
+            ts = by[(cond, page)][v]
+            t = median_trial(ts, [metric_value(x, metric) for x in ts])
+            try:
+                strips.append((v, t, len(ts), read_frames(frames[(t.campaign_id, t.seq)])))
+            except (OSError, ValueError):
+                continue  # a frames file gone or cut short: that protocol's strip is left out
+        if not strips:
+            continue
+        end_ms = max(max([t.plt_ms or 0.0] + [ms for ms, _ in fs]) for _, t, _, fs in strips)
+        step = end_ms / (FILMSTRIP_COLUMNS - 1) if end_ms > 0 else 1.0
+        times = [k * step for k in range(FILMSTRIP_COLUMNS)]
+        fig, axes = plt.subplots(len(strips), 1, figsize=(12, 1.9 * len(strips) + 0.6), sharex=True, squeeze=False)
+        for ax, (v, t, n, fs) in zip(axes[:, 0], strips):
+            for ms in times:
+                jpeg = frame_at(fs, ms)
+                if jpeg is None:
+                    ax.add_patch(matplotlib.patches.Rectangle((ms - 0.45 * step, 0.05), 0.9 * step, 0.9, fill=False,
+                                                              ec="#cccccc"))
+                    continue
+                with Image.open(io.BytesIO(jpeg)) as im:
+                    im = im.convert("RGB")
+                    im.thumbnail((240, 240))
+                    ax.imshow(np.asarray(im), extent=(ms - 0.45 * step, ms + 0.45 * step, 0.05, 0.95), aspect="auto")
+            for ms, what, style, color in ((t.fcp_ms, "FCP", "--", "#1f77b4"), (t.lcp_ms, "LCP", "-.", "#9467bd"),
+                                           (t.plt_ms, "load", "-", "black")):
+                if ms:
+                    ax.axvline(ms, color=color, ls=style, lw=1.2)
+                    ax.text(ms, 1.0, f"{what} {time_label(ms)}", fontsize=6, ha="center", va="bottom", color=color)
+            ax.set_xlim(-0.5 * step, end_ms + 0.5 * step)
+            ax.set_ylim(0, 1.12)
+            ax.set_yticks([])
+            ax.set_ylabel(v, fontsize=8, rotation=0, ha="right", va="center")
+            ax.set_title(f"{v}: trial {t.seq} (run {t.run_index}), the median of {n} with frames", fontsize=8,
+                         loc="left")
+        axes[-1, 0].set_xticks(times)
+        _time_axis(axes[-1, 0], "x")
+        axes[-1, 0].set_xlabel("time since the navigation's start (each frame: what the page showed then)")
+        stem = _stem([next(c for c in cs if (c.conditions, c.page) == (cond, page))],
+                     f"filmstrip_{_slug(cond)}_{_slug(page)}")
+        paths += _finish(fig, f"{title}: what each protocol's median trial showed at {cond} for {page}", meta,
+                         out_dir, stem)
+    return paths
+
+
 def draw_report(rep: dict, out_dir: Path, title: str) -> list[Path]:
     """Every figure of a report (report.build)."""
     return draw_all(rep["rows"], rep["cells"], rep["metadata"], out_dir, title, rep["cpu_series"], rep["cpu_by_role"],
                     rep["datarate"], rep["throughput_series"], rep["latency"], rep["establishment"],
-                    rep.get("samples"), rep.get("trials"), rep.get("metric", "plt"))
+                    rep.get("samples"), rep.get("trials"), rep.get("metric", "plt"), rep.get("frames"))
 
 
 def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str,
              cpu_series: dict | None = None, by_role: list[dict] | None = None,
              datarate: list[dict] | None = None, series: list[dict] | None = None,
              latency: list[dict] | None = None, establishment: list[dict] | None = None,
-             samples: dict | None = None, trials: list | None = None, metric: str = "plt") -> list[Path]:
+             samples: dict | None = None, trials: list | None = None, metric: str = "plt",
+             frames: dict | None = None) -> list[Path]:
     paths = heatmaps(rows, meta, out_dir, title) if rows else []
     paths += distribution_plot(cells, samples or {}, meta, out_dir, title)
     paths += waterfall_plot(trials or [], cells, meta, out_dir, title, metric)
+    paths += filmstrip_plot(trials or [], cells, frames or {}, meta, out_dir, title, metric)
     paths += loss_plot(cells, meta, out_dir, title)
     paths += jitter_plot(cells, meta, out_dir, title)
     paths += size_plot(cells, meta, out_dir, title)

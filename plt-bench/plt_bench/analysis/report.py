@@ -123,8 +123,22 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
-            "establishment": stats.establishment_table(trials), "samples": stats.samples(trials, metric), "precision": stats.precision_table(camps[0]["grid"], trials),
+            "establishment": stats.establishment_table(trials), "samples": stats.samples(trials, metric),
+            "frames": frames_of(store, trials), "precision": stats.precision_table(camps[0]["grid"], trials),
             "hosts": hosts_table, "budget_meanings": budget_meanings(trials, camps)}
+
+
+def frames_of(store: Store, trials: list) -> dict[tuple[int, int], str]:
+    """{(campaign, seq): its frames.zip} of the trials captured with --capture visual (the report's
+    filmstrips), where the file is still there."""
+    from pathlib import Path
+    out = {}
+    for t in trials:
+        if t.trial_id is not None and t.counts and t.first_visual_change_ms is not None:
+            for a in store.artifacts(t.trial_id):
+                if a["kind"] == "visual" and Path(a["path"]).is_file():
+                    out[(t.campaign_id, t.seq)] = a["path"]
+    return out
 
 
 def budget_meanings(trials: list, camps: list) -> list[str]:
