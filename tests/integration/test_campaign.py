@@ -89,7 +89,7 @@ def test_interrupt_resume_and_draw(tmp_path):
     tables: list = []
     shown = rendered_figures(folder / "report.html", tmp_path / "chromium-profile", tables)
     assert set(shown) == {f.stem for f in folder.glob("*.svg")} and "heatmap_h3-vs-h1" in shown
-    assert {"distribution", "waterfall_10mbit_5kb", "waterfall_50mbit_50kb"} <= set(shown), sorted(shown)
+    assert "distribution" in shown and not any(f.startswith("waterfall") for f in shown), sorted(shown)  # one object
     assert all(ink > 0.01 for ink in shown.values()), shown
     # every table of the report drawn, with its rows: the comparison first, a row per pair and a head
     md_tables = (folder / "report.md").read_text().count("\n|---|")

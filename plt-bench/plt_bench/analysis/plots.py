@@ -10,6 +10,7 @@ from pathlib import Path
 import matplotlib
 import matplotlib.lines
 import matplotlib.patches
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -671,26 +672,32 @@ def distribution_plot(cells: dict, samples: dict, meta: dict, out_dir: Path, tit
                     xs = np.sort(np.asarray(samples[c.key], dtype=float))
                     ys = np.arange(1, len(xs) + 1) / len(xs)
                     color = _color(v)
-                    ax.step(np.r_[xs[0], xs], np.r_[0.0, ys], where="post", ls=style, color=color,
-                            label=f"{v} (n={len(xs)})")
+                    ax.step(np.r_[xs[0], xs], np.r_[0.0, ys], where="post", ls=style, color=color, label=v)
                     ax.plot(xs, ys, "o", ms=3, color=color)
                     ax.axvline(c.median_ms, color=color, ls=":", lw=0.8)
             _time_axis(ax, "x")
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
             ax.set_ylim(0, 1.02)
+            ax.set_yticks([0, 0.5, 1])
             ax.set_title(f"{cond}\n{page}", fontsize=8)
             ax.set_xlabel(_short(cs[0].metric), fontsize=8)
             ax.set_ylabel("share of trials", fontsize=8)
             ax.tick_params(labelsize=7)
-            ax.legend(fontsize=6)
+            ns = sorted({len(samples[c.key]) for c in cs if (c.conditions, c.page) == (cond, page)})
+            ax.text(0.98, 0.04, f"n = {'/'.join(map(str, ns))}", transform=ax.transAxes, fontsize=6, ha="right")
         for ax in list(axes.flat)[len(chunk):]:
             ax.set_visible(False)
+        handles = [matplotlib.lines.Line2D([], [], color=_color(v), ls=st, marker="o", ms=3, label=v)
+                   for st, v in zip(styles, variants)]
+        axes[0, 0].legend(handles=handles, fontsize=6, loc="lower right", bbox_to_anchor=(1.0, 0.1))  # once a figure
         part = f"_{k // PANELS_PER_FIGURE + 1}" if len(panels) > PANELS_PER_FIGURE else ""
         paths += _finish(fig, f"{title}: every trial's {_short(cs[0].metric)} per cell (ECDF: a dot per trial, "
                               f"the median dotted)", meta, out_dir, _stem(cs, f"distribution{part}"))
     return paths
 
 
-WATERFALLS_MAX = 12   # cells (conditions x page) with a waterfall figure, in the distribution figure's order
+WATERFALLS_MAX = 6    # cells (conditions x page) with a waterfall figure, in the distribution figure's order
+WATERFALL_MIN_OBJECTS = 2  # Resource Timing entries a trial needs for its cell's waterfall (a favicon is one)
 WATERFALL_ROWS = 60   # requests drawn per protocol (a real page's first ones by start; the rest counted)
 NO_PROTOCOL = "#b0b0b0"  # a request whose protocol the browser did not say (a cross-origin entry, the cache)
 
@@ -746,7 +753,8 @@ def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: 
     _, name = _variants(cs)
     for t in usable(trials):
         c = cells.get(cell_key(t))
-        if c is not None and metric_value(t, metric) is not None and (t.nav or t.resources):
+        # a page of one object is its document alone (and the browser's favicon): no waterfall to read
+        if c is not None and metric_value(t, metric) is not None and len(t.resources) >= WATERFALL_MIN_OBJECTS:
             by[(c.conditions, c.page)][name(c)].append(t)
     order = sorted(by, key=lambda cp: min((c.rate_down_bps or 0, c.rtt_ms, c.loss_pct, c.jitter_ms, c.conditions,
                                            c.size_bytes, c.objects) for c in cs if (c.conditions, c.page) == cp))
@@ -763,12 +771,14 @@ def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: 
                                  gridspec_kw={"height_ratios": heights})
         for ax, (v, t, n, rows) in zip(axes[:, 0], drawn):
             shown = rows[:WATERFALL_ROWS]
-            for y, r in enumerate(shown):
-                color = protocols.color(r["proto"]) if r["proto"] else NO_PROTOCOL
-                ax.barh(y, r["response_ms"] - r["start_ms"], left=r["start_ms"], height=0.7, color=color, alpha=0.35)
-                ax.barh(y, r["end_ms"] - r["response_ms"], left=r["response_ms"], height=0.7, color=color)
-                if r["new_connection"]:
-                    ax.plot([r["connect_ms"][0]], [y], marker=">", ms=4, color="black")
+            ys = np.arange(len(shown))
+            colors = [protocols.color(r["proto"]) if r["proto"] else NO_PROTOCOL for r in shown]
+            start, first, end = (np.array([r[k] for r in shown]) for k in ("start_ms", "response_ms", "end_ms"))
+            ax.barh(ys, first - start, left=start, height=0.7, color=colors, alpha=0.35)  # one call per phase
+            ax.barh(ys, end - first, left=first, height=0.7, color=colors)
+            new = [(r["connect_ms"][0], y) for y, r in enumerate(shown) if r["new_connection"]]
+            if new:
+                ax.plot(*zip(*new), ls="", marker=">", ms=4, color="black")
             for ms, what, style in ((t.fcp_ms, "FCP", "--"), (t.lcp_ms, "LCP", "-."), (t.plt_ms, "load", ":")):
                 if ms:
                     ax.axvline(ms, color="black", ls=style, lw=0.8)
