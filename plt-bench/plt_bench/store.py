@@ -87,6 +87,7 @@ Schema history (SCHEMA_VERSION):
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import sqlite3
@@ -104,6 +105,71 @@ V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_
                "cpu_throttled_periods", "cpu_throttled_ms", "udp_rcvbuf_errors")
 V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
 V26_COLUMNS = ("aqm", "ecn", "cross", "cross_mbps")
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    """One step of a store's schema, from version to - 1 to version to: the trial columns it adds
+    (declared as records.columns() declares them today, or, for the first steps, as they were),
+    a method of Store that rewrites what is there (call), SQL run after, and whether the
+    one-row-per-slot trigger is made anew (the schema's own makes it over the slot's new fields)."""
+    to: int
+    what: str
+    columns: tuple[str, ...] = ()
+    trial_decls: tuple[str, ...] = ()
+    campaign_decls: tuple[str, ...] = ()
+    call: str | None = None
+    sql: tuple[str, ...] = ()
+    remake_slot_trigger: bool = False
+
+
+MIGRATIONS = (
+    Migration(2, "the link's conditions as columns", trial_decls=(
+        "rtt_ms REAL DEFAULT 0", "jitter_ms REAL DEFAULT 0", "jitter_dist TEXT DEFAULT 'uniform'",
+        "loss_pct REAL DEFAULT 0", "loss_direction TEXT DEFAULT 'both'", "reorder INTEGER DEFAULT 1",
+        "queue_pkts INTEGER", "link_json TEXT")),
+    Migration(3, "resumable campaigns, attempts, warm-ups, the machine's state", campaign_decls=("spec_hash TEXT",),
+              trial_decls=("attempt INTEGER NOT NULL DEFAULT 1", "warmup INTEGER NOT NULL DEFAULT 0", "busy_pct REAL",
+                           "load1 REAL", "idle_wait_s REAL")),
+    Migration(4, "CPU per role", trial_decls=("cpu_json TEXT",)),
+    Migration(5, "new tables only (made with the schema); old cpu_json rows stay readable"),
+    Migration(6, "the profile's name as a column ('Cable (10mbit rtt28ms)' -> Cable)",
+              trial_decls=("conditions_name TEXT",),
+              sql=("UPDATE trials SET conditions_name = substr(conditions, 1, instr(conditions, ' (') - 1) "
+                   "WHERE conditions LIKE '% (%)'",)),
+    Migration(7, "multi-object pages; every older trial loaded one HTML file",
+              columns=("objects", "object_bytes", "objects_ok", "connections", "resources_json"), call="_v7_page_labels"),
+    Migration(8, "bulk and request pages; every older trial loaded a page",
+              columns=("bulk_ms", "interval_ms", "bulk_bytes", "goodput_bps", "throughput_bps", "series_json",
+                       "requests", "streams", "req_p50_ms", "req_p90_ms", "req_p99_ms")),
+    Migration(9, "CPU-bound trials flagged", columns=("cpu_bound", "cpu_bound_share")),
+    Migration(10, "the measuring host, for campaigns run on a cluster", columns=("host",)),
+    Migration(11, "the CPUs a trial could run on (cluster workers pinned to their own)", columns=("cpus",)),
+    Migration(12, "one row per slot and attempt (the trigger is made with the schema)", columns=("prelaunched",)),
+    Migration(13, "the protocols by their HTTP version (quic -> h3, tcp -> h1); cc a column", columns=("cc",),
+              call="_v13_protocols_and_cc", remake_slot_trigger=True),
+    Migration(14, "paint metrics, origins, connections per origin, repeat visits",
+              columns=("fcp_ms", "lcp_ms", "lcp_element", "lcp_url", "paint_reason", "origins", "connections_json",
+                       "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects", "visit_json")),
+    Migration(15, "trace-driven rates",
+              columns=("trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256", "trace_phase_ms")),
+    Migration(16, "recordings replayed as recorded", columns=("unrecorded", "replay_json")),
+    Migration(17, "visual progress", columns=("first_visual_change_ms", "speed_index_ms", "visually_complete_ms")),
+    Migration(18, "the browser of each trial; every older one was Chromium's", columns=("browser",),
+              sql=("UPDATE trials SET browser = 'chromium'",)),
+    Migration(19, "one row per slot and attempt of each browser", remake_slot_trigger=True),
+    Migration(20, "the server of each trial (every older one was Caddy's) and its controller",
+              columns=("server", "server_cc"), sql=("UPDATE trials SET server = 'caddy'",)),
+    Migration(21, "one row per slot and attempt of each server", remake_slot_trigger=True),
+    Migration(22, "how the browser found HTTP/3 (every older trial was forced) and the mix",
+              columns=("discovery", "protocol_mix_json"), sql=("UPDATE trials SET discovery = 'forced'",)),
+    Migration(23, "how long the paint metrics waited for the page to settle", columns=("paint_wait_ms",)),
+    Migration(24, "the browser's CPU budget and its proof (none for every older trial)", columns=V24_COLUMNS,
+              remake_slot_trigger=True),
+    Migration(25, "the visitor's device (none for every older trial)", columns=V25_COLUMNS, remake_slot_trigger=True),
+    Migration(26, "the bottleneck's queue discipline (the kernel's FIFO for every older trial)", columns=V26_COLUMNS,
+              remake_slot_trigger=True),
+)
 
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
@@ -380,148 +446,45 @@ class Store:
         except UsageError:
             return  # _check_version refuses it with the reason
 
-    _V2_COLUMNS = ("rtt_ms REAL DEFAULT 0", "jitter_ms REAL DEFAULT 0", "jitter_dist TEXT DEFAULT 'uniform'",
-                   "loss_pct REAL DEFAULT 0", "loss_direction TEXT DEFAULT 'both'", "reorder INTEGER DEFAULT 1",
-                   "queue_pkts INTEGER", "link_json TEXT")
-
-    _V3_TRIAL_COLUMNS = ("attempt INTEGER NOT NULL DEFAULT 1", "warmup INTEGER NOT NULL DEFAULT 0", "busy_pct REAL",
-                         "load1 REAL", "idle_wait_s REAL")
-
     def _migrate(self) -> None:
-        """Bring an older store up to SCHEMA_VERSION, one version at a time."""
+        """Bring an older store up to SCHEMA_VERSION, one step (MIGRATIONS) at a time."""
         try:
             row = self.db.execute("SELECT version FROM schema_info").fetchone()
         except sqlite3.OperationalError:
             return  # a new store
         version = row[0] if row else SCHEMA_VERSION
-        if version == 1:  # 1 -> 2: the link's conditions as columns
-            for col in self._V2_COLUMNS:
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col}")
-            version = 2
-        if version == 2:  # 2 -> 3: resumable campaigns, attempts, warm-ups, the machine's state
-            self.db.execute("ALTER TABLE campaigns ADD COLUMN spec_hash TEXT")
-            for col in self._V3_TRIAL_COLUMNS:
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col}")
-            version = 3
-        if version == 3:  # 3 -> 4: CPU per role
-            self.db.execute("ALTER TABLE trials ADD COLUMN cpu_json TEXT")
-            version = 4
-        if version == 4:  # 4 -> 5: new tables only (created below); old cpu_json rows stay readable
-            version = 5
-        if version == 5:  # 5 -> 6: the profile's name as a column ("Cable (10mbit rtt28ms)" -> Cable)
-            self.db.execute("ALTER TABLE trials ADD COLUMN conditions_name TEXT")
-            self.db.execute("UPDATE trials SET conditions_name = substr(conditions, 1, instr(conditions, ' (') - 1) "
-                            "WHERE conditions LIKE '% (%)'")
-            version = 6
-        if version == 6:  # 6 -> 7: multi-object pages; every older trial loaded one HTML file
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("objects", "object_bytes", "objects_ok", "connections", "resources_json"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            for (size,) in self.db.execute("SELECT DISTINCT size_bytes FROM trials").fetchall():
-                self.db.execute("UPDATE trials SET page = ? WHERE size_bytes = ?", (Page(size).label, size))
-            version = 7
-        if version == 7:  # 7 -> 8: bulk and request pages; every older trial loaded a page
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("bulk_ms", "interval_ms", "bulk_bytes", "goodput_bps", "throughput_bps", "series_json",
-                        "requests", "streams", "req_p50_ms", "req_p90_ms", "req_p99_ms"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            version = 8
-        if version == 8:  # 8 -> 9: CPU-bound trials flagged
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("cpu_bound", "cpu_bound_share"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            version = 9
-        if version == 9:  # 9 -> 10: the measuring host, for campaigns run on a cluster
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            self.db.execute(f"ALTER TABLE trials ADD COLUMN host {new['host']}")
-            version = 10
-        if version == 10:  # 10 -> 11: the CPUs a trial could run on (cluster workers pinned to their own)
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            self.db.execute(f"ALTER TABLE trials ADD COLUMN cpus {new['cpus']}")
-            version = 11
-        if version == 11:  # 11 -> 12: one row per slot and attempt (the trigger is made with the schema)
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            self.db.execute(f"ALTER TABLE trials ADD COLUMN prelaunched {new['prelaunched']}")
-            version = 12
-        if version == 12:  # 12 -> 13: the protocols by their HTTP version (quic -> h3, tcp -> h1); cc a column
-            self._rename_protocols()
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            self.db.execute(f"ALTER TABLE trials ADD COLUMN cc {new['cc']}")
-            for cid, meta in self.db.execute("SELECT id, metadata_json FROM campaigns").fetchall():
-                cc = (json.loads(meta or "{}") or {}).get("congestion_control")
-                self.db.execute("UPDATE trials SET cc = ? WHERE campaign_id = ?",
-                                (cc if cc in CONGESTION_CONTROLS else "cubic", cid))
-            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its cc
-            version = 13
-        if version == 13:  # 13 -> 14: paint metrics, origins, connections per origin
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("fcp_ms", "lcp_ms", "lcp_element", "lcp_url", "paint_reason", "origins", "connections_json",
-                        "visit", "first_plt_ms", "resumed_connections", "zero_rtt", "cached_objects", "visit_json"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            version = 14
-        if version == 14:  # 14 -> 15: trace-driven rates
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("trace_down", "trace_down_sha256", "trace_up", "trace_up_sha256", "trace_phase_ms"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            version = 15
-        if version == 15:  # 15 -> 16: recordings replayed as recorded
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("unrecorded", "replay_json"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            version = 16
-        if version == 16:  # 16 -> 17: visual progress
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("first_visual_change_ms", "speed_index_ms", "visually_complete_ms"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            version = 17
-        if version == 17:  # 17 -> 18: the browser of each trial; every older one was Chromium's
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            self.db.execute(f"ALTER TABLE trials ADD COLUMN browser {new['browser']}")
-            self.db.execute("UPDATE trials SET browser = 'chromium'")
-            version = 18
-        if version == 18:  # 18 -> 19: one row per slot and attempt of each browser
-            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its browser
-            version = 19
-        if version == 19:  # 19 -> 20: the server of each trial (every older one was Caddy's) and its controller
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("server", "server_cc"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            self.db.execute("UPDATE trials SET server = 'caddy'")
-            version = 20
-        if version == 20:  # 20 -> 21: one row per slot and attempt of each server
-            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its server
-            version = 21
-        if version == 21:  # 21 -> 22: how the browser found HTTP/3 (every older trial was forced) and the mix
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in ("discovery", "protocol_mix_json"):
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            self.db.execute("UPDATE trials SET discovery = 'forced'")
-            version = 22
-        if version == 22:  # 22 -> 23: how long the paint metrics waited for the page to settle
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            self.db.execute(f"ALTER TABLE trials ADD COLUMN paint_wait_ms {new['paint_wait_ms']}")
-            version = 23
-        if version == 23:  # 23 -> 24: the browser's CPU budget and its proof (none for every older trial)
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in V24_COLUMNS:
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its budget
-            version = 24
-        if version == 24:  # 24 -> 25: the visitor's device (none for every older trial)
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in V25_COLUMNS:
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the slot with its device
-            version = 25
-        if version == 25:  # 25 -> 26: the bottleneck's queue discipline (the kernel's FIFO for every older trial)
-            new = dict((name, decl) for name, decl, _ in records.columns())
-            for col in V26_COLUMNS:
-                self.db.execute(f"ALTER TABLE trials ADD COLUMN {col} {new[col]}")
-            self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")  # made anew over the conditions with theirs
-            version = 26
+        declared = dict((name, decl) for name, decl, _ in records.columns())
+        for step in MIGRATIONS:
+            if version != step.to - 1:
+                continue
+            table_columns = [("campaigns", c) for c in step.campaign_decls] + [("trials", c) for c in step.trial_decls]
+            table_columns += [("trials", f"{c} {declared[c]}") for c in step.columns]
+            for table, decl in table_columns:
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {decl}")
+            if step.call:
+                getattr(self, step.call)()
+            for sql in step.sql:
+                self.db.execute(sql)
+            if step.remake_slot_trigger:  # made anew (with the schema) over the slot with what the step adds
+                self.db.execute("DROP TRIGGER IF EXISTS trials_one_per_slot")
+            version = step.to
         if row and version != row[0]:
             self.db.execute("UPDATE schema_info SET version = ?", (version,))
             self.db.commit()
+
+    def _v7_page_labels(self) -> None:
+        """6 -> 7: every older trial loaded one HTML file: its page's label from its size."""
+        for (size,) in self.db.execute("SELECT DISTINCT size_bytes FROM trials").fetchall():
+            self.db.execute("UPDATE trials SET page = ? WHERE size_bytes = ?", (Page(size).label, size))
+
+    def _v13_protocols_and_cc(self) -> None:
+        """12 -> 13: the protocols by their HTTP version (quic -> h3, tcp -> h1); each trial's congestion
+        control from its campaign's metadata."""
+        self._rename_protocols()
+        for cid, meta in self.db.execute("SELECT id, metadata_json FROM campaigns").fetchall():
+            cc = (json.loads(meta or "{}") or {}).get("congestion_control")
+            self.db.execute("UPDATE trials SET cc = ? WHERE campaign_id = ?",
+                            (cc if cc in CONGESTION_CONTROLS else "cubic", cid))
 
     def _rename_protocols(self) -> None:
         from .protocols import STORED_BEFORE_13

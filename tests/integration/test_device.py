@@ -25,10 +25,10 @@ CONTENDED = 2.0  # a full-speed loop this much slower than its CPU time: the mac
 @pytest.mark.parametrize("browser", ["chromium", "firefox"])
 def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_script_4x(browser):
     """Under --cpu 0.25 the WebDriver and every browser process it starts are in the testbed's group
-    and nothing else is (not the worker, the server or the link emulator); the group is throttled;
-    a fixed JavaScript loop in the page takes about 4 times its CPU time (at a full core, budget 1:
-    the same CPU and no quota, about 1), after a repeat visit's second load too (in Chromium). The group is gone
-    with the testbed."""
+    and nothing else is (not the worker, the server or the link emulator), in each browser; the group
+    is throttled; a fixed JavaScript loop in the page takes about 4 times its CPU time (at a full core,
+    budget 1: the same CPU and no quota, about 1), after a repeat visit's second load too (judged once,
+    in Chromium: the group's, not the browser's). The group is gone with the testbed."""
     before = system_state()
     with Testbed(PROJECT_ROOT / "sites", browser_names=(browser,), conditions=[COND]) as bed:
         bed.set_conditions(COND)
@@ -48,9 +48,9 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
         bed.discard_prepared()
         slowdown: dict[float, list[float]] = {}
         throttled: dict[float, int] = {}
-        # Chromium twice each (the quarter's median of two); Firefox once each: its four loads took 162 s in all
-        # here (85 s with two), and the loop's slowdown is the group's, whichever browser runs it
-        for share in (1.0, 0.25, 1.0, 0.25) if browser == "chromium" else (1.0, 0.25):
+        # Chromium twice each (the quarter's median of two); Firefox's processes in the group are its part here:
+        # the loop's slowdown is the group's, whichever browser runs it (Firefox's two loads took 85 s of its 162)
+        for share in (1.0, 0.25, 1.0, 0.25) if browser == "chromium" else ():
             bed.set_budget(share)
             ans, _ = bed.load("h2", "index_5KB.html", 60.0, browser=browser)
             assert not ans.get("error"), ans.get("error")
@@ -67,9 +67,11 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
             assert ans["cpu_group"]["throttled_periods"] > 0 and "error" not in ans["cpu_loop"], ans["cpu_group"]
             repeat_slowdown = ans["cpu_loop"]["slowdown"]
         group_folders = list(bed.cpu_group.folders.values())
-    assert throttled[1.0] == 0 and throttled[0.25] > 0, throttled
     assert not any(f.exists() for f in group_folders), "the group outlived the testbed"
     assert system_state() == before
+    if browser != "chromium":
+        return
+    assert throttled[1.0] == 0 and throttled[0.25] > 0, throttled
     # the loop's wall time over the group's CPU time: 1 at a full core the machine leaves alone, the
     # budget's factor under a quota that binds; where the machine's other load already held the full-
     # speed loop below half a core, it is that load that the quarter's figure measures

@@ -729,3 +729,11 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, cond=codel))
         assert {t.conditions.label.split()[-1] for t in s.trials([cid])} >= {"codel+ecn"}
+
+
+def test_the_migrations_are_one_step_a_version_up_to_the_schema():
+    assert [m.to for m in st.MIGRATIONS] == list(range(2, st.SCHEMA_VERSION + 1))
+    from plt_bench import records
+    declared = {name for name, _, _ in records.columns()}
+    assert all(c in declared for m in st.MIGRATIONS for c in m.columns)  # each added as the schema declares it
+    assert all(m.call is None or callable(getattr(st.Store, m.call)) for m in st.MIGRATIONS)
