@@ -1,5 +1,6 @@
 """Shared fixtures. Integration tests need root: they build real namespaces, Caddy and Chromium."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -197,7 +198,12 @@ def system_state(ns: str | None = None) -> dict:
     def out(argv):
         argv = argv if ns is None else ["ip", "netns", "exec", ns, *argv]
         return subprocess.run(argv, capture_output=True, text=True).stdout
-    links = sorted(l.split(":")[1].strip().split("@")[0] for l in out(["ip", "-o", "link"]).splitlines())
+    # a testbed's own devices (pbN-...) are judged through its run folder and namespaces, which it makes
+    # first and which name their owner: in the root namespace another plt-bench's veth or IFB passes
+    # through while it builds or ends a testbed, before or after the folder says whose it is
+    ours = (lambda dev: not re.match(r"pb\d+-", dev)) if ns is None else (lambda dev: True)
+    links = sorted(d for d in (l.split(":")[1].strip().split("@")[0] for l in out(["ip", "-o", "link"]).splitlines())
+                   if ours(d))
     # the emulator by its binary's path ('/linkem '): a campaign's own command line may say '--link linkem'
     procs = out(["pgrep", "-af", "caddy run|/linkem |chromedriver|tcpdump -i|iperf3 -s|quinnserve --config|"
                                  "dnsmasq --keep-in-foreground|plt_bench.replayd|geckodriver|firefox-esr|slirp4netns"])
@@ -209,7 +215,8 @@ def system_state(ns: str | None = None) -> dict:
         "netns": sorted(n for n in netns if not _foreign_name(n, f) and Path(f"/run/netns/{n}").exists()),
         "netns_etc": sorted(n for n in etc if not _foreign_name(n, f) and Path(f"/etc/netns/{n}").exists()),
         "links": links,
-        "qdiscs": out(["tc", "qdisc", "show"]),
+        "qdiscs": "\n".join(l for l in out(["tc", "qdisc", "show"]).splitlines()
+                             if ours((l.split(" dev ")[1].split()[0]) if " dev " in l else "")),
         "gro": {dev: [l for l in out(["ethtool", "-k", dev]).splitlines() if l.startswith("generic-receive")]
                 for dev in links},
         "iptables": out(["iptables", "-S"]) + out(["iptables", "-t", "mangle", "-S"]),

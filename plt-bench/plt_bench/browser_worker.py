@@ -475,14 +475,14 @@ class Screencast:
         before = [f for f in shown if f[0] <= 0]
         # the page before the load showed anything: the last frame before the navigation, else a blank one
         blank = before[-1] if before else (0.0, [[0] * 256 for _ in range(3)])
-        out = visual.metrics([blank] + [f for f in shown if f[0] > 0])
+        figures = visual.metrics([blank] + [f for f in shown if f[0] > 0])
         if frames_path:
             try:
-                out["frames_kept"] = visual.write_frames(frames_path, [(ms, h, jpeg) for (ms, h), (_, jpeg)
-                                                                       in zip(shown, frames) if ms > 0])
+                figures["frames_kept"] = visual.write_frames(frames_path, [(ms, h, jpeg) for (ms, h), (_, jpeg)
+                                                                           in zip(shown, frames) if ms > 0])
             except OSError as e:
-                out["frames_error"] = f"{type(e).__name__}: {e}"[:300]
-        return out
+                figures["frames_error"] = f"{type(e).__name__}: {e}"[:300]
+        return figures
 
 
 # How long after the paints are read the screencast waits for a last frame.

@@ -435,26 +435,26 @@ def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, serve) ->
     """--http-server: servers of plt_bench.servers (an axis, as --browser is), and nothing asked of any
     that it cannot do (refused by name before anything is made)."""
     from . import servers
-    from .servers import quinnserve
     given = _as_list(v.get("http_server", DEFAULTS["http_server"]))
     names = tuple(dict.fromkeys(x.lower() for x in units.split_list(given, v.name("http_server"))))
     if not names or any(n not in servers.NAMES for n in names):
         raise UsageError(f"{v.name('http_server')}: '{given}'; expected one or more of {', '.join(servers.NAMES)} "
                          "(caddy,quinn: both, interleaved)")
+    able = lambda feature: ", ".join(s.label for s in servers.SERVERS.values() if feature in s.features)  # noqa: E731
     for name in names:
-        if name == "caddy":
-            continue
-        if server:
-            raise UsageError(f"{v.name('http_server')} {name}: two machines serve with Caddy ('plt-bench serve'), "
-                             "for now")
-        if serve:
-            raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve): Caddy does")
-        if "qlog" in capture:
-            raise UsageError(f"{v.name('http_server')} {name}: writes no qlog (--capture qlog is Caddy's)")
-        lacking = [cc for cc in grid.ccs if cc not in quinnserve.CONTROLLERS]
+        cls = servers.get(name)
+        if server and "two-machines" not in cls.features:
+            raise UsageError(f"{v.name('http_server')} {name}: two machines serve with {able('two-machines')} "
+                             "('plt-bench serve'), for now")
+        if serve and "folders" not in cls.features:
+            raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve): "
+                             f"{able('folders')} does")
+        if "qlog" in capture and "qlog" not in cls.features:
+            raise UsageError(f"{v.name('http_server')} {name}: writes no qlog (--capture qlog is {able('qlog')}'s)")
+        lacking = [cc for cc in grid.ccs if cls.quic_controllers is not None and cc not in cls.quic_controllers]
         if lacking:
-            raise UsageError(f"{v.name('cc')}: {', '.join(lacking)}: quinn has no such QUIC controller; with "
-                             f"{v.name('http_server')} {name} expected some of {', '.join(quinnserve.CONTROLLERS)}")
+            raise UsageError(f"{v.name('cc')}: {', '.join(lacking)}: {name} has no such QUIC controller; with "
+                             f"{v.name('http_server')} {name} expected some of {', '.join(cls.quic_controllers)}")
     return names
 
 

@@ -19,6 +19,7 @@ import seaborn as sns  # noqa: E402
 
 from .. import protocols, units  # noqa: E402
 from ..conditions import VARIANT_AXES  # noqa: E402
+from ..servers import SERVERS  # noqa: E402
 from ..units import format_rate  # noqa: E402
 
 
@@ -402,7 +403,7 @@ def size_plot(cells: dict, meta: dict, out_dir: Path, title: str) -> list[Path]:
 
 
 ROLE_COLORS = {"browser": "#7f8c8d", "renderer": "#8e44ad", "network": "#d35400", "gpu": "#16a085",
-               "caddy": "#2c3e50", "quinnserve": "#6c3483", "linkem": "#b7950b", "other": "#bdc3c7"}
+               **{c.meta_key: c.cpu_color for c in SERVERS.values()}, "linkem": "#b7950b", "other": "#bdc3c7"}
 
 
 def _rolling(values: list[float], n: int) -> np.ndarray:

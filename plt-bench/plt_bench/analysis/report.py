@@ -13,6 +13,7 @@ from typing import Callable
 from .. import protocols, units
 from ..conditions import AXIS_KEYS, VARIANT_AXES
 from . import stats
+from ..servers import SERVERS
 from .files import atomic
 from ..device.calibrate import calibration_diff
 from ..metadata import key_diff
@@ -463,9 +464,7 @@ def _browser_versions(rep: dict) -> str:
 
 
 # Each server in a report's words: its name and version, and what its h3 runs for congestion control
-SERVER_WORDS = {"caddy": ("Caddy {caddy_version}", "h3 runs quic-go's own CUBIC whatever it says"),
-                "quinn": ("quinnserve {quinnserve_version} (HTTP/3 on quinn)",
-                          "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says")}
+SERVER_WORDS = {c.name: (c.report_words, c.h3_cc_words) for c in SERVERS.values()}  # each server's own
 
 
 def _server(m: dict) -> tuple[str, str]:
@@ -474,7 +473,7 @@ def _server(m: dict) -> tuple[str, str]:
     (one server's as every report before said it; several each by its name)."""
     names = [n for n in (m.get("http_server") or "caddy").split(",") if n]
     said = {n: SERVER_WORDS.get(n, (n, "")) for n in names}
-    server = "; ".join(w.format(**{k: m.get(k) for k in ("caddy_version", "quinnserve_version")})
+    server = "; ".join(w.format(**{f"{c.meta_key}_version": m.get(f"{c.meta_key}_version") for c in SERVERS.values()})
                        if n in SERVER_WORDS else n for n, (w, _) in said.items())  # an unknown name as it is
     if len(names) == 1:
         return server, said[names[0]][1]

@@ -28,6 +28,7 @@ from scipy import stats as sps
 from .. import cpu as cpu_mod
 from .. import protocols
 from ..conditions import AXIS_KEYS, VARIANT_AXES, transfer_seconds
+from ..servers import SERVERS
 from ..errors import UsageError
 from ..device.calibrate import calibration_diff
 from ..metadata import key_diff
@@ -746,7 +747,7 @@ def visits_table(trials: list[Trial]) -> list[dict]:
 
 # -- CPU --------------------------------------------------------------------------------------------------
 # Roles shown one by one; the rest of Chromium (zygote, utility, chromedriver, ...) is "other".
-CPU_ROLES = ("browser", "renderer", "network", "gpu", "caddy", "quinnserve", "linkem")  # a server by its own name
+CPU_ROLES = ("browser", "renderer", "network", "gpu", *(c.meta_key for c in SERVERS.values()), "linkem")  # a server by its own name
 
 
 def cpu_role(role: str) -> str:

@@ -67,6 +67,17 @@ class Server:
     label = ""   # for people: Caddy
     meta_key = ""  # a campaign's metadata keys for its build and version: caddy, caddy_version
     quic_cc_follows = True  # its QUIC connections run --cc's controller (False: its stack's own, whatever --cc)
+    # what it can do beyond serving the testbed's pages and recordings over h3, h2 and h1 (a campaign
+    # asking for more is refused by name, campaign._http_servers): "folders" served as they are (--serve),
+    # "qlog" (--capture qlog), "two-machines" ('plt-bench serve' runs it)
+    features: frozenset[str] = frozenset()
+    # --cc's names -> its QUIC stack's controllers, where --cc chooses them (None: its own, fixed)
+    quic_controllers: dict[str, str] | None = None
+    # its words in a report: itself with its version (a format of the campaign's metadata: meta_key's
+    # keys), and what its h3 runs for congestion control; its colour in the CPU figures (role meta_key)
+    report_words = ""
+    h3_cc_words = ""
+    cpu_color = "#2c3e50"
     cert = None  # the testbed's certificate (certs.Certificate), once started
     proc = None  # its process (subprocess.Popen), while it runs
     access_log: Path  # its access log (a capture run keeps it; 'up' tells the user where it is)

@@ -197,6 +197,8 @@ class Caddy(Server):
 
     name, label, meta_key = "caddy", "Caddy", "caddy"
     quic_cc_follows = False  # quic-go runs its own CUBIC
+    features = frozenset({"folders", "qlog", "two-machines"})
+    report_words, h3_cc_words = "Caddy {caddy_version}", "h3 runs quic-go's own CUBIC whatever it says"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -73,6 +73,10 @@ class QuinnServe(Server):
     """One quinnserve process inside a namespace."""
 
     name, label, meta_key = "quinn", "quinnserve", "quinnserve"
+    quic_controllers = CONTROLLERS
+    report_words = "quinnserve {quinnserve_version} (HTTP/3 on quinn)"
+    h3_cc_words = "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says"
+    cpu_color = "#6c3483"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
