@@ -18,6 +18,7 @@ from plt_bench.pages import replay_root
 from plt_bench.visual import read_frames
 
 from ..conftest import MACHINE_REFUSALS, ROOT, ok_slots, run_cli, system_state, unjudged
+from .conftest import rendered_figures
 from .test_cli import _nothing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -90,7 +91,11 @@ def test_a_real_page_its_script_renders_is_recorded_and_replays_over_every_proto
             shown = read_frames(results.parent / path)
             assert len(shown) >= 2 and any(abs(ms - firsts[tid]) < 0.1 for ms, _ in shown), ([ms for ms, _ in shown],
                                                                                            firsts[tid])
-        assert "filmstrip_" in r.stdout and "waterfall_" in r.stdout
+        # the report of a visual capture, opened in headless Chromium: each protocol's filmstrip and waterfall drawn
+        folder = results.parent / r.stdout.split("report and figures: ")[1].split("/ (")[0].rsplit("/", 1)[-1]
+        shown = rendered_figures(folder / "report.html", tmp_path / "chromium-profile")
+        drawn = {k: v for k, v in shown.items() if k.startswith(("filmstrip_", "waterfall_"))}
+        assert {k.split("_")[0] for k in drawn} == {"filmstrip", "waterfall"} and min(drawn.values()) > 0.01, shown
         outside = [e for f in hars for e in json.loads(f.read_text())["log"]["entries"]
                    if "validator.swagger.io" in e["request"]["url"]]
         assert all(e.get("_error") == "net::ERR_NAME_NOT_RESOLVED" for e in outside), outside

@@ -710,6 +710,35 @@ def median_trial(trials: list, values: list[float]):
     return trials[order[(len(order) - 1) // 2]]
 
 
+def median_trials(trials: list, cells: dict, metric: str, keep) -> list[tuple[tuple[str, str], list]]:
+    """Per cell (conditions, page) whose trials `keep` accepts, in the distribution figure's order and
+    the first WATERFALLS_MAX: [(variant, its median trial, of how many)] per protocol (and congestion
+    control, browser, server where several ran). The waterfalls' and filmstrips' choice."""
+    from ..records import metric_value
+    from .stats import cell_key, usable
+    cs = list(cells.values())
+    if not cs:
+        return []
+    _, name = _variants(cs)
+    by: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for t in usable(trials):
+        c = cells.get(cell_key(t))
+        if c is not None and metric_value(t, metric) is not None and keep(t):
+            by[(c.conditions, c.page)][name(c)].append(t)
+    order = sorted(by, key=lambda cp: min((c.rate_down_bps or 0, c.rtt_ms, c.loss_pct, c.jitter_ms, c.conditions,
+                                           c.size_bytes, c.objects) for c in cs if (c.conditions, c.page) == cp))
+    out = []
+    for cp in order[:WATERFALLS_MAX]:
+        variants = sorted(by[cp], key=lambda v: (protocols.order(v.split()[0]), v))
+        out.append((cp, [(v, median_trial(by[cp][v], [metric_value(x, metric) for x in by[cp][v]]), len(by[cp][v]))
+                         for v in variants]))
+    return out
+
+
+def _cell_stem(cells: dict, cp: tuple[str, str], base: str) -> str:
+    return _stem([next(c for c in cells.values() if (c.conditions, c.page) == cp)], f"{base}_{_slug(cp[0])}_{_slug(cp[1])}")
+
+
 def requests_of(t) -> list[dict]:
     """A trial's requests for its waterfall, in order of start (ms from the navigation's start): the
     document from its navigation entry, then every resource entry; each with its protocol (h3, h2,
@@ -746,27 +775,11 @@ def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: 
     coloured by the protocol that request actually used (grey: not said), a triangle where it set up
     a new connection, and the trial's FCP, LCP and load event marked. Each panel names its trial."""
     from ..records import metric_value
-    from .stats import cell_key, usable
-    by: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    cs = [c for c in cells.values()]
-    if not cs:
-        return []
-    _, name = _variants(cs)
-    for t in usable(trials):
-        c = cells.get(cell_key(t))
-        # a page of one object is its document alone (and the browser's favicon): no waterfall to read
-        if c is not None and metric_value(t, metric) is not None and len(t.resources) >= WATERFALL_MIN_OBJECTS:
-            by[(c.conditions, c.page)][name(c)].append(t)
-    order = sorted(by, key=lambda cp: min((c.rate_down_bps or 0, c.rtt_ms, c.loss_pct, c.jitter_ms, c.conditions,
-                                           c.size_bytes, c.objects) for c in cs if (c.conditions, c.page) == cp))
     paths = []
-    for cond, page in order[:WATERFALLS_MAX]:
-        variants = sorted(by[(cond, page)], key=lambda v: (protocols.order(v.split()[0]), v))
-        drawn = []
-        for v in variants:
-            ts = by[(cond, page)][v]
-            t = median_trial(ts, [metric_value(x, metric) for x in ts])
-            drawn.append((v, t, len(ts), requests_of(t)))
+    # a page of one object is its document alone (and the browser's favicon): no waterfall to read
+    for (cond, page), chosen in median_trials(trials, cells, metric,
+                                              lambda t: len(t.resources) >= WATERFALL_MIN_OBJECTS):
+        drawn = [(v, t, n, requests_of(t)) for v, t, n in chosen]
         heights = [1.0 + 0.16 * min(len(rows), WATERFALL_ROWS) for *_, rows in drawn]
         fig, axes = plt.subplots(len(drawn), 1, figsize=(9.5, sum(heights) + 0.8), sharex=True, squeeze=False,
                                  gridspec_kw={"height_ratios": heights})
@@ -797,8 +810,7 @@ def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: 
                                             label=_name(p) if p else "not said") for p in used]
         handles.append(matplotlib.lines.Line2D([], [], marker=">", ls="", color="black", label="new connection"))
         axes[0, 0].legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        stem = _stem([next(c for c in cs if (c.conditions, c.page) == (cond, page))],
-                     f"waterfall_{_slug(cond)}_{_slug(page)}")
+        stem = _cell_stem(cells, (cond, page), "waterfall")
         paths += _finish(fig, f"{title}: the median trial's requests per protocol at {cond} for {page} (colour: the "
                               "protocol each request used; light: waiting, dark: the body)", meta, out_dir, stem)
     return paths
@@ -824,28 +836,15 @@ def filmstrip_plot(trials: list, cells: dict, frames: dict, meta: dict, out_dir:
 
     from PIL import Image
 
-    from ..records import metric_value
     from ..visual import read_frames
-    from .stats import cell_key, usable
-    cs = list(cells.values())
-    if not cs or not frames:
+    if not frames:
         return []
-    _, name = _variants(cs)
-    by: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for t in usable(trials):
-        c = cells.get(cell_key(t))
-        if c is not None and (t.campaign_id, t.seq) in frames and metric_value(t, metric) is not None:
-            by[(c.conditions, c.page)][name(c)].append(t)
-    order = sorted(by, key=lambda cp: min((c.rate_down_bps or 0, c.rtt_ms, c.loss_pct, c.jitter_ms, c.conditions,
-                                           c.size_bytes, c.objects) for c in cs if (c.conditions, c.page) == cp))
     paths = []
-    for cond, page in order[:WATERFALLS_MAX]:
+    for (cond, page), chosen in median_trials(trials, cells, metric, lambda t: (t.campaign_id, t.seq) in frames):
         strips = []
-        for v in sorted(by[(cond, page)], key=lambda v: (protocols.order(v.split()[0]), v)):
-            ts = by[(cond, page)][v]
-            t = median_trial(ts, [metric_value(x, metric) for x in ts])
+        for v, t, n in chosen:
             try:
-                strips.append((v, t, len(ts), read_frames(frames[(t.campaign_id, t.seq)])))
+                strips.append((v, t, n, read_frames(frames[(t.campaign_id, t.seq)])))
             except (OSError, ValueError):
                 continue  # a frames file gone or cut short: that protocol's strip is left out
         if not strips:
@@ -879,8 +878,7 @@ def filmstrip_plot(trials: list, cells: dict, frames: dict, meta: dict, out_dir:
         axes[-1, 0].set_xticks(times)
         _time_axis(axes[-1, 0], "x")
         axes[-1, 0].set_xlabel("time since the navigation's start (each frame: what the page showed then)")
-        stem = _stem([next(c for c in cs if (c.conditions, c.page) == (cond, page))],
-                     f"filmstrip_{_slug(cond)}_{_slug(page)}")
+        stem = _cell_stem(cells, (cond, page), "filmstrip")
         paths += _finish(fig, f"{title}: what each protocol's median trial showed at {cond} for {page}", meta,
                          out_dir, stem)
     return paths
