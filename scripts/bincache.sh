@@ -2,6 +2,7 @@
 # cargo are kept machine-wide by their source's hash (or version), so that another checkout on this
 # machine (a CI's clean clone) installs them in a second instead of building for minutes; a new
 # source builds, as on a machine that never built it. Remove /var/cache/plt-bench to build afresh.
+# (tests/conftest.py keeps cargo test's builds beside, in /var/cache/plt-bench/cargo-test.)
 bin_cache=/var/cache/plt-bench/bin
 from_cache() {  # NAME KEY DEST: the cached build of NAME at KEY, put in place (a new file renamed in)
   [ -x "$bin_cache/$1-$2" ] || return 1

@@ -13,13 +13,23 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "plt_bench.cli"]
 
 
+TEST_TARGET_ROOT = "/var/cache/plt-bench/cargo-test"  # cargo test's builds, shared by this machine's clones
+
+
 def cargo_tests_pass(crate: str) -> None:
     """A Rust crate of the checkout (linkem, quinnserve) passes its own tests, built as setup builds it."""
     import shutil
     cargo = shutil.which("cargo") or os.path.expanduser("~/.cargo/bin/cargo")
     assert os.path.exists(cargo), f"cargo is needed to build {crate}: run scripts/setup"
+    # the dependencies' builds kept machine-wide beside setup's binaries (scripts/bincache.sh), as setup keeps
+    # those: a clean clone's test build of quinnserve took 109 s, nearly all of it compiling quinn, hyper, rustls
+    shared = Path(TEST_TARGET_ROOT)
+    env = dict(os.environ)
+    if os.access(shared.parent if not shared.exists() else shared, os.W_OK):
+        shared.mkdir(parents=True, exist_ok=True)
+        env["CARGO_TARGET_DIR"] = str(shared / crate)
     r = subprocess.run([cargo, "test", "--release", "--locked", "--manifest-path", str(ROOT / crate / "Cargo.toml")],
-                       capture_output=True, text=True, timeout=900)
+                       capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "test result: ok." in r.stdout and " 0 failed" in r.stdout
 

@@ -478,8 +478,9 @@ class Screencast:
         figures = visual.metrics([blank] + [f for f in shown if f[0] > 0])
         if frames_path:
             try:
-                figures["frames_kept"] = visual.write_frames(frames_path, [(ms, h, jpeg) for (ms, h), (_, jpeg)
-                                                                           in zip(shown, frames) if ms > 0])
+                figures["frames_kept"] = visual.write_frames(
+                    frames_path, [(ms, h, jpeg) for (ms, h), (_, jpeg) in zip(shown, frames) if ms > 0],
+                    pinned=(figures["first_visual_change_ms"], figures["visually_complete_ms"]))
             except OSError as e:
                 figures["frames_error"] = f"{type(e).__name__}: {e}"[:300]
         return figures

@@ -410,9 +410,9 @@ class Testbed:
             req["graceful_quit"] = True  # the browser completes these files as it closes
         if capture_dir is not None and "har" in self.capture.kinds:
             req["har_path"] = str(capture_dir / FILENAMES["har"])
+            req["har_bodies"] = self.record_bodies
         if capture_dir is not None and "visual" in self.capture.kinds:
             req["frames_path"] = str(capture_dir / FILENAMES["visual"])
-            req["har_bodies"] = self.record_bodies
         if repeat:
             rtt_s = (self.conditions.rtt_ms if self.conditions else 0.0) / 1000.0
             req["visit"] = {"cache": "kept" if visit == "repeat-warm" else "cleared", "settle_s": 0.5 + 3 * rtt_s,

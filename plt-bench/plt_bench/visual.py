@@ -95,10 +95,12 @@ def metrics(frames: list[tuple[float, list[list[int]]]]) -> dict:
 MAX_KEPT_FRAMES = 60  # a trial's frames in its frames.zip: where the page changed, evenly thinned past this
 
 
-def frames_to_keep(frames: list[tuple[float, list[list[int]]]], most: int = MAX_KEPT_FRAMES) -> list[int]:
+def frames_to_keep(frames: list[tuple[float, list[list[int]]]], most: int = MAX_KEPT_FRAMES,
+                   pinned: tuple[float | None, ...] = ()) -> list[int]:
     """Which of the frames [(ms, histogram)] to keep (their indices, in order): the first, each that
     differs from the one kept before it (what a viewer would see change), and the last; past `most`,
-    evenly thinned between the first change and the last, which stay (pure)."""
+    evenly thinned, the first, the last and the frames at the pinned times (the first visual change,
+    visually complete: metrics' figures) always kept (pure)."""
     if not frames:
         return []
     keep = [0]
@@ -107,10 +109,14 @@ def frames_to_keep(frames: list[tuple[float, list[list[int]]]], most: int = MAX_
             keep.append(i)
     if keep[-1] != len(frames) - 1:
         keep.append(len(frames) - 1)
-    if len(keep) > most:
-        head, rest = keep[:2], keep[2:]  # the first frame and the first change: the first visual change's
-        step = (len(rest) - 1) / (most - 3)
-        keep = head + [rest[round(k * step)] for k in range(most - 2)]
+    fixed = {0, len(frames) - 1} | {i for i, (ms, _) in enumerate(frames) for p in pinned if p is not None and ms == p}
+    if len(keep) + len(fixed - set(keep)) > most:
+        rest = [i for i in keep if i not in fixed]
+        room = max(most - len(fixed), 0)
+        step = len(rest) / room if room else 0
+        keep = sorted(fixed | {rest[int(k * step)] for k in range(room)})
+    else:
+        keep = sorted(set(keep) | fixed)
     return keep
 
 
@@ -119,12 +125,13 @@ def frame_name(ms: float) -> str:
     return f"{max(ms, 0.0):08.1f}.jpg"
 
 
-def write_frames(path: str, frames: list[tuple[float, list[list[int]], bytes]]) -> int:
-    """Write the frames to keep of [(ms, histogram, JPEG)] to a zip at path (whole or not at all);
-    the number kept."""
+def write_frames(path: str, frames: list[tuple[float, list[list[int]], bytes]],
+                 pinned: tuple[float | None, ...] = ()) -> int:
+    """Write the frames to keep of [(ms, histogram, JPEG)] to a zip at path (whole or not at all),
+    those at the pinned times among them; the number kept."""
     import os
     import zipfile
-    keep = frames_to_keep([(ms, h) for ms, h, _ in frames])
+    keep = frames_to_keep([(ms, h) for ms, h, _ in frames], pinned=pinned)
     tmp = f"{path}.tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:  # JPEG: nothing left to compress
         for i in keep:

@@ -66,3 +66,11 @@ def test_frames_written_and_read_back_in_time_order_by_their_ms(tmp_path):
     n = visual.write_frames(str(tmp_path / "frames.zip"), frames)
     assert n == 3 and visual.read_frames(tmp_path / "frames.zip") == [(5.2, b"a"), (250.0, b"b"), (2000.0, b"d")]
     assert not (tmp_path / "frames.zip.tmp").exists()
+
+
+def test_the_first_visual_change_is_kept_however_many_frames_are_thinned():
+    from plt_bench import visual
+    h = lambda k: [[k] * 4]  # noqa: E731
+    many = [(float(i), h(i)) for i in range(200)]
+    kept = visual.frames_to_keep(many, most=10, pinned=(137.0, None))
+    assert len(kept) == 10 and {0, 137, 199} <= set(kept) and kept == sorted(set(kept))
