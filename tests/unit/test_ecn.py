@@ -94,3 +94,10 @@ def test_the_report_s_ecn_table_sums_each_side_and_says_where_quic_had_no_log():
     assert (rows["h3"]["quic_ce_browser_log"], rows["h3"]["quic_ce_server_log"], rows["h3"]["quic_validated"],
             rows["h3"]["quic_why"]) == (2.0, None, None, ecn.NO_QUIC_LOG)
     assert stats.ecn_table([trial(seq=0)]) == []  # without --ecn: no table
+
+
+def test_a_trial_s_record_names_each_side_and_none_where_it_had_no_connection():
+    rec = ecn.endpoints(ecn.parse_ss(SS_EVENTS), [], None, ecn.QuicSide(source=None, why=ecn.NO_QUIC_LOG))
+    assert list(rec) == ["tcp_browser", "tcp_server", "quic_browser", "quic_server"]
+    assert rec["tcp_browser"] == {"connections": 2, "negotiated": 1, "ecn_seen": 1, "ce_delivered": 22}
+    assert rec["tcp_server"] is None and rec["quic_browser"] is None and rec["quic_server"]["why"] == ecn.NO_QUIC_LOG

@@ -365,18 +365,23 @@ def test_a_waterfall_draws_the_median_trial_s_requests_each_by_the_protocol_it_u
     objects by start, each with the protocol the browser says it used (a cross-origin entry that
     does not say: none) and whether it set up a connection; the panel names the trial."""
     import json
+
+    from plt_bench.pages import origin_host
+
+    def at(host: str, path: str) -> str:  # a request's name as Resource Timing gives it, on a testbed origin
+        return f"https://{host}/{path}"
     nav = {"startTime": 0, "connectStart": 8.0, "connectEnd": 110.0, "responseStart": 170.0, "responseEnd": 300.0,
-           "nextHopProtocol": "h3", "name": "https://plt.test/index.html"}
+           "nextHopProtocol": "h3", "name": at(origin_host(0), "index.html")}
 
     def res(name, start, end, hop, new=False):
-        return {"name": f"https://plt.test/{name}", "startTime": start, "connectStart": start,
+        return {"name": at(origin_host(0), name), "startTime": start, "connectStart": start,
                 "connectEnd": start + (60 if new else 0), "responseStart": end - 10, "responseEnd": end,
                 "nextHopProtocol": hop}
     ts, seq = [], 0
     for proto, hop in (("h3", "h3"), ("h1", "http/1.1")):
         for plt in (900.0, 500.0, 700.0):
             resources = [res("b.png", 320, 600, hop, new=proto == "h1"), res("a.png", 310, 400, hop),
-                         {**res("x.js", 315, 500, ""), "name": "https://cdn.test/x.js"}]
+                         {**res("x.js", 315, 500, ""), "name": at(origin_host(1), "x.js")}]
             ts.append(trial(1, seq, proto, plt=plt, cond=conditions(rate_bps=10**7), page=Page(5000, 3),
                             nav_json=json.dumps({**nav, "nextHopProtocol": hop}), resources_json=json.dumps(resources)))
             seq += 1
@@ -393,7 +398,7 @@ def test_a_waterfall_draws_the_median_trial_s_requests_each_by_the_protocol_it_u
     ((stem, fig),) = drawn
     assert stem.startswith("waterfall_") and [ax.get_title().split(":")[0] for ax in fig.axes[:2]] == ["h3", "h1"]
     assert "trial 2 (run 2), the median of 3: PLT 700 ms" in fig.axes[0].get_title()
-    assert [x.get_text() for x in fig.axes[1].get_yticklabels()] == ["index.html", "a.png", "cdn.test x.js", "b.png"]
+    assert [x.get_text() for x in fig.axes[1].get_yticklabels()] == ["index.html", "a.png", f"{origin_host(1)} x.js", "b.png"]
 
 
 def test_a_filmstrip_shows_what_each_protocol_s_median_trial_showed_on_one_time_axis(tmp_path, monkeypatch):

@@ -761,11 +761,12 @@ def requests_of(t) -> list[dict]:
     return sorted(rows, key=lambda r: (r["start_ms"], r["end_ms"]))
 
 
-def _short_name(url: str) -> str:
+def _short_name(url: str, own_host: str | None = None) -> str:
+    """A request on a waterfall's axis: its file, with its host where that is not the document's own."""
     from urllib.parse import urlsplit
     u = urlsplit(url)
     path = u.path.rsplit("/", 1)[-1] or "/"
-    return (f"{u.hostname or ''} {path}" if u.hostname and not u.hostname.startswith("plt.") else path)[:34]
+    return (f"{u.hostname} {path}" if u.hostname and u.hostname != own_host else path)[:34]
 
 
 def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: str, metric: str = "plt") -> list[Path]:
@@ -774,6 +775,8 @@ def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: 
     request from its start to its response's end (light: waiting for the first byte; dark: the body),
     coloured by the protocol that request actually used (grey: not said), a triangle where it set up
     a new connection, and the trial's FCP, LCP and load event marked. Each panel names its trial."""
+    from urllib.parse import urlsplit
+
     from ..records import metric_value
     paths = []
     # a page of one object is its document alone (and the browser's favicon): no waterfall to read
@@ -798,7 +801,8 @@ def waterfall_plot(trials: list, cells: dict, meta: dict, out_dir: Path, title: 
                     ax.axvline(ms, color="black", ls=style, lw=0.8)
                     ax.text(ms, -0.9, what, fontsize=6, ha="center", va="bottom")
             ax.set_yticks(range(len(shown)))
-            ax.set_yticklabels([_short_name(r["name"]) for r in shown], fontsize=5)
+            own = urlsplit(t.nav.get("name") or t.url or "").hostname  # the document's host
+            ax.set_yticklabels([_short_name(r["name"], own) for r in shown], fontsize=5)
             ax.set_ylim(len(shown) - 0.4, -1.2)
             more = f"; {len(rows) - len(shown)} more requests not drawn" if len(rows) > len(shown) else ""
             ax.set_title(f"{v}: trial {t.seq} (run {t.run_index}), the median of {n}: {_short(metric)} "

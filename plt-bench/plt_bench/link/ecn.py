@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from .. import cmd
 from ..records import QuicSide  # noqa: F401 - the seams' record, read here
@@ -157,6 +157,4 @@ def endpoints(tcp_browser: list[TcpConn] | None, tcp_server: list[TcpConn] | Non
     """The trial's record (link_json "endpoints_ecn")."""
     e = EndpointsEcn(tcp_browser=tcp_side(tcp_browser or []), tcp_server=tcp_side(tcp_server or []),
                      quic_browser=quic_browser, quic_server=quic_server)
-    return {k: (asdict(v) if v is not None else None) for k, v in
-            (("tcp_browser", e.tcp_browser), ("tcp_server", e.tcp_server),
-             ("quic_browser", e.quic_browser), ("quic_server", e.quic_server))}
+    return {f.name: (asdict(v) if (v := getattr(e, f.name)) is not None else None) for f in fields(e)}
