@@ -82,7 +82,10 @@ def test_each_discipline_keeps_its_standing_delay_and_the_check_catches_a_false_
     assert figures["fq_codel"][1] <= verify.SPARSE_DELAY_MS < figures["droptail"][1]
     assert figures["codel"][0] < figures["droptail"][0]
     if "pie" in figures:
-        assert figures["codel"][0] < figures["pie"][0] < figures["droptail"][0]
+        # PIE below droptail only: one CUBIC flow that PIE has just halved leaves its queue near empty for a while,
+        # as under CoDel (CI measured PIE 0.6 ms and CoDel 2.35 ms once, each passing its check), so their order
+        # says nothing; PIE's hold near its 15 ms target is linkem's unit test's (a Reno flow's model)
+        assert figures["pie"][0] < figures["droptail"][0]
 
 
 def test_a_campaign_with_competing_flows_records_what_they_carried_and_leaves_nothing(tmp_path):

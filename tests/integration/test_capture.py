@@ -70,7 +70,8 @@ def test_every_capture_file_is_referenced_by_the_store_and_lives_under_results(c
     results = captured["results"].resolve()
     for key, tr in captured["trials"].items():
         proto = key.split("-")[0]
-        want = {"pcap", "keylog", "netlog", "har"} | ({"qlog"} if proto == "h3" else set())
+        # visual: the screencast's frames (frames.zip), written with every other kind
+        want = {"pcap", "keylog", "netlog", "har", "visual"} | ({"qlog"} if proto == "h3" else set())
         assert set(tr["artifacts"]) == want, (proto, tr["artifacts"])
         for a in tr["all_artifacts"]:
             p = Path(a["path"])
