@@ -1,4 +1,4 @@
-"""plt-bench's paint metrics against Lighthouse's, on the real pages (plt_bench.realpages), through
+"""plt-bench's paint metrics against Lighthouse's, on the real pages (plt_bench.pages.real), through
 one testbed and one link: the same Debian Chromium, the same names and certificate pin, each tool
 loading the same page RUNS times. Lighthouse (npm, installed by scripts/check-lcp) is a tool no one
 here wrote: a bias the two shared would not show in a comparison of plt-bench with itself. Prints,
@@ -16,8 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from plt_bench import browsers, realpages
-from plt_bench.browser import paint_fields
+from plt_bench import browsers
+from plt_bench.pages import real as realpages
+from plt_bench.trial.judge import paint_fields
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Conditions
 from plt_bench.testbed import Testbed

@@ -25,10 +25,16 @@ def cargo_tests_pass(crate: str) -> None:
     # those: a clean clone's test build of quinnserve took 109 s, nearly all of it compiling quinn, hyper, rustls
     shared = Path(TEST_TARGET_ROOT)
     env = dict(os.environ)
+    manifest = str(ROOT / crate / "Cargo.toml")
     if os.access(shared.parent if not shared.exists() else shared, os.W_OK):
         shared.mkdir(parents=True, exist_ok=True)
         env["CARGO_TARGET_DIR"] = str(shared / crate)
-    r = subprocess.run([cargo, "test", "--release", "--locked", "--manifest-path", str(ROOT / crate / "Cargo.toml")],
+        # the crate itself built afresh, its dependencies kept: cargo does not rebuild a crate that moved, and its
+        # tests read files by the checkout's path (env!("CARGO_MANIFEST_DIR")), so a build from another checkout
+        # (a clean clone since removed) looked for linkem's stats sample there
+        subprocess.run([cargo, "clean", "--release", "-p", crate, "--manifest-path", manifest], capture_output=True,
+                       timeout=300, env=env)
+    r = subprocess.run([cargo, "test", "--release", "--locked", "--manifest-path", manifest],
                        capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "test result: ok." in r.stdout and " 0 failed" in r.stdout
@@ -171,7 +177,7 @@ def foreign(with_up: bool = True) -> dict:
     probes = {ns for ns in topology.existing_namespaces() if (m := topology.PROBE_RE.match(ns))
               and int(m.group(1)) not in mine and Path(f"/proc/{m.group(1)}").exists()}
     # a live recording from the web of another's (record.WebNamespace): its namespace and its processes
-    from plt_bench import record
+    from plt_bench import recorder as record
     webns = {ns for ns in topology.existing_namespaces() if (m := record.WEB_NS_RE.fullmatch(ns))
              and int(m.group(1)) not in mine and procs.same_process(int(m.group(1)), m.group(2))}
     if webns:

@@ -400,11 +400,12 @@ REPLAY_METRICS = (("FCP", "fcp_ms"), ("LCP", "lcp_ms"), ("PLT", "plt_ms"))
 
 def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms",
            out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
-    """Each real page (plt_bench.realpages) recorded afresh from its folders served as they are, then
+    """Each real page (plt_bench.pages.real) recorded afresh from its folders served as they are, then
     measured live and replayed through the same link, protocols interleaved: the replay's medians
     beside the live page's."""
     import shutil
-    from . import realpages, record
+    from . import recorder as record
+    from .pages import real as realpages
     from .pages import DEFAULT_SITES, replay_root
     counts: dict = {}
     lines = [f"replay against the live page, {bw} and {rtt}, {runs} runs per protocol (medians; replay / live "

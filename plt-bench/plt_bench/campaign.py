@@ -114,8 +114,10 @@ class Spec:
         return self.max_runs if self.precision_pct is not None and self.max_runs else self.grid.runs
 
     def as_dict(self) -> dict:
-        # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold)
-        sizes = [p.label if p.objects or p.kind != "page" or p.url else p.size_bytes for p in self.grid.pages]
+        # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold, and with
+        # them, as they were written, a recording of no objects by its bytes too)
+        sizes = [p.label if p.objects or p.kind != "page" or p.page_kind.name == "folder" else p.size_bytes
+                 for p in self.grid.pages]
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": sizes,
                 "conditions": [_cond_dict(c) for c in self.grid.conditions], "runs": self.grid.runs,
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed,
@@ -145,9 +147,8 @@ class Spec:
                 **({"browser_sandbox": self.browser_sandbox} if self.browser_sandbox != DEFAULTS["browser_sandbox"]
                    else {}),
                 # a replayed page's set by its recording too: a set made again of another recording is another campaign
-                **({"replays": {p.replay: (p.archive if p.archived else p.replay_set).source.get("sha256")
-                                for p in self.grid.pages if p.replay}}
-                   if any(p.replay for p in self.grid.pages) else {}),
+                **({"replays": made_of} if (made_of := {p.replay: p.page_kind.sources(p).get("sha256")
+                                                        for p in self.grid.pages if p.page_kind.sources(p)}) else {}),
                 **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
                    if self.precision_pct is not None else {})}
 
@@ -361,18 +362,18 @@ def presets() -> dict[str, Path]:
 
 
 def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
-    """--serve's folders (record.parse_serve), and every url: page on one of its hosts."""
-    from urllib.parse import urlsplit
-    from .record import parse_serve
+    """--serve's folders (recorder.parse_serve), and every url: page on one of its hosts."""
+    from .recorder import parse_serve
     from .units import split_list
     raw = v.get("serve")
     items = [] if raw is None else [str(x) for x in raw] if isinstance(raw, list) else split_list(str(raw), v.name("serve"))
     served = parse_serve(items, v.name("serve"), protocols_allowed=False)
     hosts = {h for h, *_ in served}
     for p in grid.pages:
-        if p.url and urlsplit(p.url).hostname not in hosts:
-            raise UsageError(f"{v.name('size')}: 'url:{p.url}': no --serve HOST=DIR serves "
-                             f"{urlsplit(p.url).hostname}; serve its folder: --serve {urlsplit(p.url).hostname}=DIR")
+        host = p.page_kind.served_host(p)
+        if host is not None and host not in hosts:
+            raise UsageError(f"{v.name('size')}: '{p.label}': no --serve HOST=DIR serves {host}; serve its folder: "
+                             f"--serve {host}=DIR")
     if served and server is not None:
         raise UsageError(f"{v.name('serve')}: folders are served in this machine's testbed; with --server (two "
                          "machines) give generated pages")
@@ -383,19 +384,20 @@ def _as_recorded(v, grid) -> None:
     """--proto as-recorded: every page a recording (har:NAME) that says what each of its origins spoke."""
     if not any(protocols.get(p).per_origin for p in grid.protos):
         return
+    from .pages.recording import archive_of
     for p in grid.pages:
-        if not p.archived:
+        if p.page_kind.recording_name(p) is None:
             raise UsageError(f"{v.name('proto')}: as-recorded serves each origin of a recording over the protocol it "
                              f"spoke; '{p.label}' is not a recording (give har:NAME pages, or measure it with "
                              f"{', '.join(protocols.NAMES)})")
-        unknown = [o.host for o in p.archive.origins if o.protocol not in protocols.NAMES]
+        unknown = [o.host for o in archive_of(p).origins if o.protocol not in protocols.NAMES]
         if unknown:
             raise UsageError(f"{v.name('proto')}: as-recorded: the recording {p.label} does not say which protocol "
                              f"{', '.join(unknown[:3])} spoke (its HAR has no httpVersion); measure it with "
                              f"{', '.join(protocols.NAMES)}")
     spoke: dict[str, tuple[str, str]] = {}  # host -> (protocol, the recording that says it)
     for p in grid.pages:
-        for o in p.archive.origins:
+        for o in archive_of(p).origins:
             was = spoke.setdefault(o.host, (o.protocol, p.label))
             if was[0] != o.protocol:  # one testbed address offers one protocol for a host
                 raise UsageError(f"{v.name('proto')}: as-recorded: {o.host} spoke {was[0]} in {was[1]} and "
@@ -414,9 +416,9 @@ def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str |
                          "(chromium,firefox: both, interleaved)")
     from . import dns
     wanted = browsers.asked(any(p.visit != "first" for p in grid.pages),
-                            any(p.origins > 1 or p.archived or p.url for p in grid.pages),
+                            any(p.origins > 1 or p.page_kind.served_as_recorded for p in grid.pages),
                             any(protocols.get(x).per_origin for x in grid.protos), capture,
-                            recordings=any(p.archived or p.url for p in grid.pages),
+                            recordings=any(p.page_kind.served_as_recorded for p in grid.pages),
                             discovery=dns.parse(v.get("discovery", DEFAULTS["discovery"]), v.name("discovery")) != "forced")
     for name in names:
         missing = browsers.get(name).unsupported(wanted)
@@ -468,7 +470,7 @@ def _discovery(v: "Values", grid, server, serve) -> str:
     if server:
         raise UsageError(f"{v.name('discovery')} {mode}: two machines resolve names inside the browser, for now; "
                          "discovery runs on this machine's testbed")
-    if serve or any(p.archived or p.url for p in grid.pages):
+    if serve or any(p.page_kind.served_as_recorded for p in grid.pages):
         raise UsageError(f"{v.name('discovery')} {mode}: a recording (har:NAME) or a served folder is replayed over "
                          "the protocols it was recorded with, forced; discovery measures generated pages")
     if "h3" not in grid.protos:

@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     lit.add_argument("--entries", default="network,cpu", metavar="NAMES",
                      help="which entries, comma-separated: network, cpu, fairness (default: network,cpu)")
     add(lit, "runs", "results", defaults={"runs": "10"})
-    add(cmd_parser("bench-replay", "benchmark: each real page (plt_bench.realpages) recorded, then replayed and "
+    add(cmd_parser("bench-replay", "benchmark: each real page (plt_bench.pages.real) recorded, then replayed and "
                                    "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
                                    "page's"),
         "runs", "bw", "rtt", "results", defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
@@ -331,7 +331,7 @@ def cmd_campaigns(a) -> int:
     from .store import Store
     print(f"presets ({campaign.PRESETS_DIR}/*.toml; copy one and edit it):")
     width = max(map(len, campaign.presets()))
-    from . import realpages
+    from .pages import real as realpages
     for name in campaign.presets():
         unrecorded: set[str] = set()
         token = realpages.UNRECORDED.set(unrecorded)  # a real page not recorded yet: its first run records it
@@ -384,8 +384,8 @@ def cmd_up(a) -> int:
 
 
 def cmd_record(a) -> int:
-    from . import record
-    from .replay import refuse_existing
+    from . import recorder as record
+    from .pages.harfile import refuse_existing
     serve = record.parse_serve(a.serve)
     urls = record.check_urls(a.urls, serve)
     names = record.names_for(a.name, urls)
@@ -461,8 +461,8 @@ def cmd_doctor(a) -> int:
 def cmd_clean(a) -> int:
     cmd.require_root()
     rep = topology.clean(force=a.force, index=a.testbed)
-    from .record import clean_dead
-    from .replay import remove_dead_parts  # a killed maker's half-made page set is no testbed's: always removed
+    from .recorder import clean_dead
+    from .pages.harfile import remove_dead_parts  # a killed maker's half-made page set is no testbed's: always removed
     rep["removed"] += [f"{SITES / 'replay' / name} (a page set whose maker was killed)"
                        for name in remove_dead_parts(SITES / "replay")]
     rep["removed"] += clean_dead()  # ... and a killed recording's folder and browser, likewise
@@ -502,8 +502,9 @@ def cmd_pages(a) -> int:
     if a.from_har or a.name:
         return _pages_from_har(a)
     for page, path in Sites(SITES).ensure(parse_pages(a.size)).items():
+        sparse = [name for name, _, pieces in page.files() if pieces is None]
         extra = (f" + {page.fetched} x {page.object_name} of {page.size_bytes} bytes" if page.fetched else
-                 " + bulk.bin (sparse)" if page.bulk_ms else "")
+                 "".join(f" + {name} (sparse)" for name in sparse))
         print(f"{path}  {page.html_bytes} bytes{extra}")
     return 0
 
@@ -554,8 +555,7 @@ def _print_trace(t) -> None:
 
 
 def _pages_from_har(a) -> int:
-    from . import replay
-    from .pages import origin_host, replay_root
+    from .pages import origin_host, replay_root, standin as replay
     if not a.from_har or not a.name:
         raise UsageError("--from-har: expected a recording and a name: plt-bench pages --from-har FILE NAME")
     if not a.stand_in:
@@ -574,8 +574,7 @@ def _pages_from_har(a) -> int:
 
 
 def _archive_from_har(a) -> int:
-    from . import archive
-    from .pages import replay_root
+    from .pages import archive, replay_root
     arc, notes = archive.make(Path(a.from_har), a.name, SITES)
     print(f"archive {arc.name}: {replay_root(SITES, arc.name)}")
     print(f"  {arc.url}")

@@ -236,7 +236,7 @@ class Cell:
     def __post_init__(self):
         if self.proto not in protocols.ALL_NAMES:
             raise ValueError(f"Cell: protocol {self.proto!r}; expected one of {', '.join(protocols.ALL_NAMES)}")
-        if protocols.get(self.proto).per_origin and not self.page.archived:
+        if protocols.get(self.proto).per_origin and self.page.page_kind.recording_name(self.page) is None:
             raise ValueError(f"Cell: {self.proto} is a recording's (har:NAME), not {self.page.label}'s")
         if self.cc not in CONGESTION_CONTROLS:
             raise ValueError(f"Cell: congestion control {self.cc!r}; expected one of {', '.join(CONGESTION_CONTROLS)}")
@@ -312,8 +312,8 @@ def parse_rates(text: str, option: str = "--bw") -> tuple[int | None, ...]:
 
 def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
     """Pages, single- ('500KB') or multi-object ('200x5KB'); har:* is every recording made here (a
-    corpus: pages.recorded_corpus)."""
-    from .pages import recorded_corpus
+    corpus: pages.recording.recorded_corpus)."""
+    from .pages.recording import recorded_corpus
     if any(x.strip().lower() == "har:*" for x in units.split_list(text, option)):
         text = ",".join(",".join(f"har:{n}" for n in recorded_corpus(option)) if x.strip().lower() == "har:*" else x
                         for x in units.split_list(text, option))

@@ -46,10 +46,10 @@ class CpuFigures(TypedDict, total=False):
 
 
 class WorkerAnswer(TypedDict, total=False):
-    """The browser worker's answer to one load (plt_bench.browser_worker; one JSON line)."""
+    """The browser worker's answer to one load (trial.worker; one JSON line)."""
     browser: str                # which browser loaded it (plt_bench.browsers: chromium | firefox)
     nav: dict | None            # the PerformanceNavigationTiming entry, or None
-    resources: list[dict] | None  # the PerformanceResourceTiming entries (browser_worker.RESOURCE_FIELDS)
+    resources: list[dict] | None  # the PerformanceResourceTiming entries (trial.worker.RESOURCE_FIELDS)
     final_url: str | None
     error: str | None           # why the load failed, as the worker saw it
     error_code: str | None      # e.g. net::ERR_QUIC_PROTOCOL_ERROR
@@ -60,7 +60,7 @@ class WorkerAnswer(TypedDict, total=False):
     quit_s: float | None
     nav_t0: float               # the navigation's start on the monotonic clock
     workload: BulkFigures       # what the page's script measured after the load, when awaited
-    paint: PaintFigures         # the page's paint metrics, read after a load (browser_worker.PAINT_JS)
+    paint: PaintFigures         # the page's paint metrics, read after a load (trial.worker.PAINT_JS)
     first_visit: dict           # a repeat visit's first load: {"nav", "load_s", "boundary_unix"} or {"error"}
     visit_evidence: dict        # the repeat's connections from the browser's log: {"quic_zero_rtt": [...], ...}
     cpu: CpuFigures | None      # the browser's roles (and its sampler)
@@ -68,12 +68,12 @@ class WorkerAnswer(TypedDict, total=False):
     strays_killed: int          # how many processes of the trial were killed at its end (the browser, unless quit)
     strays_left: list[int]      # ... that would not die (the testbed is then broken)
     prelaunched: bool           # the browser was started before the request, during the previous trial's
-    #                             bookkeeping (browser_worker: prepare); launch_s is that start's
+    #                             bookkeeping (trial.worker: prepare); launch_s is that start's
     gate: dict                  # the idle gate between the launch and the navigation (cpu.wait_idle), when asked
     visual: dict                # the load's visual progress (plt_bench.visual.metrics) or {"error"}, when asked
     resources_waited: dict      # objects whose entries were waited for (expect_resources): {"missing", "waited_ms"}
     cpu_loop: dict              # under a CPU budget: a fixed JavaScript loop's times after the load
-    #                             (browser_worker.CPU_LOOP_JS): {"times_ms": [...]} or {"error"}
+    #                             (trial.worker.CPU_LOOP_JS): {"times_ms": [...]} or {"error"}
     cpu_group: dict             # under a CPU budget: its quota and the group's counters over the trial
     #                             (Testbed.load: usage_ms, periods, throttled_periods, throttled_ms)
     benchmark: dict             # a device's calibration: Lighthouse's BenchmarkIndex runs after the load
@@ -82,7 +82,7 @@ class WorkerAnswer(TypedDict, total=False):
 
 
 class PaintFigures(TypedDict, total=False):
-    """What the paint script hands over (browser_worker.PAINT_JS); times in ms from the navigation's start."""
+    """What the paint script hands over (trial.worker.PAINT_JS); times in ms from the navigation's start."""
     fp_ms: float | None          # first-paint
     fcp_ms: float | None         # first-contentful-paint
     lcp: dict | None             # the last largest-contentful-paint record: start_ms (its time: render
@@ -92,7 +92,7 @@ class PaintFigures(TypedDict, total=False):
     viewport: list               # the window the page was laid out in: [innerWidth, innerHeight (CSS px),
     #                              devicePixelRatio, navigator.userAgent]
     waited_ms: float             # how long the script waited for the page to settle after the load
-    quiet_ms: float              # the quiet window it waited for (browser_worker.paint_quiet_ms)
+    quiet_ms: float              # the quiet window it waited for (trial.worker.paint_quiet_ms)
     settled: bool                # the window came (False: PAINT_WAIT_MS ran out first)
     error: str | None
 
@@ -167,23 +167,6 @@ def check_answer(answer) -> WorkerAnswer:
     return answer
 
 
-@dataclasses.dataclass(frozen=True)
-class QuicSide:
-    """One side's QUIC connections of a trial under --ecn (link.ecn), as its own log tells them (a
-    browser's or a server's seam reads it): source names the log, or why says why there is none.
-    validated: connections whose ECN validation succeeded (the server's state 'capable'; None where
-    the log does not say); ect0 and ce: the ECN counts (RFC 9000 19.3.2) the browser's ACK frames
-    reported (the browser's log: those it sent; the server's: those it received): the server's
-    packets that arrived ECT(0), and CE-marked."""
-    source: str | None
-    connections: int = 0
-    validated: int | None = None
-    ect0: int = 0
-    ce: int = 0
-    ect_sent: int | None = None  # this side's packets sent ECT (the server's qlog says it per packet)
-    why: str | None = None
-
-
 # -- the trial -----------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Trial:
@@ -229,7 +212,7 @@ class Trial:
                                    "the script failed), or that the page never settled; NULL when all is well", None)
     paint_wait_ms: float | None = doc("how long after the load the paint metrics waited for the page to settle (a "
                                       "quiet window of 500 ms and two RTTs: no new LCP record, no response ending, "
-                                      "no long task; browser_worker.PAINT_JS); NULL before schema 23", None)
+                                      "no long task; trial.worker.PAINT_JS); NULL before schema 23", None)
     next_hop_protocol: str | None = doc("what carried the page, as the browser says: h3 | h2 | http/1.1", None)
     response_status: int | None = doc("HTTP status the browser saw", None)
     decoded_body_bytes: int | None = doc("the page's body as the browser decoded it", None)
@@ -339,7 +322,7 @@ class Trial:
     cpu_period_us: int | None = doc("the budget's CFS period (device.budget: the shortest whose quota the kernel "
                                     "takes, 1 ms / budget)", None)
     cpu_slowdown: float | None = doc("a fixed JavaScript loop's wall time over the browser group's CPU time while it "
-                                     "ran, after the load (browser_worker.CPU_LOOP_JS): 1 at a full core the machine "
+                                     "ran, after the load (trial.worker.CPU_LOOP_JS): 1 at a full core the machine "
                                      "leaves alone, the budget's factor (about 4 at 0.25) when the budget binds", None)
     cpu_group_ms: float | None = doc("CPU time the browser's group used over the trial, its launch and the loop "
                                      "included (the group's own counter)", None)
@@ -417,8 +400,8 @@ class Trial:
         return "bulk" if self.bulk_ms else "requests" if self.requests else "page"
 
     def latencies_ms(self) -> list[float]:
-        """A request page's latency per request (latency.request_latencies), in the order made."""
-        from .latency import request_latencies
+        """A request page's latency per request (pages.requests.request_latencies), in the order made."""
+        from .pages.requests import request_latencies
         return request_latencies(self.page_spec, self.resources)
 
     @property

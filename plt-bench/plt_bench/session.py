@@ -88,9 +88,10 @@ def parse_timeout_s(text: str | None, option: str = "--timeout") -> float | None
 
 def spec_from_options(values: dict, flags: dict | None = None, record: Callable[[str], None] | None = None):
     """The campaign a front end's options describe (the preset or file, then the overrides). A real
-    page not recorded here yet (--size real:NAME, realpages.NotRecorded) is recorded by `record`
+    page not recorded here yet (--size real:NAME, pages.real.NotRecorded) is recorded by `record`
     (its name) and the campaign read again; without `record`, the UsageError says how to make it."""
-    from . import campaign, options, realpages
+    from . import campaign, options
+    from .pages import real as realpages
 
     def load():
         return campaign.load(values.get("campaign"), {k: values.get(k) for k in options.MEASUREMENT if k != "campaign"},
@@ -115,7 +116,7 @@ def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
     them; None: not given). The CLI and pytest both come here, so the same options give the same
     campaign; `flags` names an option typed otherwise in that front end."""
     import argparse
-    from . import campaign, realpages, topology
+    from . import campaign, recorder, topology
     index = values.get("testbed")
     if isinstance(index, str):
         try:
@@ -125,7 +126,7 @@ def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
 
     def record(name: str) -> None:  # a real page's first campaign here records it first (as root)
         cmd.require_root()
-        realpages.record(name, SITES, index=index, note=kw.get("note", _err))
+        recorder.record_real(name, SITES, index=index, note=kw.get("note", _err))
     spec = spec_from_options(values, flags, record)
     return Session(spec, Path(values.get("results") or campaign.DEFAULTS["results"]), testbed_index=index,
                    new=bool(values.get("new")), server_pin=values.get("server_pin"),
@@ -163,11 +164,11 @@ class Session:
             self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
                                capture=self.capture, browser_binary=spec.browser_binary, browser_names=names,
                                traces=spec.traces,
-                               replays=[p.replay for p in spec.grid.pages if p.archived],
+                               replays=[r for p in spec.grid.pages if (r := p.page_kind.recording_name(p))],
                                serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers,
                                discovery=spec.discovery, browser_sandbox=spec.browser_sandbox)
         else:
-            if any(p.archived for p in spec.grid.pages):
+            if any(p.page_kind.recording_name(p) for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "
                                  "machines) give generated pages")
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
@@ -264,7 +265,7 @@ class Session:
         try:
             self.bed.sites.ensure((page,))
         except UsageError:  # a server machine without it: the campaign's smallest page, which it has
-            page = min((p for p in self.spec.grid.pages if not p.archived and p.origins == 1),
+            page = min((p for p in self.spec.grid.pages if p.page_kind.recording_name(p) is None and p.origins == 1),
                        key=lambda p: p.expected_bytes(None), default=None)
             if page is None:
                 raise UsageError(f"--device: the benchmark runs in a small page the server lacks; start 'plt-bench "
@@ -275,11 +276,11 @@ class Session:
                 self.out(f"device {cal.words()}: the campaign's own calibration, kept")
             else:
                 self.out(f"device {name}: calibrating this host's CPU (Lighthouse's BenchmarkIndex in Chromium) ...")
-                cal = calibrate(self.bed, get(name), page.html_name)
+                cal = calibrate(self.bed, get(name), page)
                 saved[name] = cal.as_dict()
                 self.out(f"device {cal.words()}")
             self.bed.calibrations[name] = cal
-        self.bed.set_visitor(None)  # the trials set their own (runner._ready)
+        self.bed.set_visitor(None)  # the trials set their own (trial.run._ready)
         if meta.get("devices") != saved:
             self.store.update_metadata(self.campaign_id, {**meta, "devices": saved})
 
@@ -403,7 +404,7 @@ class Session:
 
     def _attempts(self, slot: Slot) -> Trial:
         from .records import format_link_check
-        from .runner import apply_and_verify, run_cell_once
+        from .trial.run import apply_and_verify, run_cell_once
         cond, r, page, proto = slot.conditions, slot.run_index, slot.page, slot.proto
         if cond != self.current:
             apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,

@@ -19,15 +19,16 @@ if TYPE_CHECKING:
     from .device.budget import Quota
 
 from . import browsers, cmd, dns, link as link_mod, protocols
-from .browser import BrowserWorker
-from .browser_worker import RESOURCE_WAIT_MS, paint_quiet_ms
+from .trial.pipe import BrowserWorker
+from .trial.worker import RESOURCE_WAIT_MS, paint_quiet_ms
 from .browsers import WINDOW_ARGS, drivers, sandbox
 from .capture import FILENAMES, Settings
 from .conditions import Conditions
 from .metadata import machine, utc_now
 from . import servers, traces as traces_mod
-from .pages import ARCHIVED, HOST, Sites, origins_in_name, url_path
-from .replayd import write_active
+from .pages import HOST, Page, Sites
+from .pages.archive import load as load_archive
+from .pages.replayd import write_active
 from .topology import Topology, pids_in, write_client_etc
 
 
@@ -54,11 +55,11 @@ class Testbed:
         browsers run as the unprivileged user with their sandbox (browsers.sandbox), or off."""
         self.sites = Sites(sites_dir)
         self.traces = traces_mod.by_hash(traces)  # as conditions name them (TraceRate.trace)
-        self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (plt_bench.archive)
+        self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (pages.recording)
         # (host, folder, protocol): folders served as they are, to record from (plt-bench record), each host over
         # every protocol ('') or the one given alone (record --serve HOST@h1=DIR)
         self.serve = [(x[0], x[1], x[2] if len(x) > 2 else "") for x in serve]
-        self.record_bodies = False  # HARs keep every body (a recording: plt_bench.record)
+        self.record_bodies = False  # HARs keep every body (a recording: plt_bench.recorder)
         # which browsers load the pages (plt_bench.browsers): a load names its own, the first by default
         self.browser_names = tuple(browsers.get(b).name for b in browser_names)
         self.browser_name = self.browser_names[0]
@@ -81,7 +82,7 @@ class Testbed:
         self.link: link_mod.Link | None = None
         self.worker: BrowserWorker | None = None
         self.worker_versions: dict = {}
-        # (proto, page, tag, visit, browser) of the browser started early
+        # (proto, page, tag, browser) of the browser started early
         self._prepared: tuple[str, str, str, str, str] | None = None
         self.conditions: Conditions | None = None
         self.timing = link_mod.verify.Timing()  # this machine's own timing error, measured at open
@@ -155,7 +156,7 @@ class Testbed:
             self._stack.callback(self.name_server.stop)
             self.name_server.start()
             write_client_etc(self.plan, self.plan.server_ip)
-        self.topology.write_state(url=self.url("index_5KB.html"), spki=self.server.cert.spki_sha256_b64,
+        self.topology.write_state(url=self.url(Page(5000)), spki=self.server.cert.spki_sha256_b64,
                                   server_pid=self.server.proc.pid)
         if self.with_browser:
             self.worker = BrowserWorker(self.plan.client_ns, self.plan.run_dir / "browser-worker.log", self.browser)
@@ -185,17 +186,16 @@ class Testbed:
         replay address (a host two recordings share, on one); None when it replays nothing."""
         if not self.replays:
             return None
-        from . import archive
         from .errors import UsageError
         from .servers import Replay
-        hosts = list(dict.fromkeys(o.host for n in self.replays for o in archive.load(n, self.sites.root).origins))
+        hosts = list(dict.fromkeys(o.host for n in self.replays for o in load_archive(n, self.sites.root).origins))
         addresses = self.plan.replay_addresses
         if len(hosts) > len(addresses):
             raise UsageError(f"--size: the recordings {', '.join(self.replays)} have {len(hosts)} origins together; a "
                              f"testbed replays at most {len(addresses)} at once (run them in separate campaigns)")
         spoke: dict[str, str] = {}  # a host two recordings spoke differently has no as-recorded address (the
         for n in self.replays:      # campaign refuses as-recorded for them: campaign._as_recorded)
-            for o in archive.load(n, self.sites.root).origins:
+            for o in load_archive(n, self.sites.root).origins:
                 spoke[o.host] = o.protocol if spoke.get(o.host, o.protocol) == o.protocol else ""
         own = tuple((h, ip, spoke[h]) for h, ip in zip(hosts, self.plan.as_recorded_addresses)
                     if spoke.get(h) in protocols.NAMES)  # as-recorded: hosts whose recording says
@@ -215,7 +215,7 @@ class Testbed:
         spoke = tuple((h, p) for h, _, p in self.serve if p)
         return [Static(f, o, tuple((h, p) for h, p in spoke if h in {x for x, _ in o})) for f, o in folders.items()]
 
-    def origins_for(self, page: str, proto: str = "h3") -> list[tuple[str, str]]:
+    def origins_for(self, page: Page, proto: str = "h3") -> list[tuple[str, str]]:
         """The (host, address) pairs a load's browser resolves and forces its protocol on: the
         generated pages' origins and the replayed recordings' hosts; where a recording holds a host
         the generated pages have too (a recording of plt-bench's own page), the load of a recording
@@ -227,7 +227,7 @@ class Testbed:
         replayed = replay.origins if replay else []
         if replay and protocols.get(proto).per_origin:
             replayed = [(h, ip) for h, ip, _ in replay.own]
-        first, then = (replayed, generated) if page.startswith(ARCHIVED) else (generated, replayed)
+        first, then = (replayed, generated) if page.page_kind.replayed_hosts_first else (generated, replayed)
         hosts = {h for h, _ in first}
         return first + [(h, ip) for h, ip in then if h not in hosts]
 
@@ -348,25 +348,20 @@ class Testbed:
             raise TestbedBroken(f"processes {left} in {self.plan.client_ns} would not die; no trial can run beside them")
         return len(strays)
 
-    def url(self, page: str, tag: str | None = None) -> str:
+    def url(self, page: Page, tag: str | None = None) -> str:
         """A page's URL (with its trial's tag: the server's log tells trials apart by it); a replayed
-        recording's is the recorded URL itself, untagged (its scripts read their own address)."""
-        if page.startswith(ARCHIVED):
-            from . import archive
-            return archive.load(page[len(ARCHIVED):], self.sites.root).url
-        if page.startswith(("https://", "http://")):  # a page of a folder served as it is (record, bench-replay)
-            return page
-        q = f"?trial={tag}" if tag else ""
-        return f"https://{HOST}/{page}{q}"
+        recording's is the recorded URL itself, untagged (its scripts read their own address), a served
+        folder's page its own (pages.PageKind.url)."""
+        return page.page_kind.url(page, self.sites.root, tag)
 
-    def _request(self, proto: str, page: str, tag: str, capture_dir: Path | None, visit: str = "first",
-                 browser: str | None = None) -> dict:
+    def _request(self, proto: str, page: Page, tag: str, capture_dir: Path | None, browser: str | None = None) -> dict:
         """The worker's request for one load (its timeout and await_s filled in by load). A repeat
         visit (pages.VISITS) loads the page first in the same browser, which keeps its own log (the
         capture's, if the trial captures one) for the repeat's evidence of resumption and 0-RTT.
         What the browser cannot do yet (browsers.base.Browser.features) is refused by name."""
         from .errors import UsageError
         profile = self.plan.run_dir / "profiles" / tag
+        visit = page.visit
         repeat = visit != "first"
         b = browsers.get(browser or self.browser_name)
         if b.name not in self.browser_names:  # what the campaign's metadata says ran is all that runs
@@ -376,11 +371,12 @@ class Testbed:
         netlog = written / b.netlog_file if captured else Path(f"{profile}.visit-{b.netlog_file}")
         visiting = b.repeat_launch(str(netlog), captured) if repeat else {}
         origins = self.origins_for(page, proto)
-        if "origins" not in b.features and not (page.startswith(ARCHIVED) or "://" in page):
-            origins = origins[:origins_in_name(page)]  # a generated page's own (Chromium maps every origin)
+        own = page.page_kind.own_origins(page)
+        if "origins" not in b.features and own is not None:
+            origins = origins[:own]  # a generated page's own (Chromium maps every origin)
         wanted = browsers.asked(repeat, len({ip for _, ip in origins}) > 1, protocols.get(proto).per_origin,
                                 self.capture.kinds if capture_dir is not None else (),
-                                recordings=page.startswith(ARCHIVED) or "://" in page,
+                                recordings=page.page_kind.served_as_recorded,
                                 discovery=self.discovery != "forced")
         if b.unsupported(wanted):
             raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
@@ -419,42 +415,42 @@ class Testbed:
                             "netlog": str(netlog), "keep_netlog": captured}
         return req
 
-    def prepare(self, proto: str, page: str, visit: str = "first", browser: str | None = None) -> None:
+    def prepare(self, proto: str, page: Page, browser: str | None = None) -> None:
         """Start the browser of the next load now (its own fresh profile and flags, idle on
         about:blank), while the last trial is judged and stored; load() takes it when it asks for
         the same protocol and page without a capture folder, and any other load ends it first."""
         tag = uuid.uuid4().hex[:16]
         browser = browser or self.browser_name
-        self._prepared = (proto, page, tag, visit, browser)
-        self.worker.prepare(self._request(proto, page, tag, None, visit, browser))
+        self._prepared = (proto, page, tag, browser)
+        self.worker.prepare(self._request(proto, page, tag, None, browser))
 
     def discard_prepared(self) -> None:
         if self._prepared:
             self._prepared = None
             self.worker.discard()
 
-    def load(self, proto: str, page: str, timeout_s: float, capture_dir: Path | None = None,
-             await_s: float = 0.0, gate: bool = False, visit: str = "first",
+    def load(self, proto: str, page: Page, timeout_s: float, capture_dir: Path | None = None,
+             await_s: float = 0.0, gate: bool = False,
              settle_s: float = 0.0, browser: str | None = None, expect: tuple[str, ...] = (),
              benchmark: tuple[int, ...] | None = None) -> tuple[dict, str]:
         """One fresh-browser load; returns the worker's answer and the URI the server should log.
         With a capture folder, Chromium writes its key log and net-log there (as the settings ask).
         await_s > 0: then wait that long for the page's own figures (a bulk page's download).
         gate: the idle gate runs between the browser's launch and the navigation (answer's gate).
-        settle_s: the browser stays up that long after its figures are read (bulk.settle_s).
+        settle_s: the browser stays up that long after its figures are read (pages.PageKind.settle_s).
         browser: which of the testbed's browsers loads it (None: the first). expect: objects ("host/path")
         whose Resource Timing entries the worker waits for before reading them (a replay's fetches,
         which do not hold the load event). benchmark: (warm-ups, runs, work...) of the device calibration's
         benchmark, run in the page after its figures (the answer's "benchmark")."""
         browser = browser or self.browser_name
         ready, self._prepared = self._prepared, None
-        same = ready and (ready[0], ready[1], ready[3], ready[4]) == (proto, page, visit, browser) and capture_dir is None
+        same = ready and (ready[0], ready[1], ready[3]) == (proto, page, browser) and capture_dir is None
         tag = ready[2] if same else uuid.uuid4().hex[:16]
-        uri = (url_path(self.url(page)) if page.startswith((ARCHIVED, "https://", "http://"))
-               else f"/{page}?trial={tag}")
-        if page.startswith(ARCHIVED) and len(self.replays) > 1:  # the replay serves this recording's responses alone
-            write_active(self.plan.run_dir / ACTIVE_REPLAY, page[len(ARCHIVED):])
-        req = {**self._request(proto, page, tag, capture_dir, visit, browser), "timeout_s": timeout_s, "await_s": await_s,
+        uri = page.page_kind.log_uri(page, self.sites.root, tag)
+        recording = page.page_kind.recording_name(page)
+        if recording and len(self.replays) > 1:  # the replay serves this recording's responses alone
+            write_active(self.plan.run_dir / ACTIVE_REPLAY, recording)
+        req = {**self._request(proto, page, tag, capture_dir, browser), "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
                **({"expect_resources": list(expect)} if expect else {}),
                **({"benchmark": list(benchmark)} if benchmark else {})}
@@ -566,7 +562,7 @@ class Testbed:
     # -- metadata ------------------------------------------------------------------------------
     def describe(self, check: dict, pages) -> dict:
         """Where everything of a testbed that stays up is ('plt-bench up'), with "text" for people."""
-        info = {**self.plan.describe(), "url": self.url("index_5KB.html"), "pages": [f"/{p.html_name}" for p in pages],
+        info = {**self.plan.describe(), "url": self.url(Page(5000)), "pages": [f"/{p.html_name}" for p in pages],
                 "spki_sha256": self.server.cert.spki_sha256_b64, "link": check, "run_dir": str(self.plan.run_dir),
                 "chromium_flags": f"--host-resolver-rules='MAP {HOST} {self.plan.server_ip}' "
                                   f"--ignore-certificate-errors-spki-list={self.server.cert.spki_sha256_b64}"}

@@ -150,14 +150,14 @@ class Plan:
     def replay_addresses(self) -> list[str]:
         """The addresses of a replayed recording's origins (plt_bench.archive): 198.19.N.64 onwards, one
         per recorded origin (archive.MAX_ORIGINS), apart from the generated pages' origins."""
-        from .archive import MAX_ORIGINS
+        from .pages.archive import MAX_ORIGINS
         return [f"198.19.{self.index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)]
 
     @property
     def as_recorded_addresses(self) -> list[str]:
         """The addresses of a replayed recording's origins each over the protocol it was recorded with
         alone (--proto as-recorded): 198.19.N.160 onwards."""
-        from .archive import MAX_ORIGINS
+        from .pages.archive import MAX_ORIGINS
         return [f"198.19.{self.index}.{AS_RECORDED_FIRST + k}" for k in range(MAX_ORIGINS)]
 
     def address_commands(self, addresses: list[str]) -> list[tuple[str | None, list[str]]]:
@@ -518,7 +518,9 @@ def kill_namespace_processes(namespaces: list[str]) -> None:
 # /run/plt-bench/pb150/access.log` names our run folder too, and teardown once killed it.
 OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinnserve", "dnsmasq", "linkem", "tcpdump",
                           "iperf3", "firefox-esr", "firefox", "geckodriver"})
-OUR_MODULES = ("plt_bench.browser_worker", "plt_bench.replayd")  # our Python programs, by the module they run
+# our Python programs, by the module they run (and the names they ran as until 2026-11-28: a leftover of an earlier
+# version is found by clean too)
+OUR_MODULES = ("plt_bench.trial.worker", "plt_bench.pages.replayd", "plt_bench.browser_worker", "plt_bench.replayd")
 
 
 def is_our_program(exe: str | None, cmdline: str) -> bool:

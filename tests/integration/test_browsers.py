@@ -14,7 +14,7 @@ from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page
 from plt_bench.browsers import firefox
-from plt_bench.runner import run_cell_once
+from plt_bench.trial.run import run_cell_once
 from plt_bench.testbed import Testbed
 
 from ..conftest import machine_refused, machine_saturated, ok_slots, run_cli, system_state
@@ -106,9 +106,9 @@ def test_a_firefox_repeat_visit_resumes_every_origin_in_0rtt_and_leaves_its_log_
 
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with recordings"):
-        firefox_bed.load("h3", "https://plt.test/index.html", 30.0)  # a served folder's page (record, bench-replay)
+        firefox_bed.load("h3", Page(0, url="https://plt.test/index.html"), 30.0)  # a served folder's page (record, bench-replay)
     with pytest.raises(ValueError, match="a Chromium load on a testbed of firefox"):
-        firefox_bed.load("h3", Page(5000).html_name, 30.0, browser="chromium")
+        firefox_bed.load("h3", Page(5000), 30.0, browser="chromium")
 
 
 def test_two_browsers_interleave_in_one_campaign_and_the_report_compares_within_each(tmp_path):
@@ -232,7 +232,7 @@ def _sandboxed_or_not(browser: str, uid: int) -> None:
         with Testbed(PROJECT_ROOT / "sites", index=index, browser_names=(browser,), browser_sandbox=mode,
                      conditions=[COND]) as bed:
             bed.set_conditions(COND)
-            bed.prepare("h2", "index_5KB.html", browser=browser)  # started, idle on about:blank
+            bed.prepare("h2", Page(5000), browser=browser)  # started, idle on about:blank
             deadline, seen = time.monotonic() + 60, {}
             # until the driver, the browser and (Chromium) a renderer under seccomp are up, a minute at most
             while time.monotonic() < deadline and not (len({k[0] for k in seen}) >= 2 and (

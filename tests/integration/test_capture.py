@@ -13,7 +13,7 @@ from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.cpu import roles_of
 from plt_bench.pages import Page
-from plt_bench.runner import run_cell_once
+from plt_bench.trial.run import run_cell_once
 from plt_bench.store import Store
 from plt_bench import testbed
 

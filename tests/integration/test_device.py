@@ -10,6 +10,7 @@ import pytest
 from plt_bench import procs
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Conditions
+from plt_bench.pages import Page
 from plt_bench.testbed import Testbed
 
 from ..conftest import CALIBRATION_REFUSALS, MACHINE_REFUSALS, system_state, unjudged
@@ -33,7 +34,7 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
     with Testbed(PROJECT_ROOT / "sites", browser_names=(browser,), conditions=[COND]) as bed:
         bed.set_conditions(COND)
         bed.set_budget(0.25)
-        bed.prepare("h2", "index_5KB.html", browser=browser)  # started under the budget, idle
+        bed.prepare("h2", Page(5000), browser=browser)  # started under the budget, idle
         worker = bed.worker.proc.pid
         deadline, group, below = time.monotonic() + 60, set(), set()
         while time.monotonic() < deadline and len(group) < 3:  # the driver, the browser and a child of it
@@ -52,7 +53,7 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
         # the loop's slowdown is the group's, whichever browser runs it (Firefox's two loads took 85 s of its 162)
         for share in (1.0, 0.25, 1.0, 0.25) if browser == "chromium" else ():
             bed.set_budget(share)
-            ans, _ = bed.load("h2", "index_5KB.html", 60.0, browser=browser)
+            ans, _ = bed.load("h2", Page(5000), 60.0, browser=browser)
             assert not ans.get("error"), ans.get("error")
             assert "error" not in ans["cpu_loop"], ans["cpu_loop"]
             slowdown.setdefault(share, []).append(ans["cpu_loop"]["slowdown"])
@@ -62,7 +63,7 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
         if browser == "chromium":  # a repeat visit under the budget (once: the group is the browsers' alike;
             # Firefox's two loads at a quarter core took over 2 minutes): both loads in one browser in the group
             bed.set_budget(0.25)
-            ans, _ = bed.load("h2", "index_5KB.html", 60.0, browser=browser, visit="repeat")
+            ans, _ = bed.load("h2", Page(5000, visit="repeat"), 60.0, browser=browser)
             assert not ans.get("error") and not ans["first_visit"].get("error"), ans.get("error")
             assert ans["cpu_group"]["throttled_periods"] > 0 and "error" not in ans["cpu_loop"], ans["cpu_group"]
             repeat_slowdown = ans["cpu_loop"]["slowdown"]
@@ -126,7 +127,7 @@ def test_a_phone_loads_a_real_page_in_its_own_window_under_its_calibrated_budget
     with its LCP judged there; the report says what the phone's budget meant here; nothing is left."""
     import sqlite3
 
-    from plt_bench import realpages
+    from plt_bench.pages import real as realpages
     from plt_bench.device.calibrate import CALIBRATION_TOLERANCE
     from ..conftest import run_cli
     page = next(p for p in realpages.ready() if p.name == "toolbelt")

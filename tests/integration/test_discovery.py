@@ -10,7 +10,7 @@ import pytest
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import Page
-from plt_bench.runner import run_cell_once
+from plt_bench.trial.run import run_cell_once
 from plt_bench import testbed
 from plt_bench.topology import NETNS_ETC
 

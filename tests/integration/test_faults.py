@@ -158,7 +158,7 @@ def test_a_dead_replay_server_stops_the_run_as_broken_and_the_campaign_resumes(t
     """Issue 44, item 5: kill -9 of the replay server (replayd, behind Caddy) after the first trial of
     a recording: the run stops with exit 1 naming it, as for Caddy's death (it used to burn every
     attempt on HTTP 502 and end the campaign as finished); the same command resumes and finishes it."""
-    from plt_bench import archive
+    from plt_bench.pages import archive
     index, prefix, name = 234, "pb234", "test-replayd-fault"
     doc = "<!DOCTYPE html><html><head><title>t</title></head><body><h1>recorded</h1><script src=a.js></script></body></html>"
 

@@ -19,7 +19,7 @@ from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import LinkError
 from plt_bench.link import commands, readback, verify
 from plt_bench.pages import Page
-from plt_bench.runner import run_cell_once
+from plt_bench.trial.run import run_cell_once
 
 from ..conftest import unjudged
 

@@ -13,7 +13,8 @@ import sqlite3
 
 import pytest
 
-from plt_bench import realpages, topology
+from plt_bench import topology
+from plt_bench.pages import real as realpages
 from plt_bench.pages import replay_root
 from plt_bench.visual import read_frames
 

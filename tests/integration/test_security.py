@@ -51,7 +51,8 @@ def test_a_recording_from_the_web_loads_in_a_namespace_of_its_own_with_a_way_out
     import shutil
     import threading
 
-    from plt_bench import procs, record
+    from plt_bench import procs
+    from plt_bench import recorder as record
     from ..conftest import system_state
     before = system_state()
     site = tmp_path / "site"
@@ -110,7 +111,8 @@ def test_a_recording_from_the_web_loads_in_a_namespace_of_its_own_with_a_way_out
 def test_what_a_killed_recording_from_the_web_left_is_removed_by_clean(tmp_path):
     """Issue 44, item 1: after a SIGKILL of record, its way out (slirp4netns) ends with its maker (its
     exit pipe closes), and `clean` removes the namespace and its resolver file, naming it."""
-    from plt_bench import procs, record
+    from plt_bench import procs
+    from plt_bench import recorder as record
     from ..conftest import run_cli, system_state
     before = system_state()
     # the test is the subreaper of what its maker leaves: slirp4netns, reparented here, is judged by

@@ -110,7 +110,7 @@ def test_a_campaign_over_traces_runs_every_protocol_and_records_its_traces(peak_
     """The issue's command: plt-bench run --trace-down t.txt --trace-up u.txt --size 50x5KB --proto all,
     with the link verified against the traces; every trial proves its protocol, stores both traces'
     names and hashes, and met the trace from its start. At 100 ms, linkem's releases are judged late
-    from 10% of the one-way delay (runner.late_bound_ms). Inside the netem VM, whose software
+    from 10% of the one-way delay (evidence.late_bound_ms). Inside the netem VM, whose software
     emulation runs Chromium and linkem on the same two slow cores, 13-24% of them were 2 ms late at
     40 ms, and at 100 ms an h1 trial's uplink had 2.5% 5 ms late twice: such a trial is refused with
     that reason (MACHINE_REFUSALS), and the others must prove what they claim. There, too, Chromium

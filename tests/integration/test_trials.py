@@ -3,12 +3,13 @@ import os
 
 import pytest
 
-from plt_bench import browser, cmd, link
+from plt_bench import cmd, link
 from plt_bench.link import readback
 from plt_bench.conditions import Cell, Conditions, transfer_seconds
 from plt_bench.errors import LinkError
 from plt_bench.pages import Page
-from plt_bench.runner import run_cell_once
+from plt_bench.trial.run import run_cell_once
+from plt_bench import pages
 
 from ..conftest import machine_refused, machine_saturated
 from .conftest import shaped, until_ok
@@ -53,7 +54,7 @@ def test_a_multi_object_page_proves_every_object_over_the_forced_protocol(bed, s
     assert t.size_bytes == page.total_bytes and t.decoded_body_bytes == page.html_bytes == t.server_bytes
     assert t.next_hop_protocol == hop and t.server_proto == server_proto
     imgs = [r for r in t.resources if r["initiatorType"] == "img"]
-    assert sorted(browser.url_path(r["name"]) for r in imgs) == sorted(page.object_uris())
+    assert sorted(pages.url_path(r["name"]) for r in imgs) == sorted(page.object_uris())
     assert all(r["nextHopProtocol"] == hop and r["decodedBodySize"] == 5000 for r in imgs)
     assert max(r["responseEnd"] for r in imgs) <= t.plt_ms  # the load event waited for every object
     if proto in ("h3", "h2"):
@@ -201,24 +202,23 @@ def test_the_next_browser_starts_early_fresh_and_alone(bed, store, campaign):
     change of conditions, or the end ends it: its processes and profile are gone."""
     cond = shaped(bed, 100 * 10**6)
     page = Page(5000)
-    html = page.html_name
-    bed.prepare("h3", html)
+    bed.prepare("h3", page)
     prepared = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
-    ans, uri = bed.load("h3", html, 30, gate=True)
+    ans, uri = bed.load("h3", page, 30, gate=True)
     assert ans.get("prelaunched") is True and ans["launch_s"] > 0, ans
     assert set(ans["gate"]) >= {"busy_pct", "idle_wait_s", "load1"}, ans
     assert ans["nav"]["nextHopProtocol"] == "h3" and uri.endswith(prepared.rsplit("/", 1)[1])
     assert not _browsers_of(bed, prepared) and not os.path.exists(prepared)  # gone with the trial
     # a load for another protocol does not take it: it is ended, and the load starts its own browser
-    bed.prepare("h1", html)
+    bed.prepare("h1", page)
     other = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
     bed.worker.settle()  # its launch is done: it idles in the namespace
     assert _browsers_of(bed, other)
-    ans, _ = bed.load("h3", html, 30)
+    ans, _ = bed.load("h3", page, 30)
     assert not ans.get("prelaunched") and ans["nav"]["nextHopProtocol"] == "h3", ans
     assert not _browsers_of(bed, other) and not os.path.exists(other)
     # a change of conditions ends it too, before the link changes
-    bed.prepare("h1", html)
+    bed.prepare("h1", page)
     third = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
     bed.set_conditions(Conditions(50 * 10**6, 50 * 10**6))
     assert not _browsers_of(bed, third) and not os.path.exists(third) and bed._prepared is None

@@ -9,10 +9,11 @@ import sqlite3
 
 import pytest
 
-from plt_bench import replay
+from plt_bench.pages import standin as replay
 from plt_bench.conditions import Cell, Conditions
-from plt_bench.pages import parse_page
-from plt_bench.runner import run_cell_once
+from plt_bench.pages import Page, parse_page
+from plt_bench.trial.run import run_cell_once
+from plt_bench.pages import harfile
 
 from ..conftest import ROOT, machine_refused, machine_saturated, ok_slots, run_cli, slots_refused, system_state
 from .test_cli import _nothing
@@ -164,7 +165,7 @@ def _round_trip(tmp_path, results, name, common):
     assert len(again) == len(ok)
     source = json.loads(recorded.read_text())
     for f in again:
-        assert replay.round_trip_differences(source, json.loads(f.read_text())) == [], f
+        assert harfile.round_trip_differences(source, json.loads(f.read_text())) == [], f
     assert any(p.name.startswith("heatmap_lcp_h3-vs-h2") for p in (tmp_path / "r-replay-2").iterdir())
 
 
@@ -175,7 +176,7 @@ def test_a_replayed_sub_document_json_and_font_load_whole_and_a_warm_visit_prove
     sub-document revalidated (304), the rest from the cache, every object proven."""
     import base64
     from plt_bench import pages
-    png = b"".join(pages.iter_png(3000))
+    png = b"".join(pages.content.iter_png(3000))
 
     def entry(address, mime, size, body=None):
         content = {"size": size, "mimeType": mime}
@@ -219,8 +220,8 @@ def test_the_lcp_of_a_page_its_script_draws_late_is_read_once_the_page_has_settl
     the first paint's 'loading' with no element; read once the page has settled (no response ending,
     no new record, no long task for half a second and two round trips), it is the heading, as
     browsertime reports swagger-ui's. The wait is recorded, and the load's own time is not moved."""
-    from plt_bench.browser import paint_fields
-    from plt_bench.browser_worker import paint_quiet_ms
+    from plt_bench.trial.judge import paint_fields
+    from plt_bench.trial.worker import paint_quiet_ms
     from plt_bench.testbed import Testbed
     site = tmp_path / "late"
     site.mkdir()
@@ -229,7 +230,7 @@ def test_the_lcp_of_a_page_its_script_draws_late_is_read_once_the_page_has_settl
     before = system_state()
     with Testbed(ROOT / "sites", index=235, conditions=[COND], serve=[("late.pkg.test", site, "")]) as bed:
         bed.set_conditions(COND)
-        answer, _ = bed.load("h2", "https://late.pkg.test/index.html", 60.0)
+        answer, _ = bed.load("h2", Page(0, url="https://late.pkg.test/index.html"), 60.0)
     assert not answer.get("error"), answer.get("error")
     got = paint_fields(answer["paint"], True)
     nav = answer["nav"]

@@ -12,7 +12,7 @@ import pytest
 from plt_bench import cmd
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import parse_page
-from plt_bench.runner import run_cell_once
+from plt_bench.trial.run import run_cell_once
 
 from ..conftest import machine_refused, ok_slots, run_cli, system_state, unjudged
 from .test_cli import _nothing

@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from plt_bench import archive, replayd
+from plt_bench.pages import archive
+from plt_bench.pages import replayd
 from plt_bench.errors import UsageError
 
 from .test_replay import url
@@ -211,7 +212,7 @@ HOSTS = {"www.rec.test", "api.rec.test"}
 
 
 def test_a_replayed_trial_proves_every_served_response_at_both_ends_and_counts_what_the_recording_lacks():
-    from plt_bench.browser import judge_archive
+    from plt_bench.pages.proof import judge_archive
     load = {"nav": _nav(), "resources": [_res("https://www.rec.test/app.js"),
                                          _res("https://api.rec.test/d.json?t=5", size=50)]}
     served = [_log("www.rec.test", "/", size=400), _log("www.rec.test", "/app.js"),
@@ -247,7 +248,7 @@ def test_a_replayed_trial_proves_every_served_response_at_both_ends_and_counts_w
 
 
 def test_as_recorded_each_origin_is_proven_over_its_own_recorded_protocol():
-    from plt_bench.browser import judge_archive
+    from plt_bench.pages.proof import judge_archive
     spoke = {"www.rec.test": "h3", "api.rec.test": "h1"}
     load = {"nav": _nav(proto="h3"), "resources": [_res(url("www", "/app.js"), proto="h3"),
                                                    _res(url("api", "/d.json"), proto="http/1.1", size=50)]}
@@ -273,7 +274,8 @@ def test_as_recorded_each_origin_is_proven_over_its_own_recorded_protocol():
 
 
 def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
-    from plt_bench import pages, record
+    from plt_bench import pages
+    from plt_bench import recorder as record
     (tmp_path / "d").mkdir()
     assert record.parse_serve([f"Docs.pkg.test={tmp_path / 'd'}"]) == [("docs.pkg.test", tmp_path / "d", "")]
     assert record.parse_serve([f"api.pkg.test@H1={tmp_path / 'd'}"]) == [("api.pkg.test", tmp_path / "d", "h1")]
@@ -326,7 +328,7 @@ def test_a_url_page_needs_a_folder_serving_its_host_and_this_machines_testbed(tm
 
 def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(tmp_path, monkeypatch):
     from plt_bench import campaign, conditions, pages
-    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    monkeypatch.setattr(pages.base, "DEFAULT_SITES", tmp_path / "sites")
     with pytest.raises(UsageError, match=r"'har:\*': no recording in .*plt-bench record URL --name NAME"):
         conditions.parse_pages("har:*")
     p = tmp_path / "r.har"
@@ -344,7 +346,7 @@ def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(t
 
 def test_as_recorded_takes_recordings_that_say_what_each_origin_spoke(tmp_path, monkeypatch):
     from plt_bench import campaign, conditions, pages, protocols
-    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    monkeypatch.setattr(pages.base, "DEFAULT_SITES", tmp_path / "sites")
     p = tmp_path / "r.har"
     p.write_text(json.dumps(recording()))  # www over h3, cdn over h2, api over h1
     archive.make(p, "mix", tmp_path / "sites")
@@ -369,7 +371,7 @@ def test_as_recorded_takes_recordings_that_say_what_each_origin_spoke(tmp_path, 
 
 
 def test_a_recording_from_the_web_asks_the_browser_for_bodies_and_nothing_of_a_testbed(tmp_path):
-    from plt_bench import record
+    from plt_bench import recorder as record
     req = record.web_request("https://example.org/", tmp_path / "p", tmp_path / "t.har")
     assert req["har_bodies"] and req["har_path"] == str(tmp_path / "t.har") and req["url"] == "https://example.org/"
     assert not any(a.startswith(("--host-resolver-rules", "--ignore-certificate-errors", "--origin-to-force-quic-on",
@@ -488,7 +490,7 @@ def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(tmp_p
     """Issue 44, item 6: a link out of a served folder to /etc/shadow would be served by the root
     server and land in a recording's world-readable files; one to a world-readable file (Debian's
     docs link their scripts to /usr/share/javascript) is kept, as are links inside the folder."""
-    from plt_bench import record
+    from plt_bench import recorder as record
     folder = tmp_path / "site"
     (folder / "js").mkdir(parents=True)
     (folder / "js" / "app.js").write_text("var a;")
@@ -514,7 +516,7 @@ def test_a_recording_s_page_is_the_same_slot_when_read_back_from_the_store(tmp_p
     p = tmp_path / "r.har"
     p.write_text(json.dumps(recording()))
     archive.make(p, "page", tmp_path / "sites")
-    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    monkeypatch.setattr(pages.base, "DEFAULT_SITES", tmp_path / "sites")
     planned = pages.parse_page("har:page")
     assert planned.archived
     from plt_bench.conditions import Conditions
@@ -543,7 +545,7 @@ def test_the_icons_a_browser_asks_for_itself_are_counted_and_fail_nothing(tmp_pa
     image, so Chromium asked for the page's other declared icon, which the recording lacked: 5 of 15
     trials failed as unrecorded. The icons the document declares (and /favicon.ico) are the
     browser's own requests: listed, failing nothing; any other request the recording lacks fails."""
-    from plt_bench.browser import judge_archive
+    from plt_bench.pages.proof import judge_archive
     doc = (b'<!DOCTYPE html><html><head><link rel="icon" type="image/png" href="/img/icon-32.png">'
            b"<link rel='apple-touch-icon' href=https://cdn.rec.test/touch.png><link rel=stylesheet href=a.css>"
            b"</head><body>x</body></html>")
@@ -589,7 +591,7 @@ WEB = "https:" + "//"  # refused forms, never loaded: nothing is sent
 def test_a_recording_from_the_web_refuses_addresses_and_non_public_names_before_anything_starts(address, why):
     """Issue 44, item 1: https://127.0.0.1/, 169.254.169.254 and localhost:8786 were loaded by the
     root browser before the archive refused the address."""
-    from plt_bench import record
+    from plt_bench import recorder as record
     with pytest.raises(UsageError, match=why):
         record.check_urls([address], [])
     assert record.check_urls(["https://www.debian.org/doc/"], []) == ["https://www.debian.org/doc/"]
@@ -603,7 +605,8 @@ def test_clean_ends_a_killed_recordings_processes_and_removes_its_folder(tmp_pat
     import os
     import subprocess
     import time
-    from plt_bench import procs, record
+    from plt_bench import procs
+    from plt_bench import recorder as record
     gone = subprocess.Popen(["true"])
     gone.wait()
     dead = tmp_path / f"{record.SPOOL_PREFIX}{gone.pid}-12345-abc"
@@ -628,7 +631,8 @@ def test_a_recording_from_the_web_has_a_namespace_named_for_its_maker_and_a_way_
     machine's loopback refused; ready and exit pipes), and a dead maker's namespace found by name."""
     import os
     import subprocess
-    from plt_bench import procs, record
+    from plt_bench import procs
+    from plt_bench import recorder as record
     name = record.web_ns_name(1234, 5678)
     assert name == "pbweb-1234-5678" and record.WEB_NS_RE.fullmatch(name)
     assert record.web_ns_commands(name) == [["ip", "netns", "add", name], ["ip", "-n", name, "link", "set", "lo", "up"]]

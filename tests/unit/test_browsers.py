@@ -118,7 +118,7 @@ def test_firefox_s_http_log_tells_each_http3_session_s_0rtt_after_the_boundary(t
         ("plt.test", 1), ("plt-o1.test", 2), ("plt-o2.test", 0)]
     assert ev["http_log_bytes"] == log.stat().st_size
     assert firefox.http_log_evidence(str(log), 0)["quic_zero_rtt"][0] == "NotAttempted"  # the first visit's own
-    from plt_bench.browser import zero_rtt_summary
+    from plt_bench.trial.judge import zero_rtt_summary
     assert zero_rtt_summary(ev["quic_zero_rtt"]) == "succeeded 1, rejected 1, not attempted 1"
 
 
@@ -190,7 +190,7 @@ def test_each_browsers_processes_have_their_cpu_roles(cmdline, role):
 def test_what_firefox_did_not_time_is_no_duration():
     """Firefox gives an HTTP/1.1 document's responseStart and responseEnd as its requestStart (a 500 KB
     body 'received' in 0 ms): TTFB and the response's end are unmeasured, never that instant."""
-    from plt_bench.browser import timings
+    from plt_bench.trial.judge import timings
     h1 = {"startTime": 0, "nextHopProtocol": "http/1.1", "connectStart": 19, "connectEnd": 269, "requestStart": 269,
           "responseStart": 269, "responseEnd": 269, "loadEventEnd": 1239}
     untimed = firefox.FIREFOX.untimed(h1)

@@ -6,12 +6,15 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from plt_bench import bulk, pages
+from plt_bench import pages
+from plt_bench.pages import bulk
 from plt_bench.analysis import plots, stats
-from plt_bench.browser import judge_bulk
+from plt_bench.pages.bulk import judge_bulk
+from plt_bench.conditions import Conditions
 from plt_bench.errors import UsageError
 from plt_bench.link.counters import parse_net_dev, per_interval
-from plt_bench.pages import BULK_BYTES, BULK_NAME, Page, parse_page
+from plt_bench.pages.bulk import BULK_BYTES, BULK_NAME
+from plt_bench.pages import Page, parse_page
 
 from .trials import conditions, trial
 
@@ -105,11 +108,16 @@ def test_a_bulk_trials_figures_come_from_the_browser_and_the_link_over_one_windo
     short = bulk.figures(page, _work([1, 2, 3]), samples[:20], "pb3-rc")  # the samples end inside the window
     assert short["throughput_bps"] is None and json.loads(short["series_json"])["link_bytes"] is None
     assert bulk.figures(page, None, samples) == {"bulk_ms": 3000, "interval_ms": 1000}
-    assert bulk.await_s(page, 100) == pytest.approx(3 + bulk.AWAIT_SPARE_S + 0.4) and bulk.await_s(Page(5000)) == 0
-    assert bulk.sample_s(page) == 0.1 and bulk.sample_s(parse_page("bulk1s_10ms")) == 0.01
+    # what a load of it waits for, asked of its kind (pages.PageKind): a generated page waits for nothing
+    cond, single = Conditions(None, None, rtt_ms=100), Page(5000)
+    assert page.page_kind is bulk.BULK and page.page_kind.counts_delivery and not single.page_kind.counts_delivery
+    assert page.page_kind.await_s(page, cond) == pytest.approx(3 + bulk.AWAIT_SPARE_S + 0.4)
+    assert single.page_kind.await_s(single, cond) == 0
+    fine = parse_page("bulk1s_10ms")
+    assert page.page_kind.sample_s(page) == 0.1 and fine.page_kind.sample_s(fine) == 0.01
     # a QUIC download's abort is given time to reach the server (a killed TCP client's kernel resets)
-    assert bulk.settle_s(page, "QUIC", 100) == pytest.approx(bulk.SETTLE_S + 1.0)
-    assert bulk.settle_s(page, "TCP", 100) == 0 and bulk.settle_s(Page(5000), "QUIC", 100) == 0
+    assert page.page_kind.settle_s(page, "QUIC", 100) == pytest.approx(bulk.SETTLE_S + 1.0)
+    assert page.page_kind.settle_s(page, "TCP", 100) == 0 and single.page_kind.settle_s(single, "QUIC", 100) == 0
 
 
 def test_the_judgement_of_a_bulk_download():

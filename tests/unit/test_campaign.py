@@ -400,13 +400,14 @@ def test_the_bottleneck_preset_is_a_real_replayed_page_and_a_multi_object_one_un
     """Issue 46's page-load experiment: h3 vs h2 on real:toolbelt (its recording) and 4o:20x5KB, at
     20 Mbit/s and 50 ms, droptail/CoDel/FQ-CoDel x 0/1/4 competing CUBIC flows; without the recording
     the preset says how it is made (a run records it first)."""
-    from plt_bench import pages, realpages
+    from plt_bench import pages
+    from plt_bench.pages import real as realpages
 
     from .test_pages import fake_recordings
-    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: False)
+    monkeypatch.setattr(pages.archive, "archive_exists", lambda name, sites=None: False)
     with pytest.raises(realpages.NotRecorded):
         campaign.load("bottleneck")
-    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: True)
+    monkeypatch.setattr(pages.archive, "archive_exists", lambda name, sites=None: True)
     fake_recordings(monkeypatch, 600_000, 12, 20_000)
     b = campaign.load("bottleneck")
     assert [p.replay for p in b.grid.pages if p.archived] == ["real-toolbelt"]
@@ -419,7 +420,7 @@ def test_the_bottleneck_preset_is_a_real_replayed_page_and_a_multi_object_one_un
 def test_the_presets_list_counts_a_preset_whose_real_page_its_first_run_records(monkeypatch, capsys, tmp_path):
     from plt_bench import cli, pages, signals
     monkeypatch.setattr(signals, "install", lambda: None)  # the test process's own signal handlers stay
-    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: False)
+    monkeypatch.setattr(pages.archive, "archive_exists", lambda name, sites=None: False)
     assert cli.main(["campaigns", "--results", str(tmp_path / "none.sqlite")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.split()[:1] == ["bottleneck"])
     assert "180 trials" in line and line.endswith("(its first run records real:toolbelt)"), line

@@ -6,11 +6,14 @@ import subprocess
 
 import pytest
 
-from plt_bench import browser, servers, topology
+from plt_bench import servers, topology
+from plt_bench.trial import judge as browser
 from plt_bench.servers import caddy, certs
 from plt_bench.browsers import chromium
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page, parse_page
+from plt_bench import pages
+from plt_bench.pages import proof
 
 
 def test_plan_names_fit_linux_limits_and_carry_the_prefix():
@@ -118,7 +121,7 @@ def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not()
                entry("/index_5KB.html?trial=untimed", None, None)]                # no times: counted
     foreign = servers.overlapping(entries, mine, 12.0, 20.2)
     assert [e["uri"] for e in foreign] == ["/index_10MB.html?trial=orphan", "/index_5KB.html?trial=untimed"]
-    from plt_bench.runner import foreign_traffic_problem
+    from plt_bench.trial.evidence import foreign_traffic_problem
     assert foreign_traffic_problem([]) is None
     assert "other traffic on the link during the trial" in foreign_traffic_problem(foreign)
 
@@ -181,7 +184,7 @@ def test_timings_from_navigation_timing():
     ({}, [{**SRV[0], "size": 10}], "server sent status 200 with 10 bytes"),
 ])
 def test_judge_needs_every_proof(change, server_entries, reason):
-    status, why = browser.judge("h3", 5000, {**GOOD, **change}, server_entries)
+    status, why = proof.judge("h3", 5000, {**GOOD, **change}, server_entries)
     if reason is None:
         assert (status, why) == ("ok", None)
     else:
@@ -208,7 +211,7 @@ OBJ_SRV = [{"uri": u, "proto": "h1", "status": 200, "size": 5000, "remote_port":
     (None, OBJ_SRV, 0, "3 of 3 objects not proven"),
 ])
 def test_every_object_of_a_page_needs_both_proofs(resources, entries, proven, reason):
-    got, why = browser.judge_objects("h1", OBJ_PAGE, resources, entries)
+    got, why = proof.judge_objects("h1", OBJ_PAGE, resources, entries)
     assert got == proven and (why is None if reason is None else reason in why), why
 
 
@@ -232,7 +235,7 @@ MANY_SRV = [{"uri": u, "host": h, "proto": "h2", "status": 200, "size": 5000, "r
      "plt-o1.test/obj_5KB.png?i=1: carried over 'http/1.1', expected 'h2'"),
 ])
 def test_a_many_origin_pages_objects_are_proven_on_their_own_origin(resources, entries, proven, reason):
-    got, why = browser.judge_objects("h2", MANY, resources, entries)
+    got, why = proof.judge_objects("h2", MANY, resources, entries)
     assert got == proven and (why is None if reason is None else reason in why), why
     assert browser.connections_per_origin(MANY_SRV) == {"plt.test": 1, "plt-o1.test": 1}
     assert browser.connections_per_origin(MANY_SRV + [{**MANY_SRV[1], "remote_port": "3"}])["plt-o1.test"] == 2
@@ -276,7 +279,7 @@ def test_the_paint_wait_is_stored_and_a_page_that_never_settled_says_so():
 
 
 def test_the_quiet_window_is_half_a_second_and_two_round_trips():
-    from plt_bench import browser_worker as w
+    from plt_bench.trial import worker as w
     assert w.paint_quiet_ms(0.0) == w.PAINT_QUIET_MS == 500
     assert w.paint_quiet_ms(50.0) == 600.0 and w.paint_quiet_ms(-1) == 500
     js = w.paint_js(600)
@@ -294,18 +297,18 @@ H2_SRV = [{**SRV[0], "proto": "h2"}]
     (H2_NAV, SRV, "server saw h3, expected h2"),
 ])
 def test_an_h2_trial_needs_h2_on_both_ends(nav, entries, reason):
-    status, why = browser.judge("h2", 5000, {**GOOD, "nav": nav}, entries)
+    status, why = proof.judge("h2", 5000, {**GOOD, "nav": nav}, entries)
     assert (status, why) == ("ok", None) if reason is None else (status == "failed" and reason in why), why
     res = [{**r, "nextHopProtocol": nav["nextHopProtocol"]} for r in RES]
     srv = [{**e, "proto": entries[0]["proto"]} for e in OBJ_SRV]
-    got, why = browser.judge_objects("h2", OBJ_PAGE, res, srv)
+    got, why = proof.judge_objects("h2", OBJ_PAGE, res, srv)
     assert (got, why) == (3, None) if reason is None else got == 0 and why.startswith("3 of 3 objects not proven")
 
 
 def test_connections_are_the_client_ports_the_server_logged():
     assert browser.connections(OBJ_SRV) == 2
     assert browser.connections([{**e, "remote_port": None} for e in OBJ_SRV]) is None
-    assert browser.url_path("https://plt.test/obj_5KB.png?i=2") == "/obj_5KB.png?i=2"
+    assert pages.url_path("https://plt.test/obj_5KB.png?i=2") == "/obj_5KB.png?i=2"
 
 
 def test_a_trials_own_entries_are_its_page_and_what_the_page_asked_for():
@@ -419,18 +422,18 @@ WARM = Page(5000, 2, visit="repeat-warm")
      [{"uri": u, "proto": "h1", "status": 304, "size": 0} for u in WARM.object_uris()], 0, "the server saw h1"),
 ])
 def test_a_warm_repeat_visits_objects_may_come_from_the_cache(resources, entries, proven, reason):
-    got, why = browser.judge_objects("h2", WARM, resources, entries)
+    got, why = proof.judge_objects("h2", WARM, resources, entries)
     assert got == proven and (why is None if reason is None else reason in why), why
     # only there: a first visit's object never counts from a cache
-    first, _ = browser.judge_objects("h2", dataclasses.replace(WARM, visit="first"), resources, [])
+    first, _ = proof.judge_objects("h2", dataclasses.replace(WARM, visit="first"), resources, [])
     assert first == 0
 
 
 def test_a_warm_repeat_visits_page_may_be_revalidated_304():
     srv = [{**SRV[0], "proto": "h3", "status": 304, "size": 0}]
-    assert browser.judge("h3", 5000, GOOD, srv, revalidated=True) == ("ok", None)
-    assert browser.judge("h3", 5000, GOOD, srv)[0] == "failed"  # a first visit is sent whole
-    assert "body size 10" in browser.judge("h3", 5000, {**GOOD, "nav": {**NAV, "decodedBodySize": 10}}, srv,
+    assert proof.judge("h3", 5000, GOOD, srv, revalidated=True) == ("ok", None)
+    assert proof.judge("h3", 5000, GOOD, srv)[0] == "failed"  # a first visit is sent whole
+    assert "body size 10" in proof.judge("h3", 5000, {**GOOD, "nav": {**NAV, "decodedBodySize": 10}}, srv,
                                            revalidated=True)[1]
 
 
@@ -483,7 +486,7 @@ def test_the_server_table_names_caddy_and_its_log_comes_back_in_protocol_terms()
     assert [protocols.http_version(p) for p in ("h3", "h2", "h1", "HTTP/0.9", None)] == [
         "HTTP/3.0", "HTTP/2.0", "HTTP/1.1", "HTTP/0.9", None]
     nav = {"responseStatus": 200, "nextHopProtocol": "h2", "decodedBodySize": 1, "loadEventEnd": 5}
-    status, why = browser.judge("h2", 1, {"nav": nav}, [{"uri": "/x", "proto": "HTTP/0.9", "status": 200, "size": 1}])
+    status, why = proof.judge("h2", 1, {"nav": nav}, [{"uri": "/x", "proto": "HTTP/0.9", "status": 200, "size": 1}])
     assert status == "failed" and why == "server saw HTTP/0.9, expected h2"
 
 

@@ -4,11 +4,13 @@ what a campaign refuses by name. Pure logic; the real name server, Chromium and 
 tests/integration/test_discovery.py."""
 import pytest
 
-from plt_bench import browser, campaign, dns
+from plt_bench import campaign, dns
+from plt_bench.trial import judge as browser
 from plt_bench.browsers import chromium
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page, origin_host
 from plt_bench.topology import Plan
+from plt_bench.pages import proof
 
 O1 = origin_host(1)  # plt-o1.test: the testbed's second origin, by the name pages gives it
 ORIGINS = [("plt.test", "198.19.7.2"), (O1, "198.19.7.11")]
@@ -86,12 +88,12 @@ LOAD = {"nav": NAV, "final_url": "https://plt.test/index_5KB.html?trial=x", "err
 
 def test_a_found_protocol_is_proven_when_both_ends_name_the_same_one():
     h2 = [{"uri": "/x", "proto": "h2", "status": 200, "size": 5000}]
-    assert browser.judge("h3", 5000, LOAD, h2, discovered=True) == ("ok", None)
-    status, why = browser.judge("h3", 5000, LOAD, h2)  # forced onto h3, the same load fails
+    assert proof.judge("h3", 5000, LOAD, h2, discovered=True) == ("ok", None)
+    status, why = proof.judge("h3", 5000, LOAD, h2)  # forced onto h3, the same load fails
     assert status == "failed" and "expected 'h3'" in why
-    status, why = browser.judge("h3", 5000, LOAD, [{**h2[0], "proto": "h3"}], discovered=True)
+    status, why = proof.judge("h3", 5000, LOAD, [{**h2[0], "proto": "h3"}], discovered=True)
     assert status == "failed" and "server saw h3, expected h2" in why
-    status, why = browser.judge("h3", 5000, {**LOAD, "nav": {**NAV, "nextHopProtocol": "spdy/3"}}, h2, discovered=True)
+    status, why = proof.judge("h3", 5000, {**LOAD, "nav": {**NAV, "nextHopProtocol": "spdy/3"}}, h2, discovered=True)
     assert status == "failed" and "carried over 'spdy/3'" in why
 
 
@@ -107,11 +109,11 @@ def test_objects_found_over_a_mix_are_each_proven_over_their_own():
     res = _res(["h2", "h3"])
     logged = [{"uri": r["name"][len("https://plt.test"):], "host": "plt.test", "proto": p, "status": 200, "size": 5000}
               for r, p in zip(res, ["h2", "h3"])]
-    assert browser.judge_objects("h3", PAGE, res, logged, discovered=True) == (2, None)
-    proven, why = browser.judge_objects("h3", PAGE, res, logged)  # forced: the h2 one is not h3
+    assert proof.judge_objects("h3", PAGE, res, logged, discovered=True) == (2, None)
+    proven, why = proof.judge_objects("h3", PAGE, res, logged)  # forced: the h2 one is not h3
     assert proven == 1 and "expected 'h3'" in why
     crossed = [{**logged[0], "proto": "h3"}, logged[1]]
-    proven, why = browser.judge_objects("h3", PAGE, res, crossed, discovered=True)
+    proven, why = proof.judge_objects("h3", PAGE, res, crossed, discovered=True)
     assert proven == 1 and "the server saw h3, expected h2" in why
 
 

@@ -6,11 +6,13 @@ import os
 
 import pytest
 
-from plt_bench import latency
+from plt_bench.pages import requests as latency
 from plt_bench.analysis import plots, report, stats
-from plt_bench.browser import judge_objects, judge_requests
+from plt_bench.pages.proof import judge_objects
+from plt_bench.pages.requests import judge_requests
 from plt_bench.errors import UsageError
-from plt_bench.pages import MIN_OBJECT_BYTES, Page, parse_page
+from plt_bench.pages.content import MIN_OBJECT_BYTES
+from plt_bench.pages import Page, parse_page
 
 from .trials import conditions, trial
 
@@ -61,9 +63,10 @@ def test_a_request_trials_latencies_and_percentiles():
     assert f["req_p90_ms"] == pytest.approx(46.0) and f["req_p99_ms"] == pytest.approx(49.6)  # numpy linear
     assert latency.figures(page, [])["req_p50_ms"] is None and latency.percentiles([]) is None
     cond = conditions(rtt_ms=100)
-    assert latency.await_s(page, cond) == pytest.approx(3 * (8 * 5000 / 10**7 + 3 * 5 * 0.1) + 30)
-    assert latency.await_s(parse_page("req5x1KB_c5"), cond) == pytest.approx(3 * (8 * 5000 / 10**7 + 0.3) + 30)
-    assert latency.await_s(Page(5000), cond) == 0
+    at_once = parse_page("req5x1KB_c5")
+    assert page.page_kind.await_s(page, cond) == pytest.approx(3 * (8 * 5000 / 10**7 + 3 * 5 * 0.1) + 30)
+    assert at_once.page_kind.await_s(at_once, cond) == pytest.approx(3 * (8 * 5000 / 10**7 + 0.3) + 30)
+    assert Page(5000).page_kind.await_s(Page(5000), cond) == 0
 
 
 def test_every_request_is_proven_like_an_object():

@@ -229,7 +229,7 @@ def test_a_rate_under_a_discipline_is_judged_by_what_the_receiver_s_interface_to
 
 
 def test_a_trial_s_link_counters_carry_what_its_discipline_did():
-    from plt_bench.runner import link_delta
+    from plt_bench.trial.run import link_delta
     def snap(drops, marks, dq, soj):
         b = {"aqm": "codel", "aqm_drops": drops, "marks": marks, "overlimit_drops": 0, "dequeued": dq,
              "sojourn_sum_us": soj}
@@ -429,7 +429,7 @@ def test_cross_traffic_is_parsed_to_its_canonical_text_and_its_flows_command():
 
 def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_died():
     from plt_bench.link.cross import parse
-    from plt_bench.runner import with_cross
+    from plt_bench.trial.run import with_cross
 
     class Flows:
         spec = parse("2xtcp-cubic")
@@ -450,7 +450,7 @@ def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_die
     assert with_cross({"a": 1}, None, None) == {"a": 1}
     from plt_bench.analysis.stats import jain
     from plt_bench.analysis.stats import cross_table
-    from plt_bench import realpages
+    from plt_bench.pages import real as realpages
     from plt_bench.pages import parse_page
     from .trials import trial
     toolbelt = next(p for p in realpages.PAGES if p.name == "toolbelt")
@@ -515,7 +515,7 @@ def test_the_disciplines_are_read_back_from_tc_with_their_parameters_and_counter
     assert "ecn_mark" not in stats["1:"] and stats["1:"]["sent_pkts"] == 6
     # in linkem's terms, as a trial's link counters carry them (no sojourn: the kernel keeps no sum)
     from plt_bench.link.netem import bottleneck_counters
-    from plt_bench.runner import link_delta
+    from plt_bench.trial.run import link_delta
     a = bottleneck_counters("codel", stats["3:"])
     assert a == {"aqm": "codel", "dequeued": 1000, "marks": 12, "overlimit_drops": 0, "aqm_drops": 7}
     before = {"dirs": {"down": {"bottleneck": bottleneck_counters("codel", {"sent_pkts": 400, "dropped": 2})}}}

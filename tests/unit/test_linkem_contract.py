@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from plt_bench import runner
+from plt_bench.trial import run as runner
 from plt_bench.errors import LinkError
 from plt_bench.link.stats import LATE_HIST_KEYS, parse_stats
+from plt_bench.trial import evidence
 
 from ..conftest import ROOT
 
@@ -38,10 +39,10 @@ def test_the_trial_judgement_reads_the_sample_as_linkem_means_it():
     before["enobufs"] = 0
     delta = runner.link_delta(before, after)
     assert delta["dirs"]["down"]["late_max_us"] == 2000100.0 and delta["dirs"]["down"]["late_hist_us"]["inf"] == 8
-    assert "stalled" in runner.link_fidelity_problem(delta, 12.5, 9000.0)
+    assert "stalled" in evidence.link_fidelity_problem(delta, 12.5, 9000.0)
     no_stall = json.loads(json.dumps(after))
     no_stall["dirs"]["down"]["since_mark"]["late_max_us"] = 900.0
-    assert "ENOBUFS" in runner.link_fidelity_problem(runner.link_delta(before, no_stall), 12.5, 9000.0)
+    assert "ENOBUFS" in evidence.link_fidelity_problem(runner.link_delta(before, no_stall), 12.5, 9000.0)
 
 
 @pytest.mark.parametrize("change,message", [

@@ -5,6 +5,7 @@ from html.parser import HTMLParser
 import pytest
 
 from plt_bench import pages
+from plt_bench.pages import generated
 from plt_bench.errors import UsageError
 
 
@@ -27,21 +28,21 @@ class _Counter(HTMLParser):
 @pytest.mark.parametrize("size", [1000, 1001, 5000, 500_000, 2**20 - 1, 2**20, 2**20 + 1, 2**20 + 300,
                                   3 * 2**20 + 5, 10**7])
 def test_pages_are_exact_valid_and_padded_with_small_comments(size):
-    data = b"".join(pages.iter_page(size))
+    data = b"".join(pages.content.iter_page(size))
     assert len(data) == size
     assert data.startswith(b"<!DOCTYPE html>") and data.endswith(b"</html>\n")
     p = _Counter()
     p.feed(data.decode("ascii"))
     assert p.tags[:4] == ["html", "head", "meta", "title"] and "body" in p.tags
     assert "plt-bench test page" in p.text and "end of page" in p.text
-    assert p.comments and max(p.comments) <= pages.CHUNK_BYTES
+    assert p.comments and max(p.comments) <= pages.base.CHUNK_BYTES
     assert b"--" not in data.replace(b"<!--", b"").replace(b"-->", b"").replace(b"plt-bench", b"")
 
 
 def test_pages_are_deterministic():
-    a = hashlib.sha256(b"".join(pages.iter_page(123_456))).hexdigest()
-    assert a == pages.expected_digest(123_456) == pages.expected_digest(123_456)
-    assert a != pages.expected_digest(123_457)
+    a = hashlib.sha256(b"".join(pages.content.iter_page(123_456))).hexdigest()
+    assert a == pages.content.expected_digest(123_456) == pages.content.expected_digest(123_456)
+    assert a != pages.content.expected_digest(123_457)
 
 
 def test_sites_generate_and_repair(tmp_path):
@@ -53,7 +54,7 @@ def test_sites_generate_and_repair(tmp_path):
     assert path.stat().st_mtime_ns == mtime  # a good page is not rewritten
     path.write_bytes(path.read_bytes()[:-1] + b"X")  # right size, wrong checksum
     sites.ensure([5000])
-    assert pages.file_digest(path) == pages.expected_digest(5000)
+    assert pages.base.file_digest(path) == pages.content.expected_digest(5000)
     path.write_bytes(b"short")  # wrong size
     sites.ensure([5000])
     assert path.stat().st_size == 5000
@@ -61,7 +62,7 @@ def test_sites_generate_and_repair(tmp_path):
 
 def test_frame_larger_than_page_is_refused():
     with pytest.raises(Exception, match="smaller than the page frame"):
-        list(pages.iter_page(100))
+        list(pages.content.iter_page(100))
 
 
 def _png_chunks(data):
@@ -80,16 +81,16 @@ def _png_chunks(data):
     return out
 
 
-@pytest.mark.parametrize("size", [pages.MIN_OBJECT_BYTES, pages.MIN_OBJECT_BYTES + 1, 2, 5000, 10**5, 2**20 + 7,
+@pytest.mark.parametrize("size", [pages.content.MIN_OBJECT_BYTES, pages.content.MIN_OBJECT_BYTES + 1, 2, 5000, 10**5, 2**20 + 7,
                                   3 * 10**6])
 def test_objects_are_exact_valid_pngs(size):
-    if size < pages.MIN_OBJECT_BYTES:
-        with pytest.raises(pages.UsageError, match="smallest PNG"):
-            list(pages.iter_png(size))
+    if size < pages.content.MIN_OBJECT_BYTES:
+        with pytest.raises(UsageError, match="smallest PNG"):
+            list(pages.content.iter_png(size))
         return
     import io
     from PIL import Image
-    data = b"".join(pages.iter_png(size))
+    data = b"".join(pages.content.iter_png(size))
     assert len(data) == size
     assert [k for k, _ in _png_chunks(data)] == [b"IHDR", b"IDAT", b"plTb", b"IEND"]
     with Image.open(io.BytesIO(data)) as im:  # a real decoder skips the padding and reads the pixel
@@ -109,7 +110,7 @@ def test_a_multi_object_page_embeds_n_distinct_images_and_asks_for_their_timings
     assert len(set(uris)) == 200 and all(f'src="{u[1:]}"'.encode() in html for u in uris)
     # its largest contentful paint: the first image, a 300x300 PNG shown at its size (Chrome counts an
     # image by the smaller of its shown and its own size, and at 0.05 bits per shown pixel or more)
-    assert uris[0] == "/hero_5KB.png?i=0" and page.hero_px == 300 and 5000 * 8 / 300**2 >= 0.1
+    assert uris[0] == "/hero_5KB.png?i=0" and generated.hero_px(page) == 300 and 5000 * 8 / 300**2 >= 0.1
     assert b'<img id="hero" src="hero_5KB.png?i=0" width="300" height="300"' in html
     assert b'<meta name="referrer" content="unsafe-url">' in html  # the server tells a trial's requests by it
     assert b"setResourceTimingBufferSize(216)" in html  # more than the default 250 would drop entries
@@ -126,7 +127,7 @@ def test_a_multi_object_page_embeds_n_distinct_images_and_asks_for_their_timings
     ("5o:3x5KB", "spreads 3 objects over 5 origins"), ("4o:", "is not a size"),
 ])
 def test_bad_pages_are_refused_naming_the_option(text, fragment):
-    with pytest.raises(pages.UsageError, match="--size") as e:
+    with pytest.raises(UsageError, match="--size") as e:
         pages.parse_page(text)
     assert fragment in str(e.value)
 
@@ -135,13 +136,13 @@ def test_bad_pages_are_refused_naming_the_option(text, fragment):
 def test_the_hero_is_an_exact_valid_png_of_its_side(size):
     import io
     from PIL import Image
-    side = pages.Page(size, 2).hero_px
-    data = b"".join(pages.iter_png(size, side))
-    assert len(data) == size and size * 8 / side**2 >= 0.1 and side <= pages.HERO_MAX_PX
+    side = generated.hero_px(pages.Page(size, 2))
+    data = b"".join(pages.content.iter_png(size, side))
+    assert len(data) == size and size * 8 / side**2 >= 0.1 and side <= pages.generated.HERO_MAX_PX
     with Image.open(io.BytesIO(data)) as im:
         im.load()
         assert im.size == (side, side) and im.getpixel((side // 2, side // 2)) == 0x80
-    assert pages.Page(999, 2).hero_px == 0 and pages.Page(5000, requests=3).hero_px == 0  # none: heading is the LCP
+    assert generated.hero_px(pages.Page(999, 2)) == 0 and generated.hero_px(pages.Page(5000, requests=3)) == 0  # none: heading is the LCP
 
 
 def test_a_many_origin_page_spreads_its_objects_round_robin_over_sites_of_their_own():
@@ -166,7 +167,7 @@ def test_a_repeat_visit_is_the_same_page_loaded_again():
     assert p.html() == first.html() and pages.parse_page("5KB@repeat-warm").visit == "repeat-warm"
     for bad, fragment in (("5KB@again", "a visit is @repeat"), ("bulk10s@repeat", "not of a bulk page"),
                           ("req10x1KB@repeat-warm", "not of a requests page"), ("@repeat", "is not a size")):
-        with pytest.raises(pages.UsageError, match="--size") as e:
+        with pytest.raises(UsageError, match="--size") as e:
             pages.parse_page(bad)
         assert fragment in str(e.value), e.value
 
@@ -183,7 +184,7 @@ def test_sites_generate_a_multi_object_page_once(tmp_path):
     assert obj.stat().st_mtime_ns == mtime
     obj.write_bytes(b"x" * 5000)  # right size, wrong bytes: regenerated
     sites.ensure([page])
-    assert obj.read_bytes() == b"".join(pages.iter_png(5000))
+    assert obj.read_bytes() == b"".join(pages.content.iter_png(5000))
 
 
 # -- real:NAME: a real page by name, its recording made by the first campaign that asks ---------------
@@ -191,7 +192,7 @@ def fake_recordings(monkeypatch, body_bytes=60_000, responses=9, response_bytes=
     """Every recording stands there (archive.is_archive, archive.load): a fake of the given bytes."""
     from types import SimpleNamespace
 
-    from plt_bench import archive
+    from plt_bench.pages import archive
     monkeypatch.setattr(archive, "is_archive", lambda folder: True)
     monkeypatch.setattr(archive, "load", lambda name, sites, option="--size": SimpleNamespace(
         name=name, body_bytes=body_bytes, responses=[SimpleNamespace(size_bytes=response_bytes)] * responses,
@@ -199,16 +200,17 @@ def fake_recordings(monkeypatch, body_bytes=60_000, responses=9, response_bytes=
 
 
 def test_a_real_page_by_name_is_its_recording_and_an_unknown_one_is_refused(monkeypatch):
-    from plt_bench import pages, realpages
+    from plt_bench import pages
+    from plt_bench.pages import real as realpages
     with pytest.raises(UsageError, match="real:nope: no such real page; expected one of real:swagger, real:toolbelt"):
         pages.parse_page("real:nope")
-    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: False)
+    monkeypatch.setattr(pages.archive, "archive_exists", lambda name, sites=None: False)
     with pytest.raises(realpages.NotRecorded, match="real:toolbelt is not recorded on this machine yet.*plt-bench "
                                                     "record .*--name real-toolbelt --serve toolbelt.pkg.test=") as e:
         pages.parse_page("real:toolbelt")
     assert e.value.name == "toolbelt"
     # once recorded: the recording, replayed as recorded (har:real-NAME)
-    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: name == "real-toolbelt")
+    monkeypatch.setattr(pages.archive, "archive_exists", lambda name, sites=None: name == "real-toolbelt")
     fake_recordings(monkeypatch)
     p = pages.parse_page("real:Toolbelt")
     assert (p.replay, p.archived, p.size_bytes, p.objects) == ("real-toolbelt", True, 50_000, 8)
@@ -217,7 +219,7 @@ def test_a_real_page_by_name_is_its_recording_and_an_unknown_one_is_refused(monk
 def test_a_campaign_checks_every_other_option_before_it_records_a_real_page(monkeypatch):
     from plt_bench import pages, session
     recorded = []
-    monkeypatch.setattr(pages, "archive_exists", lambda name, sites=None: name in recorded)
+    monkeypatch.setattr(pages.archive, "archive_exists", lambda name, sites=None: name in recorded)
     bad = {"campaign": "quick", "size": "real:toolbelt,500KB", "bw": "fast"}
     with pytest.raises(UsageError, match="--bw"):
         session.spec_from_options(bad, record=lambda name: recorded.append(f"real-{name}"))

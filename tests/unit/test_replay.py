@@ -6,10 +6,12 @@ import json
 
 import pytest
 
-from plt_bench import pages, replay
+from plt_bench import pages
+from plt_bench.pages import standin as replay
 from plt_bench.errors import UsageError
+from plt_bench.pages import harfile
 
-PNG = b"".join(pages.iter_png(300))
+PNG = b"".join(pages.content.iter_png(300))
 
 
 def url(host: str, path: str = "/") -> str:
@@ -47,7 +49,7 @@ GOOD = har(entry(url("www", "/a.png?v=1"), text=base64.b64encode(PNG).decode(), 
 
 
 def test_a_recording_becomes_a_page_set_in_its_order_origins_types_and_sizes(tmp_path, monkeypatch):
-    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    monkeypatch.setattr(pages.base, "DEFAULT_SITES", tmp_path / "sites")
     rs, notes = replay.make(write(tmp_path, GOOD), "news", tmp_path / "sites")
     assert rs.origins == (url("www", ""), url("cdn", ""), url("fonts", ""))
     assert [(o.origin, o.mime, o.size, o.element, o.body) for o in rs.objects] == [
@@ -72,10 +74,10 @@ def test_a_recording_becomes_a_page_set_in_its_order_origins_types_and_sizes(tmp
     assert pages.parse_page("har:news") == p and pages.parse_page("har:news@repeat").visit == "repeat"
     assert p.label == "har:news" and p.html_name == "replay/news/index.html" and p.total_bytes == 5000 + 4300
     assert p.object_specs()[1] == ("plt-o1.test", "/replay/news/1-style.css", 1200)
-    pages.check_replay("news", tmp_path / "sites")
+    pages.standin.check_replay("news", tmp_path / "sites")
     (folder / rs.objects[3].file).write_bytes(b"x" * 2000)
     with pytest.raises(UsageError, match="changed since the page set was made"):
-        pages.check_replay("news", tmp_path / "sites")
+        pages.standin.check_replay("news", tmp_path / "sites")
 
 
 def test_a_name_taken_or_malformed_is_refused_before_anything_is_written(tmp_path):
@@ -144,7 +146,7 @@ def test_huge_recordings_are_refused(tmp_path, monkeypatch):
     big = har(entry(url("www", "/a.bin"), "application/octet-stream", pages.MAX_PAGE_BYTES + 1))
     with pytest.raises(UsageError, match="huge"):
         replay.make(write(tmp_path, big), "x", tmp_path / "sites")
-    monkeypatch.setattr(replay, "MAX_HAR_BYTES", 100)
+    monkeypatch.setattr(harfile, "MAX_HAR_BYTES", 100)
     with pytest.raises(UsageError, match="a recording is at most"):
         replay.make(write(tmp_path, GOOD), "x", tmp_path / "sites")
     assert not (tmp_path / "sites" / "replay" / "x").exists()
@@ -155,8 +157,8 @@ def test_two_recordings_compare_by_requests_origins_types_and_sizes():
     # each object from the other's origin
     b = har(entry("https://plt.test/replay/n/1-b.css", "text/css", 10), entry("https://plt-o1.test/replay/n/0-a.png?i=1"),
             doc="https://plt.test/replay/n/index.html?trial=x")
-    assert replay.requests_of(a) == [(0, "a.png?i=1", "image/png", 300), (1, "b.css", "text/css", 10)]
-    assert replay.round_trip_differences(a, b) == [
+    assert harfile.requests_of(a) == [(0, "a.png?i=1", "image/png", 300), (1, "b.css", "text/css", 10)]
+    assert harfile.round_trip_differences(a, b) == [
         "recorded, not replayed: origin 0 a.png?i=1 image/png 300 bytes",
         "recorded, not replayed: origin 1 b.css text/css 10 bytes",
         "replayed, not recorded: origin 0 b.css text/css 10 bytes",
@@ -164,18 +166,18 @@ def test_two_recordings_compare_by_requests_origins_types_and_sizes():
     # the same, asked in another order (a browser may ask for two objects in either), on the testbed's names
     c = har(entry("https://plt-o1.test/replay/n/1-b.css", "text/css", 10), entry("https://plt.test/replay/n/0-a.png?i=1"),
             doc="https://plt.test/replay/n/index.html?trial=x")
-    assert replay.round_trip_differences(a, c) == []
+    assert harfile.round_trip_differences(a, c) == []
 
 
 def test_a_missing_page_set_says_how_to_make_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path)
+    monkeypatch.setattr(pages.base, "DEFAULT_SITES", tmp_path)
     with pytest.raises(UsageError, match=r"--size: 'har:nosuchset': no page set nosuchset .*pages --from-har FILE"):
         pages.parse_page("har:nosuchset")
 
 
 def test_a_campaign_of_a_replayed_page_is_tied_to_its_recording(tmp_path, monkeypatch):
     from plt_bench import campaign
-    monkeypatch.setattr(pages, "DEFAULT_SITES", tmp_path / "sites")
+    monkeypatch.setattr(pages.base, "DEFAULT_SITES", tmp_path / "sites")
     replay.make(write(tmp_path, GOOD), "news", tmp_path / "sites")
     first = campaign.load("quick", {"size": "har:news", "proto": "all"})
     assert [p.label for p in first.grid.pages] == ["har:news"] and "replays" in first.as_dict()
@@ -263,13 +265,13 @@ def test_a_full_disk_or_a_second_maker_leaves_nothing_and_is_refused(tmp_path, m
         replay.make(write(tmp_path, GOOD), "x", sites)
     monkeypatch.setattr(builtins, "open", real_open)
     assert sorted(p.name for p in (sites / "replay").iterdir()) == []
-    real_rename = replay.os.rename
+    real_rename = harfile.os.rename
 
     def raced(src, dst):  # the other maker renames its set into place first
         pages.replay_root(sites, "x").mkdir()
         (pages.replay_root(sites, "x") / "theirs").write_text("")
         return real_rename(src, dst)
-    monkeypatch.setattr(replay.os, "rename", raced)
+    monkeypatch.setattr(harfile.os, "rename", raced)
     with pytest.raises(UsageError, match="exists already"):
         replay.make(write(tmp_path, GOOD), "x", sites)
     assert sorted(p.name for p in (sites / "replay").iterdir()) == ["x"]

@@ -3,9 +3,10 @@ import math
 
 import pytest
 
-from plt_bench import runner
+from plt_bench.trial import run as runner
 from plt_bench.link import verify
 from plt_bench.conditions import Conditions
+from plt_bench.trial import evidence
 
 PING = """PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data.
 64 bytes from 198.19.0.2: icmp_seq=1 ttl=63 time=50.1 ms
@@ -124,15 +125,15 @@ def test_link_delta_and_fidelity():
     d = runner.link_delta(before, after)
     assert d["dirs"]["down"]["released"] == 2000 and d["dirs"]["down"]["late_hist_us"]["2000"] == 10
     assert d["dirs"]["down"]["late_mean_us"] == 10.0 and d["cpu_s"] == 0.5
-    assert runner.link_fidelity_problem(d) is None  # 0.5% late: within bounds
+    assert evidence.link_fidelity_problem(d) is None  # 0.5% late: within bounds
     d2 = runner.link_delta(before, _stats(3000, 100, 1.5))
-    assert "fell behind" in runner.link_fidelity_problem(d2)
+    assert "fell behind" in evidence.link_fidelity_problem(d2)
     # with 25 ms one way, the bound is 2 ms: packets 1-2 ms late do not count
-    assert runner.late_bound_ms(25) == 2 and runner.late_bound_ms(0) == 1 and runner.late_bound_ms(60) == 5
-    assert runner.link_fidelity_problem(d2, 25.0) is None
+    assert evidence.late_bound_ms(25) == 2 and evidence.late_bound_ms(0) == 1 and evidence.late_bound_ms(60) == 5
+    assert evidence.link_fidelity_problem(d2, 25.0) is None
     d3 = runner.link_delta(before, _stats(3000, 0, enobufs=2))
-    assert "ENOBUFS" in runner.link_fidelity_problem(d3)
-    assert runner.link_fidelity_problem(None) is None
+    assert "ENOBUFS" in evidence.link_fidelity_problem(d3)
+    assert evidence.link_fidelity_problem(None) is None
 
 
 def test_a_stall_fails_a_trial_by_its_own_worst_lateness_not_a_lifetime_one():
@@ -141,16 +142,16 @@ def test_a_stall_fails_a_trial_by_its_own_worst_lateness_not_a_lifetime_one():
     though linkem's lifetime maximum still says 2 s: accepted."""
     before = _stats(1000, 0)
     stalled = runner.link_delta(before, _stats(7956, 8, worst_since_mark_us=2_000_000.0))
-    why = runner.link_fidelity_problem(stalled, 10.0, 10_410.0)
+    why = evidence.link_fidelity_problem(stalled, 10.0, 10_410.0)
     assert why and "stalled" in why and "2000 ms late" in why and "520 ms" in why, why
     after = _stats(9000, 8, worst_since_mark_us=900.0)
     after["dirs"]["down"]["late_max_us"] = 2_000_000.0  # the lifetime figure
     clean = runner.link_delta(_stats(7956, 8), after)
     assert clean["dirs"]["down"]["late_max_us"] == 900.0
-    assert runner.link_fidelity_problem(clean, 10.0, 8_463.0) is None
+    assert evidence.link_fidelity_problem(clean, 10.0, 8_463.0) is None
     # the bound: 20 ms at least, else 5% of the load
-    assert runner.stall_bound_ms(100.0) == 20.0 and runner.stall_bound_ms(10_000.0) == 500.0
-    assert "stalled" in runner.link_fidelity_problem(runner.link_delta(before, _stats(3000, 0, worst_since_mark_us=25_000.0)),
+    assert evidence.stall_bound_ms(100.0) == 20.0 and evidence.stall_bound_ms(10_000.0) == 500.0
+    assert "stalled" in evidence.link_fidelity_problem(runner.link_delta(before, _stats(3000, 0, worst_since_mark_us=25_000.0)),
                                                      0.0, 200.0)
 
 

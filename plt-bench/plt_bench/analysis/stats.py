@@ -451,7 +451,7 @@ def throughput_series(trials: list[Trial]) -> list[dict]:
 def latency_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, request page, protocol), the requests of all its counted trials pooled: n
     (trials), n_requests, p50/p90/p99 in ms, and the connections the trials used (median)."""
-    from ..latency import percentiles
+    from ..pages.requests import percentiles
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials, "requests"):
         groups[cell_key(t)].append(t)

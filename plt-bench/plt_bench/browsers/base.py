@@ -2,7 +2,7 @@
 firefox.py), chosen by name from the table in browsers/__init__.py.
 
 A browser has two sides. The testbed's (pure, in the measuring process): the launch of one trial as
-a worker request, for a protocol and a set of origins. The worker's (browser_worker, in the client
+a worker request, for a protocol and a set of origins. The worker's (trial.worker, in the client
 namespace): starting the browser and its WebDriver from that request, with a fresh profile. What
 every browser shares, the worker does once: the navigation, Navigation and Resource Timing, the
 paint metrics, the CPU of the driver's process tree (cpu.role names each process's role), the
@@ -105,7 +105,7 @@ class Browser:
     def quic_ecn(self, path: str):
         """QUIC's ECN as the browser's own log at path tells it (link.ecn.QuicSide): the ECN counts its
         ACK frames reported. This browser's log carries none, and says so."""
-        from ..records import QuicSide
+        from ..quic_ecn import QuicSide
         return QuicSide(source=None, why=f"{self.name}'s log carries no ECN counts")
 
     def visit_evidence(self, path: str, boundary_unix: float) -> dict:

@@ -264,7 +264,7 @@ CHROMIUM = Chromium()
 
 def netlog_quic_ecn(log: dict):
     """Pure: QuicSide from a parsed net-log; ValueError where it is not one."""
-    from ..records import QuicSide
+    from ..quic_ecn import QuicSide
     try:
         types = {v: k for k, v in log["constants"]["logEventTypes"].items()}
         sessions: dict[int, dict[str, int]] = {}

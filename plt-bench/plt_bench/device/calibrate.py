@@ -151,9 +151,9 @@ def benchmark_index(runs: list[float]) -> float:
     return float(statistics.median(runs))
 
 
-def calibrate(bed, profile, page: str) -> Calibration:
+def calibrate(bed, profile, page) -> Calibration:
     """The device's budget on this testbed's host, measured in Chromium (steps in the module's text);
-    leaves the testbed at that budget. page: a small page of the testbed's the benchmark runs in.
+    leaves the testbed at that budget. page: a small page of the testbed's (pages.Page) the benchmark runs in.
     A measurement at a full core that the machine's other load held back (the CPU loop's slowdown
     beyond the budget's tolerance) is taken again, up to three times."""
     from .budget import SLOWDOWN_TOLERANCE

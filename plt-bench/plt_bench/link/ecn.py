@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import asdict, dataclass, fields
 
 from .. import cmd
-from ..records import QuicSide  # noqa: F401 - the seams' record, read here
+from ..quic_ecn import QuicSide  # noqa: F401 - the seams' record, read here
 
 PORT = 443  # the test servers' port (h3 on UDP, h2 and h1 on TCP)
 

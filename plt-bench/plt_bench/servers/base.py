@@ -130,7 +130,7 @@ class Server:
     def quic_ecn(self, qlogs: list[Path]):
         """QUIC's ECN as its own log of the trial tells it (link.ecn.QuicSide): its connections'
         ECN validation and the counts the browser's ACKs reported. This server writes no such log."""
-        from ..records import QuicSide
+        from ..quic_ecn import QuicSide
         return QuicSide(source=None, why=f"{self.label} writes no log of its ECN state")
 
     # -- the same for every server ----------------------------------------------------------------
@@ -177,9 +177,9 @@ class Server:
                           f"{timeout_s:.0f}s: {self.log_tail()}")
 
     def _start_replayd(self, timeout_s: float) -> int:
-        """The replay server (plt_bench.replayd) on the namespace's loopback; returns its port."""
+        """The replay server (pages.replayd) on the namespace's loopback; returns its port."""
         r = self.replay
-        argv = [sys.executable, "-m", "plt_bench.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
+        argv = [sys.executable, "-m", "plt_bench.pages.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
                 "on" if r.deterministic else "off", *(("--active", str(r.active)) if r.active else ()), *r.names]
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
                "PYTHONPATH": str(cmd.PACKAGE_DIR.parent)}  # this plt_bench, wherever it runs from

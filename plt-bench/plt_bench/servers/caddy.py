@@ -250,7 +250,7 @@ def qlog_quic_ecn(texts: list[str]):
     the largest ECN counts of the ACK frames it received, per packet number space (the counts only
     grow within one), summed."""
     import json
-    from ..records import QuicSide
+    from ..quic_ecn import QuicSide
     validated = ect_sent = ect0 = ce = 0
     for text in texts:
         state, most = None, {}

@@ -1,6 +1,6 @@
 """Recording pages (`plt-bench record URL... --name NAME`): the same Chromium, a fresh profile, one
 load; its HAR 1.2 with every body (DevTools' Network events and Network.getResponseBody) is kept
-beside the archive made of it (plt_bench.archive), so another tool can read what was recorded.
+beside the archive made of it (pages.archive), so another tool can read what was recorded.
 
 Two places to record from:
 - the web, on a machine that reaches the sites (no --serve): Chromium resolves and connects as any
@@ -118,7 +118,7 @@ def world_readable(path: Path) -> bool:
 
 def names_for(name: str, urls: list[str]) -> list[str]:
     """The archives' names: NAME for one URL, NAME-1, NAME-2, ... for several (pure)."""
-    from .replay import check_name
+    from .pages.harfile import check_name
     check_name(name, "--name")
     names = [name] if len(urls) == 1 else [f"{name}-{k + 1}" for k in range(len(urls))]
     for n in names:
@@ -332,6 +332,7 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
     its own (the others over proto), the browser as in an as-recorded replay (protocols.AS_RECORDED)."""
     from . import protocols
     from .capture import Settings
+    from .pages import Page
     from .testbed import Testbed
     if any(p for *_, p in serve):
         serve, proto = [(h, d, p or proto) for h, d, p in serve], protocols.AS_RECORDED.name
@@ -347,7 +348,7 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
             for url, name in zip(urls, names):
                 folder = spool / name
                 folder.mkdir()
-                answer, _ = bed.load(proto, url, RECORD_TIMEOUT_S, folder)
+                answer, _ = bed.load(proto, Page(0, url=url), RECORD_TIMEOUT_S, folder)
                 done.append(keep(answer, folder / "trial.har", url, name, sites, note))
     finally:
         shutil.rmtree(spool, ignore_errors=True)
@@ -356,7 +357,7 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
 
 def keep(answer: dict, har: Path, url: str, name: str, sites: Path, note=print) -> tuple:
     """A recording's load made into the archive NAME, its HAR kept beside it; raises if it did not load."""
-    from . import archive
+    from .pages import archive
     if answer.get("error") or not answer.get("nav"):
         raise UsageError(f"URL: {url} did not load to record it: {answer.get('error') or 'no page'}")
     if (answer.get("har") or {}).get("error"):
@@ -384,7 +385,7 @@ def web_browser(spool: Path):
     """The browser worker of a recording from the web, started: in the recording's namespace
     (WebNamespace), its browsers as the browsers' user with their sandbox on; stopped, and the
     namespace removed, after."""
-    from .browser import BrowserWorker
+    from .trial.pipe import BrowserWorker
     from .browsers import drivers, sandbox
     ids = sandbox.user_ids()  # refused before anything starts when the browsers' user is missing
     with WebNamespace() as ns:
@@ -415,3 +416,14 @@ def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> li
     finally:
         shutil.rmtree(spool, ignore_errors=True)
     return done
+
+
+def record_real(name: str, sites: Path, index: int | None = None, note=print) -> None:
+    """Record the real page NAME from its package's folders, served as they are, into sites/real-NAME
+    (plt-bench record's path: every body, header and origin), on a testbed of its own, unshaped."""
+    from .pages.real import RECORDING_PREFIX, by_name, ready
+    page = by_name(name)
+    ready()
+    note(f"recording real:{name} ({page.what}) into {sites / (RECORDING_PREFIX + name)}")
+    record_served([page.url], [RECORDING_PREFIX + name], [(h, d, "") for h, d in page.serve], sites,
+                           index=index, note=note)

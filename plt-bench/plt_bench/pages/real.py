@@ -3,7 +3,8 @@ measured against (bench-replay) and the suite's real test material. Each is serv
 its package's files under host names of the reserved .test domain (plt-bench run --serve), and
 recorded from there (plt-bench record); no recording of a third-party site is shipped. A campaign
 names one as a page, `--size real:NAME`: its recording (sites/real-NAME), made by the first run
-that asks for it (record) and replayed as recorded from then on.
+that asks for it (recorder.record_real) and replayed as recorded from then on: this kind names
+the page, the recording kind replays it.
 
 - swagger: swagger-ui-dist (npm) rendering @readme/oas-examples' petstore.json (npm): a page its
   own JavaScript builds from a JSON document it fetches from a second origin (api.pkg.test). The
@@ -20,8 +21,10 @@ import contextvars
 import dataclasses
 from pathlib import Path
 
-from . import cmd
-from .errors import EnvironmentProblem, UsageError
+from .. import cmd
+from ..errors import EnvironmentProblem, UsageError
+from . import archive
+from .base import MIN_PAGE_BYTES, REPLAY_NAME_RE, Page, PageKind, parse_page, register
 
 PAGES_DIR = cmd.PROJECT_ROOT / ".tools" / "pages"  # npm packages unpacked by scripts/setup
 NPM_PACKAGES = {"swagger-ui": ("swagger-ui-dist", "5.35.0"), "oas": ("@readme/oas-examples", "8.2.2")}
@@ -91,17 +94,6 @@ def by_name(name: str, option: str = "--size") -> RealPage:
                      + ", ".join(f"real:{p.name}" for p in PAGES))
 
 
-def record(name: str, sites: Path, index: int | None = None, note=print) -> None:
-    """Record the real page NAME from its package's folders, served as they are, into sites/real-NAME
-    (plt-bench record's path: every body, header and origin), on a testbed of its own, unshaped."""
-    from . import record as recorder
-    page = by_name(name)
-    ready()
-    note(f"recording real:{name} ({page.what}) into {sites / (RECORDING_PREFIX + name)}")
-    recorder.record_served([page.url], [RECORDING_PREFIX + name], [(h, d, "") for h, d in page.serve], sites,
-                           index=index, note=note)
-
-
 def ready() -> list[RealPage]:
     """The real pages, once their packages are installed (scripts/setup); raises naming what is missing."""
     gone = [(p.name, d) for p in PAGES for d in p.missing()]
@@ -114,3 +106,29 @@ def ready() -> list[RealPage]:
 def install() -> None:
     """Write the API page's initializer over the package's (scripts/setup, after unpacking it)."""
     (PAGES_DIR / "swagger-ui" / "swagger-initializer.js").write_text(SWAGGER_INITIALIZER)
+
+
+class Real(PageKind):
+    """real:NAME: parsed into its recording's page (the recording kind's); it claims no page itself."""
+
+    name = "real"
+
+    def claims(self, page: Page) -> bool:
+        return False
+
+    def parse(self, item: str, option: str) -> Page | None:
+        if not item.lower().startswith("real:"):
+            return None
+        name = item[5:].strip().lower()
+        by_name(name, option)
+        recording = RECORDING_PREFIX + name
+        if not (REPLAY_NAME_RE.fullmatch(recording) and archive.archive_exists(recording)):
+            gathering = UNRECORDED.get()
+            if gathering is None:
+                raise NotRecorded(name, option)
+            gathering.add(name)  # the rest of the campaign is checked first; this stands in meanwhile
+            return Page(MIN_PAGE_BYTES, replay=recording)
+        return parse_page(f"har:{recording}", option)
+
+
+REAL = register(Real())

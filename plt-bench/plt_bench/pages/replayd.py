@@ -1,4 +1,4 @@
-"""The replay server: recorded responses (plt_bench.archive) served as they were recorded.
+"""The replay server: recorded responses (pages.archive) served as they were recorded.
 
 It runs in the testbed's server namespace on its loopback, behind Caddy: Caddy terminates h3, h2 and
 h1 for every recorded host name on the replay addresses (each origin its own) and passes each
@@ -49,7 +49,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 from . import archive as archive_mod
-from .pages import replay_root
+from .base import replay_root
 
 COMPRESSED = ("gzip", "br", "deflate", "zstd", "x-gzip")
 GZIP_LEVEL = 6

@@ -4,7 +4,7 @@ An archive is a folder, sites/replay/NAME/, holding `archive.json` (the format b
 `bodies/<sha256>`, each recorded body's exact bytes (binary ones too; one file for a body served
 several times). It is made from a HAR 1.2 file with bodies (`plt-bench pages --from-har`; DevTools,
 browsertime, WebPageTest and plt-bench's own `--capture har` write them) and replayed by
-plt_bench.replayd behind the testbed's Caddy, which speaks h3, h2 or h1 to the browser.
+pages.replayd behind the testbed's Caddy, which speaks h3, h2 or h1 to the browser.
 
 What is kept of each request and response (Response): the method, the URL (host, path, query), the
 status, the headers that change how a browser loads (KEPT_HEADERS: types, caching, CORS, redirects,
@@ -14,14 +14,14 @@ recording does not say) and its address family. Everything else (Date, Content-L
 Connection, ...) is the replay server's to send.
 
 Refused, with the entry's number, exit 2 and nothing written outside the new archive: what
-replay.read refuses (malformed, huge, hostile files), and an entry whose URL is hostile (replay._origin),
+harfile.read refuses (malformed, huge, hostile files), and an entry whose URL is hostile (harfile._origin),
 whose origin is not https on port 443 (the testbed serves https on 443: a plain-http page's
 requests could not be served), or whose header carries a line break. Left out, and counted in the
 archive's source: requests a recording holds but no replay can serve (status 0: blocked or failed
 when recorded; 304: the recording's browser had a cached copy; data:, blob: and WebSocket URLs).
 
 Format history: 2 (2026-11-25) the first archive (page sets of format 1, replay.json, are same-weight
-stand-ins made by plt_bench.replay).
+stand-ins made by pages.standin).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import UsageError
-from .pages import MAX_OBJECTS, MAX_PAGE_BYTES, replay_root
-from .replay import OPTION, _har_body, _origin, read_recording, write_whole
+from ..errors import UsageError
+from . import base
+from .base import MAX_OBJECTS, MAX_PAGE_BYTES, replay_root
+from .harfile import OPTION, _har_body, _origin, check_name, read_recording, write_whole
 
 FORMAT = 2
 ARCHIVE_FILE = "archive.json"
@@ -366,7 +367,6 @@ def from_json(d: object, folder: Path | None = None, name: str | None = None) ->
         raise ArchiveError("the file is not a JSON object")
     if d.get("format") != FORMAT:
         raise ArchiveError(f"format is {d.get('format')!r}; expected {FORMAT}")
-    from .replay import check_name
     a_name = _field(d, "name", str, "archive")
     try:
         check_name(a_name, "name")
@@ -464,6 +464,11 @@ def is_archive(folder: Path) -> bool:
     return (Path(folder) / ARCHIVE_FILE).is_file()
 
 
+def archive_exists(name: str, sites: Path | None = None) -> bool:
+    """Whether a recording of that name is in the page sets (sites/replay/NAME/archive.json)."""
+    return is_archive(replay_root(sites or base.DEFAULT_SITES, name))
+
+
 _CACHE: dict[tuple, Archive] = {}
 
 
@@ -496,7 +501,7 @@ _ICONS: dict[tuple, frozenset] = {}
 def declared_icons(a: Archive, sites: Path) -> frozenset[tuple[str, str]]:
     """The icons the recorded document declares (<link rel="icon" | "shortcut icon" | "apple-touch-icon"
     | "mask-icon" href=...), as (host, path) resolved against its URL: requests the browser makes for
-    itself, which the page's own loading never asks for (browser.judge_archive). Read once per archive."""
+    itself, which the page's own loading never asks for (proof.judge_archive). Read once per archive."""
     from urllib.parse import urljoin
     key = (a.name, a.responses[0].body, str(sites))
     if key not in _ICONS:

@@ -1,0 +1,135 @@
+"""The parent's end of the browser worker's pipe.
+
+The browser runs in the client namespace through a long-lived worker process (trial.worker) that
+the testbed starts there with `ip netns exec`; the worker starts a fresh driver, browser and
+profile for every trial and ends them after. What differs between browsers (their launch, flags
+and prefs, their driver) is in plt_bench.browsers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import cmd
+from ..errors import BrowserError
+
+if TYPE_CHECKING:
+    from ..browsers.drivers import ChromiumBuild
+    from ..records import WorkerAnswer
+
+WORKER_MODULE = "plt_bench.trial.worker"  # what the worker runs as (python -m)
+
+
+class BrowserWorker:
+    """The parent's end of a browser worker running in a namespace (or here, when ns is None)."""
+
+    def __init__(self, ns: str | None, log_path: Path, browser: "ChromiumBuild | None" = None):
+        self.ns = ns
+        self.log_path = log_path
+        self.browser = browser  # the binary and driver the worker starts (None: Debian's)
+        self.proc: subprocess.Popen | None = None
+        self._preparing = False  # a prepare request's answer is still to be read (settle)
+        self.env: dict[str, str] = {}  # more of the worker's environment (the sandbox's user and home)
+
+    # The worker's hello (Python, Selenium's import, both binaries' --version) took over 30 s in a
+    # TCG guest beside a busy host; only a hung worker waits this long.
+    def start(self, timeout_s: float = 180.0) -> dict:
+        # the log path in the argv marks the worker as this testbed's (clean finds it by its run folder)
+        argv = cmd.in_netns(self.ns, [sys.executable, "-m", WORKER_MODULE, str(self.log_path)])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        # Chromium's own files in the run folder, which goes with the testbed: its temporary folders
+        # (singleton socket, scoped dirs: one killed mid-trial left them in /tmp, 137 there after
+        # the test suites) and its crash reporter's database (else ~/.config/chromium/Crash Reports)
+        tmp = self.log_path.parent / "tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        env.update(TMPDIR=str(tmp), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"))
+        if self.browser:
+            env.update(PLT_BENCH_BROWSER=self.browser.binary, PLT_BENCH_DRIVER=self.browser.driver)
+        env.update(self.env)  # the browsers' user, when they run sandboxed (browsers.sandbox.worker_env)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     env=env, start_new_session=True, text=True, bufsize=1)
+        return self._read(timeout_s)  # the worker says hello with its versions
+
+    def _read(self, timeout_s: float) -> dict:
+        assert self.proc and self.proc.stdout
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            raise BrowserError(f"browser worker did not answer within {timeout_s:.0f}s (log: {self.log_path})")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise BrowserError(f"browser worker exited with {self.proc.wait()} (log: {self.log_path})")
+        return json.loads(line)
+
+    def _send(self, request: dict) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            raise BrowserError("browser worker is not running")
+        assert self.proc.stdin
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise BrowserError(f"browser worker died (log: {self.log_path})") from None
+
+    # a prepared launch that takes longer than this is a hung worker (a launch takes 0.3-0.5 s here)
+    PREPARE_TIMEOUT_S = 180.0
+
+    def prepare(self, request: dict) -> None:
+        """Have the worker start the browser of a request to come (trial.worker.prepare) and
+        return at once: the answer is read before the next request (settle)."""
+        self.settle()
+        self._send({"prepare": request})
+        self._preparing = True
+
+    def settle(self) -> dict | None:
+        """The answer to a prepare request still unread, if any ({"prepared": bool, ...})."""
+        if not self._preparing:
+            return None
+        self._preparing = False
+        return self._read(self.PREPARE_TIMEOUT_S)
+
+    def discard(self) -> None:
+        """End a prepared browser no request took (a change of conditions comes first)."""
+        self.settle()
+        self._send({"discard": True})
+        self._read(self.PREPARE_TIMEOUT_S)
+
+    def load(self, request: dict, timeout_s: float) -> "WorkerAnswer":
+        """Send one trial; return the worker's answer (checked against records.WorkerAnswer). Raises
+        BrowserError only if the worker is broken or answers in another shape."""
+        self.settle()
+        self._send(request)
+        from ..records import check_answer
+        try:
+            return check_answer(self._read(timeout_s))
+        except ValueError as e:
+            raise BrowserError(f"{e} (log: {self.log_path})") from None
+
+    def died_reason(self) -> str | None:
+        """Why the worker is gone, or None while it runs (or before it started)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"the browser worker exited with {self.proc.returncode} (log: {self.log_path})"
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            if self.proc.poll() is None and self.proc.stdin:
+                self.proc.stdin.close()
+                self.proc.wait(5)
+        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc = None
+        self._log.close()
+
