@@ -226,3 +226,16 @@ def test_the_reference_layout_names_every_module_of_the_package():
         if name not in named:
             missing.append(str(rel))
     assert not missing, missing
+
+
+def test_the_reference_pages_carry_no_dated_measurement():
+    """Dated measurements live on the results page (docs/results.md, with the command that reproduces
+    each); the README and the reference pages describe what is measured and point there."""
+    import re
+    docs = PACKAGE.parents[1] / "docs"
+    dated = [f"{p.name}:{n}: {line.strip()[:80]}" for p in sorted(docs.glob("*.md")) if p.name != "results.md"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\b20\d\d-\d\d-\d\d\b", line)]
+    readme = PACKAGE.parents[1] / "README.md"
+    dated += [f"README.md:{n}" for n, line in enumerate(readme.read_text().splitlines(), 1)
+              if re.search(r"\b20\d\d-\d\d-\d\d\b", line)]
+    assert not dated, dated
