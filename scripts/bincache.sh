@@ -3,7 +3,7 @@
 # machine (a CI's clean clone) installs them in a second instead of building for minutes; a new
 # source builds, as on a machine that never built it. Remove /var/cache/plt-bench to build afresh.
 # (tests/conftest.py keeps cargo test's builds beside, in /var/cache/plt-bench/cargo-test.)
-bin_cache=/var/cache/plt-bench/bin
+bin_cache="${PLT_BENCH_BIN_CACHE:-/var/cache/plt-bench/bin}"  # (another folder: a first setup's time, measured)
 from_cache() {  # NAME KEY DEST: the cached build of NAME at KEY, put in place (a new file renamed in)
   [ -x "$bin_cache/$1-$2" ] || return 1
   mkdir -p "$(dirname "$3")"

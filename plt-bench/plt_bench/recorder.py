@@ -403,6 +403,8 @@ def web_browser(spool: Path):
 def record_web(urls: list[str], names: list[str], sites: Path, note=print) -> list[tuple]:
     """Record each URL from the web, as this machine reaches it (no testbed: a namespace of the
     recording's own, WebNamespace); returns [(Archive, notes)]."""
+    from .parts import ensure
+    ensure({"record": "plt-bench record from the web"}, note)
     spool = new_spool()
     done = []
     try:
@@ -422,7 +424,9 @@ def record_real(name: str, sites: Path, index: int | None = None, note=print) ->
     """Record the real page NAME from its package's folders, served as they are, into sites/real-NAME
     (plt-bench record's path: every body, header and origin), on a testbed of its own, unshaped."""
     from .pages.real import RECORDING_PREFIX, by_name, ready
+    from .parts import ensure
     page = by_name(name)
+    ensure({"pages": f"--size real:{name}"}, note)
     ready()
     note(f"recording real:{name} ({page.what}) into {sites / (RECORDING_PREFIX + name)}")
     record_served([page.url], [RECORDING_PREFIX + name], [(h, d, "") for h, d in page.serve], sites,

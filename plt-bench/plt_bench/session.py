@@ -152,6 +152,8 @@ class Session:
         self.out, self.note = out, note
         self.plan: list[Slot] = spec.plan()
         cmd.require_root()
+        from .parts import ensure, needed
+        ensure(needed(spec), note)  # what only some campaigns need comes when one first does (plt_bench.parts)
         self.capture = Settings(spec.capture, captures_root(self.results), spec.cpu_interval_s, spec.capture_limit_bytes)
         ref = make_ref(spec.server, server_pin, server_token, control_port, spec.iface, spec.server_token_file)
         if ref is not None and ref.token_source == "argv":
