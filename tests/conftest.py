@@ -1,4 +1,5 @@
 """Shared fixtures. Integration tests need root: they build real namespaces, Caddy and Chromium."""
+import hashlib
 import os
 import re
 import signal
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "plt_bench.cli"]
 
 
-TEST_TARGET_ROOT = "/var/cache/plt-bench/cargo-test"  # cargo test's builds, shared by this machine's clones
+TEST_TARGET_ROOT = "/var/cache/plt-bench/cargo-test"  # cargo test's builds, a folder per checkout
 
 
 def cargo_tests_pass(crate: str) -> None:
@@ -28,12 +29,11 @@ def cargo_tests_pass(crate: str) -> None:
     manifest = str(ROOT / crate / "Cargo.toml")
     if os.access(shared.parent if not shared.exists() else shared, os.W_OK):
         shared.mkdir(parents=True, exist_ok=True)
-        env["CARGO_TARGET_DIR"] = str(shared / crate)
-        # the crate itself built afresh, its dependencies kept: cargo does not rebuild a crate that moved, and its
-        # tests read files by the checkout's path (env!("CARGO_MANIFEST_DIR")), so a build from another checkout
-        # (a clean clone since removed) looked for linkem's stats sample there
-        subprocess.run([cargo, "clean", "--release", "-p", crate, "--manifest-path", manifest], capture_output=True,
-                       timeout=300, env=env)
+        # one folder per checkout (a CI's stays where it is, so its builds are kept from run to run): cargo took
+        # another checkout's build of the crate for fresh when this one's files were older, and a run in one
+        # checkout that cleaned the crate removed the test binary another checkout's run was about to start
+        key = hashlib.sha256(str(ROOT.resolve()).encode()).hexdigest()[:12]
+        env["CARGO_TARGET_DIR"] = str(shared / f"{crate}-{key}")
     r = subprocess.run([cargo, "test", "--release", "--locked", "--manifest-path", manifest],
                        capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

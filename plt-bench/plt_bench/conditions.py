@@ -13,7 +13,7 @@ from . import protocols, traces, units
 from .browsers import NAMES as BROWSERS
 from .servers import NAMES as SERVERS
 from .errors import UsageError
-from .pages import PAGE_FORM, Page, parse_page
+from .pages import Page, page_form, parse_page
 
 DEFAULT_SIZES = ("5KB", "500KB", "10MB", "50MB")
 ALL_SIZES = ("5KB", "500KB", "10MB", "50MB", "700MB")
@@ -317,7 +317,7 @@ def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
     if any(x.strip().lower() == "har:*" for x in units.split_list(text, option)):
         text = ",".join(",".join(f"har:{n}" for n in recorded_corpus(option)) if x.strip().lower() == "har:*" else x
                         for x in units.split_list(text, option))
-    return _parse_list(text, option, PAGE_FORM, lambda item: parse_page(item, option))
+    return _parse_list(text, option, page_form(), lambda item: parse_page(item, option))
 
 
 def _ascii_int(text) -> int:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from .pages import page_form
+
 PYTEST_PREFIX = "plt_"
 
 
@@ -44,11 +46,7 @@ def _table() -> dict[str, Option]:
         Option("bw", "downlink rate(s): 500kbit, 100mbit, 1gbit (tc) or 100Mbps (tcconfig, bit/s); 'unshaped' for "
                      "no limit"),
         Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),
-        Option("size", "pages, comma-separated: a size (5KB: one HTML file), NxS (200x5KB: N images of S "
-                       "each) or bulkD[_I] (bulk30s: a 30 s download, bytes counted per second, or per I); "
-                       "1 KB = 1000 bytes; har:NAME (a recording, replayed); real:NAME (a real page of a package, "
-                       "real:swagger or real:toolbelt: recorded here by its first run, then replayed); "
-                       "url:ADDRESS (the https address of a page on a host that --serve serves as it is)"),
+        Option("size", "pages, comma-separated; each kind's form (plt_bench.pages): " + page_form()),
         Option("serve", "folders served as they are in the testbed, HOST=DIR, comma-separated, each host on its own "
                         "address (docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html): their pages are "
                         "measured as --size url:ADDRESS (a page's https address on that host)", metavar="HOST=DIR",

@@ -34,6 +34,26 @@ def test_small_pages_load_over_the_forced_protocol(bed, store, campaign, proto, 
     assert 0 < t.transfer_bytes - t.encoded_body_bytes < HEADER_BOUND_BYTES, (t.transfer_bytes, t.encoded_body_bytes)
 
 
+def test_a_page_of_render_blocking_scripts_paints_after_every_script_came_proven(bed, store, campaign):
+    """The scripts kind (js5x10KB, pages.scripts), through the same trial as every kind: each script
+    proven at both ends over h3, and nothing painted before the last of them had come (they block
+    the parser), nor the load event fired."""
+    page = pages.parse_page("js5x10KB")
+    bed.sites.ensure([page])
+    cond = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=50)
+    if bed.conditions != cond:
+        bed.set_conditions(cond)
+    t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell("h3", page, cond)))
+    if machine_refused(t, reasons):
+        return
+    assert (t.status, t.reason, t.page, t.objects, t.objects_ok) == ("ok", None, "js5x10KB", 5, 5), reasons
+    js = [r for r in t.resources if r["initiatorType"] == "script"]
+    assert sorted(pages.url_path(r["name"]) for r in js) == sorted(page.object_uris())
+    assert all(r["nextHopProtocol"] == "h3" and r["decodedBodySize"] == 10_000 for r in js)
+    # (the first paint may follow the load event: with no image left to wait for, the load ends first)
+    assert max(r["responseEnd"] for r in js) <= min(t.fcp_ms, t.plt_ms), (t.fcp_ms, [r["responseEnd"] for r in js])
+
+
 @pytest.mark.parametrize("proto,hop,server_proto", FORCED)
 def test_a_multi_object_page_proves_every_object_over_the_forced_protocol(bed, store, campaign, proto, hop,
                                                                           server_proto):

@@ -12,6 +12,7 @@
     standin     har:NAME, a page set of stand-ins of a recording's sizes
     bulk        bulkD[_I], a download counted per interval
     requests    reqKxS[_cC], K requests after the load
+    scripts     jsNxS, N render-blocking scripts of S bytes (the kind added through the interface alone)
     generated   5KB, 200x5KB, 4o:60x5KB: made here, exact to the byte
 
 A kind imports the base and the shared modules, never another kind; the base imports no kind (a
@@ -19,12 +20,12 @@ Page finds its kind in the registry the kinds join as this package is imported).
 its module, its line below, its tests.
 """
 
-from .base import (DEFAULT_SITES, HOST, KINDS, MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_PAGE_BYTES, PAGE_FORM,
-                   VISITS, Judged, Load, Page, PageKind, Sites, as_page, format_ms, origin_host, parse_page,
+from .base import (DEFAULT_SITES, HOST, KINDS, MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_PAGE_BYTES,
+                   VISITS, Judged, Load, Page, PageKind, Sites, as_page, format_ms, origin_host, page_form, parse_page,
                    replay_root, url_host, url_path)
-from . import folder, real, recording, standin, bulk, requests, generated  # noqa: E402,F401 - their order is the registry's
+from . import folder, real, recording, standin, bulk, requests, scripts, generated  # noqa: E402,F401 - their order is the registry's
 
 __all__ = ["DEFAULT_SITES", "HOST", "KINDS", "MAX_OBJECTS", "MAX_ORIGINS", "MAX_PAGE_BYTES", "MIN_PAGE_BYTES",
-           "PAGE_FORM", "VISITS", "Judged", "Load", "Page", "PageKind", "Sites", "as_page", "format_ms", "origin_host",
+           "VISITS", "Judged", "Load", "Page", "PageKind", "Sites", "as_page", "format_ms", "origin_host", "page_form",
            "parse_page", "replay_root", "url_host", "url_path",
-           "folder", "real", "recording", "standin", "bulk", "requests", "generated"]
+           "folder", "real", "recording", "standin", "bulk", "requests", "scripts", "generated"]

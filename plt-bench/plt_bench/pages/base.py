@@ -49,12 +49,6 @@ GENERATOR_VERSION = 1  # the single-object pages' bytes; multi-object files are 
 MAX_OBJECTS = 1000
 # Resource Timing keeps 250 entries unless the page asks for more: ours asks, before any <img>
 RESOURCE_BUFFER_SPARE = 16
-PAGE_FORM = (f"a size (one HTML file: 5KB, 500KB, 10MB), NxS (an HTML page with N images of S each, "
-             f"N from 1 to {MAX_OBJECTS}: 200x5KB, 1x1MB), Go:NxS (the same images spread over G origins, "
-             f"2 to {MAX_ORIGINS}: 4o:60x5KB), har:NAME (a page set made from a recording: plt-bench pages "
-             f"--from-har FILE NAME), any of these @repeat or @repeat-warm (a repeat visit), bulkD[_I] (a download for D, bytes counted per "
-             f"interval I, 1s unless given: bulk30s, bulk10s_100ms) or reqKxS[_cC] (K requests of S, C at once, "
-             f"1 unless given: req100x1KB, req100x64KB_c10); 1 KB = 1000 bytes, 1 KiB = 1024")
 MIN_PAGE_BYTES = 1000  # smallest single-object page: its fixed HTML frame fits
 MAX_PAGE_BYTES = 2 * 10**9  # largest the testbed generates (all of a page's objects together)
 
@@ -117,10 +111,14 @@ class Page:
     archived: bool = dataclasses.field(default=False, compare=False)
     url: str = ""         # a page of a folder served as it is (url:https://HOST/PATH, --serve HOST=DIR): its own
     #                       URL, its requests whatever it asks for (size_bytes 0: not known before the load)
+    form: str = ""        # the kind by its name, where the fields alone do not tell it (a kind added since these
+    #                       fields: pages.scripts); "": the kind that claims the fields
 
     @property
     def page_kind(self) -> "PageKind":
-        """The kind this page is (one of KINDS: the first that claims it)."""
+        """The kind this page is: the one its form names, else the first of KINDS that claims it."""
+        if self.form:
+            return kind_named(self.form)
         for k in KINDS:
             if k.claims(self):
                 return k
@@ -214,6 +212,9 @@ class PageKind:
     served_as_recorded = False  # its own hosts and URL, untagged; its log entries told apart by host (a recording, a folder)
     replayed_hosts_first = False  # its hosts resolve to the replay's addresses before the generated pages'
     counts_delivery = False  # the link's delivery to the client is sampled during its load (a bulk page)
+    item_form = ""         # how an item of --size names one, in words with examples (page_form)
+    served = ""            # the paths of the pages folder its loads ask for: a regular expression (RE2 and Rust's
+    #                        regex read it alike) of a path without its first '/'; every server serves these alone
 
     def parse(self, item: str, option: str) -> Page | None:
         """The page an item of --size names, None if the item is not of this kind's form; UsageError
@@ -367,7 +368,24 @@ def register(kind: PageKind) -> PageKind:
 
 
 def kind_named(name: str) -> PageKind:
-    return next(k for k in KINDS if k.name == name)
+    for k in KINDS:
+        if k.name == name:
+            return k
+    raise LookupError(f"no page kind named {name!r}; expected one of {', '.join(k.name for k in KINDS)}")
+
+
+def page_form() -> str:
+    """Every form an item of --size may take, in words: each kind's (its item_form), the generated
+    pages' first."""
+    forms = sorted((k for k in KINDS if k.item_form), key=lambda k: k.name != "generated")
+    return ("; ".join(k.item_form for k in forms) + "; a generated page or a page set @repeat or @repeat-warm (a repeat "
+            "visit); 1 KB = 1000 bytes, 1 KiB = 1024")
+
+
+def served_paths() -> str:
+    """The one expression of every path a server serves from the pages folder (servers.base.SERVED_PATHS):
+    each kind's files; never MANIFEST.json, README.md or a page set's replay.json."""
+    return "^/(" + "|".join(k.served for k in KINDS if k.served) + ")$"
 
 
 def parse_page(text: str, option: str = "--size") -> Page:
@@ -389,7 +407,7 @@ def parse_page(text: str, option: str = "--size") -> Page:
         page = k.parse(item, option)
         if page is not None:
             return page
-    raise UsageError(f"{option}: '{item}': expected {PAGE_FORM}")
+    raise UsageError(f"{option}: '{item}': expected {page_form()}")
 
 
 def as_page(item: "Page | int") -> Page:

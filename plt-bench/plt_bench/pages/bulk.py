@@ -162,8 +162,11 @@ def figures(page: Page, work: dict | None, samples: list[tuple[float, int]] | No
 
 class Bulk(PageKind):
     name = "bulk"
+    item_form = ("bulkD[_I] (a download for D, bytes counted per interval I, 1s unless given: bulk30s, "
+                 "bulk10s_100ms)")
     stored_kind = "bulk"
     counts_delivery = True
+    served = r"bulk[0-9]+m?s(_[0-9]+m?s)?\.html|bulk\.bin"
 
     def claims(self, page: Page) -> bool:
         return bool(page.bulk_ms) and not (page.url or page.replay)

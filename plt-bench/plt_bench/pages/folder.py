@@ -18,6 +18,7 @@ from .base import Judged, Load, Page, PageKind, register, url_host, url_path
 
 class Folder(PageKind):
     name = "folder"
+    item_form = "url:https://HOST/PATH (a page of a folder that --serve HOST=DIR serves as it is)"
     served_as_recorded = True
     repeat_later = True
 

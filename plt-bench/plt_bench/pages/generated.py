@@ -17,8 +17,8 @@ import re
 from .. import units
 from ..errors import UsageError
 from . import proof
-from .base import (HOST, MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_PAGE_BYTES, PAGE_FORM, RESOURCE_BUFFER_SPARE,
-                   Judged, Load, Page, PageKind, origin_host, register)
+from .base import (HOST, MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_PAGE_BYTES, RESOURCE_BUFFER_SPARE,
+                   Judged, Load, Page, PageKind, origin_host, page_form, register)
 from .content import MIN_OBJECT_BYTES, iter_page, iter_png
 
 HERO_MAX_PX, HERO_MIN_BYTES = 300, 1000  # a multi-object page's first image: its side at most, its bytes at least
@@ -56,9 +56,14 @@ def hero_name(page: Page) -> str | None:
 class Generated(PageKind):
     name = "generated"
     repeatable = True
+    item_form = (f"a size (one HTML file: 5KB, 500KB, 10MB), NxS (an HTML page with N images of S each, N from 1 to "
+                 f"{MAX_OBJECTS}: 200x5KB, 1x1MB), Go:NxS (the same images spread over G origins, 2 to {MAX_ORIGINS}: "
+                 "4o:60x5KB)")
+    served = (r"index_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.html|objects_[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_[0-9]+o)?\.html"
+              r"|(obj|hero)_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.png")
 
     def claims(self, page: Page) -> bool:
-        return not (page.url or page.replay or page.bulk_ms or page.requests)
+        return not (page.url or page.replay or page.bulk_ms or page.requests or page.form)
 
     def parse(self, item: str, option: str) -> Page:
         """The last kind asked: a size, NxS or Go:NxS, or a message naming every form."""
@@ -72,7 +77,7 @@ class Generated(PageKind):
             return Page(size)
         n = int(m["n"])
         if not 1 <= n <= MAX_OBJECTS:
-            raise UsageError(f"{option}: '{item}' has {n} objects; expected {PAGE_FORM}")
+            raise UsageError(f"{option}: '{item}' has {n} objects; expected {page_form()}")
         size = units.parse_size(m["size"], option)
         if size < MIN_OBJECT_BYTES:
             raise UsageError(f"{option}: '{item}': an object is at least {MIN_OBJECT_BYTES} bytes (the smallest PNG)")

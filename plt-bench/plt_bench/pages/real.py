@@ -112,6 +112,7 @@ class Real(PageKind):
     """real:NAME: parsed into its recording's page (the recording kind's); it claims no page itself."""
 
     name = "real"
+    item_form = "real:NAME (a real page from a package, by its recording: real:toolbelt)"
 
     def claims(self, page: Page) -> bool:
         return False

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from .. import units
 from ..errors import UsageError
 from . import proof
@@ -81,6 +79,7 @@ def percentiles(values_ms: list[float]) -> dict[int, float] | None:
     """{50: p50, 90: p90, 99: p99} (numpy's linear interpolation), or None without values."""
     if not values_ms:
         return None
+    import numpy as np  # here alone: the pages (and the options' help, which names their forms) load without it
     x = np.asarray(values_ms, dtype=float)
     return {p: float(np.percentile(x, p)) for p in PERCENTILES}
 
@@ -118,7 +117,9 @@ def judge_requests(page: "Page", work: dict | None) -> str | None:
 
 class Requests(PageKind):
     name = "requests"
+    item_form = "reqKxS[_cC] (K requests of S, C at once, 1 unless given: req100x1KB, req100x64KB_c10)"
     stored_kind = "requests"
+    served = r"req[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_c[0-9]+)?\.html"  # its object: the generated pages' obj_S.png
 
     def claims(self, page: Page) -> bool:
         return bool(page.requests) and not (page.url or page.replay or page.bulk_ms)

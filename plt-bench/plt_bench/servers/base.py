@@ -34,18 +34,14 @@ from pathlib import Path
 from .. import cmd
 from ..errors import ServerError
 from ..pages import HOST
+from ..pages.base import served_paths
 from .certs import make_certificate
 
-# The paths a server serves from the pages' folder, every other one answered 404: the generated pages,
-# their objects and the bulk body (pages.Page.files) and replayed page sets' (replay/NAME/: their page
-# and objects); never MANIFEST.json, README.md or replay.json. One expression for every server (RE2
-# and Rust's regex read it alike).
-SERVED_PATHS = (r"^/(index_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.html"
-                r"|objects_[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_[0-9]+o)?\.html"
-                r"|(obj|hero)_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.png"
-                r"|bulk[0-9]+m?s(_[0-9]+m?s)?\.html|bulk\.bin"
-                r"|req[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_c[0-9]+)?\.html"
-                r"|replay/[a-z0-9][a-z0-9_-]*/(index\.html|[0-9]+-[A-Za-z0-9._-]+))$")
+# The paths a server serves from the pages' folder, every other one answered 404: each page kind's files
+# (pages.PageKind.served: the generated pages, their objects, the bulk body, page sets' pages and objects);
+# never MANIFEST.json, README.md or replay.json. One expression for every server (RE2 and Rust's regex
+# read it alike).
+SERVED_PATHS = served_paths()
 
 # What a listener that offers one protocol alone offers, whatever the server: the browser's ALPN then
 # gets that one (an h2 listener's h1 too: ALPN takes the most both sides offer); h3 also needs TCP
