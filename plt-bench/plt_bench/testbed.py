@@ -391,7 +391,8 @@ class Testbed:
         req = {"url": self.url(page, tag), "profile_dir": str(profile), **launch,
                "args": args, **({"env": env} if env else {}), "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "visual": "visual" in self.capture.kinds,
-               "paint_quiet_ms": paint_quiet_ms(self.conditions.rtt_ms if self.conditions else 0.0),
+               "paint_quiet_ms": paint_quiet_ms(self.conditions.rtt_ms if self.conditions else 0.0,
+                                                page.page_kind.draws_after_load),
                **({"sandbox": True} if self.sandbox_ids else {}),
                # through this process's root: `ip netns exec` mounts the namespace's own /sys over the
                # worker's, which hides the control groups' file systems from it

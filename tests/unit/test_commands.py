@@ -282,6 +282,11 @@ def test_the_quiet_window_is_half_a_second_and_two_round_trips():
     from plt_bench.trial import worker as w
     assert w.paint_quiet_ms(0.0) == w.PAINT_QUIET_MS == 500
     assert w.paint_quiet_ms(50.0) == 600.0 and w.paint_quiet_ms(-1) == 500
+    # a page whose scripts draw nothing after the load (the pages plt-bench makes): every candidate is in by then
+    assert w.paint_quiet_ms(200.0, draws_after_load=False) == w.PAINT_SETTLED_MS == 50
+    from plt_bench import pages
+    drawn = {k.name for k in pages.KINDS if k.draws_after_load}
+    assert drawn == {"recording", "folder", "real"}, drawn  # a page its own scripts may draw late (real: a recording)
     js = w.paint_js(600)
     assert "QUIET = 600, CAP = 5000, BUSY = 100" in js and "%(" not in js
 

@@ -212,6 +212,7 @@ class PageKind:
     served_as_recorded = False  # its own hosts and URL, untagged; its log entries told apart by host (a recording, a folder)
     replayed_hosts_first = False  # its hosts resolve to the replay's addresses before the generated pages'
     counts_delivery = False  # the link's delivery to the client is sampled during its load (a bulk page)
+    draws_after_load = True  # its scripts may draw after the load: its paint metrics wait for it to settle
     item_form = ""         # how an item of --size names one, in words with examples (page_form)
     served = ""            # the paths of the pages folder its loads ask for: a regular expression (RE2 and Rust's
     #                        regex read it alike) of a path without its first '/'; every server serves these alone

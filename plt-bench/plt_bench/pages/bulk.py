@@ -162,6 +162,7 @@ def figures(page: Page, work: dict | None, samples: list[tuple[float, int]] | No
 
 class Bulk(PageKind):
     name = "bulk"
+    draws_after_load = False  # no script of its draws anything after the load
     item_form = ("bulkD[_I] (a download for D, bytes counted per interval I, 1s unless given: bulk30s, "
                  "bulk10s_100ms)")
     stored_kind = "bulk"

@@ -55,6 +55,7 @@ def hero_name(page: Page) -> str | None:
 
 class Generated(PageKind):
     name = "generated"
+    draws_after_load = False  # no script of its draws anything after the load
     repeatable = True
     item_form = (f"a size (one HTML file: 5KB, 500KB, 10MB), NxS (an HTML page with N images of S each, N from 1 to "
                  f"{MAX_OBJECTS}: 200x5KB, 1x1MB), Go:NxS (the same images spread over G origins, 2 to {MAX_ORIGINS}: "

@@ -31,6 +31,7 @@ def iter_script(size_bytes: int):
 
 class Scripts(PageKind):
     name = "scripts"
+    draws_after_load = False  # no script of its draws anything after the load
     item_form = "jsNxS (N render-blocking scripts of S bytes each: js20x10KB)"
     served = r"scripts_[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.html|js_[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)\.js"
 

@@ -301,6 +301,7 @@ def to_json(rs: ReplaySet) -> dict:
 
 class StandIn(PageKind):
     name = "standin"
+    draws_after_load = False  # no script of its draws anything after the load
     repeatable = True
     item_form = "har:NAME (a recording, replayed as recorded, or a page set made from one: plt-bench pages --from-har FILE NAME)"
     served = r"replay/[a-z0-9][a-z0-9_-]*/(index\.html|[0-9]+-[A-Za-z0-9._-]+)"
