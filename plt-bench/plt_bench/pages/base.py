@@ -389,6 +389,15 @@ def served_paths() -> str:
     return "^/(" + "|".join(k.served for k in KINDS if k.served) + ")$"
 
 
+def match_form(pattern: "re.Pattern", item: str, option: str, prefix: str, expected: str) -> "re.Match | None":
+    """An item's match of a kind's form; None when the item is not of that kind; UsageError naming the
+    form (expected) when it starts as the kind's items do (prefix) but is not one."""
+    m = pattern.fullmatch(item)
+    if m is None and item.lower().startswith(prefix):
+        raise UsageError(f"{option}: '{item}' is not {expected}")
+    return m
+
+
 def parse_page(text: str, option: str = "--size") -> Page:
     """The page an item of --size names, by the first kind whose form it has: '500KB' one HTML file,
     '200x5KB' a page of 200 images, 'bulk30s' a 30 s download, 'req100x1KB_c10' 100 requests, 10 at

@@ -15,7 +15,7 @@ import re
 from .. import protocols, units
 from ..errors import UsageError
 from . import proof
-from .base import Judged, Load, Page, PageKind, format_ms, register
+from .base import Judged, Load, Page, PageKind, format_ms, match_form, register
 
 # Bulk pages: the body is one file of zeros, made sparse (truncate: no disk used, no checksum to
 # compute), larger than any run can read (100 GB: 26 s at 30 Gbit/s). Caddy serves it like any
@@ -87,9 +87,10 @@ SETTLE_S = 1.0
 def parse_bulk(item: str, option: str = "--size") -> Page | None:
     """'bulk30s' -> a 30 s download counted per second; 'bulk10s_100ms' per 100 ms; None if the item
     is not of that form."""
-    m = _BULK_RE.fullmatch(item)
+    m = match_form(_BULK_RE, item, option, "bulk", "a bulk download; expected bulkD or bulkD_I with durations like "
+                   "30s or 100ms: bulk30s, bulk10s_100ms")
     if not m:
-        return None if not item.lower().startswith("bulk") else _bad_bulk(item, option)
+        return None
     d = units.parse_duration_ms(m["d"], option)
     i = units.parse_duration_ms(m["i"], option) if m["i"] else 1000.0
     if d != int(d) or i != int(i):
@@ -101,11 +102,6 @@ def parse_bulk(item: str, option: str = "--size") -> Page | None:
         raise UsageError(f"{option}: '{item}': the interval is {MIN_INTERVAL_MS} ms or more, divides the duration, "
                          f"and gives at most {MAX_BINS} intervals")
     return Page(0, 0, d, i)
-
-
-def _bad_bulk(item: str, option: str):
-    raise UsageError(f"{option}: '{item}' is not a bulk download; expected bulkD or bulkD_I with durations "
-                     "like 30s or 100ms: bulk30s, bulk10s_100ms")
 
 
 def judge_bulk(proto: str, page: "Page", work: dict | None, server_entries: list[dict] | None) -> str | None:

@@ -14,7 +14,8 @@ import re
 from .. import units
 from ..errors import UsageError
 from . import proof
-from .base import MAX_OBJECTS, MAX_PAGE_BYTES, RESOURCE_BUFFER_SPARE, Judged, Load, Page, PageKind, origin_host, register
+from .base import (MAX_OBJECTS, MAX_PAGE_BYTES, RESOURCE_BUFFER_SPARE, Judged, Load, Page, PageKind, match_form,
+                   origin_host, register)
 from .content import MIN_OBJECT_BYTES, iter_png
 
 MAX_STREAMS = 100
@@ -52,11 +53,9 @@ _REQ_RE = re.compile(r"req(?P<k>[0-9]+)[xX](?P<size>[0-9][0-9.]*\s*[A-Za-z]+)(?:
 def parse_requests(item: str, option: str = "--size") -> Page | None:
     """'req100x1KB' -> 100 requests of 1 KB one at a time; 'req100x1KB_c10' ten at once; None if the
     item is not of that form."""
-    m = _REQ_RE.fullmatch(item)
+    m = match_form(_REQ_RE, item, option, "req", "a request series; expected reqKxS or reqKxS_cC: K requests of S "
+                   "bytes, C at once (1 unless given): req100x1KB, req100x64KB_c10")
     if not m:
-        if item.lower().startswith("req"):
-            raise UsageError(f"{option}: '{item}' is not a request series; expected reqKxS or reqKxS_cC: K requests "
-                             f"of S bytes, C at once (1 unless given): req100x1KB, req100x64KB_c10")
         return None
     k, c = int(m["k"]), int(m["c"]) if m["c"] else 1
     size = units.parse_size(m["size"], option)

@@ -16,7 +16,8 @@ import re
 from .. import units
 from ..errors import UsageError
 from . import proof
-from .base import (HOST, MAX_OBJECTS, MAX_PAGE_BYTES, RESOURCE_BUFFER_SPARE, Judged, Load, Page, PageKind, register)
+from .base import (HOST, MAX_OBJECTS, MAX_PAGE_BYTES, RESOURCE_BUFFER_SPARE, Judged, Load, Page, PageKind, match_form,
+                   register)
 from .content import FILL_LINE
 
 MIN_SCRIPT_BYTES = 16
@@ -39,11 +40,9 @@ class Scripts(PageKind):
         return page.form == self.name
 
     def parse(self, item: str, option: str) -> Page | None:
-        m = _ITEM_RE.fullmatch(item)
+        m = match_form(_ITEM_RE, item, option, "js", "a page of scripts; expected jsNxS: N render-blocking scripts "
+                       "of S bytes each (js20x10KB)")
         if not m:
-            if item.lower().startswith("js"):
-                raise UsageError(f"{option}: '{item}' is not a page of scripts; expected jsNxS: N render-blocking "
-                                 f"scripts of S bytes each (js20x10KB)")
             return None
         n, size = int(m["n"]), units.parse_size(m["size"], option)
         if not 1 <= n <= MAX_OBJECTS:
