@@ -10,6 +10,7 @@ import pytest
 
 from plt_bench import cmd, topology
 from plt_bench import testbed
+from plt_bench.trial.pipe import WORKER_MODULE
 
 from ..conftest import CLI, ROOT, run_cli, system_state
 
@@ -103,7 +104,7 @@ def _kill_worker(prefix):
     """An exception inside a trial: the browser worker dies under the runner."""
     for pid in topology._our_processes(prefix):
         try:
-            if "plt_bench.browser_worker" in open(f"/proc/{pid}/cmdline").read().replace("\0", " "):
+            if WORKER_MODULE in open(f"/proc/{pid}/cmdline").read().replace("\0", " "):
                 os.kill(pid, signal.SIGKILL)
                 return True
         except OSError:

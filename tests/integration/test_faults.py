@@ -178,7 +178,7 @@ def test_a_dead_replay_server_stops_the_run_as_broken_and_the_campaign_resumes(t
     try:
         with _running(index, results, *args) as p:
             _until_first_ok(p, results)
-            replayd = _find(prefix, "plt_bench.replayd", proc=p)
+            replayd = _find(prefix, "plt_bench.pages.replayd", proc=p)
             os.kill(replayd[0], signal.SIGKILL)
             out, err = p.communicate(timeout=180)
         assert p.returncode == 1, (p.returncode, err)

@@ -1,4 +1,4 @@
-"""Replay archives and the replay server (plt_bench.archive, plt_bench.replayd): a recording kept as
+"""Replay archives and the replay server (plt_bench.pages.archive, plt_bench.pages.replayd): a recording kept as
 the web served it, matched and served as recorded. Pure, and one real HTTP server on this process's
 loopback (no root, no testbed)."""
 
