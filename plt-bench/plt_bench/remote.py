@@ -392,6 +392,10 @@ class RemoteServer:
 
 
 class RemoteSites:
+    """The pages of a server machine, as its control channel lists them ({file: bytes})."""
+
+    root = None  # no folder here: a page kind that reads its files on this machine (a recording) is refused with --server
+
     def __init__(self, pages: dict, addr: str):
         self.pages, self.addr = pages, addr
 

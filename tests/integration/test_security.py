@@ -132,7 +132,7 @@ def _killed_recording_left(procs, record, run_cli) -> None:
     import sys
     import time
     from pathlib import Path
-    maker = subprocess.Popen([sys.executable, "-c", "from plt_bench import record; import time\n"
+    maker = subprocess.Popen([sys.executable, "-c", "from plt_bench import recorder as record; import time\n"
                               "ns = record.WebNamespace().__enter__(); print(ns.name, flush=True); time.sleep(120)"],
                              stdout=subprocess.PIPE, text=True)
     try:
