@@ -147,8 +147,8 @@ class Spec:
                 **({"browser_sandbox": self.browser_sandbox} if self.browser_sandbox != DEFAULTS["browser_sandbox"]
                    else {}),
                 # a replayed page's set by its recording too: a set made again of another recording is another campaign
-                **({"replays": made_of} if (made_of := {p.replay: p.page_kind.sources(p).get("sha256")
-                                                        for p in self.grid.pages if p.page_kind.sources(p)}) else {}),
+                **({"replays": made_of} if (made_of := {p.replay: src.get("sha256") for p in self.grid.pages
+                                                        if (src := p.page_kind.sources(p))}) else {}),
                 **({"precision_pct": self.precision_pct, "max_runs": self.max_runs}
                    if self.precision_pct is not None else {})}
 

@@ -12,7 +12,7 @@ from plt_bench import protocols
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import UsageError
-from plt_bench.pages import Page
+from plt_bench.pages import HOST, Page, page_url
 from plt_bench.browsers import firefox
 from plt_bench.trial.run import run_cell_once
 from plt_bench.testbed import Testbed
@@ -106,7 +106,7 @@ def test_a_firefox_repeat_visit_resumes_every_origin_in_0rtt_and_leaves_its_log_
 
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with recordings"):
-        firefox_bed.load("h3", Page(0, url="https://plt.test/index.html"), 30.0)  # a served folder's page (record, bench-replay)
+        firefox_bed.load("h3", Page(0, url=page_url(HOST, "/index.html")), 30.0)  # a served folder's page (record, bench-replay)
     with pytest.raises(ValueError, match="a Chromium load on a testbed of firefox"):
         firefox_bed.load("h3", Page(5000), 30.0, browser="chromium")
 

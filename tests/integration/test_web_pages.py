@@ -11,7 +11,7 @@ import pytest
 
 from plt_bench.pages import standin as replay
 from plt_bench.conditions import Cell, Conditions
-from plt_bench.pages import Page, parse_page
+from plt_bench.pages import Page, page_url, parse_page
 from plt_bench.trial.run import run_cell_once
 from plt_bench.pages import harfile
 
@@ -230,7 +230,7 @@ def test_the_lcp_of_a_page_its_script_draws_late_is_read_once_the_page_has_settl
     before = system_state()
     with Testbed(ROOT / "sites", index=235, conditions=[COND], serve=[("late.pkg.test", site, "")]) as bed:
         bed.set_conditions(COND)
-        answer, _ = bed.load("h2", Page(0, url="https://late.pkg.test/index.html"), 60.0)
+        answer, _ = bed.load("h2", Page(0, url=page_url("late.pkg.test", "/index.html")), 60.0)
     assert not answer.get("error"), answer.get("error")
     got = paint_fields(answer["paint"], True)
     nav = answer["nav"]

@@ -313,7 +313,7 @@ def test_an_h2_trial_needs_h2_on_both_ends(nav, entries, reason):
 def test_connections_are_the_client_ports_the_server_logged():
     assert browser.connections(OBJ_SRV) == 2
     assert browser.connections([{**e, "remote_port": None} for e in OBJ_SRV]) is None
-    assert pages.url_path("https://plt.test/obj_5KB.png?i=2") == "/obj_5KB.png?i=2"
+    assert pages.url_path(pages.page_url(pages.HOST, "/obj_5KB.png?i=2")) == "/obj_5KB.png?i=2"
 
 
 def test_a_trials_own_entries_are_its_page_and_what_the_page_asked_for():

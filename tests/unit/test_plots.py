@@ -366,10 +366,10 @@ def test_a_waterfall_draws_the_median_trial_s_requests_each_by_the_protocol_it_u
     does not say: none) and whether it set up a connection; the panel names the trial."""
     import json
 
-    from plt_bench.pages import origin_host
+    from plt_bench.pages import origin_host, page_url
 
     def at(host: str, path: str) -> str:  # a request's name as Resource Timing gives it, on a testbed origin
-        return f"https://{host}/{path}"
+        return page_url(host, f"/{path}")
     nav = {"startTime": 0, "connectStart": 8.0, "connectEnd": 110.0, "responseStart": 170.0, "responseEnd": 300.0,
            "nextHopProtocol": "h3", "name": at(origin_host(0), "index.html")}
 

@@ -47,10 +47,10 @@ def test_every_server_serves_its_files_and_nothing_beside():
 
 def test_it_is_judged_as_a_page_and_its_objects():
     page = parse_page("js2x1000B")
-    url = f"https://{pages.HOST}/{page.html_name}?trial=t1"
+    url = pages.page_url(pages.HOST, f"/{page.html_name}?trial=t1")
     nav = {"responseStatus": 200, "nextHopProtocol": "h3", "decodedBodySize": page.html_bytes, "loadEventEnd": 90.0,
            "startTime": 0.0}
-    res = [{"name": f"https://{pages.HOST}{u}", "nextHopProtocol": "h3", "responseStatus": 200,
+    res = [{"name": pages.page_url(pages.HOST, u), "nextHopProtocol": "h3", "responseStatus": 200,
             "decodedBodySize": 1000, "initiatorType": "script"} for _, u, _ in page.object_specs()]
     log = [{"uri": f"/{page.html_name}?trial=t1", "proto": "h3", "status": 200, "size": page.html_bytes}] + [
         {"uri": u, "host": pages.HOST, "proto": "h3", "status": 200, "size": 1000} for _, u, _ in page.object_specs()]

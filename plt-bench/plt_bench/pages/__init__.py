@@ -6,7 +6,7 @@
     harfile     a recorded HAR read safely (the stand-in and recording kinds)
     archive     a recording's format; replayd the server that replays it
     kinds, in the order they read an item of --size:
-    folder      url:https://HOST/PATH, a folder served as it is
+    folder      url:ADDRESS, a page of a folder served as it is
     real        real:NAME, a real page from a package, by its recording
     recording   har:NAME, a recording replayed as recorded
     standin     har:NAME, a page set of stand-ins of a recording's sizes
@@ -21,11 +21,11 @@ its module, its line below, its tests.
 """
 
 from .base import (DEFAULT_SITES, HOST, KINDS, MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_PAGE_BYTES,
-                   VISITS, Judged, Load, Page, PageKind, Sites, as_page, format_ms, origin_host, page_form, parse_page,
+                   VISITS, Judged, Load, Page, PageKind, Sites, as_page, format_ms, origin_host, page_form, page_url, parse_page,
                    replay_root, url_host, url_path)
 from . import folder, real, recording, standin, bulk, requests, scripts, generated  # noqa: E402,F401 - their order is the registry's
 
 __all__ = ["DEFAULT_SITES", "HOST", "KINDS", "MAX_OBJECTS", "MAX_ORIGINS", "MAX_PAGE_BYTES", "MIN_PAGE_BYTES",
-           "VISITS", "Judged", "Load", "Page", "PageKind", "Sites", "as_page", "format_ms", "origin_host", "page_form",
+           "VISITS", "Judged", "Load", "Page", "PageKind", "Sites", "as_page", "format_ms", "origin_host", "page_form", "page_url",
            "parse_page", "replay_root", "url_host", "url_path",
            "folder", "real", "recording", "standin", "bulk", "requests", "scripts", "generated"]

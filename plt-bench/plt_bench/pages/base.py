@@ -62,14 +62,23 @@ def replay_root(sites: Path, name: str) -> Path:
     return Path(sites) / "replay" / name
 
 
+SCHEME = "https"  # every page of the testbed, and every page it replays, is served over TLS
+
+
+def page_url(host: str, target: str = "/") -> str:
+    """The address of target (a path with its query, from its first '/') on a host (pure); url_host and
+    url_path read it back."""
+    return f"{SCHEME}://{host}{target}"
+
+
 def url_path(url: str | None) -> str:
-    """'https://plt.test/obj_5KB.png?i=3' -> '/obj_5KB.png?i=3'."""
+    """An address's path with its query: page_url(HOST, '/obj_5KB.png?i=3') -> '/obj_5KB.png?i=3'."""
     rest = (url or "").split("://", 1)[-1]
     return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
 
 
 def url_host(url: str | None) -> str:
-    """'https://plt-o1.test/obj_5KB.png?i=3' -> 'plt-o1.test' (a port, if any, dropped)."""
+    """An address's host, a port (if any) dropped: page_url(origin_host(1), '/x') -> origin_host(1)."""
     netloc = (url or "").split("://", 1)[-1].split("/", 1)[0]
     return netloc.rsplit(":", 1)[0] if ":" in netloc else netloc
 
@@ -92,7 +101,7 @@ class Page:
       `streams` at once ("req100x1KB", "req100x1KB_c10") (requests);
     - replay: a page set made from a recording, each object a stand-in of its size (har:NAME,
       standin), or with `archived` the recording itself replayed as recorded (recording);
-    - url: a page of a folder served as it is (url:https://HOST/PATH, folder).
+    - url: a page of a folder served as it is (url:ADDRESS, folder).
     `kind` is the word a trial stores (page, bulk or requests); `page_kind` the module's kind."""
 
     size_bytes: int
@@ -109,7 +118,7 @@ class Page:
     # origins its recorded hosts. Not compared: a name is a recording or a stand-in, never both (one folder),
     # and a stored trial's page (records.Trial.page_spec) does not say which, so a campaign of recordings resumes
     archived: bool = dataclasses.field(default=False, compare=False)
-    url: str = ""         # a page of a folder served as it is (url:https://HOST/PATH, --serve HOST=DIR): its own
+    url: str = ""         # a page of a folder served as it is (url:ADDRESS, --serve HOST=DIR): its own
     #                       URL, its requests whatever it asks for (size_bytes 0: not known before the load)
     form: str = ""        # the kind by its name, where the fields alone do not tell it (a kind added since these
     #                       fields: pages.scripts); "": the kind that claims the fields
@@ -274,7 +283,7 @@ class PageKind:
     def url(self, page: Page, sites: Path, tag: str | None = None) -> str:
         """The URL a load asks for (with its trial's tag: the server's log tells trials apart by it)."""
         q = f"?trial={tag}" if tag else ""
-        return f"https://{HOST}/{page.html_name}{q}"
+        return page_url(HOST, f"/{page.html_name}{q}")
 
     def log_uri(self, page: Page, sites: Path, tag: str) -> str:
         """What the server's log names the page's own request by."""
@@ -401,7 +410,7 @@ def match_form(pattern: "re.Pattern", item: str, option: str, prefix: str, expec
 def parse_page(text: str, option: str = "--size") -> Page:
     """The page an item of --size names, by the first kind whose form it has: '500KB' one HTML file,
     '200x5KB' a page of 200 images, 'bulk30s' a 30 s download, 'req100x1KB_c10' 100 requests, 10 at
-    once, 'har:NAME' a recording or a page set, 'real:NAME' a real page, 'url:https://HOST/PATH' a
+    once, 'har:NAME' a recording or a page set, 'real:NAME' a real page, 'url:ADDRESS' a
     served folder's page; any of the pages '@repeat' or '@repeat-warm' (a repeat visit)."""
     item = str(text).strip()
     if "@" in item and not item.lower().startswith("url:"):

@@ -18,7 +18,7 @@ from .. import units
 from ..errors import UsageError
 from . import proof
 from .base import (HOST, MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, MIN_PAGE_BYTES, RESOURCE_BUFFER_SPARE,
-                   Judged, Load, Page, PageKind, origin_host, page_form, register)
+                   Judged, Load, Page, PageKind, origin_host, page_form, page_url, register)
 from .content import MIN_OBJECT_BYTES, iter_page, iter_png
 
 HERO_MAX_PX, HERO_MIN_BYTES = 300, 1000  # a multi-object page's first image: its side at most, its bytes at least
@@ -129,7 +129,7 @@ class Generated(PageKind):
 
     @staticmethod
     def _img(page: Page, k: int, host: str, uri: str) -> str:
-        src = uri[1:] if host == HOST else f"https://{host}{uri}"
+        src = uri[1:] if host == HOST else page_url(host, uri)
         side = hero_px(page) if k == 0 and hero_px(page) else 1
         tag = ' id="hero"' if side > 1 else ""
         # another origin's image with CORS: its Resource Timing status and sizes (a no-cors response's

@@ -9,7 +9,7 @@ protocol that was asked for (or, discovered, the one the browser found).
 from __future__ import annotations
 
 from .. import protocols
-from .base import HOST, Judged, Load, Page, url_host, url_path
+from .base import HOST, Judged, Load, Page, page_url, url_host, url_path
 
 
 def is_error_page(load: dict) -> bool:
@@ -218,7 +218,7 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
             problems.append(f"{where}: the server saw {e.get('proto')}, expected {want.name}")
             continue
         if e.get("replay") == "miss":
-            path = url_path(f"https://{e.get('host')}{e.get('uri') or '/'}")
+            path = url_path(page_url(e.get("host") or "", e.get("uri") or "/"))
             mine = path == FAVICON or (e.get("host"), path) in own
             evidence["browser_own" if mine else "unrecorded"].append(where[:300])
             continue

@@ -7,7 +7,7 @@ What is kept of the recording, in its order: the page's document and every objec
 (the decoded body: the replay serves bodies uncompressed). Each recorded origin becomes one of the
 testbed's origins (base.origin_host: the document's is plt.test, the others plt-o1.test, ... in
 order of first appearance, each on its own address), so connections per origin are as the
-recording's. Object k is served at https://<its origin>/replay/NAME/<k>-<its file name><its query>.
+recording's. Object k is served on its origin at /replay/NAME/<k>-<its file name><its query>.
 
 Bodies come from the HAR where it holds them whole (content.text, base64 or not, of the recorded
 size), else they are made of the same size: a padded PNG for an image, a comment for a stylesheet
@@ -39,7 +39,7 @@ from ..errors import UsageError
 from . import proof
 from . import base
 from .base import (MAX_OBJECTS, MAX_ORIGINS, MAX_PAGE_BYTES, REPLAY_NAME_RE, RESOURCE_BUFFER_SPARE,
-                   Judged, Load, Page, PageKind, origin_host, register, replay_root)
+                   Judged, Load, Page, PageKind, origin_host, page_url, register, replay_root)
 from .content import FILL_LINE, MIN_OBJECT_BYTES, iter_png
 from .harfile import _bad, _har_body, _mime, _origin, read_recording, write_whole
 
@@ -99,7 +99,7 @@ def replay_html(rs: "ReplaySet") -> bytes:
             f"<script>performance.setResourceTimingBufferSize({len(rs.objects) + RESOURCE_BUFFER_SPARE})</script>\n")
     links, body = [], []
     for o in rs.objects:
-        src = f"https://{origin_host(o.origin)}{rs.object_path(o)}{o.query}".replace("&", "&amp;").replace('"', "%22")
+        src = page_url(origin_host(o.origin), f"{rs.object_path(o)}{o.query}").replace("&", "&amp;").replace('"', "%22")
         if o.element == "link":
             links.append(f'<link rel="stylesheet" href="{src}">\n')
         elif o.element == "script":

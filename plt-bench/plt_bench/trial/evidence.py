@@ -14,9 +14,9 @@ from ..conditions import Cell
 from ..device.budget import budget_problem, quota_for
 from ..metadata import utc_now
 from ..pages import Load, base, url_host, url_path
-from ..pages.proof import from_cache
+from ..pages.proof import from_cache, is_error_page
 from ..records import Trial, WorkerAnswer
-from .judge import (connections, connections_per_origin, is_error_page, paint_fields, protocol_mix,
+from .judge import (connections, connections_per_origin, paint_fields, protocol_mix,
                     resumed_connections, timings, zero_rtt_summary)
 
 

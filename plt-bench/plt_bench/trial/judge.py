@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from .. import protocols
 from ..pages import HOST, url_host
-from ..pages.proof import is_error_page  # noqa: F401 - a trial's word too: a load that showed an error page
 
 
 def _ms(nav: dict, end: str, start: str = "startTime") -> float | None:
