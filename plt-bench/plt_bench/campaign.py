@@ -25,13 +25,13 @@ from .conditions import Cell, Conditions, Grid
 from .errors import UsageError
 from .pages import Page
 from .units import parse_size
-from .browsers import sandbox
+from .browsers import base as browser_base, sandbox
 
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
-            "browser_sandbox", "cpu", "cores"}
+            "browser_sandbox", "browser_start", "cpu", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up", "aqm", "ecn", "cross"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -44,7 +44,7 @@ DEFAULTS = {"campaign": "quick", "proto": "both", "bw": "100mbit", "size": ",".j
             "cc": "cubic", "link": "auto", "verify": "stop", "cpu_interval": f"{DEFAULT_INTERVAL_S * 1000:g}ms",
             "capture_limit": f"{DEFAULT_LIMIT_BYTES / 1e9:g}GB", "test": "welch", "correction": "holm", "compare": "proto",
             "metric": "plt", "visit": "first", "browser": "chromium", "http_server": "caddy", "discovery": "forced",
-            "browser_sandbox": "on", "cores": 1,
+            "browser_sandbox": "on", "browser_start": "kept", "cores": 1,
             "results": str(cmd.PROJECT_ROOT / "results" / "plt-bench.sqlite")}
 
 
@@ -82,6 +82,7 @@ class Spec:
     metric: str = "plt"                # the time the report compares cells by (records.METRICS)
     discovery: str = "forced"          # how the browsers find the origins and h3 (plt_bench.dns.MODES)
     browser_sandbox: str = "on"        # the browser as an unprivileged user, its sandbox on (browsers.sandbox)
+    browser_start: str = "kept"        # a browser kept across trials, a fresh context each, or fresh (browsers.START_MODES)
     traces: tuple = dataclasses.field(default=(), compare=False)  # the traces.Trace the conditions name (by
     #                                    hash): what a cluster's worker registers to run them
 
@@ -146,6 +147,9 @@ class Spec:
                 # resume by its key metadata, browser_sandbox)
                 **({"browser_sandbox": self.browser_sandbox} if self.browser_sandbox != DEFAULTS["browser_sandbox"]
                    else {}),
+                # (the default is not written: a campaign from before it, whose browsers were fresh, is refused on
+                # resume by its key metadata, browser_start)
+                **({"browser_start": self.browser_start} if self.browser_start != DEFAULTS["browser_start"] else {}),
                 # a replayed page's set by its recording too: a set made again of another recording is another campaign
                 **({"replays": made_of} if (made_of := {p.replay: src.get("sha256") for p in self.grid.pages
                                                         if (src := p.page_kind.sources(p))}) else {}),
@@ -243,7 +247,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "http_server": _LIST, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
-              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR, "cpu": _LIST, "cores": _INT,
+              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR, "browser_start": _STR, "cpu": _LIST, "cores": _INT,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -770,6 +774,8 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 metric=_metric(v, capture), traces=_traces_of(grid), discovery=discovery,
                 browser_sandbox=sandbox.parse(v.get("browser_sandbox", DEFAULTS["browser_sandbox"]),
                                               v.name("browser_sandbox")),
+                browser_start=browser_base.parse_start(v.get("browser_start", DEFAULTS["browser_start"]),
+                                                       v.name("browser_start")),
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser",
                                                                                           "http_server", "cpu", "cores"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),

@@ -64,6 +64,42 @@ def tree_cpu(root_pid: int) -> dict[str, dict[str, float]]:
             for k, v in out.items()}
 
 
+def tree_pids(root_pid: int) -> dict[int, tuple[str, float, float]]:
+    """Each process of a tree, now: {pid: (role, user_s, system_s)} (a kept browser's trial takes its
+    CPU as differences per process: pid_difference)."""
+    import psutil
+    out: dict[int, tuple[str, float, float]] = {}
+    try:
+        root = psutil.Process(root_pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return out
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            out[p.pid] = (role(p.cmdline()), t.user + getattr(t, "children_user", 0.0),
+                          t.system + getattr(t, "children_system", 0.0))
+        except psutil.Error:
+            continue
+    return out
+
+
+def pid_difference(before: dict[int, tuple], after: dict[int, tuple]) -> dict[str, dict]:
+    """Per-role CPU (tree_cpu's form) between two tree_pids readings, process by process (pure): a
+    process of both counts what it used in between, one new since counts all it used; one gone since
+    counts nothing (its totals went with it, as in tree_cpu's differences). A kept browser's earlier
+    trials' processes (an ended context's renderer leaving) can then not take from this trial's."""
+    out: dict[str, dict] = {}
+    for pid, (r, u1, s1) in after.items():
+        _, u0, s0 = before.get(pid, (r, 0.0, 0.0))
+        d = out.setdefault(r, {"user_s": 0.0, "system_s": 0.0, "processes": 0})
+        d["user_s"] += max(0.0, u1 - u0)
+        d["system_s"] += max(0.0, s1 - s0)
+        d["processes"] += 1
+    return {k: {"user_s": round(v["user_s"], 3), "system_s": round(v["system_s"], 3), "processes": v["processes"]}
+            for k, v in out.items()}
+
+
 def parse_cpus(text: str, option: str = "--cpus") -> tuple[int, ...]:
     """A CPU list in the kernel's form, '0-3,6' -> (0, 1, 2, 3, 6) (pure)."""
     import re

@@ -14,13 +14,14 @@ from .cpu import cpu_list, own_cpus
 
 KEY_FIELDS = ("host", "kernel", "cpus_used", "link_backend", "link_placement", "browser", "chromium", "chromedriver",
               "firefox", "geckodriver", "http_server", "caddy_version", "quinnserve_version", "discovery",
-              "browser_sandbox")  # congestion control is a
+              "browser_sandbox", "browser_start")  # congestion control is a
 #              trial's own field (Trial.cc) since schema 13, the browser too since schema 18 (metadata's browser: the
 #              campaign's, comma-separated)
 # what a campaign's metadata held before a key field was recorded (every campaign before 2026-11-26 ran Chromium,
 # and every one before 2026-11-26's second server Caddy)
 KEY_DEFAULTS = {"browser": "chromium", "http_server": "caddy", "discovery": "forced",
-                "browser_sandbox": "off"}  # every campaign before 2026-11-27 ran its browsers as root, unsandboxed
+                "browser_sandbox": "off",  # every campaign before 2026-11-27 ran its browsers as root, unsandboxed
+                "browser_start": "fresh"}  # ... and before 2026-11-28 a fresh browser for every trial
 
 
 def key_value(metadata: dict, field: str):

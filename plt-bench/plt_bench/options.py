@@ -71,6 +71,12 @@ def _table() -> dict[str, Option]:
                                   "sandbox on (a page is untrusted content); off: as root without its sandbox, as "
                                   "before 2026-11-27 (key metadata: the two are never pooled; docs/browsers.md)",
                choices=("on", "off")),
+        Option("browser_start", "kept (default): a browser kept across trials of the same flags, each trial in a fresh "
+                                "context of its own (its cache, cookies, connections, TLS sessions, alternative "
+                                "services new), where the trial asks nothing of the browser's own process (its "
+                                "captures, a repeat visit, a device's screen); fresh: a new browser and profile "
+                                "each trial, as before 2026-11-28 (key metadata: never pooled; docs/browsers.md)",
+               choices=("kept", "fresh")),
         Option("cpu", "the browser's CPU budget, a fraction of a core, comma-separated: 1,0.5,0.25 (an axis, "
                       "interleaved as --browser is; --compare budget). Every browser process and its WebDriver in a "
                       "control group of the testbed's own (cgroup v1 or v2), nothing else; each trial proves it "
@@ -207,6 +213,7 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", 
                "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
+               "browser_start",
                "http_server", "cpu", "device", "cores",
                "discovery", "reference", "compare",
                "metric", "visit", "serve")

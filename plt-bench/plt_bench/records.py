@@ -69,6 +69,11 @@ class WorkerAnswer(TypedDict, total=False):
     strays_left: list[int]      # ... that would not die (the testbed is then broken)
     prelaunched: bool           # the browser was started before the request, during the previous trial's
     #                             bookkeeping (trial.worker: prepare); launch_s is that start's
+    browser_start: str          # kept (a kept browser's fresh context: --browser-start) | fresh
+    browser_loads: int          # a kept browser's trials before this one (0: started for it)
+    kept_started: bool          # the kept browser was started for this trial (its launch in launch_s)
+    context_s: float            # a kept browser: the trial's context opened in (its renderer's start)
+    context_error: str          # a kept browser could not end the trial's context: it was ended itself
     gate: dict                  # the idle gate between the launch and the navigation (cpu.wait_idle), when asked
     visual: dict                # the load's visual progress (plt_bench.visual.metrics) or {"error"}, when asked
     resources_waited: dict      # objects whose entries were waited for (expect_resources): {"missing", "waited_ms"}
@@ -282,6 +287,13 @@ class Trial:
                            "pinned cluster worker's own set; None for trials before schema 11", None)
     prelaunched: bool | None = doc("the browser (fresh, its own profile) was started while the previous trial was "
                                    "judged and stored, so launch_s is not inside wall_s; None before schema 12", None)
+    browser_start: str | None = doc("kept: the trial ran in a fresh context of its own (Chromium's browser context: "
+                                    "its cache, cookies, connections, TLS sessions and alternative services new) of "
+                                    "a browser kept across the trials of the same flags (--browser-start kept); "
+                                    "fresh: in a browser started for it, with a new profile. Stores before schema "
+                                    "27: fresh", None)
+    browser_loads: int | None = doc("a kept browser's loads before this trial (0: it was started for it); 0 for a "
+                                    "fresh browser", None)
     cc: str | None = doc("the TCP congestion control of the trial's connections (h1, h2): on the testbed's routes, "
                          "or the server's default on two machines; h3 runs quic-go's own CUBIC whatever it says. "
                          "Stores before schema 13: the campaign's", None)

@@ -168,13 +168,15 @@ class Session:
                                traces=spec.traces,
                                replays=[r for p in spec.grid.pages if (r := p.page_kind.recording_name(p))],
                                serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers,
-                               discovery=spec.discovery, browser_sandbox=spec.browser_sandbox)
+                               discovery=spec.discovery, browser_sandbox=spec.browser_sandbox,
+                               browser_start=spec.browser_start)
         else:
             if any(p.page_kind.recording_name(p) for p in spec.grid.pages):
                 raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "
                                  "machines) give generated pages")
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
-                                     capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary)
+                                     capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary,
+                                     browser_start=spec.browser_start)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
         planned = [(x.proto, x.page.expected_bytes(x.conditions.rate_down_bps)) for x in self.plan]

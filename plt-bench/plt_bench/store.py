@@ -82,6 +82,9 @@ Schema history (SCHEMA_VERSION):
       plt_bench.link.cross): trials gain aqm (NULL for every older trial: the kernel's FIFO), ecn (0),
       cross (NULL: none) and cross_mbps (what the flows carried during the load; NULL); a slot's
       conditions hold the first three, so the rule of one row per slot and attempt is made anew.
+ 27 - a browser kept across trials (--browser-start kept, plt_bench.browsers.base.START_MODES): trials
+      gain browser_start (fresh for every older trial: a browser and profile of its own) and
+      browser_loads (the kept browser's loads before the trial; 0).
 """
 
 from __future__ import annotations
@@ -100,11 +103,12 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 26
+SCHEMA_VERSION = 27
 V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_slowdown", "cpu_group_ms",
                "cpu_throttled_periods", "cpu_throttled_ms", "udp_rcvbuf_errors")
 V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
 V26_COLUMNS = ("aqm", "ecn", "cross", "cross_mbps")
+V27_COLUMNS = ("browser_start", "browser_loads")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +173,9 @@ MIGRATIONS = (
     Migration(25, "the visitor's device (none for every older trial)", columns=V25_COLUMNS, remake_slot_trigger=True),
     Migration(26, "the bottleneck's queue discipline (the kernel's FIFO for every older trial)", columns=V26_COLUMNS,
               remake_slot_trigger=True),
+    Migration(27, "how the trial's browser started (a fresh browser for every older trial)",
+              columns=V27_COLUMNS,
+              sql=("UPDATE trials SET browser_start = 'fresh', browser_loads = 0",)),
 )
 
 SCHEMA_TEMPLATE = """

@@ -46,13 +46,15 @@ class Testbed:
                  capture: Settings | None = None, browser_binary: str | None = None, replays: Sequence[str] = (),
                  serve: Sequence[tuple[str, Path]] = (), browser_names: Sequence[str] = (browsers.DEFAULT,),
                  traces: Sequence = (), server_names: Sequence[str] = (servers.DEFAULT,), discovery: str = "forced",
-                 browser_sandbox: str = sandbox.DEFAULT):
+                 browser_sandbox: str = sandbox.DEFAULT, browser_start: str = browsers.START_DEFAULT):
         """conditions: every one it will be set to (the link is chosen for them all); traces: the
         traces those conditions follow (traces.Trace, as read: Spec.traces), handed to the link;
         server_names: which servers (plt_bench.servers) serve the pages, one at a time (use_server),
         the first from the start; discovery: how browsers find the origins and h3 (dns.MODES: other than
         forced, the testbed runs a name server of its own, dns.NameServer); browser_sandbox: on, the
-        browsers run as the unprivileged user with their sandbox (browsers.sandbox), or off."""
+        browsers run as the unprivileged user with their sandbox (browsers.sandbox), or off;
+        browser_start: kept, a browser kept across trials with a fresh context each where it can
+        (browsers.base.START_MODES), or fresh."""
         self.sites = Sites(sites_dir)
         self.traces = traces_mod.by_hash(traces)  # as conditions name them (TraceRate.trace)
         self.replays = tuple(dict.fromkeys(replays))  # recordings replayed as recorded (pages.recording)
@@ -76,6 +78,8 @@ class Testbed:
         self.servers: dict[str, Server] = {}  # every one of server_names, by name
         self.discovery = dns.parse(discovery, "discovery")
         self.browser_sandbox = sandbox.parse(browser_sandbox)
+        self.browser_start = browsers.parse_start(browser_start)
+        self._kept = False  # a load has asked the worker to keep its browser: it may hold browsers between loads
         # (uid, gid) of the browsers' user when they run sandboxed; refused before anything is made if it is missing
         self.sandbox_ids = sandbox.user_ids() if with_browser and self.browser_sandbox == "on" else None
         self.name_server: dns.NameServer | None = None
@@ -340,7 +344,7 @@ class Testbed:
         from . import procs
         from .errors import TestbedBroken
         keep = {self.worker.proc.pid} if self.worker and self.worker.proc else set()
-        if keep and self._prepared:  # the next trial's browser, started early: the worker's
+        if keep and (self._prepared or self._kept):  # the next trial's browser, started early, or a kept one: the worker's
             keep |= procs.descendants({p: row[0] for p, row in procs.table().items()}, self.worker.proc.pid)
         strays = [p for p in pids_in(self.plan.client_ns) if p not in keep and procs.alive(p)]
         left = procs.kill_and_reap(strays) if strays else []
@@ -354,7 +358,8 @@ class Testbed:
         folder's page its own (pages.PageKind.url)."""
         return page.page_kind.url(page, self.sites.root, tag)
 
-    def _request(self, proto: str, page: Page, tag: str, capture_dir: Path | None, browser: str | None = None) -> dict:
+    def _request(self, proto: str, page: Page, tag: str, capture_dir: Path | None, browser: str | None = None,
+                 benchmark: bool = False) -> dict:
         """The worker's request for one load (its timeout and await_s filled in by load). A repeat
         visit (pages.VISITS) loads the page first in the same browser, which keeps its own log (the
         capture's, if the trial captures one) for the repeat's evidence of resumption and 0-RTT.
@@ -405,6 +410,11 @@ class Testbed:
                 req["mobile_emulation"] = emu["mobile_emulation"]
         if any(a.startswith(("--log-net-log", "--ssl-key-log-file")) for a in args) or env:
             req["graceful_quit"] = True  # the browser completes these files as it closes
+        if self.browser_start == "kept" and b.keeps_contexts and not req.get("graceful_quit") and not browsers.kept_refusals(
+                repeat, self.capture.kinds if capture_dir is not None else (), screen=self.screen is not None,
+                benchmark=benchmark):
+            req["keep"] = True  # a kept browser's fresh context (trial.worker); else a fresh browser
+            self._kept = True
         if capture_dir is not None and "har" in self.capture.kinds:
             req["har_path"] = str(capture_dir / FILENAMES["har"])
             req["har_bodies"] = self.record_bodies
@@ -426,8 +436,9 @@ class Testbed:
         self.worker.prepare(self._request(proto, page, tag, None, browser))
 
     def discard_prepared(self) -> None:
-        if self._prepared:
-            self._prepared = None
+        """End the browser started early and every kept one (the worker's discard)."""
+        if self._prepared or self._kept:
+            self._prepared, self._kept = None, False
             self.worker.discard()
 
     def load(self, proto: str, page: Page, timeout_s: float, capture_dir: Path | None = None,
@@ -451,7 +462,8 @@ class Testbed:
         recording = page.page_kind.recording_name(page)
         if recording and len(self.replays) > 1:  # the replay serves this recording's responses alone
             write_active(self.plan.run_dir / ACTIVE_REPLAY, recording)
-        req = {**self._request(proto, page, tag, capture_dir, browser), "timeout_s": timeout_s, "await_s": await_s,
+        req = {**self._request(proto, page, tag, capture_dir, browser, benchmark=bool(benchmark)),
+               "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
                **({"expect_resources": list(expect)} if expect else {}),
                **({"benchmark": list(benchmark)} if benchmark else {})}
@@ -498,8 +510,8 @@ class Testbed:
         (set_budget), the screen the browser emulates (a device.profiles.Screen; None: the fixed
         window; a browser started for another screen is let go), and a named device's calibration
         (device.calibrate.Calibration), which each answer then carries."""
-        if screen != self.screen:
-            self.discard_prepared()
+        if (budget_cores, cores, memory_bytes, screen, device) != self.visitor:
+            self.discard_prepared()  # a browser started (or kept) for another visitor is let go
         self.set_budget(budget_cores, cores, memory_bytes)
         self.screen, self.device = screen, device
 
@@ -599,6 +611,8 @@ class Testbed:
             "quic_buffer_warning": self.server.quic_buffer_warning(),
             # how the browsers found the origins and h3 (dns.MODES; forced for every campaign before it)
             "discovery": self.discovery,
+            # kept: a browser kept across trials, a fresh context each (fresh for every campaign before it)
+            "browser_start": self.browser_start,
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),
             # which load the pages (plt_bench.browsers), comma-separated; the versions of each but Chromium below
@@ -622,9 +636,9 @@ class RemoteTestbed(Testbed):
 
     def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True,
-                 browser_binary: str | None = None):
+                 browser_binary: str | None = None, browser_start: str = browsers.START_DEFAULT):
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
-                         conditions=conditions, browser_binary=browser_binary)
+                         conditions=conditions, browser_binary=browser_binary, browser_start=browser_start)
         self.ref, self.iface_opt = server, iface
         self._plan = None
         self.hello: dict = {}

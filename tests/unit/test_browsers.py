@@ -203,3 +203,31 @@ def test_what_firefox_did_not_time_is_no_duration():
     # Firefox's timer jitter: a millisecond apart is the same instant (CI 2026-11-27: TTFB 128 ms < 3 RTTs)
     assert firefox.FIREFOX.untimed({**h1, "requestStart": 127, "responseStart": 128}) == ["responseStart", "responseEnd"]
     assert firefox.FIREFOX.untimed({**h1, "requestStart": 127, "responseStart": 180}) == []  # a real response
+
+
+def test_a_browser_is_kept_across_trials_only_where_a_fresh_context_serves_the_trial():
+    """--browser-start: kept (the default) or fresh, anything else refused naming the option and its
+    forms; a trial that asks something of the browser's own process (its own capture files, a repeat
+    visit's closed connections, a device's screen, a calibration) runs in a fresh browser, saying why;
+    pcap and CPU captures are the testbed's and keep it; Chromium gives contexts, Firefox not yet."""
+    from plt_bench.errors import UsageError
+    assert browsers.parse_start(None) == "kept" == browsers.START_DEFAULT and browsers.parse_start(" Fresh") == "fresh"
+    with pytest.raises(UsageError, match="--browser-start: 'warm' is not kept or fresh"):
+        browsers.parse_start("warm")
+    assert browsers.kept_refusals(False, ("pcap", "cpu")) == []
+    assert browsers.kept_refusals(True, ("netlog", "pcap", "har"), screen=True, benchmark=True) == [
+        "capture har", "capture netlog", "a repeat visit", "a device's screen", "a calibration"]
+    assert chromium.CHROMIUM.keeps_contexts and not firefox.FIREFOX.keeps_contexts
+
+
+def test_a_kept_browser_serves_the_requests_of_its_flags_whatever_their_profile():
+    """The worker keeps one browser per set of flags (each protocol is forced by its own): two trials'
+    requests that differ only in their profile share one; another protocol, prefs, budget group or
+    sandbox is another browser."""
+    from plt_bench.trial import worker
+    a = {"browser": "chromium", "args": chromium.chromium_args("h3", ONE, "H=", "/run/p/t1"), "prefs": chromium.PREFS}
+    b = {**a, "args": chromium.chromium_args("h3", ONE, "H=", "/run/p/t2")}
+    assert worker._kept_key(a) == worker._kept_key(b)
+    assert worker._kept_key(a) != worker._kept_key({**a, "args": chromium.chromium_args("h1", ONE, "H=", "/run/p/t1")})
+    assert worker._kept_key(a) != worker._kept_key({**a, "cgroup_procs": ["/sys/fs/cgroup/cpu/x/cgroup.procs"]})
+    assert worker._kept_key(a) != worker._kept_key({**a, "sandbox": True})

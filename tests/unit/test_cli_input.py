@@ -154,6 +154,7 @@ CLI = [
      "--reference: 'nginx' is not one server this campaign runs; expected one of caddy, quinn (--http-server caddy,quinn)"),
     (["run", "--http-server", "caddy,,quinn"], "--http-server"),
     (["run", "--discovery", "dns"], "--discovery: 'dns'; expected one of forced, alt-svc, https-rr"),
+    (["run", "--browser-start", "warm"], "--browser-start: invalid choice: 'warm' (choose from 'kept', 'fresh')"),
     (["run", "--discovery", "https-rr", "--proto", "h2"], "--discovery https-rr: h3 is what a browser discovers"),
     (["run", "--browser", "firefox", "--capture", "har"], "--browser firefox: not supported yet with har"),
     (["run", "--browser", "firefox", "--browser-binary", "/usr/bin/true"], "--browser-binary names a Chromium"),

@@ -265,3 +265,17 @@ def test_a_stopped_process_is_seen_as_a_stall_and_a_running_one_is_not():
             p.kill()
             p.wait()
     assert cpu.process_state(stopped.pid) is None  # gone
+
+
+def test_a_kept_browsers_trial_counts_each_process_from_its_own_reading():
+    """A kept browser's trial (--browser-start kept): a renderer of an earlier trial's context that
+    leaves during this one takes nothing from this trial's figures (per role it would have: 2.0 s of
+    the leaving renderer against this one's new 0.3), a new process counts all it used."""
+    before = {10: ("browser", 5.0, 1.0), 11: ("renderer", 2.0, 0.0), 12: ("network", 0.5, 0.1)}
+    after = {10: ("browser", 5.2, 1.0), 12: ("network", 0.6, 0.2), 13: ("renderer", 0.25, 0.05)}
+    got = cpu.pid_difference(before, after)
+    assert got == {"browser": {"user_s": 0.2, "system_s": 0.0, "processes": 1},
+                   "network": {"user_s": 0.1, "system_s": 0.1, "processes": 1},
+                   "renderer": {"user_s": 0.25, "system_s": 0.05, "processes": 1}}
+    assert cpu.difference({"renderer": {"user_s": 2.0, "system_s": 0.0}},
+                          {"renderer": {"user_s": 0.25, "system_s": 0.05}})["renderer"]["user_s"] == 0.0

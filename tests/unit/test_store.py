@@ -238,7 +238,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
              "visually_complete_ms", "browser", "server", "server_cc", "discovery",
              "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS, *st.V25_COLUMNS,
-             *st.V26_COLUMNS)  # the columns of versions 12 to 26
+             *st.V26_COLUMNS, *st.V27_COLUMNS)  # the columns of versions 12 to 27
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -260,6 +260,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
         assert len(s.trials([cid])) == 7 and {t.prelaunched for t in s.trials([cid])} == {None}
         assert {t.browser for t in s.trials([cid])} == {"chromium"}  # every older trial was Chromium's
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}  # ... and Caddy's
+        assert {(t.browser_start, t.browser_loads) for t in s.trials([cid])} == {("fresh", 0)}  # ... in fresh browsers
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
     assert [r[:-len(later)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
@@ -286,6 +287,7 @@ V23 = ("paint_wait_ms",)  # ... and schema 23
 V24 = st.V24_COLUMNS  # ... and schema 24
 V25 = st.V25_COLUMNS  # ... and schema 25
 V26 = st.V26_COLUMNS  # ... and schema 26
+V27 = st.V27_COLUMNS  # ... and schema 27
 
 
 def _rows(path) -> list[tuple]:
@@ -324,7 +326,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
     and reports the same figures before and after."""
     from plt_bench.analysis import report
     path = tmp_path / "v19.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26, 19, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27, 19, _three_runs())
     db = sqlite3.connect(path)
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
@@ -333,7 +335,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(5 + len(V24) + len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(5 + len(V24) + len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -349,7 +351,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v20.sqlite"
-    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25 + V26, 20, _three_runs(server="caddy"),
+    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25 + V26 + V27, 20, _three_runs(server="caddy"),
                         slot_without=("server",))
     db = sqlite3.connect(path)
     assert "server" not in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials_one_per_slot'").fetchone()[0]
@@ -363,7 +365,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
         text = report.format_text(report.build(s, [cid]))
     assert st.stored_version(path) == st.SCHEMA_VERSION
     db = sqlite3.connect(path)
-    assert [r[:-(3 + len(V24) + len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(3 + len(V24) + len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -383,7 +385,7 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26, 18, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27, 18, _three_runs())
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
     old = st.slot_constraint(V20 + V24 + V25 + V26).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
@@ -649,7 +651,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     budget (cpu_budget and its proof NULL: the machine's whole CPU, as they ran), its report unchanged."""
     from plt_bench.analysis import report
     path = tmp_path / "v23.sqlite"
-    cid = _store_before(path, monkeypatch, V24 + V25 + V26, 23, _three_runs())
+    cid = _store_before(path, monkeypatch, V24 + V25 + V26 + V27, 23, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -657,7 +659,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
         assert len(got) == 6 and {(t.cpu_budget, t.cpu_slowdown, t.udp_rcvbuf_errors) for t in got} == {(None, None, None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V24) + len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V24) + len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     from plt_bench.errors import StoreError
     with st.Store(path) as s:
@@ -674,7 +676,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v24.sqlite"
-    cid = _store_before(path, monkeypatch, V25 + V26, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
+    cid = _store_before(path, monkeypatch, V25 + V26 + V27, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -682,7 +684,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
         assert {(t.device, t.device_host_index, t.budget) for t in got} == {(None, None, "cpu0.25")}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V25) + len(V26))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -702,7 +704,7 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
     from plt_bench.errors import StoreError
     from .trials import conditions
     path = tmp_path / "v25.sqlite"
-    cid = _store_before(path, monkeypatch, V26, 25, _three_runs())
+    cid = _store_before(path, monkeypatch, V26 + V27, 25, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -711,7 +713,7 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
         labels = {t.conditions.label for t in got}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-len(V26)] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     # as the same trials report in a store this version writes (the migration changes no figure)
     fresh = tmp_path / "v26.sqlite"
@@ -729,6 +731,31 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, cond=codel))
         assert {t.conditions.label.split()[-1] for t in s.trials([cid])} >= {"codel+ecn"}
+
+
+def test_a_version_26_store_reads_its_trials_as_fresh_browsers_and_reports_as_before(tmp_path, monkeypatch):
+    """Schema 27: a store written before --browser-start opens, its trials read as loads in fresh
+    browsers (browser_start fresh, browser_loads 0), its rows and report unchanged; a kept browser's
+    trial stored after says so."""
+    from plt_bench.analysis import report
+    path = tmp_path / "v26.sqlite"
+    cid = _store_before(path, monkeypatch, V27, 26, _three_runs())
+    before = _rows(path)
+    with st.Store(path, read_only=True) as s:
+        text = report.format_text(report.build(s, [cid]))
+        assert {(t.browser_start, t.browser_loads) for t in s.trials([cid])} == {("fresh", 0)}
+    assert [r[:-len(V27)] for r in _rows(path)] == before
+    fresh = tmp_path / "v27.sqlite"  # the same trials as this version writes them report the same
+    with st.Store(fresh) as s:
+        fid = s.new_campaign("old", "t", {}, {"link_backend": "linkem"})
+        for t in _three_runs(fid):
+            s.add_trial(dataclasses.replace(t, browser_start="fresh", browser_loads=0))
+        s.finish_campaign(fid, "finished", "t")
+        assert report.format_text(report.build(s, [fid])) == text
+    with st.Store(path) as s:
+        s.add_trial(dataclasses.replace(_trial(cid, 9, proto="h3", plt=80.0, run_index=3), browser_start="kept",
+                                        browser_loads=4))
+        assert [(t.browser_start, t.browser_loads) for t in s.trials([cid])][-1] == ("kept", 4)
 
 
 def test_the_migrations_are_one_step_a_version_up_to_the_schema():

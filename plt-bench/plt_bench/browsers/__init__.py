@@ -8,7 +8,7 @@ A new browser is a module with a Browser subclass and a line in BROWSERS (and it
 
 from __future__ import annotations
 
-from .base import WINDOW, WINDOW_ARGS, Browser, asked
+from .base import START_DEFAULT, START_MODES, WINDOW, WINDOW_ARGS, Browser, asked, kept_refusals, parse_start
 from .chromium import CHROMIUM
 from .firefox import FIREFOX
 
@@ -16,7 +16,8 @@ BROWSERS: dict[str, Browser] = {b.name: b for b in (CHROMIUM, FIREFOX)}
 NAMES = tuple(BROWSERS)
 DEFAULT = "chromium"  # what stores written before the browser was recorded ran
 
-__all__ = ["BROWSERS", "DEFAULT", "NAMES", "WINDOW", "WINDOW_ARGS", "Browser", "asked", "get"]
+__all__ = ["BROWSERS", "DEFAULT", "NAMES", "START_DEFAULT", "START_MODES", "WINDOW", "WINDOW_ARGS", "Browser", "asked", "get",
+           "kept_refusals", "parse_start"]
 
 
 def get(name: str) -> Browser:

@@ -11,6 +11,8 @@ end of every process of a trial.
 
 from __future__ import annotations
 
+from ..errors import UsageError
+
 # The window every trial renders in, whatever the browser: fixed, since the largest contentful
 # paint is the largest element in it (and an image filling it would not count).
 WINDOW = (1280, 800)
@@ -19,6 +21,33 @@ WINDOW_ARGS = ("--window-size=", "--width=", "--height=")  # the window's argume
 
 # the capture kinds a browser writes itself (the others, pcap and cpu, are the testbed's)
 CAPTURE_FEATURES = frozenset({"har", "keylog", "netlog", "visual"})
+
+
+# How a trial's browser starts (--browser-start): kept, a browser kept across the trials of one set of
+# flags, each trial in a fresh context of its own (its cache, cookies, connections, TLS sessions and
+# alternative services new; Browser.new_context), where the browser can and the trial asks nothing of
+# its process (kept_refusals); fresh, a new browser and profile for every trial, as before 2026-11-28.
+START_MODES = ("kept", "fresh")
+START_DEFAULT = "kept"
+
+
+def parse_start(text: str | None, option: str = "--browser-start") -> str:
+    """--browser-start's mode (START_MODES); UsageError naming the option and the form."""
+    mode = (text or START_DEFAULT).strip().lower()
+    if mode not in START_MODES:
+        raise UsageError(f"{option}: '{text}' is not kept or fresh (kept: a browser kept across trials, a fresh "
+                         "context each; fresh: a new browser and profile each trial)")
+    return mode
+
+
+def kept_refusals(repeat: bool, capture=(), screen: bool = False, benchmark: bool = False) -> list[str]:
+    """Why a trial runs in a fresh browser even where --browser-start kept (pure): what it asks of the
+    browser's own process (its log, key log or HAR from the driver's log, a screencast, a repeat visit's
+    closed connections, a device's emulated screen, a calibration's benchmark). [] where a kept
+    browser's fresh context serves it."""
+    why = [f"capture {k}" for k in sorted(CAPTURE_FEATURES & set(capture))]
+    return why + (["a repeat visit"] if repeat else []) + (["a device's screen"] if screen else []) + (
+        ["a calibration"] if benchmark else [])
 
 
 def asked(repeat: bool, origins: bool, per_origin: bool, capture=(), recordings: bool = False,
@@ -41,6 +70,7 @@ class Browser:
     # what a trial may ask beyond a load that this browser can give (capture kinds, repeat visits,
     # as-recorded origins): a request for anything else is refused by name (unsupported)
     features: frozenset[str] = frozenset()
+    keeps_contexts = False  # a kept browser gives each trial a fresh context of its own (new_context)
 
     def launch(self, proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
                spoke: dict[str, str] | None = None, extra=(), discovery: str = "forced") -> dict:
@@ -87,6 +117,17 @@ class Browser:
     def start(self, req: dict, out: dict, cleanup) -> object:
         """The browser and its WebDriver, started from a request (a Selenium driver); records
         launch_attempts in out. cleanup(): ends a failed attempt's processes and profile."""
+        raise NotImplementedError
+
+    def new_context(self, driver) -> object:
+        """In a kept browser: a fresh context for one trial, as separate from every earlier trial's as a
+        new profile is (its cache, cookies, connections, TLS sessions, alternative services), its
+        window the driver's current one; returns what end_context takes. Only where keeps_contexts."""
+        raise NotImplementedError
+
+    def end_context(self, driver, context) -> None:
+        """End a trial's context (its window closed, everything it held gone); the driver back on the
+        browser's own window."""
         raise NotImplementedError
 
     def versions(self) -> dict:

@@ -135,6 +135,7 @@ class Chromium(Browser):
     name, label = "chromium", "Chromium"
     features = frozenset({"har", "keylog", "netlog", "visual", "repeat", "per-origin", "origins", "recordings",
                           "discovery"})
+    keeps_contexts = True
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=(), discovery="forced") -> dict:
         return {"browser": self.name, "prefs": PREFS,
@@ -215,6 +216,31 @@ class Chromium(Browser):
                 cleanup()  # the failed attempt's processes and profile, gone
 
 
+    def new_context(self, driver) -> "KeptContext":
+        """A browser context of its own (DevTools' Target.createBrowserContext: an off-the-record profile
+        of its own, with its own network context: HTTP cache, cookies, socket pools, QUIC and TLS session
+        caches, alternative services), a window in it on about:blank, and the driver on that window.
+        Target's browser-wide commands are refused on a page's session (chromedriver's), so they go
+        over the browser's own DevTools socket. Measured 2026-11-28: 0.22-0.26 s, its renderer's start."""
+        dev = DevTools.browser(driver)
+        try:
+            ctx = dev.call("Target.createBrowserContext", disposeOnDetach=False)["browserContextId"]
+            target = dev.call("Target.createTarget", url="about:blank", browserContextId=ctx)["targetId"]
+            driver.switch_to.window(target)  # chromedriver's window handles are the targets' ids
+        except Exception:
+            dev.close()
+            raise
+        return KeptContext(dev, ctx, target)
+
+    def end_context(self, driver, context: "KeptContext") -> None:
+        try:
+            home = [h for h in driver.window_handles if h != context.target]
+            context.devtools.call("Target.disposeBrowserContext", browserContextId=context.context_id)
+            if home:
+                driver.switch_to.window(home[0])
+        finally:
+            context.devtools.close()
+
     def end_first_visit(self, driver, clear_cache) -> None:
         driver.execute_script("chrome.benchmarking.closeConnections();"
                               + ("chrome.benchmarking.clearCache();" if clear_cache else ""))
@@ -260,6 +286,54 @@ def read_netlog(path: str) -> dict:
 
 
 CHROMIUM = Chromium()
+
+
+class DevTools:
+    """A DevTools socket of the browser's own (not a page's), for the browser-wide commands."""
+
+    def __init__(self, ws):
+        self.ws, self._id = ws, 0
+
+    @classmethod
+    def browser(cls, driver, timeout_s: float = 10.0) -> "DevTools":
+        import http.client
+        import json
+
+        import websocket
+        address = driver.capabilities["goog:chromeOptions"]["debuggerAddress"]  # the namespace's loopback
+        host, _, port = address.rpartition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout_s)
+        try:
+            conn.request("GET", "/json/version")
+            url = json.loads(conn.getresponse().read())["webSocketDebuggerUrl"]
+        finally:
+            conn.close()
+        return cls(websocket.create_connection(url, timeout=timeout_s, suppress_origin=True))
+
+    def call(self, method: str, **params) -> dict:
+        """One command's result; RuntimeError with DevTools' own error."""
+        import json
+        self._id += 1
+        self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
+        while True:  # events of the browser's own session come between (none are asked for)
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self._id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error'].get('message')}")
+                return msg.get("result") or {}
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:  # noqa: BLE001 - the browser went first
+            pass
+
+
+class KeptContext:
+    """One trial's context in a kept browser (Chromium.new_context)."""
+
+    def __init__(self, devtools: DevTools, context_id: str, target: str):
+        self.devtools, self.context_id, self.target = devtools, context_id, target
 
 
 def netlog_quic_ecn(log: dict):

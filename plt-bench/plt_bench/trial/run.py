@@ -341,6 +341,8 @@ def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evid
                     delivery_dev=m.delivery_dev, stalled=m.sampler.stall_problem(), traces=bed.link.traces,
                     extra={**(extra or {}), **_gate_fields(answer.get("gate")),
                            "prelaunched": bool(answer.get("prelaunched")),
+                           "browser_start": answer.get("browser_start") or "fresh",
+                           "browser_loads": answer.get("browser_loads") or 0,
                            "trace_phase_ms": trace_phase_ms(m.link_stats, nav_t0),
                            "cc": bed.cc_in_use(),
                            "server": bed.server.name,

@@ -183,11 +183,100 @@ def _key(req: dict) -> tuple:
             json.dumps(req.get("prefs", {}), sort_keys=True), bool(req.get("har_path")))
 
 
+# Kept browsers (a request's "keep": --browser-start kept): one per set of flags (a campaign's protocols
+# interleave, each forced by its own flags), each trial in a fresh context of its own; the least
+# recently used ends beyond MAX_KEPT. {kept_key: {"driver", "profile_dir", "launch_s", "loads"}}
+_KEPT: dict = {}
+MAX_KEPT = 4
+
+
+def _kept_key(req: dict) -> tuple:
+    """What a kept browser must match to serve a request: every flag but its profile, and how it runs."""
+    return (req.get("browser", "chromium"), tuple(a for a in req["args"] if not a.startswith("--user-data-dir=")),
+            json.dumps(req.get("prefs", {}), sort_keys=True), json.dumps(req.get("mobile_emulation"), sort_keys=True),
+            json.dumps(req.get("cgroup_procs")), bool(req.get("sandbox")), json.dumps(req.get("env"), sort_keys=True))
+
+
+def _kept_browser(req: dict, out: dict) -> tuple[dict, bool]:
+    """The kept browser of the request's flags, started (on a profile of its own beside the trials')
+    where there is none or it died; (its entry, whether it was started now)."""
+    import hashlib
+    key = _kept_key(req)
+    got = _KEPT.pop(key, None)
+    if got is not None and got["driver"].service.process.poll() is None:
+        _KEPT[key] = got  # the most recently used last
+        return got, False
+    if got is not None:
+        _end_kept(got)
+    while len(_KEPT) >= MAX_KEPT:
+        _end_kept(_KEPT.pop(next(iter(_KEPT))))
+    profile = os.path.join(os.path.dirname(req["profile_dir"]), "kept-" + hashlib.sha1(repr(key).encode()).hexdigest()[:12])
+    own = {**req, "profile_dir": profile,
+           "args": [f"--user-data-dir={profile}" if a.startswith("--user-data-dir=") else a for a in req["args"]]}
+    t0 = time.monotonic()
+    driver = _start_browser(own, out)
+    _KEPT[key] = {"driver": driver, "profile_dir": profile, "launch_s": time.monotonic() - t0, "loads": 0}
+    return _KEPT[key], True
+
+
+def _end_kept(entry: dict) -> int:
+    """A kept browser ended: quit, then every process of its driver's tree (as it was before the quit:
+    the driver's orphans come to the worker, beside other kept browsers') or naming its profile, and the
+    profile gone."""
+    from plt_bench import procs
+    try:
+        root = entry["driver"].service.process.pid
+        tree = procs.descendants({p: row[0] for p, row in procs.table().items()}, root) | {root}
+    except Exception:  # noqa: BLE001
+        tree = set()
+    try:
+        entry["driver"].quit()
+    except Exception:  # noqa: BLE001 - it died already: the sweep finds what is left
+        pass
+    out: dict = {}
+    _sweep(entry["profile_dir"], out, below_too=False, also=tree)
+    shutil.rmtree(entry["profile_dir"], ignore_errors=True)
+    _unlink_driver_log(entry["profile_dir"])
+    return out.get("strays_killed", 0)
+
+
+def end_kept() -> int:
+    """Every kept browser ended (a change of conditions or of visitor, the worker's end, a fresh trial)."""
+    n = 0
+    while _KEPT:
+        n += _end_kept(_KEPT.pop(next(iter(_KEPT))))
+    return n
+
+
+def _open_context(req: dict, out: dict):
+    """A kept browser's fresh context for the request: (driver, context, the browser's entry)."""
+    from plt_bench import browsers
+    entry, started = _kept_browser(req, out)
+    t0 = time.monotonic()
+    ctx = browsers.get(req.get("browser", browsers.DEFAULT)).new_context(entry["driver"])
+    out["context_s"] = time.monotonic() - t0
+    out["browser_loads"] = entry["loads"]
+    out["kept_started"] = started
+    entry["loads"] += 1
+    return entry["driver"], ctx, entry
+
+
 def prepare(req: dict) -> dict:
-    """Start the browser of a request to come, on about:blank; it waits for that request."""
-    discard()
+    """Start the browser of a request to come, on about:blank; it waits for that request. A kept
+    browser's request (keep): its fresh context opened (the browser started first where there is none)."""
+    _drop_prepared()
     out: dict = {}
     t0 = time.monotonic()
+    if req.get("keep"):
+        try:
+            driver, ctx, entry = _open_context(req, out)
+        except Exception as e:  # noqa: BLE001 - the request will open its own
+            return {"prepared": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        _PREPARED.update(key=_key(req), driver=driver, context=ctx, launch_s=time.monotonic() - t0,
+                         launch_attempts=out.get("launch_attempts", 1), profile_dir=None,
+                         kept={k: out[k] for k in ("context_s", "browser_loads", "kept_started")})
+        return {"prepared": True, "launch_s": _PREPARED["launch_s"]}
+    end_kept()  # a fresh browser's trial: nothing of a kept one idles beside it
     try:
         driver = _start_browser(req, out)
     except Exception as e:  # noqa: BLE001 - the request will start its own browser
@@ -199,17 +288,31 @@ def prepare(req: dict) -> dict:
     return {"prepared": True, "launch_s": _PREPARED["launch_s"]}
 
 
-def discard() -> int:
-    """End a prepared browser that no request took: every process of it, and its profile."""
+def _drop_prepared() -> int:
+    """End what a prepare request started that no request took: a fresh browser (every process of it,
+    and its profile), or a kept browser's context (the browser stays)."""
     if not _PREPARED:
         return 0
-    profile = _PREPARED["profile_dir"]
+    got = dict(_PREPARED)
     _PREPARED.clear()
+    if got.get("context") is not None:
+        from plt_bench import browsers
+        try:
+            browsers.get(got["key"][0]).end_context(got["driver"], got["context"])
+        except Exception:  # noqa: BLE001 - a browser that cannot end a context is not kept
+            end_kept()
+        return 0
     out: dict = {}
-    _sweep(profile, out)
-    shutil.rmtree(profile, ignore_errors=True)
-    _unlink_driver_log(profile)
+    _sweep(got["profile_dir"], out)
+    shutil.rmtree(got["profile_dir"], ignore_errors=True)
+    _unlink_driver_log(got["profile_dir"])
     return out.get("strays_killed", 0)
+
+
+def discard() -> int:
+    """End a prepared browser (or context) that no request took, and every kept browser: the runner's
+    discard, before the link changes or the visitor does, and the worker's end."""
+    return _drop_prepared() + end_kept()
 
 
 def _take_prepared(req: dict):
@@ -218,7 +321,7 @@ def _take_prepared(req: dict):
         got = dict(_PREPARED)
         _PREPARED.clear()
         return got
-    discard()
+    _drop_prepared()
     return None
 
 
@@ -248,13 +351,20 @@ def one_trial(req: dict) -> dict:
     out = {"browser": req.get("browser", "chromium"), "nav": None, "resources": None, "final_url": None,
            "error": None, "error_code": None, "launch_s": None, "load_s": None, "quit_s": None}
     t0 = time.monotonic()
-    driver = sampler = cpu0 = cast = None
+    driver = sampler = cpu0 = cast = context = None
+    kept = bool(req.get("keep"))
+    out["browser_start"] = "kept" if kept else "fresh"
     try:
         ready = _take_prepared(req)
         if ready:
-            driver = ready["driver"]
-            out.update(launch_s=ready["launch_s"], launch_attempts=ready["launch_attempts"], prelaunched=True)
+            driver, context = ready["driver"], ready.get("context")
+            out.update(launch_s=ready["launch_s"], launch_attempts=ready["launch_attempts"], prelaunched=True,
+                       **ready.get("kept", {}))
+        elif kept:
+            driver, context, _ = _open_context(req, out)
+            out["launch_s"] = time.monotonic() - t0
         else:
+            end_kept()  # a fresh browser's trial: nothing of a kept one idles beside it
             driver = _start_browser(req, out)
             out["launch_s"] = time.monotonic() - t0
         if req.get("visit"):  # a repeat visit: the first load in this browser, then its connections closed
@@ -321,12 +431,17 @@ def one_trial(req: dict) -> dict:
             if req.get("settle_s"):  # a bulk download's abort reaches the server before the browser dies
                 time.sleep(req["settle_s"])
         t2 = time.monotonic()
+        if kept and context is not None:  # the trial's context ends; its browser is kept for the next
+            _end_trial_context(req, driver, context, out)
+        elif kept:  # the kept browser would not give a context: it is not kept
+            end_kept()
         if driver is not None and req.get("graceful_quit"):
             try:
                 driver.quit()
             except Exception:
                 pass
-        _sweep(req["profile_dir"], out)
+        if not kept:
+            _sweep(req["profile_dir"], out)
         out["quit_s"] = time.monotonic() - t2
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
         _unlink_driver_log(req["profile_dir"])
@@ -335,6 +450,18 @@ def one_trial(req: dict) -> dict:
         elif req.get("visit") and not req["visit"].get("keep_netlog"):
             _unlink(req["visit"].get("netlog"))
     return out
+
+
+def _end_trial_context(req: dict, driver, context, out: dict) -> None:
+    """A kept browser's trial context ended; a browser that cannot end it is ended itself."""
+    from plt_bench import browsers
+    try:
+        browsers.get(req.get("browser", browsers.DEFAULT)).end_context(driver, context)
+        out["strays_killed"], out["strays_left"] = 0, []
+    except Exception as e:  # noqa: BLE001 - the next trial starts a new browser
+        out["context_error"] = f"{type(e).__name__}: {e}"[:300]
+        out["strays_killed"] = end_kept()
+        out["strays_left"] = []
 
 
 def _unlink(path: str | None) -> None:
@@ -568,12 +695,14 @@ def _write_har(driver, path: str, out: dict, bodies: bool = False) -> dict:
         return {"error": f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:{where.lineno})"[:300]}
 
 
-def _sweep(profile_dir: str, out: dict) -> None:
-    """End every process of the trial: the worker's descendants and whatever names the profile."""
+def _sweep(profile_dir: str, out: dict, below_too: bool = True, also: set[int] = frozenset()) -> None:
+    """End every process of the trial: the worker's descendants and whatever names the profile
+    (below_too False: only what names it and the processes `also`, a kept browser's tree)."""
     from plt_bench import procs
     procs.reap_children()  # the browser's exited processes, reparented here
     table = procs.table()  # one walk of /proc: parents, states and command lines
-    below = procs.descendants({p: row[0] for p, row in table.items()}, os.getpid())
+    below = procs.descendants({p: row[0] for p, row in table.items()}, os.getpid()) if below_too else set()
+    below |= {p for p in also if p in table}
     named = {p for p, row in table.items() if profile_dir in row[2] and p != os.getpid()} - below
     strays = {p for p in below | named if table[p][1] != "Z"}
     # what is below the worker is waited for until reaped, zombies too: a browser's process whose
@@ -646,32 +775,40 @@ def _benchmark(driver, warmups: int, runs: int, strings: int, copies: int) -> di
 
 
 def _start_cpu(driver, req: dict):
-    """The tree's CPU before the navigation (the browser's start-up), and the sampler started."""
-    from plt_bench.cpu import Sampler, tree_cpu, tree_sources
+    """The tree's CPU before the navigation (the browser's start-up; a kept browser's, process by
+    process), and the sampler started."""
+    from plt_bench.cpu import Sampler, tree_cpu, tree_pids, tree_sources
     try:
         pid = driver.service.process.pid
         sampler = Sampler(tree_sources(pid), req.get("cpu_interval_s", 0.1),
                           keep_series=bool(req.get("cpu_series"))).start()
         sampler.mark()  # the series' origin: the navigation begins now
         # the totals' own reading, right after the sampler's (as at the end), so the two agree
-        return sampler, tree_cpu(pid)
+        return sampler, (tree_pids(pid) if req.get("keep") else tree_cpu(pid))
     except Exception:  # CPU figures are informative; the trial stands without them
         return None, None
 
 
 def _end_cpu(driver, sampler, cpu0, out: dict) -> None:
-    from plt_bench.cpu import difference, tree_cpu
+    """The trial's CPU per role from the navigation on; launch: a fresh browser's start-up (a kept
+    browser's earlier trials are not this one's: None)."""
+    from plt_bench.cpu import difference, pid_difference, tree_cpu, tree_pids
+    kept = out.get("browser_start") == "kept"
     try:
         if sampler is not None:
             sampler.stop()
-        cpu1 = tree_cpu(driver.service.process.pid)
+        pid = driver.service.process.pid
+        cpu1 = tree_pids(pid) if kept else tree_cpu(pid)
     except Exception:
         out["cpu"] = None
         return
-    if cpu0 is None:
+    if kept:
+        out["cpu"] = {"roles": pid_difference(cpu0 or {}, cpu1), "launch": None}
+    elif cpu0 is None:
         out["cpu"] = {"roles": cpu1, "launch": None}
         return
-    out["cpu"] = {"roles": difference(cpu0, cpu1), "launch": cpu0}
+    else:
+        out["cpu"] = {"roles": difference(cpu0, cpu1), "launch": cpu0}
     if sampler is not None:
         out["cpu"]["sampler"] = sampler.info()
         if sampler.keep_series:
