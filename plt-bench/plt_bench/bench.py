@@ -16,6 +16,7 @@ nothing. The link's own benchmark is plt_bench.link.bench.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from datetime import datetime
@@ -141,12 +142,66 @@ def campaign_lines(trials: list[Trial], checks: list[dict], wall_s: float) -> li
     return lines
 
 
+def bias_lines(kept: list[Trial], fresh: list[Trial]) -> list[str]:
+    """The bias check of a browser kept across trials against a fresh browser per trial (pure): each
+    cell's (conditions, page, protocol) PLT and FCP medians in both, and over the cells the median
+    relative difference and Wilcoxon's signed-rank test of the paired medians, with a sentence."""
+    import statistics
+
+    from .analysis.stats import usable
+
+    def medians(trials, metric):
+        cells: dict = {}
+        for t in usable(trials):
+            if getattr(t, metric) is not None:
+                cells.setdefault((t.conditions.label, t.page, t.proto), []).append(getattr(t, metric))
+        return {k: statistics.median(v) for k, v in cells.items()}
+    lines = ["bias check: the same campaign in a fresh browser per trial (--browser-start fresh) against a kept "
+             "browser's fresh contexts"]
+    for metric, label in (("plt_ms", "PLT"), ("fcp_ms", "FCP")):
+        a, b = medians(fresh, metric), medians(kept, metric)
+        both = sorted(set(a) & set(b))
+        if not both:
+            lines.append(f"  {label}: no cell measured in both")
+            continue
+        rel = [b[k] / a[k] - 1 for k in both if a[k]]
+        for k in both:
+            lines.append(f"  {label} {' '.join(map(str, k))}: fresh {a[k]:.1f} ms, kept {b[k]:.1f} ms "
+                         f"({100 * (b[k] / a[k] - 1):+.1f}%)")
+        p = None
+        if len(both) >= 6 and any(x != 0 for x in rel):
+            from scipy.stats import wilcoxon
+            p = float(wilcoxon([b[k] for k in both], [a[k] for k in both]).pvalue)
+        verdict = (f"Wilcoxon signed-rank p = {p:.3f}: " + ("the kept browser's figures differ (a bias)" if p < 0.05
+                                                             else "no difference shown")
+                   if p is not None else "every pair equal" if not any(rel)
+                   else f"too few cells ({len(both)}) for a test of the pairs: read the cells")
+        lines.append(f"  {label} over {len(both)} cells: median difference {100 * statistics.median(rel):+.1f}%; {verdict}")
+    return lines
+
+
 def campaign_overhead(results: Path, bw: str = "10mbit,50mbit,100mbit,500mbit,1gbit", size: str | None = None,
-                      out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
+                      out: Callable[[str], None] = print, against: str | None = "fresh") -> tuple[dict, list[str]]:
+    """The pages preset's campaign, one run, in a browser kept across trials (the default); against
+    fresh: the same campaign again in a fresh browser per trial, its overhead and the bias check
+    (bias_lines) beside."""
     spec = campaign.load("pages", {"bw": bw, "size": size, "runs": "1", "name": "bench-campaign"})
     t0 = time.monotonic()
     counts, trials, checks = _run(spec, results, out)
-    return counts, campaign_lines(trials, checks, time.monotonic() - t0)
+    lines = [f"{spec.browser_start} browser:", *campaign_lines(trials, checks, time.monotonic() - t0)]
+    if against and against != spec.browser_start:
+        from .errors import LinkError
+        other = dataclasses.replace(spec, browser_start=against, name=f"bench-campaign-{against}")
+        t0 = time.monotonic()
+        try:
+            counts2, trials2, checks2 = _run(other, results, out)
+        except LinkError as e:  # the first campaign's figures stand; the check says why it is missing
+            return {**counts, "failed": counts.get("failed", 0) + 1}, lines + [
+                f"bias check not run: the {against} browser's campaign was refused ({e})"]
+        lines += [f"{against} browser:", *campaign_lines(trials2, checks2, time.monotonic() - t0),
+                  *bias_lines(trials, trials2)]
+        counts = {k: counts.get(k, 0) + counts2.get(k, 0) for k in set(counts) | set(counts2)}
+    return counts, lines
 
 
 # -- the literature's h2-vs-h3 figures, ours beside them (issue 28) -------------------------------------------

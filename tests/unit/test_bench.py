@@ -3,7 +3,7 @@ from plt_bench.bench import OVERHEAD_TARGET_S, campaign_lines, overhead_parts
 
 from plt_bench.pages import Page
 
-from .trials import conditions, trial
+from .trials import conditions, replace, trial
 
 
 def _t(seq, start_s, cond=None, plt_ms=100.0):
@@ -148,3 +148,22 @@ def test_the_fairness_lines_put_the_download_s_share_beside_its_fair_share_and_k
     assert "share 50% of a fair 20% (2.50x), Jain 0.640" in text and "share 20% of a fair 20% (1.00x), Jain 1.000" in text, text
     assert "agrees: h3's share is at most 2.50x its fair share here" in text, text
     assert "no cell with trials that count" in "\n".join(fairness_lines([]))
+
+
+def test_the_bias_check_pairs_each_cell_of_the_two_browser_starts_and_tests_the_pairs():
+    """bench-campaign's bias check: each cell's medians in a fresh browser and a kept one, and over the
+    cells the median difference with Wilcoxon's signed-rank test: a kept browser 1% faster in every one
+    of 8 cells is a difference; one that differs by noise either way is not; too few cells, no test."""
+    from plt_bench.bench import bias_lines
+    sizes = [5000 * 10**k for k in range(4)]
+    cells = [(s, p) for s in sizes for p in ("h3", "h1")]
+    fresh = [trial(seq=i, proto=p, size=s, plt=100.0 + i * 10, fcp_ms=50.0 + i) for i, (s, p) in enumerate(cells)]
+    faster = [replace(t, plt_ms=t.plt_ms * 0.99, fcp_ms=t.fcp_ms) for t in fresh]
+    lines = bias_lines(faster, fresh)
+    assert any(x.startswith("  PLT over 8 cells: median difference -1.0%; Wilcoxon signed-rank p = 0.008: "
+                            "the kept browser's figures differ") for x in lines), lines
+    assert "  FCP over 8 cells: median difference +0.0%; every pair equal" in lines, lines
+    noisy = [replace(t, plt_ms=t.plt_ms * (1.01 if i % 2 else 0.99)) for i, t in enumerate(fresh)]
+    assert any("no difference shown" in x for x in bias_lines(noisy, fresh) if x.startswith("  PLT over")), \
+        bias_lines(noisy, fresh)
+    assert any("too few cells (2)" in x for x in bias_lines(faster[:2], fresh[:2]))
