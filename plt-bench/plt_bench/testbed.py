@@ -122,8 +122,8 @@ class Testbed:
 
     def open(self) -> None:
         cmd.require_root()
-        if self.with_browser:  # a browser without a driver is refused before anything is changed
-            self.browser = drivers.resolve(self.browser_binary)
+        if self.with_browser and browsers.CHROMIUM_NAME in self.browser_names:  # a browser without a driver is
+            self.browser = drivers.resolve(self.browser_binary)  # refused before anything is changed (Chromium's only)
         choice = link_mod.resolve("embedded", self.link_name, self.all_conditions,
                                   link_mod.Capabilities(netem=link_mod.netem_available()))
         self.topology = Topology.allocate(self.cc, self.index, self.persistent)
@@ -676,7 +676,7 @@ class RemoteTestbed(Testbed):
         hostnet = link_mod.host
         cmd.require_root()
         self.check()
-        if self.with_browser:
+        if self.with_browser and browsers.CHROMIUM_NAME in self.browser_names:
             self.browser = drivers.resolve(self.browser_binary)
         addr = self.ref.addr
         route = hostnet.route_to(addr)

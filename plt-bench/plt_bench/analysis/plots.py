@@ -888,11 +888,46 @@ def filmstrip_plot(trials: list, cells: dict, frames: dict, meta: dict, out_dir:
     return paths
 
 
+def corpus_plot(groups: list[dict], meta: dict, out_dir: Path, title: str) -> list[Path]:
+    """Over the pages of a corpus (stats.corpus_groups): per conditions, the CDF of each page's
+    difference (the reference's median against the other's, in %), one line per comparison and what
+    it is within (the browser, where several ran); a filled dot where the page's difference is
+    significant. corpus.png (corpus_1, ... for several conditions)."""
+    if not groups:
+        return []
+    conds = list(dict.fromkeys(g["conditions"] for g in groups))
+    styles = ("-", "--", ":", "-.") * 6
+    paths = []
+    for i, cond in enumerate(conds):
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        mine = [g for g in groups if g["conditions"] == cond]
+        for style, g in zip(styles, mine):
+            xs = np.array([c.diff_pct for c in g["rows"]], dtype=float)
+            ys = np.arange(1, len(xs) + 1) / len(xs)
+            color = _color(g["other"]) if g["axis"] == "proto" else None
+            label = f"{g['pair']} ({g['within']})"
+            line = ax.step(np.r_[xs[0], xs], np.r_[0.0, ys], where="post", ls=style, color=color, label=label)[0]
+            sig = np.array([c.significant for c in g["rows"]])
+            ax.plot(xs[sig], ys[sig], "o", ms=4, color=line.get_color())
+            ax.plot(xs[~sig], ys[~sig], "o", ms=4, mfc="none", color=line.get_color())
+        ax.axvline(0.0, color="#555555", lw=0.8)
+        ax.set_xlabel("difference of the page's medians, % (negative: the first named faster)")
+        ax.set_ylabel("share of pages")
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=7, loc="lower right")
+        ax.set_title(cond, fontsize=9)
+        stem = "corpus" + (f"_{i + 1}" if len(conds) > 1 else "")
+        paths += _finish(fig, f"{title}: each page's difference over the corpus (CDF; filled: significant)", meta,
+                         out_dir, stem)
+    return paths
+
+
 def draw_report(rep: dict, out_dir: Path, title: str) -> list[Path]:
     """Every figure of a report (report.build)."""
     return draw_all(rep["rows"], rep["cells"], rep["metadata"], out_dir, title, rep["cpu_series"], rep["cpu_by_role"],
                     rep["datarate"], rep["throughput_series"], rep["latency"], rep["establishment"],
-                    rep.get("samples"), rep.get("trials"), rep.get("metric", "plt"), rep.get("frames"))
+                    rep.get("samples"), rep.get("trials"), rep.get("metric", "plt"), rep.get("frames")) + corpus_plot(
+        rep.get("corpus") or [], rep["metadata"], out_dir, title)
 
 
 def draw_all(rows: list[dict], cells: dict, meta: dict, out_dir: Path, title: str,

@@ -119,7 +119,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
             "bottleneck": stats.bottleneck_table(trials), "ecn": stats.ecn_table(trials), "cross": stats.cross_table(trials),
             "discovery": stats.discovery_table(trials),
-            "replays": stats.replay_table(trials),
+            "replays": stats.replay_table(trials), "corpus": stats.corpus_groups(rows),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
             "cpu": stats.cpu_table(trials), "cpu_by_role": stats.cpu_by_role(trials),
             "cpu_series": cpu_series(store, trials), "datarate": stats.datarate_table(trials),
@@ -275,6 +275,15 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
     """The report's tables beyond the page-load comparison, where the campaign has their trials:
     (title, what the figures are, [head, *rows])."""
     out = []
+    for g in rep.get("corpus") or ():  # the answer over the pages of a corpus (stats.corpus_groups)
+        out.append((f"Over the pages: {g['pair']} at {g['conditions']} ({g['within']})",
+                    f"{stats.corpus_sentence(g)}. Per page, the medians, the difference (negative: {g['reference']} "
+                    "faster) with its bootstrap 95% CI, and the test's p-value corrected over every comparison of the "
+                    "report; the pages sorted by difference; their CDF: corpus.png",
+                    [["page", f"{g['reference']} ms", f"{g['other']} ms", "diff %", "95% CI", "p adj", "faster"],
+                     *[[c.reference.page, _f(c.reference.median_ms), _f(c.other.median_ms), _f(c.diff_pct, "{:+.1f}"),
+                        f"[{_f(c.diff_ci_low_pct, '{:+.1f}')}, {_f(c.diff_ci_high_pct, '{:+.1f}')}]",
+                        _f(c.p_adjusted, "{:.2g}"), c.faster] for c in g["rows"]]]))
     if rep.get("precision"):
         pr = rep["precision"]
         metric = pr.get("metric") or DEFAULT_METRIC  # what the campaign judged precision by (a PLT one as before)
@@ -617,6 +626,13 @@ def write(rep: dict, directory: Path) -> list[Path]:
                               [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]]))
     if rep["cpu"]:
         files.append(_csv(directory / "cpu.csv", list(rep["cpu"][0]), rep["cpu"]))
+    if rep.get("corpus"):  # the answer over the pages: a row per comparison and page
+        rows = [{"conditions": g["conditions"], "within": g["within"], "reference": g["reference"], "other": g["other"],
+                 "page": c.reference.page, "reference_ms": c.reference.median_ms, "other_ms": c.other.median_ms,
+                 "diff_pct": c.diff_pct, "diff_ci_low_pct": c.diff_ci_low_pct, "diff_ci_high_pct": c.diff_ci_high_pct,
+                 "p_adjusted": c.p_adjusted, "significant": c.significant, "faster": c.faster}
+                for g in rep["corpus"] for c in g["rows"]]
+        files.append(_csv(directory / "corpus.csv", list(rows[0]), rows))
     return files
 
 

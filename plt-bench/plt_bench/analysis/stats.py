@@ -849,3 +849,49 @@ def cpu_percent(series: list[dict]) -> list[dict]:
                         "system_pct": 100 * (s["system_s"] - prev["system_s"]) / dt})
             prev = s
     return out
+
+
+# -- over the pages of a campaign (a corpus, issue 48) ------------------------------------------------------
+CORPUS_MIN_PAGES = 4  # a campaign of this many pages or more is read as a corpus: the answer over its pages
+
+
+def corpus_groups(rows: list[Comparison]) -> list[dict]:
+    """The comparisons (compare()'s, already corrected over the report) grouped over the pages (pure):
+    one group per comparison (reference vs other) within everything else but the page (its
+    conditions, and the other axes: the browser, the cc, the server, the budget), each with its
+    pages' rows (sorted by difference) and the count of pages where the reference was significantly
+    faster, slower, or neither. Groups of fewer than CORPUS_MIN_PAGES pages are left out."""
+    groups: dict[tuple, list[Comparison]] = defaultdict(list)
+    for c in rows:
+        key = (c.axis, c.reference_value, c.other_value, c.reference.conditions,
+               *(getattr(c.reference, a) for a in AXES if a != c.axis))
+        groups[key].append(c)
+    out = []
+    for key, members in groups.items():
+        if len({c.reference.page for c in members}) < CORPUS_MIN_PAGES:
+            continue
+        members = sorted(members, key=lambda c: c.diff_pct)
+        first = members[0]
+        faster = sum(1 for c in members if c.significant and c.diff_pct < 0)
+        slower = sum(1 for c in members if c.significant and c.diff_pct > 0)
+        out.append({"axis": first.axis, "reference": first.reference_value, "other": first.other_value,
+                    "conditions": first.reference.conditions, "within": first.within_in(AXES),
+                    "pair": f"{first.reference_value} vs {first.other_value}", "rows": members,
+                    "pages": len(members), "faster": faster, "slower": slower,
+                    "neither": len(members) - faster - slower,
+                    "median_diff_pct": float(np.median([c.diff_pct for c in members]))})
+    out.sort(key=lambda g: (*sort_key(g["rows"][0].reference.row())[:6], protocols.order(g["rows"][0].reference.proto),
+                            g["within"], axis_order(g["axis"])(g["other"])))
+    return out
+
+
+def corpus_sentence(g: dict) -> str:
+    """A corpus group in words (pure): the share of pages where the reference was significantly
+    faster, slower or neither, and the median difference."""
+    n = g["pages"]
+
+    def share(k: int) -> str:
+        return f"{k} of {n} pages ({100.0 * k / n:.0f}%)"
+    return (f"{g['reference']} against {g['other']} at {g['conditions']} ({g['within']}): {g['reference']} was "
+            f"significantly faster on {share(g['faster'])}, slower on {share(g['slower'])}, and neither on "
+            f"{share(g['neither'])}; the median page's difference {g['median_diff_pct']:+.1f}%")

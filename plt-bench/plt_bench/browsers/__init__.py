@@ -15,8 +15,9 @@ from .firefox import FIREFOX
 BROWSERS: dict[str, Browser] = {b.name: b for b in (CHROMIUM, FIREFOX)}
 NAMES = tuple(BROWSERS)
 DEFAULT = "chromium"  # what stores written before the browser was recorded ran
+CHROMIUM_NAME = CHROMIUM.name  # the browser whose build a testbed resolves (--browser-binary: drivers.py)
 
-__all__ = ["BROWSERS", "DEFAULT", "NAMES", "START_DEFAULT", "START_MODES", "WINDOW", "WINDOW_ARGS", "Browser", "asked", "get",
+__all__ = ["BROWSERS", "CHROMIUM_NAME", "DEFAULT", "NAMES", "START_DEFAULT", "START_MODES", "WINDOW", "WINDOW_ARGS", "Browser", "asked", "get",
            "kept_refusals", "parse_start"]
 
 
