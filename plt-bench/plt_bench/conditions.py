@@ -312,8 +312,10 @@ def parse_rates(text: str, option: str = "--bw") -> tuple[int | None, ...]:
 
 def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
     """Pages, single- ('500KB') or multi-object ('200x5KB'); har:* is every recording made here (a
-    corpus: pages.recording.recorded_corpus)."""
+    corpus: pages.recording.recorded_corpus), real:* every real page (pages.real.PAGES)."""
+    from .pages.real import expand
     from .pages.recording import recorded_corpus
+    text = expand(",".join(units.split_list(text, option)))  # real:*: every real page (pages.real.PAGES)
     if any(x.strip().lower() == "har:*" for x in units.split_list(text, option)):
         text = ",".join(",".join(f"har:{n}" for n in recorded_corpus(option)) if x.strip().lower() == "har:*" else x
                         for x in units.split_list(text, option))

@@ -81,6 +81,9 @@ def finished_requests(events: list[dict]) -> list[str]:
                               if ev.get("method") == "Network.loadingFinished" and "requestId" in ev.get("params", {})))
 
 
+NETWORK_SCHEMES = ("http:", "https:")  # what a HAR entry's request is (the rest reached no server)
+
+
 def build(events: list[dict], browser: str, nav: dict | None = None, page_title: str = "",
           bodies: dict[str, tuple[str, bool]] | None = None) -> dict:
     """The HAR log of one trial from its Network events (events_of) and, when the load had one,
@@ -115,7 +118,11 @@ def build(events: list[dict], browser: str, nav: dict | None = None, page_title:
             reqs[rid]["failed"] = p
     started = [reqs[r]["sent"].get("wallTime") for r in order if reqs[r]["sent"].get("wallTime")]
     page_start = min(started) if started else 0.0
-    entries = [_entry(reqs[r], (bodies or {}).get(r)) for r in order if "response" in reqs[r] or "failed" in reqs[r]]
+    # a request of the network only: a page's file:// reference (MkDocs' highlight.js in Debian's mkdocs-doc,
+    # which the browser refuses to load from an https page), a data: or blob: URL never reached a server
+    entries = [_entry(reqs[r], (bodies or {}).get(r)) for r in order
+               if ("response" in reqs[r] or "failed" in reqs[r])
+               and str(reqs[r]["sent"].get("request", {}).get("url", "")).lower().startswith(NETWORK_SCHEMES)]
     page_timings = {"onContentLoad": -1, "onLoad": -1}
     if nav:
         page_timings = {"onContentLoad": round(nav.get("domContentLoadedEventEnd", -1), 3),

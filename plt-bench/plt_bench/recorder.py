@@ -20,6 +20,7 @@ har:NAME-1,har:NAME-2).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -349,10 +350,75 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
                 folder = spool / name
                 folder.mkdir()
                 answer, _ = bed.load(proto, Page(0, url=url), RECORD_TIMEOUT_S, folder)
+                served = bed.server.access_entries("", wait_s=1.0, expect=10**9)  # every response since the last
+                if (folder / "trial.har").is_file() and not answer.get("error"):
+                    added = complete_from_server(folder / "trial.har", served, serve)
+                    if added:
+                        note(f"{url}: {added} response(s) the page's own log did not see (a worker's), taken from "
+                             "the server's log and its folder")
                 done.append(keep(answer, folder / "trial.har", url, name, sites, note))
     finally:
         shutil.rmtree(spool, ignore_errors=True)
     return done
+
+
+def served_not_in_har(entries: list[dict], log: dict, serve: list[tuple[str, Path, str]]) -> list[dict]:
+    """The HAR entries a served folder's recording lacks (pure but for reading the files): the
+    responses the server's log has that the page's own HAR does not, read from the folder they were
+    served from, as HAR 1.2 entries with their bodies. A page's worker (MkDocs' search worker,
+    pdf.js's) fetches in a target of its own, which the page's DevTools log does not see; left out,
+    every replay asked for them and was refused as unrecorded. Only a GET answered 200 from a file
+    inside its host's folder (a link to a file elsewhere is followed, as the server followed it);
+    anything else stays out."""
+    import base64
+    import mimetypes
+    from urllib.parse import unquote, urlsplit
+    have = set()
+    for e in log.get("entries", []):
+        u = urlsplit(e["request"]["url"])
+        have.add(((u.hostname or "").lower(), u.path + (f"?{u.query}" if u.query else "")))
+    folders = {h.lower(): Path(d) for h, d, *_ in serve}
+    out, seen = [], set()
+    for e in entries:
+        host, uri = (e.get("host") or "").lower().split(":")[0], e.get("uri") or ""
+        if e.get("status") != 200 or (e.get("method") or "GET") != "GET" or host not in folders:
+            continue
+        if (host, uri) in have or (host, uri) in seen:
+            continue
+        path = unquote(urlsplit(uri).path)
+        parts = [x for x in path.split("/") if x]
+        if any(x in ("..", ".") or "\\" in x for x in parts) or not parts:
+            continue
+        file = folders[host].joinpath(*parts)
+        try:
+            body = file.read_bytes()
+        except OSError:
+            continue
+        seen.add((host, uri))
+        mime = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        out.append({"startedDateTime": log.get("pages", [{}])[0].get("startedDateTime", "1970-01-01T00:00:00.000Z"),
+                    "time": 0, "request": {"method": "GET", "url": f"https://{host}{uri}", "httpVersion": e.get("proto")
+                                           or "h2", "cookies": [], "headers": [], "queryString": [],
+                                           "headersSize": -1, "bodySize": 0},
+                    "response": {"status": 200, "statusText": "", "httpVersion": e.get("proto") or "h2",
+                                 "cookies": [], "headers": [{"name": "Content-Type", "value": mime}],
+                                 "content": {"size": len(body), "mimeType": mime,
+                                             "text": base64.b64encode(body).decode(), "encoding": "base64"},
+                                 "redirectURL": "", "headersSize": -1, "bodySize": len(body)},
+                    "cache": {}, "timings": {"send": 0, "wait": 0, "receive": 0},
+                    "_plt_bench": "from the server's log: a request the page's own log did not see (a worker's)"})
+    return out
+
+
+def complete_from_server(har: Path, entries: list[dict], serve: list[tuple[str, Path, str]]) -> int:
+    """Add to a served folder's recording what the server served it and its HAR lacks
+    (served_not_in_har); returns how many."""
+    log = json.loads(har.read_text())
+    extra = served_not_in_har(entries, log["log"], serve)
+    if extra:
+        log["log"]["entries"] += extra
+        har.write_text(json.dumps(log))
+    return len(extra)
 
 
 def keep(answer: dict, har: Path, url: str, name: str, sites: Path, note=print) -> tuple:

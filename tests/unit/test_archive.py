@@ -339,9 +339,12 @@ def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(t
     assert [x.label for x in got] == ["5KB", "har:a-page", "har:b-page"] and all(x.archived for x in got[1:])
     with pytest.raises(UsageError, match="repeat visits of a recording or of a served folder's page are not built"):
         pages.parse_page("har:a-page@repeat")
-    spec = campaign.load("corpus")
+    spec = campaign.load("corpus", {"size": "har:*"})  # the corpus preset over every recording made here
     assert [x.label for x in spec.grid.pages] == ["har:a-page", "har:b-page"] and spec.grid.protos == ("h3", "h2", "h1")
     assert [(c.rate_down_bps, c.rtt_ms) for c in spec.grid.conditions] == [(10**7, 100)]
+    from plt_bench.pages.real import NotRecorded
+    with pytest.raises(NotRecorded, match="real:[a-z]+ is not recorded on this machine yet"):
+        campaign.load("corpus")  # its own pages, the real ones (real:*), are recorded by the run that asks
 
 
 def test_as_recorded_takes_recordings_that_say_what_each_origin_spoke(tmp_path, monkeypatch):
@@ -575,6 +578,19 @@ def test_a_response_cancelled_while_recorded_is_left_out_and_counted_not_archive
     assert [r.path for r in a.responses] == ["/"]
     assert a.source["left_out"] == {"failed or cancelled while recorded (its body was not kept whole)": 1}
     assert any("1 entry left out: failed or cancelled" in n for n in notes)
+
+
+def test_an_error_answer_the_recording_browser_stopped_reading_is_kept_as_it_was_served(tmp_path):
+    """A stylesheet or script answered 404, whose empty body Chromium stops reading (net::ERR_ABORTED:
+    Doxygen's Eigen reference names MathJax by its Debian path, SQLAlchemy's theme a default.css its
+    package lacks): the server's answer all the same, archived so that the replay answers it as recorded
+    (left out, every replay of the page failed on a request the recording did not hold)."""
+    missing = entry(url("www", "/_static/default.css"), status=404, mime="text/plain", size=0)
+    missing["_error"] = "net::ERR_ABORTED"
+    entries = [entry(url("www", "/"), body=DOC), missing]
+    a, _, _ = archive.plan(har(*entries)["log"], entries, "page")
+    assert [(r.path, r.status, r.size_bytes) for r in a.responses] == [("/", 200, len(DOC)), ("/_static/default.css", 404, 0)]
+    assert not a.source.get("left_out")
 
 
 WEB = "https:" + "//"  # refused forms, never loaded: nothing is sent

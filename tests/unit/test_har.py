@@ -71,6 +71,17 @@ def test_a_failed_request_is_an_entry_with_its_error_and_the_file_stays_valid():
     assert log["log"]["pages"][0]["pageTimings"] == {"onContentLoad": -1, "onLoad": -1}
 
 
+def test_what_reached_no_server_is_no_entry():
+    """A page's file:// reference (Debian's mkdocs-doc names highlight.js so; the browser refuses it from an
+    https page), a data: URL: no server saw them, so the HAR (and a recording made of it) holds none."""
+    evs = page_events() + request("5", "file:///usr/share/javascript/highlight.js/highlight.min.js", 1700000000.1,
+                                  100.1, "", None, 0, 0, failed=True) + request(
+        "6", "data:image/png;base64,iVBORw0KGgo=", 1700000000.1, 100.1, "", timing(100.1), 8, 0)
+    log = har.build(evs, "Chromium 142", None)
+    har.validate(log)
+    assert [e["request"]["url"].split(":")[0] for e in log["log"]["entries"]] == ["https"] * 3
+
+
 def test_the_performance_log_is_read_and_other_domains_left_out():
     entries = [{"message": json.dumps({"message": e, "webview": "x"}), "level": "INFO", "timestamp": 1}
                for e in page_events()]

@@ -231,3 +231,26 @@ def test_a_campaign_checks_every_other_option_before_it_records_a_real_page(monk
     with pytest.raises(UsageError, match="real:toolbelt is not recorded"):  # a front end that cannot record says how
         recorded.clear()
         session.spec_from_options({"campaign": "quick", "size": "real:toolbelt"})
+
+
+def test_the_corpus_is_every_real_page_of_packages_that_setup_installs_by_name():
+    """real:* stands for every real page (the corpus preset's pages); at least twelve, each served from
+    a package's files (Debian's /usr/share, or npm's unpacked into .tools/pages), none of Python's or
+    Rust's own documentation; setup's part pages installs exactly pages.real.PACKAGES."""
+    import re
+
+    from plt_bench.conditions import parse_pages
+    from plt_bench.pages import real
+    assert real.expand("5KB, real:* ,har:x") == ",".join(["5KB", *(f"real:{p.name}" for p in real.PAGES), "har:x"])
+    assert len(real.PAGES) >= 12 and len({p.name for p in real.PAGES}) == len(real.PAGES)
+    for p in real.PAGES:
+        for host, folder in p.serve:
+            assert host.endswith(".pkg.test") and str(folder).startswith(("/usr/share/doc/", "/usr/share/javascript/",
+                                                                          str(real.PAGES_DIR)))
+            assert not re.search(r"python3(\.\d+)?-doc|rust-doc", str(folder)), folder
+    from plt_bench.cmd import PROJECT_ROOT
+    setup = (PROJECT_ROOT / "scripts" / "setup").read_text()
+    block = re.search(r"if part pages; then\n  pkgs\+=\(([^)]*)\)", setup).group(1)
+    assert tuple(block.split()) == real.PACKAGES
+    with pytest.raises(UsageError, match="real:nope: no such real page"):
+        parse_pages("real:nope")

@@ -292,3 +292,29 @@ def test_a_killed_maker_s_half_made_set_is_removed_by_the_next_maker(tmp_path):
     (folder / f".live.part-{os.getpid()}").mkdir()
     replay.make(write(tmp_path, GOOD), "other", tmp_path / "sites")
     assert sorted(p.name for p in folder.iterdir()) == [f".live.part-{os.getpid()}", "other"]
+
+
+def test_what_a_pages_worker_fetched_is_taken_from_the_servers_log_and_its_folder(tmp_path):
+    """A served folder's recording: what the server served that the page's own HAR did not see (a
+    worker's fetch: MkDocs' search worker, pdf.js's) is added from the folder, its body whole; what
+    the HAR has, a 404, a POST, a host of no folder and a path out of its folder stay out."""
+    from plt_bench.recorder import served_not_in_har
+    site = tmp_path / "site"
+    (site / "search").mkdir(parents=True)
+    (site / "search" / "worker.js").write_text("onmessage = () => {};")
+    (site / "index.html").write_text("<p>x</p>")
+    (tmp_path / "secret").write_text("no")
+    log = {"pages": [{"startedDateTime": "2026-11-28T05:00:00.000Z"}],
+           "entries": [{"request": {"url": "https://m.pkg.test/index.html"}}]}
+    served = [{"host": "m.pkg.test", "uri": "/index.html", "status": 200, "method": "GET", "proto": "h2"},
+              {"host": "m.pkg.test", "uri": "/search/worker.js", "status": 200, "method": "GET", "proto": "h2"},
+              {"host": "m.pkg.test", "uri": "/search/worker.js", "status": 200, "method": "GET", "proto": "h2"},
+              {"host": "m.pkg.test", "uri": "/gone.js", "status": 404, "method": "GET"},
+              {"host": "m.pkg.test", "uri": "/index.html?x", "status": 200, "method": "POST"},
+              {"host": "other.pkg.test", "uri": "/a.js", "status": 200, "method": "GET"},
+              {"host": "m.pkg.test", "uri": "/%2e%2e/secret", "status": 200, "method": "GET"}]
+    got = served_not_in_har(served, log, [("m.pkg.test", site, "")])
+    assert [e["request"]["url"] for e in got] == ["https://m.pkg.test/search/worker.js"]
+    content = got[0]["response"]["content"]
+    assert content["mimeType"] in ("application/javascript", "text/javascript") and content["size"] == 21
+    assert base64.b64decode(content["text"]) == b"onmessage = () => {};"

@@ -188,8 +188,11 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
             raise UsageError(f"{OPTION}: {where}: '{url[:80]}' is not https on port 443; a replay serves https on 443 "
                              "only (record the page over https)")
         status = e["response"]["status"]
+        # an error answer whose body the browser stopped reading (Chromium aborts a script's or stylesheet's
+        # 404: net::ERR_ABORTED) is still the server's answer, and a replay gives it as recorded
         why = ("status 0 (blocked or failed when recorded)" if status <= 0 else
-               "failed or cancelled while recorded (its body was not kept whole)" if e.get("_error") else
+               "failed or cancelled while recorded (its body was not kept whole)" if e.get("_error")
+               and not 400 <= status <= 599 else
                "status 304 (the recording's browser had it cached: record with a fresh profile)" if status == 304
                else None)
         if why:

@@ -13,6 +13,12 @@ the page, the recording kind replays it.
   a host outside the testbed, which the browser cannot resolve there.
 - toolbelt: the HTML documentation of requests-toolbelt (Debian's python-requests-toolbelt-doc,
   Sphinx with the Read the Docs theme): a static page of stylesheets, scripts and fonts.
+- The corpus (issue 48; `--size real:*`, the `corpus` preset): documentation of several generators
+  from Debian's packages (Sphinx in four themes: jinja, flask, sqlalchemy, pygments, sphinx; MkDocs:
+  mkdocs, markdown; Doxygen: eigen, whose menu and search its own scripts draw), pages their own
+  scripts draw (mathjax: MathJax typesetting TeX into HTML with its web fonts; pdfjs: pdf.js's viewer
+  drawing a PDF of a Debian package; swagger), a page of several origins (swagger). Python's and Rust's
+  own documentation are left out: other checks use them. PACKAGES names what setup installs.
 """
 
 from __future__ import annotations
@@ -27,6 +33,16 @@ from . import archive
 from .base import MIN_PAGE_BYTES, REPLAY_NAME_RE, Page, PageKind, parse_page, register
 
 PAGES_DIR = cmd.PROJECT_ROOT / ".tools" / "pages"  # npm packages unpacked by scripts/setup
+DOC = Path("/usr/share/doc")
+JS = Path("/usr/share/javascript")
+# The Debian packages the real pages come from (scripts/setup's part pages installs them by name)
+PACKAGES = ("python-requests-toolbelt-doc", "python-jinja2-doc", "python-flask-doc", "python-sqlalchemy-doc",
+            "python-pygments-doc", "sphinx-doc", "mkdocs-doc", "python-markdown-doc", "libeigen3-doc",
+            "libjs-mathjax", "libjs-pdf", "shared-mime-info")
+# pdf.js's viewer and a PDF, served as one origin (the viewer opens a file of its own origin only): a
+# folder of ours of three links (install()), to Debian's viewer, its build and a package's PDF
+PDFJS_LINKS = {"web": JS / "pdf" / "web", "build": JS / "pdf" / "build",
+               "spec.pdf": Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf")}
 NPM_PACKAGES = {"swagger-ui": ("swagger-ui-dist", "5.35.0"), "oas": ("@readme/oas-examples", "8.2.2")}
 SWAGGER_INITIALIZER = """window.onload = function() {
   // plt-bench: the API document from the testbed's second origin (the package names one on the web)
@@ -65,6 +81,30 @@ PAGES = (
     RealPage("toolbelt", "https://toolbelt.pkg.test/index.html",
              (("toolbelt.pkg.test", Path("/usr/share/doc/python-requests-toolbelt-doc/html")),),
              "requests-toolbelt's documentation (Debian python-requests-toolbelt-doc: Sphinx, Read the Docs theme)"),
+    RealPage("jinja", "https://jinja.pkg.test/index.html", (("jinja.pkg.test", DOC / "python-jinja2-doc" / "html"),),
+             "Jinja's documentation (Debian python-jinja2-doc: Sphinx, the Pallets theme)"),
+    RealPage("flask", "https://flask.pkg.test/index.html", (("flask.pkg.test", DOC / "python-flask-doc" / "html"),),
+             "Flask's documentation (Debian python-flask-doc: Sphinx, the Pallets theme)"),
+    RealPage("sqlalchemy", "https://sqlalchemy.pkg.test/index.html",
+             (("sqlalchemy.pkg.test", DOC / "python-sqlalchemy-doc" / "html"),),
+             "SQLAlchemy's documentation (Debian python-sqlalchemy-doc: Sphinx, its own zzzeeksphinx theme)"),
+    RealPage("pygments", "https://pygments.pkg.test/index.html",
+             (("pygments.pkg.test", DOC / "python-pygments-doc" / "html"),),
+             "Pygments' documentation (Debian python-pygments-doc: Sphinx, its own theme)"),
+    RealPage("sphinx", "https://sphinx.pkg.test/index.html", (("sphinx.pkg.test", DOC / "sphinx-doc" / "html"),),
+             "Sphinx's own documentation (Debian sphinx-doc: its sphinx13 theme)"),
+    RealPage("mkdocs", "https://mkdocs.pkg.test/index.html", (("mkdocs.pkg.test", DOC / "mkdocs" / "html"),),
+             "MkDocs' documentation (Debian mkdocs-doc: MkDocs, its Bootstrap theme, jQuery)"),
+    RealPage("markdown", "https://markdown.pkg.test/index.html",
+             (("markdown.pkg.test", DOC / "python-markdown-doc" / "docs"),),
+             "Python-Markdown's documentation (Debian python-markdown-doc: MkDocs)"),
+    RealPage("eigen", "https://eigen.pkg.test/index.html", (("eigen.pkg.test", DOC / "libeigen3-dev" / "html"),),
+             "Eigen's reference (Debian libeigen3-doc: Doxygen, its menu and search drawn by its scripts)"),
+    RealPage("mathjax", "https://mathjax.pkg.test/test/sample-tex.html", (("mathjax.pkg.test", JS / "mathjax"),),
+             "MathJax 2.7 typesetting TeX on its own sample page (Debian libjs-mathjax: its web fonts)"),
+    RealPage("pdfjs", "https://pdfjs.pkg.test/web/viewer.html?file=/spec.pdf", (("pdfjs.pkg.test", PAGES_DIR / "pdfjs"),),
+             "pdf.js's viewer (Debian libjs-pdf) drawing the shared-mime-info specification (a PDF of Debian's "
+             "shared-mime-info)"),
 )
 
 
@@ -104,8 +144,22 @@ def ready() -> list[RealPage]:
 
 
 def install() -> None:
-    """Write the API page's initializer over the package's (scripts/setup, after unpacking it)."""
+    """Write the API page's initializer over the package's (scripts/setup, after unpacking it), and
+    link pdf.js's viewer and its PDF into one folder."""
     (PAGES_DIR / "swagger-ui" / "swagger-initializer.js").write_text(SWAGGER_INITIALIZER)
+    folder = PAGES_DIR / "pdfjs"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, target in PDFJS_LINKS.items():
+        link = folder / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+
+
+def expand(text: str) -> str:
+    """real:* in a list of pages, as every real page by name (pure): the corpus."""
+    return ",".join(",".join(f"real:{p.name}" for p in PAGES) if x.strip().lower() == "real:*" else x
+                    for x in text.split(","))
 
 
 class Real(PageKind):
