@@ -43,22 +43,11 @@ def role(cmdline: list[str]) -> str:
 
 def tree_cpu(root_pid: int) -> dict[str, dict[str, float]]:
     """User and system CPU seconds per role of a process and all its descendants, now."""
-    import psutil
     out: dict[str, dict[str, float]] = {}
-    try:
-        root = psutil.Process(root_pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return out
-    for p in procs:
-        try:
-            r = role(p.cmdline())
-            t = p.cpu_times()
-        except psutil.Error:
-            continue
+    for r, user_s, system_s in tree_pids(root_pid).values():
         d = out.setdefault(r, {"user_s": 0.0, "system_s": 0.0, "processes": 0})
-        d["user_s"] += t.user + getattr(t, "children_user", 0.0)
-        d["system_s"] += t.system + getattr(t, "children_system", 0.0)
+        d["user_s"] += user_s
+        d["system_s"] += system_s
         d["processes"] += 1
     return {k: {"user_s": round(v["user_s"], 3), "system_s": round(v["system_s"], 3), "processes": v["processes"]}
             for k, v in out.items()}

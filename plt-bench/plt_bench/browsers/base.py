@@ -31,13 +31,19 @@ START_MODES = ("kept", "fresh")
 START_DEFAULT = "kept"
 
 
-def parse_start(text: str | None, option: str = "--browser-start") -> str:
-    """--browser-start's mode (START_MODES); UsageError naming the option and the form."""
-    mode = (text or START_DEFAULT).strip().lower()
-    if mode not in START_MODES:
-        raise UsageError(f"{option}: '{text}' is not kept or fresh (kept: a browser kept across trials, a fresh "
-                         "context each; fresh: a new browser and profile each trial)")
+def parse_mode(text: str | None, modes: tuple[str, str], default: str, option: str, meanings: str) -> str:
+    """One of two modes of an option (pure): the text's, else the default; UsageError naming the option,
+    the two forms and what they mean."""
+    mode = (text or default).strip().lower()
+    if mode not in modes:
+        raise UsageError(f"{option}: '{text}' is not {modes[0]} or {modes[1]} ({meanings})")
     return mode
+
+
+def parse_start(text: str | None, option: str = "--browser-start") -> str:
+    """--browser-start's mode (START_MODES)."""
+    return parse_mode(text, START_MODES, START_DEFAULT, option, "kept: a browser kept across trials, a fresh context "
+                      "each; fresh: a new browser and profile each trial")
 
 
 def kept_refusals(repeat: bool, capture=(), screen: bool = False, benchmark: bool = False) -> list[str]:

@@ -24,7 +24,7 @@ import pwd
 import shutil
 from pathlib import Path
 
-from ..errors import EnvironmentProblem, UsageError
+from ..errors import EnvironmentProblem
 
 USER = "plt-browser"  # a system user of its own (scripts/setup makes it): no login, no home of its own
 MODES = ("on", "off")
@@ -32,11 +32,9 @@ DEFAULT = "on"
 
 
 def parse(text: str | None, option: str = "--browser-sandbox") -> str:
-    v = (text or DEFAULT).strip().lower()
-    if v not in MODES:
-        raise UsageError(f"{option}: '{text}' is not on or off (on: the browser as the unprivileged user {USER}, its "
-                         "sandbox on; off: as root without its sandbox)")
-    return v
+    from .base import parse_mode
+    return parse_mode(text, MODES, DEFAULT, option, f"on: the browser as the unprivileged user {USER}, its sandbox on; "
+                      "off: as root without its sandbox")
 
 
 def user_ids() -> tuple[int, int]:
