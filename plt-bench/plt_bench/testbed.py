@@ -386,6 +386,9 @@ class Testbed:
         if b.unsupported(wanted):
             raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
                              f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")
+        if b.resolves_by_hosts_file and self.discovery == "forced" and (self.replays or self.serve):
+            from .topology import write_client_hosts  # this load's hosts at this load's addresses (origins_for)
+            write_client_hosts(self.plan, origins)
         launch = b.launch(proto, origins, self.server.cert.spki_sha256_b64, str(profile), spoke=self.spoke(),
                           extra=tuple(visiting.get("args", ())), discovery=self.discovery)
         args = launch["args"] + (b.capture_args(self.capture.kinds, written, FILENAMES) if capture_dir else [])

@@ -99,9 +99,7 @@ class Plan:
                     "resolv.conf": "# plt-bench testbed " + self.prefix + ": its own name server, in the server "
                                    f"namespace; no lookup leaves the testbed\nnameserver {name_server}\n"
                                    "options timeout:1 attempts:1\n"}
-        hosts = "".join(f"{ip} {host}\n" for host, ip in self.origins)
-        return {"hosts": "# plt-bench testbed " + self.prefix + ": the server's origins\n127.0.0.1 localhost\n"
-                         + hosts,
+        return {"hosts": client_hosts(self.prefix, self.origins),
                 "resolv.conf": "# plt-bench testbed " + self.prefix + ": no lookup leaves the testbed\n"
                                "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"}
 
@@ -352,6 +350,26 @@ def our_prefixes() -> list[str]:
 
 
 NETNS_ETC = Path("/etc/netns")  # where `ip netns exec NS` finds the files it mounts over /etc's
+
+
+def client_hosts(prefix: str, origins: list[tuple[str, str]]) -> str:
+    """The client namespace's hosts file naming these origins (host, address) (pure)."""
+    return ("# plt-bench testbed " + prefix + ": the server's origins\n127.0.0.1 localhost\n"
+            + "".join(f"{ip} {host}\n" for host, ip in origins))
+
+
+def write_client_hosts(plan: "Plan", origins: list[tuple[str, str]]) -> None:
+    """The client namespace's hosts file rewritten in place for one load's origins: a browser that
+    resolves through it (Firefox) finds a recording's or a served folder's hosts at the addresses this
+    load's are at. In place: `ip netns exec` bind-mounted the file over the worker's /etc/hosts, and
+    the mount keeps the file it was made with."""
+    path = NETNS_ETC / plan.client_ns / "hosts"
+    text = client_hosts(plan.prefix, origins)
+    with open(path, "r+") as f:
+        if f.read() != text:
+            f.seek(0)
+            f.write(text)
+            f.truncate()
 
 
 def write_client_etc(plan: "Plan", name_server: str | None = None) -> None:

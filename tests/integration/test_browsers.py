@@ -105,8 +105,8 @@ def test_a_firefox_repeat_visit_resumes_every_origin_in_0rtt_and_leaves_its_log_
 
 
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
-    with pytest.raises(UsageError, match="--browser firefox: not supported yet with recordings"):
-        firefox_bed.load("h3", Page(0, url=page_url(HOST, "/index.html")), 30.0)  # a served folder's page (record, bench-replay)
+    with pytest.raises(UsageError, match="--browser firefox: not supported yet with per-origin"):
+        firefox_bed.load("as-recorded", Page(0, url=page_url(HOST, "/index.html")), 30.0)  # each origin its own
     with pytest.raises(ValueError, match="a Chromium load on a testbed of firefox"):
         firefox_bed.load("h3", Page(5000), 30.0, browser="chromium")
 

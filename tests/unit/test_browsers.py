@@ -61,7 +61,8 @@ def test_firefox_writes_its_key_log_through_nss_and_chromium_through_its_flag():
 
 def test_what_a_browser_cannot_do_yet_is_named():
     wanted = {"repeat", "har", "origins", "recordings", "netlog", "per-origin"}
-    assert firefox.FIREFOX.unsupported(wanted) == ["har", "per-origin", "recordings"]
+    assert firefox.FIREFOX.unsupported(wanted) == ["har", "per-origin"]
+    assert firefox.FIREFOX.resolves_by_hosts_file and not chromium.CHROMIUM.resolves_by_hosts_file
     assert chromium.CHROMIUM.unsupported(wanted) == []
     assert browsers.asked(False, True, False, ("pcap", "har"), recordings=True) == {"origins", "har", "recordings"}
 
@@ -231,3 +232,10 @@ def test_a_kept_browser_serves_the_requests_of_its_flags_whatever_their_profile(
     assert worker._kept_key(a) != worker._kept_key({**a, "args": chromium.chromium_args("h1", ONE, "H=", "/run/p/t1")})
     assert worker._kept_key(a) != worker._kept_key({**a, "cgroup_procs": ["/sys/fs/cgroup/cpu/x/cgroup.procs"]})
     assert worker._kept_key(a) != worker._kept_key({**a, "sandbox": True})
+
+
+def test_the_client_hosts_file_names_one_loads_origins_and_localhost_only():
+    from plt_bench.topology import client_hosts
+    text = client_hosts("pb7", [("docs.pkg.test", "198.19.7.20"), ("api.pkg.test", "198.19.7.21")])
+    assert text.splitlines() == ["# plt-bench testbed pb7: the server's origins", "127.0.0.1 localhost",
+                                 "198.19.7.20 docs.pkg.test", "198.19.7.21 api.pkg.test"]

@@ -77,6 +77,9 @@ class Browser:
     # as-recorded origins): a request for anything else is refused by name (unsupported)
     features: frozenset[str] = frozenset()
     keeps_contexts = False  # a kept browser gives each trial a fresh context of its own (new_context)
+    # its names resolve through the client namespace's hosts file (which the testbed writes for each
+    # load that replays or serves a folder), not through its launch (Chromium's resolver rules)
+    resolves_by_hosts_file = False
 
     def launch(self, proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
                spoke: dict[str, str] | None = None, extra=(), discovery: str = "forced") -> dict:

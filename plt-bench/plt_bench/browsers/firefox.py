@@ -19,9 +19,10 @@ would leave the load time.
 
 Repeat visits: the first load's connections closed and its caches emptied through Marionette's
 chrome context (geckodriver --allow-system-access), 0-RTT read from Firefox's HTTP log (MOZ_LOG).
-Captures: the key log (NSS's SSLKEYLOGFILE) and that HTTP log (netlog). Not yet: recordings (hosts
-that resolve per page), per-origin protocols (as-recorded), HAR and visual progress; a request for
-one of them is refused by name (Browser.unsupported).
+Captures: the key log (NSS's SSLKEYLOGFILE) and that HTTP log (netlog). Recordings and served folders:
+names through the client namespace's hosts file, which the testbed writes for each such load
+(resolves_by_hosts_file). Not yet: per-origin protocols (as-recorded), HAR and visual progress; a
+request for one of them is refused by name (Browser.unsupported).
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ UNTIMED_SLACK_MS = 2.0  # Firefox's Navigation Timing jitter: instants this clos
 
 class Firefox(Browser):
     name, label = "firefox", "Firefox"
-    features = frozenset({"origins", "keylog", "repeat", "netlog"})
+    features = frozenset({"origins", "keylog", "repeat", "netlog", "recordings"})
+    resolves_by_hosts_file = True
     netlog_file = "netlog" + HTTP_LOG_SUFFIX
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=(), discovery="forced") -> dict:
