@@ -102,23 +102,26 @@ def test_a_real_page_its_script_renders_is_recorded_and_replays_over_every_proto
         assert all(e.get("_error") == "net::ERR_NAME_NOT_RESOLVED" for e in outside), outside
         assert outside or not ok, hars  # every ok trial's page asked for it (a refused one may have kept no HAR)
         assert not any("validator" in json.dumps(json.loads(t["replay_json"])) for t in rows)
-        # Firefox replays the same two-origin recording (issue 48): its names resolved through the client's
-        # hosts file as this load's origins are, every response proven at both ends, both origins used
+        # Firefox replays the same two-origin recording (issue 48), forced and as recorded: its names resolved
+        # through the client's hosts file as this load's origins are, every response proven at both ends
         ff = tmp_path / "firefox.sqlite"
-        r = run_cli("run", "--size", f"har:{name}", "--browser", "firefox", "--proto", "h3,h1", "--runs", "1", "--bw",
+        r = run_cli("run", "--size", f"har:{name}", "--browser", "firefox", "--proto", "h3,h1,as-recorded", "--runs", "1", "--bw",
                     "10mbit", "--rtt", "20ms", "--verify", "off", "--testbed", "227", "--results", str(ff),
                     "--no-report", timeout=600)
         assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
         rows = _trials(ff)
         ok = ok_slots(rows, lambda t: t["proto"])
-        if ok != {"h3", "h1"}:
+        if ok != {"h3", "h1", "as-recorded"}:
             machine_refused_row(next(x for x in rows if x["status"] != "ok"))
         for t in (x for x in rows if x["status"] == "ok"):
             evidence = json.loads(t["replay_json"])
             assert t["browser"] == "firefox" and t["unrecorded"] == 0 and evidence["unrecorded"] == [], evidence
             assert evidence["proven"] == evidence["served"] >= 6 and evidence["document_proven"], evidence
             assert set(json.loads(t["connections_json"])) == {"docs.pkg.test", "api.pkg.test"}
-            assert t["next_hop_protocol"] == {"h3": "h3", "h1": "http/1.1"}[t["proto"]], t
+            if t["proto"] == "as-recorded":  # the first party over h3, the API's origin over h1, as recorded
+                assert set(evidence["protocols"]) == {"h3", "h1"} and evidence["protocols"]["h1"] >= 1, evidence
+            else:
+                assert t["next_hop_protocol"] == {"h3": "h3", "h1": "http/1.1"}[t["proto"]], t
     finally:
         shutil.rmtree(replay_root(SITES, name), ignore_errors=True)
     assert _nothing("pb227") and system_state() == before

@@ -32,11 +32,17 @@ def test_firefox_is_forced_to_each_protocol_by_its_prefs(proto, h3, h2):
         assert not any("alt-svc-mapping" in k for k in p)
 
 
-def test_firefox_forces_every_origin_and_refuses_what_its_forcing_cannot_express():
-    many = firefox.firefox_prefs("h3", [("plt.test", "198.19.0.2"), ("plt-o1.test", "198.19.0.11")])
+def test_firefox_forces_every_origin_or_each_origin_to_its_own():
+    """Forced: h3 mapped onto every origin. As recorded: onto the recording's h3 hosts alone, HTTP/2 on
+    (the h2 and h1 hosts' servers offer their own alone), no HTTP/3 at all where none spoke it."""
+    two = [("plt.test", "198.19.0.2"), ("plt-o1.test", "198.19.0.11")]
+    many = firefox.firefox_prefs("h3", two)
     assert many["network.http.http3.alt-svc-mapping-for-testing"] == "plt.test;h3=:443,plt-o1.test;h3=:443"
-    with pytest.raises(ValueError, match="--proto as-recorded is not supported yet"):
-        firefox.firefox_prefs("as-recorded", ONE)
+    mixed = firefox.firefox_prefs("as-recorded", two, {"plt.test": "h3", "plt-o1.test": "h1"})
+    assert mixed["network.http.http3.alt-svc-mapping-for-testing"] == "plt.test;h3=:443"
+    assert mixed["network.http.http3.enable"] and mixed["network.http.http2.enabled"]
+    tcp = firefox.firefox_prefs("as-recorded", two, {"plt.test": "h2", "plt-o1.test": "h1"})
+    assert not tcp["network.http.http3.enable"] and "network.http.http3.alt-svc-mapping-for-testing" not in tcp
     with pytest.raises(ValueError):
         firefox.firefox_prefs("sctp", ONE)
 
@@ -61,7 +67,7 @@ def test_firefox_writes_its_key_log_through_nss_and_chromium_through_its_flag():
 
 def test_what_a_browser_cannot_do_yet_is_named():
     wanted = {"repeat", "har", "origins", "recordings", "netlog", "per-origin"}
-    assert firefox.FIREFOX.unsupported(wanted) == ["har", "per-origin"]
+    assert firefox.FIREFOX.unsupported(wanted) == ["har"]
     assert firefox.FIREFOX.resolves_by_hosts_file and not chromium.CHROMIUM.resolves_by_hosts_file
     assert chromium.CHROMIUM.unsupported(wanted) == []
     assert browsers.asked(False, True, False, ("pcap", "har"), recordings=True) == {"origins", "har", "recordings"}

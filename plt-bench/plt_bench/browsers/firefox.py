@@ -21,8 +21,9 @@ Repeat visits: the first load's connections closed and its caches emptied throug
 chrome context (geckodriver --allow-system-access), 0-RTT read from Firefox's HTTP log (MOZ_LOG).
 Captures: the key log (NSS's SSLKEYLOGFILE) and that HTTP log (netlog). Recordings and served folders:
 names through the client namespace's hosts file, which the testbed writes for each such load
-(resolves_by_hosts_file). Not yet: per-origin protocols (as-recorded), HAR and visual progress; a
-request for one of them is refused by name (Browser.unsupported).
+(resolves_by_hosts_file). As recorded (per-origin): h3 mapped onto the recording's h3 hosts alone,
+the other servers offering their own by ALPN. Not yet: HAR and visual progress; a request for one of
+them is refused by name (Browser.unsupported).
 """
 
 from __future__ import annotations
@@ -64,20 +65,26 @@ QUIET_PREFS = {
 NO_BACKUP_MS = 3_600_000
 
 
-def firefox_prefs(proto: str, origins: list[tuple[str, str]]) -> dict:
+def firefox_prefs(proto: str, origins: list[tuple[str, str]], spoke: dict[str, str] | None = None) -> dict:
     """The preferences of one trial (pure; unit-tested): the origins forced to the protocol (their
-    names resolve through the testbed's hosts file). ValueError for a protocol Firefox cannot be
-    forced to per origin (as-recorded)."""
+    names resolve through the testbed's hosts file). As recorded (per_origin): spoke gives each host's
+    own protocol; h3 is mapped onto the h3 hosts alone, and the others' servers offer theirs alone
+    (ALPN: h2 or http/1.1), so HTTP/2 stays on, as Chromium's flags leave it."""
     protocol = protocols.get(proto)
     if protocol.per_origin:
-        raise ValueError(f"firefox: --proto {proto} is not supported yet (one protocol for every origin)")
-    quic = protocol.transport == "QUIC"
+        quic_hosts = [h for h, _ in origins if (spoke or {}).get(h) in protocols.NAMES
+                      and protocols.get(spoke[h]).transport == "QUIC"]
+        h2 = True
+    else:
+        quic_hosts = [h for h, _ in origins] if protocol.transport == "QUIC" else []
+        h2 = protocol.name != "h1"
+    quic = bool(quic_hosts)
     prefs = {**QUIET_PREFS,
              "network.http.http3.enable": quic,
              "network.http.http3.disable_when_third_party_roots_found": False,
-             "network.http.http2.enabled": protocol.name != "h1"}
+             "network.http.http2.enabled": h2}
     if quic:
-        prefs["network.http.http3.alt-svc-mapping-for-testing"] = ",".join(f"{h};h3=:443" for h, _ in origins)
+        prefs["network.http.http3.alt-svc-mapping-for-testing"] = ",".join(f"{h};h3=:443" for h in quic_hosts)
         prefs["network.http.http3.force-use-alt-svc-mapping-for-testing"] = True
         # no TCP "backup" connection racing QUIC: Firefox opens one for a request still waiting for
         # its HTTP/3 connection after this delay (100 ms by default: seen firing 25 ms into a repeat
@@ -133,12 +140,12 @@ UNTIMED_SLACK_MS = 2.0  # Firefox's Navigation Timing jitter: instants this clos
 
 class Firefox(Browser):
     name, label = "firefox", "Firefox"
-    features = frozenset({"origins", "keylog", "repeat", "netlog", "recordings"})
+    features = frozenset({"origins", "keylog", "repeat", "netlog", "recordings", "per-origin"})
     resolves_by_hosts_file = True
     netlog_file = "netlog" + HTTP_LOG_SUFFIX
 
     def launch(self, proto, origins, spki_b64, profile_dir, spoke=None, extra=(), discovery="forced") -> dict:
-        return {"browser": self.name, "prefs": firefox_prefs(proto, origins), "args": firefox_args(profile_dir)}
+        return {"browser": self.name, "prefs": firefox_prefs(proto, origins, spoke), "args": firefox_args(profile_dir)}
 
     def emulation(self, screen) -> dict:
         return firefox_emulation(screen)
