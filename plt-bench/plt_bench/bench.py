@@ -454,37 +454,57 @@ REPLAY_METRICS = (("FCP", "fcp_ms"), ("LCP", "lcp_ms"), ("PLT", "plt_ms"))
 
 
 def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms",
-           out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
-    """Each real page (plt_bench.pages.real) recorded afresh from its folders served as they are, then
-    measured live and replayed through the same link, protocols interleaved: the replay's medians
-    beside the live page's."""
+           out: Callable[[str], None] = print, pages: str = "swagger,toolbelt",
+           browser: str = "chromium") -> tuple[dict, list[str]]:
+    """Each real page named (plt_bench.pages.real; '*': the corpus) recorded afresh from its folders
+    served as they are, then measured live and replayed through the same link in each browser,
+    protocols (and browsers) interleaved: the replay's medians beside the live page's."""
     import shutil
     from . import recorder as record
     from .pages import real as realpages
     from .pages import DEFAULT_SITES, replay_root
+    from .units import split_list
     counts: dict = {}
-    lines = [f"replay against the live page, {bw} and {rtt}, {runs} runs per protocol (medians; replay / live "
-             f"within +-{REPLAY_TOLERANCE:.0%})"]
+    lines = [f"replay against the live page, {bw} and {rtt}, {runs} runs per protocol and browser (medians; replay "
+             f"/ live within +-{REPLAY_TOLERANCE:.0%})"]
+    names = [p.name for p in realpages.PAGES] if pages.strip() == "*" else split_list(pages, "--pages")
+    chosen = [realpages.by_name(n, "--pages") for n in dict.fromkeys(names)]
     from .parts import ensure
     ensure({"pages": "bench-replay"}, out)
-    for page in realpages.ready():
+    realpages.ready()
+    within = 0
+    for page in chosen:
         name = f"bench-{page.name}"
         shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)  # recorded afresh every time
         record.record_served([page.url], [name], [(h, d, "") for h, d in page.serve], DEFAULT_SITES, note=out)
         spec = campaign.bare({"size": f"url:{page.url},har:{name}", "serve": page.serve_option, "proto": "all",
-                              "runs": runs, "bw": bw, "rtt": rtt, "name": f"bench-replay-{page.name}"})
+                              "runs": runs, "bw": bw, "rtt": rtt, "name": f"bench-replay-{page.name}",
+                              "browser": browser})
         c, trials, _ = _run(spec, results, out)
         for k, v in c.items():
             if isinstance(v, int):
                 counts[k] = counts.get(k, 0) + v
-        lines += replay_lines(page, name, trials)
+        page_lines = replay_lines(page, name, trials)
+        within += all(" OUT" not in x for x in page_lines)
+        lines += page_lines
+    lines.append(f"  pages whose every figure held within +-{REPLAY_TOLERANCE:.0%} in every browser: {within} of "
+                 f"{len(chosen)}")
     return counts, lines
 
 
 def replay_lines(page, name: str, trials: list[Trial]) -> list[str]:
+    """One page's replay against its live load, per browser and protocol (pure)."""
+    lines = [f"  {page.name}: {page.what}"]
+    for browser in sorted({t.browser or "chromium" for t in trials}, key=lambda b: (b != "chromium", b)):
+        lines += _replay_browser_lines(page, name, [t for t in trials if (t.browser or "chromium") == browser],
+                                       browser)
+    return lines
+
+
+def _replay_browser_lines(page, name: str, trials: list[Trial], browser: str) -> list[str]:
     import collections
     import json
-    lines = [f"  {page.name}: {page.what}"]
+    lines = []
     for proto in protocols.NAMES:
         live = [t for t in trials if t.proto == proto and t.page == f"url:{page.url}"]
         rep = [t for t in trials if t.proto == proto and t.page == f"har:{name}"]
@@ -504,7 +524,7 @@ def replay_lines(page, name: str, trials: list[Trial]) -> list[str]:
         unrecorded = sum(t.unrecorded or 0 for t in rep)
         overhead = lambda ts: statistics.median([t.wall_s - t.plt_ms / 1000 for t in ts]) if ts else float("nan")  # noqa: E731
         query = sum(len(json.loads(t.replay_json or "{}").get("query_matched", [])) for t in rok)
-        lines.append(f"    {proto}: {'; '.join(parts)}; LCP element {element(rok)} (live {element(lok)}); ok "
+        lines.append(f"    {browser} {proto}: {'; '.join(parts)}; LCP element {element(rok)} (live {element(lok)}); ok "
                      f"{len(rok)}/{len(rep)} replayed, {len(lok)}/{len(live)} live; unrecorded {unrecorded}; matched by "
                      f"query {query}; beyond the load {overhead(rok):.2f} s replayed, {overhead(lok):.2f} s live")
     return lines

@@ -161,10 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     lit.add_argument("--entries", default="network,cpu", metavar="NAMES",
                      help="which entries, comma-separated: network, cpu, fairness (default: network,cpu)")
     add(lit, "runs", "results", defaults={"runs": "10"})
-    add(cmd_parser("bench-replay", "benchmark: each real page (plt_bench.pages.real) recorded, then replayed and "
-                                   "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
-                                   "page's"),
-        "runs", "bw", "rtt", "results", defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
+    rep = cmd_parser("bench-replay", "benchmark: each real page (plt_bench.pages.real) recorded, then replayed and "
+                                     "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
+                                     "page's, per browser")
+    rep.add_argument("--pages", default="swagger,toolbelt", metavar="NAMES",
+                     help="which real pages, comma-separated, or * for the whole corpus (default: swagger,toolbelt)")
+    add(rep, "runs", "bw", "rtt", "browser", "results", defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
     add(cmd_parser("bench-device", "benchmark the CPU budget: per browser and budget, the page loop's slowdown "
                                    "against the budget's factor (prints ratios)"),
         "runs", "cpu", "results", defaults={"runs": "5", "cpu": "1,0.5,0.25"})
@@ -280,7 +282,8 @@ def cmd_bench(a) -> int:
               "bench-campaign": lambda: bench.campaign_overhead(_results(a), a.bw, a.size, out=_say),
               "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say,
                                                            entries=_entries(a.entries)),
-              "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say),
+              "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say, pages=a.pages,
+                                                   browser=a.browser or "chromium"),
               "bench-device": lambda: bench.device(_results(a), a.runs, a.cpu, out=_say)}[a.command]
     counts, lines = runner()
     _say("\n" + "\n".join(lines))

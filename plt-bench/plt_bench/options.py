@@ -65,7 +65,8 @@ def _table() -> dict[str, Option]:
                pytest_flag="--page-timeout"),  # pytest-timeout owns --timeout
         Option("results", "results store"),
         Option("browser", "the browsers that load the pages, comma-separated: chromium (default), firefox (Firefox ESR: "
-                          "pages of one origin, one protocol for every origin; docs/browsers.md), or chromium,firefox "
+                          "every page kind, recordings and the corpus too; not yet the HAR and visual captures; "
+                          "docs/browsers.md), or chromium,firefox "
                           "(an axis: interleaved in the seeded order, as --cc is; --compare browser)"),
         Option("browser_sandbox", "on (default): the browser runs as the unprivileged user plt-browser with its own "
                                   "sandbox on (a page is untrusted content); off: as root without its sandbox, as "

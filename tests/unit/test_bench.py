@@ -167,3 +167,25 @@ def test_the_bias_check_pairs_each_cell_of_the_two_browser_starts_and_tests_the_
     assert any("no difference shown" in x for x in bias_lines(noisy, fresh) if x.startswith("  PLT over")), \
         bias_lines(noisy, fresh)
     assert any("too few cells (2)" in x for x in bias_lines(faster[:2], fresh[:2]))
+
+
+def test_the_replay_benchmark_puts_each_browsers_replay_beside_its_live_load():
+    """bench-replay: per browser and protocol, the replay's medians over the live page's; a figure off by
+    more than 15% says OUT."""
+    from types import SimpleNamespace
+
+    from plt_bench.bench import replay_lines
+    page = SimpleNamespace(name="jinja", url="https://jinja.pkg.test/index.html", what="Jinja's documentation")
+    trials = []
+    for browser, replayed in (("chromium", 1000.0), ("firefox", 1300.0)):
+        for label in ("url:https://jinja.pkg.test/index.html", "har:bench-jinja"):
+            plt = replayed if label.startswith("har:") else 1000.0
+            trials += [trial(seq=len(trials), proto="h3", plt=plt, page=None, browser=browser, fcp_ms=plt / 2,
+                             lcp_ms=plt / 2, unrecorded=0) for _ in range(3)]
+    trials = [replace(t, page=("url:https://jinja.pkg.test/index.html" if i % 6 < 3 else "har:bench-jinja"))
+              for i, t in enumerate(trials)]
+    lines = replay_lines(page, "bench-jinja", trials)
+    chromium = next(x for x in lines if x.startswith("    chromium h3:"))
+    firefox = next(x for x in lines if x.startswith("    firefox h3:"))
+    assert " OUT" not in chromium and "PLT 1000/1000 ms = 1.000" in chromium, chromium
+    assert "PLT 1300/1000 ms = 1.300 OUT" in firefox, firefox
