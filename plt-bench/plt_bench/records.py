@@ -74,6 +74,7 @@ class WorkerAnswer(TypedDict, total=False):
     kept_started: bool          # the kept browser was started for this trial (its launch in launch_s)
     context_s: float            # a kept browser: the trial's context opened in (its renderer's start)
     context_error: str          # a kept browser could not end the trial's context: it was ended itself
+    prepare_error: str          # why the prepare request before this trial failed (it started its own)
     gate: dict                  # the idle gate between the launch and the navigation (cpu.wait_idle), when asked
     visual: dict                # the load's visual progress (plt_bench.visual.metrics) or {"error"}, when asked
     resources_waited: dict      # objects whose entries were waited for (expect_resources): {"missing", "waited_ms"}

@@ -345,8 +345,13 @@ class Testbed:
         from .errors import TestbedBroken
         keep = {self.worker.proc.pid} if self.worker and self.worker.proc else set()
         if keep and (self._prepared or self._kept):  # the next trial's browser, started early, or a kept one: the worker's
+            # its start done first: a driver the worker was starting while the table below was read is not in it,
+            # and was killed as a stray (a kept browser's first prepare failed so, 'chromedriver ... exited -9')
+            self.worker.settle()
+        listed = pids_in(self.plan.client_ns)  # before the table: every process listed is in it
+        if keep and (self._prepared or self._kept):
             keep |= procs.descendants({p: row[0] for p, row in procs.table().items()}, self.worker.proc.pid)
-        strays = [p for p in pids_in(self.plan.client_ns) if p not in keep and procs.alive(p)]
+        strays = [p for p in listed if p not in keep and procs.alive(p)]
         left = procs.kill_and_reap(strays) if strays else []
         if left:
             raise TestbedBroken(f"processes {left} in {self.plan.client_ns} would not die; no trial can run beside them")

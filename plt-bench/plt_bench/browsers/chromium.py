@@ -226,7 +226,7 @@ class Chromium(Browser):
         try:
             ctx = dev.call("Target.createBrowserContext", disposeOnDetach=False)["browserContextId"]
             target = dev.call("Target.createTarget", url="about:blank", browserContextId=ctx)["targetId"]
-            driver.switch_to.window(target)  # chromedriver's window handles are the targets' ids
+            _switch_when_known(driver, target)  # chromedriver's window handles are the targets' ids
         except Exception:
             dev.close()
             raise
@@ -286,6 +286,23 @@ def read_netlog(path: str) -> dict:
 
 
 CHROMIUM = Chromium()
+
+
+def _switch_when_known(driver, target: str, wait_s: float = 5.0) -> None:
+    """The driver on a window DevTools just made: chromedriver learns of a new target on its own time,
+    and until then refuses to switch to it (no such window); asked again every 20 ms, wait_s at most."""
+    import time
+
+    from selenium.common.exceptions import NoSuchWindowException
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            driver.switch_to.window(target)
+            return
+        except NoSuchWindowException:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 class DevTools:

@@ -35,6 +35,7 @@ Answer:  {"nav": {...} | null, "resources": [{RESOURCE_FIELDS}] (the page's sub-
           "cpu_series": [{"t_s", "role", "user_s", "system_s"}] (when cpu_series is asked for),
           "strays_killed": processes of the trial killed at its end, "strays_left": ones that would not die,
           "prelaunched": true when the browser had been started by a prepare request,
+          "prepare_error": why the prepare request before this one failed (the trial started its own),
           "gate": the idle gate's figures (cpu.wait_idle), when the request asks for it ("gate": true)}
 
 A request {"prepare": {request}} starts the next trial's chromedriver + Chromium (its own fresh
@@ -175,6 +176,7 @@ def versions() -> dict:
 
 
 _PREPARED: dict = {}  # the next trial's browser, started by a prepare request: {"key", "driver", "launch_s", ...}
+_PREPARE_FAILED: dict = {}  # why the last prepare request failed ({"error"}), told by the next trial's answer
 
 
 def _key(req: dict) -> tuple:
@@ -270,8 +272,9 @@ def prepare(req: dict) -> dict:
     if req.get("keep"):
         try:
             driver, ctx, entry = _open_context(req, out)
-        except Exception as e:  # noqa: BLE001 - the request will open its own
-            return {"prepared": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        except Exception as e:  # noqa: BLE001 - the request will open its own, and say why it had to
+            _PREPARE_FAILED["error"] = f"{type(e).__name__}: {e}"[:300]
+            return {"prepared": False, "error": _PREPARE_FAILED["error"]}
         _PREPARED.update(key=_key(req), driver=driver, context=ctx, launch_s=time.monotonic() - t0,
                          launch_attempts=out.get("launch_attempts", 1), profile_dir=None,
                          kept={k: out[k] for k in ("context_s", "browser_loads", "kept_started")})
@@ -279,10 +282,11 @@ def prepare(req: dict) -> dict:
     end_kept()  # a fresh browser's trial: nothing of a kept one idles beside it
     try:
         driver = _start_browser(req, out)
-    except Exception as e:  # noqa: BLE001 - the request will start its own browser
+    except Exception as e:  # noqa: BLE001 - the request will start its own browser, and say why it had to
         _sweep(req["profile_dir"], {})
         shutil.rmtree(req["profile_dir"], ignore_errors=True)
-        return {"prepared": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        _PREPARE_FAILED["error"] = f"{type(e).__name__}: {e}"[:300]
+        return {"prepared": False, "error": _PREPARE_FAILED["error"]}
     _PREPARED.update(key=_key(req), driver=driver, launch_s=time.monotonic() - t0,
                      launch_attempts=out.get("launch_attempts", 1), profile_dir=req["profile_dir"])
     return {"prepared": True, "launch_s": _PREPARED["launch_s"]}
@@ -354,6 +358,8 @@ def one_trial(req: dict) -> dict:
     driver = sampler = cpu0 = cast = context = None
     kept = bool(req.get("keep"))
     out["browser_start"] = "kept" if kept else "fresh"
+    if _PREPARE_FAILED:
+        out["prepare_error"] = _PREPARE_FAILED.pop("error")
     try:
         ready = _take_prepared(req)
         if ready:
