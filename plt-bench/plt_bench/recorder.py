@@ -373,6 +373,8 @@ def served_not_in_har(entries: list[dict], log: dict, serve: list[tuple[str, Pat
     import base64
     import mimetypes
     from urllib.parse import unquote, urlsplit
+
+    from .pages import page_url
     have = set()
     for e in log.get("entries", []):
         u = urlsplit(e["request"]["url"])
@@ -397,7 +399,7 @@ def served_not_in_har(entries: list[dict], log: dict, serve: list[tuple[str, Pat
         seen.add((host, uri))
         mime = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         out.append({"startedDateTime": log.get("pages", [{}])[0].get("startedDateTime", "1970-01-01T00:00:00.000Z"),
-                    "time": 0, "request": {"method": "GET", "url": f"https://{host}{uri}", "httpVersion": e.get("proto")
+                    "time": 0, "request": {"method": "GET", "url": page_url(host, uri), "httpVersion": e.get("proto")
                                            or "h2", "cookies": [], "headers": [], "queryString": [],
                                            "headersSize": -1, "bodySize": 0},
                     "response": {"status": 200, "statusText": "", "httpVersion": e.get("proto") or "h2",

@@ -175,14 +175,16 @@ def test_the_replay_benchmark_puts_each_browsers_replay_beside_its_live_load():
     from types import SimpleNamespace
 
     from plt_bench.bench import replay_lines
-    page = SimpleNamespace(name="jinja", url="https://jinja.pkg.test/index.html", what="Jinja's documentation")
+    from plt_bench.pages import page_url
+    url = page_url("jinja.pkg.test", "/index.html")
+    page = SimpleNamespace(name="jinja", url=url, what="Jinja's documentation")
     trials = []
     for browser, replayed in (("chromium", 1000.0), ("firefox", 1300.0)):
-        for label in ("url:https://jinja.pkg.test/index.html", "har:bench-jinja"):
+        for label in (f"url:{url}", "har:bench-jinja"):
             plt = replayed if label.startswith("har:") else 1000.0
             trials += [trial(seq=len(trials), proto="h3", plt=plt, page=None, browser=browser, fcp_ms=plt / 2,
                              lcp_ms=plt / 2, unrecorded=0) for _ in range(3)]
-    trials = [replace(t, page=("url:https://jinja.pkg.test/index.html" if i % 6 < 3 else "har:bench-jinja"))
+    trials = [replace(t, page=(f"url:{url}" if i % 6 < 3 else "har:bench-jinja"))
               for i, t in enumerate(trials)]
     lines = replay_lines(page, "bench-jinja", trials)
     chromium = next(x for x in lines if x.startswith("    chromium h3:"))

@@ -305,7 +305,7 @@ def test_what_a_pages_worker_fetched_is_taken_from_the_servers_log_and_its_folde
     (site / "index.html").write_text("<p>x</p>")
     (tmp_path / "secret").write_text("no")
     log = {"pages": [{"startedDateTime": "2026-11-28T05:00:00.000Z"}],
-           "entries": [{"request": {"url": "https://m.pkg.test/index.html"}}]}
+           "entries": [{"request": {"url": pages.page_url("m.pkg.test", "/index.html")}}]}
     served = [{"host": "m.pkg.test", "uri": "/index.html", "status": 200, "method": "GET", "proto": "h2"},
               {"host": "m.pkg.test", "uri": "/search/worker.js", "status": 200, "method": "GET", "proto": "h2"},
               {"host": "m.pkg.test", "uri": "/search/worker.js", "status": 200, "method": "GET", "proto": "h2"},
@@ -314,7 +314,7 @@ def test_what_a_pages_worker_fetched_is_taken_from_the_servers_log_and_its_folde
               {"host": "other.pkg.test", "uri": "/a.js", "status": 200, "method": "GET"},
               {"host": "m.pkg.test", "uri": "/%2e%2e/secret", "status": 200, "method": "GET"}]
     got = served_not_in_har(served, log, [("m.pkg.test", site, "")])
-    assert [e["request"]["url"] for e in got] == ["https://m.pkg.test/search/worker.js"]
+    assert [e["request"]["url"] for e in got] == [pages.page_url("m.pkg.test", "/search/worker.js")]
     content = got[0]["response"]["content"]
     assert content["mimeType"] in ("application/javascript", "text/javascript") and content["size"] == 21
     assert base64.b64decode(content["text"]) == b"onmessage = () => {};"

@@ -30,7 +30,7 @@ from pathlib import Path
 from .. import cmd
 from ..errors import EnvironmentProblem, UsageError
 from . import archive
-from .base import MIN_PAGE_BYTES, REPLAY_NAME_RE, Page, PageKind, parse_page, register
+from .base import MIN_PAGE_BYTES, REPLAY_NAME_RE, Page, PageKind, page_url, parse_page, register
 
 PAGES_DIR = cmd.PROJECT_ROOT / ".tools" / "pages"  # npm packages unpacked by scripts/setup
 DOC = Path("/usr/share/doc")
@@ -81,30 +81,28 @@ PAGES = (
     RealPage("toolbelt", "https://toolbelt.pkg.test/index.html",
              (("toolbelt.pkg.test", Path("/usr/share/doc/python-requests-toolbelt-doc/html")),),
              "requests-toolbelt's documentation (Debian python-requests-toolbelt-doc: Sphinx, Read the Docs theme)"),
-    RealPage("jinja", "https://jinja.pkg.test/index.html", (("jinja.pkg.test", DOC / "python-jinja2-doc" / "html"),),
-             "Jinja's documentation (Debian python-jinja2-doc: Sphinx, the Pallets theme)"),
-    RealPage("flask", "https://flask.pkg.test/index.html", (("flask.pkg.test", DOC / "python-flask-doc" / "html"),),
-             "Flask's documentation (Debian python-flask-doc: Sphinx, the Pallets theme)"),
-    RealPage("sqlalchemy", "https://sqlalchemy.pkg.test/index.html",
-             (("sqlalchemy.pkg.test", DOC / "python-sqlalchemy-doc" / "html"),),
-             "SQLAlchemy's documentation (Debian python-sqlalchemy-doc: Sphinx, its own zzzeeksphinx theme)"),
-    RealPage("pygments", "https://pygments.pkg.test/index.html",
-             (("pygments.pkg.test", DOC / "python-pygments-doc" / "html"),),
-             "Pygments' documentation (Debian python-pygments-doc: Sphinx, its own theme)"),
-    RealPage("sphinx", "https://sphinx.pkg.test/index.html", (("sphinx.pkg.test", DOC / "sphinx-doc" / "html"),),
-             "Sphinx's own documentation (Debian sphinx-doc: its sphinx13 theme)"),
-    RealPage("mkdocs", "https://mkdocs.pkg.test/index.html", (("mkdocs.pkg.test", DOC / "mkdocs" / "html"),),
-             "MkDocs' documentation (Debian mkdocs-doc: MkDocs, its Bootstrap theme, jQuery)"),
-    RealPage("markdown", "https://markdown.pkg.test/index.html",
-             (("markdown.pkg.test", DOC / "python-markdown-doc" / "docs"),),
-             "Python-Markdown's documentation (Debian python-markdown-doc: MkDocs)"),
-    RealPage("eigen", "https://eigen.pkg.test/index.html", (("eigen.pkg.test", DOC / "libeigen3-dev" / "html"),),
-             "Eigen's reference (Debian libeigen3-doc: Doxygen, its menu and search drawn by its scripts)"),
-    RealPage("mathjax", "https://mathjax.pkg.test/test/sample-tex.html", (("mathjax.pkg.test", JS / "mathjax"),),
-             "MathJax 2.7 typesetting TeX on its own sample page (Debian libjs-mathjax: its web fonts)"),
-    RealPage("pdfjs", "https://pdfjs.pkg.test/web/viewer.html?file=/spec.pdf", (("pdfjs.pkg.test", PAGES_DIR / "pdfjs"),),
-             "pdf.js's viewer (Debian libjs-pdf) drawing the shared-mime-info specification (a PDF of Debian's "
-             "shared-mime-info)"),
+    *(RealPage(name, page_url(f"{name}.pkg.test", target), ((f"{name}.pkg.test", folder),), what) for name, target, folder, what in (
+        ("jinja", "/index.html", DOC / "python-jinja2-doc" / "html",
+         "Jinja's documentation (Debian python-jinja2-doc: Sphinx, the Pallets theme)"),
+        ("flask", "/index.html", DOC / "python-flask-doc" / "html",
+         "Flask's documentation (Debian python-flask-doc: Sphinx, the Pallets theme)"),
+        ("sqlalchemy", "/index.html", DOC / "python-sqlalchemy-doc" / "html",
+         "SQLAlchemy's documentation (Debian python-sqlalchemy-doc: Sphinx, its own zzzeeksphinx theme)"),
+        ("pygments", "/index.html", DOC / "python-pygments-doc" / "html",
+         "Pygments' documentation (Debian python-pygments-doc: Sphinx, its own theme)"),
+        ("sphinx", "/index.html", DOC / "sphinx-doc" / "html",
+         "Sphinx's own documentation (Debian sphinx-doc: its sphinx13 theme)"),
+        ("mkdocs", "/index.html", DOC / "mkdocs" / "html",
+         "MkDocs' documentation (Debian mkdocs-doc: MkDocs, its Bootstrap theme, jQuery)"),
+        ("markdown", "/index.html", DOC / "python-markdown-doc" / "docs",
+         "Python-Markdown's documentation (Debian python-markdown-doc: MkDocs)"),
+        ("eigen", "/index.html", DOC / "libeigen3-dev" / "html",
+         "Eigen's reference (Debian libeigen3-doc: Doxygen, its menu and search drawn by its scripts)"),
+        ("mathjax", "/test/sample-tex.html", JS / "mathjax",
+         "MathJax 2.7 typesetting TeX on its own sample page (Debian libjs-mathjax: its web fonts)"),
+        ("pdfjs", "/web/viewer.html?file=/spec.pdf", PAGES_DIR / "pdfjs",
+         "pdf.js's viewer (Debian libjs-pdf) drawing the shared-mime-info specification (a PDF of Debian's "
+         "shared-mime-info)"))),
 )
 
 
