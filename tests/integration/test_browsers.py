@@ -1,7 +1,7 @@
 """Firefox through the same testbed and the same trial as Chromium (plt_bench.browsers): forced to
 each protocol by its prefs, every load proven at both ends (Resource Timing's nextHopProtocol and
 the server's log), its paint metrics and its CPU per process role recorded, its processes gone.
-Each Firefox behaviour once, on a one-origin page (and one of four origins; one capture): what does not
+Each Firefox behaviour once, on a one-origin page (and one of four origins; two captures): what does not
 depend on the browser is tested with Chromium elsewhere."""
 import dataclasses
 import json
@@ -106,8 +106,8 @@ def test_a_firefox_repeat_visit_resumes_every_origin_in_0rtt_and_leaves_its_log_
 
 
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
-    with pytest.raises(UsageError, match="--browser firefox: not supported yet with har"):
-        firefox_bed.capture = dataclasses.replace(firefox_bed.capture, kinds=("har",))
+    with pytest.raises(UsageError, match="--browser firefox: not supported yet with visual"):
+        firefox_bed.capture = dataclasses.replace(firefox_bed.capture, kinds=("visual",))
         try:
             firefox_bed.load("h3", Page(5000), 30.0, capture_dir=firefox_bed.plan.run_dir / "refused")
         finally:
@@ -187,6 +187,48 @@ def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts_and_its_own_log(tmp
     types = {(src, ft) for src, fts in frames for ft in fts.split(",") if ft}
     assert any(src.startswith("198.18.") and ft == "1" for src, ft in types), types  # the request's HEADERS
     assert any(src.startswith("198.19.") and ft == "1" for src, ft in types), types  # the response's
+
+
+@pytest.mark.parametrize("proto", ["h3", "h1"])
+def test_a_firefox_har_names_each_request_s_protocol_and_new_connections_as_the_server_saw_them(tmp_path, proto):
+    """capture har in Firefox (WebDriver BiDi's network events, browsers.firefox.BidiNetwork): a valid
+    HAR 1.2 with one entry per request of a four-origin page, each over the protocol its Resource
+    Timing entry and the server's log give, each body the size Resource Timing read; an entry with a
+    connect phase per connection the server saw opened (one per origin)."""
+    from plt_bench import har
+    from plt_bench.capture import Settings
+    from plt_bench.store import Store
+    page = Page(5000, 8, origins=4)
+    with Store(tmp_path / "c.sqlite") as store, \
+            Testbed(PROJECT_ROOT / "sites", capture=Settings(("har",), tmp_path / "captures"),
+                    browser_names=("firefox",)) as bed:
+        bed.sites.ensure([page])
+        bed.set_conditions(COND)
+        cid = store.new_campaign("firefox-har", "now", {}, {})
+        t, reasons = until_ok(lambda i: run_cell_once(bed, store, cid, 0, i, Cell(proto, page, COND, browser="firefox")))
+        if machine_refused(t, reasons):
+            return
+        assert t.status == "ok", reasons
+        arts = {a["kind"]: a for a in store.artifacts(t.trial_id)}
+        row = next(x for x in store.trials([cid]) if x.trial_id == t.trial_id)
+    log = json.loads(Path(arts["har"]["path"]).read_text())
+    har.validate(log)
+    assert log["log"]["browser"]["name"] == "Firefox"
+    mine = [e for e in log["log"]["entries"] if "/favicon.ico" not in e["request"]["url"]]
+    assert len(mine) == 1 + row.objects == 9, [e["request"]["url"] for e in mine]
+    p = protocols.get(proto)
+    assert {e["response"]["httpVersion"] for e in mine} == {row.next_hop_protocol} == {p.next_hop}
+    assert row.server_proto == p.http_version  # and the server's log said so of every request (the trial's proof)
+    assert mine[0]["request"]["url"] == row.url
+    timing = {r["name"]: r for r in row.resources}
+    assert {e["request"]["url"] for e in mine[1:]} == {u for u in timing if "/favicon.ico" not in u} - {row.url}
+    for e in mine[1:]:
+        assert e["response"]["status"] == 200 and timing[e["request"]["url"]]["decodedBodySize"] == \
+            e["response"]["content"]["size"] == 5000, e
+    assert len({e["request"]["url"].split("/")[2] for e in mine}) == 4  # every origin
+    opened = [e for e in mine if e["timings"]["connect"] > 0]
+    assert len(opened) == row.connections, ([e["request"]["url"] for e in opened], row.connections)
+    assert log["log"]["pages"][0]["pageTimings"]["onLoad"] > 0
 
 
 def _who_runs(prefix: str) -> dict:

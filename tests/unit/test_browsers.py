@@ -67,7 +67,8 @@ def test_firefox_writes_its_key_log_through_nss_and_chromium_through_its_flag():
 
 def test_what_a_browser_cannot_do_yet_is_named():
     wanted = {"repeat", "har", "origins", "recordings", "netlog", "per-origin"}
-    assert firefox.FIREFOX.unsupported(wanted) == ["har"]
+    assert firefox.FIREFOX.unsupported(wanted) == []
+    assert firefox.FIREFOX.unsupported(wanted | {"visual"}) == ["visual"]
     assert firefox.FIREFOX.resolves_by_hosts_file and not chromium.CHROMIUM.resolves_by_hosts_file
     assert chromium.CHROMIUM.unsupported(wanted) == []
     assert browsers.asked(False, True, False, ("pcap", "har"), recordings=True) == {"origins", "har", "recordings"}

@@ -148,6 +148,17 @@ class Browser:
         new ones, resuming their TLS sessions) and, where asked, clear its HTTP cache."""
         raise NotImplementedError
 
+    def har_start(self, driver, bodies: bool) -> object:
+        """Before the navigation of a trial that captures `har`: begin recording its requests (bodies:
+        every response's body kept too, a recording's); returns what har_write takes. Only where
+        "har" is in features."""
+        raise NotImplementedError
+
+    def har_write(self, driver, started, path: str, nav: dict | None, title: str, bodies: bool) -> int:
+        """After the load: the trial's HAR 1.2 written at path (plt_bench.har); returns its entries.
+        Raises on what cannot be read (the worker says so in its answer; the trial stands)."""
+        raise NotImplementedError
+
     def own_log_files(self, path: str) -> list[str]:
         """Every file the browser writes for its own log at path (a process may write its own beside it)."""
         return [str(path)]

@@ -131,6 +131,9 @@ def chromium_capture_args(kinds: tuple[str, ...], folder: Path, filenames: dict[
     return args
 
 
+HAR_BODIES_BUFFER = 400 * 10**6  # a recording keeps every body in the browser until the HAR is written
+
+
 class Chromium(Browser):
     name, label = "chromium", "Chromium"
     features = frozenset({"har", "keylog", "netlog", "visual", "repeat", "per-origin", "origins", "recordings",
@@ -240,6 +243,34 @@ class Chromium(Browser):
                 driver.switch_to.window(home[0])
         finally:
             context.devtools.close()
+
+    def har_start(self, driver, bodies):
+        """The Network events come in chromedriver's performance log (PERF_LOG_CAPABILITY, asked at the
+        launch); a recording's bodies are kept in the browser, whole, until the HAR is written."""
+        if bodies:
+            driver.execute_cdp_cmd("Network.enable", {"maxTotalBufferSize": HAR_BODIES_BUFFER,
+                                                      "maxResourceBufferSize": HAR_BODIES_BUFFER})
+        return None
+
+    def har_write(self, driver, started, path, nav, title, bodies) -> int:
+        """From chromedriver's performance log; bodies read by DevTools' Network.getResponseBody."""
+        import json
+        from selenium.common.exceptions import WebDriverException
+        from .. import har
+        events = har.events_of(driver.get_log("performance"))
+        got: dict = {}
+        if bodies:
+            for rid in har.finished_requests(events):
+                try:
+                    b = driver.execute_cdp_cmd("Network.getResponseBody", {"requestId": rid})
+                    got[rid] = (b.get("body", ""), bool(b.get("base64Encoded")))
+                except WebDriverException:
+                    pass  # no body (a redirect, a 204) or one the browser did not keep: the entry says its size
+        log = har.build(events, f"Chromium {driver.capabilities.get('browserVersion', '')}".strip(), nav, title,
+                        bodies=got)
+        with open(path, "w") as f:
+            json.dump(log, f)
+        return len(log["log"]["entries"])
 
     def end_first_visit(self, driver, clear_cache) -> None:
         driver.execute_script("chrome.benchmarking.closeConnections();"

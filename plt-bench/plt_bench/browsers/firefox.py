@@ -22,8 +22,9 @@ chrome context (geckodriver --allow-system-access), 0-RTT read from Firefox's HT
 Captures: the key log (NSS's SSLKEYLOGFILE) and that HTTP log (netlog). Recordings and served folders:
 names through the client namespace's hosts file, which the testbed writes for each such load
 (resolves_by_hosts_file). As recorded (per-origin): h3 mapped onto the recording's h3 hosts alone,
-the other servers offering their own by ALPN. Not yet: HAR and visual progress; a request for one of
-them is refused by name (Browser.unsupported).
+the other servers offering their own by ALPN. The HAR from WebDriver BiDi's network events
+(BidiNetwork, har.build_bidi). Not yet: visual progress; a request for it is refused by name
+(Browser.unsupported).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ UNTIMED_SLACK_MS = 2.0  # Firefox's Navigation Timing jitter: instants this clos
 
 class Firefox(Browser):
     name, label = "firefox", "Firefox"
-    features = frozenset({"origins", "keylog", "repeat", "netlog", "recordings", "per-origin"})
+    features = frozenset({"origins", "keylog", "repeat", "netlog", "recordings", "per-origin", "har"})
     resolves_by_hosts_file = True
     netlog_file = "netlog" + HTTP_LOG_SUFFIX
 
@@ -212,6 +213,10 @@ class Firefox(Browser):
             opts.set_preference(k, v)
         opts.accept_insecure_certs = True
         opts.page_load_strategy = "normal"
+        if req.get("har_path"):  # WebDriver BiDi's WebSocket, for the trial's HAR (BidiNetwork)
+            from ..har import BIDI_CAPABILITY
+            for k, v in BIDI_CAPABILITY.items():
+                opts.set_capability(k, v)
         out["launch_attempts"] = 1
         # a capture's environment (capture_env) reaches Firefox through geckodriver, which it inherits
         service_args = ["--profile-root", os.path.dirname(profile), "--log", "error"]
@@ -237,11 +242,104 @@ class Firefox(Browser):
     def visit_evidence(self, path, boundary_unix) -> dict:
         return http_log_evidence(path, boundary_unix)
 
+    def har_start(self, driver, bodies) -> "BidiNetwork":
+        """Its network events over WebDriver BiDi, subscribed to before the navigation. bodies: a
+        recording is made in Chromium (plt-bench record); here a HAR says each body's size alone."""
+        if bodies:
+            raise ValueError("Firefox's HAR keeps no bodies: a recording is made in Chromium")
+        url = driver.capabilities.get("webSocketUrl")
+        if not isinstance(url, str) or not url.startswith("ws"):
+            raise ValueError(f"geckodriver gave no WebDriver BiDi address (webSocketUrl: {url!r})")
+        return BidiNetwork(url)
+
+    def har_write(self, driver, started: "BidiNetwork", path, nav, title, bodies) -> int:
+        import json
+        from .. import har
+        if started is None:
+            raise ValueError("its network events were not recorded")
+        events = started.drain()
+        log = har.build_bidi(events, f"Firefox {driver.capabilities.get('browserVersion', '')}".strip(), nav, title)
+        with open(path, "w") as f:
+            json.dump(log, f)
+        return len(log["log"]["entries"])
+
     def own_log_files(self, path) -> list[str]:
         """The parent's log and every content process's beside it."""
         import glob
         stem = str(path)[:-len(HTTP_LOG_SUFFIX)]
         return [str(path), *sorted(glob.glob(glob.escape(stem) + ".child-*" + HTTP_LOG_SUFFIX))]
+
+
+class BidiNetwork:
+    """A trial's network events from Firefox over WebDriver BiDi: a WebSocket of its own to the
+    session geckodriver opened (its webSocketUrl; Firefox takes more than one connection to a
+    session, so Selenium's own is left alone), subscribed to har.BIDI_NETWORK_EVENTS before the
+    navigation and read by a thread until closed. drain() returns every event sent so far: a
+    command's answer comes after every event Firefox sent before it."""
+
+    TIMEOUT_S = 10.0
+
+    def __init__(self, url: str):
+        import threading
+        import websocket
+        from ..har import BIDI_NETWORK_EVENTS
+        self.events: list[dict] = []
+        self._answers: dict[int, dict] = {}
+        self._next = 0
+        self._cond = threading.Condition()
+        self.ws = websocket.create_connection(url, timeout=self.TIMEOUT_S, suppress_origin=True)
+        self._reader = threading.Thread(target=self._read, name="bidi-network", daemon=True)
+        self._reader.start()
+        self.call("session.subscribe", events=list(BIDI_NETWORK_EVENTS))
+
+    def _read(self) -> None:
+        import json
+        while True:
+            try:
+                m = json.loads(self.ws.recv())
+            except Exception:  # noqa: BLE001 - closed (the trial's end, or the browser's): the reading ends
+                with self._cond:
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                if m.get("type") == "event":
+                    self.events.append({"method": m.get("method"), "params": m.get("params") or {}})
+                elif isinstance(m.get("id"), int):
+                    self._answers[m["id"]] = m
+                self._cond.notify_all()
+
+    def call(self, method: str, **params) -> dict:
+        """One BiDi command and its result; raises with its error."""
+        import json
+        import time
+        with self._cond:
+            self._next += 1
+            n = self._next
+        self.ws.send(json.dumps({"id": n, "method": method, "params": params}))
+        end = time.monotonic() + self.TIMEOUT_S
+        with self._cond:
+            while n not in self._answers:
+                left = end - time.monotonic()
+                if left <= 0 or not self._reader.is_alive():
+                    raise TimeoutError(f"WebDriver BiDi did not answer {method} within {self.TIMEOUT_S:g}s")
+                self._cond.wait(left)
+            m = self._answers.pop(n)
+        if m.get("type") == "error":
+            raise RuntimeError(f"WebDriver BiDi {method}: {m.get('error')}: {m.get('message', '')}"[:300])
+        return m.get("result") or {}
+
+    def drain(self) -> list[dict]:
+        """Every event up to now (session.status answered after them), in the order sent."""
+        self.call("session.status")
+        with self._cond:
+            return list(self.events)
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:  # noqa: BLE001 - already gone with its browser
+            pass
+        self._reader.join(timeout=2)
 
 
 # a line of Firefox's log with MOZ_LOG's timestamp option:

@@ -355,7 +355,7 @@ def one_trial(req: dict) -> dict:
     out = {"browser": req.get("browser", "chromium"), "nav": None, "resources": None, "final_url": None,
            "error": None, "error_code": None, "launch_s": None, "load_s": None, "quit_s": None}
     t0 = time.monotonic()
-    driver = sampler = cpu0 = cast = context = None
+    driver = sampler = cpu0 = cast = context = har = None
     kept = bool(req.get("keep"))
     out["browser_start"] = "kept" if kept else "fresh"
     if _PREPARE_FAILED:
@@ -384,9 +384,8 @@ def one_trial(req: dict) -> dict:
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
         cast = Screencast(driver) if req.get("visual") else None
-        if req.get("har_bodies"):  # a recording: bodies kept in the browser for the HAR, whole
-            driver.execute_cdp_cmd("Network.enable", {"maxTotalBufferSize": HAR_BODIES_BUFFER,
-                                                      "maxResourceBufferSize": HAR_BODIES_BUFFER})
+        if req.get("har_path"):  # the browser records the trial's requests from here on
+            har = _har_start(driver, req, out)
         if req.get("mark"):  # the link's traces start over with this navigation
             try:
                 os.kill(*req["mark"])
@@ -419,8 +418,8 @@ def one_trial(req: dict) -> dict:
                 out["nav"], out["error_code"], out["resources"] = driver.execute_script(NAV_JS)
             except WebDriverException as e:
                 out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
-        if req.get("har_path"):
-            out["har"] = _write_har(driver, req["har_path"], out, bool(req.get("har_bodies")))
+        if req.get("har_path") and "har" not in out:
+            out["har"] = _write_har(driver, req, har, out)
     except WebDriverException as e:
         # chromedriver's first line is often only "session not created": its causes follow it
         lines = [x.strip() for x in (e.msg or str(e)).strip().splitlines() if x.strip()]
@@ -428,6 +427,8 @@ def one_trial(req: dict) -> dict:
     finally:
         if cast is not None:
             cast.close()
+        if har is not None and hasattr(har, "close"):  # what recorded the requests lets go (a socket)
+            har.close()
         if driver is not None:  # the browser's CPU per role, read before quitting takes it away
             _end_cpu(driver, sampler, cpu0, out)
             if req.get("cpu_loop") and out["error"] is None:  # after the figures: its CPU is not the trial's
@@ -671,34 +672,34 @@ def _page_script(driver, js: str, timeout_s: float, what: str, timed_out: str) -
     return got if isinstance(got, dict) else {"error": f"{what} answered {type(got).__name__}"}
 
 
-HAR_BODIES_BUFFER = 400 * 10**6  # a recording keeps every body in the browser until the HAR is written
+def _failed(e: Exception) -> str:
+    """An exception said in one line with where it was raised (a capture's failure, in the answer)."""
+    import traceback
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:{where.lineno})"[:300]
 
 
-def _write_har(driver, path: str, out: dict, bodies: bool = False) -> dict:
-    """The trial's HAR from chromedriver's performance log: {"entries": n}, or {"error": why} (a
-    capture that fails leaves the trial standing). bodies: with every response's body (a
-    recording), read from the browser by DevTools' Network.getResponseBody."""
-    from plt_bench import har
+def _har_start(driver, req: dict, out: dict) -> object:
+    """The browser begins recording the trial's requests (Browser.har_start); a start that fails
+    leaves the trial standing and its answer saying why ({"har": {"error"}})."""
+    from plt_bench import browsers
     try:
-        events = har.events_of(driver.get_log("performance"))
-        got: dict = {}
-        if bodies:
-            from selenium.common.exceptions import WebDriverException
-            for rid in har.finished_requests(events):
-                try:
-                    b = driver.execute_cdp_cmd("Network.getResponseBody", {"requestId": rid})
-                    got[rid] = (b.get("body", ""), bool(b.get("base64Encoded")))
-                except WebDriverException:
-                    pass  # no body (a redirect, a 204) or one the browser did not keep: the entry says its size
-        log = har.build(events, f"Chromium {driver.capabilities.get('browserVersion', '')}".strip(), out.get("nav"),
-                        out.get("final_url") or "", bodies=got)
-        with open(path, "w") as f:
-            json.dump(log, f)
-        return {"entries": len(log["log"]["entries"])}
+        return browsers.get(req.get("browser", browsers.DEFAULT)).har_start(driver, bool(req.get("har_bodies")))
     except Exception as e:  # noqa: BLE001 - said in the answer, the trial stands
-        import traceback
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        return {"error": f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:{where.lineno})"[:300]}
+        out["har"] = {"error": _failed(e)}
+        return None
+
+
+def _write_har(driver, req: dict, started, out: dict) -> dict:
+    """The trial's HAR written where the request asks (Browser.har_write): {"entries": n}, or
+    {"error": why} (a capture that fails leaves the trial standing)."""
+    from plt_bench import browsers
+    try:
+        n = browsers.get(req.get("browser", browsers.DEFAULT)).har_write(
+            driver, started, req["har_path"], out.get("nav"), out.get("final_url") or "", bool(req.get("har_bodies")))
+        return {"entries": n}
+    except Exception as e:  # noqa: BLE001 - said in the answer, the trial stands
+        return {"error": _failed(e)}
 
 
 def _sweep(profile_dir: str, out: dict, below_too: bool = True, also: set[int] = frozenset()) -> None:
