@@ -8,9 +8,9 @@ Kinds (`--capture KINDS`, `capture = [...]` in a campaign):
   qlog    Caddy's qlog (quic-go, QLOGDIR) of the trial's QUIC connection
   netlog  the browser's own network log: Chromium's net-log (chrome://net-export format), Firefox's
           HTTP log (MOZ_LOG, text: netlog.moz_log and each content process's netlog.child-N.moz_log)
-  har     a HAR 1.2 file of the trial from Chromium's DevTools Network events or Firefox's WebDriver
-          BiDi network events (plt_bench.har): every request's timings, protocol and sizes (and in
-          Chromium its connection), for any HAR viewer's waterfall
+  har     a HAR 1.2 file of the trial from Chromium's DevTools Network events or Firefox's Performance
+          Timeline (plt_bench.har): every request's timings, protocol and sizes (and in Chromium its
+          headers and connection), for any HAR viewer's waterfall
   visual  the load's visual progress from a screencast of its frames (plt_bench.visual): first
           visual change, SpeedIndex and visually complete, stored in the trial; and the frames
           themselves where the page changed (frames.zip: a JPEG per change, named by its ms from the

@@ -2,8 +2,8 @@
 timings, protocol (h3, h2 or http/1.1) and sizes. Built from one of two sources:
 - Chromium: its DevTools Network events (chromedriver's performance log): build(). The browser
   worker asks chromedriver for the log (PERF_LOG_CAPABILITY) when the trial captures `har`.
-- Firefox: its WebDriver BiDi network events (BIDI_NETWORK_EVENTS, over the session's own
-  WebSocket, which geckodriver opens where the launch asks for BIDI_CAPABILITY): build_bidi().
+- Firefox: its Performance Timeline (Navigation and Resource Timing), read after the load:
+  build_from_timeline(). Not WebDriver BiDi's network events, which slowed its loads (docs/browsers.md).
 Pure: no browser here.
 
 Sizes, per entry: response.content.size is the decoded body (the bytes of Network.dataReceived,
@@ -183,111 +183,74 @@ def _entry(r: dict, content: tuple[str, bool] | None = None) -> dict:
     return entry
 
 
-# -- Firefox: WebDriver BiDi's network module -----------------------------------------------------
-BIDI_CAPABILITY = {"webSocketUrl": True}
-BIDI_NETWORK_EVENTS = ("network.beforeRequestSent", "network.responseCompleted", "network.fetchError")
+# -- Firefox: its Performance Timeline, read after the load -----------------------------------------
+# Read by the worker after the trial's figures: every entry whole, and the clock they count from.
+TIMELINE_JS = ("return [performance.timeOrigin, "
+               "performance.getEntriesByType('navigation').map(e => e.toJSON()), "
+               "performance.getEntriesByType('resource').map(e => e.toJSON())];")
 
 
-def bidi_header_values(headers: list[dict] | None) -> dict[str, str]:
-    """BiDi's [{"name", "value": {"type": "string", "value"}}] -> {name: value} (a repeated name's
-    values joined by ", ", as HTTP folds them); a base64 value (bytes) is kept as its text."""
-    out: dict[str, str] = {}
-    for h in headers or []:
-        v = h.get("value")
-        text = str(v.get("value", "")) if isinstance(v, dict) else str(v or "")
-        name = str(h.get("name", ""))
-        out[name] = f"{out[name]}, {text}" if name in out else text
-    return out
-
-
-def bidi_timings(t: dict | None) -> dict:
-    """HAR timings (ms) from BiDi's FetchTimingInfo (Firefox gives each mark as ms of the wall clock;
-    0: the phase did not happen). blocked: from the request to its first phase; dns, connect, ssl
-    where they took time (a reused connection's marks all sit at fetchStart: -1, as HAR asks);
-    send 0 (BiDi has no end of the request's sending); wait: request to the response's first byte;
-    receive: first byte to last."""
-    t = t or {}
-    start = t.get("requestTime") or 0
+def timeline_timings(e: dict) -> dict:
+    """HAR timings (ms) from a Navigation or Resource Timing entry (ms from the navigation's start):
+    blocked, from the entry's start to its first phase; dns, connect and ssl where they took time (a
+    reused connection's marks all sit at fetchStart: -1, as HAR asks; ssl lies within connect); send
+    0 (the timeline has no end of the request's sending); wait, request to first byte; receive, first
+    byte to last."""
+    def at(k: str) -> float:
+        v = e.get(k)
+        return float(v) if isinstance(v, (int, float)) and v > 0 else 0.0
 
     def span(a: str, b: str) -> float:
-        x, y = t.get(a) or 0, t.get(b) or 0
+        x, y = at(a), at(b)
         return round(y - x, 3) if x > 0 and y > x else -1
 
-    first = next((t[k] for k in ("fetchStart", "dnsStart", "connectStart", "requestStart") if (t.get(k) or 0) > 0), 0)
-    req, resp, end = t.get("requestStart") or 0, t.get("responseStart") or 0, t.get("responseEnd") or 0
-    return {"blocked": round(first - start, 3) if first and start and first >= start else -1,
-            "dns": span("dnsStart", "dnsEnd"), "connect": span("connectStart", "connectEnd"),
-            "ssl": span("tlsStart", "tlsEnd"), "send": 0,
+    dns, connect = span("domainLookupStart", "domainLookupEnd"), span("connectStart", "connectEnd")
+    ssl = span("secureConnectionStart", "connectEnd") if connect > 0 else -1
+    first = at("domainLookupStart") if dns > 0 else at("connectStart") if connect > 0 else at("requestStart")
+    start, req, resp, end = at("startTime"), at("requestStart"), at("responseStart"), at("responseEnd")
+    return {"blocked": round(first - start, 3) if first >= start and first > 0 else -1,
+            "dns": dns, "connect": connect, "ssl": ssl, "send": 0,
             "wait": round(resp - req, 3) if req > 0 and resp >= req else 0,
             "receive": round(end - resp, 3) if resp > 0 and end >= resp else 0}
 
 
-def build_bidi(events: list[dict], browser: str, nav: dict | None = None, page_title: str = "") -> dict:
-    """The HAR log of one trial from its BiDi network events (params of BIDI_NETWORK_EVENTS, as
-    {"method", "params"}, in order) and its Navigation Timing entry. One entry per request and
-    redirect hop (BiDi gives each hop its own beforeRequestSent, the same request id and a higher
-    redirectCount); a request that failed (fetchError) keeps its error; one with neither a response
-    nor an error (still under way at the end) is left out, as build() leaves it. Sizes: content.size
-    the decoded body where Firefox gives it, else the body as it came; bodySize the body over the
-    wire; `_transferSize` BiDi's bytesReceived (headers and body); a response from the cache 0."""
-    hops: dict[tuple[str, int], dict] = {}
-    order: list[tuple[str, int]] = []
-    for ev in events:
-        method, p = ev.get("method"), ev.get("params") or {}
-        r = p.get("request") or {}
-        rid = r.get("request")
-        if rid is None:
+def build_from_timeline(time_origin_ms: float, navigation: list[dict], resources: list[dict], browser: str,
+                        page_title: str = "") -> dict:
+    """The HAR log of one trial from the page's Performance Timeline (TIMELINE_JS: the clock's origin
+    in ms of the wall clock, the navigation entry, the resource entries), as Firefox gives it after
+    the load. Each entry: its URL, the protocol it went over (nextHopProtocol), its status, sizes
+    (content.size the decoded body; bodySize the body over the wire, 0 from the cache; `_transferSize`
+    headers and body) and phases; no headers (the timeline has none) and no request that did not
+    complete. What the timeline does not hold is not in it: a redirect's hop, a failed request, an
+    iframe's or a worker's requests."""
+    entries = []
+    for e in [*navigation[:1], *sorted(resources, key=lambda r: r.get("startTime") or 0)]:
+        url = str(e.get("name", ""))
+        if not url.lower().startswith(NETWORK_SCHEMES):
             continue
-        key = (str(rid), int(p.get("redirectCount") or 0))
-        if key not in hops:
-            hops[key] = {"request": r, "sent_ms": (r.get("timings") or {}).get("requestTime") or p.get("timestamp")}
-            order.append(key)
-        if method == "network.responseCompleted":
-            hops[key].update(request=r, response=p.get("response") or {})
-        elif method == "network.fetchError":
-            hops[key].update(request=r, error=p.get("errorText") or "failed")
-    keep = [k for k in order if ("response" in hops[k] or "error" in hops[k])
-            and str(hops[k]["request"].get("url", "")).lower().startswith(NETWORK_SCHEMES)]
-    entries = [_bidi_entry(hops[k]) for k in keep]
-    started = [hops[k]["sent_ms"] for k in keep if hops[k]["sent_ms"]]
-    return _log(entries, browser, min(started) / 1000.0 if started else 0.0, nav, page_title, "Firefox")
-
-
-def _bidi_entry(h: dict) -> dict:
-    request, resp = h["request"], h.get("response") or {}
-    url = str(request.get("url", ""))
-    proto = resp.get("protocol") or "unknown"
-    t = bidi_timings(request.get("timings"))
-    cached = bool(resp.get("fromCache"))
-    transfer = 0 if cached else int(resp.get("bytesReceived") or 0)
-    wire_body = int(resp.get("bodySize") or 0) if "bodySize" in resp and resp.get("bodySize") is not None else -1
-    decoded = int((resp.get("content") or {}).get("size") or 0)
-    rheaders = bidi_header_values(resp.get("headers"))
-    entry = {
-        "pageref": "page_1",
-        "startedDateTime": _iso((h["sent_ms"] or 0) / 1000.0),
-        "time": entry_time_ms(t),
-        "request": {"method": request.get("method", "GET"), "url": url, "httpVersion": proto, "cookies": [],
-                    "headers": _headers(bidi_header_values(request.get("headers"))),
-                    "queryString": [{"name": k, "value": v} for k, v in parse_qsl(urlsplit(url).query,
-                                                                                  keep_blank_values=True)],
-                    "headersSize": int(request.get("headersSize") or -1), "bodySize": int(request.get("bodySize") or 0)},
-        "response": {"status": int(resp.get("status", 0) or 0), "statusText": resp.get("statusText", ""),
-                     "httpVersion": proto, "cookies": [], "headers": _headers(rheaders),
-                     "content": {"size": decoded or max(wire_body, 0), "mimeType": resp.get("mimeType") or "x-unknown"},
-                     "redirectURL": "", "headersSize": int(resp.get("headersSize") or -1),
-                     "bodySize": 0 if cached else wire_body, "_transferSize": transfer},
-        "cache": {},
-        "timings": t,
-    }
-    location = {k.lower(): v for k, v in rheaders.items()}.get("location")
-    if location and 300 <= entry["response"]["status"] < 400:
-        entry["response"]["redirectURL"] = location
-    if cached:
-        entry["_fromCache"] = "disk"
-    if "error" in h:
-        entry["_error"] = h["error"]
-    return entry
+        t = timeline_timings(e)
+        proto = e.get("nextHopProtocol") or "unknown"
+        transfer = int(e.get("transferSize") or 0)
+        entry = {
+            "pageref": "page_1",
+            "startedDateTime": _iso((time_origin_ms + float(e.get("startTime") or 0)) / 1000.0),
+            "time": entry_time_ms(t),
+            "request": {"method": "GET", "url": url, "httpVersion": proto, "cookies": [], "headers": [],
+                        "queryString": [{"name": k, "value": v} for k, v in parse_qsl(urlsplit(url).query,
+                                                                                      keep_blank_values=True)],
+                        "headersSize": -1, "bodySize": 0},
+            "response": {"status": int(e.get("responseStatus") or 0), "statusText": "", "httpVersion": proto,
+                         "cookies": [], "headers": [],
+                         "content": {"size": int(e.get("decodedBodySize") or 0), "mimeType": "x-unknown"},
+                         "redirectURL": "", "headersSize": -1,
+                         "bodySize": int(e.get("encodedBodySize") or 0) if transfer else 0, "_transferSize": transfer},
+            "cache": {},
+            "timings": t,
+            "_initiatorType": str(e.get("initiatorType") or ""),
+        }
+        entries.append(entry)
+    nav = navigation[0] if navigation else None
+    return _log(entries, browser, time_origin_ms / 1000.0, nav, page_title, "Firefox")
 
 
 SCHEMA_PATH = Path(__file__).with_name("har-1.2.schema.json")

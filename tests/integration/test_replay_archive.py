@@ -122,9 +122,37 @@ def test_a_real_page_its_script_renders_is_recorded_and_replays_over_every_proto
                 assert set(evidence["protocols"]) == {"h3", "h1"} and evidence["protocols"]["h1"] >= 1, evidence
             else:
                 assert t["next_hop_protocol"] == {"h3": "h3", "h1": "http/1.1"}[t["proto"]], t
+        _revisits_of_a_recording(name, tmp_path)
     finally:
         shutil.rmtree(replay_root(SITES, name), ignore_errors=True)
     assert _nothing("pb227") and system_state() == before
+
+
+def _revisits_of_a_recording(name: str, tmp_path) -> None:
+    """Issue 48: a recording's repeat visit in both browsers, over h3. With the cache cleared, every
+    response served again and proven, over connections that resumed TLS; with it kept, what the
+    recording's headers let the browser keep comes from its cache or is revalidated (the replay's 304,
+    no body), and still nothing unrecorded or unproven."""
+    results = tmp_path / "revisits.sqlite"
+    r = run_cli("run", "--size", f"har:{name}@repeat,har:{name}@repeat-warm", "--browser", "chromium,firefox",
+                "--proto", "h3", "--runs", "1", "--bw", "10mbit", "--rtt", "20ms", "--verify", "off", "--testbed", "227",
+                "--results", str(results), "--no-report", timeout=600)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = _trials(results)
+    want = {(b, v) for b in ("chromium", "firefox") for v in ("repeat", "repeat-warm")}
+    ok = ok_slots(rows, lambda t: (t["browser"], t["visit"]))
+    if ok != want:
+        machine_refused_row(next(x for x in rows if x["status"] != "ok"))
+    for t in (x for x in rows if x["status"] == "ok"):
+        evidence = json.loads(t["replay_json"])
+        assert t["unrecorded"] == 0 and evidence["unrecorded"] == [], (t["browser"], t["visit"], evidence)
+        assert t["first_plt_ms"] and t["plt_ms"], t
+        if t["visit"] == "repeat":  # nothing kept: every response asked for and proven again, TLS resumed
+            assert evidence["proven"] == evidence["served"] >= 6 and evidence["document_proven"], evidence
+            assert t["resumed_connections"] >= 1 and t["zero_rtt"], (t["browser"], t["resumed_connections"])
+        else:  # kept: from the cache (no connection at all, where everything was), or revalidated by a 304
+            assert evidence["cached"] + evidence.get("revalidated", 0) >= 1, (t["browser"], evidence)
+            assert t["resumed_connections"] is None or t["resumed_connections"] >= 1, t["resumed_connections"]
 
 
 PAGE = b"""<!DOCTYPE html><html><head><meta charset=utf-8><title>rendered by its script</title></head>

@@ -47,7 +47,8 @@ def recording():
                      headers=[("Content-Encoding", "br"), ("Date", "x"), ("Content-Length", "99"),
                               ("Content-Security-Policy", "default-src 'self'; script-src 'self'")]),
                entry(url("www", "/app.js"), body=JS, mime="application/javascript", version="h3",
-                     headers=[("Cache-Control", "max-age=60"), ("Alt-Svc", "h3=\":443\"")]),
+                     headers=[("Cache-Control", "max-age=60"), ("Alt-Svc", "h3=\":443\""), ("ETag", 'W/"v1"'),
+                              ("Last-Modified", "Wed, 25 Nov 2026 10:00:00 GMT")]),
                entry(url("cdn", "/a.png?v=1&t=5"), body=png, mime="image/png", binary=True, version="http/2.0"),
                entry(url("cdn", "/old"), status=301, headers=[("Location", "/a.png?v=1&t=5")], version="http/2.0"),
                entry(url("api", "/data.json"), method="POST", body=b'{"a": 1}', mime="application/json",
@@ -65,7 +66,8 @@ def test_a_recording_is_kept_as_served_with_each_origins_protocol_and_address(tm
     assert a.mix() == {"h3": 1, "h2": 1, "h1": 1} and a.url == url("www", "/")
     doc, js, png, moved, post = a.responses
     assert doc.encoding == "br" and ("content-length" not in dict(doc.headers)) and "date" not in dict(doc.headers)
-    assert dict(js.headers) == {"content-type": "application/javascript", "cache-control": "max-age=60"}  # no Alt-Svc
+    assert dict(js.headers) == {"content-type": "application/javascript", "cache-control": "max-age=60",  # no Alt-Svc
+                                "etag": 'W/"v1"', "last-modified": "Wed, 25 Nov 2026 10:00:00 GMT"}
     assert (png.path, png.query, png.size_bytes) == ("/a.png", "v=1&t=5", 1024)
     assert (moved.status, dict(moved.headers)["location"], moved.body) == (301, "/a.png?v=1&t=5", "")
     assert post.method == "POST"
@@ -191,6 +193,51 @@ def test_the_server_answers_as_recorded_and_404s_what_was_not(served):
     status, h, _ = _get(served, "api.rec.test", "/data.json", method="OPTIONS",
                         headers={"Origin": "https://www.rec.test", "Access-Control-Request-Method": "POST"})
     assert (status, h["x-plt-replay"], h["access-control-allow-origin"]) == (204, "preflight", "https://www.rec.test")
+
+
+def test_a_revisit_s_conditional_request_is_answered_304_where_the_recording_has_its_validator(served):
+    """A repeat visit revalidates what its cache holds: the replay answers as an HTTP server would,
+    304 and no body where the recorded ETag (If-None-Match, which decides alone) or Last-Modified
+    (If-Modified-Since) says the browser's copy is current; else the recorded response whole."""
+    for cond in ({"If-None-Match": '"v1"'}, {"If-None-Match": '"x", W/"v1"'}, {"If-None-Match": "*"},
+                 {"If-Modified-Since": "Wed, 25 Nov 2026 10:00:00 GMT"},
+                 {"If-Modified-Since": "Thu, 26 Nov 2026 10:00:00 GMT"}):
+        status, h, body = _get(served, "www.rec.test", "/app.js", headers=cond)
+        assert (status, body, h["etag"], h["cache-control"], h["x-plt-replay"]) == \
+            (304, b"", 'W/"v1"', "max-age=60", "exact"), cond
+        assert "content-type" not in h and h["timing-allow-origin"] == "*", cond
+    for cond in ({"If-None-Match": '"v2"'}, {"If-None-Match": '"v2"', "If-Modified-Since": "Thu, 26 Nov 2026 10:00:00 GMT"},
+                 {"If-Modified-Since": "Tue, 24 Nov 2026 10:00:00 GMT"}, {"If-Modified-Since": "not a date"}):
+        status, _, body = _get(served, "www.rec.test", "/app.js", headers=cond)
+        assert (status, body) == (200, JS), cond
+    # recorded with no validator: whole, whatever the browser sends
+    status, _, body = _get(served, "cdn.rec.test", "/a.png?v=1&t=5", headers={"If-None-Match": '"v1"',
+                                                                              "If-Modified-Since": "Thu, 26 Nov 2026 10:00:00 GMT"})
+    assert (status, len(body)) == (200, 1024)
+    assert replayd.not_modified([("etag", '"a"')], {"if-none-match": '"a"'}) and \
+        not replayd.not_modified([("last-modified", "Wed, 25 Nov 2026 10:00:00 GMT")], {"If-None-Match": '"a"'})
+
+
+def test_a_revisit_proves_a_revalidated_response_and_counts_what_came_from_the_cache():
+    """A repeat visit's own entries: the document and app.js revalidated (304 logged without a body, the
+    browser's entry having exchanged headers), the API's response from the cache (no request, no bytes).
+    A 304 the browser says moved nothing, or one that carried a body, is not proven."""
+    from plt_bench.pages.proof import judge_archive
+    load = {"nav": _nav(transferSize=300), "resources": [_res("https://www.rec.test/app.js", transfer=300),
+                                                         _res("https://api.rec.test/d.json", size=50, transfer=0)]}
+    served = [_log("www.rec.test", "/", status=304, size=0), _log("www.rec.test", "/app.js", status=304, size=0)]
+    status, reason, objects, ev = judge_archive("h2", HOSTS, 900, load, served, revisit=True)
+    assert (status, reason, objects, ev["revalidated"], ev["cached"], ev["served"]) == ("ok", None, 1, 2, 1, 2)
+    assert ev["document_proven"]
+    nav304 = {**load, "nav": _nav(responseStatus=304, transferSize=300)}
+    assert judge_archive("h2", HOSTS, 900, nav304, served, revisit=True)[0] == "ok"
+    assert judge_archive("h2", HOSTS, 900, nav304, served)[0] == "failed"  # a first visit's document is a 200
+    moved_nothing = {**load, "resources": [_res("https://www.rec.test/app.js", transfer=0)]}
+    status, reason, _, _ = judge_archive("h2", HOSTS, 900, moved_nothing, served, revisit=True)
+    assert status == "failed" and "answered 304" in reason
+    status, reason, _, _ = judge_archive("h2", HOSTS, 900, load, [served[0], _log("www.rec.test", "/app.js", status=304,
+                                                                               size=100)], revisit=True)
+    assert status == "failed" and "answered 304 with 100 bytes" in reason
 
 
 def _nav(host="www.rec.test", proto="h2", size=900, **kw):
@@ -337,8 +384,7 @@ def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(t
         archive.make(p, name, tmp_path / "sites")
     got = conditions.parse_pages("5KB,har:*")
     assert [x.label for x in got] == ["5KB", "har:a-page", "har:b-page"] and all(x.archived for x in got[1:])
-    with pytest.raises(UsageError, match="repeat visits of a recording or of a served folder's page are not built"):
-        pages.parse_page("har:a-page@repeat")
+    assert pages.parse_page("har:a-page@repeat-warm").label == "har:a-page@repeat-warm"  # a recording's revisit
     spec = campaign.load("corpus", {"size": "har:*"})  # the corpus preset over every recording made here
     assert [x.label for x in spec.grid.pages] == ["har:a-page", "har:b-page"] and spec.grid.protos == ("h3", "h2", "h1")
     assert [(c.rate_down_bps, c.rtt_ms) for c in spec.grid.conditions] == [(10**7, 100)]
@@ -528,8 +574,9 @@ def test_a_recording_s_page_is_the_same_slot_when_read_back_from_the_store(tmp_p
                            conditions=Conditions(None, None), status="ok", reason=None, started_utc="t",
                            finished_utc="t", wall_s=1.0, url="https://www.rec.test/")
     assert stored.page_spec == planned and hash(stored.page_spec) == hash(planned)
-    with pytest.raises(UsageError, match=r"measure its first visit \(har:page\)"):
-        pages.parse_page("har:page@repeat")
+    revisit = pages.parse_page("har:page@repeat")
+    assert (revisit.visit, revisit.base_label, revisit.label) == ("repeat", "har:page", "har:page@repeat")
+
 
 
 def test_a_body_recorded_with_stacked_encodings_is_served_compressed():

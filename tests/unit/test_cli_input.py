@@ -156,7 +156,7 @@ CLI = [
     (["run", "--discovery", "dns"], "--discovery: 'dns'; expected one of forced, alt-svc, https-rr"),
     (["run", "--browser-start", "warm"], "--browser-start: invalid choice: 'warm' (choose from 'kept', 'fresh')"),
     (["run", "--discovery", "https-rr", "--proto", "h2"], "--discovery https-rr: h3 is what a browser discovers"),
-    (["run", "--browser", "firefox", "--capture", "har"], "--browser firefox: not supported yet with har"),
+    (["run", "--browser", "firefox", "--capture", "visual"], "--browser firefox: not supported yet with visual"),
     (["run", "--browser", "firefox", "--browser-binary", "/usr/bin/true"], "--browser-binary names a Chromium"),
     (["up", "--bw", "1mbit,2mbit"], "'up' takes one value of each"),
     (["pages", "--size", "10B"], "--size: '10B' is too small"),

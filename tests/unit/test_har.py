@@ -126,85 +126,55 @@ def test_a_recordings_har_keeps_every_body_and_each_redirect_hop_as_an_entry():
     assert "text" not in entries[2]["response"]["content"]  # no body given: none written
 
 
-# -- Firefox: WebDriver BiDi's network events (shapes as Firefox 153 sent them, 2026-11-28) -------------
-T0 = 1795852134253.781  # ms of the wall clock, as Firefox gives every mark
+# -- Firefox: its Performance Timeline after the load (entries as Firefox 153 gave them, 2026-11-28) ----
+ORIGIN_MS = 1795852134253.781
 
 
-def bidi_request(rid, url, redirects=0, marks=None):
-    return {"request": rid, "url": url, "method": "GET", "bodySize": 0, "headersSize": 448,
-            "headers": [{"name": "Host", "value": {"type": "string", "value": "plt.test"}}],
-            "timings": {"timeOrigin": 0, "requestTime": T0, "redirectStart": 0, "redirectEnd": 0, "fetchStart": 0,
-                        "dnsStart": 0, "dnsEnd": 0, "connectStart": 0, "connectEnd": 0, "tlsStart": 0, "tlsEnd": 0,
-                        "requestStart": 0, "responseStart": 0, "responseEnd": 0, **(marks or {})}}
+def timeline_entry(name, start, marks, proto="h3", status=200, size=5000, transfer=5300, initiator="img"):
+    return {"name": name, "entryType": "resource", "startTime": start, "initiatorType": initiator,
+            "nextHopProtocol": proto, "responseStatus": status, "decodedBodySize": size, "encodedBodySize": size,
+            "transferSize": transfer, "fetchStart": start, "domainLookupStart": start, "domainLookupEnd": start,
+            "connectStart": start, "secureConnectionStart": 0, "connectEnd": start, **marks}
 
 
-def bidi_response(url, proto="h3", status=200, body=5000, cached=False, headers=()):
-    return {"url": url, "protocol": proto, "status": status, "statusText": "OK", "fromCache": cached,
-            "headers": [{"name": k, "value": {"type": "string", "value": v}} for k, v in headers],
-            "mimeType": "image/png", "bytesReceived": 0 if cached else body + 300, "headersSize": 300, "bodySize": body,
-            "content": {"size": 0}}
-
-
-def bidi(method, rid, url, redirects=0, marks=None, **response):
-    p = {"context": "c", "redirectCount": redirects, "request": bidi_request(rid, url, redirects, marks), "timestamp": T0}
-    if method == "network.responseCompleted":
-        p["response"] = bidi_response(url, **response)
-    if method == "network.fetchError":
-        p["errorText"] = "NS_ERROR_NET_RESET"
-    return {"method": method, "params": p}
-
-
-NEW_CONNECTION = {"fetchStart": T0 + 10, "dnsStart": T0 + 10, "dnsEnd": T0 + 10.3, "connectStart": T0 + 10.4,
-                  "connectEnd": T0 + 60.4, "tlsStart": T0 + 10.4, "tlsEnd": T0 + 60.4, "requestStart": T0 + 61,
-                  "responseStart": T0 + 101, "responseEnd": T0 + 102}
-REUSED = {"fetchStart": T0 + 120, "dnsStart": T0 + 120, "dnsEnd": T0 + 120, "connectStart": T0 + 120,
-          "connectEnd": T0 + 120, "requestStart": T0 + 121, "responseStart": T0 + 161, "responseEnd": T0 + 170}
-
-
-def test_firefox_s_bidi_events_give_one_entry_per_request_and_hop_with_its_protocol_and_phases():
+def test_firefox_s_timeline_gives_one_entry_per_request_with_its_protocol_phases_and_sizes():
     page = "https://plt.test/objects_2x5KB.html?trial=ab"
-    evs = [bidi("network.beforeRequestSent", "5-x", page),
-           bidi("network.responseCompleted", "5-x", page, marks=NEW_CONNECTION, proto="h3", body=700),
-           # a redirect: the same request id, its hop's response, then the request it became
-           bidi("network.beforeRequestSent", "7-x", "https://plt.test/old.png"),
-           bidi("network.responseCompleted", "7-x", "https://plt.test/old.png", marks=REUSED, status=301, body=0,
-                headers=[("Location", "/obj_5KB.png?i=0")]),
-           bidi("network.beforeRequestSent", "7-x", "https://plt.test/obj_5KB.png?i=0", redirects=1),
-           bidi("network.responseCompleted", "7-x", "https://plt.test/obj_5KB.png?i=0", redirects=1, marks=REUSED),
-           bidi("network.beforeRequestSent", "8-x", "https://plt.test/obj_5KB.png?i=1"),
-           bidi("network.fetchError", "8-x", "https://plt.test/obj_5KB.png?i=1"),
-           bidi("network.beforeRequestSent", "9-x", "https://plt.test/obj_5KB.png?i=2"),
-           bidi("network.responseCompleted", "9-x", "https://plt.test/obj_5KB.png?i=2", cached=True),
-           bidi("network.beforeRequestSent", "10-x", "https://plt.test/still.png"),  # under way at the end: left out
-           bidi("network.beforeRequestSent", "11-x", "data:image/png;base64,AAAA"),
-           bidi("network.responseCompleted", "11-x", "data:image/png;base64,AAAA")]
-    log = har.build_bidi(evs, "Firefox 153.8.0", {"domContentLoadedEventEnd": 90.5, "loadEventEnd": 130.25}, page)
+    nav = {**timeline_entry(page, 0, {"fetchStart": 10, "domainLookupStart": 10, "domainLookupEnd": 10.3,
+                                       "connectStart": 10.4, "secureConnectionStart": 10.4, "connectEnd": 60.4,
+                                       "requestStart": 61, "responseStart": 101, "responseEnd": 102},
+                           size=700, transfer=1000, initiator="navigation"),
+           "entryType": "navigation", "domContentLoadedEventEnd": 90.5, "loadEventEnd": 130.25}
+    reused = timeline_entry("https://plt.test/obj_5KB.png?i=0", 120, {"requestStart": 121, "responseStart": 161,
+                                                                      "responseEnd": 170})
+    cached = timeline_entry("https://plt.test/obj_5KB.png?i=1", 110, {"requestStart": 0, "responseStart": 111,
+                                                                      "responseEnd": 111}, transfer=0)
+    inline = timeline_entry("data:image/png;base64,AAAA", 100, {})
+    log = har.build_from_timeline(ORIGIN_MS, [nav], [reused, inline, cached], "Firefox 153.8.0", page)
     har.validate(log)
     assert log["log"]["browser"] == {"name": "Firefox", "version": "153.8.0"}
     es = log["log"]["entries"]
-    assert [e["request"]["url"] for e in es] == [page, "https://plt.test/old.png", "https://plt.test/obj_5KB.png?i=0",
-                                                 "https://plt.test/obj_5KB.png?i=1", "https://plt.test/obj_5KB.png?i=2"]
-    first, hop, moved, failed, cached = es
+    assert [e["request"]["url"] for e in es] == [page, "https://plt.test/obj_5KB.png?i=1",
+                                                 "https://plt.test/obj_5KB.png?i=0"]  # by start; no data: URL
+    first, from_cache, moved = es
     assert first["response"]["httpVersion"] == first["request"]["httpVersion"] == "h3"
     # a new connection's phases; ssl lies within connect, as HAR has it (not counted twice in time)
     assert first["timings"] == {"blocked": 10.0, "dns": 0.3, "connect": 50.0, "ssl": 50.0, "send": 0, "wait": 40.0,
                                 "receive": 1.0}
-    assert first["time"] == 101.3 and first["response"]["content"]["size"] == 700
-    assert first["request"]["headers"] == [{"name": "Host", "value": "plt.test"}]
+    assert first["time"] == 101.3 and first["response"]["content"]["size"] == 700 and first["_initiatorType"] == "navigation"
+    assert first["startedDateTime"] == "2026-11-28T07:48:54.253Z"
     # a reused connection: its marks all at fetchStart, so no dns, connect or ssl
-    assert moved["timings"]["connect"] == moved["timings"]["dns"] == moved["timings"]["ssl"] == -1
-    assert (hop["response"]["status"], hop["response"]["redirectURL"]) == (301, "/obj_5KB.png?i=0")
-    assert moved["response"]["bodySize"] == 5000 and moved["response"]["_transferSize"] == 5300
-    assert failed["_error"] == "NS_ERROR_NET_RESET" and failed["response"]["status"] == 0
-    assert cached["_fromCache"] == "disk" and cached["response"]["_transferSize"] == 0
-    assert cached["response"]["bodySize"] == 0 and cached["response"]["content"]["size"] == 5000
+    assert moved["timings"] == {"blocked": 1.0, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": 40.0,
+                                "receive": 9.0}
+    assert (moved["response"]["bodySize"], moved["response"]["_transferSize"], moved["response"]["status"]) == \
+        (5000, 5300, 200)
+    assert (from_cache["response"]["bodySize"], from_cache["response"]["_transferSize"]) == (0, 0)
+    assert from_cache["response"]["content"]["size"] == 5000
     assert log["log"]["pages"][0]["pageTimings"] == {"onContentLoad": 90.5, "onLoad": 130.25}
-    assert log["log"]["pages"][0]["startedDateTime"].startswith("2026-11-28T")
+    assert log["log"]["pages"][0]["startedDateTime"] == "2026-11-28T07:48:54.253Z"
 
 
-def test_bidi_headers_fold_a_repeated_name_and_keep_a_value_given_as_bytes():
-    hs = [{"name": "Vary", "value": {"type": "string", "value": "a"}},
-          {"name": "Vary", "value": {"type": "string", "value": "b"}},
-          {"name": "X-Bin", "value": {"type": "base64", "value": "AAE="}}]
-    assert har.bidi_header_values(hs) == {"Vary": "a, b", "X-Bin": "AAE="}
-    assert har.bidi_timings(None)["blocked"] == -1 and har.bidi_timings({})["wait"] == 0
+def test_a_timeline_with_no_navigation_entry_still_makes_a_valid_har():
+    log = har.build_from_timeline(ORIGIN_MS, [], [], "Firefox")
+    har.validate(log)
+    assert log["log"]["entries"] == [] and log["log"]["pages"][0]["pageTimings"]["onLoad"] == -1
+    assert har.timeline_timings({})["blocked"] == -1 and har.timeline_timings({})["wait"] == 0

@@ -22,8 +22,8 @@ chrome context (geckodriver --allow-system-access), 0-RTT read from Firefox's HT
 Captures: the key log (NSS's SSLKEYLOGFILE) and that HTTP log (netlog). Recordings and served folders:
 names through the client namespace's hosts file, which the testbed writes for each such load
 (resolves_by_hosts_file). As recorded (per-origin): h3 mapped onto the recording's h3 hosts alone,
-the other servers offering their own by ALPN. The HAR from WebDriver BiDi's network events
-(BidiNetwork, har.build_bidi). Not yet: visual progress; a request for it is refused by name
+the other servers offering their own by ALPN. The HAR from the page's Performance Timeline after
+the load (har.build_from_timeline). Not yet: visual progress; a request for it is refused by name
 (Browser.unsupported).
 """
 
@@ -132,7 +132,11 @@ def http_log_env(path) -> dict[str, str]:
 END_FIRST_VISIT_JS = """
 Services.obs.notifyObservers(null, "net:prune-all-connections");
 Cc["@mozilla.org/image/tools;1"].getService(Ci.imgITools).getImgCacheForDocument(null).clearCache(false);
-if (arguments[0]) { Services.cache2.clear(); }
+if (arguments[0]) {
+  Services.cache2.clear();
+  // the in-memory caches a new document takes style sheets and scripts from with no request
+  ChromeUtils.clearResourceCache();
+}
 """
 
 
@@ -213,10 +217,6 @@ class Firefox(Browser):
             opts.set_preference(k, v)
         opts.accept_insecure_certs = True
         opts.page_load_strategy = "normal"
-        if req.get("har_path"):  # WebDriver BiDi's WebSocket, for the trial's HAR (BidiNetwork)
-            from ..har import BIDI_CAPABILITY
-            for k, v in BIDI_CAPABILITY.items():
-                opts.set_capability(k, v)
         out["launch_attempts"] = 1
         # a capture's environment (capture_env) reaches Firefox through geckodriver, which it inherits
         service_args = ["--profile-root", os.path.dirname(profile), "--log", "error"]
@@ -234,31 +234,32 @@ class Firefox(Browser):
         """Through Marionette's chrome context: the network stack's own "prune all connections" (idle
         ones closed, busy ones not reused); the image cache emptied in every process, always (a
         decoded image Firefox keeps in memory is shown again with no request and no Resource Timing
-        entry, where Chromium reports its memory cache's hits); the HTTP cache cleared where asked
-        (kept: a warm repeat takes its objects from it, each with its entry)."""
+        entry, where Chromium reports its memory cache's hits); the HTTP cache cleared where asked, and
+        with it the in-memory style sheet and script caches a new document takes from with no request
+        (ChromeUtils.clearResourceCache) (kept: a warm repeat takes its objects from them, each with its
+        entry)."""
         with driver.context(driver.CONTEXT_CHROME):
             driver.execute_script(END_FIRST_VISIT_JS, bool(clear_cache))
 
     def visit_evidence(self, path, boundary_unix) -> dict:
         return http_log_evidence(path, boundary_unix)
 
-    def har_start(self, driver, bodies) -> "BidiNetwork":
-        """Its network events over WebDriver BiDi, subscribed to before the navigation. bodies: a
-        recording is made in Chromium (plt-bench record); here a HAR says each body's size alone."""
+    def har_start(self, driver, bodies) -> None:
+        """Nothing during the load: its HAR is read from the page's Performance Timeline after it
+        (har.build_from_timeline). WebDriver BiDi's network events would give headers too, but
+        subscribing to them slowed Firefox's loads by 7-61% and its FCP by 150-190 ms here
+        (docs/results.md), where Chromium's DevTools events cost 0-10%. bodies: a
+        recording is made in Chromium (plt-bench record)."""
         if bodies:
             raise ValueError("Firefox's HAR keeps no bodies: a recording is made in Chromium")
-        url = driver.capabilities.get("webSocketUrl")
-        if not isinstance(url, str) or not url.startswith("ws"):
-            raise ValueError(f"geckodriver gave no WebDriver BiDi address (webSocketUrl: {url!r})")
-        return BidiNetwork(url)
+        return None
 
-    def har_write(self, driver, started: "BidiNetwork", path, nav, title, bodies) -> int:
+    def har_write(self, driver, started, path, nav, title, bodies) -> int:
         import json
         from .. import har
-        if started is None:
-            raise ValueError("its network events were not recorded")
-        events = started.drain()
-        log = har.build_bidi(events, f"Firefox {driver.capabilities.get('browserVersion', '')}".strip(), nav, title)
+        origin, navigation, resources = driver.execute_script(har.TIMELINE_JS)
+        log = har.build_from_timeline(float(origin), navigation or [], resources or [],
+                                      f"Firefox {driver.capabilities.get('browserVersion', '')}".strip(), title)
         with open(path, "w") as f:
             json.dump(log, f)
         return len(log["log"]["entries"])
@@ -268,78 +269,6 @@ class Firefox(Browser):
         import glob
         stem = str(path)[:-len(HTTP_LOG_SUFFIX)]
         return [str(path), *sorted(glob.glob(glob.escape(stem) + ".child-*" + HTTP_LOG_SUFFIX))]
-
-
-class BidiNetwork:
-    """A trial's network events from Firefox over WebDriver BiDi: a WebSocket of its own to the
-    session geckodriver opened (its webSocketUrl; Firefox takes more than one connection to a
-    session, so Selenium's own is left alone), subscribed to har.BIDI_NETWORK_EVENTS before the
-    navigation and read by a thread until closed. drain() returns every event sent so far: a
-    command's answer comes after every event Firefox sent before it."""
-
-    TIMEOUT_S = 10.0
-
-    def __init__(self, url: str):
-        import threading
-        import websocket
-        from ..har import BIDI_NETWORK_EVENTS
-        self.events: list[dict] = []
-        self._answers: dict[int, dict] = {}
-        self._next = 0
-        self._cond = threading.Condition()
-        self.ws = websocket.create_connection(url, timeout=self.TIMEOUT_S, suppress_origin=True)
-        self._reader = threading.Thread(target=self._read, name="bidi-network", daemon=True)
-        self._reader.start()
-        self.call("session.subscribe", events=list(BIDI_NETWORK_EVENTS))
-
-    def _read(self) -> None:
-        import json
-        while True:
-            try:
-                m = json.loads(self.ws.recv())
-            except Exception:  # noqa: BLE001 - closed (the trial's end, or the browser's): the reading ends
-                with self._cond:
-                    self._cond.notify_all()
-                return
-            with self._cond:
-                if m.get("type") == "event":
-                    self.events.append({"method": m.get("method"), "params": m.get("params") or {}})
-                elif isinstance(m.get("id"), int):
-                    self._answers[m["id"]] = m
-                self._cond.notify_all()
-
-    def call(self, method: str, **params) -> dict:
-        """One BiDi command and its result; raises with its error."""
-        import json
-        import time
-        with self._cond:
-            self._next += 1
-            n = self._next
-        self.ws.send(json.dumps({"id": n, "method": method, "params": params}))
-        end = time.monotonic() + self.TIMEOUT_S
-        with self._cond:
-            while n not in self._answers:
-                left = end - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
-                    raise TimeoutError(f"WebDriver BiDi did not answer {method} within {self.TIMEOUT_S:g}s")
-                self._cond.wait(left)
-            m = self._answers.pop(n)
-        if m.get("type") == "error":
-            raise RuntimeError(f"WebDriver BiDi {method}: {m.get('error')}: {m.get('message', '')}"[:300])
-        return m.get("result") or {}
-
-    def drain(self) -> list[dict]:
-        """Every event up to now (session.status answered after them), in the order sent."""
-        self.call("session.status")
-        with self._cond:
-            return list(self.events)
-
-    def close(self) -> None:
-        try:
-            self.ws.close()
-        except Exception:  # noqa: BLE001 - already gone with its browser
-            pass
-        self._reader.join(timeout=2)
 
 
 # a line of Firefox's log with MOZ_LOG's timestamp option:

@@ -217,7 +217,7 @@ class PageKind:
     name = ""              # the kind's word (its module's name)
     stored_kind = "page"   # what a trial stores as its page's kind (records.Trial)
     repeatable = False     # repeat visits (@repeat, @repeat-warm) of it are built
-    repeat_later = False   # ... not yet, but they will be (a recording's, a served folder's)
+    repeat_later = False   # ... not yet, but they will be (a served folder's)
     served_as_recorded = False  # its own hosts and URL, untagged; its log entries told apart by host (a recording, a folder)
     replayed_hosts_first = False  # its hosts resolve to the replay's addresses before the generated pages'
     counts_delivery = False  # the link's delivery to the client is sampled during its load (a bulk page)
@@ -236,7 +236,7 @@ class PageKind:
 
     def refuse_repeat(self, item: str, base: str, option: str) -> UsageError:
         if self.repeat_later:
-            return UsageError(f"{option}: '{item}': repeat visits of a recording or of a served folder's page are not "
+            return UsageError(f"{option}: '{item}': repeat visits of a served folder's page are not "
                               f"built yet; measure its first visit ({base})")
         return UsageError(f"{option}: '{item}': repeat visits are of pages (5KB, 20x5KB, 4o:60x5KB), not of a "
                           f"{self.stored_kind} page")

@@ -158,7 +158,7 @@ UNRECORDED_MAX = 0  # a replayed trial with more requests the recording did not 
 def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load: dict,
                   server_entries: list[dict], replayed: bool = True,
                   spoke: dict[str, str] | None = None,
-                  own: frozenset[tuple[str, str]] = frozenset()) -> tuple[str, str | None, int, dict]:
+                  own: frozenset[tuple[str, str]] = frozenset(), revisit: bool = False) -> tuple[str, str | None, int, dict]:
     """(status, reason, objects proven (the document not counted), evidence) for a load of a recording replayed as recorded
     (plt_bench.archive; server_entries: Caddy's entries for the recorded hosts in the trial's time).
 
@@ -175,7 +175,10 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     counted and listed ("browser_own") and fail nothing. replayed=False: a page of a folder
     served as it is (url:), proven the same way, its server's answers taken as they come.
     As recorded (protocols.AS_RECORDED), each host's own protocol is asked (spoke: host -> h3 | h2 |
-    h1), and the evidence counts the responses served per protocol ("protocols": the mix)."""
+    h1), and the evidence counts the responses served per protocol ("protocols": the mix).
+    A repeat visit (revisit; server_entries the repeat's alone): a response answered 304 is proven
+    where the browser's entry exchanged headers and the server sent no body ("revalidated"), one the
+    browser took from its cache with no request is counted ("cached"), and the document may say 304."""
     def want_of(host):
         return protocols.for_origin(proto, (spoke or {}).get(host, ""))
     evidence: dict = {"served": 0, "proven": 0, "query_matched": [], "unseen": [], "unrecorded": [], "preflights": 0,
@@ -188,7 +191,7 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     if is_error_page(load) or not nav:
         return "failed", f"error page: {load.get('error_code') or 'unknown error'}", 0, evidence
     problems: list[str] = []
-    if nav.get("responseStatus") != 200:
+    if nav.get("responseStatus") not in (200, 304 if revisit else 200):  # a revisit's document may be revalidated
         problems.append(f"the document: responseStatus {nav.get('responseStatus')}, not 200")
     try:
         want = want_of(url_host(nav.get("name")))
@@ -240,6 +243,14 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
         r = entries[0]
         if r.get("nextHopProtocol") != want.next_hop:
             problems.append(f"{where}: the browser's entry says '{r.get('nextHopProtocol')}', expected '{want.next_hop}'")
+        elif e.get("status") == 304:  # a repeat's revalidation: headers exchanged, the body the browser's cache's
+            if (r.get("transferSize") or 0) > 0 and not e.get("size"):
+                evidence["revalidated"] = evidence.get("revalidated", 0) + 1
+                evidence["proven"] += 1
+                evidence["document_proven"] = evidence.get("document_proven") or r.get("initiatorType") == "navigation"
+            else:
+                problems.append(f"{where}: answered 304 with {e.get('size')} bytes, the browser's entry moved "
+                                f"{r.get('transferSize')} (a revalidation moves headers and no body)")
         elif r.get("initiatorType") != "navigation" and (r.get("transferSize") or 0) > 0 and \
                 r.get("encodedBodySize") != e.get("size"):
             problems.append(f"{where}: the browser received {r.get('encodedBodySize')} body bytes, the server sent "

@@ -43,7 +43,7 @@ def recorded_corpus(option: str = "--size", sites: Path | None = None) -> list[s
 class Recording(PageKind):
     name = "recording"
     served_as_recorded = True
-    repeat_later = True
+    repeatable = True  # its revisit revalidated by the replay as the recorded server would (replayd.not_modified)
     replayed_hosts_first = True
 
     def claims(self, page: Page) -> bool:
@@ -100,7 +100,8 @@ class Recording(PageKind):
         status, reason, objects_ok, evidence = proof.judge_archive(
             load.proto, {o.host for o in a.origins},
             replayd.served_bytes(a, load.sites, url_host(name), url_path(name)), answer, entries or [],
-            spoke={o.host: o.protocol for o in a.origins}, own=archive.declared_icons(a, load.sites))
+            spoke={o.host: o.protocol for o in a.origins}, own=archive.declared_icons(a, load.sites),
+            revisit=load.page.visit != "first")
         asked = {(e.get("host"), e.get("uri")) for e in entries or []}
         evidence["recorded_not_asked"] = sum((r.host, r.target) not in asked for r in a.responses)  # counted only
         page_entries, _ = proof.split_entries(load)

@@ -18,7 +18,10 @@ header X-PLT-Replay (exact | query | miss | preflight), which Caddy's log keeps 
 of unrecorded requests.
 
 What is served (respond): the recorded status, the kept headers (archive.KEPT_HEADERS), and the
-recorded body's bytes. Two changes, both said here:
+recorded body's bytes; a conditional GET (a repeat visit's revalidation) of a recorded 200 whose
+validators it names is answered 304 Not Modified with the recorded headers and no body
+(not_modified: If-None-Match against the recorded ETag, else If-Modified-Since against its
+Last-Modified), as an HTTP server answers it. Two changes, both said here:
 - Timing-Allow-Origin: * is added where the recording has none: the browser's Resource Timing
   then shows a cross-origin response's protocol and sizes, which the trial's proof needs (it
   changes no load: the header only opens timing to scripts).
@@ -182,6 +185,45 @@ def respond(r: archive_mod.Response, how: str, body: bytes, accept_encoding: str
     return r.status, headers, body
 
 
+def _etags(field: str) -> list[str]:
+    """The entity tags of an If-None-Match field, each without its weak prefix (W/)."""
+    return [t.strip()[2:] if t.strip().startswith("W/") else t.strip() for t in field.split(",") if t.strip()]
+
+
+def not_modified(recorded: tuple[tuple[str, str], ...] | list[tuple[str, str]], conditions: dict[str, str]) -> bool:
+    """Whether a conditional GET of a recorded 200 is answered 304 Not Modified (RFC 9110, 13.1 and
+    13.2.2; pure): If-None-Match, where sent, decides alone (any listed tag equal to the recorded ETag by
+    the weak comparison, or *); else If-Modified-Since no earlier than the recorded Last-Modified. A
+    response recorded with neither validator is never 304: a revisit's browser gets it whole, as
+    the recorded server would have sent it."""
+    import email.utils
+    have = {k: v for k, v in recorded}
+    got = {k.lower(): v for k, v in conditions.items()}
+    if "if-none-match" in got:
+        tags = _etags(got["if-none-match"])
+        return "*" in tags or ("etag" in have and _etags(have["etag"])[:1] != [] and _etags(have["etag"])[0] in tags)
+    since, last = got.get("if-modified-since"), have.get("last-modified")
+    if not since or not last:
+        return False
+    try:
+        return email.utils.parsedate_to_datetime(last) <= email.utils.parsedate_to_datetime(since)
+    except (TypeError, ValueError, IndexError):
+        return False
+
+
+# a 304 carries the recorded headers but those that describe a body (RFC 9110, 15.4.5)
+BODY_HEADERS = frozenset(("content-type", "content-length", "content-encoding", "content-disposition",
+                          "content-language", "accept-ranges"))
+
+
+def not_modified_response(r: archive_mod.Response, how: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    """(304, headers, no body) for a matched recorded response its requester holds already."""
+    headers = [(k, v) for k, v in r.headers if k not in BODY_HEADERS]
+    if "timing-allow-origin" not in {k for k, _ in headers}:
+        headers.append(("timing-allow-origin", "*"))
+    return 304, headers + [(HEADER.lower(), how)], b""
+
+
 _INDEXES: dict[int, tuple] = {}  # id(archive) -> (the archive, kept alive so the id stays its own, its Index)
 
 
@@ -268,6 +310,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(404, [("content-type", "text/plain"), ("cache-control", "no-store"),
                              ("access-control-allow-origin", "*"), ("timing-allow-origin", "*"),
                              (HEADER.lower(), "miss")], MISS_BODY)
+            return
+        if method == "GET" and r.status == 200 and not_modified(r.headers, dict(self.headers.items())):
+            self._send(*not_modified_response(r, how))  # a revisit's revalidation, as the recorded server answered
             return
         name = self.owner[id(r)]
         body = self.bodies.plain(name, r.body) if r.body else b""

@@ -313,13 +313,14 @@ def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evid
     expect = own + ({"repeat": own, "repeat-warm": 1}.get(cell.page.visit, 0) if boundary else 0)
     nav_unix = m.t0_unix + (nav_t0 - m.t0) if isinstance(nav_t0, (int, float)) and nav_t0 >= m.t0 else m.t0_unix
     wait_s = 2.0 if answer.get("nav") else 0.2
-    if kind.served_as_recorded:  # its hosts' requests since the trial began (no Referer to go by)
+    if kind.served_as_recorded:  # its hosts' requests since the trial began, or its repeat's first load ended
         hosts = kind.recorded_hosts(page, bed.sites.root, {h for x in bed.server.statics for h, _ in x.origins})
+        since = boundary if isinstance(boundary, (int, float)) else m.t0_unix  # (no Referer to go by)
         expect = 1 + sum(1 for r in answer.get("resources") or []
                          if url_host(r.get("name")) in hosts and (r.get("transferSize") or 0) > 0)
         logged = bed.server.access_entries(uri, wait_s=wait_s, expect=expect,
-                                           own=lambda found: replayed_entries(found, hosts, m.t0_unix))
-        entries = replayed_entries(logged, hosts, m.t0_unix)
+                                           own=lambda found: replayed_entries(found, hosts, since))
+        entries = replayed_entries(logged, hosts, since)
         foreign = [e for e in overlapping(logged, uri, nav_unix, m.t1_unix) if e.get("host") not in hosts]
     else:
         logged = bed.server.access_entries(uri, wait_s=wait_s, expect=expect)

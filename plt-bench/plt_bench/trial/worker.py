@@ -427,8 +427,6 @@ def one_trial(req: dict) -> dict:
     finally:
         if cast is not None:
             cast.close()
-        if har is not None and hasattr(har, "close"):  # what recorded the requests lets go (a socket)
-            har.close()
         if driver is not None:  # the browser's CPU per role, read before quitting takes it away
             _end_cpu(driver, sampler, cpu0, out)
             if req.get("cpu_loop") and out["error"] is None:  # after the figures: its CPU is not the trial's
