@@ -388,8 +388,11 @@ def _as_recorded(v, grid) -> None:
     """--proto as-recorded: every page a recording (har:NAME) that says what each of its origins spoke."""
     if not any(protocols.get(p).per_origin for p in grid.protos):
         return
+    from .pages import real as realpages
     from .pages.recording import archive_of
-    for p in grid.pages:
+    pending = {realpages.RECORDING_PREFIX + n for n in realpages.UNRECORDED.get() or ()}  # checked once recorded
+    pages = [p for p in grid.pages if p.replay not in pending]
+    for p in pages:
         if p.page_kind.recording_name(p) is None:
             raise UsageError(f"{v.name('proto')}: as-recorded serves each origin of a recording over the protocol it "
                              f"spoke; '{p.label}' is not a recording (give har:NAME pages, or measure it with "
@@ -400,7 +403,7 @@ def _as_recorded(v, grid) -> None:
                              f"{', '.join(unknown[:3])} spoke (its HAR has no httpVersion); measure it with "
                              f"{', '.join(protocols.NAMES)}")
     spoke: dict[str, tuple[str, str]] = {}  # host -> (protocol, the recording that says it)
-    for p in grid.pages:
+    for p in pages:
         for o in archive_of(p).origins:
             was = spoke.setdefault(o.host, (o.protocol, p.label))
             if was[0] != o.protocol:  # one testbed address offers one protocol for a host

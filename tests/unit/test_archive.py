@@ -240,6 +240,22 @@ def test_a_revisit_proves_a_revalidated_response_and_counts_what_came_from_the_c
     assert status == "failed" and "answered 304 with 100 bytes" in reason
 
 
+def test_a_cross_origin_response_firefox_reads_as_opaque_is_proven_by_the_server_s_bytes():
+    """Firefox gives a no-cors cross-origin response's body sizes as 0 (the Fetch standard's opaque
+    response), Timing-Allow-Origin or not: proven by its protocol and the server's bytes, and counted.
+    The same zeros on the document's own origin, or with nothing sent, are not."""
+    from plt_bench.pages.proof import judge_archive
+    hidden = dict(_res("https://api.rec.test/lib.js", size=0, transfer=420), decodedBodySize=0)
+    load = {"nav": _nav(), "resources": [hidden]}
+    status, reason, objects, ev = judge_archive("h2", HOSTS, 900, load, [_log("api.rec.test", "/lib.js", size=5000)])
+    assert (status, reason, objects, ev["opaque"], ev["proven"]) == ("ok", None, 1, 1, 1)
+    own = {"nav": _nav(), "resources": [dict(hidden, name="https://www.rec.test/lib.js")]}
+    status, reason, _, _ = judge_archive("h2", HOSTS, 900, own, [_log("www.rec.test", "/lib.js", size=5000)])
+    assert status == "failed" and "received 0 body bytes, the server sent 5000" in reason
+    status, _, _, _ = judge_archive("h2", HOSTS, 900, load, [_log("api.rec.test", "/lib.js", proto="h1", size=5000)])
+    assert status == "failed"  # its protocol is still judged
+
+
 def _nav(host="www.rec.test", proto="h2", size=900, **kw):
     return {"name": f"https://{host}/", "responseStatus": 200, "nextHopProtocol": proto, "decodedBodySize": size,
             "loadEventEnd": 300.0, **kw}

@@ -45,6 +45,12 @@ def test_the_pages_of_a_corpus_read_as_one_answer_per_protocol_and_browser(corpu
     text = stats.corpus_sentence(groups[0])
     assert text.startswith("h3 against h1 at 10mbit (cubic chromium caddy full): h3 was significantly faster on 3 of 6 "
                            "pages (50%), slower on 1 of 6 pages (17%), and neither on 2 of 6 pages (33%)"), text
+    # beside the literature: our share of pages where h3 was faster, the papers' findings, why ours may differ
+    lit = stats.corpus_beside_literature(groups[0])
+    assert lit.startswith("Beside the literature: here h3 was significantly faster than h1 on 50% of 6 pages at 10mbit")
+    assert "Trevisan et al." in lit and "Yu & Benson" in lit and "handshake" in lit
+    described = next(d for t, d, _ in report.sections(rep) if t.startswith("Over the pages"))
+    assert described.endswith(lit) and stats.corpus_sentence(groups[0]) in described
     titles = [t for t, _, _ in report.sections(rep)]
     assert [t for t in titles if t.startswith("Over the pages")] == [
         "Over the pages: h3 vs h1 at 10mbit (cubic chromium caddy full)",
@@ -56,6 +62,12 @@ def test_the_pages_of_a_corpus_read_as_one_answer_per_protocol_and_browser(corpu
     assert len(csv.read_text().splitlines()) == 1 + 12
     figs = plots.corpus_plot(groups, rep["metadata"], tmp / "out", "corpus #1")
     assert [f.name for f in figs] == ["corpus.png", "corpus.svg"] and all(f.stat().st_size > 1000 for f in figs)
+
+
+def test_only_h3_against_tcp_is_set_beside_the_literature(corpus):
+    s, cid, _ = corpus
+    along = report.build(s, [cid], axis="browser")["corpus"]
+    assert along and all(stats.corpus_beside_literature(g) is None for g in along)
 
 
 def test_browsers_compared_over_the_pages_and_a_campaign_of_few_pages_is_no_corpus(corpus, tmp_path):

@@ -254,3 +254,14 @@ def test_the_corpus_is_every_real_page_of_packages_that_setup_installs_by_name()
     assert tuple(block.split()) == real.PACKAGES
     with pytest.raises(UsageError, match="real:nope: no such real page"):
         parse_pages("real:nope")
+    # a page of three origins: its files' references pointed at the hosts that serve them, nothing else
+    cdn = real.by_name("cdn")
+    assert [h for h, _ in cdn.serve] == ["site.pkg.test", "static.pkg.test", "images.pkg.test"]
+    from plt_bench.pages import page_url
+    static, images, away = page_url("static.pkg.test", "/_static/"), page_url("images.pkg.test", "/_images/"), \
+        page_url("palletsprojects.com", "/")
+    page = ('<link href="_static/flask.css"><script src="_static/jquery.js"></script><img src="_images/logo.png">'
+            f'<a href="installation.html">x</a><a href="{away}">y</a>')
+    assert real.on_origins(page, real.CDN_ORIGINS) == (
+        f'<link href="{static}flask.css"><script src="{static}jquery.js"></script><img src="{images}logo.png">'
+        f'<a href="installation.html">x</a><a href="{away}">y</a>')

@@ -279,7 +279,8 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
         out.append((f"Over the pages: {g['pair']} at {g['conditions']} ({g['within']})",
                     f"{stats.corpus_sentence(g)}. Per page, the medians, the difference (negative: {g['reference']} "
                     "faster) with its bootstrap 95% CI, and the test's p-value corrected over every comparison of the "
-                    "report; the pages sorted by difference; their CDF: corpus.png",
+                    "report; the pages sorted by difference; their CDF: corpus.png"
+                    + (f". {lit}" if (lit := stats.corpus_beside_literature(g)) else ""),
                     [["page", f"{g['reference']} ms", f"{g['other']} ms", "diff %", "95% CI", "p adj", "faster"],
                      *[[c.reference.page, _f(c.reference.median_ms), _f(c.other.median_ms), _f(c.diff_pct, "{:+.1f}"),
                         f"[{_f(c.diff_ci_low_pct, '{:+.1f}')}, {_f(c.diff_ci_high_pct, '{:+.1f}')}]",

@@ -155,6 +155,17 @@ FAVICON = "/favicon.ico"  # Chromium asks for it when a page names no icon: a re
 UNRECORDED_MAX = 0  # a replayed trial with more requests the recording did not hold is not a clean ok
 
 
+def opaque(entry: dict, logged: dict, document_host: str) -> bool:
+    """A response the browser read as opaque (a cross-origin script, style sheet or image fetched
+    without CORS), whose body sizes Firefox's Resource Timing gives as 0 whatever Timing-Allow-Origin
+    says (the Fetch standard's opaque response; Chromium gives them): its entry says it came over the
+    network (transferSize > 0) with no body size, from another origin than the document's, where the
+    server sent a body. The server's log then holds its size alone (pure)."""
+    return (url_host(entry.get("name")) != document_host and (entry.get("transferSize") or 0) > 0
+            and not entry.get("encodedBodySize") and not entry.get("decodedBodySize") and (logged.get("size") or 0) > 0
+            and entry.get("initiatorType") in ("script", "link", "img", "css", "other"))
+
+
 def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load: dict,
                   server_entries: list[dict], replayed: bool = True,
                   spoke: dict[str, str] | None = None,
@@ -176,6 +187,8 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
     served as it is (url:), proven the same way, its server's answers taken as they come.
     As recorded (protocols.AS_RECORDED), each host's own protocol is asked (spoke: host -> h3 | h2 |
     h1), and the evidence counts the responses served per protocol ("protocols": the mix).
+    A cross-origin response the browser read as opaque (opaque: Firefox gives no body size for it) is
+    proven by the protocol and the server's bytes alone, and counted ("opaque").
     A repeat visit (revisit; server_entries the repeat's alone): a response answered 304 is proven
     where the browser's entry exchanged headers and the server sent no body ("revalidated"), one the
     browser took from its cache with no request is counted ("cached"), and the document may say 304."""
@@ -203,6 +216,7 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
         problems.append(f"the document: {nav.get('decodedBodySize')} bytes, expected {document_bytes} as served")
     if not nav.get("loadEventEnd"):
         problems.append("the load event never ended")
+    doc_host = url_host(nav.get("name"))
     seen: dict[tuple[str, str], list[dict]] = {}
     for r in [dict(nav, initiatorType="navigation"), *(load.get("resources") or [])]:
         seen.setdefault((url_host(r.get("name")), url_path(r.get("name"))), []).append(r)
@@ -251,6 +265,9 @@ def judge_archive(proto: str, hosts: set[str], document_bytes: int | None, load:
             else:
                 problems.append(f"{where}: answered 304 with {e.get('size')} bytes, the browser's entry moved "
                                 f"{r.get('transferSize')} (a revalidation moves headers and no body)")
+        elif opaque(r, e, doc_host):  # a cross-origin no-cors response: Firefox hides its body's size
+            evidence["opaque"] = evidence.get("opaque", 0) + 1
+            evidence["proven"] += 1
         elif r.get("initiatorType") != "navigation" and (r.get("transferSize") or 0) > 0 and \
                 r.get("encodedBodySize") != e.get("size"):
             problems.append(f"{where}: the browser received {r.get('encodedBodySize')} body bytes, the server sent "

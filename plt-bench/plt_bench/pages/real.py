@@ -17,7 +17,8 @@ the page, the recording kind replays it.
   from Debian's packages (Sphinx in four themes: jinja, flask, sqlalchemy, pygments, sphinx; MkDocs:
   mkdocs, markdown; Doxygen: eigen, whose menu and search its own scripts draw), pages their own
   scripts draw (mathjax: MathJax typesetting TeX into HTML with its web fonts; pdfjs: pdf.js's viewer
-  drawing a PDF of a Debian package; swagger), a page of several origins (swagger). Python's and Rust's
+  drawing a PDF of a Debian package; swagger), pages of several origins (swagger's API on a second;
+  cdn: Flask's documentation with its files on a second origin and its images on a third). Python's and Rust's
   own documentation are left out: other checks use them. PACKAGES names what setup installs.
 """
 
@@ -44,6 +45,12 @@ PACKAGES = ("python-requests-toolbelt-doc", "python-jinja2-doc", "python-flask-d
 PDFJS_LINKS = {"web": JS / "pdf" / "web", "build": JS / "pdf" / "build",
                "spec.pdf": Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf")}
 NPM_PACKAGES = {"swagger-ui": ("swagger-ui-dist", "5.35.0"), "oas": ("@readme/oas-examples", "8.2.2")}
+# A site whose files a CDN serves: Flask's documentation page with its scripts, style sheets and fonts
+# on one more origin and its images on another, as a site deployed behind a CDN names them (the page
+# ours: the package's index.html with those references pointed at the other hosts, install()); both
+# hosts serve the package's own folder
+FLASK = DOC / "python-flask-doc" / "html"
+CDN_ORIGINS = {"_static/": page_url("static.pkg.test", "/_static/"), "_images/": page_url("images.pkg.test", "/_images/")}
 SWAGGER_INITIALIZER = """window.onload = function() {
   // plt-bench: the API document from the testbed's second origin (the package names one on the web)
   window.ui = SwaggerUIBundle({
@@ -103,6 +110,10 @@ PAGES = (
         ("pdfjs", "/web/viewer.html?file=/spec.pdf", PAGES_DIR / "pdfjs",
          "pdf.js's viewer (Debian libjs-pdf) drawing the shared-mime-info specification (a PDF of Debian's "
          "shared-mime-info)"))),
+    RealPage("cdn", page_url("site.pkg.test", "/index.html"),
+             (("site.pkg.test", PAGES_DIR / "cdn"), ("static.pkg.test", FLASK), ("images.pkg.test", FLASK)),
+             "Flask's documentation (Debian python-flask-doc) as a site behind a CDN serves it: its scripts, "
+             "style sheets and fonts from a second origin, its images from a third"),
 )
 
 
@@ -141,10 +152,22 @@ def ready() -> list[RealPage]:
     return list(PAGES)
 
 
+def on_origins(html: str, origins: dict[str, str]) -> str:
+    """A page's relative references to its folders (src="_static/..", href="_images/..") pointed at
+    the origins that serve them (pure): {"_static/": "https://static.pkg.test/_static/"}."""
+    for prefix, url in origins.items():
+        for attr in ("src", "href"):
+            html = html.replace(f'{attr}="{prefix}', f'{attr}="{url}')
+    return html
+
+
 def install() -> None:
-    """Write the API page's initializer over the package's (scripts/setup, after unpacking it), and
-    link pdf.js's viewer and its PDF into one folder."""
+    """Write the API page's initializer over the package's (scripts/setup, after unpacking it), link
+    pdf.js's viewer and its PDF into one folder, and write the CDN site's page (on_origins)."""
     (PAGES_DIR / "swagger-ui" / "swagger-initializer.js").write_text(SWAGGER_INITIALIZER)
+    if (FLASK / "index.html").is_file():
+        (PAGES_DIR / "cdn").mkdir(parents=True, exist_ok=True)
+        (PAGES_DIR / "cdn" / "index.html").write_text(on_origins((FLASK / "index.html").read_text(), CDN_ORIGINS))
     folder = PAGES_DIR / "pdfjs"
     folder.mkdir(parents=True, exist_ok=True)
     for name, target in PDFJS_LINKS.items():
