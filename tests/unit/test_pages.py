@@ -196,7 +196,7 @@ def fake_recordings(monkeypatch, body_bytes=60_000, responses=9, response_bytes=
     monkeypatch.setattr(archive, "is_archive", lambda folder: True)
     monkeypatch.setattr(archive, "load", lambda name, sites, option="--size": SimpleNamespace(
         name=name, body_bytes=body_bytes, responses=[SimpleNamespace(size_bytes=response_bytes)] * responses,
-        origins=["toolbelt.pkg.test"]))
+        origins=[SimpleNamespace(host="toolbelt.pkg.test", protocol="h2", address="ipv4")]))
 
 
 def test_a_real_page_by_name_is_its_recording_and_an_unknown_one_is_refused(monkeypatch):
@@ -231,6 +231,14 @@ def test_a_campaign_checks_every_other_option_before_it_records_a_real_page(monk
     with pytest.raises(UsageError, match="real:toolbelt is not recorded"):  # a front end that cannot record says how
         recorded.clear()
         session.spec_from_options({"campaign": "quick", "size": "real:toolbelt"})
+    # as recorded: a real page not recorded yet is checked once it is (it was refused as "not a recording")
+    recorded.clear()
+    spec = session.spec_from_options({"campaign": "quick", "size": "real:toolbelt", "proto": "h3,as-recorded"},
+                                     record=lambda name: recorded.append(f"real-{name}"))
+    assert recorded == ["real-toolbelt"] and spec.grid.protos == ("h3", "as-recorded")
+    with pytest.raises(UsageError, match="as-recorded serves each origin of a recording.*'500KB' is not a recording"):
+        session.spec_from_options({"campaign": "quick", "size": "real:toolbelt,500KB", "proto": "as-recorded"},
+                                  record=lambda name: recorded.append(f"real-{name}"))
 
 
 def test_the_corpus_is_every_real_page_of_packages_that_setup_installs_by_name():
