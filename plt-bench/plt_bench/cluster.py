@@ -5,6 +5,10 @@
 
 - A worker is one Dask worker process with one thread and the resource testbed=1: a host runs
   one cell at a time, on its own testbed (index N).
+- A worker declares what it can run as Dask resources of its own (worker_capabilities,
+  capability_resources: each browser and server installed, a netem kernel, CPU budgets); each
+  cell asks for what its campaign needs (needs), so it goes only to a worker that can run it, and
+  a campaign that no worker can run is refused before it starts, naming what each worker lacks.
 - The unit of work is a cell: its conditions and page, both protocols, all its runs, interleaved
   as on one machine. measure_cell runs plt_bench.session on the worker's testbed, so every trial
   takes the same path as a local run's.
@@ -229,6 +233,63 @@ def unsupported(spec) -> None:
                          "across two machines without --cluster")
 
 
+# -- what a worker can run ------------------------------------------------------------------------
+CAN = "can-"  # a capability's Dask resource: can-browser-firefox, can-server-quinn, can-netem, can-cpu-budget
+
+
+def capability_resources(caps: dict) -> dict[str, int]:
+    """A worker's capabilities (worker_capabilities) as the Dask resources it declares (pure)."""
+    out = {f"{CAN}browser-{b}": 1 for b in caps.get("browsers") or {}}
+    out |= {f"{CAN}server-{s}": 1 for s in caps.get("servers") or ()}
+    out |= {f"{CAN}{k.replace('_', '-')}": 1 for k in ("netem", "cpu_budget") if caps.get(k)}
+    return out
+
+
+def worker_capabilities() -> dict:
+    """What this machine can run: the browsers installed (with their versions) and the servers, a
+    kernel with sch_netem, the CPU controller a budget needs, its cores."""
+    from . import browsers, servers
+    from .device.cgroup import CgroupError, machine_layout
+    from .link import netem_available
+    try:
+        machine_layout()
+        budget = True
+    except (CgroupError, OSError):
+        budget = False
+    return {"browsers": {n: browsers.get(n).versions() for n in browsers.NAMES if browsers.get(n).installed()},
+            "servers": [n for n in servers.NAMES if servers.get(n).installed()],
+            "netem": netem_available(), "cpu_budget": budget, "cores": os.cpu_count() or 1}
+
+
+def needs(spec) -> dict[str, int]:
+    """What every cell of a campaign asks of its worker (pure): each browser and server it names, a
+    netem kernel where its link is netem, the CPU controller where it has a budget or a device."""
+    from .conditions import NO_BUDGET
+    out = {f"{CAN}browser-{b}": 1 for b in spec.grid.browsers} | {f"{CAN}server-{s}": 1 for s in spec.grid.servers}
+    if spec.link == "netem":
+        out[f"{CAN}netem"] = 1
+    if any(b != NO_BUDGET for b in spec.grid.budgets):
+        out[f"{CAN}cpu-budget"] = 1
+    return out
+
+
+WORDS = {"netem": "a kernel with sch_netem (--link netem)", "cpu-budget": "the CPU controller (--cpu, --device)"}
+
+
+def no_worker_can(wanted: dict[str, int], workers: dict[str, dict[str, float]]) -> str | None:
+    """Why no worker can run a campaign that needs `wanted` (its workers' names -> their declared
+    resources), or None where one can (pure)."""
+    if not workers:
+        return "no worker has joined the scheduler"
+    lacks = {name: sorted(k for k in wanted if have.get(k, 0) < wanted[k]) for name, have in workers.items()}
+    if any(not v for v in lacks.values()):
+        return None
+    def said(k: str) -> str:
+        k = k[len(CAN):]
+        return WORDS.get(k, k.replace("-", " ", 1))
+    return "; ".join(f"{name} lacks {', '.join(said(k) for k in v)}" for name, v in sorted(lacks.items()))
+
+
 def cells(spec) -> list[tuple]:
     """The campaign's cells in its plan's order: (conditions, page)."""
     out = []
@@ -426,12 +487,13 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
     claim, held, shared = pin(index, cpus, share)
     _WORKER["shared"] = shared
     how = "sharing every core" if shared else f"pinned to CPUs {cpu_list(held)}"
+    declared = capability_resources(worker_capabilities())
 
     async def main():
         with dask.config.set(DASK_CONFIG):
             try:
                 # host: its comm and its HTTP port listen there only (Dask's default is every interface)
-                w = await asyncio.wait_for(Worker(scheduler, nthreads=1, resources={RESOURCE: 1},
+                w = await asyncio.wait_for(Worker(scheduler, nthreads=1, resources={RESOURCE: 1, **declared},
                                                   name=host_name(index), dashboard=False, host=dask_host(host),
                                                   security=sec,
                                                   local_directory=str(worker_dir(index))), CONNECT_S)
@@ -442,7 +504,8 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
                 raise UsageError(f"--testbed: the scheduler at {scheduler} refused this worker: {e}; give it another "
                                  "--testbed") from None
             out(f"plt-bench worker {host_name(index)} ({how}) joined {scheduler}, listening on {host} only"
-                f"{' (mutual TLS)' if sec else ''}; Ctrl-C to leave")
+                f"{' (mutual TLS)' if sec else ''}; it can run: {', '.join(k[len(CAN):] for k in declared)}; "
+                "Ctrl-C to leave")
             await w.finished()
     try:
         asyncio.run(main())
@@ -497,7 +560,7 @@ class Head:
         hosts = self.store.campaign(self.cid)["metadata"].get("hosts") or {}
         calibrations = {h: m["devices"] for h, m in hosts.items() if m.get("devices")}
         return self.client.submit(measure_cell, self.spec, *cell, self.queue.name, self.timeout_s, calibrations,
-                                  resources={RESOURCE: 1}, pure=False)
+                                  resources={RESOURCE: 1, **needs(self.spec)}, pure=False)
 
     def drain(self) -> None:
         """Store every trial that streamed in; a slot that already has an ok trial keeps it alone."""
@@ -600,6 +663,9 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
         if not workers:
             raise UsageError(f"--cluster: the scheduler at {scheduler} has no plt-bench worker; start one on each "
                              f"measuring host with: plt-bench worker --scheduler {scheduler}")
+        why = no_worker_can(needs(spec), {w.get("name") or w.get("id"): w.get("resources", {}) for w in workers})
+        if why:  # nothing started: no cell of it could land anywhere
+            raise UsageError(f"--cluster: no worker at {scheduler} can run this campaign: {why}")
         with Store(results) as store:
             head = Head(spec, store, client, scheduler, new, out, timeout_s)
             out(f"campaign {head.cid} '{spec.name}': {len(head.cells)} cell(s) to measure over {len(workers)} "

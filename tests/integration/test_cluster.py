@@ -177,6 +177,23 @@ def test_the_page_timeout_reaches_the_workers(cluster, tmp_path):
     assert len(rows) == 4 and all(r["status"] == "failed" and "timeout" in r["reason"] for r in rows), rows
 
 
+def test_a_campaign_no_worker_can_run_is_refused_before_it_starts_naming_what_each_lacks(cluster, tmp_path):
+    """Issue 49: workers declare what they can run (cluster.capability_resources); a campaign that asks
+    for a netem kernel of workers on a kernel without sch_netem is refused at once, each worker named
+    with what it lacks, exit 2, no store written."""
+    from plt_bench import link
+    address, *_ = cluster
+    if link.netem_available():
+        return unjudged("this kernel has sch_netem: its workers can run a netem campaign")
+    store = tmp_path / "netem.sqlite"
+    c = run_cli("run", "--size", "5KB", "--runs", "1", "--proto", "h3", "--link", "netem", "--verify", "off",
+                "--cluster", address, "--results", str(store), timeout=300)
+    assert c.returncode == 2 and "Traceback" not in c.stderr, c.stdout[-2000:] + c.stderr[-2000:]
+    assert "no worker at" in c.stderr and "can run this campaign" in c.stderr, c.stderr
+    assert c.stderr.count("lacks a kernel with sch_netem (--link netem)") == 2, c.stderr  # both workers, by name
+    assert not store.exists()
+
+
 def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp_path):
     address, workers, *_ = cluster
     store = tmp_path / "kill.sqlite"

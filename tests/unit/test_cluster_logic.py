@@ -231,3 +231,27 @@ def test_a_worker_keeps_its_own_hosts_calibrations_of_the_campaign_only():
     assert cluster.own_calibrations("c/pb1", given, ("q1", laptop), "q1") == laptop  # measured in this run
     assert cluster.own_calibrations("c/pb1", given, ("q0", laptop), "q1") == {}  # another campaign's run
     assert cluster.own_calibrations("c/pb1", None, None, "q1") == {}
+
+
+def test_a_cell_asks_for_what_its_campaign_needs_and_a_campaign_no_worker_can_run_is_refused_naming_the_lack():
+    """Issue 49: a worker declares what it can run as Dask resources (capability_resources); each cell
+    asks for its campaign's needs (each browser and server, a netem kernel, the CPU controller), so it
+    lands only where it can run; no_worker_can says, per worker, what it lacks, or None."""
+    caps = {"browsers": {"chromium": {"chromium": "Chromium 1"}, "firefox": {"firefox": "Firefox 1"}},
+            "servers": ["caddy"], "netem": False, "cpu_budget": True, "cores": 2}
+    have = {cluster.RESOURCE: 1, **cluster.capability_resources(caps)}
+    assert set(have) == {"testbed", "can-browser-chromium", "can-browser-firefox", "can-server-caddy", "can-cpu-budget"}
+    plain = cluster.needs(campaign.load(None, {"size": "5KB"}))
+    assert plain == {"can-browser-chromium": 1, "can-server-caddy": 1}
+    both = cluster.needs(campaign.load(None, {"size": "5KB", "browser": "chromium,firefox", "http_server": "caddy,quinn",
+                                              "cpu": "0.5", "link": "netem"}))
+    assert both == {"can-browser-chromium": 1, "can-browser-firefox": 1, "can-server-caddy": 1, "can-server-quinn": 1,
+                    "can-cpu-budget": 1, "can-netem": 1}
+    assert cluster.no_worker_can(plain, {"pb1": have}) is None
+    assert cluster.no_worker_can(plain, {}) == "no worker has joined the scheduler"
+    lean = {cluster.RESOURCE: 1, **cluster.capability_resources({"browsers": {"chromium": {}}, "servers": ["caddy"]})}
+    assert cluster.no_worker_can(both, {"pb1": have, "pb2": lean}) == (
+        "pb1 lacks a kernel with sch_netem (--link netem), server quinn; pb2 lacks browser firefox, "
+        "the CPU controller (--cpu, --device), a kernel with sch_netem (--link netem), server quinn")
+    # one worker that has it all is enough: the others' cells go where they can run
+    assert cluster.no_worker_can(plain, {"pb1": have, "pb2": {cluster.RESOURCE: 1}}) is None

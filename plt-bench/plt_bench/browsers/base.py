@@ -11,6 +11,8 @@ end of every process of a trial.
 
 from __future__ import annotations
 
+import os
+
 from ..errors import UsageError
 
 # The window every trial renders in, whatever the browser: fixed, since the largest contentful
@@ -142,6 +144,10 @@ class Browser:
     def versions(self) -> dict:
         """The browser's and its driver's versions, by name."""
         raise NotImplementedError
+
+    def installed(self) -> bool:
+        """Whether this machine has the browser and its driver (what a cluster's worker declares)."""
+        return all(os.path.isfile(p) and os.access(p, os.X_OK) for p in self.binaries())
 
     def end_first_visit(self, driver, clear_cache: bool) -> None:
         """After a repeat visit's first load: close every connection of the browser (the repeat opens

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from .. import cmd
-from ..errors import ServerError
+from ..errors import EnvironmentProblem, ServerError
 from ..pages import HOST
 from ..pages.base import served_paths
 from .certs import make_certificate
@@ -78,6 +78,20 @@ class Server:
     proc = None  # its process (subprocess.Popen), while it runs
     access_log: Path  # its access log (a capture run keeps it; 'up' tells the user where it is)
     log_path: Path    # its own output (stdout and stderr)
+
+    @staticmethod
+    def locate() -> str:
+        """Its program's path; EnvironmentProblem where this machine has none."""
+        raise NotImplementedError
+
+    @classmethod
+    def installed(cls) -> bool:
+        """Whether this machine has its program (what a cluster's worker declares)."""
+        try:
+            cls.locate()
+        except EnvironmentProblem:
+            return False
+        return True
 
     def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
                  env: dict | None = None, replay=None, statics=None, cc: str = "cubic"):

@@ -196,6 +196,7 @@ class Caddy(Server):
     """One Caddy process inside a namespace, serving a folder of pages."""
 
     name, label, meta_key = "caddy", "Caddy", "caddy"
+    locate = staticmethod(lambda: locate_caddy()[0])
     quic_cc_follows = False  # quic-go runs its own CUBIC
     features = frozenset({"folders", "qlog", "two-machines"})
     report_words, h3_cc_words = "Caddy {caddy_version}", "h3 runs quic-go's own CUBIC whatever it says"

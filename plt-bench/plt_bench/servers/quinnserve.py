@@ -73,6 +73,7 @@ class QuinnServe(Server):
     """One quinnserve process inside a namespace."""
 
     name, label, meta_key = "quinn", "quinnserve", "quinnserve"
+    locate = staticmethod(locate)
     quic_controllers = CONTROLLERS
     report_words = "quinnserve {quinnserve_version} (HTTP/3 on quinn)"
     h3_cc_words = "h3 runs quinn's controller of the same name, reno as NewReno: each trial's server_cc says"
