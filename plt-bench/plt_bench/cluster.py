@@ -9,6 +9,8 @@
   capability_resources: each browser and server installed, a netem kernel, CPU budgets); each
   cell asks for what its campaign needs (needs), so it goes only to a worker that can run it, and
   a campaign that no worker can run is refused before it starts, naming what each worker lacks.
+- A campaign's recordings travel with it: packed by the head, sent to every worker once, written
+  by a worker that lacks them, verified by their hashes there (Head._send_recordings, travelled).
 - The unit of work is a cell: its conditions and page, both protocols, all its runs, interleaved
   as on one machine. measure_cell runs plt_bench.session on the worker's testbed, so every trial
   takes the same path as a local run's.
@@ -424,8 +426,16 @@ def own_calibrations(host: str, given: dict[str, dict] | None, kept: tuple[str, 
     return mine
 
 
+def travelled(recordings, sites: Path) -> dict[str, str]:
+    """Run on a worker: each recording the campaign sent (pages.archive.Packed) written into this
+    worker's sites once, verified there ({name: "written" | "there"}); ArchiveError on one damaged on
+    the way or on another recording of that name here (the cell fails, saying so)."""
+    from .pages import archive
+    return {p.name: "written" if archive.unpack(p, sites) else "there" for p in recordings or ()}
+
+
 def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = None,
-                 calibrations: dict[str, dict] | None = None) -> dict:
+                 calibrations: dict[str, dict] | None = None, recordings=()) -> dict:
     """Run on a worker: the cell measured on this worker's testbed through plt_bench.session, each
     trial put on the campaign's queue as it is stored. Returns the cell's link checks and the
     testbed's key metadata, a named device's calibration on this host among them.
@@ -433,8 +443,11 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
     A named device is calibrated by each host for itself, once per campaign: the worker keeps its
     calibrations for the campaign (by its queue) and the head gives back those of a resumed
     campaign (calibrations: by host, from its metadata), so that one host's cells share one budget;
-    a cell that two hosts measured with different calibrations is not pooled (analysis.stats.unpooled)."""
+    a cell that two hosts measured with different calibrations is not pooled (analysis.stats.unpooled).
+    recordings: the campaign's recordings as they travel (Head.recordings), written here first."""
     from distributed import Queue, Variable
+
+    from .pages.base import DEFAULT_SITES
 
     from .session import Session
     from .topology import RUN_DIR
@@ -442,6 +455,7 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
     host = host_name(index)
     queue = Queue(queue_name)
     done = set(pickle.loads(Variable(queue_name).get(timeout=30)))  # what the head already holds
+    wrote = travelled(recordings, DEFAULT_SITES)
     # the cell's own store lives in the testbed's run folder: gone with the testbed, and after a
     # killed worker, with 'plt-bench clean'
     results = RUN_DIR / f"pb{index}" / "cell.sqlite"
@@ -456,7 +470,7 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
             s.run_slot(slot)
             for t in s.done.get(slot, [])[before:]:  # every attempt, as a local run stores them
                 queue.put(pickle.dumps(dataclasses.replace(t, host=host, trial_id=None)))
-        return {"host": host, "checks": s.store.link_checks(s.campaign_id),
+        return {"host": host, "checks": s.store.link_checks(s.campaign_id), "recordings": wrote,
                 "metadata": {**s.store.campaign(s.campaign_id)["metadata"], "cpus_shared": _WORKER.get("shared")}}
 
 
@@ -548,9 +562,23 @@ class Head:
         self.counts = {"ok": 0, "failed": 0, "failed_attempts": 0, "cells": 0, "resubmitted": 0,
                        "campaign_id": self.cid}
         self.queue = Queue(f"plt-bench-{uuid.uuid4().hex[:12]}", client=client)
+        self.recordings = self._send_recordings()
         self.held = Variable(self.queue.name, client=client)  # slots with an ok trial: a cell sent again skips them
         self._publish()
         self.submissions: dict[tuple, int] = {}
+
+    def _send_recordings(self) -> list:
+        """The campaign's recordings, packed here and sent to every worker once (Dask's broadcast
+        scatter): each cell names them, and its worker writes what it lacks (travelled)."""
+        from .pages import archive
+        from .pages.base import DEFAULT_SITES
+        names = sorted({n for p in self.spec.grid.pages if (n := p.page_kind.recording_name(p))})
+        packs = [archive.pack(n, DEFAULT_SITES) for n in names]
+        if not packs:
+            return []
+        self.out(f"sending {len(packs)} recording(s) to the workers: "
+                 + ", ".join(f"{p.name} ({p.size_bytes / 1e6:.1f} MB, {p.sha256[:12]})" for p in packs))
+        return self.client.scatter(packs, broadcast=True)
 
     def _publish(self) -> None:
         self.held.set(pickle.dumps([s for s, ts in self.done.items() if any(x.status == "ok" for x in ts)]))
@@ -560,7 +588,7 @@ class Head:
         hosts = self.store.campaign(self.cid)["metadata"].get("hosts") or {}
         calibrations = {h: m["devices"] for h, m in hosts.items() if m.get("devices")}
         return self.client.submit(measure_cell, self.spec, *cell, self.queue.name, self.timeout_s, calibrations,
-                                  resources={RESOURCE: 1, **needs(self.spec)}, pure=False)
+                                  self.recordings, resources={RESOURCE: 1, **needs(self.spec)}, pure=False)
 
     def drain(self) -> None:
         """Store every trial that streamed in; a slot that already has an ok trial keeps it alone."""
@@ -590,7 +618,11 @@ class Head:
             pass
 
     def cell_done(self, res: dict) -> None:
-        """A cell's link checks (each with its host) and its host's key metadata, stored."""
+        """A cell's link checks (each with its host) and its host's key metadata, stored; the
+        recordings its worker wrote first, said."""
+        for name, how in (res.get("recordings") or {}).items():
+            if how == "written":
+                self.out(f"{res['host']}: recording {name} written there, verified by its hash")
         for c in res["checks"]:
             self.store.add_link_check(self.cid, c["conditions"], c["checked_utc"], {**c["result"], "host": res["host"]})
         meta = self.store.campaign(self.cid)["metadata"]

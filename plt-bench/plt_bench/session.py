@@ -33,7 +33,7 @@ from .records import Trial
 from .store import Store, check_writable
 
 from .campaign import Slot  # one trial of the plan: its cell and its run
-SITES = cmd.PROJECT_ROOT / "sites"
+from .pages.base import DEFAULT_SITES as SITES  # noqa: E402 - the one place it is said
 # the page a device's benchmark runs in (device.calibrate): small, so that its load costs nothing
 CALIBRATION_PAGE = "5KB"
 

@@ -194,6 +194,65 @@ def test_a_campaign_no_worker_can_run_is_refused_before_it_starts_naming_what_ea
     assert not store.exists()
 
 
+def test_a_recording_travels_to_a_worker_that_lacks_it_once_and_is_replayed_there(tmp_path):
+    """Issue 49: a worker whose pages live in a folder of its own (PLT_BENCH_SITES, as on another
+    machine) lacks the head's recording; the campaign sends it (by its hash), the worker writes it
+    there once, verified, and replays it, each response proven at both ends; a second campaign sends
+    it again and the worker writes nothing."""
+    import json
+    from plt_bench.pages import archive, page_url
+    from plt_bench.pages.base import DEFAULT_SITES
+    doc = (b'<!DOCTYPE html><html><head><meta charset=utf-8><title>travelled</title></head><body><h1>here</h1>'
+           b'<script src="' + page_url("cdn.rec.test", "/app.js").encode() + b'"></script></body></html>')
+    app = b"document.querySelector('h1').textContent += ' and drawn';"
+
+    def entry(url, body, mime):
+        return {"startedDateTime": "2026-11-25T10:00:00.000Z", "request": {"method": "GET", "url": url},
+                "response": {"status": 200, "httpVersion": "h2", "bodySize": len(body),
+                             "headers": [{"name": "Content-Type", "value": mime}],
+                             "content": {"size": len(body), "mimeType": mime, "text": body.decode()}}}
+    har = {"log": {"version": "1.2", "creator": {"name": "hand-made"}, "entries": [
+        entry(page_url("www.rec.test", "/"), doc, "text/html"),
+        entry(page_url("cdn.rec.test", "/app.js"), app, "application/javascript")]}}
+    (tmp_path / "p.har").write_text(json.dumps(har))
+    name, own = "test-travel", tmp_path / "worker-sites"
+    address, sched = _scheduler()
+    worker = subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "worker", "--scheduler", address, "--testbed",
+                               "229", "--share-cores"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True, env={**os.environ, "PLT_BENCH_SITES": str(own)})
+    worker.testbed = 229
+    try:
+        r = run_cli("pages", "--from-har", str(tmp_path / "p.har"), name)
+        assert r.returncode == 0, r.stdout + r.stderr
+        _wait_workers(address, 1)
+        outs = []
+        for k in range(2):
+            c = run_cli("run", "--size", f"har:{name}", "--proto", "h2", "--runs", "1", "--bw", "50mbit", "--verify",
+                        "off", "--cluster", address, "--results", str(tmp_path / f"r{k}.sqlite"), timeout=600)
+            _ended(c.returncode, c.stdout + c.stderr)
+            outs.append(c.stdout + c.stderr)
+        first, second = outs
+        assert f"recording {name} written there, verified by its hash" in first, first[-2000:]
+        assert "written there" not in second, second[-2000:]  # once per worker
+        assert archive.identity(name, own) == archive.identity(name, DEFAULT_SITES)
+        for k in range(2):
+            rows = _rows(tmp_path / f"r{k}.sqlite")
+            ok = [x for x in rows if x["status"] == "ok"]
+            if not ok:
+                return unjudged(f"the machine refused every attempt: {[x['reason'] for x in rows]}")
+            evidence = json.loads(ok[0]["replay_json"])
+            assert ok[0]["host"].endswith("pb229") and evidence["served"] == evidence["proven"] == 2, evidence
+    finally:
+        _stop([worker, sched])
+        shutil.rmtree(replay_root_of(name), ignore_errors=True)
+
+
+def replay_root_of(name):
+    from plt_bench.pages import replay_root
+    from plt_bench.pages.base import DEFAULT_SITES
+    return replay_root(DEFAULT_SITES, name)
+
+
 def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp_path):
     address, workers, *_ = cluster
     store = tmp_path / "kill.sqlite"

@@ -724,3 +724,37 @@ def test_a_recording_from_the_web_has_a_namespace_named_for_its_maker_and_a_way_
     (tmp_path / record.web_ns_name(os.getpid(), procs.start_time(os.getpid()))).touch()
     (tmp_path / "pb3-client").touch()
     assert record.dead_web_namespaces(tmp_path) == [record.web_ns_name(gone.pid, 1)]
+
+
+def test_a_recording_travels_by_its_hash_is_written_once_and_refused_when_damaged_or_another(tmp_path):
+    """Issue 49: a recording packed on the head (archive.json and its bodies, named by the archive's
+    SHA-256) is written into a worker's sites once, verified first; written again nothing; damaged
+    (its archive or a body) or missing a body: refused naming it, nothing written; a recording of the
+    same name that differs: left as it is and refused."""
+    import dataclasses
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(recording()))
+    archive.make(p, "page", tmp_path / "head")
+    packed = archive.pack("page", tmp_path / "head")
+    assert packed.sha256 == archive.identity("page", tmp_path / "head") and len(packed.bodies) >= 4
+    assert "recorded.har" not in str(packed.bodies)  # what a replay reads alone
+    worker = tmp_path / "worker"
+    assert archive.unpack(packed, worker) is True
+    assert archive.load("page", worker) == archive.load("page", tmp_path / "head")
+    assert archive.unpack(packed, worker) is False  # once per worker
+    damaged = [dataclasses.replace(packed, archive=packed.archive + b" "),
+               dataclasses.replace(packed, bodies={**packed.bodies, next(iter(packed.bodies)): b"x"}),
+               dataclasses.replace(packed, bodies=dict(list(packed.bodies.items())[1:]))]
+    for bad, why in zip(damaged, ("does not match its hash", "do not match their digest", "did not come with it")):
+        with pytest.raises(archive.ArchiveError, match=why):
+            archive.unpack(bad, tmp_path / "other")
+        assert not (tmp_path / "other" / "replay" / "page").exists()
+    # another recording of that name on the worker: left alone
+    other = json.loads(p.read_text())
+    other["log"]["entries"] = other["log"]["entries"][:2]
+    p.write_text(json.dumps(other))
+    archive.make(p, "page", tmp_path / "mine")
+    before = archive.identity("page", tmp_path / "mine")
+    with pytest.raises(archive.ArchiveError, match="holds another recording of that name"):
+        archive.unpack(packed, tmp_path / "mine")
+    assert archive.identity("page", tmp_path / "mine") == before

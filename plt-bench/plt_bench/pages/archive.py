@@ -496,6 +496,77 @@ def load(name: str, sites: Path, option: str = "--size") -> Archive:
     return _CACHE[key]
 
 
+# -- a recording that travels (a cluster's head to its workers) -----------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """A recording as it travels: its archive.json's bytes, whose SHA-256 names it (its bodies are
+    named by theirs, so that hash pins every byte), and its bodies by digest."""
+    name: str
+    sha256: str
+    archive: bytes
+    bodies: dict[str, bytes]
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.archive) + sum(len(b) for b in self.bodies.values())
+
+
+def identity(name: str, sites: Path) -> str:
+    """A recording's content hash: its archive.json's SHA-256."""
+    return hashlib.sha256((replay_root(sites, name) / ARCHIVE_FILE).read_bytes()).hexdigest()
+
+
+def pack(name: str, sites: Path) -> Packed:
+    """The recording NAME of sites as it travels: what a replay reads (archive.json and the bodies it
+    names), not the HAR kept beside it."""
+    a = load(name, sites)
+    folder = replay_root(sites, name)
+    data = (folder / ARCHIVE_FILE).read_bytes()
+    bodies = {r.body: (folder / BODIES / r.body).read_bytes() for r in a.responses if r.body}
+    return Packed(name, hashlib.sha256(data).hexdigest(), data, bodies)
+
+
+def unpack(p: Packed, sites: Path) -> bool:
+    """Write a recording that travelled into sites/replay/NAME, once: False where the one there is
+    the same (its hash); True where written, whole or not at all. Verified first: its archive.json
+    against its hash, each body against its digest, the archive as a replay reads it (from_json);
+    a recording of that name that differs is left alone and refused. ArchiveError says which."""
+    if hashlib.sha256(p.archive).hexdigest() != p.sha256:
+        raise ArchiveError(f"{p.name}: its archive.json does not match its hash {p.sha256[:12]} (damaged on the way)")
+    bad = [d for d, b in p.bodies.items() if hashlib.sha256(b).hexdigest() != d]
+    if bad:
+        raise ArchiveError(f"{p.name}: {len(bad)} body(ies) do not match their digest, first {bad[0][:12]} (damaged "
+                           "on the way)")
+    try:
+        a = from_json(json.loads(p.archive), None, p.name)
+    except (ValueError, RecursionError) as e:
+        raise ArchiveError(f"{p.name}: its archive is refused: {e}") from None
+    missing = sorted({r.body for r in a.responses if r.body} - set(p.bodies))
+    if missing:
+        raise ArchiveError(f"{p.name}: {len(missing)} body(ies) its archive names did not come with it, first "
+                           f"{missing[0][:12]}")
+    folder = replay_root(sites, p.name)
+    if (folder / ARCHIVE_FILE).is_file():
+        have = identity(p.name, sites)
+        if have == p.sha256:
+            return False
+        raise ArchiveError(f"{p.name}: {folder} holds another recording of that name (hash {have[:12]}, the "
+                           f"campaign's {p.sha256[:12]}); it is left as it is: remove it or rename one of them")
+
+    def fill(tmp: Path) -> None:
+        (tmp / BODIES).mkdir()
+        for d, b in p.bodies.items():
+            (tmp / BODIES / d).write_bytes(b)
+        (tmp / ARCHIVE_FILE).write_bytes(p.archive)
+    try:
+        write_whole(sites, p.name, fill)
+    except UsageError:
+        if (folder / ARCHIVE_FILE).is_file() and identity(p.name, sites) == p.sha256:
+            return False  # another worker of this machine wrote the same first
+        raise
+    return True
+
+
 _ICON_LINK = re.compile(rb"<link\b[^>]*>", re.I)
 _ATTR = re.compile(rb"""\b(rel|href)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
 _ICONS: dict[tuple, frozenset] = {}

@@ -54,7 +54,9 @@ MAX_PAGE_BYTES = 2 * 10**9  # largest the testbed generates (all of a page's obj
 
 # page sets and recordings: sites/replay/NAME, by a name of this form (the stand-in and recording kinds)
 REPLAY_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
-DEFAULT_SITES = cmd.PROJECT_ROOT / "sites"  # where the CLI, the testbed and --size har:NAME find page sets
+# where the CLI, the testbed and --size har:NAME find page sets and recordings: the project's sites, or
+# PLT_BENCH_SITES (a cluster's worker whose pages live elsewhere; the suite's worker of its own folder)
+DEFAULT_SITES = Path(os.environ.get("PLT_BENCH_SITES") or cmd.PROJECT_ROOT / "sites")
 
 
 def replay_root(sites: Path, name: str) -> Path:
