@@ -233,6 +233,10 @@ def unsupported(spec) -> None:
     if spec.server:
         raise UsageError("--server: not with --cluster: each worker measures on its own testbed; run a campaign "
                          "across two machines without --cluster")
+    if spec.serve:  # recordings travel to the workers (Head._send_recordings); folders do not yet
+        raise UsageError(f"--serve: {spec.serve[0][0]}={spec.serve[0][1]}: served folders are not sent to a cluster's "
+                         "workers; record the page (plt-bench record URL --name NAME --serve HOST=DIR) and give "
+                         "--size har:NAME, whose recording travels")
 
 
 # -- what a worker can run ------------------------------------------------------------------------

@@ -1,4 +1,6 @@
 """The cluster's pure logic: addresses, cells, a cell's own campaign."""
+from pathlib import Path
+
 import pytest
 
 from plt_bench import campaign, cluster
@@ -83,6 +85,11 @@ def test_a_cluster_campaign_refuses_captures_and_a_server_machine():
         cluster.unsupported(campaign.load(None, {"capture": "cpu,pcap"}))
     with pytest.raises(UsageError, match=r"^--server: not with --cluster"):
         cluster.unsupported(campaign.load(None, {"server": "10.0.0.2", "iface": "eth0"}))
+    from plt_bench.pages import page_url
+    folder = campaign.load(None, {"size": f"url:{page_url('docs.pkg.test', '/index.html')}",
+                                  "serve": f"docs.pkg.test={Path(__file__).parent}"})
+    with pytest.raises(UsageError, match=r"^--serve: docs.pkg.test=.*served folders are not sent.*--size har:NAME"):
+        cluster.unsupported(folder)
 
 
 def test_the_cluster_s_tls_files_are_made_by_pure_openssl_commands(tmp_path):
