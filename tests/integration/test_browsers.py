@@ -13,8 +13,7 @@ from plt_bench import protocols
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import UsageError
-from plt_bench.pages import HOST, Page, page_url
-from plt_bench.browsers import firefox
+from plt_bench.pages import Page
 from plt_bench.trial.run import run_cell_once
 from plt_bench.testbed import Testbed
 
@@ -259,7 +258,6 @@ def test_the_browser_and_its_driver_run_as_the_unprivileged_user_with_the_sandbo
     --browser-sandbox off is root, as before. The test process is a subreaper that does not reap
     while it runs, as a container's init: a zombie the testbed leaves stays listed (CI's Firefox once)."""
     import pwd
-    import time
     from plt_bench import procs
     from plt_bench.browsers import sandbox
     uid = pwd.getpwnam(sandbox.USER).pw_uid

@@ -32,7 +32,7 @@ from ..servers import SERVERS
 from ..errors import UsageError
 from ..device.calibrate import calibration_diff
 from ..metadata import key_diff
-from ..precision import half_width_pct, median_ci, precision_stop
+from ..precision import median_ci, precision_stop
 from ..records import AXES, CELL_FIELDS, CORRECTIONS, DEFAULT_METRIC, METRICS, TESTS, CellStats, Comparison, Trial, metric_value
 
 CV_WARN = 0.10
