@@ -190,10 +190,12 @@ def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts_and_its_own_log(tmp
 
 @pytest.mark.parametrize("proto", ["h3", "h1"])
 def test_a_firefox_har_names_each_request_s_protocol_and_new_connections_as_the_server_saw_them(tmp_path, proto):
-    """capture har in Firefox (WebDriver BiDi's network events, browsers.firefox.BidiNetwork): a valid
+    """capture har in Firefox (its Performance Timeline after the load, har.build_from_timeline): a valid
     HAR 1.2 with one entry per request of a four-origin page, each over the protocol its Resource
     Timing entry and the server's log give, each body the size Resource Timing read; an entry with a
-    connect phase per connection the server saw opened (one per origin)."""
+    connect phase on every origin the server saw connections from: over h3 one per connection; over
+    h1 at least one per connection (seen 2026-11-28: 8 entries for 7 connections, Firefox timing one
+    new connection's setup for two of the requests queued for it)."""
     from plt_bench import har
     from plt_bench.capture import Settings
     from plt_bench.store import Store
@@ -226,7 +228,12 @@ def test_a_firefox_har_names_each_request_s_protocol_and_new_connections_as_the_
             e["response"]["content"]["size"] == 5000, e
     assert len({e["request"]["url"].split("/")[2] for e in mine}) == 4  # every origin
     opened = [e for e in mine if e["timings"]["connect"] > 0]
-    assert len(opened) == row.connections, ([e["request"]["url"] for e in opened], row.connections)
+    hosts_opened = {e["request"]["url"].split("/")[2] for e in opened}
+    assert hosts_opened == set(json.loads(row.connections_json)), (hosts_opened, row.connections_json)
+    if proto == "h3":  # one QUIC connection per origin: its setup in exactly one entry each
+        assert len(opened) == row.connections, ([e["request"]["url"] for e in opened], row.connections)
+    else:  # HTTP/1.1's several per origin: Firefox may give one connection's setup to two requests
+        assert len(opened) >= row.connections, ([e["request"]["url"] for e in opened], row.connections)
     assert log["log"]["pages"][0]["pageTimings"]["onLoad"] > 0
 
 
