@@ -19,8 +19,8 @@ from . import campaign, cmd, options, signals, topology
 from .conditions import ALL_SIZES, DEFAULT_SIZES
 from .errors import PltBenchError, UsageError
 from .options import MEASUREMENT, REACH
+from .pages.base import DEFAULT_SITES as SITES  # the one place it is said (PLT_BENCH_SITES or the project's)
 
-from .pages.base import DEFAULT_SITES as SITES  # noqa: E402 - the one place it is said
 LINK = ("rtt", "jitter", "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down",
         "trace_up", "cc", "link")
 TWO = ("server", "server_pin", "server_token", "server_token_file", "control_port", "iface")

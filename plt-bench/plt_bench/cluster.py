@@ -505,7 +505,11 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
     claim, held, shared = pin(index, cpus, share)
     _WORKER["shared"] = shared
     how = "sharing every core" if shared else f"pinned to CPUs {cpu_list(held)}"
-    declared = capability_resources(worker_capabilities())
+    caps = worker_capabilities()
+    declared = capability_resources(caps)
+    said = "; ".join([*(" ".join(v for v in vs.values()) for vs in caps["browsers"].values()),
+                      f"servers {', '.join(caps['servers'])}", "netem" if caps["netem"] else "no netem (linkem)",
+                      f"CPU budgets {'yes' if caps['cpu_budget'] else 'no'}", f"{caps['cores']} cores"])
 
     async def main():
         with dask.config.set(DASK_CONFIG):
@@ -522,7 +526,7 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
                 raise UsageError(f"--testbed: the scheduler at {scheduler} refused this worker: {e}; give it another "
                                  "--testbed") from None
             out(f"plt-bench worker {host_name(index)} ({how}) joined {scheduler}, listening on {host} only"
-                f"{' (mutual TLS)' if sec else ''}; it can run: {', '.join(k[len(CAN):] for k in declared)}; "
+                f"{' (mutual TLS)' if sec else ''}; it declares {', '.join(k[len(CAN):] for k in declared)} ({said}); "
                 "Ctrl-C to leave")
             await w.finished()
     try:

@@ -33,7 +33,8 @@ from .records import Trial
 from .store import Store, check_writable
 
 from .campaign import Slot  # one trial of the plan: its cell and its run
-from .pages.base import DEFAULT_SITES as SITES  # noqa: E402 - the one place it is said
+from .pages.base import DEFAULT_SITES as SITES  # the one place it is said (PLT_BENCH_SITES or the project's)
+
 # the page a device's benchmark runs in (device.calibrate): small, so that its load costs nothing
 CALIBRATION_PAGE = "5KB"
 

@@ -222,9 +222,10 @@ def test_a_revisit_proves_a_revalidated_response_and_counts_what_came_from_the_c
     """A repeat visit's own entries: the document and app.js revalidated (304 logged without a body, the
     browser's entry having exchanged headers), the API's response from the cache (no request, no bytes).
     A 304 the browser says moved nothing, or one that carried a body, is not proven."""
+    from plt_bench.pages import page_url
     from plt_bench.pages.proof import judge_archive
-    load = {"nav": _nav(transferSize=300), "resources": [_res("https://www.rec.test/app.js", transfer=300),
-                                                         _res("https://api.rec.test/d.json", size=50, transfer=0)]}
+    load = {"nav": _nav(transferSize=300), "resources": [_res(page_url("www.rec.test", "/app.js"), transfer=300),
+                                                         _res(page_url("api.rec.test", "/d.json"), size=50, transfer=0)]}
     served = [_log("www.rec.test", "/", status=304, size=0), _log("www.rec.test", "/app.js", status=304, size=0)]
     status, reason, objects, ev = judge_archive("h2", HOSTS, 900, load, served, revisit=True)
     assert (status, reason, objects, ev["revalidated"], ev["cached"], ev["served"]) == ("ok", None, 1, 2, 1, 2)
@@ -232,7 +233,7 @@ def test_a_revisit_proves_a_revalidated_response_and_counts_what_came_from_the_c
     nav304 = {**load, "nav": _nav(responseStatus=304, transferSize=300)}
     assert judge_archive("h2", HOSTS, 900, nav304, served, revisit=True)[0] == "ok"
     assert judge_archive("h2", HOSTS, 900, nav304, served)[0] == "failed"  # a first visit's document is a 200
-    moved_nothing = {**load, "resources": [_res("https://www.rec.test/app.js", transfer=0)]}
+    moved_nothing = {**load, "resources": [_res(page_url("www.rec.test", "/app.js"), transfer=0)]}
     status, reason, _, _ = judge_archive("h2", HOSTS, 900, moved_nothing, served, revisit=True)
     assert status == "failed" and "answered 304" in reason
     status, reason, _, _ = judge_archive("h2", HOSTS, 900, load, [served[0], _log("www.rec.test", "/app.js", status=304,
@@ -244,12 +245,13 @@ def test_a_cross_origin_response_firefox_reads_as_opaque_is_proven_by_the_server
     """Firefox gives a no-cors cross-origin response's body sizes as 0 (the Fetch standard's opaque
     response), Timing-Allow-Origin or not: proven by its protocol and the server's bytes, and counted.
     The same zeros on the document's own origin, or with nothing sent, are not."""
+    from plt_bench.pages import page_url
     from plt_bench.pages.proof import judge_archive
-    hidden = dict(_res("https://api.rec.test/lib.js", size=0, transfer=420), decodedBodySize=0)
+    hidden = dict(_res(page_url("api.rec.test", "/lib.js"), size=0, transfer=420), decodedBodySize=0)
     load = {"nav": _nav(), "resources": [hidden]}
     status, reason, objects, ev = judge_archive("h2", HOSTS, 900, load, [_log("api.rec.test", "/lib.js", size=5000)])
     assert (status, reason, objects, ev["opaque"], ev["proven"]) == ("ok", None, 1, 1, 1)
-    own = {"nav": _nav(), "resources": [dict(hidden, name="https://www.rec.test/lib.js")]}
+    own = {"nav": _nav(), "resources": [dict(hidden, name=page_url("www.rec.test", "/lib.js"))]}
     status, reason, _, _ = judge_archive("h2", HOSTS, 900, own, [_log("www.rec.test", "/lib.js", size=5000)])
     assert status == "failed" and "received 0 body bytes, the server sent 5000" in reason
     status, _, _, _ = judge_archive("h2", HOSTS, 900, load, [_log("api.rec.test", "/lib.js", proto="h1", size=5000)])

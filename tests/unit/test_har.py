@@ -6,6 +6,7 @@ import jsonschema
 import pytest
 
 from plt_bench import har
+from plt_bench.pages import HOST, page_url
 
 URL = "https://plt.test/objects_2x5KB.html?trial=ab"
 
@@ -138,23 +139,23 @@ def timeline_entry(name, start, marks, proto="h3", status=200, size=5000, transf
 
 
 def test_firefox_s_timeline_gives_one_entry_per_request_with_its_protocol_phases_and_sizes():
-    page = "https://plt.test/objects_2x5KB.html?trial=ab"
+    page = page_url(HOST, "/objects_2x5KB.html?trial=ab")
     nav = {**timeline_entry(page, 0, {"fetchStart": 10, "domainLookupStart": 10, "domainLookupEnd": 10.3,
                                        "connectStart": 10.4, "secureConnectionStart": 10.4, "connectEnd": 60.4,
                                        "requestStart": 61, "responseStart": 101, "responseEnd": 102},
                            size=700, transfer=1000, initiator="navigation"),
            "entryType": "navigation", "domContentLoadedEventEnd": 90.5, "loadEventEnd": 130.25}
-    reused = timeline_entry("https://plt.test/obj_5KB.png?i=0", 120, {"requestStart": 121, "responseStart": 161,
+    reused = timeline_entry(page_url(HOST, "/obj_5KB.png?i=0"), 120, {"requestStart": 121, "responseStart": 161,
                                                                       "responseEnd": 170})
-    cached = timeline_entry("https://plt.test/obj_5KB.png?i=1", 110, {"requestStart": 0, "responseStart": 111,
+    cached = timeline_entry(page_url(HOST, "/obj_5KB.png?i=1"), 110, {"requestStart": 0, "responseStart": 111,
                                                                       "responseEnd": 111}, transfer=0)
     inline = timeline_entry("data:image/png;base64,AAAA", 100, {})
     log = har.build_from_timeline(ORIGIN_MS, [nav], [reused, inline, cached], "Firefox 153.8.0", page)
     har.validate(log)
     assert log["log"]["browser"] == {"name": "Firefox", "version": "153.8.0"}
     es = log["log"]["entries"]
-    assert [e["request"]["url"] for e in es] == [page, "https://plt.test/obj_5KB.png?i=1",
-                                                 "https://plt.test/obj_5KB.png?i=0"]  # by start; no data: URL
+    assert [e["request"]["url"] for e in es] == [page, page_url(HOST, "/obj_5KB.png?i=1"),
+                                                 page_url(HOST, "/obj_5KB.png?i=0")]  # by start; no data: URL
     first, from_cache, moved = es
     assert first["response"]["httpVersion"] == first["request"]["httpVersion"] == "h3"
     # a new connection's phases; ssl lies within connect, as HAR has it (not counted twice in time)

@@ -154,15 +154,14 @@ class Browser:
         new ones, resuming their TLS sessions) and, where asked, clear its HTTP cache."""
         raise NotImplementedError
 
-    def har_start(self, driver, bodies: bool) -> object:
-        """Before the navigation of a trial that captures `har`: begin recording its requests (bodies:
-        every response's body kept too, a recording's); returns what har_write takes. Only where
-        "har" is in features."""
-        raise NotImplementedError
+    def har_prepare(self, driver, bodies: bool) -> None:
+        """Before the navigation of a trial that captures `har` (bodies: every response's body kept
+        too, a recording's): what the browser needs to record its requests. Nothing by default."""
 
-    def har_write(self, driver, started, path: str, nav: dict | None, title: str, bodies: bool) -> int:
-        """After the load: the trial's HAR 1.2 written at path (plt_bench.har); returns its entries.
-        Raises on what cannot be read (the worker says so in its answer; the trial stands)."""
+    def har_log(self, driver, nav: dict | None, title: str, bodies: bool) -> dict:
+        """After the load: the trial's HAR 1.2 log (plt_bench.har), which the worker writes. Raises on
+        what cannot be read (the worker says so in its answer; the trial stands). Only where "har" is
+        in features."""
         raise NotImplementedError
 
     def own_log_files(self, path: str) -> list[str]:

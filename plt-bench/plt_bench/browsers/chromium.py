@@ -244,17 +244,15 @@ class Chromium(Browser):
         finally:
             context.devtools.close()
 
-    def har_start(self, driver, bodies):
+    def har_prepare(self, driver, bodies) -> None:
         """The Network events come in chromedriver's performance log (PERF_LOG_CAPABILITY, asked at the
         launch); a recording's bodies are kept in the browser, whole, until the HAR is written."""
         if bodies:
             driver.execute_cdp_cmd("Network.enable", {"maxTotalBufferSize": HAR_BODIES_BUFFER,
                                                       "maxResourceBufferSize": HAR_BODIES_BUFFER})
-        return None
 
-    def har_write(self, driver, started, path, nav, title, bodies) -> int:
+    def har_log(self, driver, nav, title, bodies) -> dict:
         """From chromedriver's performance log; bodies read by DevTools' Network.getResponseBody."""
-        import json
         from selenium.common.exceptions import WebDriverException
         from .. import har
         events = har.events_of(driver.get_log("performance"))
@@ -266,11 +264,8 @@ class Chromium(Browser):
                     got[rid] = (b.get("body", ""), bool(b.get("base64Encoded")))
                 except WebDriverException:
                     pass  # no body (a redirect, a 204) or one the browser did not keep: the entry says its size
-        log = har.build(events, f"Chromium {driver.capabilities.get('browserVersion', '')}".strip(), nav, title,
-                        bodies=got)
-        with open(path, "w") as f:
-            json.dump(log, f)
-        return len(log["log"]["entries"])
+        return har.build(events, f"Chromium {driver.capabilities.get('browserVersion', '')}".strip(), nav, title,
+                         bodies=got)
 
     def end_first_visit(self, driver, clear_cache) -> None:
         driver.execute_script("chrome.benchmarking.closeConnections();"

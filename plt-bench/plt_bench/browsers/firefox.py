@@ -244,25 +244,18 @@ class Firefox(Browser):
     def visit_evidence(self, path, boundary_unix) -> dict:
         return http_log_evidence(path, boundary_unix)
 
-    def har_start(self, driver, bodies) -> None:
-        """Nothing during the load: its HAR is read from the page's Performance Timeline after it
+    def har_log(self, driver, nav, title, bodies) -> dict:
+        """Nothing during the load: the HAR is read from the page's Performance Timeline after it
         (har.build_from_timeline). WebDriver BiDi's network events would give headers too, but
         subscribing to them slowed Firefox's loads by 7-61% and its FCP by 150-190 ms here
-        (docs/results.md), where Chromium's DevTools events cost 0-10%. bodies: a
-        recording is made in Chromium (plt-bench record)."""
+        (docs/results.md), where Chromium's DevTools events cost 0-10%. bodies: a recording is made
+        in Chromium (plt-bench record)."""
+        from .. import har
         if bodies:
             raise ValueError("Firefox's HAR keeps no bodies: a recording is made in Chromium")
-        return None
-
-    def har_write(self, driver, started, path, nav, title, bodies) -> int:
-        import json
-        from .. import har
         origin, navigation, resources = driver.execute_script(har.TIMELINE_JS)
-        log = har.build_from_timeline(float(origin), navigation or [], resources or [],
-                                      f"Firefox {driver.capabilities.get('browserVersion', '')}".strip(), title)
-        with open(path, "w") as f:
-            json.dump(log, f)
-        return len(log["log"]["entries"])
+        return har.build_from_timeline(float(origin), navigation or [], resources or [],
+                                       f"Firefox {driver.capabilities.get('browserVersion', '')}".strip(), title)
 
     def own_log_files(self, path) -> list[str]:
         """The parent's log and every content process's beside it."""

@@ -54,7 +54,7 @@ CDN_ORIGINS = {"_static/": page_url("static.pkg.test", "/_static/"), "_images/":
 SWAGGER_INITIALIZER = """window.onload = function() {
   // plt-bench: the API document from the testbed's second origin (the package names one on the web)
   window.ui = SwaggerUIBundle({
-    url: "https://api.pkg.test/3.0/json/petstore.json",
+    url: "%s",
     dom_id: '#swagger-ui',
     deepLinking: true,
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
@@ -62,7 +62,7 @@ SWAGGER_INITIALIZER = """window.onload = function() {
     layout: "StandaloneLayout"
   });
 };
-"""
+""" % page_url("api.pkg.test", "/3.0/json/petstore.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,14 +81,14 @@ class RealPage:
 
 
 PAGES = (
-    RealPage("swagger", "https://docs.pkg.test/index.html",
+    RealPage("swagger", page_url("docs.pkg.test", "/index.html"),
              (("docs.pkg.test", PAGES_DIR / "swagger-ui"), ("api.pkg.test", PAGES_DIR / "oas")),
              "swagger-ui-dist 5.35.0 building an API reference from @readme/oas-examples' petstore.json (fetched "
              "from a second origin)"),
-    RealPage("toolbelt", "https://toolbelt.pkg.test/index.html",
-             (("toolbelt.pkg.test", Path("/usr/share/doc/python-requests-toolbelt-doc/html")),),
-             "requests-toolbelt's documentation (Debian python-requests-toolbelt-doc: Sphinx, Read the Docs theme)"),
+    # one origin each, NAME.pkg.test, serving the package's folder
     *(RealPage(name, page_url(f"{name}.pkg.test", target), ((f"{name}.pkg.test", folder),), what) for name, target, folder, what in (
+        ("toolbelt", "/index.html", DOC / "python-requests-toolbelt-doc" / "html",
+         "requests-toolbelt's documentation (Debian python-requests-toolbelt-doc: Sphinx, Read the Docs theme)"),
         ("jinja", "/index.html", DOC / "python-jinja2-doc" / "html",
          "Jinja's documentation (Debian python-jinja2-doc: Sphinx, the Pallets theme)"),
         ("flask", "/index.html", DOC / "python-flask-doc" / "html",
@@ -154,7 +154,7 @@ def ready() -> list[RealPage]:
 
 def on_origins(html: str, origins: dict[str, str]) -> str:
     """A page's relative references to its folders (src="_static/..", href="_images/..") pointed at
-    the origins that serve them (pure): {"_static/": "https://static.pkg.test/_static/"}."""
+    the origins that serve them (pure): CDN_ORIGINS, each folder's prefix and the address it is at."""
     for prefix, url in origins.items():
         for attr in ("src", "href"):
             html = html.replace(f'{attr}="{prefix}', f'{attr}="{url}')

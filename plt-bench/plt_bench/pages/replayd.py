@@ -169,20 +169,23 @@ def respond(r: archive_mod.Response, how: str, body: bytes, accept_encoding: str
             bodies: Bodies | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
     """(status, headers, body) for a matched recorded response (pure but for the gzip cache)."""
     headers = list(r.headers)
-    names = {k for k, _ in headers}
     html = any(k == "content-type" and v.split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml")
                for k, v in headers)
     if script is not None and html and r.status == 200 and body:
         body = inject(body, script)
         headers = [(k, csp_with_hash(v, script) if k == "content-security-policy" else v) for k, v in headers]
-    if "timing-allow-origin" not in names:
-        headers.append(("timing-allow-origin", "*"))
+    headers = with_timing(headers)
     if compressed(r.encoding) and body and "gzip" in accept_encoding.lower():
         key = hashlib.sha256(body).hexdigest()
         body = bodies.gzipped(key, body) if bodies else gzip.compress(body, GZIP_LEVEL, mtime=0)
         headers.append(("content-encoding", "gzip"))
     headers.append((HEADER.lower(), how))
     return r.status, headers, body
+
+
+def with_timing(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The headers with Timing-Allow-Origin: * where the recording has none (the module's first change)."""
+    return headers if any(k == "timing-allow-origin" for k, _ in headers) else [*headers, ("timing-allow-origin", "*")]
 
 
 def _etags(field: str) -> list[str]:
@@ -200,8 +203,8 @@ def not_modified(recorded: tuple[tuple[str, str], ...] | list[tuple[str, str]], 
     have = {k: v for k, v in recorded}
     got = {k.lower(): v for k, v in conditions.items()}
     if "if-none-match" in got:
-        tags = _etags(got["if-none-match"])
-        return "*" in tags or ("etag" in have and _etags(have["etag"])[:1] != [] and _etags(have["etag"])[0] in tags)
+        tags, mine = _etags(got["if-none-match"]), _etags(have.get("etag", ""))
+        return "*" in tags or bool(mine) and mine[0] in tags
     since, last = got.get("if-modified-since"), have.get("last-modified")
     if not since or not last:
         return False
@@ -218,9 +221,7 @@ BODY_HEADERS = frozenset(("content-type", "content-length", "content-encoding", 
 
 def not_modified_response(r: archive_mod.Response, how: str) -> tuple[int, list[tuple[str, str]], bytes]:
     """(304, headers, no body) for a matched recorded response its requester holds already."""
-    headers = [(k, v) for k, v in r.headers if k not in BODY_HEADERS]
-    if "timing-allow-origin" not in {k for k, _ in headers}:
-        headers.append(("timing-allow-origin", "*"))
+    headers = with_timing([(k, v) for k, v in r.headers if k not in BODY_HEADERS])
     return 304, headers + [(HEADER.lower(), how)], b""
 
 

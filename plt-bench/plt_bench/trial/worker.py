@@ -355,7 +355,7 @@ def one_trial(req: dict) -> dict:
     out = {"browser": req.get("browser", "chromium"), "nav": None, "resources": None, "final_url": None,
            "error": None, "error_code": None, "launch_s": None, "load_s": None, "quit_s": None}
     t0 = time.monotonic()
-    driver = sampler = cpu0 = cast = context = har = None
+    driver = sampler = cpu0 = cast = context = None
     kept = bool(req.get("keep"))
     out["browser_start"] = "kept" if kept else "fresh"
     if _PREPARE_FAILED:
@@ -385,7 +385,7 @@ def one_trial(req: dict) -> dict:
         sampler, cpu0 = _start_cpu(driver, req)
         cast = Screencast(driver) if req.get("visual") else None
         if req.get("har_path"):  # the browser records the trial's requests from here on
-            har = _har_start(driver, req, out)
+            _har_prepare(driver, req, out)
         if req.get("mark"):  # the link's traces start over with this navigation
             try:
                 os.kill(*req["mark"])
@@ -419,7 +419,7 @@ def one_trial(req: dict) -> dict:
             except WebDriverException as e:
                 out["error"] = out["error"] or f"could not read Navigation Timing: {(e.msg or str(e)).splitlines()[0]}"
         if req.get("har_path") and "har" not in out:
-            out["har"] = _write_har(driver, req, har, out)
+            out["har"] = _write_har(driver, req, out)
     except WebDriverException as e:
         # chromedriver's first line is often only "session not created": its causes follow it
         lines = [x.strip() for x in (e.msg or str(e)).strip().splitlines() if x.strip()]
@@ -677,25 +677,26 @@ def _failed(e: Exception) -> str:
     return f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:{where.lineno})"[:300]
 
 
-def _har_start(driver, req: dict, out: dict) -> object:
-    """The browser begins recording the trial's requests (Browser.har_start); a start that fails
+def _har_prepare(driver, req: dict, out: dict) -> None:
+    """What the browser needs to record the trial's requests (Browser.har_prepare); one that fails
     leaves the trial standing and its answer saying why ({"har": {"error"}})."""
     from plt_bench import browsers
     try:
-        return browsers.get(req.get("browser", browsers.DEFAULT)).har_start(driver, bool(req.get("har_bodies")))
+        browsers.get(req.get("browser", browsers.DEFAULT)).har_prepare(driver, bool(req.get("har_bodies")))
     except Exception as e:  # noqa: BLE001 - said in the answer, the trial stands
         out["har"] = {"error": _failed(e)}
-        return None
 
 
-def _write_har(driver, req: dict, started, out: dict) -> dict:
-    """The trial's HAR written where the request asks (Browser.har_write): {"entries": n}, or
-    {"error": why} (a capture that fails leaves the trial standing)."""
+def _write_har(driver, req: dict, out: dict) -> dict:
+    """The trial's HAR (Browser.har_log) written where the request asks: {"entries": n}, or {"error":
+    why} (a capture that fails leaves the trial standing)."""
     from plt_bench import browsers
     try:
-        n = browsers.get(req.get("browser", browsers.DEFAULT)).har_write(
-            driver, started, req["har_path"], out.get("nav"), out.get("final_url") or "", bool(req.get("har_bodies")))
-        return {"entries": n}
+        log = browsers.get(req.get("browser", browsers.DEFAULT)).har_log(
+            driver, out.get("nav"), out.get("final_url") or "", bool(req.get("har_bodies")))
+        with open(req["har_path"], "w") as f:
+            json.dump(log, f)
+        return {"entries": len(log["log"]["entries"])}
     except Exception as e:  # noqa: BLE001 - said in the answer, the trial stands
         return {"error": _failed(e)}
 
