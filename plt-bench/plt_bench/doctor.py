@@ -149,9 +149,11 @@ def tool_checks() -> list[Check]:
     for name, why, essential in (("ip", "namespaces, veths (iproute2)", True), ("tc", "the link's rate (iproute2)", True),
                                  ("tcpdump", "pcap captures", False), ("tshark", "reading captures (tests)", False),
                                  ("iperf3", "link verification", True), ("ethtool", "offloads off", True),
-                                 ("iptables", "NFQUEUE rules (linkem)", True)):
+                                 ("iptables", "NFQUEUE rules (linkem)", True),
+                                 ("Xvfb", "Firefox's visual capture: its display", False),
+                                 ("ffmpeg", "Firefox's visual capture: its recording", False)):
         p = cmd.which(name)
-        package = "iproute2" if name in ("ip", "tc") else name
+        package = {"ip": "iproute2", "tc": "iproute2", "Xvfb": "xvfb"}.get(name, name)
         out.append(Check(name, "ok" if p else "missing", p or f"not found ({why})",
                          "" if p else f"apt install {package} ({SETUP})", essential))
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)

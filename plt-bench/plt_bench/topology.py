@@ -535,7 +535,8 @@ def kill_namespace_processes(namespaces: list[str]) -> None:
 # The programs a testbed starts. A process is ours only if it runs one of them: a user's `tail -F
 # /run/plt-bench/pb150/access.log` names our run folder too, and teardown once killed it.
 OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinnserve", "dnsmasq", "linkem", "tcpdump",
-                          "iperf3", "firefox-esr", "firefox", "geckodriver"})
+                          "iperf3", "firefox-esr", "firefox", "geckodriver",
+                          "Xvfb", "ffmpeg"})  # Firefox's display and its recording (capture visual: browsers.display)
 # our Python programs, by the module they run (and the names they ran as until 2026-11-28: a leftover of an earlier
 # version is found by clean too)
 OUR_MODULES = ("plt_bench.trial.worker", "plt_bench.pages.replayd", "plt_bench.browser_worker", "plt_bench.replayd")

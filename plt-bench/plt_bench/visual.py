@@ -18,7 +18,11 @@ channels. The last frame is the page as it stands once the load's figures are re
 - SpeedIndex: the integral of (1 - progress) from the navigation's start to visually complete, in
   ms: the mean time at which the page's pixels became what they end as (Meenan, WebPageTest 2012).
 
-Everything here but `histogram` (which needs Pillow, a dependency of matplotlib) is pure.
+How the frames are had is the browser's (Browser.frames): Chromium's screencast (above), or a
+recording of the virtual display a browser runs on (browsers.display: Firefox). `judge` turns either's
+frames into the figures.
+
+Everything here but the histograms and `judge` (Pillow, a dependency of matplotlib) is pure.
 """
 
 from __future__ import annotations
@@ -26,14 +30,38 @@ from __future__ import annotations
 import io
 
 SLOP = 5  # histogram buckets a colour may move and still match (JPEG and scaling move colours a little)
-WHITE = 250  # a pixel whose three channels are all above this counts as the blank page's
+# a pixel whose three channels are all above this counts as the blank page's: near-white within 4%.
+# Firefox's window shows #F9F9FB before a page paints, and a page's own #FAFAFA background then drew
+# a "first visual change" no one could see, a second before the page's first content (swagger, 2026-11-28);
+# at 250 both counted as shown
+WHITE = 244
 VISUALLY_COMPLETE = 0.999  # progress at or above this is complete (rounding over three channels)
+TAIL_S = 0.2  # how long after the paints are read the frames are still taken (a last paint's frame is on its way)
 
 
 def histogram(jpeg: bytes) -> list[list[int]]:
     """The frame's histogram per channel (R, G, B: 256 buckets each), near-white pixels left out."""
-    from PIL import Image, ImageChops
-    channels = Image.open(io.BytesIO(jpeg)).convert("RGB").split()
+    from PIL import Image
+    return _histogram(Image.open(io.BytesIO(jpeg)))
+
+
+def histogram_rgb(raw: bytes, size: tuple[int, int]) -> list[list[int]]:
+    """histogram of a raw RGB frame (3 bytes a pixel, rows of size[0] pixels: a display's recording)."""
+    from PIL import Image
+    return _histogram(Image.frombytes("RGB", size, raw))
+
+
+def jpeg_of_rgb(raw: bytes, size: tuple[int, int], quality: int = 85) -> bytes:
+    """A raw RGB frame as JPEG (a kept frame of a display's recording, for frames.zip)."""
+    from PIL import Image
+    out = io.BytesIO()
+    Image.frombytes("RGB", size, raw).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _histogram(image) -> list[list[int]]:
+    from PIL import ImageChops
+    channels = image.convert("RGB").split()
     white = [c.point(lambda v: 255 if v > WHITE else 0) for c in channels]
     shown = ImageChops.invert(ImageChops.multiply(ImageChops.multiply(white[0], white[1]), white[2]))
     return [c.histogram(shown) for c in channels]
@@ -126,16 +154,17 @@ def frame_name(ms: float) -> str:
 
 
 def write_frames(path: str, frames: list[tuple[float, list[list[int]], bytes]],
-                 pinned: tuple[float | None, ...] = ()) -> int:
+                 pinned: tuple[float | None, ...] = (), encode=None) -> int:
     """Write the frames to keep of [(ms, histogram, JPEG)] to a zip at path (whole or not at all),
-    those at the pinned times among them; the number kept."""
+    those at the pinned times among them; the number kept. encode: makes a kept frame's JPEG of its
+    third element where that is not JPEG already (a raw frame: only the kept ones are encoded)."""
     import os
     import zipfile
     keep = frames_to_keep([(ms, h) for ms, h, _ in frames], pinned=pinned)
     tmp = f"{path}.tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:  # JPEG: nothing left to compress
         for i in keep:
-            z.writestr(frame_name(frames[i][0]), frames[i][2])
+            z.writestr(frame_name(frames[i][0]), encode(frames[i][2]) if encode else frames[i][2])
     os.replace(tmp, path)
     return len(keep)
 
@@ -146,3 +175,24 @@ def read_frames(path) -> list[tuple[float, bytes]]:
     import zipfile
     with zipfile.ZipFile(path) as z:
         return sorted((float(n[:-4]), z.read(n)) for n in z.namelist() if n.endswith(".jpg"))
+
+
+def judge(frames: list[tuple[float, bytes]], origin_s: float, histogram_of, frames_path: str | None = None,
+          encode=None) -> dict:
+    """A load's figures (metrics) from its frames [(time, seconds since the epoch; image)] in time
+    order, the navigation's start at origin_s (performance.timeOrigin): the page before the load
+    showed anything is the last frame at or before the start, else a blank one; with frames_path,
+    the frames where the page changed written there (write_frames; encode as there).
+    histogram_of(image): histogram or histogram_rgb."""
+    shown = [((t - origin_s) * 1000.0, histogram_of(image)) for t, image in frames]
+    before = [f for f in shown if f[0] <= 0]
+    blank = before[-1] if before else (0.0, [[0] * 256 for _ in range(3)])
+    figures = metrics([blank] + [f for f in shown if f[0] > 0])
+    if frames_path:
+        try:
+            figures["frames_kept"] = write_frames(
+                frames_path, [(ms, h, image) for (ms, h), (_, image) in zip(shown, frames) if ms > 0],
+                pinned=(figures["first_visual_change_ms"], figures["visually_complete_ms"]), encode=encode)
+        except OSError as e:
+            figures["frames_error"] = f"{type(e).__name__}: {e}"[:300]
+    return figures

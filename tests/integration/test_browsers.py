@@ -3,7 +3,6 @@ each protocol by its prefs, every load proven at both ends (Resource Timing's ne
 the server's log), its paint metrics and its CPU per process role recorded, its processes gone.
 Each Firefox behaviour once, on a one-origin page (and one of four origins; two captures): what does not
 depend on the browser is tested with Chromium elsewhere."""
-import dataclasses
 import json
 from pathlib import Path
 
@@ -105,12 +104,12 @@ def test_a_firefox_repeat_visit_resumes_every_origin_in_0rtt_and_leaves_its_log_
 
 
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
-    with pytest.raises(UsageError, match="--browser firefox: not supported yet with visual"):
-        firefox_bed.capture = dataclasses.replace(firefox_bed.capture, kinds=("visual",))
+    with pytest.raises(UsageError, match="--browser firefox: not supported yet with discovery"):
+        firefox_bed.discovery = "alt-svc"  # h3 found as a visitor's browser finds it: Chromium's alone
         try:
-            firefox_bed.load("h3", Page(5000), 30.0, capture_dir=firefox_bed.plan.run_dir / "refused")
+            firefox_bed.load("h3", Page(5000), 30.0)
         finally:
-            firefox_bed.capture = dataclasses.replace(firefox_bed.capture, kinds=())
+            firefox_bed.discovery = "forced"
     with pytest.raises(ValueError, match="a Chromium load on a testbed of firefox"):
         firefox_bed.load("h3", Page(5000), 30.0, browser="chromium")
 
@@ -300,3 +299,41 @@ def _sandboxed_or_not(browser: str, uid: int) -> None:
                 assert any(name == "chromium" and sec == 2 and own_ns for name, _, _, sec, own_ns in seen), seen
         else:
             assert {u for _, u, _, _, _ in seen} == {0}, seen
+
+
+def test_a_firefox_visual_capture_records_its_own_display_and_leaves_nothing_of_it(tmp_path):
+    """capture visual in Firefox (browsers.display): headed in kiosk mode on a virtual display of the
+    trial's own, recorded 30 times a second. The figures in order; the first visual change no earlier
+    than Firefox's own first contentful paint (a frame is grabbed after its paint) and within a few
+    frames of it (27-62 ms measured here: a grab's interval and the paint's way to the screen); the
+    frames where the page changed in frames.zip, that change among them. Nothing of the display or
+    its recording outlives the load: no Xvfb or ffmpeg among the testbed's processes, no file beside
+    the profile."""
+    from plt_bench import topology
+    from plt_bench.browsers import display
+    from plt_bench.capture import Settings
+    from plt_bench.store import Store
+    from plt_bench.visual import read_frames
+    page = Page(5000, 8, origins=4)
+    with Store(tmp_path / "c.sqlite") as store, \
+            Testbed(PROJECT_ROOT / "sites", capture=Settings(("visual",), tmp_path / "captures"),
+                    browser_names=("firefox",)) as bed:
+        bed.sites.ensure([page])
+        bed.set_conditions(COND)
+        cid = store.new_campaign("firefox-visual", "now", {}, {})
+        t, reasons = until_ok(lambda i: run_cell_once(bed, store, cid, 0, i, Cell("h2", page, COND, browser="firefox")))
+        if machine_refused(t, reasons):
+            return
+        left = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in topology._our_processes(bed.plan.prefix)
+                if Path(f"/proc/{pid}/comm").exists()}
+        beside = sorted(p.name for p in bed.plan.run_dir.rglob("*.frames.*"))
+        assert t.status == "ok", reasons
+        arts = {a["kind"]: a for a in store.artifacts(t.trial_id)}
+    assert not left & {"Xvfb", "ffmpeg"}, left
+    assert beside == [], beside
+    assert t.fcp_ms and 0 < t.fcp_ms - 2 <= t.first_visual_change_ms <= t.speed_index_ms <= t.visually_complete_ms, t
+    if not machine_saturated(t):
+        assert t.first_visual_change_ms <= t.fcp_ms + 4 * 1000 / display.FPS, (t.first_visual_change_ms, t.fcp_ms)
+    frames = read_frames(arts["visual"]["path"])
+    assert len(frames) >= 2 and all(ms > 0 for ms, _ in frames), [ms for ms, _ in frames]
+    assert any(abs(ms - t.first_visual_change_ms) <= 0.1 for ms, _ in frames), ([ms for ms, _ in frames], t)

@@ -3,7 +3,8 @@ browser cannot do yet refused by name, and each process's CPU role read from its
 import pytest
 
 from plt_bench import browsers, cpu
-from plt_bench.browsers import chromium, firefox
+from plt_bench.browsers import chromium, display, firefox
+from plt_bench.browsers.base import WINDOW
 
 ONE = [("plt.test", "198.19.0.2")]
 
@@ -66,9 +67,9 @@ def test_firefox_writes_its_key_log_through_nss_and_chromium_through_its_flag():
 
 
 def test_what_a_browser_cannot_do_yet_is_named():
-    wanted = {"repeat", "har", "origins", "recordings", "netlog", "per-origin"}
+    wanted = {"repeat", "har", "origins", "recordings", "netlog", "per-origin", "visual"}
     assert firefox.FIREFOX.unsupported(wanted) == []
-    assert firefox.FIREFOX.unsupported(wanted | {"visual"}) == ["visual"]
+    assert firefox.FIREFOX.unsupported(wanted | {"discovery"}) == ["discovery"]
     assert firefox.FIREFOX.resolves_by_hosts_file and not chromium.CHROMIUM.resolves_by_hosts_file
     assert chromium.CHROMIUM.unsupported(wanted) == []
     assert browsers.asked(False, True, False, ("pcap", "har"), recordings=True) == {"origins", "har", "recordings"}
@@ -246,3 +247,43 @@ def test_the_client_hosts_file_names_one_loads_origins_and_localhost_only():
     text = client_hosts("pb7", [("docs.pkg.test", "198.19.7.20"), ("api.pkg.test", "198.19.7.21")])
     assert text.splitlines() == ["# plt-bench testbed pb7: the server's origins", "127.0.0.1 localhost",
                                  "198.19.7.20 docs.pkg.test", "198.19.7.21 api.pkg.test"]
+
+
+def test_a_recorded_firefox_runs_headed_in_kiosk_mode_on_the_window_asked():
+    args = firefox.firefox_args("/run/p")
+    shown = firefox.on_display(args)
+    assert "-headless" not in shown and "--kiosk" in shown and shown[1:] == args[1:]
+    assert display.window_size(shown, (1, 1)) == WINDOW
+    assert display.window_size(["--width=412", "--height=915"], WINDOW) == (412, 915)
+    assert display.window_size([], (640, 480)) == (640, 480)
+
+
+def test_the_display_is_the_namespaces_alone_and_its_grab_keeps_every_frame():
+    x = display.xvfb_command(1280, 800, 7)
+    # no lock file, no socket file: nothing left on the file system; no TCP
+    assert x[:3] == ["Xvfb", "-displayfd", "7"] and "-nolock" in x and x[-1] == "1280x800x24"
+    assert [x[i + 1] for i, a in enumerate(x) if a == "-nolisten"] == ["tcp", "unix"]
+    g = display.grab_command(":3", 1280, 800, "/run/p.frames.rgb")
+    assert g[g.index("-i") + 1] == ":3" and g[g.index("-video_size") + 1] == "1280x800"
+    assert g[g.index("-framerate") + 1] == str(display.FPS) and g[-1] == "/run/p.frames.rgb"
+    assert g[g.index("-vf") + 1] == "scale=320:200:flags=neighbor,showinfo"
+    assert g[g.index("-fps_mode") + 1] == "passthrough" and g[g.index("-f", g.index("-i")) + 1] == "rawvideo"
+    assert g[:4] == ["nice", "-n", "19", "ffmpeg"]  # the load's own processes first
+    assert display.frame_size(412, 915) == (102, 228) and display.frame_size(3, 3) == (2, 2)
+
+
+FFMPEG_LOG = """Input #0, x11grab, from ':0':
+  Duration: N/A, start: 1795865044.688063, bitrate: 983040 kb/s
+  Stream #0:0: Video: rawvideo (BGR[0] / 0x524742), bgr0, 1280x800, 30 fps, 1000k tbn
+[Parsed_showinfo_1 @ 0x55] n:   0 pts:      0 pts_time:0       duration:33333 fmt:rgb24
+[Parsed_showinfo_1 @ 0x55] color_range:pc color_space:unknown
+[Parsed_showinfo_1 @ 0x55] n:   1 pts:  33362 pts_time:0.033362 duration:33333 fmt:rgb24
+[Parsed_showinfo_1 @ 0x55] n:   2 pts: 1066749 pts_time:1.066749 duration:33333 fmt:rgb24
+"""
+
+
+def test_each_grabbed_frame_is_timed_on_the_wall_clock_from_ffmpegs_log():
+    times = display.grab_times(FFMPEG_LOG)
+    assert times == pytest.approx([1795865044.688063, 1795865044.721425, 1795865045.754812], abs=1e-6)
+    with pytest.raises(ValueError, match="no start time"):
+        display.grab_times("[Parsed_showinfo_1 @ 0x55] n: 0 pts: 0 pts_time:0")

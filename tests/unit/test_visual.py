@@ -74,3 +74,36 @@ def test_the_first_visual_change_is_kept_however_many_frames_are_thinned():
     many = [(float(i), h(i)) for i in range(200)]
     kept = visual.frames_to_keep(many, most=10, pinned=(137.0, None))
     assert len(kept) == 10 and {0, 137, 199} <= set(kept) and kept == sorted(set(kept))
+
+
+def _raw(fill=None, box=(0, 0, 100, 100), size=(100, 100)) -> bytes:
+    img = Image.new("RGB", size, (255, 255, 255))
+    if fill:
+        img.paste(fill, box)
+    return img.tobytes()
+
+
+def test_a_displays_raw_frames_are_judged_as_a_screencasts_and_only_the_kept_encoded(tmp_path):
+    # a display's recording (browsers.display): raw RGB frames timed on the wall clock, the navigation
+    # at 1000.0 s; the frame before it is the page before the load, the last the page as it ends
+    size = (100, 100)
+    frames = [(999.98, _raw()), (1000.1, _raw()), (1000.2, _raw((200, 0, 0), (0, 0, 100, 50))),
+              (1000.3, _raw((200, 0, 0))), (1000.4, _raw((200, 0, 0)))]
+    encoded = []
+
+    def encode(raw):
+        encoded.append(raw)
+        return visual.jpeg_of_rgb(raw, size)
+    got = visual.judge(frames, 1000.0, lambda raw: visual.histogram_rgb(raw, size), str(tmp_path / "f.zip"), encode)
+    assert got["first_visual_change_ms"] == pytest.approx(200.0) and got["visually_complete_ms"] == pytest.approx(300.0)
+    assert got["speed_index_ms"] == pytest.approx(200 + 100 * 0.5, abs=3)  # blank to 200 ms, half to 300
+    assert got["frames"] == 5 and got["frames_kept"] == 4  # the blank after the start, two changes, the end
+    assert len(encoded) == 4
+    kept = visual.read_frames(tmp_path / "f.zip")
+    assert [ms for ms, _ in kept] == [pytest.approx(100.0), pytest.approx(200.0), pytest.approx(300.0), pytest.approx(400.0)]
+    assert visual.histogram(kept[-1][1]) != visual.histogram(kept[0][1])
+    # the same frames as JPEG, as Chromium's screencast gives them, come to the same figures
+    jpegs = [(t, visual.jpeg_of_rgb(raw, size)) for t, raw in frames]
+    same = visual.judge(jpegs, 1000.0, visual.histogram)
+    assert {k: same[k] for k in ("first_visual_change_ms", "visually_complete_ms")} == \
+        {k: got[k] for k in ("first_visual_change_ms", "visually_complete_ms")}

@@ -154,6 +154,14 @@ class Browser:
         new ones, resuming their TLS sessions) and, where asked, clear its HTTP cache."""
         raise NotImplementedError
 
+    def frames(self, driver, req: dict):
+        """Before the navigation of a trial that captures `visual`: what takes the page's frames from
+        now on, an object whose finish(driver, loaded, frames_path) gives the load's figures once its
+        paints are read (plt_bench.visual.judge: {first_visual_change_ms, speed_index_ms,
+        visually_complete_ms, frames, ...} or {"error": why}) and whose close() ends it on any path.
+        Only where "visual" is in features."""
+        raise NotImplementedError
+
     def har_prepare(self, driver, bodies: bool) -> None:
         """Before the navigation of a trial that captures `har` (bodies: every response's body kept
         too, a recording's): what the browser needs to record its requests. Nothing by default."""

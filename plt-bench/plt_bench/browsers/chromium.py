@@ -251,6 +251,10 @@ class Chromium(Browser):
             driver.execute_cdp_cmd("Network.enable", {"maxTotalBufferSize": HAR_BODIES_BUFFER,
                                                       "maxResourceBufferSize": HAR_BODIES_BUFFER})
 
+    def frames(self, driver, req):
+        """Its screencast (Screencast): a frame at each paint, stamped with the paint's swap time."""
+        return Screencast(driver)
+
     def har_log(self, driver, nav, title, bodies) -> dict:
         """From chromedriver's performance log; bodies read by DevTools' Network.getResponseBody."""
         from selenium.common.exceptions import WebDriverException
@@ -370,6 +374,91 @@ class DevTools:
             self.ws.close()
         except Exception:  # noqa: BLE001 - the browser went first
             pass
+
+
+class Screencast:
+    """The page's frames while it loads (Chromium.frames): Page.startScreencast over the page's own
+    DevTools socket, beside chromedriver's; each frame kept with its swap time and acknowledged at once
+    (Chromium sends the next only then). Started before the navigation, ended once the paints are read."""
+
+    def __init__(self, driver):
+        import json
+        import threading
+        self.frames: list[tuple[float, bytes]] = []
+        self.error: str | None = None
+        self.ws = None
+        try:
+            import http.client
+
+            import websocket
+            address = driver.capabilities["goog:chromeOptions"]["debuggerAddress"]  # the namespace's loopback
+            host, _, port = address.rpartition(":")
+            conn = http.client.HTTPConnection(host, int(port), timeout=5)  # DevTools' list of its targets
+            try:
+                conn.request("GET", "/json/list")
+                targets = json.loads(conn.getresponse().read())
+            finally:
+                conn.close()
+            page = next(t for t in targets if t.get("type") == "page")
+            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=5, suppress_origin=True)
+            self._send(1, "Page.enable")
+            self._send(2, "Page.startScreencast", {"format": "jpeg", "quality": 80, "everyNthFrame": 1})
+        except Exception as e:  # noqa: BLE001 - the trial goes on without its visual figures, saying why
+            self.error = f"screencast: {type(e).__name__}: {e}"[:300]
+            self.close()
+            return
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _send(self, ident: int, method: str, params: dict | None = None) -> None:
+        import json
+        self.ws.send(json.dumps({"id": ident, "method": method, "params": params or {}}))
+
+    def _read(self) -> None:
+        import base64
+        import json
+        import time
+        ident = 10
+        while self.ws is not None:
+            try:
+                msg = json.loads(self.ws.recv())
+            except Exception:  # noqa: BLE001 - closed at the end (or the browser went)
+                return
+            if msg.get("method") == "Page.screencastFrame":
+                p = msg["params"]
+                self.frames.append((float(p["metadata"].get("timestamp") or time.time()), base64.b64decode(p["data"])))
+                ident += 1
+                try:
+                    self._send(ident, "Page.screencastFrameAck", {"sessionId": p["sessionId"]})
+                except Exception:  # noqa: BLE001
+                    return
+
+    def close(self) -> None:
+        ws, self.ws = self.ws, None
+        if ws is not None:
+            try:
+                ws.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def finish(self, driver, loaded: bool, frames_path: str | None = None) -> dict:
+        """The load's visual figures (visual.judge), or why there are none; with frames_path, the
+        frames where the page changed written there."""
+        import time
+
+        from .. import visual
+        if self.error:
+            return {"error": self.error}
+        time.sleep(visual.TAIL_S)  # a frame the last paint made is on its way
+        frames = list(self.frames)
+        self.close()
+        if not loaded:
+            return {"error": "the page did not load", "frames": len(frames)}
+        try:
+            origin_s = driver.execute_script("return performance.timeOrigin") / 1000.0
+            return visual.judge(frames, origin_s, visual.histogram, frames_path)
+        except Exception as e:  # noqa: BLE001
+            return {"error": f"frames: {type(e).__name__}: {e}"[:300], "frames": len(frames)}
 
 
 class KeptContext:

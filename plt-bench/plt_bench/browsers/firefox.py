@@ -23,8 +23,8 @@ Captures: the key log (NSS's SSLKEYLOGFILE) and that HTTP log (netlog). Recordin
 names through the client namespace's hosts file, which the testbed writes for each such load
 (resolves_by_hosts_file). As recorded (per-origin): h3 mapped onto the recording's h3 hosts alone,
 the other servers offering their own by ALPN. The HAR from the page's Performance Timeline after
-the load (har.build_from_timeline). Not yet: visual progress; a request for it is refused by name
-(Browser.unsupported).
+the load (har.build_from_timeline). Visual progress: headed on a virtual display of the trial's own,
+recorded 30 times a second (browsers.display; Firefox has no screencast).
 """
 
 from __future__ import annotations
@@ -113,6 +113,13 @@ def firefox_args(profile_dir: str) -> list[str]:
     return ["-headless", f"--width={WINDOW[0]}", f"--height={WINDOW[1]}", "-profile", profile_dir]
 
 
+def on_display(args: list[str]) -> list[str]:
+    """The command line for a load whose frames are recorded (pure): headed on the trial's virtual
+    display (browsers.display), in kiosk mode (the page fills the screen: no toolbar or tab strip
+    changes while it loads), the window as asked."""
+    return ["--kiosk" if a == "-headless" else a for a in args]
+
+
 # Firefox's HTTP log (MOZ_LOG): nsHttp at its debug level (each transaction's 0-RTT), every line
 # stamped with the wall clock and written at once. Firefox names the file it is given + ".moz_log"
 # (the parent process, where the network stack runs) and + ".child-N.moz_log" (the content processes)
@@ -145,7 +152,7 @@ UNTIMED_SLACK_MS = 2.0  # Firefox's Navigation Timing jitter: instants this clos
 
 class Firefox(Browser):
     name, label = "firefox", "Firefox"
-    features = frozenset({"origins", "keylog", "repeat", "netlog", "recordings", "per-origin", "har"})
+    features = frozenset({"origins", "keylog", "repeat", "netlog", "recordings", "per-origin", "har", "visual"})
     resolves_by_hosts_file = True
     netlog_file = "netlog" + HTTP_LOG_SUFFIX
 
@@ -209,9 +216,15 @@ class Firefox(Browser):
         popen_kw, env = driver_launch(req)  # under the sandbox, geckodriver and Firefox are its user's
         if popen_kw:
             os.chown(profile, popen_kw["user"], popen_kw["group"])
+        args, shown = req["args"], {}
+        if req.get("visual"):  # its frames are recorded: headed, on a virtual display of its own
+            from . import display
+            window = display.window_size(args, WINDOW)
+            shown = {"DISPLAY": display.start_display(*window)[1]}
+            args = on_display(args)
         opts = Options()
         opts.binary_location = browser
-        for a in req["args"]:
+        for a in args:
             opts.add_argument(a)
         for k, v in req.get("prefs", {}).items():
             opts.set_preference(k, v)
@@ -223,12 +236,22 @@ class Firefox(Browser):
         if req.get("visit"):  # end_first_visit runs in the parent process's privileged (chrome) context
             service_args.append("--allow-system-access")
         service = Service(driver_path, service_args=service_args, log_output=f"{profile}.geckodriver.log",
-                          env={**os.environ, **req.get("env", {}), **env}, popen_kw=dict(popen_kw))
+                          env={**os.environ, **req.get("env", {}), **env, **shown}, popen_kw=dict(popen_kw))
         try:
-            return webdriver.Firefox(service=service, options=opts)
+            driver = webdriver.Firefox(service=service, options=opts)
         except Exception:
-            cleanup()
+            cleanup()  # the display too: a child of the worker, swept with the browser
             raise
+        if shown:
+            driver.plt_display = (shown["DISPLAY"], window)
+        return driver
+
+    def frames(self, driver, req):
+        """A recording of the virtual display it runs on for this trial (start), 30 times a second:
+        Firefox has no screencast (WebDriver BiDi's screenshots took 70-250 ms each here)."""
+        from .display import DisplayFrames
+        name, window = driver.plt_display
+        return DisplayFrames(name, window, req["profile_dir"])
 
     def end_first_visit(self, driver, clear_cache) -> None:
         """Through Marionette's chrome context: the network stack's own "prune all connections" (idle

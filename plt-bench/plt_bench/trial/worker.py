@@ -182,7 +182,7 @@ _PREPARE_FAILED: dict = {}  # why the last prepare request failed ({"error"}), t
 def _key(req: dict) -> tuple:
     """What a prepared browser must match to serve a request: its profile and every flag."""
     return (req.get("browser", "chromium"), req["profile_dir"], tuple(req["args"]),
-            json.dumps(req.get("prefs", {}), sort_keys=True), bool(req.get("har_path")))
+            json.dumps(req.get("prefs", {}), sort_keys=True), bool(req.get("har_path")), bool(req.get("visual")))
 
 
 # Kept browsers (a request's "keep": --browser-start kept): one per set of flags (a campaign's protocols
@@ -352,6 +352,7 @@ def _unlink_driver_log(profile_dir: str) -> None:
 def one_trial(req: dict) -> dict:
     from selenium.common.exceptions import TimeoutException, WebDriverException
 
+    from plt_bench import browsers
     out = {"browser": req.get("browser", "chromium"), "nav": None, "resources": None, "final_url": None,
            "error": None, "error_code": None, "launch_s": None, "load_s": None, "quit_s": None}
     t0 = time.monotonic()
@@ -383,7 +384,7 @@ def one_trial(req: dict) -> dict:
             out["gate"] = wait_idle()
         driver.set_page_load_timeout(req["timeout_s"])
         sampler, cpu0 = _start_cpu(driver, req)
-        cast = Screencast(driver) if req.get("visual") else None
+        cast = browsers.get(req.get("browser", browsers.DEFAULT)).frames(driver, req) if req.get("visual") else None
         if req.get("har_path"):  # the browser records the trial's requests from here on
             _har_prepare(driver, req, out)
         if req.get("mark"):  # the link's traces start over with this navigation
@@ -529,100 +530,6 @@ def _visit_evidence(req: dict, boundary_unix: float) -> dict:
         if not visit.get("keep_netlog"):
             for f in b.own_log_files(path):
                 _unlink(f)
-
-
-class Screencast:
-    """The page's frames while it loads (plt_bench.visual): Page.startScreencast over the page's own
-    DevTools socket, beside chromedriver's; each frame kept with its swap time and acknowledged at once
-    (Chromium sends the next only then). Started before the navigation, ended once the paints are read."""
-
-    def __init__(self, driver):
-        import threading
-        self.frames: list[tuple[float, bytes]] = []
-        self.error: str | None = None
-        self.ws = None
-        try:
-            import http.client
-            import websocket
-            address = driver.capabilities["goog:chromeOptions"]["debuggerAddress"]  # the namespace's loopback
-            host, _, port = address.rpartition(":")
-            conn = http.client.HTTPConnection(host, int(port), timeout=5)  # DevTools' list of its targets
-            try:
-                conn.request("GET", "/json/list")
-                targets = json.loads(conn.getresponse().read())
-            finally:
-                conn.close()
-            page = next(t for t in targets if t.get("type") == "page")
-            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=5, suppress_origin=True)
-            self._send(1, "Page.enable")
-            self._send(2, "Page.startScreencast", {"format": "jpeg", "quality": 80, "everyNthFrame": 1})
-        except Exception as e:  # noqa: BLE001 - the trial goes on without its visual figures, saying why
-            self.error = f"screencast: {type(e).__name__}: {e}"[:300]
-            self.close()
-            return
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _send(self, ident: int, method: str, params: dict | None = None) -> None:
-        self.ws.send(json.dumps({"id": ident, "method": method, "params": params or {}}))
-
-    def _read(self) -> None:
-        import base64
-        ident = 10
-        while self.ws is not None:
-            try:
-                msg = json.loads(self.ws.recv())
-            except Exception:  # noqa: BLE001 - closed at the end (or the browser went)
-                return
-            if msg.get("method") == "Page.screencastFrame":
-                p = msg["params"]
-                self.frames.append((float(p["metadata"].get("timestamp") or time.time()), base64.b64decode(p["data"])))
-                ident += 1
-                try:
-                    self._send(ident, "Page.screencastFrameAck", {"sessionId": p["sessionId"]})
-                except Exception:  # noqa: BLE001
-                    return
-
-    def close(self) -> None:
-        ws, self.ws = self.ws, None
-        if ws is not None:
-            try:
-                ws.close()
-            except Exception:  # noqa: BLE001
-                pass
-
-    def finish(self, driver, loaded: bool, frames_path: str | None = None) -> dict:
-        """The load's visual figures (plt_bench.visual.metrics), or why there are none; with
-        frames_path, the frames where the page changed written there (visual.write_frames)."""
-        from plt_bench import visual
-        if self.error:
-            return {"error": self.error}
-        time.sleep(VISUAL_TAIL_S)  # a frame the last paint made is on its way
-        frames = list(self.frames)
-        self.close()
-        if not loaded:
-            return {"error": "the page did not load", "frames": len(frames)}
-        try:
-            origin_s = driver.execute_script("return performance.timeOrigin") / 1000.0
-            shown = [((t - origin_s) * 1000.0, visual.histogram(jpeg)) for t, jpeg in frames]
-        except Exception as e:  # noqa: BLE001
-            return {"error": f"frames: {type(e).__name__}: {e}"[:300], "frames": len(frames)}
-        before = [f for f in shown if f[0] <= 0]
-        # the page before the load showed anything: the last frame before the navigation, else a blank one
-        blank = before[-1] if before else (0.0, [[0] * 256 for _ in range(3)])
-        figures = visual.metrics([blank] + [f for f in shown if f[0] > 0])
-        if frames_path:
-            try:
-                figures["frames_kept"] = visual.write_frames(
-                    frames_path, [(ms, h, jpeg) for (ms, h), (_, jpeg) in zip(shown, frames) if ms > 0],
-                    pinned=(figures["first_visual_change_ms"], figures["visually_complete_ms"]))
-            except OSError as e:
-                figures["frames_error"] = f"{type(e).__name__}: {e}"[:300]
-        return figures
-
-
-# How long after the paints are read the screencast waits for a last frame.
-VISUAL_TAIL_S = 0.2
 
 
 # A replay's fetched objects (fonts, JSON: replay.element_for) do not hold the load event: on a busy
