@@ -250,7 +250,10 @@ def _run_on_cluster(a) -> int:
     results = Path(values.get("results") or campaign.DEFAULTS["results"])
     counts = cluster.run(spec, results, a.cluster, new=bool(a.new), out=_say, timeout_s=timeout_s, tls=a.tls)
     _say(f"\n{counts['ok']} ok, {counts['failed']} failed ({counts['failed_attempts']} failed attempt(s) in all); "
-         f"{counts['cells']} cell(s), {counts['resubmitted']} submitted again")
+         f"{counts['cells']} cell(s), {counts['resubmitted']} submitted again"
+         + (f"; {counts['captures_written']} capture file(s) written back" if spec.capture else "")
+         + (f", {counts['captures_lost']} not kept (each named above; in the campaign's metadata, captures_lost)"
+            if counts["captures_lost"] else ""))
     return _report(a, results, counts["campaign_id"], spec.name, counts["failed"])
 
 

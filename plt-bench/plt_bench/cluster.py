@@ -15,7 +15,10 @@
   as on one machine. measure_cell runs plt_bench.session on the worker's testbed, so every trial
   takes the same path as a local run's.
 - Trials stream back to the head as they finish (a Dask queue per campaign); the head is the only
-  writer of the store. Each trial records its host (host/pbN).
+  writer of the store. Each trial records its host (host/pbN). A trial's captures come with it, in
+  the same message: its CPU series and its capture files, each with its hash (outgoing), which the
+  head checks and writes under its own captures folder (write_back); a file it could not keep is
+  named, counted and listed in the campaign's metadata (captures_lost), never stored as present.
 - A worker lost during a cell: Dask runs the cell again on another worker, which skips the slots
   the head already holds (a Dask variable); the head stores no slot twice (should a copy arrive,
   the first ok trial of a slot stays). A cell that raises is submitted again, up to three times.
@@ -223,13 +226,8 @@ def handshake(raw: socket.socket, tls: Path, address: str, option: str) -> None:
 
 
 def unsupported(spec) -> None:
-    """What a cluster's campaign cannot carry, refused before anything starts (pure): captures
-    (their files and CPU series would stay on the worker, in a run folder that goes with its
-    testbed) and a server machine (each worker measures on its own testbed)."""
-    if spec.capture:
-        raise UsageError(f"--capture: {','.join(spec.capture)} is not taken with --cluster: the files and CPU series "
-                         "would stay on the worker that measured them; capture on one machine (plt-bench run --capture "
-                         "...) or give --capture none")
+    """What a cluster's campaign cannot carry, refused before anything starts (pure): a server
+    machine (each worker measures on its own testbed) and served folders."""
     if spec.server:
         raise UsageError("--server: not with --cluster: each worker measures on its own testbed; run a campaign "
                          "across two machines without --cluster")
@@ -314,6 +312,89 @@ def cell_spec(spec, cond, page):
 
 def host_name(index: int) -> str:
     return f"{socket.gethostname()}/pb{index}"
+
+
+# -- a trial's captures, back to the head ----------------------------------------------------------------
+# A trial travels to the head in one message (outgoing): the trial, its CPU series and its capture
+# files. A worker that disappears before the message is on the queue sent nothing of that trial (its
+# cell runs again elsewhere: nothing lost, nothing counted twice); once it is there, it is whole.
+# The files pass through the scheduler's memory, so a trial sends SEND_MAX_BYTES of them at most; a
+# larger one stays out, named (a campaign of huge pcaps captures on one machine).
+SEND_MAX_BYTES = 256 * 10**6
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureFile:
+    """One capture file of a trial on its way to the head."""
+    kind: str                     # capture.KINDS
+    name: str                     # its name in the trial's capture folder
+    size_bytes: int
+    sha256: str                   # of the file as the worker read it ("" where not read)
+    note: str | None = None
+    content: bytes | None = None  # None: not sent (unsent says why)
+    unsent: str | None = None
+
+
+def outgoing(store, trial, host: str, limit_bytes: int = SEND_MAX_BYTES) -> dict:
+    """Run on a worker: the message that carries a stored trial to the head: {"trial" (its host set,
+    its id cleared), "cpu_samples", "captures" [CaptureFile], "folder" (the trial's capture folder's
+    name without its worker's sequence number)}. Files are read in the order stored until limit_bytes;
+    one beyond it, or unreadable, goes without its content, saying why."""
+    import hashlib
+    files, sent, folder = [], 0, ""
+    for a in store.artifacts(trial.trial_id):
+        path = Path(a["path"])
+        folder = path.parent.name.split("-", 1)[-1]
+        try:
+            size = path.stat().st_size
+            if sent + size > limit_bytes:
+                files.append(CaptureFile(a["kind"], path.name, size, "", a["note"],
+                                         unsent=f"{size / 1e6:,.1f} MB would take the trial's files past the "
+                                                f"{limit_bytes / 1e6:,.0f} MB a trial sends to the head"))
+                continue
+            content = path.read_bytes()
+        except OSError as e:
+            files.append(CaptureFile(a["kind"], path.name, a["bytes"] or 0, "", a["note"],
+                                     unsent=f"not readable on the worker: {type(e).__name__}: {e}"[:300]))
+            continue
+        sent += len(content)
+        files.append(CaptureFile(a["kind"], path.name, len(content), hashlib.sha256(content).hexdigest(), a["note"],
+                                 content))
+    samples = store.cpu_samples(trial.trial_id) if trial.trial_id is not None else []
+    return {"trial": dataclasses.replace(trial, host=host, trial_id=None), "cpu_samples": samples,
+            "captures": files, "folder": folder}
+
+
+def write_back(files: list[CaptureFile], folder: Path) -> tuple[list, list[str]]:
+    """At the head: a trial's files written into folder, each checked against its hash first;
+    (capture.Artifact of each written, why each other was not: one line per file)."""
+    import hashlib
+
+    from .capture import Artifact
+    written, lost = [], []
+    for f in files:
+        what = f"{f.kind} {f.name}"
+        if f.content is None:
+            lost.append(f"{what}: {f.unsent or 'not sent'}")
+            continue
+        if hashlib.sha256(f.content).hexdigest() != f.sha256 or len(f.content) != f.size_bytes:
+            lost.append(f"{what}: its hash does not match what the worker read (damaged on the way); not kept")
+            continue
+        target = folder / f.name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{f.name}.part")
+            tmp.write_bytes(f.content)
+            os.replace(tmp, target)
+        except OSError as e:
+            try:
+                (folder / f".{f.name}.part").unlink(missing_ok=True)
+            except OSError:  # no folder to leave it in
+                pass
+            lost.append(f"{what}: could not be written at the head ({type(e).__name__}: {e})"[:300])
+            continue
+        written.append(Artifact(f.kind, target, len(f.content), f.note))
+    return written, lost
 
 
 # -- several workers on one machine: each pinned to its own CPUs --------------------------------------
@@ -473,7 +554,10 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
             before = len(s.done.get(slot, []))
             s.run_slot(slot)
             for t in s.done.get(slot, [])[before:]:  # every attempt, as a local run stores them
-                queue.put(pickle.dumps(dataclasses.replace(t, host=host, trial_id=None)))
+                message = outgoing(s.store, t, host)
+                queue.put(pickle.dumps(message))
+                for f in {Path(a["path"]).parent for a in s.store.artifacts(t.trial_id)}:
+                    shutil.rmtree(f, ignore_errors=True)  # sent: the worker's copy goes
         return {"host": host, "checks": s.store.link_checks(s.campaign_id), "recordings": wrote,
                 "metadata": {**s.store.campaign(s.campaign_id)["metadata"], "cpus_shared": _WORKER.get("shared")}}
 
@@ -568,7 +652,9 @@ class Head:
         self.cells = [c for c in cells(spec) if any(s.place == c for s in left)]
         self.seq = max((t.seq for ts in self.done.values() for t in ts), default=-1) + 1
         self.counts = {"ok": 0, "failed": 0, "failed_attempts": 0, "cells": 0, "resubmitted": 0,
-                       "campaign_id": self.cid}
+                       "captures_written": 0, "captures_lost": 0, "campaign_id": self.cid}
+        from .capture import captures_root
+        self.captures = captures_root(store.path)
         self.queue = Queue(f"plt-bench-{uuid.uuid4().hex[:12]}", client=client)
         self.recordings = self._send_recordings()
         self.held = Variable(self.queue.name, client=client)  # slots with an ok trial: a cell sent again skips them
@@ -602,14 +688,16 @@ class Head:
         """Store every trial that streamed in; a slot that already has an ok trial keeps it alone."""
         stored = 0
         while self.queue.qsize():
-            t = pickle.loads(self.queue.get())
+            message = pickle.loads(self.queue.get())
+            t = message["trial"]
             slot = Slot.of(t)
             if any(x.status == "ok" for x in self.done.get(slot, [])):
-                continue
+                continue  # its files too: nothing of a second copy is kept
             # numbered by the head: a cell sent again after its worker died measures its slots anew
             t = dataclasses.replace(t, campaign_id=self.cid, seq=self.seq, attempt=len(self.done.get(slot, [])) + 1)
             self.seq += 1
-            self.store.add_trial(t)
+            trial_id = self.store.add_trial(t)
+            self._keep_captures(trial_id, t, message)
             self.done.setdefault(slot, []).append(t)
             self.counts["ok" if t.status == "ok" else "failed_attempts"] += 1
             stored += 1
@@ -617,6 +705,27 @@ class Head:
                      + (f"{t.plt_ms:9.1f} ms" if t.plt_ms else t.reason or ""))
         if stored:
             self._publish()
+
+    def _keep_captures(self, trial_id: int, t, message: dict) -> None:
+        """A trial's CPU series and capture files stored as a local run stores them, its files under
+        this store's captures folder; each file not kept named, counted, and listed in the campaign's
+        metadata (captures_lost: seq, host, why)."""
+        if message.get("cpu_samples"):
+            self.store.add_cpu_samples(trial_id, message["cpu_samples"])
+        if not message.get("captures"):
+            return
+        folder = self.captures / str(self.cid) / f"{t.seq:05d}-{message['folder']}"
+        written, lost = write_back(message["captures"], folder)
+        if written:
+            self.store.add_artifacts(trial_id, written)
+        self.counts["captures_written"] += len(written)
+        if lost:
+            self.counts["captures_lost"] += len(lost)
+            for why in lost:
+                self.out(f"{t.host}: trial {t.seq}'s capture {why}")
+            meta = self.store.campaign(self.cid)["metadata"]
+            meta.setdefault("captures_lost", []).extend({"seq": t.seq, "host": t.host, "why": w} for w in lost)
+            self.store.update_metadata(self.cid, meta)
 
     def drain_safely(self) -> None:
         """What the queue still holds, if it can be read (the scheduler may be gone)."""
@@ -686,6 +795,12 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
     sec = security(tls, scheduler, "--cluster")
     unsupported(spec)
     check_writable(results)
+    if spec.capture:  # the workers' files come here: the head's disk holds them all
+        from .capture import captures_root, check_space
+        planned = [(x.proto, x.page.expected_bytes(x.conditions.rate_down_bps)) for x in spec.plan()]
+        warning = check_space(spec.capture, planned, captures_root(results), spec.capture_limit_bytes)[1]
+        if warning:
+            out(warning)
     check_answers(scheduler, "--cluster", tls)
     # the head says itself what went wrong (a lost scheduler: how to resume); Dask's client would log
     # its reconnection attempts' tracebacks over that

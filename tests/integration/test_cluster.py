@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -177,6 +178,43 @@ def test_the_page_timeout_reaches_the_workers(cluster, tmp_path):
     assert len(rows) == 4 and all(r["status"] == "failed" and "timeout" in r["reason"] for r in rows), rows
 
 
+def test_captures_come_back_to_the_head_whole_and_stay_nowhere_else(cluster, tmp_path):
+    """Issue 49: a cluster's captures (files and CPU series) travel with their trials to the head, which
+    checks each file's hash, writes it under its own captures folder and lists it as a local run does;
+    the report names them; nothing of them stays on the workers."""
+    import json
+    address, *_ = cluster
+    results = tmp_path / "r.sqlite"
+    c = run_cli("run", "--size", "5KB", "--proto", "h3,h1", "--runs", "1", "--bw", "50mbit", "--verify", "off",
+                "--capture", "cpu,har,keylog", "--cluster", address, "--results", str(results), timeout=600)
+    _ended(c.returncode, c.stdout + c.stderr)
+    rows = [r for r in _rows(results) if r["status"] == "ok"]
+    if not rows:
+        return unjudged("the machine refused every attempt")
+    db = sqlite3.connect(results)
+    for r in rows:
+        arts = {k: (p, n) for k, p, n in db.execute("SELECT kind, path, bytes FROM artifacts WHERE trial_id = ?",
+                                                   (r["id"],))}
+        assert set(arts) == {"har", "keylog"}, (r["host"], arts)
+        for kind, (path, size) in arts.items():
+            f = tmp_path / path
+            assert f.is_file() and f.stat().st_size == size > 0, (kind, path)
+            assert f.parent.parent == tmp_path / "captures" / str(r["campaign_id"]), path
+            assert f.parent.name.startswith(f"{r['seq']:05d}-{r['proto']}-"), path  # numbered by the head
+        har = json.loads((tmp_path / arts["har"][0]).read_text())
+        assert har["log"]["entries"][0]["request"]["url"] == r["url"]
+        roles = {role for (role,) in db.execute("SELECT DISTINCT role FROM cpu_samples WHERE trial_id = ?", (r["id"],))}
+        assert {"browser", "caddy"} <= roles, roles
+    stored = db.execute("SELECT COUNT(*) FROM artifacts").fetchone()[0]  # a failed attempt's files come back too
+    db.close()
+    assert f"{stored} capture file(s) written back" in c.stdout, c.stdout[-2000:]
+    assert "not kept" not in c.stdout
+    report = next(tmp_path.glob("r-*/report.md")).read_text()
+    assert "Capture files" in report and f"captures/{rows[0]['campaign_id']}" in report
+    for index in (228, 229):  # the workers' own copies went once sent
+        assert not list(Path(f"/run/plt-bench/pb{index}").glob("captures/*/*/*")), index
+
+
 def test_a_campaign_no_worker_can_run_is_refused_before_it_starts_naming_what_each_lacks(cluster, tmp_path):
     """Issue 49: workers declare what they can run (cluster.capability_resources); a campaign that asks
     for a netem kernel of workers on a kernel without sch_netem is refused at once, each worker named
@@ -254,12 +292,15 @@ def replay_root_of(name):
 
 
 def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp_path):
+    """Its trials' HARs too (--capture har): the kill lands wherever it lands, mid-trial or while a
+    trial and its file are on their way; every stored trial has its one HAR, whole, and the head
+    holds no file of a trial it did not store."""
     address, workers, *_ = cluster
     store = tmp_path / "kill.sqlite"
     head = subprocess.Popen([sys.executable, "-m", "plt_bench.cli", "run", "--size", "5KB,500KB", "--bw",
                              "100mbit", "--runs", "3", "--proto", "both", "--verify", "off", "--cluster", address,
-                             "--results", str(store)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                             "--capture", "har", "--results", str(store)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     victim = None
     deadline = time.monotonic() + 600
     while victim is None and time.monotonic() < deadline and head.poll() is None:
@@ -287,6 +328,22 @@ def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp
         hosts.setdefault((r["conditions"], r["page"]), set()).add(r["host"])
     # the cell it was measuring was finished by the other worker, from where it stopped
     assert any(len(h) == 2 for h in hosts.values()), hosts
+    import json
+    db = sqlite3.connect(store)
+    hars = {}
+    for tid, path, size in db.execute("SELECT trial_id, path, bytes FROM artifacts WHERE kind = 'har'"):
+        hars.setdefault(tid, []).append((path, size))
+    db.close()
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        assert len(hars.get(r["id"], [])) == 1, (r["id"], hars.get(r["id"]))
+        path, size = hars[r["id"]][0]
+        f = tmp_path / path
+        assert f.stat().st_size == size and json.loads(f.read_text())["log"]["entries"][0]["request"]["url"] == r["url"]
+    kept_folders = {(tmp_path / p).parent for ps in hars.values() for p, _ in ps}
+    assert set((tmp_path / "captures").glob("*/*")) == kept_folders  # nothing of a trial not stored
+    assert not list((tmp_path / "captures").rglob(".*.part"))
 
 
 def _until_two_stored(head, store, timeout_s=600):

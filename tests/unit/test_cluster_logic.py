@@ -1,4 +1,5 @@
 """The cluster's pure logic: addresses, cells, a cell's own campaign."""
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -79,10 +80,9 @@ def test_a_worker_is_refused_cpus_it_cannot_have_and_told_why(wanted, shared, cl
     assert (got is None) if problem is None else got.startswith(problem), got
 
 
-def test_a_cluster_campaign_refuses_captures_and_a_server_machine():
+def test_a_cluster_campaign_takes_captures_and_refuses_a_server_machine():
     cluster.unsupported(campaign.load(None, {"size": "5KB"}))
-    with pytest.raises(UsageError, match=r"^--capture: cpu,pcap is not taken with --cluster"):
-        cluster.unsupported(campaign.load(None, {"capture": "cpu,pcap"}))
+    cluster.unsupported(campaign.load(None, {"capture": "cpu,pcap"}))  # they come back to the head (outgoing)
     with pytest.raises(UsageError, match=r"^--server: not with --cluster"):
         cluster.unsupported(campaign.load(None, {"server": "10.0.0.2", "iface": "eth0"}))
     from plt_bench.pages import page_url
@@ -262,3 +262,59 @@ def test_a_cell_asks_for_what_its_campaign_needs_and_a_campaign_no_worker_can_ru
         "the CPU controller (--cpu, --device), a kernel with sch_netem (--link netem), server quinn")
     # one worker that has it all is enough: the others' cells go where they can run
     assert cluster.no_worker_can(plain, {"pb1": have, "pb2": {cluster.RESOURCE: 1}}) is None
+
+
+def _stored_with_captures(tmp_path, files: dict[str, bytes]):
+    """A worker's cell store holding one trial with these capture files (kind: content) and a CPU series."""
+    from plt_bench.capture import Artifact
+    from plt_bench.store import Store
+
+    from .trials import trial
+    store = Store(tmp_path / "worker" / "cell.sqlite")
+    cid = store.new_campaign("c", "now", {}, {})
+    folder = tmp_path / "worker" / "captures" / str(cid) / "00007-h3-index_500KB"
+    folder.mkdir(parents=True)
+    arts = []
+    for kind, content in files.items():
+        (folder / f"{kind}.bin").write_bytes(content)
+        arts.append(Artifact(kind, folder / f"{kind}.bin", len(content), "a note" if kind == "pcap" else None))
+    t = trial(cid=cid, seq=7)
+    tid = store.add_trial(t)
+    store.add_artifacts(tid, arts)
+    store.add_cpu_samples(tid, [{"role": "browser", "t_s": 0.1, "user_s": 0.05, "system_s": 0.01}])
+    return store, dataclasses.replace(t, trial_id=tid)
+
+
+def test_a_trial_travels_to_the_head_whole_with_its_files_hashed_and_its_cpu_series(tmp_path):
+    store, t = _stored_with_captures(tmp_path, {"pcap": b"p" * 1000, "keylog": b"k" * 10, "har": b"{}"})
+    msg = cluster.outgoing(store, t, "worker-host/pb3")
+    assert msg["trial"].host == "worker-host/pb3" and msg["trial"].trial_id is None
+    assert msg["folder"] == "h3-index_500KB" and len(msg["cpu_samples"]) == 1
+    assert {f.kind: f.content for f in msg["captures"]} == {"pcap": b"p" * 1000, "keylog": b"k" * 10, "har": b"{}"}
+    written, lost = cluster.write_back(msg["captures"], tmp_path / "head" / "00042-h3-index_500KB")
+    assert lost == [] and sorted(a.kind for a in written) == ["har", "keylog", "pcap"]
+    for a in written:
+        assert a.path.read_bytes() == {"pcap": b"p" * 1000, "keylog": b"k" * 10, "har": b"{}"}[a.kind]
+        assert a.bytes == a.path.stat().st_size and a.path.parent.name == "00042-h3-index_500KB"
+    assert next(a.note for a in written if a.kind == "pcap") == "a note"
+    assert not list((tmp_path / "head").rglob(".*.part"))  # nothing half-written left
+
+
+def test_a_capture_the_head_cannot_keep_is_named_never_kept_as_present(tmp_path):
+    store, t = _stored_with_captures(tmp_path, {"pcap": b"p" * 1000, "keylog": b"k" * 10})
+    # over the limit a trial sends: named, its content left out (the smaller file still goes)
+    msg = cluster.outgoing(store, t, "h/pb3", limit_bytes=100)
+    unsent = {f.kind: f for f in msg["captures"]}
+    assert unsent["pcap"].content is None and "past the 0 MB a trial sends to the head" in unsent["pcap"].unsent
+    assert unsent["keylog"].content == b"k" * 10
+    # damaged on the way: its hash does not match; a folder that cannot be written (a file in its way)
+    good = cluster.outgoing(store, t, "h/pb3")["captures"]
+    damaged = [dataclasses.replace(f, content=f.content[:-1] + b"x") if f.kind == "keylog" else f for f in good]
+    written, lost = cluster.write_back(damaged, tmp_path / "head" / "a")
+    assert [a.kind for a in written] == ["pcap"]
+    assert lost == ["keylog keylog.bin: its hash does not match what the worker read (damaged on the way); not kept"]
+    (tmp_path / "head" / "b").write_text("a file where the trial's folder goes")
+    written, lost = cluster.write_back(good, tmp_path / "head" / "b")
+    assert written == [] and len(lost) == 2 and all("could not be written at the head" in w for w in lost)
+    written, lost = cluster.write_back(msg["captures"], tmp_path / "head" / "c")
+    assert [a.kind for a in written] == ["keylog"] and lost[0].startswith("pcap pcap.bin: 0.0 MB would take")

@@ -126,6 +126,8 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "throughput_series": stats.throughput_series(trials), "latency": stats.latency_table(trials),
             "establishment": stats.establishment_table(trials), "samples": stats.samples(trials, metric),
             "frames": frames_of(store, trials), "precision": stats.precision_table(camps[0]["grid"], trials),
+            "captures": captures_table(store, trials, store.path.parent),
+            "captures_lost": [x for c in camps for x in c["metadata"].get("captures_lost") or ()],
             "hosts": hosts_table, "budget_meanings": budget_meanings(trials, camps)}
 
 
@@ -139,6 +141,30 @@ def frames_of(store: Store, trials: list) -> dict[tuple[int, int], str]:
             for a in store.artifacts(t.trial_id):
                 if a["kind"] == "visual" and Path(a["path"]).is_file():
                     out[(t.campaign_id, t.seq)] = a["path"]
+    return out
+
+
+def captures_table(store: Store, trials: list, base) -> list[dict]:
+    """Per capture kind, the files the campaign's trials kept: {"kind", "trials", "files", "bytes",
+    "folder" (their folders' common parent, relative to the store's folder: captures/<campaign>)},
+    a cluster's included (its workers' files came back to the head)."""
+    import os
+    from pathlib import Path
+    kinds: dict[str, dict] = {}
+    for t in trials:
+        if t.trial_id is None:
+            continue
+        for a in store.artifacts(t.trial_id):
+            k = kinds.setdefault(a["kind"], {"kind": a["kind"], "trials": set(), "files": 0, "bytes": 0, "dirs": set()})
+            k["trials"].add(t.trial_id)
+            k["files"] += 1
+            k["bytes"] += a["bytes"] or 0
+            k["dirs"].add(str(Path(a["path"]).parent.parent))
+    out = []
+    for k in sorted(kinds.values(), key=lambda x: x["kind"]):
+        common = os.path.commonpath(sorted(k.pop("dirs")))
+        folder = os.path.relpath(common, base) if Path(common).is_relative_to(base) else common
+        out.append({**k, "trials": len(k["trials"]), "folder": folder})
     return out
 
 
@@ -316,6 +342,16 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                      *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), str(r["n_requests"]),
                         _f(r["connections"], "{:g}"), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])]
                        for r in rep["latency"]]]))
+    if rep.get("captures") or rep.get("captures_lost"):
+        lost = rep.get("captures_lost") or []
+        out.append(("Capture files", "per kind, the trials' capture files and where they are (a folder per trial, "
+                    "relative to the store's folder; a cluster's came back from its workers)"
+                    + (f"; {len(lost)} file(s) not kept, each with why (the campaign's metadata, captures_lost): "
+                       + "; ".join(f"trial {x['seq']} on {x['host']}: {x['why']}" for x in lost[:5])
+                       + (" ..." if len(lost) > 5 else "") if lost else ""),
+                    [["kind", "trials", "files", "MB", "folder"],
+                     *[[r["kind"], str(r["trials"]), str(r["files"]), f"{r['bytes'] / 1e6:,.1f}", r["folder"]]
+                       for r in rep.get("captures") or []]]))
     if rep.get("visitor") and any(r.get("speed_index_ms") is not None for r in rep["visitor"]):
         out.append(("Visual progress", "medians per cell from the screencast of each load's frames (capture kind "
                     "visual, plt_bench.visual): the first frame that showed anything, SpeedIndex (the mean time at "
