@@ -16,8 +16,9 @@ Kinds (`--capture KINDS`, `capture = [...]` in a campaign):
           themselves where the page changed (frames.zip: a JPEG per change, named by its ms from the
           navigation's start), which the report's filmstrips show
 
-Files live in results/captures/<campaign>/<seq>-<proto>-<page>/ and the store lists them
-(table artifacts, paths relative to the store's folder).
+Files live in results/captures/<store>/<campaign>/<seq>-<proto>-<page>/ (<store>: the results
+store's file name without .sqlite) and the store lists them (table artifacts, paths relative to the
+store's folder).
 """
 
 from __future__ import annotations
@@ -98,8 +99,12 @@ def parse_interval_s(text: str | None, option: str = "--cpu-interval") -> float:
 
 
 def captures_root(results: Path) -> Path:
-    """Where a results store's capture files go: <its folder>/captures."""
-    return Path(results).resolve().parent / "captures"
+    """Where a results store's capture files go: <its folder>/captures/<its name without .sqlite>.
+    Per store: two stores of one folder both have a campaign 1, and with one captures/1/ for both
+    the second campaign's files overwrote the first's, whose store still listed them (2026-11-28).
+    A store's older campaigns keep the paths they stored (captures/<campaign>/...)."""
+    results = Path(results).resolve()
+    return results.parent / "captures" / results.name.removesuffix(".sqlite")
 
 
 def estimate_bytes(kinds: tuple[str, ...], proto: str, size_bytes: int) -> int:

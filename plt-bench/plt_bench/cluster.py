@@ -381,6 +381,7 @@ def write_back(files: list[CaptureFile], folder: Path) -> tuple[list, list[str]]
             lost.append(f"{what}: its hash does not match what the worker read (damaged on the way); not kept")
             continue
         target = folder / f.name
+        old = os.umask(0o077)  # key logs decrypt the traffic: private, as a local run's (capture.Settings)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{f.name}.part")
@@ -393,6 +394,8 @@ def write_back(files: list[CaptureFile], folder: Path) -> tuple[list, list[str]]
                 pass
             lost.append(f"{what}: could not be written at the head ({type(e).__name__}: {e})"[:300])
             continue
+        finally:
+            os.umask(old)
         written.append(Artifact(f.kind, target, len(f.content), f.note))
     return written, lost
 

@@ -199,7 +199,7 @@ def test_captures_come_back_to_the_head_whole_and_stay_nowhere_else(cluster, tmp
         for kind, (path, size) in arts.items():
             f = tmp_path / path
             assert f.is_file() and f.stat().st_size == size > 0, (kind, path)
-            assert f.parent.parent == tmp_path / "captures" / str(r["campaign_id"]), path
+            assert f.parent.parent == tmp_path / "captures" / "r" / str(r["campaign_id"]), path
             assert f.parent.name.startswith(f"{r['seq']:05d}-{r['proto']}-"), path  # numbered by the head
         har = json.loads((tmp_path / arts["har"][0]).read_text())
         assert har["log"]["entries"][0]["request"]["url"] == r["url"]
@@ -210,7 +210,7 @@ def test_captures_come_back_to_the_head_whole_and_stay_nowhere_else(cluster, tmp
     assert f"{stored} capture file(s) written back" in c.stdout, c.stdout[-2000:]
     assert "not kept" not in c.stdout
     report = next(tmp_path.glob("r-*/report.md")).read_text()
-    assert "Capture files" in report and f"captures/{rows[0]['campaign_id']}" in report
+    assert "Capture files" in report and f"captures/r/{rows[0]['campaign_id']}" in report
     for index in (228, 229):  # the workers' own copies went once sent
         assert not list(Path(f"/run/plt-bench/pb{index}").glob("captures/*/*/*")), index
 
@@ -342,7 +342,7 @@ def test_a_worker_killed_in_the_middle_loses_and_duplicates_nothing(cluster, tmp
         f = tmp_path / path
         assert f.stat().st_size == size and json.loads(f.read_text())["log"]["entries"][0]["request"]["url"] == r["url"]
     kept_folders = {(tmp_path / p).parent for ps in hars.values() for p, _ in ps}
-    assert set((tmp_path / "captures").glob("*/*")) == kept_folders  # nothing of a trial not stored
+    assert set((tmp_path / "captures" / "kill").glob("*/*")) == kept_folders  # nothing of a trial not stored
     assert not list((tmp_path / "captures").rglob(".*.part"))
 
 

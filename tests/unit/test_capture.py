@@ -80,6 +80,6 @@ def test_capture_options_become_the_campaigns_settings_and_files_go_beside_the_s
     assert plain.capture == () and plain.cpu_interval_s == capture.DEFAULT_INTERVAL_S
     assert plain.capture_limit_bytes == capture.DEFAULT_LIMIT_BYTES
     s = capture.Settings(spec.capture, capture.captures_root(tmp_path / "r" / "s.sqlite"))
-    assert s.root == (tmp_path / "r" / "captures").resolve() and s.files
+    assert s.root == (tmp_path / "r" / "captures" / "s").resolve() and s.files  # per store: two of one folder never share
     assert not capture.Settings(("cpu",), s.root).files
     assert not capture.Settings(capture.parse_kinds("cpu"), capture.captures_root(tmp_path / "s.sqlite")).files

@@ -297,6 +297,9 @@ def test_a_trial_travels_to_the_head_whole_with_its_files_hashed_and_its_cpu_ser
         assert a.path.read_bytes() == {"pcap": b"p" * 1000, "keylog": b"k" * 10, "har": b"{}"}[a.kind]
         assert a.bytes == a.path.stat().st_size and a.path.parent.name == "00042-h3-index_500KB"
     assert next(a.note for a in written if a.kind == "pcap") == "a note"
+    # private, as a local run's: a key log decrypts the traffic
+    assert {oct(p.stat().st_mode & 0o777) for p in [written[0].path.parent, *(a.path for a in written)]} <= \
+        {"0o700", "0o600"}
     assert not list((tmp_path / "head").rglob(".*.part"))  # nothing half-written left
 
 

@@ -146,7 +146,7 @@ def frames_of(store: Store, trials: list) -> dict[tuple[int, int], str]:
 
 def captures_table(store: Store, trials: list, base) -> list[dict]:
     """Per capture kind, the files the campaign's trials kept: {"kind", "trials", "files", "bytes",
-    "folder" (their folders' common parent, relative to the store's folder: captures/<campaign>)},
+    "folder" (their folders' common parent, relative to the store's folder: captures/<store>/<campaign>)},
     a cluster's included (its workers' files came back to the head)."""
     import os
     from pathlib import Path
