@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--addr", required=True, help="this machine's address towards the client, e.g. 10.0.0.1")
     sv.add_argument("--info-file", default=None, help="also write addr, pin, token and port as JSON to this file (0600)")
     from .control import SERVER_PORT_DEFAULT_CONTROL
+    sv.add_argument("--http-server", default=None, metavar="NAMES",
+                    help="the servers to serve with, comma-separated: caddy (default), quinn, or caddy,quinn (one at "
+                         "a time, the client switching between them for a campaign's --http-server caddy,quinn)")
     add(sv, "iface", "size", "control_port", "testbed", types=index,
         defaults={"size": ",".join(DEFAULT_SIZES), "control_port": str(SERVER_PORT_DEFAULT_CONTROL)},
         helps={"iface": "the interface holding --addr; needed only if it carries the default route (the testbed "
@@ -438,9 +441,11 @@ def cmd_down(a) -> int:
 
 def cmd_serve(a) -> int:
     from .remote import ServeSession, check_serve_options, write_private
+    from .remote import serve_servers
     addr, pages, port = check_serve_options(a.addr, a.iface, a.size, a.control_port, a.info_file)
+    names = serve_servers(a.http_server)
     cmd.require_root()
-    session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed)
+    session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed, server_names=names)
     try:
         info = session.open()
         if a.info_file:
@@ -450,7 +455,7 @@ def cmd_serve(a) -> int:
             time.sleep(3600)
     except (KeyboardInterrupt, signals.Interrupted):  # the normal way to stop serving
         session.close()
-        _say("stopped: Caddy, the control channel and the run folder are gone")
+        _say(f"stopped: {', '.join(session.labels)}, the control channel and the run folder are gone")
         return 0
     finally:
         session.close()

@@ -117,6 +117,26 @@ def page_files(root: Path) -> dict[str, int]:
 
 
 # -- server side -------------------------------------------------------------------------------------
+def serve_servers(text: str | None, option: str = "--http-server") -> tuple[str, ...]:
+    """serve's servers (plt_bench.servers), the first serving first; each must serve a second machine
+    ("two-machines" in its features) (pure but for the table)."""
+    from . import units
+    given = text or servers.DEFAULT
+    names = tuple(dict.fromkeys(x.strip().lower() for x in units.split_list(given, option)))
+    able = [n for n in servers.NAMES if "two-machines" in servers.get(n).features]
+    if not names or any(n not in able for n in names):
+        raise UsageError(f"{option}: '{given}'; expected one or more of {', '.join(able)} (caddy,quinn: both, the "
+                         "client switching between them)")
+    return names
+
+
+def missing_servers(wanted, hello: dict) -> list[str]:
+    """The servers a campaign asks for that the server machine does not run (pure): its hello lists
+    them ('servers'); a serve from before it named them ran Caddy alone."""
+    have = set(hello.get("servers") or {"caddy": {}})
+    return [n for n in wanted if n not in have]
+
+
 def check_serve_options(addr: str, iface: str | None, size: str, control_port: str, info_file: str | None):
     """serve's options, checked before anything is made: (address, pages, control port)."""
     from .conditions import parse_pages
@@ -131,11 +151,15 @@ def check_serve_options(addr: str, iface: str | None, size: str, control_port: s
 
 
 class ServeSession:
-    """Caddy and the control channel on this machine's --addr, until close()."""
+    """The servers (Caddy, and quinnserve where asked: one at a time, the client switching) and the
+    control channel on this machine's --addr, until close()."""
 
     def __init__(self, addr: str, iface: str | None, sites_dir: Path, pages, control_port: int,
-                 index: int | None = None):
+                 index: int | None = None, server_names: tuple[str, ...] = (servers.DEFAULT,)):
         self.addr, self.sites, self.pages, self.port, self.index = addr, Sites(sites_dir), pages, control_port, index
+        self.server_names = tuple(server_names)
+        self.labels = [servers.get(n).label for n in self.server_names]
+        self.servers: dict = {}
         dev = hostnet.local_iface_of(addr)
         if dev is None:
             raise UsageError(f"--addr: {addr} is not an address of this machine; expected one of its own "
@@ -156,10 +180,14 @@ class ServeSession:
         self.sites.ensure(self.pages)
         self.topology = Topology.allocate(index=self.index)
         self.topology.write_state(role="serve", addr=self.addr, iface=self.iface)
-        self.server = servers.get(servers.DEFAULT)(None, self.addr, self.topology.plan.run_dir, self.sites.root)
+        self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root)
+                        for n in self.server_names}
+        self.server = self.servers[self.server_names[0]]
         self.server.start()
+        for one in self.servers.values():  # one certificate for all: the client trusts its pin
+            one.cert = self.server.cert
         self.control = ControlServer(self.addr, self.port, self.token, {
-            "hello": self.hello, "cpu": self.cpu, "access": self.access,
+            "hello": self.hello, "cpu": self.cpu, "access": self.access, "use_server": self.use_server,
             "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop, "apply": self.apply, "clear": self.clear},
             on_close=self._client_gone).start()
         info = self.info()
@@ -179,7 +207,9 @@ class ServeSession:
         """What serve prints once it serves: where, the pin and token, and the client's command."""
         addr = self.addr
         return (f"serving {len(info['pages'])} page(s) from {self.sites.root} on https://{addr}:443 (HTTP/3 on UDP, "
-                f"HTTP/1.1+TLS on TCP), control channel on {addr}:{self.port}\n"
+                f"HTTP/1.1+TLS on TCP) with {', '.join(self.servers[n].label for n in self.server_names)}"
+                f"{' (the client switches between them)' if len(self.server_names) > 1 else ''}, control channel on "
+                f"{addr}:{self.port}\n"
                 f"pin:   {info['pin']}\ntoken: {info['token']}\n"
                 f"(also in {info['run_dir']}/server.json, mode 0600)\n\n"
                 f"on the client, with the token in a file only you can read (or in PLT_BENCH_SERVER_TOKEN):\n"
@@ -192,9 +222,9 @@ class ServeSession:
             self.control.close()
             self.control = None
         self.iperf_stop()
-        if self.server:
-            self.server.stop()
-            self.server = None
+        for one in self.servers.values():
+            one.stop()
+        self.servers, self.server = {}, None
         hostnet.undo(self.host)
         if self.topology:
             self.topology.down()
@@ -222,7 +252,11 @@ class ServeSession:
         from .metadata import machine
         m = machine()
         return {"pin": self.server.cert.spki_sha256_b64, "pages": page_files(self.sites.root),
-                "caddy": self.server.info(), "quic_buffer_warning": self.server.quic_buffer_warning(),
+                # each server it runs (the client switches with use_server), and Caddy's info as before
+                "servers": {n: {"info": x.info(), "quic_cc": x.quic_cc()} for n, x in self.servers.items()},
+                "serving": self.server.name,
+                **({"caddy": self.servers["caddy"].info()} if "caddy" in self.servers else {}),
+                "quic_buffer_warning": self.server.quic_buffer_warning(),
                 "netem": self._netem(), "may_shape": self.may_shape,
                 "host": m["host"], "kernel": m["kernel"], "cpu_count": m["cpu_count"], "loadavg": m["loadavg"],
                 "plt_bench": m["plt_bench"], "git_commit": m["git_commit"], "iface": self.iface,
@@ -265,9 +299,23 @@ class ServeSession:
         return {}
 
     def cpu(self) -> dict:
+        """The serving server's CPU, under its role (its meta_key: caddy, quinnserve)."""
         import psutil
         t = psutil.Process(self.server.proc.pid).cpu_times()
-        return {"caddy": [t.user, t.system]}
+        return {self.server.meta_key: [t.user, t.system]}
+
+    def use_server(self, name: str) -> dict:
+        """The server of the client's trials to come: the one serving stops, the other starts on the same
+        address with the same certificate (as the embedded testbed's use_server)."""
+        self._claim()
+        if name not in self.servers:
+            raise ValueError(f"this server machine serves with {', '.join(self.server_names)}, not {name}: restart it "
+                             f"with 'plt-bench serve --http-server {','.join(dict.fromkeys((*self.server_names, name)))}'")
+        if name != self.server.name:
+            self.server.stop()
+            self.server = self.servers[name]
+            self.server.start()
+        return {"serving": self.server.name}
 
     def access(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> dict:
         return {"entries": self.server.access_entries(str(uri), float(min(wait_s, 10.0)), int(expect))}
@@ -358,22 +406,28 @@ class RemotePlan:
 
 
 class RemoteServer:
-    """The client's view of the remote Caddy: its pin, its access log and CPU through the control channel."""
+    """The client's view of one server of the server machine (Caddy, quinnserve): its pin, its access
+    log and CPU through the control channel."""
 
     proc = None  # not a process of this machine: its CPU comes from cpu()
-    name, label, meta_key = "caddy", "Caddy", "caddy"  # 'plt-bench serve' runs Caddy
 
-    def __init__(self, control: Control, hello: dict):
+    def __init__(self, control: Control, hello: dict, name: str = servers.DEFAULT):
         self.control, self.hello = control, hello
+        cls = servers.get(name)
+        self.name, self.label, self.meta_key = cls.name, cls.label, cls.meta_key
         self.cert = dataclasses.make_dataclass("Pin", ["spki_sha256_b64"])(hello["pin"])
+        # a serve from before it listed its servers ran Caddy alone, with Caddy's info under "caddy"
+        self._said = (hello.get("servers") or {}).get(name) or {"info": hello.get("caddy", {})}
 
     def info(self) -> dict:
-        return {**self.hello.get("caddy", {}), "where": "remote"}
+        return {**(self._said.get("info") or {}), "where": "remote"}
 
     def quic_buffer_warning(self) -> str | None:
         return self.hello.get("quic_buffer_warning")
 
     def quic_cc(self) -> str:
+        if self._said.get("quic_cc"):
+            return self._said["quic_cc"]
         from .servers.caddy import QUIC_CC
         return QUIC_CC
 
@@ -381,7 +435,7 @@ class RemoteServer:
         """Caddy's quic-go runs its own controller."""
 
     def died_reason(self) -> str | None:
-        """Caddy runs on the other machine: a death there shows as a failing control call, not here."""
+        """It runs on the other machine: a death there shows as a failing control call, not here."""
         return None
 
     def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> list[dict]:

@@ -644,9 +644,11 @@ class RemoteTestbed(Testbed):
 
     def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True,
-                 browser_binary: str | None = None, browser_start: str = browsers.START_DEFAULT):
+                 browser_binary: str | None = None, browser_start: str = browsers.START_DEFAULT,
+                 server_names: Sequence[str] = (servers.DEFAULT,)):
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
-                         conditions=conditions, browser_binary=browser_binary, browser_start=browser_start)
+                         conditions=conditions, browser_binary=browser_binary, browser_start=browser_start,
+                         server_names=server_names)
         self.ref, self.iface_opt = server, iface
         self._plan = None
         self.hello: dict = {}
@@ -680,7 +682,7 @@ class RemoteTestbed(Testbed):
     def open(self) -> None:
         from .control import Control
         from .errors import UsageError
-        from .remote import RemotePlan, RemoteServer, RemoteSites
+        from .remote import RemotePlan, RemoteServer, RemoteSites, missing_servers
         hostnet = link_mod.host
         cmd.require_root()
         self.check()
@@ -700,6 +702,12 @@ class RemoteTestbed(Testbed):
         if self.hello.get("pin") != self.ref.pin:
             raise UsageError(f"--server-pin: the server's certificate has pin {self.hello.get('pin')}, not "
                              f"{self.ref.pin}; copy the pin the running 'plt-bench serve' printed")
+        lacking = missing_servers(self.server_names, self.hello)
+        if lacking:
+            have = ",".join(self.hello.get("servers") or ["caddy"])
+            raise UsageError(f"--http-server: the server machine at {addr} serves with {have}, not "
+                             f"{', '.join(lacking)}; restart it with 'plt-bench serve --http-server "
+                             f"{','.join(dict.fromkeys((*have.split(','), *lacking)))}'")
         choice = self._choose_link()
         shaping = choice.backend == "linkem" and any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
         if shaping and self.iface_opt is None:
@@ -717,7 +725,10 @@ class RemoteTestbed(Testbed):
         self._stack.callback(self.link.close)
         self.link.open()
         self.timing = link_mod.verify.measure_timing(self._plan, user_latency=self.link.ping_user_latency)
-        self.server = RemoteServer(self.control, self.hello)
+        self.servers = {n: RemoteServer(self.control, self.hello, n) for n in self.server_names}
+        serving = self.hello.get("serving", servers.DEFAULT)
+        self.server = self.servers.get(serving) or RemoteServer(self.control, self.hello, serving)
+        self.use_server(self.server_names[0])  # another client may have left it serving with another
         self.sites = RemoteSites(self.hello.get("pages") or {}, addr)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
         self.pcap_filter.write_text(f"host {addr}\n")
@@ -739,9 +750,14 @@ class RemoteTestbed(Testbed):
         list of congestion controls there)."""
 
     def use_server(self, name: str) -> None:
-        """Two machines serve with Caddy alone (the campaign refuses another server there)."""
-        if name != self.server.name:
-            raise ValueError(f"server {name!r}: two machines serve with {self.server.label}")
+        """The server machine's server of the trials to come (its serve switches: the one serving
+        stops, the other starts with the same certificate)."""
+        if name == self.server.name:
+            return
+        if name not in self.servers:
+            raise ValueError(f"server {name!r}: this testbed serves with {', '.join(self.server_names)}")
+        self.control.call("use_server", timeout_s=60, name=name)
+        self.server = self.servers[name]
 
     def quiesce(self) -> int:
         """The browser runs in this machine's own namespace among the user's processes: the worker

@@ -78,8 +78,8 @@ def server(machines, tmp_path_factory):
     before = system_state(SRV)
     info_file = tmp_path_factory.mktemp("serve") / "info.json"
     proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_IP, "--iface", "m-srv", "--size", SIZES,
-                             "--info-file", str(info_file)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                             "--http-server", "caddy,quinn", "--info-file", str(info_file)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not info_file.exists():
         assert proc.poll() is None, proc.communicate()
@@ -175,6 +175,31 @@ def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client
     assert check["downlink"]["shaped_rate_bps"] == check["uplink"]["shaped_rate_bps"] == 20 * 10**6
 
 
+def test_both_servers_of_the_server_machine_serve_a_campaign_in_turn_each_proven(server, tmp_path):
+    """Issue 49: 'plt-bench serve --http-server caddy,quinn' runs Caddy and quinnserve one at a time; a
+    campaign's --http-server caddy,quinn switches between them over the control channel, each trial
+    stored with its server, proven by that server's own log, its CPU under that server's role."""
+    results = tmp_path / "r.sqlite"
+    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--http-server", "caddy,quinn",
+                           "--bw", "20mbit", "--size", "5KB", "--proto", "h3,h2", "--runs", "1", "--verify", "off",
+                           "--results", str(results), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    trials = db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
+    assert sorted((t["server"], t["proto"]) for t in trials) == [("caddy", "h2"), ("caddy", "h3"), ("quinn", "h2"),
+                                                                 ("quinn", "h3")]
+    for t in trials:
+        want = {"h3": ("h3", "HTTP/3.0"), "h2": ("h2", "HTTP/2.0")}[t["proto"]]
+        assert (t["next_hop_protocol"], t["server_proto"]) == want, dict(t)
+        assert t["server_bytes"] == t["size_bytes"] and t["server_status"] == 200
+        role = {"caddy": "caddy", "quinn": "quinnserve"}[t["server"]]
+        assert role in json.loads(t["cpu_json"])["roles"], (t["server"], t["cpu_json"])
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
+    assert meta["http_server"] == "caddy,quinn" and meta["quinnserve_version"] and meta["caddy_version"]
+    assert meta["quinnserve"]["where"] == "remote"
+
+
 def test_a_device_across_two_machines_is_the_client_machines_cpu(server, tmp_path):
     """--device with --server (issue 45): the client machine calibrates the device in its own browser
     (the benchmark in a page of the server's) and every trial runs under that budget there; the
@@ -268,6 +293,8 @@ BAD = [
     (SRV, ["serve", "--addr", SRV_IP, "--iface", "mgmt-srv"], "--iface: --addr 10.77.0.1 goes through m-srv, not "
                                                               "mgmt-srv"),
     (SRV, ["serve", "--addr", SRV_IP, "--control-port", "4443"], "--control-port: cannot listen on 10.77.0.1:4443"),
+    (SRV, ["serve", "--addr", SRV_IP, "--http-server", "nginx"], "--http-server: 'nginx'; expected one or more of "
+                                                                 "caddy, quinn"),
 ]
 
 

@@ -125,3 +125,16 @@ def test_the_token_comes_from_a_private_file_the_environment_or_argv_with_a_warn
         make_ref("10.0.0.1", pin, None, None, None, str(tmp_path / "none"), environ={})
     with pytest.raises(UsageError, match=f"{TOKEN_ENV}: expected the 64 hex digits"):
         make_ref("10.0.0.1", pin, None, None, None, environ={TOKEN_ENV: "secret"})
+
+
+def test_serve_takes_the_servers_that_serve_a_second_machine_and_the_client_finds_what_it_lacks():
+    from plt_bench import remote
+    assert remote.serve_servers(None) == ("caddy",) and remote.serve_servers("caddy,quinn,caddy") == ("caddy", "quinn")
+    assert remote.serve_servers("QUINN") == ("quinn",)
+    with pytest.raises(UsageError, match=r"^--http-server: 'nginx'; expected one or more of caddy, quinn"):
+        remote.serve_servers("nginx")
+    # what a serve says it runs; one from before it said so ran Caddy alone
+    assert remote.missing_servers(("caddy", "quinn"), {"servers": {"caddy": {}}}) == ["quinn"]
+    assert remote.missing_servers(("quinn",), {"caddy": {"version": "v2"}}) == ["quinn"]
+    assert remote.missing_servers(("caddy",), {}) == []
+    assert remote.missing_servers(("caddy", "quinn"), {"servers": {"caddy": {}, "quinn": {}}}) == []

@@ -73,6 +73,7 @@ class QuinnServe(Server):
     """One quinnserve process inside a namespace."""
 
     name, label, meta_key = "quinn", "quinnserve", "quinnserve"
+    features = frozenset({"two-machines"})  # 'plt-bench serve --http-server caddy,quinn' runs it too
     locate = staticmethod(locate)
     quic_controllers = CONTROLLERS
     report_words = "quinnserve {quinnserve_version} (HTTP/3 on quinn)"
