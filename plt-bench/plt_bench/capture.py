@@ -223,22 +223,48 @@ class Tcpdump:
         return parse_tcpdump_stats(self._stderr())
 
 
-class TrialCapture:
-    """The capture of one trial: its folder, tcpdump around the load, Caddy's qlog moved in after.
+class SpoolQlogs:
+    """The server's qlogs in a spool folder of this machine: Caddy writes every QUIC connection's qlog
+    into it (QLOGDIR, fixed when Caddy starts); each trial's browser is fresh, so the files that appear
+    during a trial are its own. The spool is on the same file system as the trial folders, so a rename
+    moves a file even while quic-go is still finishing it."""
 
-    qlog: Caddy writes every QUIC connection's qlog into `qlog_spool` (QLOGDIR, fixed when Caddy
-    starts); each trial's browser is fresh, so the files that appear during a trial are its own.
-    The spool is on the same file system as the trial folders, so a rename moves a file even while
-    quic-go is still finishing it."""
+    def __init__(self, spool: Path):
+        self.spool = Path(spool)
+
+    def before(self) -> set[str]:
+        return set(os.listdir(self.spool))
+
+    def take(self, before: set[str], folder: Path, wait_s: float) -> list[Artifact]:
+        """The files that appeared since `before` (waiting up to wait_s for the first), moved into folder."""
+        deadline = time.monotonic() + wait_s
+        new: set[str] = set()
+        while time.monotonic() < deadline:
+            new = set(os.listdir(self.spool)) - before
+            if new:
+                break
+            time.sleep(0.05)
+        out = []
+        for name in sorted(new):
+            os.rename(self.spool / name, folder / name)
+            out.append(Artifact("qlog", folder / name, (folder / name).stat().st_size))
+        return out
+
+
+class TrialCapture:
+    """The capture of one trial: its folder, tcpdump around the load, the server's qlogs after.
+
+    qlogs: where the server's qlog of each QUIC connection is had (SpoolQlogs on this machine, a
+    server machine's through its control channel: remote.RemoteQlogs), or None."""
 
     def __init__(self, kinds: tuple[str, ...], folder: Path, client_ns: str | None, client_iface: str,
-                 qlog_spool: Path | None, pcap_filter: Path | None = None):
-        self.kinds, self.folder, self.qlog_spool = kinds, folder, qlog_spool
+                 qlogs=None, pcap_filter: Path | None = None):
+        self.kinds, self.folder, self.qlogs = kinds, folder, qlogs
         self.tcpdump = None
         if "pcap" in kinds:
             self.tcpdump = Tcpdump(client_ns, client_iface, folder / FILENAMES["pcap"], folder / "tcpdump.log",
                                    pcap_filter)
-        self._spool_before: set[str] = set()
+        self._qlogs_before: set[str] = set()
         self.pcap_stats: dict | None = None
 
     def start(self) -> None:
@@ -247,8 +273,8 @@ class TrialCapture:
             self.folder.mkdir(parents=True, exist_ok=True)
         finally:
             os.umask(old)
-        if self.qlog_spool is not None:
-            self._spool_before = set(os.listdir(self.qlog_spool))
+        if "qlog" in self.kinds and self.qlogs is not None:
+            self._qlogs_before = self.qlogs.before()
         if self.tcpdump:
             self.tcpdump.start()
 
@@ -257,17 +283,12 @@ class TrialCapture:
         if self.tcpdump:
             self.pcap_stats = self.tcpdump.stop()
         out: list[Artifact] = []
-        if "qlog" in self.kinds and self.qlog_spool is not None:
-            deadline = time.monotonic() + wait_qlog_s
-            new: set[str] = set()
-            while time.monotonic() < deadline:
-                new = set(os.listdir(self.qlog_spool)) - self._spool_before
-                if new:
-                    break
-                time.sleep(0.05)
-            for name in sorted(new):
-                os.rename(self.qlog_spool / name, self.folder / name)
-                out.append(Artifact("qlog", self.folder / name, (self.folder / name).stat().st_size))
+        if "qlog" in self.kinds and self.qlogs is not None:
+            old = os.umask(0o077)
+            try:
+                out += self.qlogs.take(self._qlogs_before, self.folder, wait_qlog_s)
+            finally:
+                os.umask(old)
         from .browsers import BROWSERS
         own_logs = sorted({f for b in BROWSERS.values() for f in b.own_log_files(self.folder / b.netlog_file)})
         for kind, p in [(k, self.folder / FILENAMES[k]) for k in ("pcap", "keylog", "har", "visual")] + \

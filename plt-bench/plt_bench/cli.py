@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--http-server", default=None, metavar="NAMES",
                     help="the servers to serve with, comma-separated: caddy (default), quinn, or caddy,quinn (one at "
                          "a time, the client switching between them for a campaign's --http-server caddy,quinn)")
+    sv.add_argument("--qlog", action="store_true",
+                    help="Caddy writes each QUIC connection's qlog (a client's --capture qlog takes its trials'; the "
+                         "others stay in the run folder until serve ends)")
     add(sv, "iface", "size", "control_port", "testbed", types=index,
         defaults={"size": ",".join(DEFAULT_SIZES), "control_port": str(SERVER_PORT_DEFAULT_CONTROL)},
         helps={"iface": "the interface holding --addr; needed only if it carries the default route (the testbed "
@@ -441,11 +444,14 @@ def cmd_down(a) -> int:
 
 def cmd_serve(a) -> int:
     from .remote import ServeSession, check_serve_options, write_private
+    from . import servers
     from .remote import serve_servers
     addr, pages, port = check_serve_options(a.addr, a.iface, a.size, a.control_port, a.info_file)
     names = serve_servers(a.http_server)
     cmd.require_root()
-    session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed, server_names=names)
+    if a.qlog and not any("qlog" in servers.get(n).features for n in names):
+        raise UsageError(f"--qlog: {', '.join(names)} writes no qlog; Caddy does (--http-server caddy)")
+    session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed, server_names=names, qlog=a.qlog)
     try:
         info = session.open()
         if a.info_file:

@@ -155,8 +155,10 @@ class ServeSession:
     control channel on this machine's --addr, until close()."""
 
     def __init__(self, addr: str, iface: str | None, sites_dir: Path, pages, control_port: int,
-                 index: int | None = None, server_names: tuple[str, ...] = (servers.DEFAULT,)):
+                 index: int | None = None, server_names: tuple[str, ...] = (servers.DEFAULT,), qlog: bool = False):
         self.addr, self.sites, self.pages, self.port, self.index = addr, Sites(sites_dir), pages, control_port, index
+        self.qlog = qlog  # Caddy writes each QUIC connection's qlog into the spool; a client takes its trials'
+        self.qlog_spool: Path | None = None
         self.server_names = tuple(server_names)
         self.labels = [servers.get(n).label for n in self.server_names]
         self.servers: dict = {}
@@ -180,7 +182,12 @@ class ServeSession:
         self.sites.ensure(self.pages)
         self.topology = Topology.allocate(index=self.index)
         self.topology.write_state(role="serve", addr=self.addr, iface=self.iface)
-        self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root)
+        env = {}
+        if self.qlog:
+            self.qlog_spool = self.topology.plan.run_dir / "qlog-spool"
+            self.qlog_spool.mkdir(mode=0o700)
+            env["QLOGDIR"] = str(self.qlog_spool)
+        self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root, env=env)
                         for n in self.server_names}
         self.server = self.servers[self.server_names[0]]
         self.server.start()
@@ -188,6 +195,7 @@ class ServeSession:
             one.cert = self.server.cert
         self.control = ControlServer(self.addr, self.port, self.token, {
             "hello": self.hello, "cpu": self.cpu, "access": self.access, "use_server": self.use_server,
+            "qlog_list": self.qlog_list, "qlog_take": self.qlog_take,
             "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop, "apply": self.apply, "clear": self.clear},
             on_close=self._client_gone).start()
         info = self.info()
@@ -254,7 +262,7 @@ class ServeSession:
         return {"pin": self.server.cert.spki_sha256_b64, "pages": page_files(self.sites.root),
                 # each server it runs (the client switches with use_server), and Caddy's info as before
                 "servers": {n: {"info": x.info(), "quic_cc": x.quic_cc()} for n, x in self.servers.items()},
-                "serving": self.server.name,
+                "serving": self.server.name, "qlog": bool(self.qlog_spool),
                 **({"caddy": self.servers["caddy"].info()} if "caddy" in self.servers else {}),
                 "quic_buffer_warning": self.server.quic_buffer_warning(),
                 "netem": self._netem(), "may_shape": self.may_shape,
@@ -320,6 +328,36 @@ class ServeSession:
     def access(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> dict:
         return {"entries": self.server.access_entries(str(uri), float(min(wait_s, 10.0)), int(expect))}
 
+    def qlog_list(self) -> dict:
+        """The qlogs in the spool now (a client's trial is about to start)."""
+        if self.qlog_spool is None:
+            raise ValueError("this server writes no qlog: restart it with 'plt-bench serve --qlog'")
+        return {"names": sorted(os.listdir(self.qlog_spool))}
+
+    def qlog_take(self, before: list, wait_s: float = 1.0) -> dict:
+        """The qlogs that appeared since `before` (the first waited for up to wait_s), each once its size
+        has stood still for QLOG_SETTLE_S (quic-go finishes a file as its connection closes), read and
+        removed: {"files": {name: base64 of its bytes}}."""
+        import time
+        if self.qlog_spool is None:
+            raise ValueError("this server writes no qlog: restart it with 'plt-bench serve --qlog'")
+        deadline = time.monotonic() + min(float(wait_s), 10.0)
+        new: list[str] = []
+        while time.monotonic() < deadline and not new:
+            new = sorted(set(os.listdir(self.qlog_spool)) - set(before))
+            if not new:
+                time.sleep(0.05)
+        files = {}
+        for name in new:
+            path = self.qlog_spool / name
+            size, settle = -1, time.monotonic() + 5.0
+            while time.monotonic() < settle and path.stat().st_size != size:
+                size = path.stat().st_size
+                time.sleep(QLOG_SETTLE_S)
+            files[name] = base64.b64encode(path.read_bytes()).decode()
+            path.unlink()
+        return {"files": files}
+
     def iperf_start(self) -> dict:
         from .link.verify import Iperf
         self._claim()
@@ -334,6 +372,9 @@ class ServeSession:
                 self.iperf.__exit__(None, None, None)
                 self.iperf = None
         return {}
+
+
+QLOG_SETTLE_S = 0.1  # a qlog whose size stood still this long is whole (its connection closed)
 
 
 def write_private(path: Path, text: str) -> None:
@@ -443,6 +484,28 @@ class RemoteServer:
 
     def cpu(self) -> dict:
         return {k: tuple(v) for k, v in self.control.call("cpu").items()}
+
+
+class RemoteQlogs:
+    """A server machine's qlogs (capture kind qlog; 'plt-bench serve --qlog'), through its control
+    channel: the names before a trial, then the files that appeared during it, written into the
+    trial's folder (capture.TrialCapture)."""
+
+    def __init__(self, control: Control):
+        self.control = control
+
+    def before(self) -> set[str]:
+        return set(self.control.call("qlog_list")["names"])
+
+    def take(self, before: set[str], folder: Path, wait_s: float) -> list:
+        from .capture import Artifact
+        got = self.control.call("qlog_take", timeout_s=wait_s + 30, before=sorted(before), wait_s=wait_s)["files"]
+        out = []
+        for name, data in sorted(got.items()):
+            target = folder / Path(name).name  # a name, never a path from the other machine
+            target.write_bytes(base64.b64decode(data))
+            out.append(Artifact("qlog", target, target.stat().st_size))
+        return out
 
 
 class RemoteSites:

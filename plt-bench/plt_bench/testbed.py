@@ -70,6 +70,7 @@ class Testbed:
         self.browser: drivers.ChromiumBuild | None = None
         self.capture = capture or Settings()
         self.qlog_spool: Path | None = None
+        self.qlogs = None  # where a capture run's qlogs are had (capture.SpoolQlogs; remote.RemoteQlogs)
         self.cc, self.link_name, self.index, self.all_conditions = cc, link, index, list(conditions)
         self._cc = cc  # what the routes carry now (set_cc changes it between trials)
         self.persistent, self.with_browser = persistent, with_browser
@@ -140,6 +141,8 @@ class Testbed:
             self.qlog_spool.mkdir(parents=True, exist_ok=True)
             self._stack.callback(shutil.rmtree, self.qlog_spool, True)
             env["QLOGDIR"] = str(self.qlog_spool)
+            from .capture import SpoolQlogs
+            self.qlogs = SpoolQlogs(self.qlog_spool)
         replay, statics = self.replay_config(), self.static_config()
         extra = ([ip for _, ip in (replay.origins if replay else [])] + [ip for _, ip, _ in (replay.own if replay else ())]
                  + [ip for x in statics for _, ip in x.origins])
@@ -660,13 +663,9 @@ class RemoteTestbed(Testbed):
 
     def check(self) -> None:
         """Every refusal that needs no change on the system (usage errors exit 2 before anything is made)."""
-        from .errors import UsageError
         if self.iface_opt is not None:
             link_mod.host.require_iface(self.iface_opt)
         link_mod.canonical(self.link_name)
-        if "qlog" in self.capture.kinds:
-            raise UsageError("--capture: qlog is Caddy's, written on the server machine; with --server choose from "
-                             "cpu, pcap, keylog, netlog")
         if link_mod.canonical(self.link_name) == "linkem":
             link_mod.HostLinkem.check_conditions(self.all_conditions)
 
@@ -682,7 +681,7 @@ class RemoteTestbed(Testbed):
     def open(self) -> None:
         from .control import Control
         from .errors import UsageError
-        from .remote import RemotePlan, RemoteServer, RemoteSites, missing_servers
+        from .remote import RemotePlan, RemoteQlogs, RemoteServer, RemoteSites, missing_servers
         hostnet = link_mod.host
         cmd.require_root()
         self.check()
@@ -702,6 +701,9 @@ class RemoteTestbed(Testbed):
         if self.hello.get("pin") != self.ref.pin:
             raise UsageError(f"--server-pin: the server's certificate has pin {self.hello.get('pin')}, not "
                              f"{self.ref.pin}; copy the pin the running 'plt-bench serve' printed")
+        if "qlog" in self.capture.kinds and not self.hello.get("qlog"):
+            raise UsageError(f"--capture: qlog is written on the server machine, and the one at {addr} writes none; "
+                             "restart it with 'plt-bench serve --qlog' (or capture cpu, pcap, keylog, netlog)")
         lacking = missing_servers(self.server_names, self.hello)
         if lacking:
             have = ",".join(self.hello.get("servers") or ["caddy"])
@@ -730,6 +732,8 @@ class RemoteTestbed(Testbed):
         self.server = self.servers.get(serving) or RemoteServer(self.control, self.hello, serving)
         self.use_server(self.server_names[0])  # another client may have left it serving with another
         self.sites = RemoteSites(self.hello.get("pages") or {}, addr)
+        if "qlog" in self.capture.kinds:
+            self.qlogs = RemoteQlogs(self.control)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
         self.pcap_filter.write_text(f"host {addr}\n")
         if self.with_browser:

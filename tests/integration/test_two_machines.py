@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -200,6 +201,57 @@ def test_both_servers_of_the_server_machine_serve_a_campaign_in_turn_each_proven
     assert meta["quinnserve"]["where"] == "remote"
 
 
+def test_a_qlog_capture_across_two_machines_brings_each_trials_qlog_from_the_server(machines, tmp_path):
+    """Issue 49: 'plt-bench serve --qlog' (here on a second address of the server machine, beside the
+    module's serve, which writes none): Caddy writes each QUIC connection's qlog into its spool, and a
+    client's --capture qlog takes its trial's over the control channel into the trial's folder, where
+    it parses as quic-go's qlog of that connection; the spool keeps none of it, and serve ends as it began."""
+    addr = "10.77.0.3"
+    _sh("ip", "addr", "add", f"{addr}/24", "dev", "m-srv", ns=SRV)
+    info_file = tmp_path / "serve.json"
+    before = system_state(SRV)
+    proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", addr, "--size", "5KB",
+                             "--control-port", "4444", "--qlog", "--info-file", str(info_file)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        info = None
+        while info is None:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "serve did not come up"
+            try:
+                info = json.loads(info_file.read_text())
+            except (OSError, ValueError):
+                time.sleep(0.1)
+        results = tmp_path / "r.sqlite"
+        r = _campaign_until_ok("run", "quick", "--no-report", "--server", addr, "--server-pin", info["pin"],
+                               "--server-token-file", str(info_file), "--control-port", "4444", "--iface", "m-cli",
+                               "--bw", "20mbit", "--size", "5KB", "--proto", "h3", "--runs", "1", "--verify", "off",
+                               "--capture", "qlog", "--results", str(results), timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        db = sqlite3.connect(results)
+        (tid,), = db.execute(f"SELECT id FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
+        paths = [p for (p,) in db.execute("SELECT path FROM artifacts WHERE trial_id = ? AND kind = 'qlog'", (tid,))]
+        db.close()
+        assert len(paths) == 1, paths  # the one QUIC connection of a one-object page
+        text = (tmp_path / paths[0]).read_text()
+        records = [json.loads(x) for x in text.split("\x1e") if x.strip()]
+        assert records[0]["trace"]["vantage_point"]["type"] == "server"
+        names = {e.get("name") for e in records[1:]}
+        assert {"transport:packet_sent", "transport:packet_received"} <= names, sorted(n for n in names if n)[:20]
+        sent = sum(e["data"].get("raw", {}).get("payload_length", 0) for e in records[1:]
+                   if e.get("name") == "transport:packet_sent")
+        assert sent >= 5000  # the page went out in the packets this qlog records: the trial's connection
+        spool = Path(info["run_dir"]) / "qlog-spool"
+        assert not list(spool.iterdir()), list(spool.iterdir())  # taken, not left behind
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        _sh("ip", "addr", "del", f"{addr}/24", "dev", "m-srv", ns=SRV, check=False)
+    assert proc.returncode == 0, err
+    assert system_state(SRV) == before
+
+
 def test_a_device_across_two_machines_is_the_client_machines_cpu(server, tmp_path):
     """--device with --server (issue 45): the client machine calibrates the device in its own browser
     (the benchmark in a page of the server's) and every trial runs under that budget there; the
@@ -283,7 +335,8 @@ BAD = [
     (CLT, ["--pin-wrong"], "--server-pin: the server's certificate has pin"),
     (CLT, ["--size", "123KB"], "--size: the server at 10.77.0.1 does not have index_123KB.html"),
     (CLT, ["--loss", "1%"], "drops packets on the uplink, which the client would do on its own output path"),
-    (CLT, ["--capture", "qlog"], "--capture: qlog is Caddy's, written on the server machine"),
+    (CLT, ["--capture", "qlog"], "--capture: qlog is written on the server machine, and the one at 10.77.0.1 writes "
+                                 "none; restart it with 'plt-bench serve --qlog'"),
     (CLT, ["--link", "tcconfig", "--rtt", "40ms"], "--link tcconfig: the server's kernel has no sch_netem"),
     (CLT, ["--server-at", SRV_MGMT, "--bw", "unshaped"], "--iface: traffic to the server 10.78.0.1 goes through "
                                                          "mgmt-cli, which carries this machine's default route"),

@@ -212,7 +212,7 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
     cap = None
     if settings.files:
         cap = TrialCapture(settings.kinds, trial_folder(settings.root, *folder, cell.proto, page.html_name),
-                           bed.plan.client_ns, bed.plan.client_if, bed.qlog_spool, bed.pcap_filter)
+                           bed.plan.client_ns, bed.plan.client_if, bed.qlogs, bed.pcap_filter)
         cap.start()
     point = bed.link.delivery_point() if kind.counts_delivery else None
     counter = cross0 = None
