@@ -433,10 +433,8 @@ def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str |
             raise UsageError(f"{v.name('browser')} {name}: not supported yet with {', '.join(missing)} (recordings "
                              "and served folders, repeat visits, the har, keylog, netlog and visual captures, "
                              "as-recorded, discovery); docs/browsers.md says what it runs")
-        if name != "chromium" and (binary or server):
-            raise UsageError(f"{v.name('browser')} {name}: {'--browser-binary names a Chromium' if binary else ''}"
-                             f"{'; ' if binary and server else ''}"
-                             f"{'two machines run Chromium only, for now' if server else ''}")
+        if name != "chromium" and binary:
+            raise UsageError(f"{v.name('browser')} {name}: --browser-binary names a Chromium")
     return names
 
 

@@ -177,7 +177,8 @@ class Session:
                                  "machines) give generated pages")
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
                                      capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary,
-                                     browser_start=spec.browser_start, server_names=spec.grid.servers)
+                                     browser_start=spec.browser_start, server_names=spec.grid.servers,
+                                     browser_names=spec.grid.browsers)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
         planned = [(x.proto, x.page.expected_bytes(x.conditions.rate_down_bps)) for x in self.plan]

@@ -404,6 +404,7 @@ class Testbed:
                **(b.capture_env(self.capture.kinds, written, FILENAMES) if capture_dir else {})}
         if self.sandbox_ids:
             args = b.sandboxed(args)
+        launch["prefs"] = {**launch.get("prefs", {}), **self._name_prefs(b)}
         req = {"url": self.url(page, tag), "profile_dir": str(profile), **launch,
                "args": args, **({"env": env} if env else {}), "cpu_interval_s": self.capture.cpu_interval_s, "cpu_series": "cpu" in self.capture.kinds,
                "visual": "visual" in self.capture.kinds,
@@ -436,6 +437,11 @@ class Testbed:
             req["visit"] = {"cache": "kept" if visit == "repeat-warm" else "cleared", "settle_s": 0.5 + 3 * rtt_s,
                             "netlog": str(netlog), "keep_netlog": captured}
         return req
+
+    def _name_prefs(self, b) -> dict:
+        """Prefs that resolve the browser's names where its launch does not (RemoteTestbed's); none here:
+        the client namespace's hosts file answers (topology.write_client_etc)."""
+        return {}
 
     def prepare(self, proto: str, page: Page, browser: str | None = None) -> None:
         """Start the browser of the next load now (its own fresh profile and flags, idle on
@@ -648,10 +654,10 @@ class RemoteTestbed(Testbed):
     def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True,
                  browser_binary: str | None = None, browser_start: str = browsers.START_DEFAULT,
-                 server_names: Sequence[str] = (servers.DEFAULT,)):
+                 server_names: Sequence[str] = (servers.DEFAULT,), browser_names: Sequence[str] = (browsers.DEFAULT,)):
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
                          conditions=conditions, browser_binary=browser_binary, browser_start=browser_start,
-                         server_names=server_names)
+                         server_names=server_names, browser_names=browser_names)
         self.ref, self.iface_opt = server, iface
         self._plan = None
         self.hello: dict = {}
@@ -744,6 +750,11 @@ class RemoteTestbed(Testbed):
 
     def remote_cpu(self) -> dict:
         return self.server.cpu()
+
+    def _name_prefs(self, b) -> dict:
+        """Every name to the server machine's address, for a browser that resolves by a hosts file
+        (Firefox): this machine's own is the user's, never touched."""
+        return b.one_address(self._plan.server_ip) if b.resolves_by_hosts_file else {}
 
     def cc_in_use(self) -> str:
         """The server's own default (it sends the pages; a real host's sysctls are left alone)."""

@@ -201,6 +201,29 @@ def test_both_servers_of_the_server_machine_serve_a_campaign_in_turn_each_proven
     assert meta["quinnserve"]["where"] == "remote"
 
 
+def test_firefox_loads_across_two_machines_each_trial_proven_at_both_ends(server, tmp_path):
+    """Firefox on two machines: no client namespace holds a hosts file there, so Firefox resolves every
+    name to the server machine by its own pref (network.dns.forceResolve); each trial proven by the
+    browser's nextHopProtocol and the server's log, and the client left as it was."""
+    before = system_state(CLT)
+    results = tmp_path / "r.sqlite"
+    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--browser", "firefox",
+                           "--bw", "20mbit", "--size", "5KB", "--proto", "h3,h1", "--runs", "1", "--verify", "off",
+                           "--results", str(results), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert system_state(CLT) == before
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    trials = db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
+    assert sorted((t["browser"], t["proto"]) for t in trials) == [("firefox", "h1"), ("firefox", "h3")]
+    for t in trials:
+        want = {"h3": ("h3", "HTTP/3.0"), "h1": ("http/1.1", "HTTP/1.1")}[t["proto"]]
+        assert (t["next_hop_protocol"], t["server_proto"]) == want
+        assert t["server_bytes"] == t["size_bytes"] and t["server_status"] == 200
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
+    assert meta["browser"] == "firefox" and meta["firefox"] and meta["mode"] == "two machines"
+
+
 def test_a_qlog_capture_across_two_machines_brings_each_trials_qlog_from_the_server(machines, tmp_path):
     """Issue 49: 'plt-bench serve --qlog' (here on a second address of the server machine, beside the
     module's serve, which writes none): Caddy writes each QUIC connection's qlog into its spool, and a

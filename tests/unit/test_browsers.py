@@ -287,3 +287,8 @@ def test_each_grabbed_frame_is_timed_on_the_wall_clock_from_ffmpegs_log():
     assert times == pytest.approx([1795865044.688063, 1795865044.721425, 1795865045.754812], abs=1e-6)
     with pytest.raises(ValueError, match="no start time"):
         display.grab_times("[Parsed_showinfo_1 @ 0x55] n: 0 pts: 0 pts_time:0")
+
+
+def test_on_two_machines_firefox_resolves_every_name_to_the_server_by_its_own_pref():
+    assert firefox.FIREFOX.one_address("10.0.0.1") == {"network.dns.forceResolve": "10.0.0.1"}
+    assert chromium.CHROMIUM.one_address("10.0.0.1") == {}  # its launch maps the names (host-resolver-rules)

@@ -120,6 +120,12 @@ class Browser:
         "mobile_emulation"}. Every browser must give one."""
         raise NotImplementedError
 
+    def one_address(self, address: str) -> dict:
+        """Prefs that resolve every name to one address (pure): for a browser that resolves by the
+        hosts file (resolves_by_hosts_file) where the testbed has no namespace of its own to hold one
+        (two machines: every origin is the server machine's address). {} where its launch maps names."""
+        return {}
+
     def unsupported(self, wanted: set[str]) -> list[str]:
         """The features asked for that this browser cannot give, sorted (pure)."""
         return sorted(wanted - self.features)

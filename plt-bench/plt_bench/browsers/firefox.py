@@ -162,6 +162,12 @@ class Firefox(Browser):
     def emulation(self, screen) -> dict:
         return firefox_emulation(screen)
 
+    def one_address(self, address) -> dict:
+        """Two machines: no client namespace, so no hosts file of the testbed's; Firefox's own override
+        answers every lookup with the server machine's address (network.dns.forceResolve), so no
+        lookup leaves the machine."""
+        return {"network.dns.forceResolve": address}
+
     def capture_env(self, kinds, folder, filenames) -> dict[str, str]:
         """The key log: NSS writes every TLS secret, QUIC's (neqo's handshake is NSS's) and TCP's,
         to SSLKEYLOGFILE, in the format tshark reads (pure)."""
