@@ -58,8 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(r, *[k for k in MEASUREMENT if k not in TWO and k != "campaign"], "testbed", "results", "new", "timeout",
         *TWO, "cluster", "tls", "test", "correction", "no_report", types=index)
     w = cmd_parser("worker", "join a Dask cluster as a measuring host: one cell at a time on this machine's testbed")
-    add(w, "scheduler", "testbed", "cpus", "share_cores", "listen", "tls", types=index,
-        helps={"testbed": "this worker's testbed index (default: 0)"})
+    add(w, "scheduler", "testbed", "cpus", "share_cores", "listen", "tls", "server", "server_pin", "server_token",
+        "server_token_file", "control_port", "iface", types=index,
+        helps={"testbed": "this worker's testbed index (default: 0)",
+               "server": "a server machine of this worker's own, where 'plt-bench serve --addr ADDR' runs: every "
+                         "cell this worker measures is served from there (two machines)"})
     ct = cmd_parser("cluster-tls", "make a cluster's TLS files (a CA and a node certificate) in a new folder",
                     "Make DIR (new, 0700) with ca.pem, node.pem and node.key (ECDSA P-256, one year) and ca.key, the "
                     "CA's key to keep apart. Copy ca.pem, node.pem and node.key to every machine of the cluster; start "
@@ -267,8 +270,11 @@ def cmd_worker(a) -> int:
     from . import cluster
     if not a.scheduler:
         raise UsageError("--scheduler: required; expected tcp://HOST:PORT (the Dask scheduler to join)")
+    from .remote import make_ref
+    ref = make_ref(a.server, a.server_pin, a.server_token, a.control_port, a.iface, a.server_token_file)
     cluster.serve_worker(a.scheduler, a.testbed if a.testbed is not None else 0, a.cpus, bool(a.share_cores),
-                         out=_say, listen=a.listen, tls=a.tls)
+                         out=_say, listen=a.listen, tls=a.tls,
+                         server=None if ref is None else cluster.WorkerServer(ref, a.iface, a.server_token_file))
     return 0
 
 

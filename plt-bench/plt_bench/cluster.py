@@ -19,6 +19,9 @@
   the same message: its CPU series and its capture files, each with its hash (outgoing), which the
   head checks and writes under its own captures folder (write_back); a file it could not keep is
   named, counted and listed in the campaign's metadata (captures_lost), never stored as present.
+- A worker may have a server machine of its own (`plt-bench worker --server ADDR ...`, WorkerServer):
+  every cell it measures is then a two-machine campaign's, served from there, and it declares the
+  servers that machine runs.
 - A worker lost during a cell: Dask runs the cell again on another worker, which skips the slots
   the head already holds (a Dask variable); the head stores no slot twice (should a copy arrive,
   the first ok trial of a slot stays). A cell that raises is submitted again, up to three times.
@@ -227,10 +230,11 @@ def handshake(raw: socket.socket, tls: Path, address: str, option: str) -> None:
 
 def unsupported(spec) -> None:
     """What a cluster's campaign cannot carry, refused before anything starts (pure): a server
-    machine (each worker measures on its own testbed) and served folders."""
+    machine named by the head (a worker names its own: WorkerServer) and served folders."""
     if spec.server:
-        raise UsageError("--server: not with --cluster: each worker measures on its own testbed; run a campaign "
-                         "across two machines without --cluster")
+        raise UsageError("--server: not with --cluster: a server machine is a worker's own (plt-bench worker "
+                         "--scheduler ... --server ADDR --server-pin PIN --server-token-file FILE --iface IFACE); "
+                         "or run the campaign across two machines without --cluster")
     if spec.serve:  # recordings travel to the workers (Head._send_recordings); folders do not yet
         raise UsageError(f"--serve: {spec.serve[0][0]}={spec.serve[0][1]}: served folders are not sent to a cluster's "
                          "workers; record the page (plt-bench record URL --name NAME --serve HOST=DIR) and give "
@@ -502,6 +506,48 @@ def pin(index: int, cpus: str | None, share: bool) -> tuple[Path, tuple[int, ...
 _WORKER: dict = {}  # this worker process's testbed index (set by serve_worker)
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkerServer:
+    """A server machine of a worker's own ('plt-bench worker --server ADDR ...'): every cell the worker
+    measures is served from there, as a two-machine campaign is (remote.py)."""
+    ref: object                      # remote.ServerRef: address, pin, token, control port
+    iface: str | None                # the worker machine's interface towards it
+    token_file: str | None = None
+
+    def cell(self, spec):
+        """A cell's campaign as this worker measures it: against its server machine (pure)."""
+        return dataclasses.replace(spec, server=self.ref.addr, iface=self.iface, server_token_file=self.token_file)
+
+    def session_args(self) -> dict:
+        return {"server_pin": self.ref.pin, "server_token": None if self.token_file else self.ref.token,
+                "control_port": str(self.ref.control_port)}
+
+    def hello(self) -> dict:
+        """The server machine's hello, its pin checked (UsageError naming the option); at the worker's
+        start, so that a wrong pin or token is said before the worker joins."""
+        from .control import Control
+        try:
+            control = Control(self.ref.addr, self.ref.control_port, self.ref.token)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--server: no 'plt-bench serve' answers at {self.ref.addr}:{self.ref.control_port} "
+                             f"with this token ({type(e).__name__}: {e})") from None
+        try:
+            said = control.call("hello")
+        finally:
+            control.close()
+        if said.get("pin") != self.ref.pin:
+            raise UsageError(f"--server-pin: the server's certificate has pin {said.get('pin')}, not {self.ref.pin}; "
+                             "copy the pin the running 'plt-bench serve' printed")
+        return said
+
+
+def with_server_machine(caps: dict, hello: dict) -> dict:
+    """A worker's capabilities where its cells are served by a server machine (pure): the servers
+    are the ones that machine runs, and netem is its (the link shaped there where it may shape)."""
+    return {**caps, "servers": list(hello.get("servers") or ["caddy"]),
+            "netem": bool(hello.get("netem") and hello.get("may_shape"))}
+
+
 def own_calibrations(host: str, given: dict[str, dict] | None, kept: tuple[str, dict] | None,
                      queue_name: str) -> dict:
     """The devices this worker's host calibrated for the campaign already (pure): those the head
@@ -548,8 +594,10 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
     # killed worker, with 'plt-bench clean'
     results = RUN_DIR / f"pb{index}" / "cell.sqlite"
     own = own_calibrations(host, calibrations, _WORKER.get("calibrations"), queue_name)
-    with Session(cell_spec(spec, cond, page), results, testbed_index=index, new=True, timeout_s=timeout_s,
-                 calibrations=own, out=lambda line: None) as s:
+    machine = _WORKER.get("server")  # a server machine of this worker's own: the cell is two machines'
+    one = machine.cell(cell_spec(spec, cond, page)) if machine else cell_spec(spec, cond, page)
+    with Session(one, results, testbed_index=index, new=True, timeout_s=timeout_s,
+                 calibrations=own, out=lambda line: None, **(machine.session_args() if machine else {})) as s:
         devices = s.store.campaign(s.campaign_id)["metadata"].get("devices")
         if devices:
             _WORKER["calibrations"] = (queue_name, devices)
@@ -566,9 +614,11 @@ def measure_cell(spec, cond, page, queue_name: str, timeout_s: float | None = No
 
 
 def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: bool = False,
-                 out: Callable[[str], None] = print, listen: str | None = None, tls: str | None = None) -> None:
+                 out: Callable[[str], None] = print, listen: str | None = None, tls: str | None = None,
+                 server: WorkerServer | None = None) -> None:
     """'plt-bench worker': a Dask worker (one thread, testbed=1) until Ctrl-C or the scheduler goes,
-    pinned to its own CPUs (cpus, or the first free ones) unless it shares every core."""
+    pinned to its own CPUs (cpus, or the first free ones) unless it shares every core. server: a
+    server machine of its own, which serves every cell it measures."""
     import asyncio
 
     import dask
@@ -588,11 +638,15 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
     sec = security(tls, scheduler, "--scheduler")
     host = listen_host(scheduler, listen)
     check_answers(scheduler, "--scheduler", tls)
+    machine_hello = server.hello() if server else None
     _WORKER["index"] = index
+    _WORKER["server"] = server
     claim, held, shared = pin(index, cpus, share)
     _WORKER["shared"] = shared
     how = "sharing every core" if shared else f"pinned to CPUs {cpu_list(held)}"
     caps = worker_capabilities()
+    if machine_hello is not None:
+        caps = with_server_machine(caps, machine_hello)
     declared = capability_resources(caps)
     said = "; ".join([*(" ".join(v for v in vs.values()) for vs in caps["browsers"].values()),
                       f"servers {', '.join(caps['servers'])}", "netem" if caps["netem"] else "no netem (linkem)",
@@ -613,6 +667,7 @@ def serve_worker(scheduler: str, index: int, cpus: str | None = None, share: boo
                 raise UsageError(f"--testbed: the scheduler at {scheduler} refused this worker: {e}; give it another "
                                  "--testbed") from None
             out(f"plt-bench worker {host_name(index)} ({how}) joined {scheduler}, listening on {host} only"
+                f"{f', serving from the server machine {server.ref.addr}' if server else ''}"
                 f"{' (mutual TLS)' if sec else ''}; it declares {', '.join(k[len(CAN):] for k in declared)} ({said}); "
                 "Ctrl-C to leave")
             await w.finished()

@@ -224,6 +224,59 @@ def test_firefox_loads_across_two_machines_each_trial_proven_at_both_ends(server
     assert meta["browser"] == "firefox" and meta["firefox"] and meta["mode"] == "two machines"
 
 
+def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_path):
+    """Issue 49: 'plt-bench worker --server ...' (the scheduler, the worker and the head on the client
+    machine): every cell the worker measures is served by its own server machine, as a two-machine
+    campaign is, and it declares the servers that machine runs; each trial proven at both ends."""
+    port = 8797  # the client machine's own loopback: no other machine sees it
+    scratch = tmp_path / "dask"
+    scratch.mkdir()
+    sched = subprocess.Popen(["ip", "netns", "exec", CLT, sys.executable, "-c",
+                              "from distributed.cli.dask_scheduler import main; main()", "--host", "127.0.0.1",
+                              "--port", str(port), "--no-dashboard"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True,
+                             env={**os.environ, "DASK_TEMPORARY_DIRECTORY": str(scratch)})
+    address = f"tcp://127.0.0.1:{port}"
+    worker = None
+    try:
+        deadline = time.monotonic() + 120
+        while f"127.0.0.1:{port}" not in _sh("ss", "-Hltn", ns=CLT).stdout:
+            assert sched.poll() is None and time.monotonic() < deadline, "the scheduler did not listen"
+            time.sleep(0.2)
+        worker = subprocess.Popen(["ip", "netns", "exec", CLT, *CLI, "worker", "--scheduler", address, "--testbed",
+                                   "231", "--share-cores", "--server", SRV_IP, "--server-pin", server["pin"],
+                                   "--server-token-file", server["info_file"], "--iface", "m-cli"], cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        results = tmp_path / "r.sqlite"
+        args = ["run", "quick", "--no-report", "--cluster", address, "--http-server", "caddy,quinn", "--size", "5KB",
+                "--proto", "h3,h1", "--runs", "1", "--bw", "20mbit", "--verify", "off", "--results", str(results)]
+        r = _cli(CLT, *args, timeout=600)
+        while r.returncode == 2 and "has no plt-bench worker" in r.stderr and time.monotonic() < deadline:
+            assert worker.poll() is None, worker.communicate()[0][-2000:]
+            time.sleep(1)  # the worker is still joining
+            r = _cli(CLT, *args, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    finally:
+        for p in (worker, sched):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        said = worker.communicate(timeout=60)[0] if worker is not None else ""
+        sched.wait(timeout=60)
+        _cli(CLT, "clean", "--testbed", "231")
+    assert f"serving from the server machine {SRV_IP}" in said and "server-quinn" in said, said[-2000:]
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    trials = db.execute("SELECT * FROM trials WHERE status = 'ok'").fetchall()
+    assert sorted((t["server"], t["proto"]) for t in trials) == [("caddy", "h1"), ("caddy", "h3"), ("quinn", "h1"),
+                                                                 ("quinn", "h3")]
+    for t in trials:
+        assert t["host"].endswith("/pb231")
+        want = {"h3": ("h3", "HTTP/3.0"), "h1": ("http/1.1", "HTTP/1.1")}[t["proto"]]
+        assert (t["next_hop_protocol"], t["server_proto"]) == want and t["server_bytes"] == t["size_bytes"]
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+    assert {m["mode"] for m in meta["hosts"].values()} == {"two machines"}, meta["hosts"]
+
+
 def test_a_qlog_capture_across_two_machines_brings_each_trials_qlog_from_the_server(machines, tmp_path):
     """Issue 49: 'plt-bench serve --qlog' (here on a second address of the server machine, beside the
     module's serve, which writes none): Caddy writes each QUIC connection's qlog into its spool, and a

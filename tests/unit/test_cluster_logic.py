@@ -321,3 +321,16 @@ def test_a_capture_the_head_cannot_keep_is_named_never_kept_as_present(tmp_path)
     assert written == [] and len(lost) == 2 and all("could not be written at the head" in w for w in lost)
     written, lost = cluster.write_back(msg["captures"], tmp_path / "head" / "c")
     assert [a.kind for a in written] == ["keylog"] and lost[0].startswith("pcap pcap.bin: 0.0 MB would take")
+
+
+def test_a_worker_with_a_server_machine_measures_its_cells_there_and_declares_its_servers():
+    from plt_bench.remote import ServerRef
+    machine = cluster.WorkerServer(ServerRef("10.0.0.2", "P" * 43 + "=", "a" * 64, 4443), "eth1", "/etc/plt/token")
+    one = machine.cell(campaign.load(None, {"size": "5KB"}))
+    assert (one.server, one.iface, one.server_token_file) == ("10.0.0.2", "eth1", "/etc/plt/token")
+    assert machine.session_args() == {"server_pin": "P" * 43 + "=", "server_token": None, "control_port": "4443"}
+    caps = {"browsers": {}, "servers": ["caddy"], "netem": False, "cpu_budget": True, "cores": 2}
+    said = cluster.with_server_machine(caps, {"servers": {"caddy": {}, "quinn": {}}, "netem": True, "may_shape": True})
+    assert said["servers"] == ["caddy", "quinn"] and said["netem"] and said["cpu_budget"]
+    # a serve that may not shape has no netem to offer; one from before it listed its servers ran Caddy
+    assert cluster.with_server_machine(caps, {"netem": True})  == {**caps, "servers": ["caddy"], "netem": False}
