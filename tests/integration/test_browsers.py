@@ -196,21 +196,10 @@ def test_a_firefox_har_names_each_request_s_protocol_and_new_connections_as_the_
     h1 at least one per connection (seen 2026-11-28: 8 entries for 7 connections, Firefox timing one
     new connection's setup for two of the requests queued for it)."""
     from plt_bench import har
-    from plt_bench.capture import Settings
-    from plt_bench.store import Store
-    page = Page(5000, 8, origins=4)
-    with Store(tmp_path / "c.sqlite") as store, \
-            Testbed(PROJECT_ROOT / "sites", capture=Settings(("har",), tmp_path / "captures"),
-                    browser_names=("firefox",)) as bed:
-        bed.sites.ensure([page])
-        bed.set_conditions(COND)
-        cid = store.new_campaign("firefox-har", "now", {}, {})
-        t, reasons = until_ok(lambda i: run_cell_once(bed, store, cid, 0, i, Cell(proto, page, COND, browser="firefox")))
-        if machine_refused(t, reasons):
-            return
-        assert t.status == "ok", reasons
-        arts = {a["kind"]: a for a in store.artifacts(t.trial_id)}
-        row = next(x for x in store.trials([cid]) if x.trial_id == t.trial_id)
+    got = _captured_firefox_trial(tmp_path, ("har",), Page(5000, 8, origins=4), proto)
+    if got is None:
+        return
+    t, arts, row, _ = got
     log = json.loads(Path(arts["har"]["path"]).read_text())
     har.validate(log)
     assert log["log"]["browser"]["name"] == "Firefox"
@@ -234,6 +223,28 @@ def test_a_firefox_har_names_each_request_s_protocol_and_new_connections_as_the_
     else:  # HTTP/1.1's several per origin: Firefox may give one connection's setup to two requests
         assert len(opened) >= row.connections, ([e["request"]["url"] for e in opened], row.connections)
     assert log["log"]["pages"][0]["pageTimings"]["onLoad"] > 0
+
+
+def _captured_firefox_trial(tmp_path, kinds, page, proto, seen=None):
+    """One Firefox trial of page over proto capturing kinds, in a store and testbed of its own:
+    (trial, {kind: artifact}, its stored row, what seen(bed) found while the testbed stood), or None
+    where the busy machine refused it on every try (unjudged)."""
+    from plt_bench.capture import Settings
+    from plt_bench.store import Store
+    with Store(tmp_path / "c.sqlite") as store, \
+            Testbed(PROJECT_ROOT / "sites", capture=Settings(kinds, tmp_path / "captures"),
+                    browser_names=("firefox",)) as bed:
+        bed.sites.ensure([page])
+        bed.set_conditions(COND)
+        cid = store.new_campaign("firefox-" + "-".join(kinds), "now", {}, {})
+        t, reasons = until_ok(lambda i: run_cell_once(bed, store, cid, 0, i, Cell(proto, page, COND, browser="firefox")))
+        if machine_refused(t, reasons):
+            return None
+        found = seen(bed) if seen else None
+        assert t.status == "ok", reasons
+        arts = {a["kind"]: a for a in store.artifacts(t.trial_id)}
+        row = next(x for x in store.trials([cid]) if x.trial_id == t.trial_id)
+    return t, arts, row, found
 
 
 def _who_runs(prefix: str) -> dict:
@@ -311,24 +322,16 @@ def test_a_firefox_visual_capture_records_its_own_display_and_leaves_nothing_of_
     the profile."""
     from plt_bench import topology
     from plt_bench.browsers import display
-    from plt_bench.capture import Settings
-    from plt_bench.store import Store
     from plt_bench.visual import read_frames
-    page = Page(5000, 8, origins=4)
-    with Store(tmp_path / "c.sqlite") as store, \
-            Testbed(PROJECT_ROOT / "sites", capture=Settings(("visual",), tmp_path / "captures"),
-                    browser_names=("firefox",)) as bed:
-        bed.sites.ensure([page])
-        bed.set_conditions(COND)
-        cid = store.new_campaign("firefox-visual", "now", {}, {})
-        t, reasons = until_ok(lambda i: run_cell_once(bed, store, cid, 0, i, Cell("h2", page, COND, browser="firefox")))
-        if machine_refused(t, reasons):
-            return
-        left = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in topology._our_processes(bed.plan.prefix)
-                if Path(f"/proc/{pid}/comm").exists()}
-        beside = sorted(p.name for p in bed.plan.run_dir.rglob("*.frames.*"))
-        assert t.status == "ok", reasons
-        arts = {a["kind"]: a for a in store.artifacts(t.trial_id)}
+
+    def left_behind(bed):  # while the testbed stands: the trial's display and recording are gone
+        names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in topology._our_processes(bed.plan.prefix)
+                 if Path(f"/proc/{pid}/comm").exists()}
+        return names, sorted(p.name for p in bed.plan.run_dir.rglob("*.frames.*"))
+    got = _captured_firefox_trial(tmp_path, ("visual",), Page(5000, 8, origins=4), "h2", left_behind)
+    if got is None:
+        return
+    t, arts, _, (left, beside) = got
     assert not left & {"Xvfb", "ffmpeg"}, left
     assert beside == [], beside
     assert t.fcp_ms and 0 < t.fcp_ms - 2 <= t.first_visual_change_ms <= t.speed_index_ms <= t.visually_complete_ms, t
