@@ -27,8 +27,9 @@ class Part:
 
 
 def _firefox() -> bool:
+    """Firefox and geckodriver, and the display its visual capture records (Xvfb, ffmpeg: browsers.display)."""
     from .browsers.firefox import FIREFOX
-    return all(os.path.exists(p) for p in FIREFOX.binaries())
+    return all(os.path.exists(p) for p in FIREFOX.binaries()) and all(cmd.which(x) for x in ("Xvfb", "ffmpeg"))
 
 
 def _quinnserve() -> bool:
@@ -46,7 +47,7 @@ def _pages() -> bool:
 
 
 PARTS = {p.name: p for p in (
-    Part("firefox", "Firefox ESR and geckodriver (built with cargo)", _firefox),
+    Part("firefox", "Firefox ESR, geckodriver (built with cargo), Xvfb and ffmpeg (its visual capture)", _firefox),
     Part("quinnserve", "quinnserve, the second HTTP/3 server (built with cargo)", _quinnserve),
     Part("discovery", "dnsmasq, the testbed's name server", _dnsmasq),
     Part("pages", "the real test pages (Debian's and npm's packages)", _pages),
