@@ -368,7 +368,14 @@ def one_trial(req: dict) -> dict:
             out.update(launch_s=ready["launch_s"], launch_attempts=ready["launch_attempts"], prelaunched=True,
                        **ready.get("kept", {}))
         elif kept:
-            driver, context, _ = _open_context(req, out)
+            try:
+                driver, context, _ = _open_context(req, out)
+            except WebDriverException:
+                raise
+            except Exception as e:  # noqa: BLE001 - DevTools' socket timed out (a slow VM, 2026-11-28): said, not a
+                end_kept()          # bare "worker error"; a browser that gives no context is not kept
+                out["error"] = f"browser did not start: no fresh context in the kept browser: {_failed(e)}"[:600]
+                return out
             out["launch_s"] = time.monotonic() - t0
         else:
             end_kept()  # a fresh browser's trial: nothing of a kept one idles beside it
