@@ -1,7 +1,6 @@
 """The browsers as an unprivileged user with their sandbox on (plt_bench.browsers.sandbox): the pure
 parts. The integration tests run every browser so (the default), and
 tests/integration/test_browsers.py checks who runs what."""
-import os
 import pwd
 
 import pytest

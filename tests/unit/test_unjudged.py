@@ -1,6 +1,4 @@
 """The suite's count of tests that could not judge their claim (tests/conftest.py: unjudged())."""
-import pytest
-
 from ..conftest import unjudged_verdict
 
 pytest_plugins = ["pytester"]
