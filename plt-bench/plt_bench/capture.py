@@ -120,6 +120,11 @@ def estimate_bytes(kinds: tuple[str, ...], proto: str, size_bytes: int) -> int:
     return total
 
 
+def planned(plan) -> list[tuple[str, int]]:
+    """(protocol, bytes the page will take) of each trial of a plan (campaign.Slot), for check_space."""
+    return [(x.proto, x.page.expected_bytes(x.conditions.rate_down_bps)) for x in plan]
+
+
 def check_space(kinds: tuple[str, ...], trials: list[tuple[str, int]], folder: Path,
                 limit_bytes: int = DEFAULT_LIMIT_BYTES) -> tuple[int, str | None]:
     """(estimated bytes, warning or None) for the planned trials [(proto, size)]. Raises when the

@@ -449,9 +449,8 @@ def cmd_down(a) -> int:
 
 
 def cmd_serve(a) -> int:
-    from .remote import ServeSession, check_serve_options, write_private
     from . import servers
-    from .remote import serve_servers
+    from .remote import ServeSession, check_serve_options, serve_servers, write_private
     addr, pages, port = check_serve_options(a.addr, a.iface, a.size, a.control_port, a.info_file)
     names = serve_servers(a.http_server)
     cmd.require_root()

@@ -854,9 +854,8 @@ def run(spec, results: Path, scheduler: str, new: bool = False, out: Callable[[s
     unsupported(spec)
     check_writable(results)
     if spec.capture:  # the workers' files come here: the head's disk holds them all
-        from .capture import captures_root, check_space
-        planned = [(x.proto, x.page.expected_bytes(x.conditions.rate_down_bps)) for x in spec.plan()]
-        warning = check_space(spec.capture, planned, captures_root(results), spec.capture_limit_bytes)[1]
+        from .capture import captures_root, check_space, planned
+        warning = check_space(spec.capture, planned(spec.plan()), captures_root(results), spec.capture_limit_bytes)[1]
         if warning:
             out(warning)
     check_answers(scheduler, "--cluster", tls)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import cmd, procs
-from .capture import Settings, captures_root, check_space
+from .capture import Settings, captures_root, check_space, planned
 from .conditions import Cell, Conditions, device_of, transfer_seconds
 from .errors import UsageError
 from .metadata import key_diff, key_value, utc_now
@@ -181,8 +181,8 @@ class Session:
                                      browser_names=spec.grid.browsers)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
-        planned = [(x.proto, x.page.expected_bytes(x.conditions.rate_down_bps)) for x in self.plan]
-        self.capture_bytes, warning = check_space(spec.capture, planned, self.capture.root, spec.capture_limit_bytes)
+        self.capture_bytes, warning = check_space(spec.capture, planned(self.plan), self.capture.root,
+                                                  spec.capture_limit_bytes)
         if warning:
             note(warning)
         conds = len(spec.grid.conditions)

@@ -712,10 +712,10 @@ class RemoteTestbed(Testbed):
                              "restart it with 'plt-bench serve --qlog' (or capture cpu, pcap, keylog, netlog)")
         lacking = missing_servers(self.server_names, self.hello)
         if lacking:
-            have = ",".join(self.hello.get("servers") or ["caddy"])
-            raise UsageError(f"--http-server: the server machine at {addr} serves with {have}, not "
+            have = list(self.hello.get("servers") or [servers.DEFAULT])
+            raise UsageError(f"--http-server: the server machine at {addr} serves with {','.join(have)}, not "
                              f"{', '.join(lacking)}; restart it with 'plt-bench serve --http-server "
-                             f"{','.join(dict.fromkeys((*have.split(','), *lacking)))}'")
+                             f"{','.join([*have, *lacking])}'")
         choice = self._choose_link()
         shaping = choice.backend == "linkem" and any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
         if shaping and self.iface_opt is None:

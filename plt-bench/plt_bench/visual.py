@@ -196,3 +196,17 @@ def judge(frames: list[tuple[float, bytes]], origin_s: float, histogram_of, fram
         except OSError as e:
             figures["frames_error"] = f"{type(e).__name__}: {e}"[:300]
     return figures
+
+
+def load_figures(driver, loaded: bool, frames: list[tuple[float, bytes]], histogram_of,
+                 frames_path: str | None = None, encode=None) -> dict:
+    """A load's figures from the frames its browser took (Browser.frames; judge), timed against the
+    page's own navigation start (performance.timeOrigin, through the driver); {"error": why} where
+    the page did not load or its frames cannot be judged."""
+    if not loaded:
+        return {"error": "the page did not load", "frames": len(frames)}
+    try:
+        origin_s = driver.execute_script("return performance.timeOrigin") / 1000.0
+        return judge(frames, origin_s, histogram_of, frames_path, encode)
+    except Exception as e:  # noqa: BLE001 - the trial goes on without its visual figures, saying why
+        return {"error": f"frames: {type(e).__name__}: {e}"[:300], "frames": len(frames)}

@@ -316,7 +316,7 @@ def test_a_firefox_visual_capture_records_its_own_display_and_leaves_nothing_of_
     """capture visual in Firefox (browsers.display): headed in kiosk mode on a virtual display of the
     trial's own, recorded 30 times a second. The figures in order; the first visual change no earlier
     than Firefox's own first contentful paint (a frame is grabbed after its paint) and within a few
-    frames of it (27-62 ms measured here: a grab's interval and the paint's way to the screen); the
+    frames of it (13-65 ms measured here, median 42: a grab's interval and the paint's way to the screen); the
     frames where the page changed in frames.zip, that change among them. Nothing of the display or
     its recording outlives the load: no Xvfb or ffmpeg among the testbed's processes, no file beside
     the profile."""

@@ -442,8 +442,8 @@ class Screencast:
                 pass
 
     def finish(self, driver, loaded: bool, frames_path: str | None = None) -> dict:
-        """The load's visual figures (visual.judge), or why there are none; with frames_path, the
-        frames where the page changed written there."""
+        """The load's visual figures (visual.load_figures), or why there are none; with frames_path,
+        the frames where the page changed written there."""
         import time
 
         from .. import visual
@@ -452,13 +452,7 @@ class Screencast:
         time.sleep(visual.TAIL_S)  # a frame the last paint made is on its way
         frames = list(self.frames)
         self.close()
-        if not loaded:
-            return {"error": "the page did not load", "frames": len(frames)}
-        try:
-            origin_s = driver.execute_script("return performance.timeOrigin") / 1000.0
-            return visual.judge(frames, origin_s, visual.histogram, frames_path)
-        except Exception as e:  # noqa: BLE001
-            return {"error": f"frames: {type(e).__name__}: {e}"[:300], "frames": len(frames)}
+        return visual.load_figures(driver, loaded, frames, visual.histogram, frames_path)
 
 
 class KeptContext:

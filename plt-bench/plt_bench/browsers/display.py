@@ -215,14 +215,8 @@ class DisplayFrames:
         except Exception as e:  # noqa: BLE001 - the trial goes on without its visual figures, saying why
             rec.close()
             return {"error": f"display recording: {type(e).__name__}: {e}"[:300]}
-        if not loaded:
-            return {"error": "the page did not load", "frames": len(frames)}
-        try:
-            origin_s = driver.execute_script("return performance.timeOrigin") / 1000.0
-            return visual.judge(frames, origin_s, lambda raw: visual.histogram_rgb(raw, rec.size), frames_path,
-                                encode=lambda raw: visual.jpeg_of_rgb(raw, rec.size))
-        except Exception as e:  # noqa: BLE001
-            return {"error": f"frames: {type(e).__name__}: {e}"[:300], "frames": len(frames)}
+        return visual.load_figures(driver, loaded, frames, lambda raw: visual.histogram_rgb(raw, rec.size),
+                                   frames_path, encode=lambda raw: visual.jpeg_of_rgb(raw, rec.size))
 
     def close(self) -> None:
         self.recording.close()
