@@ -472,9 +472,6 @@ def _discovery(v: "Values", grid, server, serve) -> str:
     mode = dns.parse(v.get("discovery", DEFAULTS["discovery"]), v.name("discovery"))
     if mode == "forced":
         return mode
-    if server:
-        raise UsageError(f"{v.name('discovery')} {mode}: two machines resolve names inside the browser, for now; "
-                         "discovery runs on this machine's testbed")
     if serve or any(p.page_kind.served_as_recorded for p in grid.pages):
         raise UsageError(f"{v.name('discovery')} {mode}: a recording (har:NAME) or a served folder is replayed over "
                          "the protocols it was recorded with, forced; discovery measures generated pages")

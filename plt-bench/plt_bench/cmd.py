@@ -56,6 +56,19 @@ class CommandFailed(PltBenchError):
         super().__init__(f"command failed (exit {result.returncode}): {' '.join(result.argv)}: {tail}")
 
 
+OWN_FILES_SCRIPT = 'while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 125; shift 2; done; shift; exec "$@"'
+
+
+def with_own_files(binds: Sequence[tuple[str, str]], argv: Sequence[str]) -> list[str]:
+    """argv in a mount namespace of its own in which each (ours, theirs) file of ours is bind-mounted
+    over the machine's (pure), as `ip netns exec NS` does with /etc/netns/NS: the machine's files are
+    left as they are, and the mounts end with the last process that sees them. A mount that fails
+    exits 125 before argv starts."""
+    flat = [x for ours, theirs in binds for x in (str(ours), str(theirs))]
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", OWN_FILES_SCRIPT, "sh",
+            *flat, "--", *argv]
+
+
 def in_netns(ns: str | None, argv: Sequence[str]) -> list[str]:
     """Prefix argv with 'ip netns exec NS' (no prefix when ns is None: the current namespace)."""
     return list(argv) if ns is None else ["ip", "netns", "exec", ns, *argv]

@@ -51,7 +51,7 @@ def parse_port(text, option: str = "--control-port") -> int:
         n = 0
     if not 1024 <= n <= 65535 or n in SHAPED_PORTS:
         raise UsageError(f"{option}: '{text}' is not a port for the control channel; expected 1024 to 65535, "
-                         f"not {' or '.join(map(str, SHAPED_PORTS))} (test traffic)")
+                         f"not {' or '.join(str(p) for p in SHAPED_PORTS if p >= 1024)} (test traffic)")
     return n
 
 
@@ -175,6 +175,7 @@ class ServeSession:
         self.token = new_token()
         self.iperf = None
         self._iperf_lock = threading.Lock()
+        self.names = None  # the name server of a client's --discovery campaign (dns.NameServer), while it runs
         self.owner: int | None = None
 
     def open(self) -> dict:
@@ -196,6 +197,7 @@ class ServeSession:
         self.control = ControlServer(self.addr, self.port, self.token, {
             "hello": self.hello, "cpu": self.cpu, "access": self.access, "use_server": self.use_server,
             "qlog_list": self.qlog_list, "qlog_take": self.qlog_take,
+            "names_start": self.names_start, "names_queries": self.names_queries, "names_stop": self.names_stop,
             "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop, "apply": self.apply, "clear": self.clear},
             on_close=self._client_gone).start()
         info = self.info()
@@ -230,6 +232,7 @@ class ServeSession:
             self.control.close()
             self.control = None
         self.iperf_stop()
+        self.names_stop()
         for one in self.servers.values():
             one.stop()
         self.servers, self.server = {}, None
@@ -250,6 +253,7 @@ class ServeSession:
         """A connection ended: if it owned the shaping and iperf3 (its run finished or died), remove them."""
         if self.owner == threading.get_ident():
             self.iperf_stop()
+            self.names_stop()
             hostnet.undo(self.host)  # the interface as it was: qdiscs, IFB, GRO
             self.host = {}
             self.topology.write_state(host={})
@@ -263,6 +267,7 @@ class ServeSession:
                 # each server it runs (the client switches with use_server), and Caddy's info as before
                 "servers": {n: {"info": x.info(), "quic_cc": x.quic_cc()} for n, x in self.servers.items()},
                 "serving": self.server.name, "qlog": bool(self.qlog_spool),
+                "features": list(SERVE_FEATURES),  # what a client may ask of it beyond pages (a serve before: none)
                 **({"caddy": self.servers["caddy"].info()} if "caddy" in self.servers else {}),
                 "quic_buffer_warning": self.server.quic_buffer_warning(),
                 "netem": self._netem(), "may_shape": self.may_shape,
@@ -358,6 +363,39 @@ class ServeSession:
             path.unlink()
         return {"files": files}
 
+    def names_start(self, mode: str) -> dict:
+        """The name server of a client's --discovery campaign (dns.NameServer) on this machine's --addr,
+        UDP 53: it answers the test host with --addr (and an HTTPS record in https-rr), refuses every
+        other name and forwards nothing. It runs until the client leaves or asks names_stop."""
+        from . import dns
+        self._claim()
+        mode = dns.parse(str(mode), "discovery")
+        if mode == "forced":
+            raise ValueError("discovery 'forced' needs no name server")
+        self.names_stop()
+        self.names = dns.NameServer(None, self.addr, self.server.all_origins, mode, self.topology.plan.run_dir)
+        try:
+            self.names.start()
+        except Exception:
+            self.names_stop()
+            raise
+        return {"origins": [list(o) for o in self.names.origins], "mode": mode}
+
+    def names_queries(self) -> dict:
+        """What the name server answered so far: [[type, name], ...] (dns.parse_query_log)."""
+        if self.names is None:
+            raise ValueError("no name server runs: a client starts it for a --discovery campaign")
+        died = self.names.died_reason()
+        if died:
+            raise ValueError(died)
+        return {"queries": [list(q) for q in self.names.queries()]}
+
+    def names_stop(self) -> dict:
+        if self.names is not None:
+            self.names.stop()
+            self.names = None
+        return {}
+
     def iperf_start(self) -> dict:
         from .link.verify import Iperf
         self._claim()
@@ -374,6 +412,7 @@ class ServeSession:
         return {}
 
 
+SERVE_FEATURES = ("names",)  # names: the name server of a --discovery campaign (names_start)
 QLOG_SETTLE_S = 0.1  # a qlog whose size stood still this long is whole (its connection closed)
 
 
@@ -440,6 +479,12 @@ class RemotePlan:
     def queue(self) -> int:
         return QUEUE_BASE + self.index
 
+    def client_etc(self, name_server: str | None = None) -> dict[str, str]:
+        """The browser worker's own /etc/hosts and resolv.conf, bind-mounted over this machine's for
+        it alone (cmd.with_own_files): the user's files are never touched."""
+        from .topology import client_etc
+        return client_etc(self.prefix, self.origins, name_server)
+
     def describe(self) -> dict:
         return {"mode": "two machines", "prefix": self.prefix, "iface": self.iface, "ifb": self.ifb,
                 "addresses": {"client": self.client_ip, "server": self.server_ip},
@@ -484,6 +529,32 @@ class RemoteServer:
 
     def cpu(self) -> dict:
         return {k: tuple(v) for k, v in self.control.call("cpu").items()}
+
+
+class RemoteNameServer:
+    """The client's view of the server machine's name server of a --discovery campaign (serve's
+    names_start): its queries through the control channel; it stops when the client leaves."""
+
+    label = "the server machine's name server (dnsmasq)"
+
+    def __init__(self, control: Control, mode: str):
+        self.control, self.mode = control, mode
+
+    def start(self) -> None:
+        self.control.call("names_start", timeout_s=30, mode=self.mode)
+
+    def queries(self) -> list[tuple[str, str]]:
+        return [tuple(q) for q in self.control.call("names_queries")["queries"]]
+
+    def died_reason(self) -> str | None:
+        """It runs on the other machine: a death there shows as a failing lookup or control call."""
+        return None
+
+    def stop(self) -> None:
+        try:
+            self.control.call("names_stop")
+        except Exception:  # the channel is gone: serve stops it as the client leaves
+            pass
 
 
 class RemoteQlogs:

@@ -178,7 +178,7 @@ class Session:
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
                                      capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary,
                                      browser_start=spec.browser_start, server_names=spec.grid.servers,
-                                     browser_names=spec.grid.browsers)
+                                     browser_names=spec.grid.browsers, discovery=spec.discovery)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
         self.capture_bytes, warning = check_space(spec.capture, planned(self.plan), self.capture.root,

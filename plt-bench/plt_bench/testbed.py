@@ -654,10 +654,11 @@ class RemoteTestbed(Testbed):
     def __init__(self, server, iface: str | None, conditions: list[Conditions], link: str = "auto",
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True,
                  browser_binary: str | None = None, browser_start: str = browsers.START_DEFAULT,
-                 server_names: Sequence[str] = (servers.DEFAULT,), browser_names: Sequence[str] = (browsers.DEFAULT,)):
+                 server_names: Sequence[str] = (servers.DEFAULT,), browser_names: Sequence[str] = (browsers.DEFAULT,),
+                 discovery: str = "forced"):
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
                          conditions=conditions, browser_binary=browser_binary, browser_start=browser_start,
-                         server_names=server_names, browser_names=browser_names)
+                         server_names=server_names, browser_names=browser_names, discovery=discovery)
         self.ref, self.iface_opt = server, iface
         self._plan = None
         self.hello: dict = {}
@@ -687,7 +688,7 @@ class RemoteTestbed(Testbed):
     def open(self) -> None:
         from .control import Control
         from .errors import UsageError
-        from .remote import RemotePlan, RemoteQlogs, RemoteServer, RemoteSites, missing_servers
+        from .remote import RemoteNameServer, RemotePlan, RemoteQlogs, RemoteServer, RemoteSites, missing_servers
         hostnet = link_mod.host
         cmd.require_root()
         self.check()
@@ -742,8 +743,22 @@ class RemoteTestbed(Testbed):
             self.qlogs = RemoteQlogs(self.control)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
         self.pcap_filter.write_text(f"host {addr}\n")
+        own_files = []
+        if self.discovery != "forced":  # the server machine's name server, asked over the link by the worker alone
+            if "names" not in (self.hello.get("features") or ()):
+                raise UsageError(f"--discovery: the server machine at {addr} runs a plt-bench without a name server "
+                                 "for it; update plt-bench there and restart 'plt-bench serve'")
+            self.name_server = RemoteNameServer(self.control, self.discovery)
+            self._stack.callback(self.name_server.stop)
+            self.name_server.start()
+            etc = self._plan.run_dir / "etc"
+            etc.mkdir(mode=0o755)
+            for name, text in self._plan.client_etc(addr).items():
+                (etc / name).write_text(text)
+                own_files.append((str(etc / name), f"/etc/{name}"))
         if self.with_browser:
             self.worker = BrowserWorker(None, self._plan.run_dir / "browser-worker.log", self.browser)
+            self.worker.own_files = own_files
             self._sandbox_worker()
             self._stack.callback(self.worker.stop)
             self.worker_versions = self.worker.start().get("versions", {})

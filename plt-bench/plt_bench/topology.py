@@ -90,18 +90,8 @@ class Plan:
         return (self.client_ns, self.router_ns, self.server_ns)
 
     def client_etc(self, name_server: str | None = None) -> dict[str, str]:
-        """The client namespace's own /etc files (pure): name -> text (see the module's words).
-        name_server: the testbed's own name server's address (dns.NameServer: browsers that discover
-        HTTP/3 look the origins up over the link), which then alone knows the origins."""
-        if name_server:
-            return {"hosts": "# plt-bench testbed " + self.prefix + ": the origins are the name server's\n"
-                             "127.0.0.1 localhost\n",
-                    "resolv.conf": "# plt-bench testbed " + self.prefix + ": its own name server, in the server "
-                                   f"namespace; no lookup leaves the testbed\nnameserver {name_server}\n"
-                                   "options timeout:1 attempts:1\n"}
-        return {"hosts": client_hosts(self.prefix, self.origins),
-                "resolv.conf": "# plt-bench testbed " + self.prefix + ": no lookup leaves the testbed\n"
-                               "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"}
+        """The client namespace's own /etc files (client_etc)."""
+        return client_etc(self.prefix, self.origins, name_server)
 
     # interfaces: client's, router's towards client, router's towards server, server's
     @property
@@ -350,6 +340,21 @@ def our_prefixes() -> list[str]:
 
 
 NETNS_ETC = Path("/etc/netns")  # where `ip netns exec NS` finds the files it mounts over /etc's
+
+
+def client_etc(prefix: str, origins: list[tuple[str, str]], name_server: str | None = None) -> dict[str, str]:
+    """A client's own /etc files (pure): name -> text (see the module's words). name_server: the
+    testbed's own name server's address (dns.NameServer: browsers that discover HTTP/3 look the
+    origins up over the link), which then alone knows the origins."""
+    if name_server:
+        return {"hosts": "# plt-bench testbed " + prefix + ": the origins are the name server's\n"
+                         "127.0.0.1 localhost\n",
+                "resolv.conf": "# plt-bench testbed " + prefix + ": its own name server, on the server's "
+                               f"address; no lookup leaves the testbed\nnameserver {name_server}\n"
+                               "options timeout:1 attempts:1\n"}
+    return {"hosts": client_hosts(prefix, origins),
+            "resolv.conf": "# plt-bench testbed " + prefix + ": no lookup leaves the testbed\n"
+                           "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"}
 
 
 def client_hosts(prefix: str, origins: list[tuple[str, str]]) -> str:

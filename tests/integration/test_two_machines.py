@@ -224,6 +224,38 @@ def test_firefox_loads_across_two_machines_each_trial_proven_at_both_ends(server
     assert meta["browser"] == "firefox" and meta["firefox"] and meta["mode"] == "two machines"
 
 
+def test_an_https_record_from_the_server_machines_name_server_takes_the_first_visit_to_h3(server, tmp_path):
+    """Issue 49: --discovery across two machines: the client's campaign starts a name server on the server
+    machine (serve's names_start, dnsmasq on its address); the browser worker alone sees a resolv.conf
+    naming it (a mount namespace of its own: the client machine's /etc is left as it was), so the lookup
+    crosses the shaped link, and the HTTPS record takes the first visit to h3, proven at both ends."""
+    from plt_bench import dns
+    before, resolv = system_state(CLT), _sh("cat", "/etc/resolv.conf", ns=CLT).stdout
+    results = tmp_path / "r.sqlite"
+    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--discovery", "https-rr",
+                           "--bw", "20mbit", "--rtt", "40ms", "--size", "5KB", "--proto", "h3,h2", "--runs", "1",
+                           "--verify", "off", "--results", str(results), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert system_state(CLT) == before and _sh("cat", "/etc/resolv.conf", ns=CLT).stdout == resolv
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    trials = {t["proto"]: t for t in db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}")}
+    assert set(trials) == {"h3", "h2"}
+    h3, h2 = trials["h3"], trials["h2"]
+    mix = json.loads(h3["protocol_mix_json"])
+    assert h3["discovery"] == "https-rr" and mix["page"] == "h3" and mix["first_h3_ms"] == 0.0, mix
+    assert (h3["next_hop_protocol"], h3["server_proto"]) == ("h3", "HTTP/3.0")
+    assert h3["dns_ms"] >= 40 * 0.95, h3["dns_ms"]  # the lookup crossed the link: a round trip at least
+    assert (h2["next_hop_protocol"], h2["server_proto"]) == ("h2", "HTTP/2.0")  # h2 stays forced
+    # the server machine's name server was asked for the test host (A, and its HTTPS record), and nothing else
+    asked = dns.parse_query_log((Path(server["run_dir"]) / "dnsmasq.log").read_text())
+    assert ("A", "plt.test") in asked and {n for _, n in asked} == {"plt.test"}, asked
+    assert not [p for p in _sh("pgrep", "-a", "dnsmasq", ns=SRV, check=False).stdout.splitlines()
+                if server["run_dir"] in p]  # stopped as the client left
+    meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
+    assert meta["discovery"] == "https-rr" and meta["mode"] == "two machines"
+
+
 def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_path):
     """Issue 49: 'plt-bench worker --server ...' (the scheduler, the worker and the head on the client
     machine): every cell the worker measures is served by its own server machine, as a two-machine

@@ -137,8 +137,23 @@ def test_a_campaign_discovers_with_chromium_on_its_own_testbed_and_on_generated_
         "quick", {**BASE, "discovery": "forced"}).spec_hash and forced.spec_hash != spec.spec_hash
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with discovery"):
         campaign.load("quick", {**BASE, "discovery": "alt-svc", "browser": "firefox"})
-    with pytest.raises(UsageError, match="--discovery alt-svc: two machines resolve names inside the browser"):
-        campaign.load("quick", {**BASE, "discovery": "alt-svc", "server": "192.0.2.1", "server_token_file": "/x",
-                                "iface": "eth0"})
+    # two machines: the server machine's name server answers (serve's names_start)
+    assert campaign.load("quick", {**BASE, "discovery": "alt-svc", "server": "192.0.2.1", "server_token_file": "/x",
+                                   "iface": "eth0"}).discovery == "alt-svc"
     with pytest.raises(UsageError, match="--discovery https-rr: h3 is what a browser discovers"):
         campaign.load("quick", {**BASE, "proto": "h2,h1", "discovery": "https-rr"})
+
+
+def test_a_client_on_a_real_host_asks_the_server_machines_name_server_through_files_of_its_own():
+    from plt_bench.cmd import with_own_files
+    from plt_bench.remote import RemotePlan
+    p = RemotePlan(3, "eth1", "10.77.0.1", "10.77.0.2")
+    etc = p.client_etc(p.server_ip)
+    assert "nameserver 10.77.0.1\n" in etc["resolv.conf"] and "plt.test" not in etc["hosts"]
+    # the worker alone sees them, in a mount namespace of its own; the machine's /etc stays the user's
+    argv = with_own_files([("/run/plt-bench/pb3/etc/resolv.conf", "/etc/resolv.conf")], ["python3", "-m", "w"])
+    assert argv[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
+    script = argv[argv.index("-c") + 1]
+    assert 'mount --bind "$1" "$2"' in script and script.endswith('exec "$@"')
+    assert argv[-6:] == ["/run/plt-bench/pb3/etc/resolv.conf", "/etc/resolv.conf", "--", "python3", "-m", "w"]
+    assert with_own_files([], ["x"])[-2:] == ["--", "x"]

@@ -302,14 +302,14 @@ def test_the_ingress_redirect_takes_only_the_servers_test_ports_and_icmp():
     cmds = commands.ingress_redirect_commands("eth1", "pb3-ifb", commands.u32_matches("10.0.0.1", "src"))
     assert cmds[0] == ["tc", "qdisc", "add", "dev", "eth1", "handle", "ffff:", "ingress"]
     filters = cmds[1:]
-    assert len(filters) == 5 and len({f[f.index("prio") + 1] for f in filters}) == 5
+    assert len(filters) == 7 and len({f[f.index("prio") + 1] for f in filters}) == 7
     for f in filters:
         assert f[:7] == ["tc", "filter", "add", "dev", "eth1", "parent", "ffff:"]
         assert f[-6:] == ["action", "mirred", "egress", "redirect", "dev", "pb3-ifb"]
         text = " ".join(f)
         assert "match ip src 10.0.0.1/32" in text
     ports = sorted(" ".join(f).split("match ip sport ")[1].split()[0] for f in filters if "sport" in " ".join(f))
-    assert ports == ["443", "443", "5201", "5201"]
+    assert ports == ["443", "443", "5201", "5201", "53", "53"]
     assert not any("22 " in " ".join(f) for f in filters)
     assert sum("protocol 1 0xff" in " ".join(f) for f in filters) == 1  # ICMP, for the link check's ping
 
@@ -327,7 +327,7 @@ def test_the_uplink_rate_classifies_test_packets_and_lets_the_rest_pass_unshaped
 
 def test_nfqueue_rules_match_the_server_only_and_never_bypass():
     rules = commands.host_nfqueue_rules("10.0.0.1", 20549)
-    assert len(rules) == 5
+    assert len(rules) == 7
     for r in rules:
         assert r[:2] == ["-s", "10.0.0.1"] and r[-4:] == ["-j", "NFQUEUE", "--queue-num", "20549"]
         assert "--queue-bypass" not in r
@@ -347,11 +347,11 @@ def test_the_servers_netem_link_classifies_the_clients_test_traffic_both_ways():
     assert any("dev pb2-ifb parent 1: classid 1:1 htb rate 10000000bit" in t for t in text)
     egress = [t for t in text if "filter add dev eth1 parent 5042:" in t]
     ingress = [t for t in text if "filter add dev eth1 parent ffff:" in t]
-    assert len(egress) == len(ingress) == 5
+    assert len(egress) == len(ingress) == 7
     assert all("match ip dst 10.0.0.2/32" in t and "flowid 5042:1" in t for t in egress)
-    assert sorted(t.split("sport ")[1].split()[0] for t in egress if "sport" in t) == ["443", "443", "5201", "5201"]
+    assert sorted(t.split("sport ")[1].split()[0] for t in egress if "sport" in t) == ["443", "443", "5201", "5201", "53", "53"]
     assert all("match ip src 10.0.0.2/32" in t and t.endswith("redirect dev pb2-ifb") for t in ingress)
-    assert sorted(t.split("dport ")[1].split()[0] for t in ingress if "dport" in t) == ["443", "443", "5201", "5201"]
+    assert sorted(t.split("dport ")[1].split()[0] for t in ingress if "dport" in t) == ["443", "443", "5201", "5201", "53", "53"]
 
 
 def test_a_rate_only_server_link_needs_no_netem():

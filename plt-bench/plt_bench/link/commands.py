@@ -17,7 +17,8 @@ import sys
 
 HTB_QUANTUM = 1514
 UNSHAPED_HTB_BPS = 10 * 10**9  # the class's rate when only delay, jitter or loss is asked for
-SHAPED_PORTS = (443, 5201)  # Caddy (TCP and UDP), iperf3 of the link check
+SHAPED_PORTS = (443, 5201, 53)  # the HTTP servers (TCP and UDP), iperf3 of the link check, the name server
+# of a --discovery campaign (a lookup costs a round trip over the link, as a visitor's does)
 HOST_ROOT_HANDLE = "5042:"  # "PB": the htb we put at the root of a real host's interface
 QUEUE_DOWN, QUEUE_UP = 0, 1  # the router's NFQUEUE numbers (per network namespace)
 

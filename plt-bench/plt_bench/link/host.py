@@ -2,7 +2,7 @@
 
 The testbed changes only the interface the user named (--iface), and only for the test
 traffic: packets to or from the server's address on the ports the testbed uses (443 for
-Caddy, 5201 for the link check's iperf3) and ICMP (the link check's ping). SSH, the control
+the HTTP servers, 5201 for the link check's iperf3, 53 for the name server of --discovery) and ICMP (the link check's ping). SSH, the control
 channel and everything else on the interface pass untouched.
 
 Every change is recorded in the testbed's state file before it is made, so the end of a run

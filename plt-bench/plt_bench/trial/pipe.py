@@ -36,12 +36,17 @@ class BrowserWorker:
         self.proc: subprocess.Popen | None = None
         self._preparing = False  # a prepare request's answer is still to be read (settle)
         self.env: dict[str, str] = {}  # more of the worker's environment (the sandbox's user and home)
+        # files of ours the worker sees over the machine's (cmd.with_own_files): a client on a real host
+        # gives it its own /etc/resolv.conf and hosts as a namespace's worker has them (/etc/netns)
+        self.own_files: list[tuple[str, str]] = []
 
     # The worker's hello (Python, Selenium's import, both binaries' --version) took over 30 s in a
     # TCG guest beside a busy host; only a hung worker waits this long.
     def start(self, timeout_s: float = 180.0) -> dict:
         # the log path in the argv marks the worker as this testbed's (clean finds it by its run folder)
         argv = cmd.in_netns(self.ns, [sys.executable, "-m", WORKER_MODULE, str(self.log_path)])
+        if self.own_files:
+            argv = cmd.with_own_files(self.own_files, argv)
         env = dict(os.environ)
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         # Chromium's own files in the run folder, which goes with the testbed: its temporary folders
