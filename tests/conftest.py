@@ -243,6 +243,10 @@ def system_state(ns: str | None = None) -> dict:
                         and int(l.split()[0]) not in f["pids"]),
         # the sysctls the testbed sets inside its namespaces: the host's must not move
         "sysctls": {k: out(["cat", f"/proc/sys/{k}"]).strip() for k in HOST_SYSCTLS},
+        # a stand-in machine's replay addresses (a server machine's) and its route to them (a client's):
+        # remote.REPLAY_NET, in RFC 2544's range, which nothing else here uses
+        "replay_net": sorted(l for l in out(["ip", "-4", "-o", "addr"]).splitlines() + out(["ip", "route"]).splitlines()
+                             if "198.18." in l) if ns is not None else [],
     }
 
 

@@ -116,6 +116,34 @@ def page_files(root: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in sorted(found) if p.is_file()}
 
 
+# -- recordings on a server machine ------------------------------------------------------------------
+# A recording's hosts are served each on an address of its own (as in one machine's testbed: no two
+# hosts share a connection). A server machine has one address on the cable; serve adds the replay's on
+# its interface from RFC 2544's benchmarking range, 198.18.N.0/24 (N: its testbed index), and the
+# client routes that net through the server's address. Nothing outside the two machines uses them.
+REPLAY_NET = "198.18.{index}.0/24"
+REPLAY_PART_BYTES = 512 * 1024  # a recording crosses the control channel in parts (a line is at most 1 MiB)
+REPLAY_MAX_BYTES = 1 << 30  # the most a recording may bring a server machine
+
+
+def replay_net(index: int) -> str:
+    return REPLAY_NET.format(index=index)
+
+
+def replay_addresses(index: int) -> tuple[list[str], list[str]]:
+    """A server machine's replay addresses (pure): every protocol's, then the as-recorded ones (the last
+    octets of one machine's testbed: topology.REPLAY_FIRST, AS_RECORDED_FIRST)."""
+    from .pages.archive import MAX_ORIGINS
+    from .topology import AS_RECORDED_FIRST, REPLAY_FIRST
+    return ([f"198.18.{index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)],
+            [f"198.18.{index}.{AS_RECORDED_FIRST + k}" for k in range(MAX_ORIGINS)])
+
+
+def replay_parts(data: bytes, part_bytes: int = REPLAY_PART_BYTES) -> list[str]:
+    """A packed recording's bytes as the control channel carries them: base64 parts (pure)."""
+    return [base64.b64encode(data[i:i + part_bytes]).decode() for i in range(0, max(len(data), 1), part_bytes)]
+
+
 # -- server side -------------------------------------------------------------------------------------
 def serve_servers(text: str | None, option: str = "--http-server") -> tuple[str, ...]:
     """serve's servers (plt_bench.servers), the first serving first; each must serve a second machine
@@ -176,28 +204,30 @@ class ServeSession:
         self.iperf = None
         self._iperf_lock = threading.Lock()
         self.names = None  # the name server of a client's --discovery campaign (dns.NameServer), while it runs
+        self.server_env: dict = {}
+        self.replay = None  # what the servers replay for a client's campaign (servers.Replay), while it runs
+        self.replay_host: dict = {}  # the replay's addresses on this machine, recorded before they are added
+        self._incoming: dict[str, list[bytes]] = {}  # a recording's parts as they come
         self.owner: int | None = None
+        self._leaving: int | None = None  # an owner whose connection ended, being cleaned up (_client_gone)
+        self._owner_changed = threading.Condition()
 
     def open(self) -> dict:
         cmd.require_root()
         self.sites.ensure(self.pages)
         self.topology = Topology.allocate(index=self.index)
         self.topology.write_state(role="serve", addr=self.addr, iface=self.iface)
-        env = {}
         if self.qlog:
             self.qlog_spool = self.topology.plan.run_dir / "qlog-spool"
             self.qlog_spool.mkdir(mode=0o700)
-            env["QLOGDIR"] = str(self.qlog_spool)
-        self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root, env=env)
-                        for n in self.server_names}
-        self.server = self.servers[self.server_names[0]]
-        self.server.start()
-        for one in self.servers.values():  # one certificate for all: the client trusts its pin
-            one.cert = self.server.cert
+            self.server_env["QLOGDIR"] = str(self.qlog_spool)
+        self._make_servers(self.server_names[0])
         self.control = ControlServer(self.addr, self.port, self.token, {
             "hello": self.hello, "cpu": self.cpu, "access": self.access, "use_server": self.use_server,
             "qlog_list": self.qlog_list, "qlog_take": self.qlog_take,
             "names_start": self.names_start, "names_queries": self.names_queries, "names_stop": self.names_stop,
+            "replay_missing": self.replay_missing, "replay_put": self.replay_put, "replay_start": self.replay_start,
+            "replay_active": self.replay_active,
             "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop, "apply": self.apply, "clear": self.clear},
             on_close=self._client_gone).start()
         info = self.info()
@@ -236,28 +266,46 @@ class ServeSession:
         for one in self.servers.values():
             one.stop()
         self.servers, self.server = {}, None
+        hostnet.undo(self.replay_host)
         hostnet.undo(self.host)
         if self.topology:
             self.topology.down()
             self.topology = None
 
     def _claim(self) -> None:
-        """The connection (one thread each) that shapes this server or runs its iperf3 owns them until
-        it ends; another client is refused meanwhile, so it cannot undo the first one's link."""
+        """The connection (one thread each) that shapes this server, runs its iperf3, name server or
+        replay owns them until it ends; another client is refused meanwhile, so it cannot undo the first
+        one's link. A client that comes while the last one's connection is being cleaned up (a replay's
+        servers restarting) waits for it, up to LEAVE_WAIT_S."""
         me = threading.get_ident()
-        if self.owner not in (None, me):
-            raise ValueError("another client is running a campaign against this server; wait for it to end")
-        self.owner = me
+        with self._owner_changed:
+            if self.owner not in (None, me) and self.owner == self._leaving:
+                self._owner_changed.wait_for(lambda: self.owner is None, timeout=LEAVE_WAIT_S)
+            if self.owner not in (None, me):
+                raise ValueError("another client is running a campaign against this server; wait for it to end")
+            self.owner = me
 
     def _client_gone(self) -> None:
-        """A connection ended: if it owned the shaping and iperf3 (its run finished or died), remove them."""
-        if self.owner == threading.get_ident():
+        """A connection ended: if it owned the shaping, iperf3, name server or replay (its run finished
+        or died), remove them."""
+        me = threading.get_ident()
+        if self.owner != me:
+            return
+        with self._owner_changed:
+            self._leaving = me
+        try:
             self.iperf_stop()
             self.names_stop()
+            self._incoming = {}
             hostnet.undo(self.host)  # the interface as it was: qdiscs, IFB, GRO
             self.host = {}
             self.topology.write_state(host={})
-            self.owner = None
+            if self.replay is not None:  # the pages alone again, the replay's addresses gone
+                self._make_servers(self.server.name, None)
+        finally:
+            with self._owner_changed:
+                self.owner, self._leaving = None, None
+                self._owner_changed.notify_all()
 
     # -- operations of the control channel --------------------------------------------------------
     def hello(self) -> dict:
@@ -363,6 +411,103 @@ class ServeSession:
             path.unlink()
         return {"files": files}
 
+    def _make_servers(self, serving: str, replay=None) -> None:
+        """The servers, replaying `replay` (or nothing), one serving (`serving`) with the certificate the
+        clients pin (made by the first start, kept by every later one). The replay's addresses are on
+        this machine before a server binds them, and gone once none does."""
+        cert = self.server.cert if self.server else None
+        for one in self.servers.values():
+            one.stop()
+        if replay is not None and not self.replay_host:
+            self._add_replay_addresses(replay)
+        self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root,
+                                          env=self.server_env, replay=replay) for n in self.server_names}
+        self.replay = replay
+        if replay is None and self.replay_host:
+            hostnet.undo(self.replay_host)
+            self.replay_host = {}
+            self.topology.write_state(replay={})
+        for one in self.servers.values():
+            one.cert = cert
+        self.server = self.servers[serving]
+        self.server.start()
+        for one in self.servers.values():  # one certificate for all: the client trusts its pin
+            one.cert = self.server.cert
+
+    def _add_replay_addresses(self, replay) -> None:
+        index = self.topology.plan.index
+        every, own = replay_addresses(index)
+        added = [f"{ip}/32" for ip in every + own]
+        self.replay_host = {"netns": hostnet.netns_id(), "addresses": added, "addresses_dev": self.iface}
+        self.topology.write_state(replay=dict(self.replay_host))  # recorded before they are made
+        for a in added:
+            cmd.run(["ip", "addr", "add", a, "dev", self.iface])
+
+    def replay_missing(self, recordings: dict) -> dict:
+        """Which of the client's recordings ({name: its hash}) this machine lacks; one of that name that
+        differs is refused, left as it is (as a cluster's worker does: pages.archive.unpack)."""
+        from .pages import archive
+        missing = []
+        for name, sha in recordings.items():
+            archive.check_name(str(name))
+            if not archive.archive_exists(str(name), self.sites.root):
+                missing.append(name)
+            elif archive.identity(str(name), self.sites.root) != sha:
+                raise ValueError(f"{name}: {archive.replay_root(self.sites.root, str(name))} holds another recording "
+                                 f"of that name (hash {archive.identity(str(name), self.sites.root)[:12]}, the "
+                                 f"client's {str(sha)[:12]}); it is left as it is: remove it or rename one of them")
+        return {"missing": missing}
+
+    def replay_put(self, name: str, sha256: str, part: int, parts: int, data: str) -> dict:
+        """A part of a recording (replay_parts); with the last, the recording is verified (its hash, each
+        body's digest, the archive as a replay reads it) and written into this machine's sites."""
+        from .pages import archive
+        self._claim()
+        archive.check_name(str(name))
+        got = self._incoming.setdefault(name, [])
+        if int(part) != len(got):
+            self._incoming.pop(name, None)
+            raise ValueError(f"{name}: part {part} came where part {len(got)} was due; send it again from part 0")
+        got.append(base64.b64decode(data, validate=True))
+        if sum(len(x) for x in got) > REPLAY_MAX_BYTES:
+            self._incoming.pop(name, None)
+            raise ValueError(f"{name}: larger than {REPLAY_MAX_BYTES >> 20} MiB, the most a recording may bring")
+        if len(got) < int(parts):
+            return {"received": len(got)}
+        packed = archive.Packed.from_bytes(name, str(sha256), b"".join(self._incoming.pop(name)))
+        return {"written": archive.unpack(packed, self.sites.root)}
+
+    def replay_start(self, names: list) -> dict:
+        """Replay the client's recordings (sent first: replay_missing, replay_put) beside the pages, each
+        recorded host on a replay address of this machine's; the servers restart with the same
+        certificate, the one serving still serving. Returns what the client maps the hosts to."""
+        from .pages import archive
+        from .servers import Replay
+        from .pages.replayd import ACTIVE_REPLAY
+        self._claim()
+        names = [archive.check_name(str(n)) for n in names]
+        if self.replay is not None and list(self.replay.names) == names:
+            return self._replay_answer()
+        every, own = replay_addresses(self.topology.plan.index)
+        replay = Replay.of(self.sites.root, names, every, own, active=self.topology.plan.run_dir / ACTIVE_REPLAY)
+        if self.replay is not None:  # another set of recordings: the addresses stay, the servers restart
+            self._make_servers(self.server.name, None)
+        self._make_servers(self.server.name, replay)
+        return self._replay_answer()
+
+    def _replay_answer(self) -> dict:
+        r = self.replay
+        return {"net": replay_net(self.topology.plan.index), "origins": [list(o) for o in r.origins],
+                "own": [list(o) for o in r.own]}
+
+    def replay_active(self, name: str) -> dict:
+        """Name the recording the client measures now (several replayed at once: replayd --active)."""
+        from .pages.replayd import write_active
+        if self.replay is None or name not in self.replay.names:
+            raise ValueError(f"{name}: not among the recordings this machine replays now")
+        write_active(self.replay.active, name)
+        return {}
+
     def names_start(self, mode: str) -> dict:
         """The name server of a client's --discovery campaign (dns.NameServer) on this machine's --addr,
         UDP 53: it answers the test host with --addr (and an HTTPS record in https-rr), refuses every
@@ -412,7 +557,10 @@ class ServeSession:
         return {}
 
 
-SERVE_FEATURES = ("names",)  # names: the name server of a --discovery campaign (names_start)
+# what a client may ask of a serve beyond pages: names, the name server of a --discovery campaign
+# (names_start); replay, a recording it sends (replay_missing, replay_put, replay_start)
+SERVE_FEATURES = ("names", "replay")
+LEAVE_WAIT_S = 60.0  # how long a client waits for the last one's cleanup (a replay's servers restarting)
 QLOG_SETTLE_S = 0.1  # a qlog whose size stood still this long is whole (its connection closed)
 
 
@@ -443,9 +591,20 @@ class RemotePlan:
     iface: str
     server_ip: str
     client_ip: str
+    replay_net: str | None = None  # the server machine's replay addresses, routed through server_ip
 
     client_ns = None
     server_ns = None
+
+    @property
+    def peers(self) -> list[str]:
+        """What the test traffic comes from: the server's address, and its replay's net."""
+        return [self.server_ip] + ([self.replay_net] if self.replay_net else [])
+
+    @property
+    def hosts_path(self) -> Path:
+        """The browser worker's own hosts file (client_etc), bind-mounted over /etc/hosts for it alone."""
+        return self.run_dir / "etc" / "hosts"
 
     @property
     def origins(self) -> list[tuple[str, str]]:
@@ -487,7 +646,8 @@ class RemotePlan:
 
     def describe(self) -> dict:
         return {"mode": "two machines", "prefix": self.prefix, "iface": self.iface, "ifb": self.ifb,
-                "addresses": {"client": self.client_ip, "server": self.server_ip},
+                "addresses": {"client": self.client_ip, "server": self.server_ip,
+                              **({"replay_net": self.replay_net} if self.replay_net else {})},
                 "shaped": {"ports": list(SHAPED_PORTS), "icmp": True}}
 
 
@@ -496,6 +656,8 @@ class RemoteServer:
     log and CPU through the control channel."""
 
     proc = None  # not a process of this machine: its CPU comes from cpu()
+    replay = None  # what the server machine replays for this campaign (servers.Replay: hosts -> its addresses)
+    statics = ()  # folders served as they are: not on a server machine
 
     def __init__(self, control: Control, hello: dict, name: str = servers.DEFAULT):
         self.control, self.hello = control, hello
@@ -524,8 +686,19 @@ class RemoteServer:
         """It runs on the other machine: a death there shows as a failing control call, not here."""
         return None
 
-    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1) -> list[dict]:
-        return self.control.call("access", timeout_s=wait_s + 30, uri=uri, wait_s=wait_s, expect=expect)["entries"]
+    def access_entries(self, uri: str, wait_s: float = 2.0, expect: int = 1, own=None) -> list[dict]:
+        """The server's entries since the last call (base.Server.access_entries); own, how a trial's are
+        told where not by its URI (a replayed recording's: by host and time), is judged here: the
+        entries are asked for until `expect` of them are the trial's or wait_s has passed."""
+        if own is None:
+            return self.control.call("access", timeout_s=wait_s + 30, uri=uri, wait_s=wait_s, expect=expect)["entries"]
+        import time
+        deadline, found = time.monotonic() + wait_s, []
+        while True:
+            found += self.control.call("access", timeout_s=30, uri=uri, wait_s=0.0, expect=expect)["entries"]
+            if (any(e.get("uri") == uri for e in found) and len(own(found)) >= expect) or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.05)
 
     def cpu(self) -> dict:
         return {k: tuple(v) for k, v in self.control.call("cpu").items()}
@@ -580,14 +753,14 @@ class RemoteQlogs:
 
 
 class RemoteSites:
-    """The pages of a server machine, as its control channel lists them ({file: bytes})."""
+    """The pages of a server machine, as its control channel lists them ({file: bytes}); root: this
+    machine's page sets, whose recordings the campaign sends to the server machine (replay_put)."""
 
-    root = None  # no folder here: a page kind that reads its files on this machine (a recording) is refused with --server
-
-    def __init__(self, pages: dict, addr: str):
-        self.pages, self.addr = pages, addr
+    def __init__(self, pages: dict, addr: str, root: Path | None = None):
+        self.pages, self.addr, self.root = pages, addr, root
 
     def ensure(self, pages) -> None:
+        pages = [p for p in pages if not p.page_kind.recording_name(p)]  # recordings travel (RemoteTestbed)
         many = [p.label for p in pages if p.origins > 1]
         if many:
             raise UsageError(f"--size: {', '.join(many)} spread over several origins, each on an address of its own: "

@@ -172,13 +172,12 @@ class Session:
                                discovery=spec.discovery, browser_sandbox=spec.browser_sandbox,
                                browser_start=spec.browser_start)
         else:
-            if any(p.page_kind.recording_name(p) for p in spec.grid.pages):
-                raise UsageError("--size: a recording is replayed in this machine's testbed; with --server (two "
-                                 "machines) give generated pages")
             self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
                                      capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary,
                                      browser_start=spec.browser_start, server_names=spec.grid.servers,
-                                     browser_names=spec.grid.browsers, discovery=spec.discovery)
+                                     browser_names=spec.grid.browsers, discovery=spec.discovery,
+                                     replays=[r for p in spec.grid.pages if (r := p.page_kind.recording_name(p))],
+                                     sites_root=SITES)
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
         self.capture_bytes, warning = check_space(spec.capture, planned(self.plan), self.capture.root,

@@ -27,8 +27,7 @@ from .conditions import Conditions
 from .metadata import machine, utc_now
 from . import servers, traces as traces_mod
 from .pages import HOST, Page, Sites
-from .pages.archive import load as load_archive
-from .pages.replayd import write_active
+from .pages.replayd import ACTIVE_REPLAY, write_active
 from .topology import Topology, pids_in, write_client_etc
 
 
@@ -37,7 +36,6 @@ from .topology import Topology, pids_in, write_client_etc
 # was once too short: the netem VM's emulated CPUs, with one host core busy, took over 80 s for a
 # 5 KB trial. Only a hung worker waits this long.
 WORKER_ALLOWANCE_S = 240.0
-ACTIVE_REPLAY = "replay-active"  # in the run folder: the recording being measured now (replayd.write_active)
 
 
 class Testbed:
@@ -188,26 +186,18 @@ class Testbed:
         """The browsers' user's home, temporary and configuration folders (browsers.sandbox)."""
         return self.plan.run_dir / "browser"
 
+    def _activate(self, recording: str) -> None:
+        """Name the recording measured now, where the server replays several (replayd --active)."""
+        write_active(self.plan.run_dir / ACTIVE_REPLAY, recording)
+
     def replay_config(self):
         """What the server replays: every recorded host of the campaign's recordings, each on its own
-        replay address (a host two recordings share, on one); None when it replays nothing."""
+        replay address (servers.Replay.of); None when it replays nothing."""
         if not self.replays:
             return None
-        from .errors import UsageError
         from .servers import Replay
-        hosts = list(dict.fromkeys(o.host for n in self.replays for o in load_archive(n, self.sites.root).origins))
-        addresses = self.plan.replay_addresses
-        if len(hosts) > len(addresses):
-            raise UsageError(f"--size: the recordings {', '.join(self.replays)} have {len(hosts)} origins together; a "
-                             f"testbed replays at most {len(addresses)} at once (run them in separate campaigns)")
-        spoke: dict[str, str] = {}  # a host two recordings spoke differently has no as-recorded address (the
-        for n in self.replays:      # campaign refuses as-recorded for them: campaign._as_recorded)
-            for o in load_archive(n, self.sites.root).origins:
-                spoke[o.host] = o.protocol if spoke.get(o.host, o.protocol) == o.protocol else ""
-        own = tuple((h, ip, spoke[h]) for h, ip in zip(hosts, self.plan.as_recorded_addresses)
-                    if spoke.get(h) in protocols.NAMES)  # as-recorded: hosts whose recording says
-        return Replay(self.sites.root, self.replays, list(zip(hosts, addresses)), own=own,
-                      active=self.plan.run_dir / ACTIVE_REPLAY)
+        return Replay.of(self.sites.root, self.replays, self.plan.replay_addresses, self.plan.as_recorded_addresses,
+                         active=self.plan.run_dir / ACTIVE_REPLAY)
 
     def static_config(self):
         """The folders served as they are, one site per folder, each host on its own address."""
@@ -478,7 +468,7 @@ class Testbed:
         uri = page.page_kind.log_uri(page, self.sites.root, tag)
         recording = page.page_kind.recording_name(page)
         if recording and len(self.replays) > 1:  # the replay serves this recording's responses alone
-            write_active(self.plan.run_dir / ACTIVE_REPLAY, recording)
+            self._activate(recording)
         req = {**self._request(proto, page, tag, capture_dir, browser, benchmark=bool(benchmark)),
                "timeout_s": timeout_s, "await_s": await_s,
                "gate": gate, "mark": self.link.mark_signal(), "settle_s": settle_s,
@@ -655,11 +645,15 @@ class RemoteTestbed(Testbed):
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True,
                  browser_binary: str | None = None, browser_start: str = browsers.START_DEFAULT,
                  server_names: Sequence[str] = (servers.DEFAULT,), browser_names: Sequence[str] = (browsers.DEFAULT,),
-                 discovery: str = "forced"):
+                 discovery: str = "forced", replays: Sequence[str] = (), sites_root: Path | None = None):
+        """replays: recordings of sites_root (this machine's page sets) the server machine replays: sent
+        to it once (by content hash), each recorded host on a replay address of its own there."""
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
                          conditions=conditions, browser_binary=browser_binary, browser_start=browser_start,
-                         server_names=server_names, browser_names=browser_names, discovery=discovery)
-        self.ref, self.iface_opt = server, iface
+                         server_names=server_names, browser_names=browser_names, discovery=discovery,
+                         replays=replays)
+        self.ref, self.iface_opt, self.sites_root = server, iface, sites_root
+        self.recordings_sent: dict[str, int] = {}  # recording -> bytes sent to the server machine (it lacked them)
         self._plan = None
         self.hello: dict = {}
         self.control = None
@@ -717,6 +711,7 @@ class RemoteTestbed(Testbed):
             raise UsageError(f"--http-server: the server machine at {addr} serves with {','.join(have)}, not "
                              f"{', '.join(lacking)}; restart it with 'plt-bench serve --http-server "
                              f"{','.join([*have, *lacking])}'")
+        replay = self._replay_on_server(addr) if self.replays else None
         choice = self._choose_link()
         shaping = choice.backend == "linkem" and any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
         if shaping and self.iface_opt is None:
@@ -726,8 +721,11 @@ class RemoteTestbed(Testbed):
             hostnet.check_untouched(iface)
         self.topology = Topology.allocate(self.cc, self.index)
         self._stack.callback(self.topology.down)
-        self._plan = RemotePlan(self.topology.plan.index, iface, addr, route.get("prefsrc") or "")
+        self._plan = RemotePlan(self.topology.plan.index, iface, addr, route.get("prefsrc") or "",
+                                replay_net=replay["net"] if replay else None)
         self.topology.write_state(role="client", server=addr, iface=iface)
+        if replay:
+            self._route_replay(replay["net"], addr, iface)
         self.link = link_mod.make(choice, plan=self._plan, control=self.control,
                                   record=lambda host: self.topology.write_state(host=host))
         self.link.traces = self.traces
@@ -737,13 +735,19 @@ class RemoteTestbed(Testbed):
         self.servers = {n: RemoteServer(self.control, self.hello, n) for n in self.server_names}
         serving = self.hello.get("serving", servers.DEFAULT)
         self.server = self.servers.get(serving) or RemoteServer(self.control, self.hello, serving)
+        if replay:
+            from .servers import Replay
+            replayed = Replay(self.sites_root, tuple(self.replays), [tuple(o) for o in replay["origins"]],
+                              own=tuple(tuple(o) for o in replay["own"]))
+            for one in {*self.servers.values(), self.server}:
+                one.replay = replayed
         self.use_server(self.server_names[0])  # another client may have left it serving with another
-        self.sites = RemoteSites(self.hello.get("pages") or {}, addr)
+        self.sites = RemoteSites(self.hello.get("pages") or {}, addr, self.sites_root)
         if "qlog" in self.capture.kinds:
             self.qlogs = RemoteQlogs(self.control)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
-        self.pcap_filter.write_text(f"host {addr}\n")
-        own_files = []
+        self.pcap_filter.write_text(f"host {addr}" + (f" or net {replay['net']}" if replay else "") + "\n")
+        own_files, etc_files = [], None
         if self.discovery != "forced":  # the server machine's name server, asked over the link by the worker alone
             if "names" not in (self.hello.get("features") or ()):
                 raise UsageError(f"--discovery: the server machine at {addr} runs a plt-bench without a name server "
@@ -751,9 +755,13 @@ class RemoteTestbed(Testbed):
             self.name_server = RemoteNameServer(self.control, self.discovery)
             self._stack.callback(self.name_server.stop)
             self.name_server.start()
+            etc_files = self._plan.client_etc(addr)
+        elif replay:  # a browser that resolves by a hosts file (Firefox) finds each recorded host's address there
+            etc_files = self._plan.client_etc()
+        if etc_files:
             etc = self._plan.run_dir / "etc"
             etc.mkdir(mode=0o755)
-            for name, text in self._plan.client_etc(addr).items():
+            for name, text in etc_files.items():
                 (etc / name).write_text(text)
                 own_files.append((str(etc / name), f"/etc/{name}"))
         if self.with_browser:
@@ -766,10 +774,48 @@ class RemoteTestbed(Testbed):
     def remote_cpu(self) -> dict:
         return self.server.cpu()
 
+    def _replay_on_server(self, addr: str) -> dict:
+        """The campaign's recordings replayed by the server machine: each it lacks sent first (by
+        content hash, in parts; verified there before it is written), then the replay started. Its
+        answer: the replay's net and each recorded host's address there (and as recorded)."""
+        from .errors import UsageError
+        from .pages import archive
+        from .remote import replay_parts
+        if "replay" not in (self.hello.get("features") or ()):
+            raise UsageError(f"--size: the server machine at {addr} runs a plt-bench that takes no recording from a "
+                             "client; update plt-bench there and restart 'plt-bench serve'")
+        hashes = {n: archive.identity(n, self.sites_root) for n in self.replays}
+        for name in self.control.call("replay_missing", recordings=hashes)["missing"]:
+            packed = archive.pack(name, self.sites_root)
+            parts = replay_parts(packed.to_bytes())
+            for i, part in enumerate(parts):
+                self.control.call("replay_put", timeout_s=120, name=name, sha256=packed.sha256, part=i,
+                                  parts=len(parts), data=part)
+            self.recordings_sent[name] = packed.size_bytes
+        return self.control.call("replay_start", timeout_s=180, names=list(self.replays))
+
+    def _route_replay(self, net: str, addr: str, iface: str) -> None:
+        """This machine's way to the server machine's replay addresses: a route of `net` through its
+        address, recorded before it is made (clean removes it after a kill), removed at the end."""
+        from .errors import UsageError
+        hostnet = link_mod.host
+        held = cmd.run(["ip", "route", "show", net], check=False).stdout.strip()
+        if held:
+            raise UsageError(f"--server: this machine routes {net} already ({held}); the server machine's replay "
+                             "needs it: another campaign against a server machine with the same testbed index may "
+                             "hold it (plt-bench clean, or serve with another --testbed)")
+        record = {"netns": hostnet.netns_id(), "routes": [[net, "via", addr, "dev", iface]]}
+        self.topology.write_state(replay=record)
+        self._stack.callback(hostnet.undo, record)
+        cmd.run(["ip", "route", "add", net, "via", addr, "dev", iface])
+
+    def _activate(self, recording: str) -> None:
+        self.control.call("replay_active", name=recording)
+
     def _name_prefs(self, b) -> dict:
         """Every name to the server machine's address, for a browser that resolves by a hosts file
         (Firefox): this machine's own is the user's, never touched."""
-        return b.one_address(self._plan.server_ip) if b.resolves_by_hosts_file else {}
+        return b.one_address(self._plan.server_ip) if b.resolves_by_hosts_file and not self.replays else {}
 
     def cc_in_use(self) -> str:
         """The server's own default (it sends the pages; a real host's sysctls are left alone)."""
@@ -809,5 +855,6 @@ class RemoteTestbed(Testbed):
             "congestion_control_requested": self.cc,
             "server": {k: self.hello.get(k) for k in ("host", "kernel", "cpu_count", "loadavg", "plt_bench",
                                                       "git_commit", "iface", "sysctl")},
+            **({"recordings_sent": dict(self.recordings_sent)} if self.recordings_sent else {}),
         })
         return m

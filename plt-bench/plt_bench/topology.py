@@ -89,6 +89,11 @@ class Plan:
     def namespaces(self) -> tuple[str, str, str]:
         return (self.client_ns, self.router_ns, self.server_ns)
 
+    @property
+    def hosts_path(self) -> Path:
+        """The client namespace's own hosts file (`ip netns exec` mounts it over /etc/hosts)."""
+        return NETNS_ETC / self.client_ns / "hosts"
+
     def client_etc(self, name_server: str | None = None) -> dict[str, str]:
         """The client namespace's own /etc files (client_etc)."""
         return client_etc(self.prefix, self.origins, name_server)
@@ -366,9 +371,9 @@ def client_hosts(prefix: str, origins: list[tuple[str, str]]) -> str:
 def write_client_hosts(plan: "Plan", origins: list[tuple[str, str]]) -> None:
     """The client namespace's hosts file rewritten in place for one load's origins: a browser that
     resolves through it (Firefox) finds a recording's or a served folder's hosts at the addresses this
-    load's are at. In place: `ip netns exec` bind-mounted the file over the worker's /etc/hosts, and
-    the mount keeps the file it was made with."""
-    path = NETNS_ETC / plan.client_ns / "hosts"
+    load's are at. In place: `ip netns exec` (or, on two machines, cmd.with_own_files) bind-mounted
+    the file over the worker's /etc/hosts, and the mount keeps the file it was made with."""
+    path = plan.hosts_path
     text = client_hosts(plan.prefix, origins)
     with open(path, "r+") as f:
         if f.read() != text:
@@ -649,6 +654,7 @@ def teardown(prefix: str) -> list[str]:
     _kill(_our_processes(prefix))
     from .link.host import undo  # two machines: the host's own interface, IFB, iptables chain
     undo(read_state(prefix).get("host") or {})
+    undo(read_state(prefix).get("replay") or {})  # a replay's addresses (serve) or its route (a client)
     removed = []
     for ns in namespaces:
         res = cmd.run(["ip", "netns", "del", ns], check=False)

@@ -9,6 +9,7 @@ it a veth queues each packet on the sending CPU's backlog, and the netem VM with
 delivered 0.14% of a UDP stream out of order with no jitter asked (topology.rps_command)."""
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 
 from plt_bench import link, procs, topology
 
-from ..conftest import CALIBRATION_REFUSALS, CLI, ROOT, system_state, unjudged
+from ..conftest import CALIBRATION_REFUSALS, CLI, ROOT, state_unchanged, system_state, unjudged
 
 SRV, CLT = "pltm-srv", "pltm-cli"  # the stand-in machines (not plt-bench's: the test makes and removes them)
 SRV_IP, CLT_IP = "10.77.0.1", "10.77.0.2"
@@ -77,10 +78,12 @@ def _cli(ns, *args, timeout=300):
 def server(machines, tmp_path_factory):
     """'plt-bench serve' on the server machine for the module; on SIGINT it must leave it as it was."""
     before = system_state(SRV)
-    info_file = tmp_path_factory.mktemp("serve") / "info.json"
+    folder = tmp_path_factory.mktemp("serve")
+    info_file, sites = folder / "info.json", folder / "sites"  # the server machine's pages folder is its own
     proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_IP, "--iface", "m-srv", "--size", SIZES,
                              "--http-server", "caddy,quinn", "--info-file", str(info_file)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PLT_BENCH_SITES": str(sites)})
     deadline = time.monotonic() + 120
     while not info_file.exists():
         assert proc.poll() is None, proc.communicate()
@@ -93,7 +96,7 @@ def server(machines, tmp_path_factory):
         except ValueError:
             time.sleep(0.05)
     assert oct(info_file.stat().st_mode & 0o777) == "0o600"
-    info["info_file"] = str(info_file)
+    info["info_file"], info["sites"] = str(info_file), str(sites)
     yield info
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -254,6 +257,85 @@ def test_an_https_record_from_the_server_machines_name_server_takes_the_first_vi
                 if server["run_dir"] in p]  # stopped as the client left
     meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
     assert meta["discovery"] == "https-rr" and meta["mode"] == "two machines"
+
+
+def _two_origin_recording(tmp_path, name):
+    """A recording made on the client from a hand-made HAR: a page on www.rec.test (recorded over h2)
+    whose script comes from cdn.rec.test (recorded over h3) and writes into the page."""
+    from plt_bench.pages import page_url
+    doc = (b'<!DOCTYPE html><html><head><meta charset=utf-8><title>two machines</title></head><body><h1>here</h1>'
+           b'<script src="' + page_url("cdn.rec.test", "/app.js").encode() + b'"></script></body></html>')
+    app = b"document.querySelector('h1').textContent += ' and drawn';"
+
+    def entry(url, body, mime, version):
+        return {"startedDateTime": "2026-11-28T10:00:00.000Z", "request": {"method": "GET", "url": url},
+                "response": {"status": 200, "httpVersion": version, "bodySize": len(body),
+                             "headers": [{"name": "Content-Type", "value": mime}],
+                             "content": {"size": len(body), "mimeType": mime, "text": body.decode()}}}
+    har = {"log": {"version": "1.2", "creator": {"name": "hand-made"}, "entries": [
+        entry(page_url("www.rec.test", "/"), doc, "text/html", "h2"),
+        entry(page_url("cdn.rec.test", "/app.js"), app, "application/javascript", "h3")]}}
+    (tmp_path / "p.har").write_text(json.dumps(har))
+    r = subprocess.run([*CLI, "pages", "--from-har", str(tmp_path / "p.har"), name], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_recording_travels_to_the_server_machine_and_replays_there_each_response_proven(server, tmp_path):
+    """Issue 49: a recording made on the client, which the server machine lacks, travels to it over the
+    control channel (by its hash, in parts, verified there) and is replayed there, each recorded host
+    on an address of its own (198.18.N.0/24 on the server machine, routed through its address by the
+    client, shaped as test traffic), in both browsers, forced and as recorded; every response proven
+    at both ends. A second campaign sends nothing. The client and the server machine are left as
+    they were: no route, no address, no process."""
+    from plt_bench.pages import archive, replay_root
+    from plt_bench.pages.base import DEFAULT_SITES
+    name = "test-two-machines"
+    before = system_state(CLT)
+    try:
+        _two_origin_recording(tmp_path, name)
+        results = tmp_path / "r.sqlite"
+        r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--size", f"har:{name}",
+                               "--browser", "chromium,firefox", "--proto", "h2,as-recorded", "--runs", "1", "--bw",
+                               "20mbit", "--rtt", "20ms", "--verify", "off", "--results", str(results), timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert archive.identity(name, Path(server["sites"])) == archive.identity(name, DEFAULT_SITES)  # written there, whole
+        db = sqlite3.connect(results)
+        db.row_factory = sqlite3.Row
+        trials = db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
+        assert sorted((t["browser"], t["proto"]) for t in trials) == [
+            ("chromium", "as-recorded"), ("chromium", "h2"), ("firefox", "as-recorded"), ("firefox", "h2")]
+        for t in trials:
+            evidence = json.loads(t["replay_json"])
+            assert evidence["served"] == evidence["proven"] == 2 and evidence["unrecorded"] == [], (dict(t), evidence)
+            assert evidence["document_proven"] and set(json.loads(t["connections_json"])) == {"www.rec.test",
+                                                                                              "cdn.rec.test"}
+            # the replay's addresses are behind the shaped link too: the page's TCP and TLS handshakes and its
+            # request take three round trips of 20 ms at least
+            assert t["plt_ms"] >= 3 * 20, dict(t)
+            if t["proto"] == "as-recorded":  # each origin over the protocol it was recorded with, seen so by the server
+                assert evidence["protocols"] == {"h2": 1, "h3": 1}, evidence
+            else:
+                assert (t["next_hop_protocol"], t["server_proto"]) == ("h2", "HTTP/2.0"), dict(t)
+        meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
+        assert meta["recordings_sent"][name] > 0 and meta["topology"]["addresses"]["replay_net"].startswith("198.18.")
+        again = tmp_path / "again.sqlite"  # the server machine has it now: nothing sent
+        r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--size", f"har:{name}",
+                               "--proto", "h2", "--runs", "1", "--bw", "20mbit", "--verify", "off", "--results",
+                               str(again), timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        meta = json.loads(sqlite3.connect(again).execute("SELECT metadata_json FROM campaigns").fetchone()[0])
+        assert "recordings_sent" not in meta
+        assert system_state(CLT) == before and "198.18." not in _sh("ip", "route", ns=CLT).stdout
+        deadline = time.monotonic() + 30  # the server machine drops the replay as the client's connection ends
+        while "198.18." in _sh("ip", "-4", "addr", ns=SRV).stdout and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "198.18." not in _sh("ip", "-4", "addr", ns=SRV).stdout
+        assert not [p for p in _sh("pgrep", "-af", "plt_bench.pages.replayd", ns=SRV, check=False).stdout.splitlines()
+                    if str(server["sites"]) in p]
+    finally:
+        shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)
+        shutil.rmtree(replay_root(Path(server["sites"]), name), ignore_errors=True)
 
 
 def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_path):
@@ -494,17 +576,29 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     netem VM) with delay and loss both ways, read back and measured; elsewhere a rate only. The link
     check measures it with ping and iperf3 through the same classifier. Inside the VM one protocol's
     trial (h3: UDP through the classifier; iperf3's check is TCP's), the VM's emulation being slow
-    (387 s for both); here h3 and h1."""
+    (387 s for both); here h3 and h1. A recording the client sends is replayed in the same campaign,
+    its hosts on the server machine's replay addresses: the classifier, which matches the client's
+    address, shapes them too (issue 49)."""
+    from plt_bench.pages import replay_root
+    from plt_bench.pages.base import DEFAULT_SITES
+    name = "test-netem-replay"
+    _two_origin_recording(tmp_path, name)
     netem = link.netem_available()
     impair = ["--rtt", "40ms", "--loss", "1%"] if netem else ["--rtt", "0"]  # a rate only (quick's RTT off)
     before_srv, before_clt = system_state(SRV), system_state(CLT)
     results = tmp_path / "r.sqlite"
     protos = ["h3"] if os.environ.get("PLT_BENCH_IN_VM") else ["h3", "h1"]
-    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server, None), "--link", "netem", "--bw", "20mbit",
-                           "--up-bw", "10mbit", *impair, "--size", "500KB", "--runs", "1", "--timeout", "120s",
-                           "--proto", ",".join(protos), "--results", str(results), timeout=1500)
+    try:
+        r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server, None), "--link", "netem", "--bw",
+                               "20mbit", "--up-bw", "10mbit", *impair, "--size", f"500KB,har:{name}", "--runs", "1",
+                               "--timeout", "120s", "--proto", ",".join(protos), "--results", str(results), timeout=1800)
+    finally:
+        shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)
+        shutil.rmtree(replay_root(Path(server["sites"]), name), ignore_errors=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert (system_state(SRV), system_state(CLT)) == (before_srv, before_clt)
+    # the server machine undoes the shaping and drops the replay as the client's connection ends (its servers
+    # restart: a moment after the client has gone)
+    assert (state_unchanged(before_srv, SRV, settle_s=60), system_state(CLT)) == (before_srv, before_clt)
     db = sqlite3.connect(results)
     meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
     assert (meta["link_backend"], meta["link_tool"], meta["link_placement"]) == ("netem", "tc", "server")
@@ -519,19 +613,36 @@ def test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves
     assert judged["downlink rate"]["ok"] is not False and judged["uplink rate"]["ok"] is not False
     if netem:
         assert judged["rtt mean"]["ok"] and judged["round-trip loss"]["ok"], judged
-    statuses = db.execute(f"SELECT status, server_proto FROM trials WHERE {LAST} AND status = 'ok'").fetchall()
+    statuses = db.execute(f"SELECT status, server_proto FROM trials WHERE {LAST} AND status = 'ok' AND page = '500KB'"
+                          ).fetchall()
     assert sorted(statuses) == sorted(("ok", {"h3": "HTTP/3.0", "h1": "HTTP/1.1"}[p]) for p in protos)
     assert all(t[0] for t in db.execute("SELECT reason FROM trials WHERE status != 'ok'"))
+    replayed = db.execute(f"SELECT proto, replay_json, plt_ms FROM trials WHERE {LAST} AND status = 'ok' AND page = ?",
+                          (f"har:{name}",)).fetchall()
+    assert sorted(p for p, _, _ in replayed) == sorted(protos)
+    for _, evidence, plt_ms in replayed:
+        evidence = json.loads(evidence)
+        assert evidence["served"] == evidence["proven"] == 2 and evidence["unrecorded"] == [], evidence
+        if netem:  # the replay's addresses behind the server's netem: a connection and a request, 40 ms each
+            assert plt_ms >= 2 * 40, plt_ms
 
 
-def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
-    """SIGKILL leaves the IFB, the qdiscs, the iptables chain, GRO off and linkem in the client machine;
-    'plt-bench clean', run on the host (not in the client's namespace), finds and undoes exactly that."""
+@pytest.mark.parametrize("size", ["500KB", "har:test-killed-client"])
+def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path, size):
+    """SIGKILL leaves the IFB, the qdiscs, the iptables chain, GRO off and linkem in the client machine
+    (and, replaying a recording on the server machine, its route to the replay's addresses);
+    'plt-bench clean', run on the host (not in the client's namespace), finds and undoes exactly that.
+    The server machine drops the replay as the killed client's connection ends (the fixture's end
+    checks it was left as it was)."""
+    from plt_bench.pages import replay_root
+    from plt_bench.pages.base import DEFAULT_SITES
     before = system_state(CLT)
+    if size.startswith("har:"):
+        _two_origin_recording(tmp_path, size[4:])
     _sh("ethtool", "-K", "m-cli", "gro", "on", ns=CLT)  # so that putting GRO back is checked too
     before_gro = system_state(CLT)
     proc = subprocess.Popen(["ip", "netns", "exec", CLT, *CLI, "run", "quick", *_client_options(server),
-                             "--bw", "5mbit", "--rtt", "20ms", "--size", "500KB", "--runs", "20", "--verify", "off",
+                             "--bw", "5mbit", "--rtt", "20ms", "--size", size, "--runs", "20", "--verify", "off",
                              "--results", str(tmp_path / "r.sqlite")], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -544,6 +655,7 @@ def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
             time.sleep(0.2)
         shaped = system_state(CLT)
         assert shaped != before_gro and any(l.endswith("-ifb") for l in shaped["links"])
+        assert bool(shaped["replay_net"]) == size.startswith("har:"), shaped["replay_net"]
         prefix = next(l for l in shaped["links"] if l.endswith("-ifb"))[:-len("-ifb")]
         assert "off" in shaped["gro"]["m-cli"][0]
         proc.kill()
@@ -556,6 +668,9 @@ def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path):
         if proc.poll() is None:
             proc.kill()
         _sh("ethtool", "-K", "m-cli", "gro", "off", ns=CLT)
+        if size.startswith("har:"):
+            shutil.rmtree(replay_root(DEFAULT_SITES, size[4:]), ignore_errors=True)
+            shutil.rmtree(replay_root(Path(server["sites"]), size[4:]), ignore_errors=True)
     assert system_state(CLT) == before
     # nothing of the client's run is left: no run folder, no process (browser worker, chromedriver,
     # Chromium, linkem) that names it

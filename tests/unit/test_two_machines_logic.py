@@ -138,3 +138,35 @@ def test_serve_takes_the_servers_that_serve_a_second_machine_and_the_client_find
     assert remote.missing_servers(("quinn",), {"caddy": {"version": "v2"}}) == ["quinn"]
     assert remote.missing_servers(("caddy",), {}) == []
     assert remote.missing_servers(("caddy", "quinn"), {"servers": {"caddy": {}, "quinn": {}}}) == []
+
+
+def test_a_recording_crosses_the_control_channel_in_parts_and_comes_out_whole_or_refused():
+    import base64
+    import hashlib
+    from plt_bench.pages.archive import ArchiveError, Packed
+    from plt_bench.remote import replay_parts
+    body = bytes(range(256)) * 5000
+    packed = Packed("rec", hashlib.sha256(b"{}").hexdigest(), b"{}", {hashlib.sha256(body).hexdigest(): body, hashlib.sha256(b"").hexdigest(): b""})
+    data = packed.to_bytes()
+    parts = replay_parts(data, part_bytes=100_000)
+    assert len(parts) == 13 and all(len(p) <= 140_000 for p in parts)  # each part fits a control line (1 MiB)
+    again = Packed.from_bytes("rec", packed.sha256, b"".join(base64.b64decode(p) for p in parts))
+    assert again == packed
+    with pytest.raises(ArchiveError, match="rec: its bytes end 1 short"):
+        Packed.from_bytes("rec", packed.sha256, data[:-1])
+    assert replay_parts(b"") == [""]  # an empty recording is still one part
+
+
+def test_a_server_machines_replay_lives_on_benchmarking_addresses_the_client_shapes_as_test_traffic():
+    from plt_bench.link.commands import host_nfqueue_rules, u32_matches
+    from plt_bench.remote import RemotePlan, replay_addresses, replay_net
+    every, own = replay_addresses(3)
+    assert replay_net(3) == "198.18.3.0/24" and every[0] == "198.18.3.64" and own[0] == "198.18.3.160"
+    assert len(every) == len(own) == 32 and not set(every) & set(own)
+    plan = RemotePlan(3, "eth1", "10.0.0.1", "10.0.0.2", replay_net=replay_net(3))
+    assert plan.peers == ["10.0.0.1", "198.18.3.0/24"] and RemotePlan(3, "eth1", "10.0.0.1", "10.0.0.2").peers == ["10.0.0.1"]
+    matches = [" ".join(m) for m in u32_matches(plan.peers, "src")]
+    assert sum("src 10.0.0.1/32" in m for m in matches) == sum("src 198.18.3.0/24" in m for m in matches) == 7
+    rules = host_nfqueue_rules(plan.peers, 20549)
+    assert {r[1] for r in rules} == {"10.0.0.1", "198.18.3.0/24"} and len(rules) == 14
+    assert plan.describe()["addresses"]["replay_net"] == "198.18.3.0/24"

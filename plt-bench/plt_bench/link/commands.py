@@ -120,17 +120,24 @@ def egress_redirect_commands(devs: list[str], ifb: str) -> list[list[str]]:
 
 
 # -- test traffic on a real host's interface ------------------------------------------------------
-def u32_matches(peer: str, peer_is: str, port_is: str | None = None) -> list[list[str]]:
-    """u32 match lists for the test traffic: TCP and UDP on SHAPED_PORTS, and ICMP, to or from the peer.
+def _nets(peers) -> list[str]:
+    """Peers as networks (pure): an address alone is its /32."""
+    return [p if "/" in p else f"{p}/32" for p in ([peers] if isinstance(peers, str) else peers)]
+
+
+def u32_matches(peers, peer_is: str, port_is: str | None = None) -> list[list[str]]:
+    """u32 match lists for the test traffic: TCP and UDP on SHAPED_PORTS, and ICMP, to or from the
+    peers (an address, or several addresses and networks: a server machine and its replay's net).
     peer_is 'src': packets from the peer, 'dst': packets to it; port_is: which port is the test
     port (default: the peer's, i.e. the peer is the server)."""
     port_is = port_is or ("sport" if peer_is == "src" else "dport")
     out = []
-    for port in SHAPED_PORTS:
-        for proto in (6, 17):
-            out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", str(proto), "0xff",
-                        "match", "ip", port_is, str(port), "0xffff"])
-    out.append(["match", "ip", peer_is, f"{peer}/32", "match", "ip", "protocol", "1", "0xff"])
+    for net in _nets(peers):
+        for port in SHAPED_PORTS:
+            for proto in (6, 17):
+                out.append(["match", "ip", peer_is, net, "match", "ip", "protocol", str(proto), "0xff",
+                            "match", "ip", port_is, str(port), "0xffff"])
+        out.append(["match", "ip", peer_is, net, "match", "ip", "protocol", "1", "0xff"])
     return out
 
 
@@ -196,14 +203,17 @@ def ce_mark_rule() -> list[str]:
     return ["-m", "mark", "--mark", hex(CE_MARK), "-j", "TOS", "--set-tos", "0x03/0x03"]
 
 
-def host_nfqueue_rules(server: str, queue: int) -> list[list[str]]:
-    """Rules of our chain on a client host: test packets from the server to linkem's queue (no
-    --queue-bypass: without linkem they are dropped, never passed undelayed)."""
+def host_nfqueue_rules(servers, queue: int) -> list[list[str]]:
+    """Rules of our chain on a client host: test packets from the server (an address, or several
+    addresses and networks) to linkem's queue (no --queue-bypass: without linkem they are dropped,
+    never passed undelayed)."""
     rules = []
-    for port in SHAPED_PORTS:
-        for proto in ("tcp", "udp"):
-            rules.append(["-s", server, "-p", proto, "--sport", str(port), "-j", "NFQUEUE", "--queue-num", str(queue)])
-    rules.append(["-s", server, "-p", "icmp", "-j", "NFQUEUE", "--queue-num", str(queue)])
+    for server in ([servers] if isinstance(servers, str) else servers):
+        for port in SHAPED_PORTS:
+            for proto in ("tcp", "udp"):
+                rules.append(["-s", server, "-p", proto, "--sport", str(port), "-j", "NFQUEUE", "--queue-num",
+                              str(queue)])
+        rules.append(["-s", server, "-p", "icmp", "-j", "NFQUEUE", "--queue-num", str(queue)])
     return rules
 
 

@@ -219,4 +219,8 @@ def undo(host: dict) -> list[str]:
         run(["ip", "link", "del", host["ifb"]])
     if iface and host.get("gro") == "on":
         run(["ethtool", "-K", iface, "gro", "on"])
+    for route in host.get("routes") or ():  # a client's way to a server machine's replay addresses
+        run(["ip", "route", "del", *route])
+    for address in host.get("addresses") or ():  # a server machine's replay addresses (remote.replay_addresses)
+        run(["ip", "addr", "del", address, "dev", host["addresses_dev"]])
     return done

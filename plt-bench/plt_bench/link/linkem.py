@@ -360,13 +360,13 @@ class HostLinkem(LinkemLink):
         self._clear()
         if cond.rate_down_bps is not None:
             cmd.run_all(htb_commands(p.ifb, cond.rate_down_bps, pfifo_leaf(cond.queue_for(cond.rate_down_bps))))
-            cmd.run_all(ingress_redirect_commands(p.iface, p.ifb, u32_matches(p.server_ip, "src")))
+            cmd.run_all(ingress_redirect_commands(p.iface, p.ifb, u32_matches(p.peers, "src")))
         if cond.rate_up_bps is not None:
             cmd.run_all(host_egress_commands(p.iface, cond.rate_up_bps, pfifo_leaf(cond.queue_for(cond.rate_up_bps)),
-                                             u32_matches(p.server_ip, "dst")))
+                                             u32_matches(p.peers, "dst")))
         if cond.impaired:
             self._start(cond)
-            for rule in host_nfqueue_rules(p.server_ip, p.queue):
+            for rule in host_nfqueue_rules(p.peers, p.queue):
                 self._iptables("-t", "mangle", "-A", p.chain, *rule)
         self.cond = cond
         return self.verify(cond)
@@ -378,13 +378,13 @@ class HostLinkem(LinkemLink):
                                          ("uplink", p.iface, cond.rate_up_bps, 0.0)), cond, netem=False)}
         redirects = cmd.run(["tc", "filter", "show", "dev", p.iface, "parent", "ffff:"], check=False).stdout
         n_redirect = len(re.findall(rf"redirect to device {re.escape(p.ifb)}\)", redirects, re.I))
-        want = len(u32_matches(p.server_ip, "src")) if cond.rate_down_bps is not None else 0
+        want = len(u32_matches(p.peers, "src")) if cond.rate_down_bps is not None else 0
         if n_redirect != want:
             raise LinkError(f"downlink: {n_redirect} ingress filters lead to {p.ifb}, expected {want}")
         rules = self._iptables("-t", "mangle", "-S", p.chain).stdout
         queued = re.findall(rf"-j NFQUEUE --queue-num {p.queue}\b(.*)", rules)
         if cond.impaired:
-            if len(queued) != len(host_nfqueue_rules(p.server_ip, p.queue)) or any("bypass" in r for r in queued):
+            if len(queued) != len(host_nfqueue_rules(p.peers, p.queue)) or any("bypass" in r for r in queued):
                 raise LinkError(f"the NFQUEUE rules of {p.chain} are not as set: {rules.strip()}")
             out["linkem"] = self.check_running(cond)
         elif queued:

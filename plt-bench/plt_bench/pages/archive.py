@@ -510,6 +510,32 @@ class Packed:
     def size_bytes(self) -> int:
         return len(self.archive) + sum(len(b) for b in self.bodies.values())
 
+    def to_bytes(self) -> bytes:
+        """Its bytes for a channel that carries bytes (two machines' control channel): a length-
+        prefixed archive.json, then each body as its digest and length-prefixed bytes (pure)."""
+        out = [len(self.archive).to_bytes(8, "big"), self.archive]
+        for digest, body in sorted(self.bodies.items()):
+            out += [bytes.fromhex(digest), len(body).to_bytes(8, "big"), body]
+        return b"".join(out)
+
+    @classmethod
+    def from_bytes(cls, name: str, sha256: str, data: bytes) -> "Packed":
+        """The recording to_bytes made (pure); ArchiveError where the bytes are not whole. What they
+        hold is verified where it is written (unpack)."""
+        def take(n: int) -> bytes:
+            nonlocal at
+            if at + n > len(data):
+                raise ArchiveError(f"{name}: its bytes end {at + n - len(data)} short (cut on the way)")
+            at += n
+            return data[at - n:at]
+        at = 0
+        archive = take(int.from_bytes(take(8), "big"))
+        bodies = {}
+        while at < len(data):
+            digest = take(32).hex()
+            bodies[digest] = take(int.from_bytes(take(8), "big"))
+        return cls(name, sha256, archive, bodies)
+
 
 def identity(name: str, sites: Path) -> str:
     """A recording's content hash: its archive.json's SHA-256."""

@@ -241,6 +241,9 @@ def served_bytes(a: archive_mod.Archive, sites: Path, url_host: str, target: str
     return len(respond(r, "exact", body, "", script)[2])
 
 
+ACTIVE_REPLAY = "replay-active"  # in a testbed's run folder: the recording being measured now (write_active)
+
+
 def write_active(path: Path, name: str) -> None:
     """Name the recording measured now (replayd --active): written whole, then renamed into place."""
     tmp = path.with_name(path.name + ".tmp")

@@ -109,6 +109,27 @@ class Replay:
     own: tuple[tuple[str, str, str], ...] = ()
     active: Path | None = None  # where the testbed names the recording measured now (replayd --active)
 
+    @classmethod
+    def of(cls, sites: Path, names, addresses: list[str], own_addresses: list[str],
+           active: Path | None = None) -> "Replay":
+        """What a server replays for the recordings `names` of sites: every recorded host on an address
+        of its own (a host two recordings share, on one), and again on an address that offers only the
+        protocol it was recorded with, for the hosts whose recordings agree on it (--proto as-recorded;
+        campaign._as_recorded refuses it for the others). UsageError where the addresses run out."""
+        from ..errors import UsageError
+        from ..pages.archive import load
+        archives = [load(n, sites) for n in names]
+        hosts = list(dict.fromkeys(o.host for a in archives for o in a.origins))
+        if len(hosts) > len(addresses):
+            raise UsageError(f"--size: the recordings {', '.join(names)} have {len(hosts)} origins together; a "
+                             f"testbed replays at most {len(addresses)} at once (run them in separate campaigns)")
+        spoke: dict[str, str] = {}  # a host two recordings spoke differently has no as-recorded address
+        for a in archives:
+            for o in a.origins:
+                spoke[o.host] = o.protocol if spoke.get(o.host, o.protocol) == o.protocol else ""
+        own = tuple((h, ip, spoke[h]) for h, ip in zip(hosts, own_addresses) if spoke.get(h) in protocols.NAMES)
+        return cls(sites, tuple(names), list(zip(hosts, addresses)), own=own, active=active)
+
     @property
     def addresses(self) -> list[str]:
         return list(dict.fromkeys(ip for _, ip in self.origins))
