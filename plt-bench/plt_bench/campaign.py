@@ -373,14 +373,14 @@ def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
     items = [] if raw is None else [str(x) for x in raw] if isinstance(raw, list) else split_list(str(raw), v.name("serve"))
     served = parse_serve(items, v.name("serve"), protocols_allowed=False)
     hosts = {h for h, *_ in served}
+    if served and server is not None:
+        raise UsageError(f"{v.name('serve')}: with --server (two machines) the server machine serves the folders: "
+                         f"plt-bench serve --serve {served[0][0]}=DIR there, and --size url:... here")
     for p in grid.pages:
         host = p.page_kind.served_host(p)
-        if host is not None and host not in hosts:
+        if host is not None and host not in hosts and server is None:  # a server machine says what it serves
             raise UsageError(f"{v.name('size')}: '{p.label}': no --serve HOST=DIR serves {host}; serve its folder: "
                              f"--serve {host}=DIR")
-    if served and server is not None:
-        raise UsageError(f"{v.name('serve')}: folders are served in this machine's testbed; with --server (two "
-                         "machines) give generated pages")
     return tuple((h, str(d.resolve())) for h, d, _ in served)
 
 

@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--http-server", default=None, metavar="NAMES",
                     help="the servers to serve with, comma-separated: caddy (default), quinn, or caddy,quinn (one at "
                          "a time, the client switching between them for a campaign's --http-server caddy,quinn)")
+    sv.add_argument("--serve", action="append", metavar="HOST=DIR",
+                    help="also serve DIR as it is under HOST (repeat for more hosts): a client's --size "
+                         "url:https://HOST/PATH loads its pages from this machine")
     sv.add_argument("--qlog", action="store_true",
                     help="Caddy writes each QUIC connection's qlog (a client's --capture qlog takes its trials'; the "
                          "others stay in the run folder until serve ends)")
@@ -451,12 +454,18 @@ def cmd_down(a) -> int:
 def cmd_serve(a) -> int:
     from . import servers
     from .remote import ServeSession, check_serve_options, serve_servers, write_private
+    from .recorder import parse_serve
     addr, pages, port = check_serve_options(a.addr, a.iface, a.size, a.control_port, a.info_file)
     names = serve_servers(a.http_server)
+    served = [(h, d) for h, d, _ in parse_serve(a.serve, "--serve", protocols_allowed=False)]
     cmd.require_root()
     if a.qlog and not any("qlog" in servers.get(n).features for n in names):
         raise UsageError(f"--qlog: {', '.join(names)} writes no qlog; Caddy does (--http-server caddy)")
-    session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed, server_names=names, qlog=a.qlog)
+    if served and not any("folders" in servers.get(n).features for n in names):
+        raise UsageError(f"--serve: {', '.join(names)} serves no folders as they are; Caddy does (--http-server "
+                         "caddy, or caddy,quinn)")
+    session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed, server_names=names, qlog=a.qlog,
+                           served=served)
     try:
         info = session.open()
         if a.info_file:

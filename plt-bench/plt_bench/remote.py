@@ -130,6 +130,12 @@ def replay_net(index: int) -> str:
     return REPLAY_NET.format(index=index)
 
 
+def static_addresses(index: int) -> list[str]:
+    """A server machine's addresses of folders served as they are (serve --serve), in the replay's net (pure)."""
+    from .topology import STATIC_FIRST, STATIC_MAX
+    return [f"198.18.{index}.{STATIC_FIRST + k}" for k in range(STATIC_MAX)]
+
+
 def replay_addresses(index: int) -> tuple[list[str], list[str]]:
     """A server machine's replay addresses (pure): every protocol's, then the as-recorded ones (the last
     octets of one machine's testbed: topology.REPLAY_FIRST, AS_RECORDED_FIRST)."""
@@ -183,7 +189,10 @@ class ServeSession:
     control channel on this machine's --addr, until close()."""
 
     def __init__(self, addr: str, iface: str | None, sites_dir: Path, pages, control_port: int,
-                 index: int | None = None, server_names: tuple[str, ...] = (servers.DEFAULT,), qlog: bool = False):
+                 index: int | None = None, server_names: tuple[str, ...] = (servers.DEFAULT,), qlog: bool = False,
+                 served: list[tuple[str, Path]] = ()):
+        """served: folders served as they are, (host, folder), each host on an address of its own in the
+        replay's net for as long as serve runs (a client's url: pages)."""
         self.addr, self.sites, self.pages, self.port, self.index = addr, Sites(sites_dir), pages, control_port, index
         self.qlog = qlog  # Caddy writes each QUIC connection's qlog into the spool; a client takes its trials'
         self.qlog_spool: Path | None = None
@@ -207,6 +216,9 @@ class ServeSession:
         self.server_env: dict = {}
         self.replay = None  # what the servers replay for a client's campaign (servers.Replay), while it runs
         self.replay_host: dict = {}  # the replay's addresses on this machine, recorded before they are added
+        self.served = list(served)
+        self.statics: list = []  # the served folders as the servers take them (servers.Static), once open
+        self.statics_host: dict = {}  # their addresses on this machine, recorded before they are added
         self._incoming: dict[str, list[bytes]] = {}  # a recording's parts as they come
         self.owner: int | None = None
         self._leaving: int | None = None  # an owner whose connection ended, being cleaned up (_client_gone)
@@ -221,6 +233,8 @@ class ServeSession:
             self.qlog_spool = self.topology.plan.run_dir / "qlog-spool"
             self.qlog_spool.mkdir(mode=0o700)
             self.server_env["QLOGDIR"] = str(self.qlog_spool)
+        if self.served:
+            self._add_static_addresses()
         self._make_servers(self.server_names[0])
         self.control = ControlServer(self.addr, self.port, self.token, {
             "hello": self.hello, "cpu": self.cpu, "access": self.access, "use_server": self.use_server,
@@ -238,6 +252,7 @@ class ServeSession:
     def info(self) -> dict:
         return {"addr": self.addr, "iface": self.iface, "pin": self.server.cert.spki_sha256_b64, "token": self.token,
                 "control_port": self.port, "pages": page_files(self.sites.root), "run_dir": str(self.topology.plan.run_dir),
+                "served": [list(o) for x in self.statics for o in x.origins],
                 "client_options": f"--server {self.addr} --server-pin {self.server.cert.spki_sha256_b64} "
                                   f"--server-token {self.token}"
                                   + (f" --control-port {self.port}" if self.port != SERVER_PORT_DEFAULT_CONTROL
@@ -245,12 +260,15 @@ class ServeSession:
 
     def instructions(self, info: dict) -> str:
         """What serve prints once it serves: where, the pin and token, and the client's command."""
+        from .pages import page_url
         addr = self.addr
         return (f"serving {len(info['pages'])} page(s) from {self.sites.root} on https://{addr}:443 (HTTP/3 on UDP, "
                 f"HTTP/1.1+TLS on TCP) with {', '.join(self.servers[n].label for n in self.server_names)}"
                 f"{' (the client switches between them)' if len(self.server_names) > 1 else ''}, control channel on "
                 f"{addr}:{self.port}\n"
-                f"pin:   {info['pin']}\ntoken: {info['token']}\n"
+                + "".join(f"serving {x.folder} as it is as {page_url(h, '/')} (at {ip}; a client's --size "
+                          f"url:{page_url(h, '/PATH')})\n" for x in self.statics for h, ip in x.origins)
+                + f"pin:   {info['pin']}\ntoken: {info['token']}\n"
                 f"(also in {info['run_dir']}/server.json, mode 0600)\n\n"
                 f"on the client, with the token in a file only you can read (or in PLT_BENCH_SERVER_TOKEN):\n"
                 f"  plt-bench run --iface <its interface towards {addr}> --server {addr} --server-pin {info['pin']} "
@@ -267,6 +285,7 @@ class ServeSession:
             one.stop()
         self.servers, self.server = {}, None
         hostnet.undo(self.replay_host)
+        hostnet.undo(self.statics_host)
         hostnet.undo(self.host)
         if self.topology:
             self.topology.down()
@@ -316,6 +335,8 @@ class ServeSession:
                 "servers": {n: {"info": x.info(), "quic_cc": x.quic_cc()} for n, x in self.servers.items()},
                 "serving": self.server.name, "qlog": bool(self.qlog_spool),
                 "features": list(SERVE_FEATURES),  # what a client may ask of it beyond pages (a serve before: none)
+                "replay_net": replay_net(self.topology.plan.index),  # its replay's and served folders' addresses
+                "served": [list(o) for x in self.statics for o in x.origins],  # folders served as they are: host, address
                 **({"caddy": self.servers["caddy"].info()} if "caddy" in self.servers else {}),
                 "quic_buffer_warning": self.server.quic_buffer_warning(),
                 "netem": self._netem(), "may_shape": self.may_shape,
@@ -421,7 +442,9 @@ class ServeSession:
         if replay is not None and not self.replay_host:
             self._add_replay_addresses(replay)
         self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root,
-                                          env=self.server_env, replay=replay) for n in self.server_names}
+                                          env=self.server_env, replay=replay,
+                                          statics=self.statics if "folders" in servers.get(n).features else ())
+                        for n in self.server_names}
         self.replay = replay
         if replay is None and self.replay_host:
             hostnet.undo(self.replay_host)
@@ -433,6 +456,22 @@ class ServeSession:
         self.server.start()
         for one in self.servers.values():  # one certificate for all: the client trusts its pin
             one.cert = self.server.cert
+
+    def _add_static_addresses(self) -> None:
+        from .errors import UsageError
+        from .servers import Static
+        ips = static_addresses(self.topology.plan.index)
+        if len(self.served) > len(ips):
+            raise UsageError(f"--serve: {len(self.served)} hosts; a server machine serves at most {len(ips)}")
+        folders: dict[Path, list[tuple[str, str]]] = {}
+        for (host, folder), ip in zip(self.served, ips):
+            folders.setdefault(Path(folder).resolve(), []).append((host, ip))
+        self.statics = [Static(f, o) for f, o in folders.items()]
+        added = [f"{ip}/32" for _, ip in (o for x in self.statics for o in x.origins)]
+        self.statics_host = {"netns": hostnet.netns_id(), "addresses": added, "addresses_dev": self.iface}
+        self.topology.write_state(statics=dict(self.statics_host))  # recorded before they are made
+        for a in added:
+            cmd.run(["ip", "addr", "add", a, "dev", self.iface])
 
     def _add_replay_addresses(self, replay) -> None:
         index = self.topology.plan.index

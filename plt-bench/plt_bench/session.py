@@ -177,7 +177,8 @@ class Session:
                                      browser_start=spec.browser_start, server_names=spec.grid.servers,
                                      browser_names=spec.grid.browsers, discovery=spec.discovery,
                                      replays=[r for p in spec.grid.pages if (r := p.page_kind.recording_name(p))],
-                                     sites_root=SITES)
+                                     sites_root=SITES,
+                                     served_hosts=[h for p in spec.grid.pages if (h := p.page_kind.served_host(p))])
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
         self.capture_bytes, warning = check_space(spec.capture, planned(self.plan), self.capture.root,

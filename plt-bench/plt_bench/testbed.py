@@ -384,7 +384,7 @@ class Testbed:
         if b.unsupported(wanted):
             raise UsageError(f"--browser {b.name}: not supported yet with {', '.join(b.unsupported(wanted))} "
                              f"(supported with {b.name}: {', '.join(sorted(b.features)) or 'one-origin loads only'})")
-        if b.resolves_by_hosts_file and self.discovery == "forced" and (self.replays or self.serve):
+        if b.resolves_by_hosts_file and self.discovery == "forced" and (self.replays or self.server.statics):
             from .topology import write_client_hosts  # this load's hosts at this load's addresses (origins_for)
             write_client_hosts(self.plan, origins)
         launch = b.launch(proto, origins, self.server.cert.spki_sha256_b64, str(profile), spoke=self.spoke(),
@@ -645,14 +645,18 @@ class RemoteTestbed(Testbed):
                  index: int | None = None, capture: Settings | None = None, cc: str = "cubic", with_browser: bool = True,
                  browser_binary: str | None = None, browser_start: str = browsers.START_DEFAULT,
                  server_names: Sequence[str] = (servers.DEFAULT,), browser_names: Sequence[str] = (browsers.DEFAULT,),
-                 discovery: str = "forced", replays: Sequence[str] = (), sites_root: Path | None = None):
+                 discovery: str = "forced", replays: Sequence[str] = (), sites_root: Path | None = None,
+                 served_hosts: Sequence[str] = ()):
         """replays: recordings of sites_root (this machine's page sets) the server machine replays: sent
-        to it once (by content hash), each recorded host on a replay address of its own there."""
+        to it once (by content hash), each recorded host on a replay address of its own there.
+        served_hosts: the hosts of the campaign's url: pages, folders the server machine serves as they
+        are (serve --serve HOST=DIR)."""
         super().__init__(Path("."), cc=cc, link=link, index=index, capture=capture, with_browser=with_browser,
                          conditions=conditions, browser_binary=browser_binary, browser_start=browser_start,
                          server_names=server_names, browser_names=browser_names, discovery=discovery,
                          replays=replays)
         self.ref, self.iface_opt, self.sites_root = server, iface, sites_root
+        self.served_hosts = tuple(dict.fromkeys(served_hosts))
         self.recordings_sent: dict[str, int] = {}  # recording -> bytes sent to the server machine (it lacked them)
         self._plan = None
         self.hello: dict = {}
@@ -711,7 +715,9 @@ class RemoteTestbed(Testbed):
             raise UsageError(f"--http-server: the server machine at {addr} serves with {','.join(have)}, not "
                              f"{', '.join(lacking)}; restart it with 'plt-bench serve --http-server "
                              f"{','.join([*have, *lacking])}'")
+        statics = self._served_on_server(addr)
         replay = self._replay_on_server(addr) if self.replays else None
+        net = (replay or {}).get("net") or (self.hello.get("replay_net") if statics else None)
         choice = self._choose_link()
         shaping = choice.backend == "linkem" and any(c.rate_down_bps or c.rate_up_bps or c.impaired for c in self.all_conditions)
         if shaping and self.iface_opt is None:
@@ -721,11 +727,10 @@ class RemoteTestbed(Testbed):
             hostnet.check_untouched(iface)
         self.topology = Topology.allocate(self.cc, self.index)
         self._stack.callback(self.topology.down)
-        self._plan = RemotePlan(self.topology.plan.index, iface, addr, route.get("prefsrc") or "",
-                                replay_net=replay["net"] if replay else None)
+        self._plan = RemotePlan(self.topology.plan.index, iface, addr, route.get("prefsrc") or "", replay_net=net)
         self.topology.write_state(role="client", server=addr, iface=iface)
-        if replay:
-            self._route_replay(replay["net"], addr, iface)
+        if net:
+            self._route_replay(net, addr, iface)
         self.link = link_mod.make(choice, plan=self._plan, control=self.control,
                                   record=lambda host: self.topology.write_state(host=host))
         self.link.traces = self.traces
@@ -741,12 +746,14 @@ class RemoteTestbed(Testbed):
                               own=tuple(tuple(o) for o in replay["own"]))
             for one in {*self.servers.values(), self.server}:
                 one.replay = replayed
+        for one in {*self.servers.values(), self.server}:
+            one.statics = statics
         self.use_server(self.server_names[0])  # another client may have left it serving with another
         self.sites = RemoteSites(self.hello.get("pages") or {}, addr, self.sites_root)
         if "qlog" in self.capture.kinds:
             self.qlogs = RemoteQlogs(self.control)
         self.pcap_filter = self._plan.run_dir / "pcap.filter"  # in the run folder: `clean` finds a stray tcpdump
-        self.pcap_filter.write_text(f"host {addr}" + (f" or net {replay['net']}" if replay else "") + "\n")
+        self.pcap_filter.write_text(f"host {addr}" + (f" or net {net}" if net else "") + "\n")
         own_files, etc_files = [], None
         if self.discovery != "forced":  # the server machine's name server, asked over the link by the worker alone
             if "names" not in (self.hello.get("features") or ()):
@@ -756,7 +763,7 @@ class RemoteTestbed(Testbed):
             self._stack.callback(self.name_server.stop)
             self.name_server.start()
             etc_files = self._plan.client_etc(addr)
-        elif replay:  # a browser that resolves by a hosts file (Firefox) finds each recorded host's address there
+        elif net:  # a browser that resolves by a hosts file (Firefox) finds each recorded or served host there
             etc_files = self._plan.client_etc()
         if etc_files:
             etc = self._plan.run_dir / "etc"
@@ -773,6 +780,24 @@ class RemoteTestbed(Testbed):
 
     def remote_cpu(self) -> dict:
         return self.server.cpu()
+
+    def _served_on_server(self, addr: str) -> list:
+        """The folders the server machine serves as they are (serve --serve) that the campaign's url: pages
+        load, each host at its address there (servers.Static, the folder being the server's); UsageError
+        naming the serve option where it serves a host not."""
+        from .errors import UsageError
+        from .servers import Static
+        served = {h: ip for h, ip in self.hello.get("served") or ()}
+        lacking = [h for h in self.served_hosts if h not in served]
+        if lacking:
+            raise UsageError(f"--size: the server machine at {addr} serves no folder as {', '.join(lacking)}; restart "
+                             f"it with 'plt-bench serve --serve {lacking[0]}=DIR' (the folder on that machine)")
+        unable = [n for n in self.server_names if "folders" not in servers.get(n).features]
+        if self.served_hosts and unable:
+            raise UsageError(f"--http-server: {', '.join(unable)} serves no folders as they are (--size url:...); "
+                             "Caddy does (--http-server caddy)")
+        origins = [(h, served[h]) for h in self.served_hosts]
+        return [Static(Path("(the server machine's)"), origins)] if origins else []
 
     def _replay_on_server(self, addr: str) -> dict:
         """The campaign's recordings replayed by the server machine: each it lacks sent first (by
@@ -815,7 +840,8 @@ class RemoteTestbed(Testbed):
     def _name_prefs(self, b) -> dict:
         """Every name to the server machine's address, for a browser that resolves by a hosts file
         (Firefox): this machine's own is the user's, never touched."""
-        return b.one_address(self._plan.server_ip) if b.resolves_by_hosts_file and not self.replays else {}
+        own_hosts = self.replays or self.server.statics  # in the worker's own hosts file, each at its address
+        return b.one_address(self._plan.server_ip) if b.resolves_by_hosts_file and not own_hosts else {}
 
     def cc_in_use(self) -> str:
         """The server's own default (it sends the pages; a real host's sysctls are left alone)."""

@@ -655,6 +655,7 @@ def teardown(prefix: str) -> list[str]:
     from .link.host import undo  # two machines: the host's own interface, IFB, iptables chain
     undo(read_state(prefix).get("host") or {})
     undo(read_state(prefix).get("replay") or {})  # a replay's addresses (serve) or its route (a client)
+    undo(read_state(prefix).get("statics") or {})  # a server machine's served folders' addresses
     removed = []
     for ns in namespaces:
         res = cmd.run(["ip", "netns", "del", ns], check=False)

@@ -9,6 +9,7 @@ it a veth queues each packet on the sending CPU's backlog, and the netem VM with
 delivered 0.14% of a UDP stream out of order with no jitter asked (topology.rps_command)."""
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from plt_bench import link, procs, topology
+from plt_bench.pages import real as realpages
 
 from ..conftest import CALIBRATION_REFUSALS, CLI, ROOT, state_unchanged, system_state, unjudged
 
@@ -27,6 +29,8 @@ SRV, CLT = "pltm-srv", "pltm-cli"  # the stand-in machines (not plt-bench's: the
 SRV_IP, CLT_IP = "10.77.0.1", "10.77.0.2"
 SRV_MGMT, CLT_MGMT = "10.78.0.1", "10.78.0.2"
 SIZES = "5KB,500KB"
+# a folder served as it is by the server machine (serve --serve): a package's documentation (scripts/setup)
+TOOLBELT = next(p for p in realpages.ready() if p.name == "toolbelt")
 
 
 def _sh(*argv, ns=None, check=True):
@@ -81,7 +85,8 @@ def server(machines, tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve")
     info_file, sites = folder / "info.json", folder / "sites"  # the server machine's pages folder is its own
     proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_IP, "--iface", "m-srv", "--size", SIZES,
-                             "--http-server", "caddy,quinn", "--info-file", str(info_file)], cwd=ROOT,
+                             "--http-server", "caddy,quinn", "--info-file", str(info_file),
+                             "--serve", f"{TOOLBELT.serve[0][0]}={TOOLBELT.serve[0][1]}"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PLT_BENCH_SITES": str(sites)})
     deadline = time.monotonic() + 120
@@ -132,10 +137,13 @@ def _client_options(info, iface="m-cli"):
 def test_serve_prints_what_the_client_needs_and_listens_only_on_its_address(server):
     assert server["addr"] == SRV_IP and server["iface"] == "m-srv"
     assert {"index_5KB.html", "index_500KB.html"} <= set(server["pages"])
+    (host, served_ip), = server["served"]  # the folder it serves as it is (--serve), on an address of its own
+    assert host == TOOLBELT.serve[0][0] and served_ip.startswith("198.18.")
     listening = _sh("ss", "-Hltun", ns=SRV).stdout
     ours = [l.split()[4] for l in listening.splitlines()]
-    assert f"{SRV_IP}:443" in ours and f"{SRV_IP}:4443" in ours
-    assert all(a.startswith(SRV_IP + ":") for a in ours), listening  # no wildcard, nothing on the other interface
+    assert f"{SRV_IP}:443" in ours and f"{SRV_IP}:4443" in ours and f"{served_ip}:443" in ours
+    # no wildcard, nothing on the other interface: its address, and its served folder's on 443 alone
+    assert all(a.startswith(SRV_IP + ":") or a == f"{served_ip}:443" for a in ours), listening
 
 
 def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client_as_it_was(server, tmp_path):
@@ -281,6 +289,12 @@ def _two_origin_recording(tmp_path, name):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def _replay_addresses_of_srv(server) -> list[str]:
+    """The server machine's addresses in the replay's net but its served folders' (those live with serve)."""
+    served = {ip for _, ip in server["served"]}
+    return [a for a in re.findall(r"inet (198\.18\.[0-9.]+)/", _sh("ip", "-4", "addr", ns=SRV).stdout) if a not in served]
+
+
 def test_a_recording_travels_to_the_server_machine_and_replays_there_each_response_proven(server, tmp_path):
     """Issue 49: a recording made on the client, which the server machine lacks, travels to it over the
     control channel (by its hash, in parts, verified there) and is replayed there, each recorded host
@@ -328,14 +342,37 @@ def test_a_recording_travels_to_the_server_machine_and_replays_there_each_respon
         assert "recordings_sent" not in meta
         assert system_state(CLT) == before and "198.18." not in _sh("ip", "route", ns=CLT).stdout
         deadline = time.monotonic() + 30  # the server machine drops the replay as the client's connection ends
-        while "198.18." in _sh("ip", "-4", "addr", ns=SRV).stdout and time.monotonic() < deadline:
+        while _replay_addresses_of_srv(server) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert "198.18." not in _sh("ip", "-4", "addr", ns=SRV).stdout
+        assert not _replay_addresses_of_srv(server)
         assert not [p for p in _sh("pgrep", "-af", "plt_bench.pages.replayd", ns=SRV, check=False).stdout.splitlines()
                     if str(server["sites"]) in p]
     finally:
         shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)
         shutil.rmtree(replay_root(Path(server["sites"]), name), ignore_errors=True)
+
+
+def test_a_folder_the_server_machine_serves_as_it_is_loads_in_both_browsers_each_response_proven(server, tmp_path):
+    """Issue 49: 'serve --serve HOST=DIR' serves a package's documentation as it is on an address of its own
+    on the server machine (198.18.N.100 onwards); a client's --size url:... loads it in both browsers,
+    through the shaped link, each response proven at both ends; the client is left as it was."""
+    before = system_state(CLT)
+    results = tmp_path / "r.sqlite"
+    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--size", f"url:{TOOLBELT.url}",
+                           "--browser", "chromium,firefox", "--proto", "h3", "--runs", "1", "--bw", "20mbit", "--rtt",
+                           "20ms", "--verify", "off", "--results", str(results), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert system_state(CLT) == before and "198.18." not in _sh("ip", "route", ns=CLT).stdout
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    trials = db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
+    assert sorted(t["browser"] for t in trials) == ["chromium", "firefox"]
+    for t in trials:
+        evidence = json.loads(t["replay_json"])
+        assert evidence["document_proven"] and evidence["proven"] == evidence["served"] >= 5, evidence
+        assert (t["next_hop_protocol"], t["server_proto"]) == ("h3", "HTTP/3.0"), dict(t)
+        assert set(json.loads(t["connections_json"])) == {TOOLBELT.serve[0][0]}
+        assert t["plt_ms"] >= 2 * 20, dict(t)  # a QUIC handshake and a request over the shaped link at least
 
 
 def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_path):
@@ -524,6 +561,9 @@ BAD = [
     (CLT, ["--token-wrong"], "--server-token: the server at 10.77.0.1:4443 refused it"),
     (CLT, ["--pin-wrong"], "--server-pin: the server's certificate has pin"),
     (CLT, ["--size", "123KB"], "--size: the server at 10.77.0.1 does not have index_123KB.html"),
+    (CLT, ["--size", "url:https://nothere.pkg.test/"], "--size: the server machine at 10.77.0.1 serves no folder as "
+                                                       "nothere.pkg.test; restart it with 'plt-bench serve --serve "
+                                                       "nothere.pkg.test=DIR'"),
     (CLT, ["--loss", "1%"], "drops packets on the uplink, which the client would do on its own output path"),
     (CLT, ["--capture", "qlog"], "--capture: qlog is written on the server machine, and the one at 10.77.0.1 writes "
                                  "none; restart it with 'plt-bench serve --qlog'"),
@@ -680,12 +720,14 @@ def test_a_killed_client_is_cleaned_up_from_the_host_by_clean(server, tmp_path, 
 
 
 def test_a_killed_server_is_cleaned_up_by_clean(server, tmp_path):
-    """A second 'serve' (on the other interface, named, so the default-route rule lets it) is killed with
-    SIGKILL: its Caddy and run folder remain until 'plt-bench clean' removes them, and only them."""
+    """A second 'serve' (on the other interface, named, so the default-route rule lets it), serving a folder
+    as it is, is killed with SIGKILL: its Caddy, its run folder and its served folder's address remain until
+    'plt-bench clean' removes them, and only them."""
     before = system_state(SRV)
     info_file = tmp_path / "info.json"
     proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_MGMT, "--iface", "mgmt-srv",
-                             "--control-port", "4444", "--size", "5KB", "--info-file", str(info_file)], cwd=ROOT,
+                             "--control-port", "4444", "--size", "5KB", "--info-file", str(info_file),
+                             "--serve", f"{TOOLBELT.serve[0][0]}={TOOLBELT.serve[0][1]}"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not info_file.exists():
@@ -694,12 +736,14 @@ def test_a_killed_server_is_cleaned_up_by_clean(server, tmp_path):
     deadline = time.monotonic() + 10
     while not info_file.stat().st_size and time.monotonic() < deadline:
         time.sleep(0.1)
-    run_dir = json.loads(info_file.read_text())["run_dir"]  # its own testbed: the one it judges and cleans
+    info = json.loads(info_file.read_text())
+    run_dir = info["run_dir"]  # its own testbed: the one it judges and cleans
     proc.kill()
     proc.wait()
     left = system_state(SRV)
     assert left != before and any(run_dir in (procs.cmdline(p) or "")
                                   for p in topology.leftovers()["processes"])  # its Caddy, in its run folder
+    assert any(info["served"][0][1] in a for a in left["replay_net"]), left["replay_net"]
     prefix = os.path.basename(run_dir)
     r = subprocess.run([*CLI, "clean", "--testbed", prefix[2:]], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0 and f"removed {prefix}" in r.stdout, r.stdout + r.stderr

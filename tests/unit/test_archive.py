@@ -378,7 +378,7 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
 
 
 
-def test_a_url_page_needs_a_folder_serving_its_host_and_this_machines_testbed(tmp_path):
+def test_a_url_page_needs_a_folder_serving_its_host_here_or_on_the_server_machine(tmp_path):
     from plt_bench import campaign
     (tmp_path / "d").mkdir()
     spec = campaign.bare({"size": "url:https://docs.pkg.test/", "serve": f"docs.pkg.test={tmp_path / 'd'}"})
@@ -387,8 +387,11 @@ def test_a_url_page_needs_a_folder_serving_its_host_and_this_machines_testbed(tm
     assert spec.as_dict()["sizes"] == ["url:https://docs.pkg.test/"]  # by its label (a size of 0 would be another page)
     with pytest.raises(UsageError, match="no --serve HOST=DIR serves docs.pkg.test"):
         campaign.bare({"size": "url:https://docs.pkg.test/"})
-    with pytest.raises(UsageError, match="--serve: folders are served in this machine's testbed"):
+    with pytest.raises(UsageError, match="--serve: with --server .two machines. the server machine serves the folders: "
+                                         "plt-bench serve --serve a.test=DIR there"):
         campaign.bare({"size": "5KB", "serve": f"a.test={tmp_path / 'd'}", "server": "192.0.2.1"})
+    # two machines: the server machine says what it serves (its hello; RemoteTestbed refuses a host it lacks)
+    assert campaign.bare({"size": "url:https://docs.pkg.test/", "server": "192.0.2.1"}).serve == ()
 
 
 def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(tmp_path, monkeypatch):

@@ -160,9 +160,12 @@ def test_a_recording_crosses_the_control_channel_in_parts_and_comes_out_whole_or
 def test_a_server_machines_replay_lives_on_benchmarking_addresses_the_client_shapes_as_test_traffic():
     from plt_bench.link.commands import host_nfqueue_rules, u32_matches
     from plt_bench.remote import RemotePlan, replay_addresses, replay_net
+    from plt_bench.remote import static_addresses
     every, own = replay_addresses(3)
+    served = static_addresses(3)
     assert replay_net(3) == "198.18.3.0/24" and every[0] == "198.18.3.64" and own[0] == "198.18.3.160"
-    assert len(every) == len(own) == 32 and not set(every) & set(own)
+    assert served[0] == "198.18.3.100" and len(served) == 8
+    assert len(every) == len(own) == 32 and not set(every) & set(own) and not set(served) & (set(every) | set(own))
     plan = RemotePlan(3, "eth1", "10.0.0.1", "10.0.0.2", replay_net=replay_net(3))
     assert plan.peers == ["10.0.0.1", "198.18.3.0/24"] and RemotePlan(3, "eth1", "10.0.0.1", "10.0.0.2").peers == ["10.0.0.1"]
     matches = [" ".join(m) for m in u32_matches(plan.peers, "src")]
