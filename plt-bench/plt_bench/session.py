@@ -308,6 +308,12 @@ class Session:
         if spec.server:
             self.out(f"two machines: server {spec.server} ({bed.hello.get('host')}), this machine's {bed.plan.iface} "
                      f"shaped at its {bed.link.detail}")
+            for name, size in bed.recordings_sent.items():
+                self.out(f"two machines: recording {name} ({size / 1e6:.1f} MB) sent to the server machine, verified "
+                         "there by its hash")
+            if bed.plan.replay_net:
+                self.out(f"two machines: recorded and served hosts on the server machine's {bed.plan.replay_net}, "
+                         f"routed through {spec.server}")
         if spec.capture:
             self.out(f"capture: {', '.join(spec.capture)}, CPU every {spec.cpu_interval_s * 1000:.0f} ms"
                      + (f"; files (about {self.capture_bytes / 1e6:,.0f} MB) in {self.capture.root}/"

@@ -331,6 +331,7 @@ def test_a_recording_travels_to_the_server_machine_and_replays_there_each_respon
                 assert evidence["protocols"] == {"h2": 1, "h3": 1}, evidence
             else:
                 assert (t["next_hop_protocol"], t["server_proto"]) == ("h2", "HTTP/2.0"), dict(t)
+        assert f"two machines: recording {name} (" in r.stdout and "sent to the server machine" in r.stdout, r.stdout
         meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
         assert meta["recordings_sent"][name] > 0 and meta["topology"]["addresses"]["replay_net"].startswith("198.18.")
         again = tmp_path / "again.sqlite"  # the server machine has it now: nothing sent
@@ -339,7 +340,7 @@ def test_a_recording_travels_to_the_server_machine_and_replays_there_each_respon
                                str(again), timeout=600)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         meta = json.loads(sqlite3.connect(again).execute("SELECT metadata_json FROM campaigns").fetchone()[0])
-        assert "recordings_sent" not in meta
+        assert "recordings_sent" not in meta and "sent to the server machine" not in r.stdout
         assert system_state(CLT) == before and "198.18." not in _sh("ip", "route", ns=CLT).stdout
         deadline = time.monotonic() + 30  # the server machine drops the replay as the client's connection ends
         while _replay_addresses_of_srv(server) and time.monotonic() < deadline:
