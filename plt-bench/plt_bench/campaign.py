@@ -29,7 +29,8 @@ from .browsers import base as browser_base, sandbox
 
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
-            "link", "profile", "capture", "cpu_interval", "capture_limit", "server", "iface", "server_token_file",
+            "link", "profile", "capture", "cpu_interval", "capture_limit", "server_machine", "server", "iface",
+            "server_token_file",
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
             "browser_sandbox", "browser_start", "cpu", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
@@ -65,7 +66,7 @@ class Spec:
     capture: tuple[str, ...]          # capture kinds (plt_bench.capture.KINDS)
     cpu_interval_s: float
     capture_limit_bytes: int
-    server: str | None                # two machines: the server's address ('plt-bench serve --addr')
+    server_machine: str | None        # two machines: the server machine's address ('plt-bench serve --addr')
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.browsers.drivers)
@@ -124,7 +125,7 @@ class Spec:
                 "warmup": self.warmup, "retries": self.retries, "seed": self.seed,
                 "cc": self.cc if len(self.grid.ccs) == 1 else list(self.grid.ccs), "link": self.link,
                 **({"capture": list(self.capture)} if self.capture else {}),
-                **({"server": self.server} if self.server else {}),
+                **({"server_machine": self.server_machine} if self.server_machine else {}),
                 # (older campaigns' hashes hold: Chromium alone is not written, one browser by its name)
                 **({"browser": self.browser if len(self.grid.browsers) == 1 else list(self.grid.browsers)}
                    if self.grid.browsers != ("chromium",) else {}),
@@ -160,10 +161,12 @@ class Spec:
     def spec_hash(self) -> str:
         """The definition's identity: a rerun resumes the unfinished campaign of the same hash. h3 and
         h1 are hashed by the names stores before schema 13 gave them (quic, tcp), so a campaign begun
-        before three protocols came resumes after."""
+        before three protocols came resumes after; the server machine by its key before 2026-11-28 (server)."""
         legacy = {new: old for old, new in protocols.STORED_BEFORE_13.items()}
         ident = {**self.as_dict(), "protos": [legacy.get(p, p) for p in self.grid.protos]}
         ident.pop("metric", None)  # what the report compares by: the same trials either way
+        if "server_machine" in ident:  # hashed by its key before the rename, so a campaign begun then resumes
+            ident["server"] = ident.pop("server_machine")
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def plan(self) -> list["Slot"]:
@@ -245,7 +248,7 @@ class Slot(NamedTuple):
 _STR, _INT, _LIST = (str,), (int,), (str, list)
 FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST, "runs": _INT, "precision": _STR,
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
-              "cpu_interval": _STR, "capture_limit": _STR, "server": _STR, "iface": _STR,
+              "cpu_interval": _STR, "capture_limit": _STR, "server_machine": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "http_server": _LIST, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
               "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR, "browser_start": _STR, "cpu": _LIST, "cores": _INT,
               # [link] and [[profile]]
@@ -259,6 +262,7 @@ EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'1
             "sizes": "['5KB', '200x5KB']", "trace_down": "['lte-down.txt', 'gen:onoff:24mbit:1s:1s']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5",
             "browser": "['chromium', 'firefox']", "http_server": "['caddy', 'quinn']"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
+FILE_KEY_BEFORE = {"server_machine": "server"}  # a campaign file key's name before a rename, still read
 
 
 class Values:
@@ -273,6 +277,12 @@ class Values:
         fk = FILE_KEY.get(key, key)
         if fk in self.link:  # [link]'s keys; the load refuses them at the top level
             return fk, self.link
+        old = FILE_KEY_BEFORE.get(key)
+        if old in self.data and fk in self.data:
+            raise UsageError(f"{self.where}: {fk} and {old}: the same setting twice ({old} is its name before "
+                             f"2026-11-28); keep {fk}")
+        if old in self.data:
+            return old, self.data
         return (fk, self.data) if fk in self.data and fk in TOP_KEYS else None
 
     def given(self, key: str) -> bool:
@@ -374,7 +384,7 @@ def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
     served = parse_serve(items, v.name("serve"), protocols_allowed=False)
     hosts = {h for h, *_ in served}
     if served and server is not None:
-        raise UsageError(f"{v.name('serve')}: with --server (two machines) the server machine serves the folders: "
+        raise UsageError(f"{v.name('serve')}: with --server-machine (two machines) the server machine serves the folders: "
                          f"plt-bench serve --serve {served[0][0]}=DIR there, and --size url:... here")
     for p in grid.pages:
         host = p.page_kind.served_host(p)
@@ -729,8 +739,8 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     capture = parse_kinds(v.get("capture"), v.name("capture"))
     interval = parse_interval_s(v.get("cpu_interval", DEFAULTS["cpu_interval"]), v.name("cpu_interval"))
     limit = parse_size(str(v.get("capture_limit", DEFAULTS["capture_limit"])), v.name("capture_limit"))
-    server = v.get("server")
-    server = None if server is None else hostnet.parse_ipv4(str(server), v.name("server"))
+    server = v.get("server_machine")
+    server = None if server is None else hostnet.parse_ipv4(str(server), v.name("server_machine"))
     iface = v.get("iface")
     iface = None if iface is None else hostnet.check_iface_name(str(iface), v.name("iface"))
     token_file = v.get("server_token_file")
@@ -763,7 +773,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     _as_recorded(v, grid)
-    spec = Spec(server=server, iface=iface, server_token_file=token_file, browser_binary=browser,
+    spec = Spec(server_machine=server, iface=iface, server_token_file=token_file, browser_binary=browser,
                 name=name, serve=serve,
                 description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,

@@ -23,7 +23,7 @@ from .pages.base import DEFAULT_SITES as SITES  # the one place it is said (PLT_
 
 LINK = ("rtt", "jitter", "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down",
         "trace_up", "cc", "link")
-TWO = ("server", "server_pin", "server_token", "server_token_file", "control_port", "iface")
+TWO = ("server_machine", "server_pin", "server_token", "server_token_file", "control_port", "iface")
 
 
 class Parser(argparse.ArgumentParser):
@@ -58,10 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(r, *[k for k in MEASUREMENT if k not in TWO and k != "campaign"], "testbed", "results", "new", "timeout",
         *TWO, "cluster", "tls", "test", "correction", "no_report", types=index)
     w = cmd_parser("worker", "join a Dask cluster as a measuring host: one cell at a time on this machine's testbed")
-    add(w, "scheduler", "testbed", "cpus", "share_cores", "listen", "tls", "server", "server_pin", "server_token",
+    add(w, "scheduler", "testbed", "cpus", "share_cores", "listen", "tls", "server_machine", "server_pin", "server_token",
         "server_token_file", "control_port", "iface", types=index,
         helps={"testbed": "this worker's testbed index (default: 0)",
-               "server": "a server machine of this worker's own, where 'plt-bench serve --addr ADDR' runs: every "
+               "server_machine": "a server machine of this worker's own, where 'plt-bench serve --addr ADDR' runs: every "
                          "cell this worker measures is served from there (two machines)"})
     ct = cmd_parser("cluster-tls", "make a cluster's TLS files (a CA and a node certificate) in a new folder",
                     "Make DIR (new, 0700) with ca.pem, node.pem and node.key (ECDSA P-256, one year) and ca.key, the "
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "Bring a testbed up (no browser), apply each condition, measure RTT, jitter, loss, reordering and "
                    "rate with real packets, store the figures, and exit 1 if one is out of tolerance.")
     add(v, "bw", "up_bw", "probes", *LINK, "testbed", "results", "json", defaults={"probes": "500"}, types=index)
-    sv = cmd_parser("serve", "two machines: serve the pages to a client running 'plt-bench run --server'",
+    sv = cmd_parser("serve", "two machines: serve the pages to a client running 'plt-bench run --server-machine'",
                     "Start Caddy on --addr (HTTP/3 on UDP 443, HTTP/1.1+TLS on TCP 443) with a fresh certificate and the "
                     "control channel; print the pin and token the client needs; serve until Ctrl-C or SIGTERM.")
     sv.add_argument("--addr", required=True, help="this machine's address towards the client, e.g. 10.0.0.1")
@@ -274,7 +274,7 @@ def cmd_worker(a) -> int:
     if not a.scheduler:
         raise UsageError("--scheduler: required; expected tcp://HOST:PORT (the Dask scheduler to join)")
     from .remote import make_ref
-    ref = make_ref(a.server, a.server_pin, a.server_token, a.control_port, a.iface, a.server_token_file)
+    ref = make_ref(a.server_machine, a.server_pin, a.server_token, a.control_port, a.iface, a.server_token_file)
     cluster.serve_worker(a.scheduler, a.testbed if a.testbed is not None else 0, a.cpus, bool(a.share_cores),
                          out=_say, listen=a.listen, tls=a.tls,
                          server=None if ref is None else cluster.WorkerServer(ref, a.iface, a.server_token_file))

@@ -19,7 +19,7 @@
   the same message: its CPU series and its capture files, each with its hash (outgoing), which the
   head checks and writes under its own captures folder (write_back); a file it could not keep is
   named, counted and listed in the campaign's metadata (captures_lost), never stored as present.
-- A worker may have a server machine of its own (`plt-bench worker --server ADDR ...`, WorkerServer):
+- A worker may have a server machine of its own (`plt-bench worker --server-machine ADDR ...`, WorkerServer):
   every cell it measures is then a two-machine campaign's, served from there, and it declares the
   servers that machine runs.
 - A worker lost during a cell: Dask runs the cell again on another worker, which skips the slots
@@ -231,9 +231,9 @@ def handshake(raw: socket.socket, tls: Path, address: str, option: str) -> None:
 def unsupported(spec) -> None:
     """What a cluster's campaign cannot carry, refused before anything starts (pure): a server
     machine named by the head (a worker names its own: WorkerServer) and served folders."""
-    if spec.server:
-        raise UsageError("--server: not with --cluster: a server machine is a worker's own (plt-bench worker "
-                         "--scheduler ... --server ADDR --server-pin PIN --server-token-file FILE --iface IFACE); "
+    if spec.server_machine:
+        raise UsageError("--server-machine: not with --cluster: a server machine is a worker's own (plt-bench worker "
+                         "--scheduler ... --server-machine ADDR --server-pin PIN --server-token-file FILE --iface IFACE); "
                          "or run the campaign across two machines without --cluster")
     if spec.serve:  # recordings travel to the workers (Head._send_recordings); folders do not yet
         raise UsageError(f"--serve: {spec.serve[0][0]}={spec.serve[0][1]}: served folders are not sent to a cluster's "
@@ -508,7 +508,7 @@ _WORKER: dict = {}  # this worker process's testbed index (set by serve_worker)
 
 @dataclasses.dataclass(frozen=True)
 class WorkerServer:
-    """A server machine of a worker's own ('plt-bench worker --server ADDR ...'): every cell the worker
+    """A server machine of a worker's own ('plt-bench worker --server-machine ADDR ...'): every cell the worker
     measures is served from there, as a two-machine campaign is (remote.py)."""
     ref: object                      # remote.ServerRef: address, pin, token, control port
     iface: str | None                # the worker machine's interface towards it
@@ -516,7 +516,7 @@ class WorkerServer:
 
     def cell(self, spec):
         """A cell's campaign as this worker measures it: against its server machine (pure)."""
-        return dataclasses.replace(spec, server=self.ref.addr, iface=self.iface, server_token_file=self.token_file)
+        return dataclasses.replace(spec, server_machine=self.ref.addr, iface=self.iface, server_token_file=self.token_file)
 
     def session_args(self) -> dict:
         return {"server_pin": self.ref.pin, "server_token": None if self.token_file else self.ref.token,
@@ -529,7 +529,7 @@ class WorkerServer:
         try:
             control = Control(self.ref.addr, self.ref.control_port, self.ref.token)
         except (OSError, ValueError) as e:
-            raise UsageError(f"--server: no 'plt-bench serve' answers at {self.ref.addr}:{self.ref.control_port} "
+            raise UsageError(f"--server-machine: no 'plt-bench serve' answers at {self.ref.addr}:{self.ref.control_port} "
                              f"with this token ({type(e).__name__}: {e})") from None
         try:
             said = control.call("hello")

@@ -155,7 +155,7 @@ class Control:
         try:
             self.sock = socket.create_connection((addr, port), timeout=timeout_s)
         except OSError as e:
-            raise ServerError(f"--server: cannot reach plt-bench serve's control channel at {self.where}: "
+            raise ServerError(f"--server-machine: cannot reach plt-bench serve's control channel at {self.where}: "
                               f"{e.strerror or e}. Is 'plt-bench serve --addr {addr}' running there?") from None
         self.f = self.sock.makefile("rwb")
         try:
@@ -163,7 +163,7 @@ class Control:
             _send(self.f, {"mac": answer_for(token, hello.get("nonce", ""))})
             ok = _recv(self.f) or {}
         except (OSError, ValueError) as e:
-            raise ServerError(f"--server: the control channel at {self.where} broke during login: {e}") from None
+            raise ServerError(f"--server-machine: the control channel at {self.where} broke during login: {e}") from None
         if not ok.get("ok"):
             self.close()
             raise UsageError(f"--server-token: the server at {self.where} refused it ({ok.get('error', 'no answer')}); "

@@ -30,6 +30,7 @@ class Option:
     flag: bool = False             # a switch (store_true), not a value
     pytest_flag: str | None = None  # the flag in pytest when the CLI's is taken there
     group: str = "campaign"
+    aliases: tuple[str, ...] = ()  # its flags before a rename, still taken (--server for --server-machine)
 
     @property
     def cli_flag(self) -> str:
@@ -146,8 +147,10 @@ def _table() -> dict[str, Option]:
                metavar="KINDS", pytest_flag="--captures", group="capture"),
         Option("cpu_interval", "CPU sampling interval during every trial", group="capture"),
         Option("capture_limit", "warn when a campaign's capture files would take more than this", group="capture"),
-        Option("server", "two machines: the server's address, where 'plt-bench serve --addr ADDR' runs (campaign "
-                         "key: server); this machine is the client", metavar="ADDR", group="two"),
+        Option("server_machine", "two machines: the server machine's address, where 'plt-bench serve --addr ADDR' "
+                                 "runs (campaign key: server_machine; --server and the key server, its names before "
+                                 "2026-11-28, still work); this machine is the client", metavar="ADDR", group="two",
+               aliases=("--server",)),
         Option("server_pin", "the pin 'plt-bench serve' printed (base64 SHA-256 of its certificate's public key)",
                metavar="PIN", group="two"),
         Option("server_token", "the control token 'plt-bench serve' printed (64 hex digits); visible to every user of "
@@ -213,7 +216,7 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", 
                "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down", "trace_up", "cc",
                "link", "verify",
                "name", "capture", "cpu_interval",
-               "capture_limit", "server", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
+               "capture_limit", "server_machine", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
                "browser_start",
                "http_server", "cpu", "device", "cores",
                "discovery", "reference", "compare",
@@ -250,10 +253,10 @@ def add_argparse(parser: argparse.ArgumentParser, *keys: str, defaults: dict | N
         default = defaults.get(key)
         text = helps.get(key, o.help) + _shown_default(key, default)
         if o.flag:
-            g.add_argument(o.cli_flag, action="store_true", default=default or None, help=text)
+            g.add_argument(o.cli_flag, *o.aliases, dest=key, action="store_true", default=default or None, help=text)
         else:
-            g.add_argument(o.cli_flag, default=default, choices=o.choices, metavar=o.metavar, help=text,
-                           **({"type": types[key]} if key in types else {}))
+            g.add_argument(o.cli_flag, *o.aliases, dest=key, default=default, choices=o.choices, metavar=o.metavar,
+                           help=text, **({"type": types[key]} if key in types else {}))
 
 
 def add_pytest(group, *keys: str) -> None:
@@ -261,12 +264,12 @@ def add_pytest(group, *keys: str) -> None:
     checked by the campaign, not by pytest, so a wrong value exits 2 with the CLI's message."""
     for key in keys:
         o = option(key)
-        flag = o.pytest_flag or o.cli_flag
+        flags = (o.pytest_flag or o.cli_flag, *o.aliases)
         text = o.help + _shown_default(key, None)
         if o.flag:
-            group.addoption(flag, dest=PYTEST_PREFIX + key, action="store_true", default=None, help=text)
+            group.addoption(*flags, dest=PYTEST_PREFIX + key, action="store_true", default=None, help=text)
         else:
-            group.addoption(flag, dest=PYTEST_PREFIX + key, default=None, metavar=o.metavar or key.upper(), help=text)
+            group.addoption(*flags, dest=PYTEST_PREFIX + key, default=None, metavar=o.metavar or key.upper(), help=text)
 
 
 def values(namespace, keys, prefix: str = "") -> dict:

@@ -63,7 +63,7 @@ TOKEN_ARGV_WARNING = (f"warning: --server-token on the command line is visible t
 
 @dataclasses.dataclass(frozen=True)
 class ServerRef:
-    """Where the server is and how the client knows it: --server, --server-pin, and the token from
+    """Where the server machine is and how the client knows it: --server-machine, --server-pin, and the token from
     --server-token-file, the environment (PLT_BENCH_SERVER_TOKEN) or --server-token."""
 
     addr: str
@@ -253,7 +253,7 @@ class ServeSession:
         return {"addr": self.addr, "iface": self.iface, "pin": self.server.cert.spki_sha256_b64, "token": self.token,
                 "control_port": self.port, "pages": page_files(self.sites.root), "run_dir": str(self.topology.plan.run_dir),
                 "served": [list(o) for x in self.statics for o in x.origins],
-                "client_options": f"--server {self.addr} --server-pin {self.server.cert.spki_sha256_b64} "
+                "client_options": f"--server-machine {self.addr} --server-pin {self.server.cert.spki_sha256_b64} "
                                   f"--server-token {self.token}"
                                   + (f" --control-port {self.port}" if self.port != SERVER_PORT_DEFAULT_CONTROL
                                      else "")}
@@ -271,7 +271,7 @@ class ServeSession:
                 + f"pin:   {info['pin']}\ntoken: {info['token']}\n"
                 f"(also in {info['run_dir']}/server.json, mode 0600)\n\n"
                 f"on the client, with the token in a file only you can read (or in PLT_BENCH_SERVER_TOKEN):\n"
-                f"  plt-bench run --iface <its interface towards {addr}> --server {addr} --server-pin {info['pin']} "
+                f"  plt-bench run --iface <its interface towards {addr}> --server-machine {addr} --server-pin {info['pin']} "
                 f"--server-token-file <FILE>\n\n"
                 "Ctrl-C stops the server and removes everything it made.")
 
@@ -803,7 +803,7 @@ class RemoteSites:
         many = [p.label for p in pages if p.origins > 1]
         if many:
             raise UsageError(f"--size: {', '.join(many)} spread over several origins, each on an address of its own: "
-                             "the embedded testbed gives them, a server machine does not; run them without --server")
+                             "the embedded testbed gives them, a server machine does not; run them without --server-machine")
         missing = [p for p in pages if any(self.pages.get(name) != size for name, size, _ in p.files())]
         if missing:
             names = ",".join(p.label for p in missing)
@@ -835,12 +835,12 @@ def make_ref(addr: str | None, pin: str | None, token: str | None, control_port,
         for option, value in (("--server-pin", pin), ("--server-token", token), ("--server-token-file", token_file),
                               ("--control-port", control_port), ("--iface", iface)):
             if value is not None:
-                raise UsageError(f"{option}: only with --server ADDR (two machines); the embedded testbed needs none")
+                raise UsageError(f"{option}: only with --server-machine ADDR (two machines); the embedded testbed needs none")
         return None
     if token is not None and token_file is not None:
         raise UsageError("--server-token-file: give the token one way, not with --server-token as well")
     if pin is None:
-        raise UsageError("--server-pin: required with --server; 'plt-bench serve' prints it on the server")
+        raise UsageError("--server-pin: required with --server-machine; 'plt-bench serve' prints it on the server machine")
     if token_file is not None:
         token, source = read_token_file(token_file), "file"
     elif token is not None:
@@ -848,7 +848,7 @@ def make_ref(addr: str | None, pin: str | None, token: str | None, control_port,
     elif env_token is not None:
         token, source = check_token(env_token.strip(), TOKEN_ENV), "environment"
     else:
-        raise UsageError(f"--server-token-file: required with --server (or set {TOKEN_ENV}); 'plt-bench serve' "
+        raise UsageError(f"--server-token-file: required with --server-machine (or set {TOKEN_ENV}); 'plt-bench serve' "
                          "prints the token and writes it to its --info-file")
     if iface is not None:
         hostnet.check_iface_name(iface)

@@ -156,7 +156,7 @@ class Session:
         from .parts import ensure, needed
         ensure(needed(spec), note)  # what only some campaigns need comes when one first does (plt_bench.parts)
         self.capture = Settings(spec.capture, captures_root(self.results), spec.cpu_interval_s, spec.capture_limit_bytes)
-        ref = make_ref(spec.server, server_pin, server_token, control_port, spec.iface, spec.server_token_file)
+        ref = make_ref(spec.server_machine, server_pin, server_token, control_port, spec.iface, spec.server_token_file)
         if ref is not None and ref.token_source == "argv":
             note(TOKEN_ARGV_WARNING)
         self.devices = [b for b in spec.grid.budgets if device_of(b)]
@@ -305,15 +305,15 @@ class Session:
                  f"{self.results}")
         if self.finished:
             self.out(f"resuming campaign {self.campaign_id}: {self.finished} of {len(self.plan)} trials already done")
-        if spec.server:
-            self.out(f"two machines: server {spec.server} ({bed.hello.get('host')}), this machine's {bed.plan.iface} "
+        if spec.server_machine:
+            self.out(f"two machines: server machine {spec.server_machine} ({bed.hello.get('host')}), this machine's {bed.plan.iface} "
                      f"shaped at its {bed.link.detail}")
             for name, size in bed.recordings_sent.items():
                 self.out(f"two machines: recording {name} ({size / 1e6:.1f} MB) sent to the server machine, verified "
                          "there by its hash")
             if bed.plan.replay_net:
                 self.out(f"two machines: recorded and served hosts on the server machine's {bed.plan.replay_net}, "
-                         f"routed through {spec.server}")
+                         f"routed through {spec.server_machine}")
         if spec.capture:
             self.out(f"capture: {', '.join(spec.capture)}, CPU every {spec.cpu_interval_s * 1000:.0f} ms"
                      + (f"; files (about {self.capture_bytes / 1e6:,.0f} MB) in {self.capture.root}/"

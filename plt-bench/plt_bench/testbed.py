@@ -695,9 +695,9 @@ class RemoteTestbed(Testbed):
         addr = self.ref.addr
         route = hostnet.route_to(addr)
         if not route.get("dev"):
-            raise UsageError(f"--server: this machine has no route to {addr}")
+            raise UsageError(f"--server-machine: this machine has no route to {addr}")
         if route.get("type") == "local" or route.get("dev") == "lo":
-            raise UsageError(f"--server: {addr} is an address of this machine; expected the server's, on the other "
+            raise UsageError(f"--server-machine: {addr} is an address of this machine; expected the server's, on the other "
                              "machine")
         iface = hostnet.pick_iface(route["dev"], self.iface_opt, f"traffic to the server {addr}")
         self.control = Control(addr, self.ref.control_port, self.ref.token)
@@ -826,7 +826,7 @@ class RemoteTestbed(Testbed):
         hostnet = link_mod.host
         held = cmd.run(["ip", "route", "show", net], check=False).stdout.strip()
         if held:
-            raise UsageError(f"--server: this machine routes {net} already ({held}); the server machine's replay "
+            raise UsageError(f"--server-machine: this machine routes {net} already ({held}); the server machine's replay "
                              "needs it: another campaign against a server machine with the same testbed index may "
                              "hold it (plt-bench clean, or serve with another --testbed)")
         record = {"netns": hostnet.netns_id(), "routes": [[net, "via", addr, "dev", iface]]}
@@ -879,7 +879,8 @@ class RemoteTestbed(Testbed):
             # the sender's algorithm is the server's; the testbed leaves real hosts' sysctls alone
             "congestion_control": (sysctl.get("net.ipv4.tcp_congestion_control") or "unknown"),
             "congestion_control_requested": self.cc,
-            "server": {k: self.hello.get(k) for k in ("host", "kernel", "cpu_count", "loadavg", "plt_bench",
+            # the server machine (its name in a store before 2026-11-28: "server")
+            "server_machine": {k: self.hello.get(k) for k in ("host", "kernel", "cpu_count", "loadavg", "plt_bench",
                                                       "git_commit", "iface", "sysctl")},
             **({"recordings_sent": dict(self.recordings_sent)} if self.recordings_sent else {}),
         })

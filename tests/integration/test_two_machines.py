@@ -130,7 +130,7 @@ LAST_CHECK = f"SELECT result_json FROM link_checks WHERE {LAST} ORDER BY id DESC
 
 
 def _client_options(info, iface="m-cli"):
-    return ["--server", info["addr"], "--server-pin", info["pin"], "--server-token", info["token"],
+    return ["--server-machine", info["addr"], "--server-pin", info["pin"], "--server-token", info["token"],
             *(["--iface", iface] if iface else [])]
 
 
@@ -179,7 +179,7 @@ def test_a_campaign_across_two_machines_proves_every_trial_and_leaves_the_client
     assert sum(c["user_s"] + c["system_s"] for c in caddy) > 0, caddy
     meta = json.loads(db.execute("SELECT metadata_json FROM campaigns ORDER BY id DESC").fetchone()[0])
     assert meta["mode"] == "two machines" and meta["topology"]["iface"] == "m-cli"
-    assert meta["server"]["iface"] == "m-srv" and meta["link_backend"] == "linkem"
+    assert meta["server_machine"]["iface"] == "m-srv" and meta["link_backend"] == "linkem"
     check = json.loads(db.execute(LAST_CHECK).fetchone()[0])
     assert check["verify"]["ok"], check["verify"]
     rtt = next(c for c in check["verify"]["checks"] if c["name"] == "rtt mean")
@@ -377,7 +377,7 @@ def test_a_folder_the_server_machine_serves_as_it_is_loads_in_both_browsers_each
 
 
 def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_path):
-    """Issue 49: 'plt-bench worker --server ...' (the scheduler, the worker and the head on the client
+    """Issue 49: 'plt-bench worker --server-machine ...' (the scheduler, the worker and the head on the client
     machine): every cell the worker measures is served by its own server machine, as a two-machine
     campaign is, and it declares the servers that machine runs; each trial proven at both ends."""
     port = 8797  # the client machine's own loopback: no other machine sees it
@@ -396,7 +396,7 @@ def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_pa
             assert sched.poll() is None and time.monotonic() < deadline, "the scheduler did not listen"
             time.sleep(0.2)
         worker = subprocess.Popen(["ip", "netns", "exec", CLT, *CLI, "worker", "--scheduler", address, "--testbed",
-                                   "231", "--share-cores", "--server", SRV_IP, "--server-pin", server["pin"],
+                                   "231", "--share-cores", "--server-machine", SRV_IP, "--server-pin", server["pin"],
                                    "--server-token-file", server["info_file"], "--iface", "m-cli"], cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         results = tmp_path / "r.sqlite"
@@ -481,7 +481,7 @@ def test_a_qlog_capture_across_two_machines_brings_each_trials_qlog_from_the_ser
 
 
 def test_a_device_across_two_machines_is_the_client_machines_cpu(server, tmp_path):
-    """--device with --server (issue 45): the client machine calibrates the device in its own browser
+    """--device with --server-machine (issue 45): the client machine calibrates the device in its own browser
     (the benchmark in a page of the server's) and every trial runs under that budget there; the
     server machine's Caddy is outside it and nothing is left on either machine. The mid-range phone
     (about half a core here: quicker to test than the low-end phone's seventh of one)."""
@@ -571,7 +571,7 @@ BAD = [
     (CLT, ["--link", "tcconfig", "--rtt", "40ms"], "--link tcconfig: the server's kernel has no sch_netem"),
     (CLT, ["--server-at", SRV_MGMT, "--bw", "unshaped"], "--iface: traffic to the server 10.78.0.1 goes through "
                                                          "mgmt-cli, which carries this machine's default route"),
-    (CLT, ["--server-at", CLT_IP], "--server: 10.77.0.2 is an address of this machine"),
+    (CLT, ["--server-at", CLT_IP], "--server-machine: 10.77.0.2 is an address of this machine"),
     (SRV, ["serve", "--addr", SRV_MGMT], "--iface: --addr 10.78.0.1 goes through mgmt-srv, which carries this "
                                          "machine's default route"),
     (SRV, ["serve", "--addr", SRV_IP, "--iface", "mgmt-srv"], "--iface: --addr 10.77.0.1 goes through m-srv, not "

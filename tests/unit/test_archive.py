@@ -387,11 +387,11 @@ def test_a_url_page_needs_a_folder_serving_its_host_here_or_on_the_server_machin
     assert spec.as_dict()["sizes"] == ["url:https://docs.pkg.test/"]  # by its label (a size of 0 would be another page)
     with pytest.raises(UsageError, match="no --serve HOST=DIR serves docs.pkg.test"):
         campaign.bare({"size": "url:https://docs.pkg.test/"})
-    with pytest.raises(UsageError, match="--serve: with --server .two machines. the server machine serves the folders: "
+    with pytest.raises(UsageError, match="--serve: with --server-machine .two machines. the server machine serves the folders: "
                                          "plt-bench serve --serve a.test=DIR there"):
-        campaign.bare({"size": "5KB", "serve": f"a.test={tmp_path / 'd'}", "server": "192.0.2.1"})
+        campaign.bare({"size": "5KB", "serve": f"a.test={tmp_path / 'd'}", "server_machine": "192.0.2.1"})
     # two machines: the server machine says what it serves (its hello; RemoteTestbed refuses a host it lacks)
-    assert campaign.bare({"size": "url:https://docs.pkg.test/", "server": "192.0.2.1"}).serve == ()
+    assert campaign.bare({"size": "url:https://docs.pkg.test/", "server_machine": "192.0.2.1"}).serve == ()
 
 
 def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(tmp_path, monkeypatch):

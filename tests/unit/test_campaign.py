@@ -235,7 +235,7 @@ def test_congestion_control_is_an_axis_interleaved_with_the_protocols():
     # one cc keeps the definition (and so the hash) campaigns had
     assert campaign.load("quick", {"cc": "bbr"}).as_dict()["cc"] == "bbr"
     with pytest.raises(UsageError, match="--cc: cubic, bbr: several congestion controls need this machine's testbed"):
-        campaign.load("quick", {"cc": "cubic,bbr", "server": "192.0.2.1", "server_token_file": "/x", "iface": "eth0"})
+        campaign.load("quick", {"cc": "cubic,bbr", "server_machine": "192.0.2.1", "server_token_file": "/x", "iface": "eth0"})
     with pytest.raises(UsageError, match="--reference: 'h2' is not one protocol"):
         campaign.load("quick", {"reference": "h2"})
     assert campaign.load("quick", {"cc": "cubic,bbr", "compare": "cc", "reference": "bbr"}).reference == "bbr"
@@ -268,7 +268,7 @@ def test_the_browser_is_an_axis_interleaved_with_the_protocols_and_ccs():
     assert campaign.load("quick", {**base, "browser": "chromium,firefox", "compare": "browser",
                                    "reference": "Firefox"}).reference == "firefox"
     # two machines load in either (Firefox's names resolved by its own override: Firefox.one_address)
-    both = campaign.load("quick", {"browser": "chromium,firefox", "server": "192.0.2.1", "server_token_file": "/x",
+    both = campaign.load("quick", {"browser": "chromium,firefox", "server_machine": "192.0.2.1", "server_token_file": "/x",
                                    "iface": "eth0"})
     assert both.grid.browsers == ("chromium", "firefox")
 
@@ -298,7 +298,7 @@ def test_the_server_is_an_axis_interleaved_with_the_protocols():
     assert (compared.compare, compared.reference) == ("server", "quinn")
     # two machines serve with either (plt-bench serve --http-server caddy,quinn; the server machine says
     # which it runs, and the testbed refuses one it lacks when it meets it: remote.missing_servers)
-    both = campaign.load("quick", {"http_server": "caddy,quinn", "server": "192.0.2.1", "server_token_file": "/x",
+    both = campaign.load("quick", {"http_server": "caddy,quinn", "server_machine": "192.0.2.1", "server_token_file": "/x",
                                    "iface": "eth0"})
     assert both.grid.servers == ("caddy", "quinn")
 
@@ -427,3 +427,26 @@ def test_the_presets_list_counts_a_preset_whose_real_page_its_first_run_records(
     assert cli.main(["campaigns", "--results", str(tmp_path / "none.sqlite")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.split()[:1] == ["bottleneck"])
     assert "180 trials" in line and line.endswith("(its first run records real:toolbelt)"), line
+
+
+def test_the_server_machine_is_named_so_and_its_name_before_still_reads_and_resumes(tmp_path):
+    """The second machine's address: --server-machine and the campaign key server_machine; --server and
+    the key server (their names before 2026-11-28) are still taken, and a campaign's identity is what it
+    was, so a two-machine campaign begun before resumes after."""
+    base = "name = 'x'\nsizes = ['5KB']\nruns = 1\niface = 'eth0'\nserver_token_file = '/x'\n"
+    new = campaign.load(_write(tmp_path, base + "server_machine = '192.0.2.1'\n"))
+    (tmp_path / "old").mkdir()
+    old = campaign.load(_write(tmp_path / "old", base + "server = '192.0.2.1'\n"))
+    assert new.server_machine == old.server_machine == "192.0.2.1"
+    assert new.as_dict()["server_machine"] == "192.0.2.1" and "server" not in new.as_dict()
+    assert new.spec_hash == old.spec_hash
+    # the identity a campaign of the old name had: its definition with 'server' hashed as the spec was
+    import hashlib
+    import json
+    ident = {**new.as_dict(), "protos": ["tcp" if p == "h1" else "quic" if p == "h3" else p for p in new.grid.protos]}
+    ident.pop("metric", None)
+    ident["server"] = ident.pop("server_machine")
+    assert new.spec_hash == hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+    (tmp_path / "both").mkdir()
+    with pytest.raises(UsageError, match="server_machine and server: the same setting twice"):
+        campaign.load(_write(tmp_path / "both", base + "server = '192.0.2.1'\nserver_machine = '192.0.2.2'\n"))

@@ -83,8 +83,8 @@ def test_a_worker_is_refused_cpus_it_cannot_have_and_told_why(wanted, shared, cl
 def test_a_cluster_campaign_takes_captures_and_refuses_a_server_machine():
     cluster.unsupported(campaign.load(None, {"size": "5KB"}))
     cluster.unsupported(campaign.load(None, {"capture": "cpu,pcap"}))  # they come back to the head (outgoing)
-    with pytest.raises(UsageError, match=r"^--server: not with --cluster"):
-        cluster.unsupported(campaign.load(None, {"server": "10.0.0.2", "iface": "eth0"}))
+    with pytest.raises(UsageError, match=r"^--server-machine: not with --cluster"):
+        cluster.unsupported(campaign.load(None, {"server_machine": "10.0.0.2", "iface": "eth0"}))
     from plt_bench.pages import page_url
     folder = campaign.load(None, {"size": f"url:{page_url('docs.pkg.test', '/index.html')}",
                                   "serve": f"docs.pkg.test={Path(__file__).parent}"})
@@ -327,7 +327,7 @@ def test_a_worker_with_a_server_machine_measures_its_cells_there_and_declares_it
     from plt_bench.remote import ServerRef
     machine = cluster.WorkerServer(ServerRef("10.0.0.2", "P" * 43 + "=", "a" * 64, 4443), "eth1", "/etc/plt/token")
     one = machine.cell(campaign.load(None, {"size": "5KB"}))
-    assert (one.server, one.iface, one.server_token_file) == ("10.0.0.2", "eth1", "/etc/plt/token")
+    assert (one.server_machine, one.iface, one.server_token_file) == ("10.0.0.2", "eth1", "/etc/plt/token")
     assert machine.session_args() == {"server_pin": "P" * 43 + "=", "server_token": None, "control_port": "4443"}
     caps = {"browsers": {}, "servers": ["caddy"], "netem": False, "cpu_budget": True, "cores": 2}
     said = cluster.with_server_machine(caps, {"servers": {"caddy": {}, "quinn": {}}, "netem": True, "may_shape": True})

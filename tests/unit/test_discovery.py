@@ -138,7 +138,7 @@ def test_a_campaign_discovers_with_chromium_on_its_own_testbed_and_on_generated_
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with discovery"):
         campaign.load("quick", {**BASE, "discovery": "alt-svc", "browser": "firefox"})
     # two machines: the server machine's name server answers (serve's names_start)
-    assert campaign.load("quick", {**BASE, "discovery": "alt-svc", "server": "192.0.2.1", "server_token_file": "/x",
+    assert campaign.load("quick", {**BASE, "discovery": "alt-svc", "server_machine": "192.0.2.1", "server_token_file": "/x",
                                    "iface": "eth0"}).discovery == "alt-svc"
     with pytest.raises(UsageError, match="--discovery https-rr: h3 is what a browser discovers"):
         campaign.load("quick", {**BASE, "proto": "h2,h1", "discovery": "https-rr"})

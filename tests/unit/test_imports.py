@@ -62,8 +62,9 @@ def test_every_option_reads_the_same_in_the_cli_and_in_pytest():
         def __init__(self):
             self.seen = {}
 
-        def addoption(self, flag, **kw):
+        def addoption(self, flag, *aliases, **kw):
             self.seen[flag] = kw["help"]
+            self.aliases = {**getattr(self, "aliases", {}), **{a: flag for a in aliases}}
 
     class Parser:
         group = Group()
@@ -80,6 +81,10 @@ def test_every_option_reads_the_same_in_the_cli_and_in_pytest():
         assert flag in cli_help, flag
         assert seen[options.display(key, pytest=True)] == cli_help[flag], key
     assert set(seen) - {options.display(k, pytest=True) for k in pytest_plugin.KEYS} == set()
+    # a renamed option's old flag is taken by both, as the same option (--server for --server-machine)
+    old = {a.option_strings[1]: a.option_strings[0] for a in run._actions if len(a.option_strings) > 1
+           and not a.option_strings[1].startswith("--no-")}
+    assert old.get("--server") == "--server-machine" and Parser.group.aliases == {"--server": "--server-machine"}
 
 
 def _package_imports(path: Path) -> set[str]:

@@ -280,7 +280,7 @@ def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want)
     ("embedded", "netem", [Conditions(10**7, 10**7, aqm="pie:burst=50ms")], C(netem=True),
      "--link netem: .*needs linkem .*fixed 150 ms burst.*--link linkem or auto"),
     ("embedded", "netem", [Conditions(10**7, 10**7, aqm="codel")], C(netem=False), "this kernel has no sch_netem"),
-    ("two-machines", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm/--cross: .*--server"),
+    ("two-machines", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm/--cross: .*--server-machine"),
 ])
 def test_resolve_refuses_with_the_option_and_the_fix(topo, requested, conds, caps, msg):
     with pytest.raises(UsageError, match=msg):

@@ -35,7 +35,7 @@ def test_pin_token_and_port_forms():
             parse_port(bad)
     assert parse_port("4443") == 4443
     assert make_ref(None, None, None, None, None) is None
-    with pytest.raises(UsageError, match="--iface: only with --server"):
+    with pytest.raises(UsageError, match="--iface: only with --server-machine"):
         make_ref(None, None, None, None, "eth1")
     with pytest.raises(UsageError, match="--server-token-file: required"):
         make_ref("10.0.0.1", PIN, None, None, None)
@@ -62,7 +62,7 @@ def test_missing_pages_on_the_server_are_named_with_the_fix():
     RemoteSites({page.html_name: page.html_bytes, "obj_5KB.png": 5000, "hero_5KB.png": 5000}, "10.0.0.1").ensure([page])
     # a many-origin page needs an address per origin: the embedded testbed's, refused before anything is asked
     many = Page(5000, 4, origins=2)
-    with pytest.raises(UsageError, match=r"2o:4x5KB spread over several origins.*run them without --server"):
+    with pytest.raises(UsageError, match=r"2o:4x5KB spread over several origins.*run them without --server-machine"):
         RemoteSites({name: size for name, size, _ in many.files()}, "10.0.0.1").ensure([many])
 
 
@@ -119,7 +119,7 @@ def test_the_token_comes_from_a_private_file_the_environment_or_argv_with_a_warn
         make_ref("10.0.0.1", pin, None, None, None, str(bare), environ={})
     with pytest.raises(UsageError, match="not with --server-token as well"):
         make_ref("10.0.0.1", pin, token, None, None, str(info), environ={})
-    with pytest.raises(UsageError, match="--server-token-file: required with --server"):
+    with pytest.raises(UsageError, match="--server-token-file: required with --server-machine"):
         make_ref("10.0.0.1", pin, None, None, None, environ={})
     with pytest.raises(UsageError, match="--server-token-file: cannot read"):
         make_ref("10.0.0.1", pin, None, None, None, str(tmp_path / "none"), environ={})

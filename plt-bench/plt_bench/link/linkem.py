@@ -333,7 +333,7 @@ class HostLinkem(LinkemLink):
             if c.loss_up_pct:
                 raise UsageError(f"--loss-direction: {c.label} drops packets on the uplink, which the client would do "
                                  "on its own output path (quic-go sees EPERM and closes the connection); with "
-                                 "--server use --loss-direction down")
+                                 "--server-machine use --loss-direction down")
 
     def _note(self, **kw) -> None:
         self.host.update(kw)

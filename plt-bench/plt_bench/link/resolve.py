@@ -64,7 +64,7 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
     traced = [c for c in conditions if c.traced]
     if traced and topology != "embedded":
         raise UsageError("--trace-down/--trace-up: a trace is followed by linkem in this machine's testbed; with "
-                         "--server (two machines) give constant rates (--bw)")
+                         "--server-machine (two machines) give constant rates (--bw)")
     if traced and name == "netem":
         raise UsageError(f"--link {requested}: netem cannot follow a trace ({traced[0].label}); traces need --link "
                          "linkem or auto (linkem follows them on every kernel)")
@@ -73,7 +73,7 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
     managed = [c for c in conditions if c.aqm is not None or c.cross is not None]
     if managed and topology != "embedded":
         raise UsageError("--aqm/--cross: a queue discipline and competing flows run in this machine's testbed; with "
-                         "--server (two machines) not yet")
+                         "--server-machine (two machines) not yet")
     linkem_only = [c for c in conditions if _kernel_lacks(c.aqm)]
     if linkem_only and name == "netem":
         raise UsageError(f"--link {requested}: {linkem_only[0].label} needs linkem (the kernel's pie has a fixed "
