@@ -463,8 +463,8 @@ def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, serve) ->
         if server and "two-machines" not in cls.features:
             raise UsageError(f"{v.name('http_server')} {name}: two machines serve with {able('two-machines')} "
                              "('plt-bench serve'), for now")
-        if serve and "folders" not in cls.features:
-            raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve): "
+        if (serve or any(p.page_kind.served_host(p) for p in grid.pages)) and "folders" not in cls.features:
+            raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve, url: pages): "
                              f"{able('folders')} does")
         if "qlog" in capture and "qlog" not in cls.features:
             raise UsageError(f"{v.name('http_server')} {name}: writes no qlog (--capture qlog is {able('qlog')}'s)")

@@ -19,6 +19,7 @@ from . import campaign, cmd, options, signals, topology
 from .conditions import ALL_SIZES, DEFAULT_SIZES
 from .errors import PltBenchError, UsageError
 from .options import MEASUREMENT, REACH
+from .pages.base import page_url
 from .pages.base import DEFAULT_SITES as SITES  # the one place it is said (PLT_BENCH_SITES or the project's)
 
 LINK = ("rtt", "jitter", "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down",
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "a time, the client switching between them for a campaign's --http-server caddy,quinn)")
     sv.add_argument("--serve", action="append", metavar="HOST=DIR",
                     help="also serve DIR as it is under HOST (repeat for more hosts): a client's --size "
-                         "url:https://HOST/PATH loads its pages from this machine")
+                         f"url:{page_url('HOST', '/PATH')} loads its pages from this machine")
     sv.add_argument("--qlog", action="store_true",
                     help="Caddy writes each QUIC connection's qlog (a client's --capture qlog takes its trials'; the "
                          "others stay in the run folder until serve ends)")

@@ -121,19 +121,19 @@ def page_files(root: Path) -> dict[str, int]:
 # hosts share a connection). A server machine has one address on the cable; serve adds the replay's on
 # its interface from RFC 2544's benchmarking range, 198.18.N.0/24 (N: its testbed index), and the
 # client routes that net through the server's address. Nothing outside the two machines uses them.
-REPLAY_NET = "198.18.{index}.0/24"
+REPLAY_PREFIX = "198.18"  # 198.18.N.0/24: the replay's net of testbed N
 REPLAY_PART_BYTES = 512 * 1024  # a recording crosses the control channel in parts (a line is at most 1 MiB)
 REPLAY_MAX_BYTES = 1 << 30  # the most a recording may bring a server machine
 
 
 def replay_net(index: int) -> str:
-    return REPLAY_NET.format(index=index)
+    return f"{REPLAY_PREFIX}.{index}.0/24"
 
 
 def static_addresses(index: int) -> list[str]:
     """A server machine's addresses of folders served as they are (serve --serve), in the replay's net (pure)."""
     from .topology import STATIC_FIRST, STATIC_MAX
-    return [f"198.18.{index}.{STATIC_FIRST + k}" for k in range(STATIC_MAX)]
+    return [f"{REPLAY_PREFIX}.{index}.{STATIC_FIRST + k}" for k in range(STATIC_MAX)]
 
 
 def replay_addresses(index: int) -> tuple[list[str], list[str]]:
@@ -141,8 +141,8 @@ def replay_addresses(index: int) -> tuple[list[str], list[str]]:
     octets of one machine's testbed: topology.REPLAY_FIRST, AS_RECORDED_FIRST)."""
     from .pages.archive import MAX_ORIGINS
     from .topology import AS_RECORDED_FIRST, REPLAY_FIRST
-    return ([f"198.18.{index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)],
-            [f"198.18.{index}.{AS_RECORDED_FIRST + k}" for k in range(MAX_ORIGINS)])
+    return ([f"{REPLAY_PREFIX}.{index}.{REPLAY_FIRST + k}" for k in range(MAX_ORIGINS)],
+            [f"{REPLAY_PREFIX}.{index}.{AS_RECORDED_FIRST + k}" for k in range(MAX_ORIGINS)])
 
 
 def replay_parts(data: bytes, part_bytes: int = REPLAY_PART_BYTES) -> list[str]:
@@ -440,7 +440,8 @@ class ServeSession:
         for one in self.servers.values():
             one.stop()
         if replay is not None and not self.replay_host:
-            self._add_replay_addresses(replay)
+            every, own = replay_addresses(self.topology.plan.index)
+            self.replay_host = self._add_addresses("replay", every + own)
         self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root,
                                           env=self.server_env, replay=replay,
                                           statics=self.statics if "folders" in servers.get(n).features else ())
@@ -467,20 +468,16 @@ class ServeSession:
         for (host, folder), ip in zip(self.served, ips):
             folders.setdefault(Path(folder).resolve(), []).append((host, ip))
         self.statics = [Static(f, o) for f, o in folders.items()]
-        added = [f"{ip}/32" for _, ip in (o for x in self.statics for o in x.origins)]
-        self.statics_host = {"netns": hostnet.netns_id(), "addresses": added, "addresses_dev": self.iface}
-        self.topology.write_state(statics=dict(self.statics_host))  # recorded before they are made
-        for a in added:
-            cmd.run(["ip", "addr", "add", a, "dev", self.iface])
+        self.statics_host = self._add_addresses("statics", [ip for x in self.statics for _, ip in x.origins])
 
-    def _add_replay_addresses(self, replay) -> None:
-        index = self.topology.plan.index
-        every, own = replay_addresses(index)
-        added = [f"{ip}/32" for ip in every + own]
-        self.replay_host = {"netns": hostnet.netns_id(), "addresses": added, "addresses_dev": self.iface}
-        self.topology.write_state(replay=dict(self.replay_host))  # recorded before they are made
-        for a in added:
+    def _add_addresses(self, key: str, ips: list[str]) -> dict:
+        """Addresses of this machine's on --addr's interface, recorded in its state under `key` before
+        they are added (undone by hostnet.undo: at close, or by clean after a kill); the record."""
+        record = {"netns": hostnet.netns_id(), "addresses": [f"{ip}/32" for ip in ips], "addresses_dev": self.iface}
+        self.topology.write_state(**{key: dict(record)})
+        for a in record["addresses"]:
             cmd.run(["ip", "addr", "add", a, "dev", self.iface])
+        return record
 
     def replay_missing(self, recordings: dict) -> dict:
         """Which of the client's recordings ({name: its hash}) this machine lacks; one of that name that
@@ -491,10 +488,12 @@ class ServeSession:
             archive.check_name(str(name))
             if not archive.archive_exists(str(name), self.sites.root):
                 missing.append(name)
-            elif archive.identity(str(name), self.sites.root) != sha:
+                continue
+            have = archive.identity(str(name), self.sites.root)
+            if have != sha:
                 raise ValueError(f"{name}: {archive.replay_root(self.sites.root, str(name))} holds another recording "
-                                 f"of that name (hash {archive.identity(str(name), self.sites.root)[:12]}, the "
-                                 f"client's {str(sha)[:12]}); it is left as it is: remove it or rename one of them")
+                                 f"of that name (hash {have[:12]}, the client's {str(sha)[:12]}); it is left as it is: "
+                                 "remove it or rename one of them")
         return {"missing": missing}
 
     def replay_put(self, name: str, sha256: str, part: int, parts: int, data: str) -> dict:
@@ -529,9 +528,7 @@ class ServeSession:
             return self._replay_answer()
         every, own = replay_addresses(self.topology.plan.index)
         replay = Replay.of(self.sites.root, names, every, own, active=self.topology.plan.run_dir / ACTIVE_REPLAY)
-        if self.replay is not None:  # another set of recordings: the addresses stay, the servers restart
-            self._make_servers(self.server.name, None)
-        self._make_servers(self.server.name, replay)
+        self._make_servers(self.server.name, replay)  # another set of recordings: the addresses stay
         return self._replay_answer()
 
     def _replay_answer(self) -> dict:

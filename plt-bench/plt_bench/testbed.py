@@ -792,10 +792,6 @@ class RemoteTestbed(Testbed):
         if lacking:
             raise UsageError(f"--size: the server machine at {addr} serves no folder as {', '.join(lacking)}; restart "
                              f"it with 'plt-bench serve --serve {lacking[0]}=DIR' (the folder on that machine)")
-        unable = [n for n in self.server_names if "folders" not in servers.get(n).features]
-        if self.served_hosts and unable:
-            raise UsageError(f"--http-server: {', '.join(unable)} serves no folders as they are (--size url:...); "
-                             "Caddy does (--http-server caddy)")
         origins = [(h, served[h]) for h in self.served_hosts]
         return [Static(Path("(the server machine's)"), origins)] if origins else []
 

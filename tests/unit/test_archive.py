@@ -381,17 +381,21 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
 def test_a_url_page_needs_a_folder_serving_its_host_here_or_on_the_server_machine(tmp_path):
     from plt_bench import campaign
     (tmp_path / "d").mkdir()
-    spec = campaign.bare({"size": "url:https://docs.pkg.test/", "serve": f"docs.pkg.test={tmp_path / 'd'}"})
+    from plt_bench.pages import page_url
+    docs = "url:" + page_url("docs.pkg.test", "/")
+    spec = campaign.bare({"size": docs, "serve": f"docs.pkg.test={tmp_path / 'd'}"})
     assert spec.serve == (("docs.pkg.test", str(tmp_path / "d")),)
     assert spec.as_dict()["serve"] == [f"docs.pkg.test={tmp_path / 'd'}"]
-    assert spec.as_dict()["sizes"] == ["url:https://docs.pkg.test/"]  # by its label (a size of 0 would be another page)
+    assert spec.as_dict()["sizes"] == [docs]  # by its label (a size of 0 would be another page)
     with pytest.raises(UsageError, match="no --serve HOST=DIR serves docs.pkg.test"):
-        campaign.bare({"size": "url:https://docs.pkg.test/"})
+        campaign.bare({"size": docs})
     with pytest.raises(UsageError, match="--serve: with --server-machine .two machines. the server machine serves the folders: "
                                          "plt-bench serve --serve a.test=DIR there"):
         campaign.bare({"size": "5KB", "serve": f"a.test={tmp_path / 'd'}", "server_machine": "192.0.2.1"})
     # two machines: the server machine says what it serves (its hello; RemoteTestbed refuses a host it lacks)
-    assert campaign.bare({"size": "url:https://docs.pkg.test/", "server_machine": "192.0.2.1"}).serve == ()
+    assert campaign.bare({"size": docs, "server_machine": "192.0.2.1"}).serve == ()
+    with pytest.raises(UsageError, match="--http-server quinn: serves no folders as they are"):  # there too
+        campaign.bare({"size": docs, "server_machine": "192.0.2.1", "http_server": "quinn"})
 
 
 def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(tmp_path, monkeypatch):
