@@ -131,12 +131,13 @@ def campaign_lines(trials: list[Trial], checks: list[dict], wall_s: float) -> li
     bare = (wall_s - plt_s - verify_s) / n
     lines = [f"campaign benchmark ({len(trials)} trials; target: under {OVERHEAD_TARGET_S} s of overhead per trial)",
              f"  wall {wall_s:.1f} s, sum of PLTs {plt_s:.1f} s, link verification {verify_s:.1f} s",
-             f"  overhead per trial: {bare:.3f} s without verification (ratio to target {bare / OVERHEAD_TARGET_S:.2f}), "
+             f"  the campaign's time besides its loads, per trial (the testbed's start and each change of conditions "
+             f"included): {bare:.3f} s without verification (ratio to target {bare / OVERHEAD_TARGET_S:.2f}), "
              f"{(wall_s - plt_s) / n:.3f} s with it"]
     parts = overhead_parts(trials)
     if parts:
         over, gaps = parts.pop("overhead"), parts.pop("gaps")
-        lines.append(f"  from one trial's start to the next, besides the page load (median of {gaps}): {over:.3f} s "
+        lines.append(f"  a trial's cost beyond its load, from one trial's start to the next (median of {gaps}): {over:.3f} s "
                      f"(ratio to target {over / OVERHEAD_TARGET_S:.2f}); of it, in s: "
                      + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
     return lines

@@ -24,7 +24,7 @@ COND = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=50)
 def test_a_kept_browser_gives_each_trial_a_fresh_context_that_shares_nothing_and_leaves_nothing(store, campaign):
     before = system_state()
     cells = [Cell(proto, Page(5000), COND) for proto in ("h3", "h2", "h3", "h2", "h3")]
-    got, firsts = [], []
+    got, firsts, ui = [], [], []
     with Testbed(PROJECT_ROOT / "sites", browser_start="kept") as bed:
         bed.sites.ensure([5000])
         bed.set_conditions(COND)
@@ -36,6 +36,9 @@ def test_a_kept_browser_gives_each_trial_a_fresh_context_that_shares_nothing_and
                 return
             assert t.status == "ok", reasons
             got.append(t)
+            if nxt is not None:  # the next trial's context, opened while this one was stored: its window's processes
+                bed.worker.settle()
+                ui += _browser_ui(bed.worker.proc.pid)
             firsts.append(len(reasons) == 1)  # a retry's context is opened in its trial (the failed one prepared the next cell's)
         # between trials the kept browsers live below the worker; let go, nothing of them is left
         worker = bed.worker.proc.pid
@@ -43,6 +46,9 @@ def test_a_kept_browser_gives_each_trial_a_fresh_context_that_shares_nothing_and
         bed.discard_prepared()
         assert [p for p in pids_in(bed.plan.client_ns) if p != worker] == []
     assert system_state() == before
+    # no context's window started a renderer for the browser's own UI (chromium.NO_BROWSER_UI: its omnibox
+    # popup's renderer took 0.6-0.7 s of CPU per context, which the idle gate waited out before each load)
+    assert ui == [], ui
     # each next trial's context opened while the last was stored
     assert all(t.prelaunched for t, first in zip(got[1:], firsts[1:]) if first), [(t.proto, t.prelaunched, f, t.browser_loads) for t, f in zip(got, firsts)]
     for t in got:
@@ -56,3 +62,27 @@ def test_a_kept_browser_gives_each_trial_a_fresh_context_that_shares_nothing_and
     for proto in ("h3", "h2"):
         loads = [t.browser_loads for t in got if t.proto == proto]
         assert loads == sorted(loads) and loads[0] == 0 and loads[-1] >= 1, loads
+
+
+def _browser_ui(worker: int, within_s: float = 0.3) -> list[str]:
+    """The renderers of the browser's own WebUI (--top-chrome-webui) below the worker, looked for over
+    within_s (a window's renderers start as it opens). Below the worker, not in the client namespace: a
+    sandboxed Chromium's renderers have namespaces of their own."""
+    import time
+
+    from plt_bench import procs
+    seen: set[str] = set()
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        below = procs.descendants({p: row[0] for p, row in procs.table().items()}, worker)
+        seen |= {c[:160] for c in map(_cmdline, below) if "--top-chrome-webui" in c}
+        time.sleep(0.05)
+    return sorted(seen)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:  # it ended meanwhile
+        return ""

@@ -99,13 +99,24 @@ def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, pro
     return args + forcing_flags(protocol.name, [f"{h}:443" for h, _ in origins])
 
 
+# The browser window's own omnibox popup, which Chromium 156 draws with WebUI: every new window (a
+# fresh browser's first, and each kept browser's context, a window of its own) starts a renderer of
+# its own for it (chrome://omnibox-popup.top-chrome/, its --top-chrome-webui process), which ran
+# single-threaded for 0.6-0.7 s of CPU after the window opened (measured per process, 2026-11-29),
+# and the idle gate waited it out before every navigation. A headless browser never shows the popup;
+# with these off, a new context's processes took 0.05-0.06 s of CPU and were quiet within 0.1 s.
+# (chromedriver merges the list with its own --disable-features.)
+NO_BROWSER_UI = "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup"
+
+
 def web_args(profile_dir: str) -> list[str]:
     """The flags of every load (pure): headless, a fresh profile, the fixed window, nothing of
-    Chromium's own in the background. Alone, they load a page from the web as a browser does (plt-bench
-    record without --serve: its own resolver, certificates and protocols)."""
+    Chromium's own in the background (nor its window's own WebUI: NO_BROWSER_UI). Alone, they load a
+    page from the web as a browser does (plt-bench record without --serve: its own resolver,
+    certificates and protocols)."""
     return ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-extensions", "--disable-default-apps", "--mute-audio",
+            "--disable-extensions", "--disable-default-apps", "--mute-audio", NO_BROWSER_UI,
             f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={profile_dir}"]
 
 
