@@ -244,7 +244,10 @@ def test_two_runs_of_one_campaign_at_once_the_second_is_refused_naming_the_owner
     12-trial plan). Now it is refused (exit 2, the owner named, nothing left behind), and the first
     finishes alone, every slot once."""
     results = tmp_path / "shared.sqlite"
-    args = ("--size", "5KB", "--bw", "100mbit", "--runs", "3", "--name", "shared2")
+    # long enough that the first is still running when the second is judged: 12 trials of about a second each
+    # (at 100 Mbit/s and no delay, 6 trials were over, 0.35 s apart, before the second's refusal once)
+    runs = 6
+    args = ("--size", "5KB", "--bw", "100mbit", "--rtt", "200ms", "--runs", str(runs), "--name", "shared2")
     before = system_state()
     with _running(156, results, *args) as first:
         _until_first_ok(first, results)
@@ -257,14 +260,14 @@ def test_two_runs_of_one_campaign_at_once_the_second_is_refused_naming_the_owner
     assert first.returncode in (0, 1) and "Traceback" not in err1, err1
     trials = _trials(results)
     slots = [(t["run_index"], t["proto"], t["attempt"]) for t in trials]
-    assert len(slots) == len(set(slots)) and {t["run_index"] for t in trials} == {0, 1, 2}, slots
+    assert len(slots) == len(set(slots)) and {t["run_index"] for t in trials} == set(range(runs)), slots
     assert {t["campaign_id"] for t in trials} == {1}
     assert _nothing("pb156") and _nothing("pb157") and system_state() == before
     ok = ok_slots(trials, lambda t: (t["run_index"], t["proto"]))  # any failed attempt: the machine's refusal
     if first.returncode == 1:  # a slot whose every attempt the busy machine refused (CI saw one, beside the second run's start)
-        assert slots_refused(trials, lambda t: (t["run_index"], t["proto"]), {(i, p) for i in range(3) for p in {t["proto"] for t in trials}}), err1
+        assert slots_refused(trials, lambda t: (t["run_index"], t["proto"]), {(i, p) for i in range(runs) for p in {t["proto"] for t in trials}}), err1
         return
-    assert len(ok) == 6 and len([t for t in trials if t["status"] == "ok"]) == 6, trials
+    assert len(ok) == 2 * runs and len([t for t in trials if t["status"] == "ok"]) == 2 * runs, trials
     assert _campaign_status(results) == "finished"
 
 
