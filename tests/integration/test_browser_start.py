@@ -47,7 +47,7 @@ def test_a_kept_browser_gives_each_trial_a_fresh_context_that_shares_nothing_and
         assert [p for p in pids_in(bed.plan.client_ns) if p != worker] == []
     assert system_state() == before
     # no context's window started a renderer for the browser's own UI (chromium.NO_BROWSER_UI: its omnibox
-    # popup's renderer took 0.6-0.7 s of CPU per context, which the idle gate waited out before each load)
+    # popup's renderer took 0.7-0.8 s of CPU per context, which the idle gate waited out before each load)
     assert ui == [], ui
     # each next trial's context opened while the last was stored
     assert all(t.prelaunched for t, first in zip(got[1:], firsts[1:]) if first), [(t.proto, t.prelaunched, f, t.browser_loads) for t, f in zip(got, firsts)]

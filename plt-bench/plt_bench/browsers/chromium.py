@@ -101,10 +101,11 @@ def chromium_args(proto: str, origins: list[tuple[str, str]], spki_b64: str, pro
 
 # The browser window's own omnibox popup, which Chromium 156 draws with WebUI: every new window (a
 # fresh browser's first, and each kept browser's context, a window of its own) starts a renderer of
-# its own for it (chrome://omnibox-popup.top-chrome/, its --top-chrome-webui process), which ran
-# single-threaded for 0.6-0.7 s of CPU after the window opened (measured per process, 2026-11-29),
+# its own for it (chrome://omnibox-popup.top-chrome/, its --top-chrome-webui process), which took
+# 0.69-0.79 s of CPU in the 0.5-0.6 s after the window opened (measured per process, 2026-11-29),
 # and the idle gate waited it out before every navigation. A headless browser never shows the popup;
-# with these off, a new context's processes took 0.05-0.06 s of CPU and were quiet within 0.1 s.
+# with these off, a new context's renderers took 0.05-0.06 s of CPU (the browser process 0.13-0.15 s,
+# making it), and all were quiet within 0.1-0.2 s.
 # (chromedriver merges the list with its own --disable-features.)
 NO_BROWSER_UI = "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup"
 
@@ -235,7 +236,7 @@ class Chromium(Browser):
         of its own, with its own network context: HTTP cache, cookies, socket pools, QUIC and TLS session
         caches, alternative services), a window in it on about:blank, and the driver on that window.
         Target's browser-wide commands are refused on a page's session (chromedriver's), so they go
-        over the browser's own DevTools socket. Measured 2026-11-28: 0.22-0.26 s, its renderer's start."""
+        over the browser's own DevTools socket. Measured 2026-11-29: 0.12-0.22 s (NO_BROWSER_UI)."""
         dev = DevTools.browser(driver)
         try:
             ctx = dev.call("Target.createBrowserContext", disposeOnDetach=False)["browserContextId"]
