@@ -74,15 +74,8 @@ def _browser_ui(worker: int, within_s: float = 0.3) -> list[str]:
     seen: set[str] = set()
     end = time.monotonic() + within_s
     while time.monotonic() < end:
-        below = procs.descendants({p: row[0] for p, row in procs.table().items()}, worker)
-        seen |= {c[:160] for c in map(_cmdline, below) if "--top-chrome-webui" in c}
+        table = procs.table()  # {pid: (ppid, state, command line)}
+        below = procs.descendants({p: row[0] for p, row in table.items()}, worker)
+        seen |= {table[p][2][:160] for p in below if "--top-chrome-webui" in table[p][2]}
         time.sleep(0.05)
     return sorted(seen)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:  # it ended meanwhile
-        return ""
