@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -70,49 +71,118 @@ def parse_serve(items: list[str] | None, option: str = "--serve", protocols_allo
         if unsafe_path(path.resolve()):
             raise UsageError(f"{option}: '{item}': the folder {path.resolve()} has {unsafe_path(path.resolve())}; "
                              "copy or link it to a path without")
-        outside = links_out_of(path)
-        if outside:
-            raise UsageError(f"{option}: '{item}': {len(outside)} link(s) lead out of the folder to what not every "
-                             f"user may read ({', '.join(outside[:3])}); a served folder's server runs as root, so "
-                             "such a link is not followed: copy what they name into it, or remove them")
+        why = folder_refused(path)
+        if why:
+            raise UsageError(f"{option}: '{item}': {why}")
         if host in [h for h, *_ in out]:
             raise UsageError(f"{option}: host {host} given twice")
         out.append((host, path, proto))
     return out
 
 
-def links_out_of(folder: Path, most: int = 100_000) -> list[str]:
-    """The symbolic links under folder (pure but for reading it) that lead out of it to what not every
-    user may read, or nowhere, as 'link -> target'. A served folder's server runs as root: a link to
-    /etc/shadow would serve what no user may read, and it would land in a recording's world-readable
-    files. A link to what everyone may read is kept (Debian's HTML documentation links its scripts
-    to /usr/share/javascript). Walks at most `most` entries."""
-    import os
-    root = Path(folder).resolve()
-    out, seen = [], 0
-    for here, dirs, files in os.walk(root, followlinks=False):
+# Folders no one serves: the machine's own state and secrets (and / holds them all). A folder inside one
+# of these is refused too.
+SYSTEM_FOLDERS = ("/etc", "/proc", "/sys", "/dev", "/root", "/boot", "/run")
+MAX_FOLDER_ENTRIES = 100_000  # a served folder is a site's files, checked entry by entry before it is served
+
+
+def folder_refused(folder: Path, most: int = MAX_FOLDER_ENTRIES) -> str | None:
+    """Why a folder may not be served as it is (--serve HOST=DIR), or None (pure but for reading it).
+    Its server runs as root and a recording's files are world-readable, so a served folder holds
+    only what every user may read: refused are the system folders (SYSTEM_FOLDERS, and /), a folder
+    not every user may pass into, any entry inside not every user may read (a file without o+r, a
+    folder without o+rx, a socket, a FIFO, a device), and any link that leads out of the folder to
+    such a thing or nowhere (link_out). The walk stays inside the folder (links are not
+    followed), reads at most `most` entries, and never raises: what it cannot read it names."""
+    root = Path(os.path.abspath(folder))
+    try:
+        root = root.resolve(strict=True)
+    except (OSError, RuntimeError) as e:
+        return f"{folder} cannot be read ({getattr(e, 'strerror', None) or e})"
+    if root == Path("/") or any(root == Path(s) or Path(s) in root.parents for s in SYSTEM_FOLDERS):
+        return (f"{root} is a system folder (/, {', '.join(SYSTEM_FOLDERS)} and what they hold are never served); "
+                "serve a site's own folder")
+    try:
+        if not world_readable(root):
+            return (f"not every user may read the folder {root} or pass through a folder above it; a served "
+                    "folder's server runs as root and a recording's files are world-readable, so a served folder "
+                    "is one every user may read (chmod o+rx, or copy it to such a place)")
+    except OSError as e:
+        return f"{root} cannot be read ({e.strerror or e})"
+    private, outside, errors, seen = [], [], [], 0
+
+    def walk_error(e: OSError) -> None:
+        errors.append(f"{Path(e.filename or '?')}: {e.strerror or e}")
+    for here, dirs, files in os.walk(root, onerror=walk_error, followlinks=False):
         for name in dirs + files:
             seen += 1
+            if seen > most:
+                return (f"it holds more than {most} entries; a served folder is a site's files, each checked before "
+                        "it is served: serve a smaller folder")
             p = Path(here) / name
-            if not p.is_symlink():
-                continue
-            target = p.resolve()
-            if target == root or root in target.parents:
-                continue
-            if not target.exists() or not world_readable(target):
-                out.append(f"{p.relative_to(root)} -> {os.readlink(p)}")
-        if seen > most:
-            break
-    return out
+            rel = str(p.relative_to(root))
+            try:
+                st = p.lstat()
+                if stat.S_ISLNK(st.st_mode):
+                    why = link_out(p, root)
+                    if why:
+                        outside.append(f"{rel} -> {why}")
+                elif not readable_by_all(st):
+                    private.append(f"{rel} ({_mode_text(st)})")
+            except OSError as e:
+                errors.append(f"{rel}: {e.strerror or e}")
+    if private or errors:
+        names = sorted(private) + errors
+        return (f"{len(names)} entr{'y' if len(names) == 1 else 'ies'} in it not every user may read "
+                f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); a served folder's server runs as root "
+                "and a recording's files are world-readable, so such files are neither served nor recorded: make "
+                "them readable (chmod o+r, o+rx for a folder) or move them out of the folder")
+    if outside:
+        return (f"{len(outside)} link(s) lead out of the folder to what not every user may read "
+                f"({', '.join(sorted(outside)[:3])}); a served folder's server runs as root, so such a link is not followed: "
+                "copy what they name into it, or remove them")
+    return None
+
+
+def link_out(link: Path, root: Path) -> str | None:
+    """What a link inside root leads to, where that is outside root and not every user may read it
+    or it is nowhere (its target's text), else None; never raises (a target that cannot be
+    resolved or read counts as unreadable)."""
+    try:
+        text = os.readlink(link)
+    except OSError as e:
+        return f"? ({e.strerror or e})"
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return text  # nowhere, a loop, or a folder on the way no one may pass
+    if target == root or root in target.parents:
+        return None
+    try:
+        return None if world_readable(target) else text
+    except OSError:
+        return text
+
+
+def readable_by_all(st: os.stat_result) -> bool:
+    """A file others may read, or a folder others may list and enter (pure)."""
+    if stat.S_ISREG(st.st_mode):
+        return bool(st.st_mode & stat.S_IROTH)
+    if stat.S_ISDIR(st.st_mode):
+        return st.st_mode & (stat.S_IROTH | stat.S_IXOTH) == stat.S_IROTH | stat.S_IXOTH
+    return False  # a socket, a FIFO, a device: not a site's file
+
+
+def _mode_text(st: os.stat_result) -> str:
+    kind = "folder " if stat.S_ISDIR(st.st_mode) else "" if stat.S_ISREG(st.st_mode) else "not a plain file, "
+    return f"{kind}mode {stat.S_IMODE(st.st_mode):04o}"
 
 
 def world_readable(path: Path) -> bool:
     """Every user may read it: a file readable by others, a folder readable and searchable by others,
     and every folder above it searchable by others."""
-    import stat
     st = path.stat()
-    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else 0)
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) or st.st_mode & need != need:
+    if not readable_by_all(st):
         return False
     return all(parent.stat().st_mode & stat.S_IXOTH for parent in path.parents)
 
@@ -352,75 +422,94 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
                 answer, _ = bed.load(proto, Page(0, url=url), RECORD_TIMEOUT_S, folder)
                 served = bed.server.access_entries("", wait_s=1.0, expect=10**9)  # every response since the last
                 if (folder / "trial.har").is_file() and not answer.get("error"):
-                    added = complete_from_server(folder / "trial.har", served, serve)
+                    added, filled = complete_from_server(folder / "trial.har", served, serve)
                     if added:
                         note(f"{url}: {added} response(s) the page's own log did not see (a worker's), taken from "
                              "the server's log and its folder")
+                    if filled:
+                        note(f"{url}: {filled} body(ies) the browser did not keep, taken from the folder it served")
                 done.append(keep(answer, folder / "trial.har", url, name, sites, note))
     finally:
         shutil.rmtree(spool, ignore_errors=True)
     return done
 
 
-def served_not_in_har(entries: list[dict], log: dict, serve: list[tuple[str, Path, str]]) -> list[dict]:
-    """The HAR entries a served folder's recording lacks (pure but for reading the files): the
-    responses the server's log has that the page's own HAR does not, read from the folder they were
-    served from, as HAR 1.2 entries with their bodies. A page's worker (MkDocs' search worker,
-    pdf.js's) fetches in a target of its own, which the page's DevTools log does not see; left out,
-    every replay asked for them and was refused as unrecorded. Only a GET answered 200 from a file
-    inside its host's folder (a link to a file elsewhere is followed, as the server followed it);
-    anything else stays out."""
+def served_not_in_har(entries: list[dict], log: dict, serve: list[tuple[str, Path, str]]) -> tuple[list[dict], int]:
+    """What a served folder's recording lacks that the server served (pure but for reading the
+    files): (the responses the server's log has that the page's own HAR does not, as HAR 1.2 entries
+    with their bodies; how many of the HAR's own entries had no body though their size said bytes
+    and were given theirs, in place). A page's worker (MkDocs' search worker, pdf.js's) fetches in a
+    target of its own, which the page's DevTools log does not see; left out, every replay asked for
+    them and was refused as unrecorded. A body the browser did not keep (a large image; a text file
+    used as an image) was archived as an empty 200. Each is read from the folder it was served
+    from, only for a GET answered 200 from a file inside its host's folder (a link to a file
+    elsewhere is followed, as the server followed it); anything else stays as it is."""
     import base64
     import mimetypes
     from urllib.parse import unquote, urlsplit
 
     from .pages import page_url
-    have = set()
-    for e in log.get("entries", []):
-        u = urlsplit(e["request"]["url"])
-        have.add(((u.hostname or "").lower(), u.path + (f"?{u.query}" if u.query else "")))
     folders = {h.lower(): Path(d) for h, d, *_ in serve}
-    out, seen = [], set()
+    served = {}
     for e in entries:
         host, uri = (e.get("host") or "").lower().split(":")[0], e.get("uri") or ""
-        if e.get("status") != 200 or (e.get("method") or "GET") != "GET" or host not in folders:
-            continue
-        if (host, uri) in have or (host, uri) in seen:
-            continue
-        path = unquote(urlsplit(uri).path)
-        parts = [x for x in path.split("/") if x]
+        if e.get("status") == 200 and (e.get("method") or "GET") == "GET" and host in folders:
+            served.setdefault((host, uri), e)
+
+    def body_of(host: str, uri: str) -> bytes | None:
+        parts = [x for x in unquote(urlsplit(uri).path).split("/") if x]
         if any(x in ("..", ".") or "\\" in x for x in parts) or not parts:
-            continue
-        file = folders[host].joinpath(*parts)
+            return None
         try:
-            body = file.read_bytes()
+            return folders[host].joinpath(*parts).read_bytes()
         except OSError:
+            return None
+
+    def content_of(body: bytes, mime: str) -> dict:
+        return {"size": len(body), "mimeType": mime, "text": base64.b64encode(body).decode(), "encoding": "base64"}
+    have, filled = set(), 0
+    for e in log.get("entries", []):
+        u = urlsplit(e["request"]["url"])
+        key = ((u.hostname or "").lower(), u.path + (f"?{u.query}" if u.query else ""))
+        have.add(key)
+        content = (e.get("response") or {}).get("content") or {}
+        if key in served and (e.get("response") or {}).get("status") == 200 and content.get("size") \
+                and not content.get("text"):
+            body = body_of(*key)
+            if body is not None:
+                e["response"]["content"] = content_of(body, str(content.get("mimeType") or "application/octet-stream"))
+                e["_plt_bench"] = "its body from the served folder: the recording's browser did not keep it"
+                filled += 1
+    out = []
+    for (host, uri), e in served.items():
+        if (host, uri) in have:
             continue
-        seen.add((host, uri))
-        mime = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        body = body_of(host, uri)
+        if body is None:
+            continue
+        mime = mimetypes.guess_type(urlsplit(uri).path)[0] or "application/octet-stream"
         out.append({"startedDateTime": log.get("pages", [{}])[0].get("startedDateTime", "1970-01-01T00:00:00.000Z"),
                     "time": 0, "request": {"method": "GET", "url": page_url(host, uri), "httpVersion": e.get("proto")
                                            or "h2", "cookies": [], "headers": [], "queryString": [],
                                            "headersSize": -1, "bodySize": 0},
                     "response": {"status": 200, "statusText": "", "httpVersion": e.get("proto") or "h2",
                                  "cookies": [], "headers": [{"name": "Content-Type", "value": mime}],
-                                 "content": {"size": len(body), "mimeType": mime,
-                                             "text": base64.b64encode(body).decode(), "encoding": "base64"},
-                                 "redirectURL": "", "headersSize": -1, "bodySize": len(body)},
+                                 "content": content_of(body, mime), "redirectURL": "", "headersSize": -1,
+                                 "bodySize": len(body)},
                     "cache": {}, "timings": {"send": 0, "wait": 0, "receive": 0},
                     "_plt_bench": "from the server's log: a request the page's own log did not see (a worker's)"})
-    return out
+    return out, filled
 
 
-def complete_from_server(har: Path, entries: list[dict], serve: list[tuple[str, Path, str]]) -> int:
-    """Add to a served folder's recording what the server served it and its HAR lacks
-    (served_not_in_har); returns how many."""
+def complete_from_server(har: Path, entries: list[dict], serve: list[tuple[str, Path, str]]) -> tuple[int, int]:
+    """Complete a served folder's recording with what the server served it (served_not_in_har);
+    returns (responses added, bodies filled in)."""
     log = json.loads(har.read_text())
-    extra = served_not_in_har(entries, log["log"], serve)
-    if extra:
+    extra, filled = served_not_in_har(entries, log["log"], serve)
+    if extra or filled:
         log["log"]["entries"] += extra
         har.write_text(json.dumps(log))
-    return len(extra)
+    return len(extra), filled
 
 
 def keep(answer: dict, har: Path, url: str, name: str, sites: Path, note=print) -> tuple:

@@ -338,29 +338,29 @@ def test_as_recorded_each_origin_is_proven_over_its_own_recorded_protocol():
     assert "protocols" not in judge_archive("h3", HOSTS, 900, load, served[:2])[3]
 
 
-def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
+def test_record_and_serve_options_are_checked_before_anything_is_made(open_tmp_path):
     from plt_bench import pages
     from plt_bench import recorder as record
-    (tmp_path / "d").mkdir()
-    assert record.parse_serve([f"Docs.pkg.test={tmp_path / 'd'}"]) == [("docs.pkg.test", tmp_path / "d", "")]
-    assert record.parse_serve([f"api.pkg.test@H1={tmp_path / 'd'}"]) == [("api.pkg.test", tmp_path / "d", "h1")]
+    (open_tmp_path / "d").mkdir()
+    assert record.parse_serve([f"Docs.pkg.test={open_tmp_path / 'd'}"]) == [("docs.pkg.test", open_tmp_path / "d", "")]
+    assert record.parse_serve([f"api.pkg.test@H1={open_tmp_path / 'd'}"]) == [("api.pkg.test", open_tmp_path / "d", "h1")]
     for bad, message in [("docs.pkg.test", "not HOST=DIR"), ("nodot=/tmp", "not HOST=DIR"),
-                         (f"a.test={tmp_path / 'none'}", "is not a folder"),
-                         (f"a.test@h4={tmp_path / 'd'}", "'h4' is not one of h3, h2, h1")]:
+                         (f"a.test={open_tmp_path / 'none'}", "is not a folder"),
+                         (f"a.test@h4={open_tmp_path / 'd'}", "'h4' is not one of h3, h2, h1")]:
         with pytest.raises(UsageError, match=message):
             record.parse_serve([bad])
     with pytest.raises(UsageError, match="is for plt-bench record"):  # a campaign's folders speak every protocol
-        record.parse_serve([f"a.test@h1={tmp_path / 'd'}"], protocols_allowed=False)
+        record.parse_serve([f"a.test@h1={open_tmp_path / 'd'}"], protocols_allowed=False)
     with pytest.raises(UsageError, match="given twice"):
-        record.parse_serve([f"a.test={tmp_path / 'd'}", f"a.test={tmp_path / 'd'}"])
+        record.parse_serve([f"a.test={open_tmp_path / 'd'}", f"a.test={open_tmp_path / 'd'}"])
     with pytest.raises(UsageError, match="one of the testbed's generated pages' hosts"):  # issue 44, item 7
-        record.parse_serve([f"plt.test={tmp_path / 'd'}"])
+        record.parse_serve([f"plt.test={open_tmp_path / 'd'}"])
     with pytest.raises(UsageError, match="generated pages' hosts"):
-        record.parse_serve([f"plt-o3.test={tmp_path / 'd'}"])
+        record.parse_serve([f"plt-o3.test={open_tmp_path / 'd'}"])
     for odd in ("with space", "trailing\\"):  # issue 44, item 10: refused before a testbed is built
-        (tmp_path / odd).mkdir()
+        (open_tmp_path / odd).mkdir()
         with pytest.raises(UsageError, match="space, brace, quote or backslash"):
-            record.parse_serve([f"a.test={tmp_path / odd}"])
+            record.parse_serve([f"a.test={open_tmp_path / odd}"])
     assert record.names_for("page", ["https://a.test/"]) == ["page"]
     assert record.names_for("page", ["https://a.test/", "https://a.test/x"]) == ["page-1", "page-2"]
     with pytest.raises(UsageError, match="--name"):
@@ -368,7 +368,7 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
     with pytest.raises(UsageError, match="not an https URL"):
         record.check_urls(["http://a.test/"], [])
     with pytest.raises(UsageError, match="no --serve HOST=DIR serves"):
-        record.check_urls(["https://b.test/"], [("a.test", tmp_path)])
+        record.check_urls(["https://b.test/"], [("a.test", open_tmp_path)])
     p = pages.parse_page("url:https://docs.pkg.test/index.html")
     assert (p.label, p.html_name, p.total_bytes, p.fetched) == ("url:https://docs.pkg.test/index.html",
                                                                 "https://docs.pkg.test/index.html", 0, 0)
@@ -378,20 +378,20 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(tmp_path):
 
 
 
-def test_a_url_page_needs_a_folder_serving_its_host_here_or_on_the_server_machine(tmp_path):
+def test_a_url_page_needs_a_folder_serving_its_host_here_or_on_the_server_machine(open_tmp_path):
     from plt_bench import campaign
-    (tmp_path / "d").mkdir()
+    (open_tmp_path / "d").mkdir()
     from plt_bench.pages import page_url
     docs = "url:" + page_url("docs.pkg.test", "/")
-    spec = campaign.bare({"size": docs, "serve": f"docs.pkg.test={tmp_path / 'd'}"})
-    assert spec.serve == (("docs.pkg.test", str(tmp_path / "d")),)
-    assert spec.as_dict()["serve"] == [f"docs.pkg.test={tmp_path / 'd'}"]
+    spec = campaign.bare({"size": docs, "serve": f"docs.pkg.test={open_tmp_path / 'd'}"})
+    assert spec.serve == (("docs.pkg.test", str(open_tmp_path / "d")),)
+    assert spec.as_dict()["serve"] == [f"docs.pkg.test={open_tmp_path / 'd'}"]
     assert spec.as_dict()["sizes"] == [docs]  # by its label (a size of 0 would be another page)
     with pytest.raises(UsageError, match="no --serve HOST=DIR serves docs.pkg.test"):
         campaign.bare({"size": docs})
     with pytest.raises(UsageError, match="--serve: with --server-machine .two machines. the server machine serves the folders: "
                                          "plt-bench serve --serve a.test=DIR there"):
-        campaign.bare({"size": "5KB", "serve": f"a.test={tmp_path / 'd'}", "server_machine": "192.0.2.1"})
+        campaign.bare({"size": "5KB", "serve": f"a.test={open_tmp_path / 'd'}", "server_machine": "192.0.2.1"})
     # two machines: the server machine says what it serves (its hello; RemoteTestbed refuses a host it lacks)
     assert campaign.bare({"size": docs, "server_machine": "192.0.2.1"}).serve == ()
     with pytest.raises(UsageError, match="--http-server quinn: serves no folders as they are"):  # there too
@@ -514,6 +514,35 @@ def test_a_body_file_replaced_by_a_link_or_cut_short_is_refused(tmp_path):
         archive.load("page", tmp_path / "sites")
 
 
+def test_a_local_body_of_the_right_size_but_not_its_bytes_is_refused(tmp_path):
+    """Issue 59, item 7: a same-size body with other content loaded, and so would a hard link to a
+    root-only file named by the body's hash; a local recording is now verified as one that travels
+    is (each body against its name), and each body file has one link and the archive's owner."""
+    import os
+    f, d = _made(tmp_path)
+    body = f.parent / archive.BODIES / _first_body(d)["body"]
+    good = body.read_bytes()
+    archive._CACHE.clear()
+    assert archive.load("page", tmp_path / "sites")  # as made
+    body.write_bytes(bytes(len(good)))  # the same size, other bytes
+    os.utime(f)  # a new version of the archive: load reads it again
+    archive._CACHE.clear()
+    with pytest.raises(UsageError, match="does not hold the bytes its name"):
+        archive.load("page", tmp_path / "sites")
+    body.write_bytes(good)
+    os.link(body, tmp_path / "another-name")  # a hard link: the body is another file's too
+    archive._CACHE.clear()
+    with pytest.raises(UsageError, match="has 2 links"):
+        archive.load("page", tmp_path / "sites")
+    (tmp_path / "another-name").unlink()
+    if os.geteuid() != 0:
+        return  # giving a file to another user needs root (the suite runs as root)
+    os.chown(body, 65534, 65534)
+    archive._CACHE.clear()
+    with pytest.raises(UsageError, match="is owned by uid 65534"):
+        archive.load("page", tmp_path / "sites")
+
+
 def test_an_untouched_archive_reads_back_as_it_was_made(tmp_path):
     p = tmp_path / "r.har"
     p.write_text(json.dumps(recording()))
@@ -560,12 +589,12 @@ def test_two_recordings_of_one_host_are_each_served_their_own_responses(tmp_path
         server.server_close()
 
 
-def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(tmp_path):
+def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(open_tmp_path):
     """Issue 44, item 6: a link out of a served folder to /etc/shadow would be served by the root
     server and land in a recording's world-readable files; one to a world-readable file (Debian's
     docs link their scripts to /usr/share/javascript) is kept, as are links inside the folder."""
     from plt_bench import recorder as record
-    folder = tmp_path / "site"
+    folder = open_tmp_path / "site"
     (folder / "js").mkdir(parents=True)
     (folder / "js" / "app.js").write_text("var a;")
     (folder / "inside.js").symlink_to(folder / "js" / "app.js")
@@ -576,7 +605,7 @@ def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(tmp_p
                                          r"\(js/secret -> /etc/shadow\)"):
         record.parse_serve([f"a.test={folder}"])
     (folder / "js" / "secret").unlink()
-    (folder / "js" / "dangling").symlink_to(tmp_path / "gone")
+    (folder / "js" / "dangling").symlink_to(open_tmp_path / "gone")
     with pytest.raises(UsageError, match="dangling"):
         record.parse_serve([f"a.test={folder}"])
 

@@ -313,8 +313,47 @@ def test_what_a_pages_worker_fetched_is_taken_from_the_servers_log_and_its_folde
               {"host": "m.pkg.test", "uri": "/index.html?x", "status": 200, "method": "POST"},
               {"host": "other.pkg.test", "uri": "/a.js", "status": 200, "method": "GET"},
               {"host": "m.pkg.test", "uri": "/%2e%2e/secret", "status": 200, "method": "GET"}]
-    got = served_not_in_har(served, log, [("m.pkg.test", site, "")])
+    got, filled = served_not_in_har(served, log, [("m.pkg.test", site, "")])
+    assert filled == 0
     assert [e["request"]["url"] for e in got] == [pages.page_url("m.pkg.test", "/search/worker.js")]
     content = got[0]["response"]["content"]
     assert content["mimeType"] in ("application/javascript", "text/javascript") and content["size"] == 21
     assert base64.b64decode(content["text"]) == b"onmessage = () => {};"
+
+
+def test_a_body_the_recording_browser_did_not_keep_is_taken_from_the_folder_or_left_out(tmp_path):
+    """Issue 59, item 2: a 3 MB image recorded at 1 Mbit/s came back in the browser's HAR with
+    content.size 8293 and an empty text, and was archived as a 200 of 0 bytes. A served folder's
+    recording takes the body from the folder the server served it from; a HAR that holds no body
+    for an entry whose size says bytes (a third party's) has it left out and counted, never stored
+    as an empty 200 (nor as zeros of a size that may be a part of it)."""
+    from plt_bench.recorder import served_not_in_har
+    site = tmp_path / "site"
+    site.mkdir()
+    image = bytes(range(256)) * 12_000  # 3 MB
+    (site / "big.bin").write_bytes(image)
+    doc = pages.page_url("a.test", "/index.html")
+    entry = {"request": {"url": pages.page_url("a.test", "/big.bin")},
+             "response": {"status": 200, "content": {"size": 8293, "mimeType": "image/png", "text": ""}}}
+    log = {"entries": [{"request": {"url": doc}}, entry]}
+    served = [{"host": "a.test", "uri": "/index.html", "status": 200, "method": "GET"},
+              {"host": "a.test", "uri": "/big.bin", "status": 200, "method": "GET"}]
+    extra, filled = served_not_in_har(served, log, [("a.test", site, "")])
+    assert (extra, filled) == ([], 1)
+    assert base64.b64decode(entry["response"]["content"]["text"]) == image
+    assert entry["response"]["content"]["size"] == len(image)
+    # a HAR without the folder: left out and counted
+    from plt_bench.pages import archive
+    har = {"log": {"entries": [
+        {"request": {"url": doc}, "response": {"status": 200, "content": {"size": 5, "mimeType": "text/html",
+                                                                            "text": "<p>x"}}},
+        {"request": {"url": pages.page_url("a.test", "/big.bin")},
+         "response": {"status": 200, "content": {"size": 8293, "mimeType": "image/png", "text": ""}}},
+        {"request": {"url": pages.page_url("a.test", "/empty.txt")},
+         "response": {"status": 200, "content": {"size": 0, "mimeType": "text/plain", "text": ""}}}]}}
+    a, bodies, notes = archive.plan(har["log"], har["log"]["entries"], "x")
+    assert [r.path for r in a.responses] == ["/index.html", "/empty.txt"]  # an empty body that says 0 bytes stays
+    assert a.source["left_out"] == {archive.NOT_KEPT: 1}
+    assert any("1 entry left out: has no body though its size says bytes" in n for n in notes), notes
+    with pytest.raises(UsageError, match="entry 1 .the page's navigation. has no body though its size says bytes"):
+        archive.plan(har["log"], [har["log"]["entries"][1]], "x")

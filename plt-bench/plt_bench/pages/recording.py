@@ -104,6 +104,11 @@ class Recording(PageKind):
             revisit=load.page.visit != "first")
         asked = {(e.get("host"), e.get("uri")) for e in entries or []}
         evidence["recorded_not_asked"] = sum((r.host, r.target) not in asked for r in a.responses)  # counted only
+        # what the recording could not give the replay, said with every trial of it (the report's replay table)
+        left = a.source.get("left_out")
+        evidence["recording_left_out"] = sum(v for v in left.values() if isinstance(v, int)) \
+            if isinstance(left, dict) else 0
+        evidence["recording_made_bodies"] = sum(not r.recorded_body for r in a.responses)
         page_entries, _ = proof.split_entries(load)
         return Judged(status, reason, objects_ok,
                       page_entries=None if page_entries is None else [e for e in page_entries
