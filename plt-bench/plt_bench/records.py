@@ -471,11 +471,17 @@ class Trial:
         hints, ch = _HINTS
         for f in dataclasses.fields(cls):
             if f.name == "conditions":
-                kw["conditions"] = Conditions(**{cf.name: _restore(ch[cf.name], row.get(_cond_column(cf.name)))
-                                                 for cf in dataclasses.fields(Conditions)})
+                cond = {}
+                for cf in dataclasses.fields(Conditions):
+                    value = row.get(_cond_column(cf.name))
+                    if not _value_fits(cf.name, value):
+                        damaged.append(_cond_column(cf.name))
+                        value = None
+                    cond[cf.name] = _restore(ch[cf.name], value)
+                kw["conditions"] = Conditions(**cond)
             elif f.name in row:
                 value = row[f.name]
-                if not _fits(f.name, hints[f.name], value):
+                if not _fits(f.name, hints[f.name], value) or not _value_fits(f.name, value):
                     damaged.append(f.name)
                     value = None
                 kw[f.name] = _restore(hints[f.name], value)
@@ -501,6 +507,76 @@ def _fits(name: str, hint, value) -> bool:
         except (TypeError, ValueError, RecursionError):
             return False
     return True
+
+
+def _number_in(lo: float, hi: float | None = None, lo_open: bool = False):
+    def check(v) -> bool:
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v != v:
+            return False
+        return (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
+    return check
+
+
+def _aqm_text(v) -> bool:
+    from .link.aqm import parse
+    return isinstance(v, str) and _parses(parse, v)
+
+
+def _cross_text(v) -> bool:
+    from .link.cross import parse
+    return isinstance(v, str) and _parses(parse, v)
+
+
+def _parses(parse, text: str) -> bool:
+    from .errors import UsageError
+    try:
+        parse(text, "stored")
+    except (UsageError, ValueError):
+        return False
+    return True
+
+
+def _device_name(v) -> bool:
+    from .device.profiles import PROFILES
+    return isinstance(v, str) and v in PROFILES
+
+
+def _link_shape(v) -> bool:
+    """link_json's inner shape as its readers read it (the report's bottleneck and ECN tables): per
+    direction an object, its bottleneck's and ECN classes' figures numbers."""
+    obj = json.loads(v)
+    dirs = obj.get("dirs", {})
+    if not isinstance(dirs, dict) or not all(isinstance(d, dict) for d in dirs.values()):
+        return False
+    for d in dirs.values():
+        for part in ("bottleneck", "ecn"):
+            x = d.get(part, {})
+            if x is not None and (not isinstance(x, dict) or not all(
+                    y is None or isinstance(y, (int, float)) and not isinstance(y, bool) for y in x.values())):
+                return False
+    ends = obj.get("endpoints_ecn")
+    return ends is None or isinstance(ends, dict) and all(e is None or isinstance(e, dict) for e in ends.values())
+
+
+# What a stored value must be beyond its type, where a reader relies on it (a damaged or hand-edited row
+# read as NULL and said, as a value not of its type is): the texts another module parses, the numbers
+# whose range means something, the JSON whose inner shape a table reads.
+VALUE_CHECKS = {
+    "cpu_budget": _number_in(0, 1, lo_open=True), "cpu_cores": _number_in(1), "cpu_quota_us": _number_in(1),
+    "cpu_period_us": _number_in(1), "cpu_slowdown": _number_in(0), "cross_mbps": _number_in(0),
+    "device": _device_name, "aqm": _aqm_text, "cross": _cross_text, "link_json": _link_shape,
+}
+
+
+def _value_fits(name: str, value) -> bool:
+    """A stored value means what its column says (VALUE_CHECKS; pure); NULL always does."""
+    check = VALUE_CHECKS.get(name)
+    if value is None or check is None:
+        return True
+    try:
+        return bool(check(value))
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return False
 
 
 def _cond_column(name: str) -> str:

@@ -391,7 +391,7 @@ def _writing(method):
             raise StoreError(f"the results store {self.path} could not be written ({e}); everything stored before "
                              "this is kept") from None
         if lost:
-            self._lost = lost.replace("; the run stops", ", with what was written after it; the run stops", 1)
+            self._lost = self._rescue_words()  # the write above counted
         return out
     return wrapper
 
@@ -668,9 +668,7 @@ class Store:
         gone = now is None
         how = "removed" if gone else "replaced by another file"
         target = self.path if gone else self.path.with_name(f"{self.path.stem}.rescued-{os.getpid()}{self.path.suffix}")
-        held = self.db.execute("SELECT campaign_id, COUNT(*), MIN(seq), MAX(seq) FROM trials GROUP BY campaign_id "
-                               "ORDER BY campaign_id").fetchall()
-        what = "; ".join(f"campaign {c}: {n} trial(s), seq {lo} to {hi}" for c, n, lo, hi in held) or "no trial"
+        what = self._held()
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             copy = sqlite3.connect(target, timeout=30)
@@ -684,9 +682,23 @@ class Store:
         left = self._remove_own_sidecars()  # never overlaid on the file that took its place
         self.db, self.path, self._identity = copy, target, _file_identity(target)
         self._seen()
-        return (f"the results store was {how} during the run; everything it held ({what}) was saved to {target}"
-                + (f" (this run's {' and '.join(left)} beside it removed; the new file is as it was put there)"
-                   if left else "") + "; the run stops (run the same command again to resume)")
+        self._rescued = (how, target, left, gone)
+        return self._rescue_words()
+
+    def _held(self) -> str:
+        """What this store holds, per campaign, in words (for a rescue's message)."""
+        held = self.db.execute("SELECT campaign_id, COUNT(*), MIN(seq), MAX(seq) FROM trials GROUP BY campaign_id "
+                               "ORDER BY campaign_id").fetchall()
+        return "; ".join(f"campaign {c}: {n} trial(s), seq {lo} to {hi}" for c, n, lo, hi in held) or "no trial"
+
+    def _rescue_words(self) -> str:
+        """A rescue's message, counted in the saved copy as it is now: the write that found the store
+        gone is made there first, and counted (said before it: one trial short)."""
+        how, target, left, gone = self._rescued
+        return (f"the results store was {how} during the run; everything it held ({self._held()}) was saved to {target}"
+                + (f" (this run's {' and '.join(left)} beside it removed"
+                   + ("" if gone else "; the new file is as it was put there") + ")" if left else "")
+                + "; the run stops (run the same command again to resume)")
 
     @_writing
     def add_trial(self, t: Trial) -> int:

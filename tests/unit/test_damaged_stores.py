@@ -29,6 +29,10 @@ def _store(path, discovery="alt-svc", **extra):
     ("protocol_mix_json", "{bad"), ("protocol_mix_json", "[1, 2]"), ("protocol_mix_json", '{"per_origin": [1]}'),
     ("replay_json", "[1,"), ("replay_json", '"a string"'), ("replay_json", '{"protocols": {"h3": "many"}}'),
     ("speed_index_ms", "abc"), ("dns_ms", "x"), ("visit_json", "{"), ("cpu_json", "[]"),
+    # issue 59, item 3: the newer columns, each as the adversary edited it
+    ("device", "<script>alert(1)</script>"), ("device", 5), ("link_json", '{"dirs": 5}'),
+    ("link_json", '{"dirs": {"down": {"bottleneck": {"aqm_drops": "x"}}}}'), ("cross", "999xweird"),
+    ("aqm", "red:x=1"), ("cpu_budget", -1), ("cross_mbps", -5), ("cpu_budget", "half"),
 ])
 def test_a_damaged_column_reads_as_missing_and_the_report_says_so(tmp_path, column, value):
     path = tmp_path / "s.sqlite"
@@ -45,7 +49,46 @@ def test_a_damaged_column_reads_as_missing_and_the_report_says_so(tmp_path, colu
         value.startswith('{"protocols"')  # JSON of its shape: read, what is not a count left out
     if not parsed_ok:
         assert any(f"({column})" in w and "read as missing" in w for w in rep["warnings"]), rep["warnings"]
+    assert "Traceback" not in text and "<script>" not in text
+    assert len(rep["trials"]) == 6  # no row is left out of what it can still join
+
+
+@pytest.mark.parametrize("devices", [[1, 2], "a text", {"low-end-phone": 5}, {"low-end-phone": {"device": "x"}},
+                                     {"low-end-phone": {"device": "low-end-phone", "target_index": "fast",
+                                                        "host_index": 1, "budget_cores": 0.2, "measured_index": 1}}])
+def test_a_damaged_device_calibration_in_the_metadata_is_said_and_the_report_stands(tmp_path, devices):
+    """Issue 59, item 3: a campaign's metadata 'devices' that is not a dict, or whose values are not
+    calibrations, ended the report in a traceback; it is now said, and two such campaigns are not
+    pooled (what they were calibrated to cannot be told)."""
+    path = tmp_path / "s.sqlite"
+    cid = _store(path, devices=devices)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE trials SET device = 'low-end-phone', cpu_budget = 0.2")
+    db.commit()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        rep = report.build(s, [cid])
+        text = report.format_text(rep)
     assert "Traceback" not in text
+    assert any("calibration is damaged" in m for m in rep["budget_meanings"]), rep["budget_meanings"]
+    from plt_bench.device.calibrate import calibration_diff
+    assert calibration_diff(devices, devices) and calibration_diff(None, None) == []
+
+
+def test_a_damaged_cross_value_does_not_refuse_the_report_of_other_rows(tmp_path):
+    """Issue 59, item 3: one row's cross '999xweird' refused the whole report with 'Error: --cross: ...'
+    though no --cross was given; the row now reads as without it, said."""
+    path = tmp_path / "s.sqlite"
+    cid = _store(path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE trials SET aqm = 'droptail', cross = '2xtcp-cubic'")
+    db.execute("UPDATE trials SET cross = '999xweird' WHERE seq = 0")
+    db.commit()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        rep = report.build(s, [cid])
+    assert any("(cross)" in w for w in rep["warnings"]), rep["warnings"]
+    assert {t.conditions.cross for t in rep["trials"]} == {None, "2xtcp-cubic"}
 
 
 def test_a_damaged_campaign_record_is_refused_naming_it(tmp_path):
@@ -111,3 +154,25 @@ def test_campaigns_that_calibrated_a_device_differently_are_not_pooled(tmp_path)
         with pytest.raises(UsageError, match=f"campaigns {first} and {second} differ in low-end-phone's calibration"):
             report.build(s, [first, second])
         assert report.build(s, [first, third])
+
+
+def test_comparing_along_an_axis_the_campaign_ran_one_value_of_says_so(tmp_path):
+    """Issue 59, item 9: '--compare cpu' on a campaign of one budget printed an empty table with rc 0;
+    asked for, it is refused naming the one budget; a campaign file's compare leaves the report
+    standing, with the same words among its warnings."""
+    path = tmp_path / "s.sqlite"
+    cid = _store(path)
+    with st.Store(path, read_only=True) as s:
+        with pytest.raises(UsageError, match=r"--compare cpu: the campaign ran one CPU budget or device \(full\): "
+                                             "nothing to compare along it"):
+            report.build(s, [cid], axis="cpu")
+        with pytest.raises(UsageError, match=r"--compare cc: the campaign ran one congestion control \(cubic\)"):
+            report.build(s, [cid], axis="cc")
+        assert report.build(s, [cid], axis="proto")["rows"]
+    db = sqlite3.connect(path)
+    db.execute("UPDATE campaigns SET grid_json = json_set(grid_json, '$.compare', 'budget')")
+    db.commit()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        rep = report.build(s, [cid])
+    assert any("ran one CPU budget or device (full): nothing to compare" in w for w in rep["warnings"]), rep["warnings"]

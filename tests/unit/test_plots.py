@@ -334,6 +334,33 @@ def test_the_size_figure_reads_in_kb_and_ms_not_powers_of_ten(tmp_path, monkeypa
     assert ys and all(y.endswith((" ms", " s")) for y in ys) and not any("^" in t for t in xs + ys), ys
 
 
+@pytest.mark.parametrize("span_ms, expected", [
+    ((130.0, 1200.0), {"200 ms", "500 ms", "1 s"}),  # the default run's figure labelled '1 s' alone (issue 59)
+    ((130.0, 250.0), {"200 ms"}),
+    ((50.0, 400_000.0), {"100 ms", "1 s", "10 s", "100 s"}),
+])
+def test_a_log_time_axis_of_a_few_decades_is_labelled_in_readable_steps(tmp_path, monkeypatch, span_ms, expected):
+    """Issue 59: a log axis across 0.13-1.2 s labelled one tick ('1 s'); within one to three decades it
+    now labels 1, 2 and 5 of each (100 ms, 200 ms, 500 ms, 1 s), within less every step, over more
+    the decades alone."""
+    lo, hi = span_ms
+    cells = {}
+    for size, ms in ((5000, lo), (500_000, (lo * hi) ** 0.5), (10**7, hi)):
+        cells[(size, "h3")] = CellStats(
+            conditions="10mbit", page=f"{size // 1000}KB", size_bytes=size, objects=0, proto="h3", cc="cubic", n=5,
+            median_ms=ms, mean_ms=ms, sd_ms=5.0, cv=0.05, ci_low_ms=ms, ci_high_ms=ms, rate_down_bps=10**7,
+            rtt_ms=50.0, jitter_ms=0.0, loss_pct=0.0, n_cpu_bound=0, cpu_bound_roles="", n_cpu_unjudged=0)
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, out, stem: drawn.append(fig) or [])
+    plots.size_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
+    (fig,) = drawn
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    shown = {t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high}
+    assert expected <= shown and len(shown) >= 2 and len(shown) <= 12, shown
+
+
 def test_a_bimodal_cell_shows_its_two_modes_and_the_ks_test_sees_what_welch_does_not(tmp_path):
     """h3 loads in 900 or 1100 ms (a slow-start loss or none), half each; h1 always near 1000 ms: the
     means agree (Welch: not significant), the distributions do not (KS), the report says so, and the

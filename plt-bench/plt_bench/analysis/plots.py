@@ -82,13 +82,26 @@ def size_label(nbytes: float) -> str:
     return f"{nbytes:.3g} B"
 
 
+def log_subs(lo: float, hi: float) -> tuple[float, ...]:
+    """Where a log axis from lo to hi puts its labelled ticks within each decade (pure): every decade
+    alone where it spans several; 1, 2 and 5 where it spans one to three (100 ms, 200 ms, 500 ms, 1 s);
+    every whole step where it spans less than one (a single '1 s' labelled 0.13-1.2 s)."""
+    import math
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    return (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades >= 1 else tuple(float(k) for k in range(1, 10))
+
+
 def _time_axis(ax, which: str = "y") -> None:
-    """An axis of times in ms, labelled in ms and s (log or linear), never as 10^3 or 2x10^-1."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    """An axis of times in ms, labelled in ms and s (log or linear), never as 10^3 or 2x10^-1; a log
+    axis of less than a few decades labelled in readable steps (log_subs), at the limits the data
+    gave it (call it after plotting)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     axis = ax.yaxis if which == "y" else ax.xaxis
-    axis.set_major_formatter(FuncFormatter(lambda v, _: time_label(v) if v > 0 else "0"))
     if (ax.get_yscale() if which == "y" else ax.get_xscale()) == "log":
+        lo, hi = ax.get_ylim() if which == "y" else ax.get_xlim()
+        axis.set_major_locator(LogLocator(base=10, subs=log_subs(min(lo, hi), max(lo, hi)), numticks=15))
         axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: time_label(v) if v > 0 else "0"))
 
 
 def _size_axis(ax, which: str = "x") -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import protocols, units
+from ..errors import UsageError
 from ..conditions import AXIS_KEYS, VARIANT_AXES
 from . import stats
 from ..servers import SERVERS
@@ -75,7 +76,9 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
     browsers = sorted({stats.axis_value(t, "browser") for t in trials}, key=stats.axis_order("browser"))
     servers = sorted({stats.axis_value(t, "server") for t in trials}, key=stats.axis_order("server"))
     budgets = sorted({stats.axis_value(t, "budget") for t in trials}, key=stats.axis_order("budget"))
+    asked = axis  # the option's (--compare), as given
     axis = axis or grid.get("compare") or "proto"  # the option's, else the campaign file's
+    axis_text = axis
     axis = {"cpu": "budget", "device": "budget"}.get(axis, axis)  # the budget axis as its options name it
     if (grid.get("compare") or "proto") == axis:
         reference = reference or grid.get("reference")  # ... and so the reference
@@ -87,6 +90,13 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
         if axis == "budget":  # devices are values of the budget axis too, after --cpu's
             listed += tuple(grid.get("device") or ())
     values = {"proto": ran, "cc": ccs, "browser": browsers, "server": servers, "budget": budgets}[axis]
+    one_value = None
+    if axis != "proto" and len(values) < 2:
+        one_value = (f"--compare {axis_text}: the campaign{'s' if len(camps) > 1 else ''} ran one {AXIS_NAMES[axis]} "
+                     f"({', '.join(values) or 'none'}): nothing to compare along it; run several (--{AXIS_KEYS[axis].replace('_', '-')} "
+                     "with a comma-separated list), or compare the protocols (--compare proto)")
+        if asked is not None:
+            raise UsageError(one_value)
     reference = stats.reference_for(values, reference, axis=axis, listed=listed)
     same_arms = [t for t in trials if axis == "cc" and not quic_cc_follows(t)]
     rows = stats.compare([t for t in trials if t not in same_arms] if same_arms else trials, test, correction,
@@ -104,6 +114,8 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
                         "--cc's")
     if not any(stats.metric_value(t, metric) is not None for t in stats.usable(trials)) and METRICS[metric].needs:
         warnings.append(f"no trial has a {METRICS[metric].label}: {METRICS[metric].needs}")
+    if one_value:  # the campaign file's compare: the report stands, and says so
+        warnings.append(one_value)
     damaged = [t for t in trials if t.damaged]
     if damaged:
         warnings.append(f"{len(damaged)} trial(s) hold stored values that are not of their column's type "
@@ -171,7 +183,7 @@ def captures_table(store: Store, trials: list, base) -> list[dict]:
 def budget_meanings(trials: list, camps: list) -> list[str]:
     """What each CPU budget and device of the campaigns meant on the host that ran them, in words:
     the quota a budget was given, a device's calibration (its metadata)."""
-    from ..device.calibrate import Calibration
+    from ..device.calibrate import stored
     out, seen = [], set()
     for t in trials:
         if t.cpu_budget is None or t.device or t.budget in seen:
@@ -183,10 +195,14 @@ def budget_meanings(trials: list, camps: list) -> list[str]:
     for c in camps:
         where = [("", c["metadata"])] + [(f"{h}: ", m) for h, m in sorted((c["metadata"].get("hosts") or {}).items())]
         for host, meta in where:  # a cluster's hosts each calibrated their own
-            for name, d in sorted((meta.get("devices") or {}).items()):
-                words = host + Calibration.from_dict(d).words()
+            devices, damaged = stored(meta.get("devices"))
+            for name, cal in sorted(devices.items()):
+                words = host + cal.words()
                 if words not in out:
                     out.append(words)
+            if damaged:
+                out.append(f"{host}campaign {c['id']}: its stored devices' calibration is damaged (not of its form); "
+                           "what could not be read is not shown")
     return out
 
 
@@ -198,7 +214,6 @@ def poolable(store: Store, campaign_ids: list[int]) -> list[dict]:
         diff = key_diff(c["metadata"], camps[0]["metadata"]) + calibration_diff(c["metadata"].get("devices"),
                                                                                  camps[0]["metadata"].get("devices"))
         if diff:
-            from ..errors import UsageError
             raise UsageError(f"--campaign: campaigns {camps[0]['id']} and {c['id']} differ in {', '.join(diff)}; "
                              "their trials are not pooled (give one --campaign, or several that agree)")
     return camps
@@ -368,7 +383,8 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                     + "the first byte, the first and the largest contentful "
                     "paint and the load event (ms from the navigation's start); LCP: what it was (<img#hero>: the page's "
                     "first image), no LCP: trials where the browser reported none (Trial.paint_reason); connections "
-                    "per origin: median of the trials, from the server's log (the page's own origin first)",
+                    "per origin: median of the trials, from the server's log (the page's own origin first)"
+                    + (f"; {KEPT_FCP}" if any(t.browser_start == "kept" for t in rep["trials"]) else ""),
                     [["link", "page", "protocol", "n", *(["DNS ms"] if looked_up else []), "TTFB ms", "FCP ms", "LCP ms",
                       "PLT ms", "LCP", "no LCP", "connections per origin"],
                      *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]),
@@ -409,16 +425,22 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                        for r in rep["discovery"]]]))
     if rep.get("replays"):
         own = any(r.get("browser_own") for r in rep["replays"])  # a column only where the browser asked (as before)
+        lacked = any(r.get("left_out") or r.get("made_bodies") for r in rep["replays"])  # ... where the recording lacked
         out.append(("Replayed recordings", "each recording served as recorded (plt_bench.archive); ok: trials ok of "
                     "all attempts; unrecorded: requests the recording did not hold (404 at once), query: matched by "
                     "the best query string; responses: proven at both ends, per protocol (as-recorded: served over each "
                     "origin's own recorded protocol, seen so by the server and, where the page's Resource Timing has "
                     "them, the browser: the mix)" + ("; browser's own: icons the browser asked for itself that the "
-                                                     "recording lacks (counted, failing nothing)" if own else ""),
-                    [["link", "page", "protocol", "ok", "unrecorded", *(["browser's own"] if own else []), "query",
-                      "responses"],
+                                                     "recording lacks (counted, failing nothing)" if own else "")
+                    + ("; recording lacked: entries its archive left out when it was made (a body the recording's "
+                       "browser did not keep, a blocked or cached request: said as it was made, and in its "
+                       "archive.json's left_out), and bodies it did not hold, served as zeros of their recorded size"
+                       if lacked else ""),
+                    [["link", "page", "protocol", "ok", "unrecorded", *(["browser's own"] if own else []),
+                      *(["recording lacked"] if lacked else []), "query", "responses"],
                      *[[r["conditions"], r["page"], r["proto"], f"{r['ok']}/{r['n']}", str(r["unrecorded"]),
                         *([str(r.get("browser_own", 0))] if own else []),
+                        *([f"{r.get('left_out', 0)} left out, {r.get('made_bodies', 0)} made"] if lacked else []),
                         str(r["query_matched"]), " ".join(f"{p} {n}" for p, n in r["proven"].items()) or "-"]
                        for r in rep["replays"]]]))
     if rep.get("bottleneck"):
@@ -496,6 +518,12 @@ def title(rep: dict) -> str:
     return f"plt-bench report: {', '.join(str(c['id']) for c in rep['campaigns'])} ({rep['campaigns'][0]['name']})"
 
 
+# Where a kept browser's first paint stands against a peer tool's (issue 59), said wherever FCP is shown
+KEPT_FCP = ("FCP from a kept browser (--browser-start kept, the default): a page's first paint comes 10-18% earlier "
+            "than a cold browser's (browsertime and WebPageTest start one for every load; --browser-start fresh "
+            "measured 12.9% later here, PLT alike: docs/results.md); fair between the protocols compared, but to set "
+            "it beside a peer tool's FCP, measure with --browser-start fresh")
+AXIS_NAMES = {"cc": "congestion control", "browser": "browser", "server": "server", "budget": "CPU budget or device"}
 AXIS_WORDS = {"proto": "the protocol", "cc": "the congestion control, within each protocol",
               "browser": "the browser, within each protocol", "server": "the server, within each protocol",
               "budget": "the browser's CPU budget or device, within each protocol"}

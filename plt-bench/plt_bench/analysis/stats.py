@@ -661,6 +661,11 @@ def replay_table(trials: list[Trial]) -> list[dict]:
                                         else 0 for _, ev in evidence),
                      "query_matched": sum(len(ev.get("query_matched") or []) if isinstance(ev.get("query_matched"), list)
                                           else 0 for _, ev in evidence),
+                     # what the recording itself lacked (the same in each trial of it: its largest, as a damaged
+                     # row may hold none): entries left out when it was made, bodies served as zeros of their size
+                     "left_out": max((counts_of(ev).get("recording_left_out", 0) for _, ev in evidence), default=0),
+                     "made_bodies": max((counts_of(ev).get("recording_made_bodies", 0) for _, ev in evidence),
+                                        default=0),
                      "proven": dict(sorted(proven.items(), key=lambda kv: protocols.order(kv[0])))})
     return sorted(rows, key=lambda r: (*sort_key(r)[:6], r["page"], protocols.order(r["proto"])))
 

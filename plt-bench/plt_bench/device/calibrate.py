@@ -138,12 +138,34 @@ def calibration_problem(target_index: float, measured_index: float) -> str | Non
     return None
 
 
-def calibration_diff(a: dict | None, b: dict | None) -> list[str]:
+def stored(devices: object) -> tuple[dict[str, Calibration], bool]:
+    """A campaign's (or host's) metadata 'devices' ({name: Calibration.as_dict()}) read back (pure):
+    (the calibrations it holds whole, whether anything in it was not one: a hand-edited or damaged
+    store, whose reader says so and goes on)."""
+    if devices is None:
+        return {}, False
+    if not isinstance(devices, dict):
+        return {}, True
+    out: dict[str, Calibration] = {}
+    for name, d in devices.items():
+        try:
+            c = Calibration.from_dict(d)
+        except (KeyError, TypeError):
+            continue
+        numbers = (c.target_index, c.host_index, c.budget_cores, c.measured_index)
+        if isinstance(c.device, str) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
+            out[str(name)] = c
+    return out, len(out) != len(devices)
+
+
+def calibration_diff(a: object, b: object) -> list[str]:
     """The devices two campaigns' (or hosts') metadata both calibrated, each to another budget
-    ({name: Calibration.as_dict()}) (pure): their trials are not pooled."""
-    a, b = a or {}, b or {}
-    return [f"{name}'s calibration" for name in sorted(set(a) & set(b))
-            if (a[name]["host_index"], a[name]["budget_cores"]) != (b[name]["host_index"], b[name]["budget_cores"])]
+    ({name: Calibration.as_dict()}) (pure): their trials are not pooled. A calibration either holds
+    damaged counts as differing: what it was cannot be told."""
+    (a, a_bad), (b, b_bad) = stored(a), stored(b)
+    diff = [f"{name}'s calibration" for name in sorted(set(a) & set(b))
+            if (a[name].host_index, a[name].budget_cores) != (b[name].host_index, b[name].budget_cores)]
+    return diff + (["the devices' calibration (damaged in the store)"] if a_bad != b_bad or a_bad and b_bad else [])
 
 
 def benchmark_index(runs: list[float]) -> float:
