@@ -32,7 +32,7 @@ TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server_machine", "server", "iface",
             "server_token_file",
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
-            "browser_sandbox", "browser_start", "cpu", "cores"}
+            "browser_sandbox", "browser_start", "cpu", "device", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up", "aqm", "ecn", "cross"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -541,6 +541,7 @@ def _budgets(v: "Values") -> tuple[str, ...]:
     """--cpu: the browser's CPU budgets (conditions.budget_label), each a fraction of a core in (0, 1]
     that the kernel can enforce (device.budget.quota_for), or full (no budget)."""
     from .device.budget import quota_for
+    from .device.profiles import PROFILES
     given = v.get("cpu")
     if given is None:
         return (cond_mod.NO_BUDGET,)
@@ -549,13 +550,21 @@ def _budgets(v: "Values") -> tuple[str, ...]:
     for item in units.split_list(",".join(given) if isinstance(given, list) else str(given), v.name("cpu")):
         if item.strip().lower() == cond_mod.NO_BUDGET:
             label = cond_mod.NO_BUDGET
+        elif item.strip().lower() in PROFILES:
+            raise UsageError(f"{v.name('cpu')}: '{item}' is a device; give it as --device {item.strip().lower()} "
+                             f"(device = \"{item.strip().lower()}\" in a campaign file: its budget is calibrated on "
+                             f"each host); expected {form}")
         else:
+            if not re.fullmatch(r"[0-9]+(\.[0-9]+)?|\.[0-9]+", item.strip()):  # float() takes 0.0_5, 1e-1, nan
+                raise UsageError(f"{v.name('cpu')}: '{item}': not a number; expected {form}")
+            share = float(item)
             try:
-                share = float(item)
                 quota_for(share)
             except ValueError as e:
-                why = str(e) if "budget" in str(e) else "not a number"
-                raise UsageError(f"{v.name('cpu')}: '{item}': {why}; expected {form}") from None
+                raise UsageError(f"{v.name('cpu')}: '{item}': {e}; expected {form}") from None
+            if abs(share * 1000 - round(share * 1000)) > 1e-9:
+                raise UsageError(f"{v.name('cpu')}: '{item}' is finer than a budget is set (a thousandth of a core); "
+                                 f"expected a multiple of 0.001 (nearest {round(share, 3):g})")
             label = cond_mod.budget_label(share)
         if label not in out:
             out.append(label)
@@ -785,7 +794,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                 browser_start=browser_base.parse_start(v.get("browser_start", DEFAULTS["browser_start"]),
                                                        v.name("browser_start")),
                 overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser",
-                                                                                          "http_server", "cpu", "cores"))))
+                                                                                          "http_server", "cpu", "device", "cores"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
                                                                        if k in cond_mod.GRID_KEYS))

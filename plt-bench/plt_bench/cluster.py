@@ -369,6 +369,25 @@ def outgoing(store, trial, host: str, limit_bytes: int = SEND_MAX_BYTES) -> dict
             "captures": files, "folder": folder}
 
 
+def attempts_failed(attempts: int, workers: int) -> str:
+    """A cell's failures in words (pure): how often, and among how many workers it could have run on
+    (Dask may give every attempt to the same one: 'failed on 3 workers' was said so of one worker)."""
+    if workers == 1:
+        return f"failed {attempts} times, on its one worker"
+    return f"failed {attempts} times, among {workers} workers able to run it"
+
+
+def capture_name_problem(name: object) -> str | None:
+    """Why a capture file's name from a worker may not be written at the head (pure), or None: one
+    path component, not hidden, not empty, of a length a file system takes (input: the worker's
+    word, which the head does not trust)."""
+    if not isinstance(name, str) or not name:
+        return "its name is empty or not text"
+    if "/" in name or "\\" in name or "\0" in name or name.startswith(".") or len(name.encode()) > 200:
+        return f"its name {name[:60]!r} is not one plain file name (no '/', NUL, leading '.', at most 200 bytes)"
+    return None
+
+
 def write_back(files: list[CaptureFile], folder: Path) -> tuple[list, list[str]]:
     """At the head: a trial's files written into folder, each checked against its hash first;
     (capture.Artifact of each written, why each other was not: one line per file)."""
@@ -377,7 +396,11 @@ def write_back(files: list[CaptureFile], folder: Path) -> tuple[list, list[str]]
     from .capture import Artifact
     written, lost = [], []
     for f in files:
-        what = f"{f.kind} {f.name}"
+        what = f"{f.kind} {str(f.name)[:60]}"
+        bad_name = capture_name_problem(f.name)
+        if bad_name:
+            lost.append(f"{what}: {bad_name}; not kept")
+            continue
         if f.content is None:
             lost.append(f"{what}: {f.unsent or 'not sent'}")
             continue
@@ -822,8 +845,10 @@ class Head:
                 # the cell raised on its worker (a lost worker Dask reschedules by itself): again, elsewhere
                 why = repr(fut.exception())[:300]
                 if self.submissions[cell] >= MAX_SUBMISSIONS:
-                    raise PltBenchError(f"{cell[0].label} {cell[1].label} failed on {MAX_SUBMISSIONS} workers, last: "
-                                        f"{why}; the campaign keeps its trials: run the same command to resume")
+                    able = sum(1 for w in self.client.scheduler_info()["workers"].values()
+                               if w.get("resources", {}).get(RESOURCE))
+                    raise PltBenchError(f"{cell[0].label} {cell[1].label} {attempts_failed(MAX_SUBMISSIONS, able)}, "
+                                        f"last: {why}; the campaign keeps its trials: run the same command to resume")
                 self.out(f"{cell[0].label} {cell[1].label}: {why}; submitted again")
                 self.counts["resubmitted"] += 1
                 pending[self.submit(cell)] = cell

@@ -24,6 +24,7 @@ class Part:
     name: str
     what: str                        # what setup installs, in words
     present: Callable[[], bool]      # whether this machine has it
+    lacks: Callable[[], str] | None = None  # what of it is missing, in words, where more can be said than `what`
 
 
 def _firefox() -> bool:
@@ -42,15 +43,19 @@ def _dnsmasq() -> bool:
 
 
 def _pages() -> bool:
+    return not _pages_missing()
+
+
+def _pages_missing() -> str:
     from .pages import real
-    return not any(p.missing() for p in real.PAGES)
+    return ", ".join(f"real:{p.name} ({d})" for p in real.PAGES for d in p.missing())
 
 
 PARTS = {p.name: p for p in (
     Part("firefox", "Firefox ESR, geckodriver (built with cargo), Xvfb and ffmpeg (its visual capture)", _firefox),
     Part("quinnserve", "quinnserve, the second HTTP/3 server (built with cargo)", _quinnserve),
     Part("discovery", "dnsmasq, the testbed's name server", _dnsmasq),
-    Part("pages", "the real test pages (Debian's and npm's packages)", _pages),
+    Part("pages", "the real test pages (Debian's and npm's packages)", _pages, _pages_missing),
     Part("capture", "tcpdump and tshark", lambda: bool(cmd.which("tcpdump"))),
     Part("record", "slirp4netns, a recording's way out to the web", lambda: bool(shutil.which("slirp4netns"))),
 )}
@@ -85,5 +90,9 @@ def ensure(wanted: dict[str, str], note: Callable[[str], None] = print) -> None:
         raise EnvironmentProblem(f"not installed: {words}; as root: {' '.join(argv)}")
     note(f"setup: installing {words} (first use on this machine): {' '.join(argv)}")
     res = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if res.returncode != 0 or any(not PARTS[n].present() for n in missing):
-        raise EnvironmentProblem(f"{' '.join(argv)} failed (exit {res.returncode}): {res.stderr.strip()[-800:]}")
+    still = [n for n in missing if not PARTS[n].present()]
+    if res.returncode != 0 or still:
+        said = res.stderr.strip()[-800:]
+        lacking = "; ".join(f"still missing: {PARTS[n].lacks() if PARTS[n].lacks else PARTS[n].what}" for n in still)
+        raise EnvironmentProblem(f"{' '.join(argv)} failed (exit {res.returncode})"
+                                 + "".join(f": {x}" for x in (said, lacking) if x))

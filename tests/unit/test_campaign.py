@@ -369,9 +369,17 @@ def test_the_cpu_budget_is_an_axis_and_no_budget_keeps_the_hash_campaigns_had():
     assert campaign.load("quick", {**base, "cpu": "full"}).spec_hash == one.spec_hash
     assert campaign.load("quick", {**base, "cpu": "0.5", "cores": "2"}).as_dict()["cores"] == 2
     for bad, why in (("0", "in \\(0, 1\\]"), ("1.5", "in \\(0, 1\\]"), ("x", "not a number"),
-                     ("0.0001", "needs a period over the kernel")):
+                     ("0.0001", "needs a period over the kernel"), ("0.0_5", "not a number"), ("1e-1", "not a number"),
+                     ("nan", "not a number")):
         with pytest.raises(UsageError, match=f"--cpu: '{bad}': .*{why}"):
             campaign.load("quick", {**base, "cpu": bad})
+    # issue 59, item 10: a budget finer than it is set is refused naming the nearest, as --rtt's is
+    with pytest.raises(UsageError, match=r"--cpu: '0.123456789012' is finer than a budget is set .*nearest 0.123\)"):
+        campaign.load("quick", {**base, "cpu": "0.123456789012"})
+    assert campaign.load("quick", {**base, "cpu": "0.125"}).grid.budgets == ("cpu0.125",)
+    # issue 59, item 8: a device given as a budget says where it goes
+    with pytest.raises(UsageError, match="--cpu: 'low-end-phone' is a device; give it as --device low-end-phone"):
+        campaign.load("quick", {**base, "cpu": "low-end-phone"})
     with pytest.raises(UsageError, match="--cores = 2 without a CPU budget"):
         campaign.load("quick", {**base, "cores": "2"})
     with pytest.raises(UsageError, match="--cores = 64; expected a whole number from 1 to"):

@@ -321,6 +321,21 @@ def test_a_capture_the_head_cannot_keep_is_named_never_kept_as_present(tmp_path)
     assert written == [] and len(lost) == 2 and all("could not be written at the head" in w for w in lost)
     written, lost = cluster.write_back(msg["captures"], tmp_path / "head" / "c")
     assert [a.kind for a in written] == ["keylog"] and lost[0].startswith("pcap pcap.bin: 0.0 MB would take")
+    # issue 59, item 6: a worker's file name is input: one plain name, or counted as lost (a '/' raised
+    # an uncaught ValueError that ended the head's campaign in a traceback)
+    for bad in ("../../etc/cron.d/x", "a/b", "/abs", ".hidden", "", "x\0y", "n" * 300):
+        named = [dataclasses.replace(f, name=bad) if f.kind == "keylog" else f for f in good]
+        written, lost = cluster.write_back(named, tmp_path / "head" / "d")
+        assert [a.kind for a in written] == ["pcap"], bad
+        assert len(lost) == 1 and "is not one plain file name" in lost[0] or "empty" in lost[0], lost
+    assert sorted(p.name for p in (tmp_path / "head" / "d").iterdir()) == ["pcap.bin"]
+    assert not (tmp_path / "etc").exists()
+
+
+def test_a_cell_s_failures_are_counted_among_the_workers_able_to_run_it():
+    """Issue 59, item 10: a cell refused three times by its one worker said 'failed on 3 workers'."""
+    assert cluster.attempts_failed(3, 1) == "failed 3 times, on its one worker"
+    assert cluster.attempts_failed(3, 4) == "failed 3 times, among 4 workers able to run it"
 
 
 def test_a_worker_with_a_server_machine_measures_its_cells_there_and_declares_its_servers():

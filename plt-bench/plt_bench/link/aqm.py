@@ -110,7 +110,14 @@ def parse(text: str, option: str = "--aqm") -> Aqm:
             raise UsageError(f"{option}: {name} {key}={value} is out of range; expected {lo:g} to {hi:g}"
                              f"{' ms' if unit == 'ms' else ''}")
         given[key] = v
-    return Aqm(name, tuple((k, given.get(k, spec[2])) for k, spec in PARAMS[name].items()))
+    a = Aqm(name, tuple((k, given.get(k, spec[2])) for k, spec in PARAMS[name].items()))
+    params = dict(a.params)
+    if "interval" in params and params["target"] > params["interval"]:
+        # CoDel acts once the delay has stayed above target for an interval (RFC 8289: target 5-10% of it)
+        raise UsageError(f"{option}: '{text}': target {_fmt(params['target'])} ms is above interval "
+                         f"{_fmt(params['interval'])} ms; expected a target at most the interval (RFC 8289: 5-10% "
+                         "of it; defaults target=5ms, interval=100ms)")
+    return a
 
 
 def parse_list(text: str | None, option: str = "--aqm") -> tuple[str | None, ...]:
@@ -125,6 +132,8 @@ def parse_list(text: str | None, option: str = "--aqm") -> tuple[str | None, ...
         if canon in out:
             raise UsageError(f"{option}: {canon} is given twice")
         out.append(canon)
+    if not out:
+        raise UsageError(f"{option}: empty; expected queue disciplines, comma-separated, each {FORM}")
     return tuple(out)
 
 

@@ -133,6 +133,8 @@ def parse_list(text: str | None, option: str = "--cross") -> tuple[str | None, .
         if canon in out:
             raise UsageError(f"{option}: {canon or '0'} is given twice")
         out.append(canon)
+    if not out:
+        raise UsageError(f"{option}: empty; expected competing traffic, comma-separated, each {FORM}")
     return tuple(out)
 
 
