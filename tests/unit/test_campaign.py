@@ -407,6 +407,21 @@ def test_a_device_is_a_value_of_the_budget_axis_beside_the_cpu_budgets():
         campaign.load("quick", {**base, "device": "iphone"})
 
 
+def test_a_campaign_file_names_a_device_as_the_option_does(tmp_path):
+    """Issue 59, item 8: 'device = "low-end-phone"' in a campaign file was an unknown key; every option
+    reads the same in every front end, so the file's device is the option's, the same campaign."""
+    f = tmp_path / "phone.toml"
+    f.write_text('name = "phone"\nsizes = ["5KB"]\nprotos = ["h3", "h2"]\nruns = 2\ndevice = "low-end-phone"\n'
+                 '[link]\nbw = "10mbit"\nrtt = "0ms"\n')
+    spec = campaign.load(str(f), {})
+    assert spec.grid.budgets == ("low-end-phone",) and spec.as_dict()["device"] == ["low-end-phone"]
+    f.write_text(f.read_text().replace('device = "low-end-phone"', 'device = ["mid-phone", "laptop"]'))
+    assert campaign.load(str(f), {}).grid.budgets == ("mid-phone", "laptop")
+    f.write_text(f.read_text().replace('device = ["mid-phone", "laptop"]', 'device = "iphone"'))
+    with pytest.raises(UsageError, match="device: 'iphone' is no device"):
+        campaign.load(str(f), {})
+
+
 def test_the_bottleneck_preset_is_a_real_replayed_page_and_a_multi_object_one_under_each_discipline(monkeypatch):
     """Issue 46's page-load experiment: h3 vs h2 on real:toolbelt (its recording) and 4o:20x5KB, at
     20 Mbit/s and 50 ms, droptail/CoDel/FQ-CoDel x 0/1/4 competing CUBIC flows; without the recording
