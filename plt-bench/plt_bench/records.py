@@ -543,17 +543,20 @@ def _device_name(v) -> bool:
 
 def _link_shape(v) -> bool:
     """link_json's inner shape as its readers read it (the report's bottleneck and ECN tables): per
-    direction an object, its bottleneck's and ECN classes' figures numbers."""
+    direction an object, its bottleneck's counts and ECN classes' packets numbers (trial.run.link_delta
+    makes it: the bottleneck names its discipline too)."""
     obj = json.loads(v)
     dirs = obj.get("dirs", {})
     if not isinstance(dirs, dict) or not all(isinstance(d, dict) for d in dirs.values()):
         return False
+    def number(y) -> bool:
+        return y is None or isinstance(y, (int, float)) and not isinstance(y, bool)
     for d in dirs.values():
-        for part in ("bottleneck", "ecn"):
-            x = d.get(part, {})
-            if x is not None and (not isinstance(x, dict) or not all(
-                    y is None or isinstance(y, (int, float)) and not isinstance(y, bool) for y in x.values())):
-                return False
+        b, e = d.get("bottleneck") or {}, d.get("ecn") or {}
+        if not isinstance(b, dict) or not isinstance(e, dict) or not all(number(y) for y in e.values()):
+            return False
+        if not all(number(b.get(k)) for k in ("aqm_drops", "marks", "overlimit_drops", "dequeued", "sojourn_mean_us")):
+            return False
     ends = obj.get("endpoints_ecn")
     return ends is None or isinstance(ends, dict) and all(e is None or isinstance(e, dict) for e in ends.values())
 

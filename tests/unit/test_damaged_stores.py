@@ -75,6 +75,23 @@ def test_a_damaged_device_calibration_in_the_metadata_is_said_and_the_report_sta
     assert calibration_diff(devices, devices) and calibration_diff(None, None) == []
 
 
+def test_a_trial_s_link_figures_as_they_are_stored_are_not_called_damaged():
+    """What trial.run.link_delta stores (a discipline's name beside its counts) is of its column's form."""
+    import dataclasses
+    from plt_bench.records import Trial
+    from plt_bench.trial.run import link_delta
+    snap = {"cpu_s": 1.0, "enobufs": 0, "dirs": {"down": {
+        "packets": 10, "bytes": 1000, "ecn": {"not_ect": 9, "ect1": 0, "ect0": 1, "ce": 0},
+        "bottleneck": {"aqm": "codel", "aqm_drops": 1, "marks": 0, "overlimit_drops": 0, "dequeued": 9,
+                       "sojourn_sum_us": 900.0}, "trace": {"path": ""}, "late_hist_us": {"lt_100": 9}}}}
+    stored = json.dumps(link_delta({"dirs": {}}, snap))
+    row = {**trial(1, 0).row(), "link_json": stored, "aqm": "codel", "device": "laptop", "cpu_budget": 0.25,
+           "cross": "2xtcp-cubic", "cross_mbps": 3.5}
+    back = Trial.from_row(row)
+    assert back.damaged == () and back.link_json == stored and back.conditions.aqm == "codel"
+    assert dataclasses.replace(back, damaged=()) == back
+
+
 def test_a_damaged_cross_value_does_not_refuse_the_report_of_other_rows(tmp_path):
     """Issue 59, item 3: one row's cross '999xweird' refused the whole report with 'Error: --cross: ...'
     though no --cross was given; the row now reads as without it, said."""
