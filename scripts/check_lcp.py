@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from plt_bench import browsers
+from plt_bench.pages import parse_page
 from plt_bench.pages import real as realpages
 from plt_bench.trial.judge import paint_fields
 from plt_bench.cmd import PROJECT_ROOT
@@ -32,7 +33,7 @@ KEPT_FLAGS = ("--host-resolver-rules", "--ignore-certificate-errors-spki-list", 
 def plt_bench_runs(bed, page, runs):
     out = []
     for _ in range(runs):
-        answer, _ = bed.load("h2", page.url, 120.0)
+        answer, _ = bed.load("h2", parse_page(f"url:{page.url}"), 120.0)
         if answer.get("error"):
             print(f"  plt-bench: {answer['error']}", file=sys.stderr)
             continue
@@ -43,7 +44,8 @@ def plt_bench_runs(bed, page, runs):
 
 
 def lighthouse_runs(bed, page, runs):
-    launch = browsers.get("chromium").launch("h2", bed.origins_for(page.url, "h2"), bed.server.cert.spki_sha256_b64,
+    launch = browsers.get("chromium").launch("h2", bed.origins_for(parse_page(f"url:{page.url}"), "h2"),
+                                             bed.server.cert.spki_sha256_b64,
                                              "/nonexistent")
     flags = [a for a in launch["args"] if a.startswith(KEPT_FLAGS)]
     flags = [f'{a.split("=", 1)[0]}="{a.split("=", 1)[1]}"' if " " in a else a for a in flags]
