@@ -461,3 +461,11 @@ def test_a_filmstrip_shows_what_each_protocol_s_median_trial_showed_on_one_time_
     assert len(h3.images) == 5 and len(h1.images) == 3
     assert {x.get_text().split()[0] for x in h3.texts} == {"FCP", "LCP", "load"}
     assert plots.filmstrip_plot(ts, stats.cells(ts), {}, {}, tmp_path, "t") == []  # no frames: no filmstrip
+
+
+def test_the_page_axis_says_what_its_labels_are():
+    """The corpus's heatmaps named their axis 'page (NxS: N images of S)' over recordings (issue 59: every
+    figure read as a reader sees it)."""
+    assert plots._page_axis([{"page": "5KB"}, {"page": "10MB"}]) == "page size"
+    assert plots._page_axis([{"page": "5KB"}, {"page": "4o:20x5KB"}]).startswith("page (NxS: N images of S")
+    assert plots._page_axis([{"page": "har:real-eigen"}, {"page": "har:real-flask"}]) == "page"

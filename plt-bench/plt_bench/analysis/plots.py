@@ -135,7 +135,15 @@ def _pages(rows) -> list[str]:
 
 
 def _page_axis(rows) -> str:
-    return "page (NxS: N images of S)" if any(_get(r, "objects") for r in rows) else "page size"
+    """The page axis's name: what its labels are (a generated page of images names itself NxS; a
+    recording, a folder or another kind names itself otherwise, and 'NxS' misread a corpus's axis)."""
+    import re
+    labels = {str(_get(r, "page")) for r in rows}
+    if all(re.fullmatch(r"[0-9.]+[KMG]?B", x) for x in labels):
+        return "page size"
+    if any(re.fullmatch(r"(\d+o:)?\d+x[0-9.]+[KMG]?B(@.*)?", x) for x in labels):
+        return "page (NxS: N images of S" + ("; Mo: over M origins)" if any("o:" in x for x in labels) else ")")
+    return "page"
 
 
 def heatmap_matrix(rows: list) -> dict[tuple, dict]:
