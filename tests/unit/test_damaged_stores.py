@@ -25,6 +25,15 @@ def _store(path, discovery="alt-svc", **extra):
     return cid
 
 
+def _edit(path, *statements) -> None:
+    """Edit a store as a user with sqlite3 would: each (SQL, parameters) or SQL, committed."""
+    db = sqlite3.connect(path)
+    for x in statements:
+        db.execute(*(x if isinstance(x, tuple) else (x,)))
+    db.commit()
+    db.close()
+
+
 @pytest.mark.parametrize("column, value", [
     ("protocol_mix_json", "{bad"), ("protocol_mix_json", "[1, 2]"), ("protocol_mix_json", '{"per_origin": [1]}'),
     ("replay_json", "[1,"), ("replay_json", '"a string"'), ("replay_json", '{"protocols": {"h3": "many"}}'),
@@ -37,10 +46,7 @@ def _store(path, discovery="alt-svc", **extra):
 def test_a_damaged_column_reads_as_missing_and_the_report_says_so(tmp_path, column, value):
     path = tmp_path / "s.sqlite"
     cid = _store(path)
-    db = sqlite3.connect(path)
-    db.execute(f"UPDATE trials SET {column} = ?", (value,))
-    db.commit()
-    db.close()
+    _edit(path, (f"UPDATE trials SET {column} = ?", (value,)))
     with st.Store(path, read_only=True) as s:
         rep = report.build(s, [cid])
         text = report.format_text(rep)
@@ -62,10 +68,7 @@ def test_a_damaged_device_calibration_in_the_metadata_is_said_and_the_report_sta
     pooled (what they were calibrated to cannot be told)."""
     path = tmp_path / "s.sqlite"
     cid = _store(path, devices=devices)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE trials SET device = 'low-end-phone', cpu_budget = 0.2")
-    db.commit()
-    db.close()
+    _edit(path, "UPDATE trials SET device = 'low-end-phone', cpu_budget = 0.2")
     with st.Store(path, read_only=True) as s:
         rep = report.build(s, [cid])
         text = report.format_text(rep)
@@ -97,11 +100,8 @@ def test_a_damaged_cross_value_does_not_refuse_the_report_of_other_rows(tmp_path
     though no --cross was given; the row now reads as without it, said."""
     path = tmp_path / "s.sqlite"
     cid = _store(path)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE trials SET aqm = 'droptail', cross = '2xtcp-cubic'")
-    db.execute("UPDATE trials SET cross = '999xweird' WHERE seq = 0")
-    db.commit()
-    db.close()
+    _edit(path, "UPDATE trials SET aqm = 'droptail', cross = '2xtcp-cubic'",
+          "UPDATE trials SET cross = '999xweird' WHERE seq = 0")
     with st.Store(path, read_only=True) as s:
         rep = report.build(s, [cid])
     assert any("(cross)" in w for w in rep["warnings"]), rep["warnings"]
@@ -111,10 +111,7 @@ def test_a_damaged_cross_value_does_not_refuse_the_report_of_other_rows(tmp_path
 def test_a_damaged_campaign_record_is_refused_naming_it(tmp_path):
     path = tmp_path / "s.sqlite"
     cid = _store(path)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE campaigns SET metadata_json = '{oops'")
-    db.commit()
-    db.close()
+    _edit(path, "UPDATE campaigns SET metadata_json = '{oops'")
     with st.Store(path, read_only=True) as s, pytest.raises(UsageError, match=f"campaign {cid}'s metadata_json is "
                                                                               "damaged"):
         report.build(s, [cid])
@@ -186,10 +183,7 @@ def test_comparing_along_an_axis_the_campaign_ran_one_value_of_says_so(tmp_path)
         with pytest.raises(UsageError, match=r"--compare cc: the campaign ran one congestion control \(cubic\)"):
             report.build(s, [cid], axis="cc")
         assert report.build(s, [cid], axis="proto")["rows"]
-    db = sqlite3.connect(path)
-    db.execute("UPDATE campaigns SET grid_json = json_set(grid_json, '$.compare', 'budget')")
-    db.commit()
-    db.close()
+    _edit(path, "UPDATE campaigns SET grid_json = json_set(grid_json, '$.compare', 'budget')")
     with st.Store(path, read_only=True) as s:
         rep = report.build(s, [cid])
     assert any("ran one CPU budget or device (full): nothing to compare" in w for w in rep["warnings"]), rep["warnings"]

@@ -312,6 +312,16 @@ def test_times_and_sizes_are_labelled_as_people_read_them():
                                                                              "700 MB"]
 
 
+def _size_axes(cells, tmp_path, monkeypatch):
+    """The size figure of these cells, drawn as it is saved: its axes."""
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, out, stem: drawn.append(fig) or [])
+    plots.size_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
+    (fig,) = drawn
+    fig.canvas.draw()
+    return fig.axes[0]
+
+
 def test_the_size_figure_reads_in_kb_and_ms_not_powers_of_ten(tmp_path, monkeypatch):
     """Its axes were 10^4 .. 10^7 and 2x10^-1 (issue 47): now the sizes run and the times in ms and s."""
     cells = {}
@@ -322,12 +332,7 @@ def test_the_size_figure_reads_in_kb_and_ms_not_powers_of_ten(tmp_path, monkeypa
                 median_ms=80.0 + size / 1000, mean_ms=80.0, sd_ms=5.0, cv=0.05, ci_low_ms=75.0, ci_high_ms=85.0,
                 rate_down_bps=10**7, rtt_ms=50.0, jitter_ms=0.0, loss_pct=0.0, n_cpu_bound=0, cpu_bound_roles="",
                 n_cpu_unjudged=0)
-    drawn = []
-    monkeypatch.setattr(plots, "_save", lambda fig, out, stem: drawn.append(fig) or [])
-    plots.size_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
-    (fig,) = drawn
-    fig.canvas.draw()
-    ax = fig.axes[0]
+    ax = _size_axes(cells, tmp_path, monkeypatch)
     xs = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     ys = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert xs == ["5 KB", "50 KB", "500 KB", "10 MB"], xs
@@ -350,12 +355,7 @@ def test_a_log_time_axis_of_a_few_decades_is_labelled_in_readable_steps(tmp_path
             conditions="10mbit", page=f"{size // 1000}KB", size_bytes=size, objects=0, proto="h3", cc="cubic", n=5,
             median_ms=ms, mean_ms=ms, sd_ms=5.0, cv=0.05, ci_low_ms=ms, ci_high_ms=ms, rate_down_bps=10**7,
             rtt_ms=50.0, jitter_ms=0.0, loss_pct=0.0, n_cpu_bound=0, cpu_bound_roles="", n_cpu_unjudged=0)
-    drawn = []
-    monkeypatch.setattr(plots, "_save", lambda fig, out, stem: drawn.append(fig) or [])
-    plots.size_plot(cells, {"link_backend": "linkem"}, tmp_path, "t")
-    (fig,) = drawn
-    fig.canvas.draw()
-    ax = fig.axes[0]
+    ax = _size_axes(cells, tmp_path, monkeypatch)
     low, high = ax.get_ylim()
     shown = {t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high}
     assert expected <= shown and len(shown) >= 2 and len(shown) <= 12, shown
