@@ -45,10 +45,8 @@ def parse_pin(text: str, option: str = "--server-pin") -> str:
 
 
 def parse_port(text, option: str = "--control-port") -> int:
-    try:
-        n = int(text)
-    except (TypeError, ValueError):
-        n = 0
+    digits = str(text).strip()
+    n = int(digits) if digits.isascii() and digits.isdigit() else 0  # int() takes 4_443 and ' +4443
     if not 1024 <= n <= 65535 or n in SHAPED_PORTS:
         raise UsageError(f"{option}: '{text}' is not a port for the control channel; expected 1024 to 65535, "
                          f"not {' or '.join(str(p) for p in SHAPED_PORTS if p >= 1024)} (test traffic)")

@@ -30,7 +30,7 @@ def test_pin_token_and_port_forms():
     for bad in ("", "abc", PIN[:-1], "!" * 44):
         with pytest.raises(UsageError, match="--server-pin"):
             parse_pin(bad)
-    for bad in ("22", "443", "5201", "70000", "x"):
+    for bad in ("22", "443", "5201", "70000", "x", "4_443", "+4443", "٤٤٤٣"):  # int() took the last three
         with pytest.raises(UsageError, match="--control-port"):
             parse_port(bad)
     assert parse_port("4443") == 4443
