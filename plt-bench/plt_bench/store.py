@@ -85,6 +85,12 @@ Schema history (SCHEMA_VERSION):
  27 - a browser kept across trials (--browser-start kept, plt_bench.browsers.base.START_MODES): trials
       gain browser_start (fresh for every older trial: a browser and profile of its own) and
       browser_loads (the kept browser's loads before the trial; 0).
+ 28 - the browsers' sandbox in each campaign's metadata (key metadata since 2026-11-27, never written
+      until 2026-11-29, so every campaign read as unsandboxed and sandboxed ones pooled with those
+      before): where a campaign's metadata (and each cluster host's) lacks browser_sandbox, its
+      campaign file's or option's value (grid browser_sandbox: off where given), else on for a
+      campaign begun since the sandbox became the default (SANDBOX_DEFAULT_SINCE_UTC), off before. No
+      trial row changes.
 """
 
 from __future__ import annotations
@@ -103,7 +109,10 @@ from .errors import StoreError, UsageError
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 27
+SCHEMA_VERSION = 28
+# when the browsers' sandbox became the default (commit 387687a): a campaign begun since ran sandboxed
+# unless its definition said off (schema 28)
+SANDBOX_DEFAULT_SINCE_UTC = "2026-11-27T01:40:59+00:00"
 V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_slowdown", "cpu_group_ms",
                "cpu_throttled_periods", "cpu_throttled_ms", "udp_rcvbuf_errors")
 V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
@@ -176,6 +185,8 @@ MIGRATIONS = (
     Migration(27, "how the trial's browser started (a fresh browser for every older trial)",
               columns=V27_COLUMNS,
               sql=("UPDATE trials SET browser_start = 'fresh', browser_loads = 0",)),
+    Migration(28, "each campaign's browsers' sandbox in its metadata (never written before)",
+              call="_v28_browser_sandbox"),
 )
 
 SCHEMA_TEMPLATE = """
@@ -492,6 +503,39 @@ class Store:
             cc = (json.loads(meta or "{}") or {}).get("congestion_control")
             self.db.execute("UPDATE trials SET cc = ? WHERE campaign_id = ?",
                             (cc if cc in CONGESTION_CONTROLS else "cubic", cid))
+
+    def _v28_browser_sandbox(self) -> None:
+        """27 -> 28: the browsers' sandbox of each campaign that does not say it (its metadata's, or a
+        cluster's each host's): as its definition gave it, else on since the sandbox was the default, off
+        before."""
+        import datetime
+        since = datetime.datetime.fromisoformat(SANDBOX_DEFAULT_SINCE_UTC)
+        for cid, started, grid, meta in self.db.execute(
+                "SELECT id, started_utc, grid_json, metadata_json FROM campaigns").fetchall():
+            try:
+                g, m = json.loads(grid or "{}") or {}, json.loads(meta or "{}") or {}
+            except ValueError:
+                continue  # a damaged record stays as it is: its reader says so
+            if not isinstance(m, dict):
+                continue
+            try:
+                begun = datetime.datetime.fromisoformat(str(started).replace("Z", "+00:00"))
+                if begun.tzinfo is None:
+                    begun = begun.replace(tzinfo=datetime.timezone.utc)
+                default = "on" if begun >= since else "off"
+            except ValueError:
+                default = "off"  # an undated campaign: as KEY_DEFAULTS reads one
+            given = g.get("browser_sandbox") if isinstance(g, dict) else None
+            value = given if given in ("on", "off") else default
+            hosts = m.get("hosts") if isinstance(m.get("hosts"), dict) else {}
+            # a cluster's key metadata is each host's (a head's own names none: Testbed.metadata writes no head's)
+            wheres = list(hosts.values()) if m.get("mode") == "cluster" else [m]
+            missing = [w for w in wheres if isinstance(w, dict) and "browser_sandbox" not in w]
+            for w in missing:
+                w["browser_sandbox"] = value
+            if missing:
+                self.db.execute("UPDATE campaigns SET metadata_json = ? WHERE id = ?",
+                                (json.dumps(m, sort_keys=True), cid))
 
     def _rename_protocols(self) -> None:
         from .protocols import STORED_BEFORE_13

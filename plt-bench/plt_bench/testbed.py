@@ -620,6 +620,9 @@ class Testbed:
             "discovery": self.discovery,
             # kept: a browser kept across trials, a fresh context each (fresh for every campaign before it)
             "browser_start": self.browser_start,
+            # on: the browsers as the unprivileged user, their sandbox on (key metadata since 2026-11-27, but
+            # written only since 2026-11-29: store schema 28 fills it in for the campaigns between)
+            "browser_sandbox": self.browser_sandbox,
             "chromium": self.worker_versions.get("chromium"),
             "chromedriver": self.worker_versions.get("chromedriver"),
             # which load the pages (plt_bench.browsers), comma-separated; the versions of each but Chromium below

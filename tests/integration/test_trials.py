@@ -211,6 +211,14 @@ def test_netem_detection_and_metadata(bed):
     assert m["congestion_control"] == "cubic" and m["caddy_version"] and m["chromium"].startswith("Chromium")
     assert m["chromedriver"].startswith("ChromeDriver") and m["kernel"] and m["tcconfig"] == "0.30.1"
     assert "git_commit" in m and "git_dirty" in m
+    # every key field this testbed sets is written (issue 60: browser_sandbox was key metadata that no
+    # campaign's metadata held, so sandboxed campaigns pooled with unsandboxed ones): all but Firefox's and
+    # the second server's, which a testbed of Chromium and Caddy does not run
+    from plt_bench.metadata import KEY_FIELDS
+    unset = {"firefox", "geckodriver", "quinnserve_version"}
+    assert [k for k in KEY_FIELDS if k not in unset and m.get(k) in (None, "")] == [], m
+    assert (m["browser_sandbox"], m["browser_start"], m["discovery"]) == (bed.browser_sandbox, bed.browser_start,
+                                                                          bed.discovery)
 
 
 def _browsers_of(bed, profile_dir: str) -> list[int]:

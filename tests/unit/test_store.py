@@ -765,3 +765,42 @@ def test_the_migrations_are_one_step_a_version_up_to_the_schema():
     declared = {name for name, _, _ in records.columns()}
     assert all(c in declared for m in st.MIGRATIONS for c in m.columns)  # each added as the schema declares it
     assert all(m.call is None or callable(getattr(st.Store, m.call)) for m in st.MIGRATIONS)
+
+
+def test_a_version_27_store_gains_each_campaign_s_browser_sandbox_and_keeps_apart_what_ran_unlike(tmp_path):
+    """Schema 28: browser_sandbox was key metadata that no campaign's metadata held (issue 60), so every
+    campaign read as unsandboxed and a sandboxed campaign pooled with one run as root. A store of
+    version 27 gains it per campaign, from its definition, else from when it began; a cluster's per
+    host; no trial row changes; the two then are not pooled, and each reports as before."""
+    from plt_bench.analysis import report
+    from plt_bench.metadata import key_value
+    path = tmp_path / "v27.sqlite"
+    meta = {"link_backend": "linkem", "browser_start": "fresh"}
+    with st.Store(path) as s:
+        before = s.new_campaign("root", "2026-11-26T10:00:00.000+00:00", {"protos": ["h3", "h1"]}, meta)
+        since = s.new_campaign("sandboxed", "2026-11-28T10:00:00.000+00:00", {"protos": ["h3", "h1"]}, meta)
+        said = s.new_campaign("off", "2026-11-28T11:00:00.000+00:00",
+                              {"protos": ["h3", "h1"], "browser_sandbox": "off"}, meta)
+        cluster = s.new_campaign("cluster", "2026-11-28T12:00:00.000+00:00", {"protos": ["h3", "h1"]},
+                                 {"mode": "cluster", "hosts": {"a/pb1": dict(meta), "b/pb1": dict(meta)}})
+        for cid in (before, since, said, cluster):
+            for t in _three_runs(cid):
+                s.add_trial(t)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE schema_info SET version = 27")
+    db.commit()
+    rows = _rows(path)
+    db.close()
+    with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
+        got = {c: s.campaign(c)["metadata"] for c in (before, since, said, cluster)}
+        alone = report.format_text(report.build(s, [since]))
+        with pytest.raises(UsageError, match=f"campaigns {before} and {since} differ in browser_sandbox"):
+            report.build(s, [before, since])
+        with pytest.raises(UsageError, match="differ in browser_sandbox"):
+            report.build(s, [since, said])
+        assert len(report.build(s, [before, said])["trials"]) == 12  # both as root: pooled, as before
+    assert [key_value(got[c], "browser_sandbox") for c in (before, since, said)] == ["off", "on", "off"]
+    assert "browser_sandbox" not in got[cluster] and {h["browser_sandbox"] for h in got[cluster]["hosts"].values()} == {"on"}
+    assert _rows(path) == rows
+    with st.Store(path) as s:
+        assert report.format_text(report.build(s, [since])) == alone
