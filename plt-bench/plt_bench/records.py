@@ -14,6 +14,7 @@ and CpuFigures (CPU seconds per role); linkem's are in plt_bench.link.stats.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -517,11 +518,13 @@ def _number_in(lo: float, hi: float | None = None, lo_open: bool = False):
     return check
 
 
+@functools.lru_cache(maxsize=256)  # a store's rows repeat a few texts: each parsed once
 def _aqm_text(v) -> bool:
     from .link.aqm import parse
     return isinstance(v, str) and _parses(parse, v)
 
 
+@functools.lru_cache(maxsize=256)
 def _cross_text(v) -> bool:
     from .link.cross import parse
     return isinstance(v, str) and _parses(parse, v)

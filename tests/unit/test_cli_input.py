@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from plt_bench.pages import page_url
+
 from ..conftest import ROOT, run_cli, state_unchanged, system_state
 from .test_replay import url
+
+A_PAGE = page_url("a.test", "/index.html")  # a served folder's page, on the reserved .test domain
 
 
 def _campaign_file(tmp_path, text):
@@ -53,8 +57,8 @@ CLI = [
     # ... and system folders served as they are (the link scan walked /proc and ended in a traceback)
     (["run", "--serve", "a.test=/", "--size", "5KB"], "--serve: 'a.test=/': / is a system folder"),
     (["run", "--serve", "a.test=/etc/ssl", "--size", "5KB"], "/etc/ssl is a system folder"),
-    (["record", "https://a.test/index.html", "--name", "x", "--serve", "a.test=/"], "/ is a system folder"),
-    (["record", "https://a.test/index.html", "--name", "x", "--serve", "a.test=/proc"], "/proc is a system folder"),
+    (["record", A_PAGE, "--name", "x", "--serve", "a.test=/"], "/ is a system folder"),
+    (["record", A_PAGE, "--name", "x", "--serve", "a.test=/proc"], "/proc is a system folder"),
     (["serve", "--addr", "10.0.0.1", "--serve", "a.test=/root"], "/root is a system folder"),
     (["serve", "--addr", "10.0.0.1", "--serve", "a.test=/sys"], "/sys is a system folder"),
     # issue 36: what a cluster exposes (--listen) and TLS
@@ -563,8 +567,8 @@ def test_a_served_folder_s_files_not_every_user_may_read_are_refused_by_record_r
     (site / "private").mkdir(mode=0o700)
     (site / "private" / "x.js").write_text("var x;")
     before = system_state()
-    for args in (["record", "https://a.test/index.html", "--name", "priv", "--serve", f"a.test={site}"],
-                 ["run", "--serve", f"a.test={site}", "--size", "url:https://a.test/index.html", "--results",
+    for args in (["record", A_PAGE, "--name", "priv", "--serve", f"a.test={site}"],
+                 ["run", "--serve", f"a.test={site}", "--size", f"url:{A_PAGE}", "--results",
                   str(open_tmp_path / "r" / "r.sqlite")],
                  ["serve", "--addr", "10.0.0.1", "--serve", f"a.test={site}"]):
         r = run_cli(*args, timeout=60)
@@ -575,7 +579,8 @@ def test_a_served_folder_s_files_not_every_user_may_read_are_refused_by_record_r
     assert not (open_tmp_path / "r").exists() and not (ROOT / "sites" / "replay" / "priv").exists()
     user = "plt-browser"
     if shutil.which("runuser") is None or subprocess.run(["id", user], capture_output=True).returncode != 0:
-        return  # the browsers' user comes with scripts/setup, which the suite runs first
+        pytest.skip(f"unjudged: the refusals held, but the browsers' user {user} is missing to read the folder as "
+                    "(scripts/setup, which the suite runs first, adds it)")
 
     def may_read(path) -> bool:  # as the unprivileged user sees it
         test = "-d" if path.is_dir() else "-f"
