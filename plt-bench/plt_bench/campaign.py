@@ -210,6 +210,16 @@ def _cond_dict(c: Conditions) -> dict:
             if not ((k.startswith("trace_") or k in ("aqm", "cross")) and v is None) and not (k == "ecn" and v is False)}
 
 
+def page_of_label(label: str) -> "Page | str":
+    """A stored trial's page, read back by the parser that planned it (pages.parse_page); the label
+    itself where the parser no longer takes it (its recording deleted, its kind gone)."""
+    from .pages import parse_page
+    try:
+        return parse_page(label, "a stored trial's page")
+    except (UsageError, LookupError, ValueError, OSError):
+        return label
+
+
 class Slot(NamedTuple):
     """One trial of a campaign's plan: the cell it measures and its run."""
 
@@ -230,10 +240,17 @@ class Slot(NamedTuple):
                     cpu=cond_mod.budget_of(self.budget), cores=1 if device else self.cores, device=device)
 
     @classmethod
-    def of(cls, t) -> "Slot":
-        """The slot a stored trial (records.Trial) measured, found by its fields: its conditions, not
-        a label; cubic, Chromium and Caddy where a store before their columns has none."""
-        return cls(t.conditions, t.run_index, t.page_spec, t.proto, t.cc or "cubic", t.browser or "chromium",
+    def of(cls, t, pages: "dict[str, Page | str] | None" = None) -> "Slot":
+        """The slot a stored trial (records.Trial) measured: its conditions as stored (not their label), its
+        page as the page parser reads its stored label (pages.parse_page, the parser that planned it: a
+        page of every kind comes back as planned); cubic, Chromium and Caddy where a store before their
+        columns has none. pages: the labels read so far (filled here: a campaign's trials share a few).
+        A label the parser no longer takes (a recording since deleted) stays a string: it is no slot of
+        any plan."""
+        known = {} if pages is None else pages
+        if t.page not in known:
+            known[t.page] = page_of_label(t.page)
+        return cls(t.conditions, t.run_index, known[t.page], t.proto, t.cc or "cubic", t.browser or "chromium",
                    t.server or "caddy", t.budget, t.cpu_cores or 1)
 
     @property
@@ -506,9 +523,10 @@ def _compare(v: "Values") -> str:
 
 
 def _visits(v: "Values", pages: tuple[Page, ...]) -> tuple[Page, ...]:
-    """The pages with every visit asked (--visit first,repeat): each page of kind "page" once per
-    visit, in that order; a page that names its own visit (20x5KB@repeat) and bulk and request
-    pages stay as they are."""
+    """The pages with every visit asked (--visit first,repeat): each page whose kind builds repeat visits
+    (pages.PageKind.repeatable, what --size X@repeat asks too) once per visit, in that order; a page
+    that names its own visit (20x5KB@repeat) and the kinds without repeats (bulk, request, served-folder
+    pages) stay as they are."""
     from .pages import VISITS
     visits = list(dict.fromkeys(units.split_list(_as_list(v.get("visit", DEFAULTS["visit"])), v.name("visit"))))
     if not visits or any(x not in VISITS for x in visits):
@@ -519,7 +537,8 @@ def _visits(v: "Values", pages: tuple[Page, ...]) -> tuple[Page, ...]:
         return pages
     out: list[Page] = []
     for p in pages:
-        more = [dataclasses.replace(p, visit=x) for x in visits] if p.kind == "page" and p.visit == "first" else [p]
+        more = [dataclasses.replace(p, visit=x) for x in visits] if p.page_kind.repeatable and p.visit == "first" \
+            else [p]
         out += [q for q in more if q not in out]
     return tuple(out)
 

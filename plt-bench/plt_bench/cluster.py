@@ -729,6 +729,7 @@ class Head:
                                           {"mode": "cluster", "scheduler": scheduler, "hosts": {}, "owner": procs.me()},
                                           spec.spec_hash)
         self.done = attempts_so_far(store.trials([self.cid]))
+        self.pages_read: dict = {}  # the stored labels read back (Slot.of)
         left = todo(spec.plan(), self.done, spec.retries)
         self.cells = [c for c in cells(spec) if any(s.place == c for s in left)]
         self.seq = max((t.seq for ts in self.done.values() for t in ts), default=-1) + 1
@@ -771,7 +772,7 @@ class Head:
         while self.queue.qsize():
             message = pickle.loads(self.queue.get())
             t = message["trial"]
-            slot = Slot.of(t)
+            slot = Slot.of(t, self.pages_read)
             if any(x.status == "ok" for x in self.done.get(slot, [])):
                 continue  # its files too: nothing of a second copy is kept
             # numbered by the head: a cell sent again after its worker died measures its slots anew

@@ -18,10 +18,10 @@ import functools
 import json
 import types
 import typing
+from urllib.parse import urlsplit
 from typing import TypedDict
 
 from .conditions import Conditions
-from .pages import Page
 
 
 def doc(text: str, default=dataclasses.MISSING) -> dataclasses.Field:
@@ -387,22 +387,6 @@ class Trial:
         return self.conditions.label
 
     @property
-    def page_spec(self) -> Page:
-        """The page as the grid names it (Page(object_bytes, objects), a bulk or request page, or
-        Page(size_bytes))."""
-        if self.bulk_ms:
-            return Page(0, 0, self.bulk_ms, self.interval_ms)
-        if self.requests:
-            return Page(self.object_bytes, requests=self.requests, streams=self.streams)
-        visit = self.visit or "first"
-        if self.page.startswith("har:"):
-            return Page(self.object_bytes, self.objects, origins=self.origins or 1, visit=visit,
-                        replay=self.page.split("@")[0][4:])
-        if self.objects:
-            return Page(self.object_bytes, self.objects, origins=self.origins or 1, visit=visit)
-        return Page(self.size_bytes, visit=visit)
-
-    @property
     def body_bytes(self) -> int:
         """Every body byte the browser read in the trial: the page's (size_bytes) and a bulk
         page's download after it (bulk_bytes)."""
@@ -412,11 +396,6 @@ class Trial:
     def kind(self) -> str:
         """page | bulk | requests (pages.Page.kind): what the trial measures."""
         return "bulk" if self.bulk_ms else "requests" if self.requests else "page"
-
-    def latencies_ms(self) -> list[float]:
-        """A request page's latency per request (pages.requests.request_latencies), in the order made."""
-        from .pages.requests import request_latencies
-        return request_latencies(self.page_spec, self.resources)
 
     @property
     def series(self) -> "BulkSeries | dict":
@@ -428,9 +407,8 @@ class Trial:
 
     @property
     def page_host(self) -> str:
-        """The host the page itself came from (the URL's)."""
-        from .pages import url_host
-        return url_host(self.url)
+        """The host the page itself came from (the URL's, as pages.url_host reads it)."""
+        return urlsplit(self.url or "").hostname or ""
 
     @property
     def connections_per_origin(self) -> dict[str, int]:

@@ -67,8 +67,9 @@ def owner_text(owner: dict) -> str:
 def attempts_so_far(trials: list[Trial]) -> dict[Slot, list[Trial]]:
     """A campaign's stored attempts per slot, found by the trial's fields (its conditions, not a label)."""
     out: dict[Slot, list[Trial]] = {}
+    pages: dict = {}  # each label read once
     for t in trials:
-        out.setdefault(Slot.of(t), []).append(t)
+        out.setdefault(Slot.of(t, pages), []).append(t)
     return out
 
 

@@ -12,6 +12,7 @@ from plt_bench.capture import KINDS, Settings
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.cpu import roles_of
+from plt_bench.pages import parse_page
 from plt_bench.pages import Page
 from plt_bench.trial.run import run_cell_once
 from plt_bench.store import Store
@@ -77,7 +78,7 @@ def test_every_capture_file_is_referenced_by_the_store_and_lives_under_results(c
             p = Path(a["path"])
             assert p.is_file() and p.stat().st_size == a["bytes"] > 0, a
             assert p.resolve().is_relative_to(results / "captures"), p
-            assert p.parent.name.endswith(f"-{proto}-{tr['row'].page_spec.html_name.rsplit('.', 1)[0]}"), p
+            assert p.parent.name.endswith(f"-{proto}-{parse_page(tr['row'].page).html_name.rsplit('.', 1)[0]}"), p
         assert "0 dropped by the kernel" in tr["artifacts"]["pcap"]["note"]
         keylog = Path(tr["artifacts"]["keylog"]["path"])
         assert oct(keylog.parent.stat().st_mode & 0o777) == "0o700"  # keys decrypt the traffic: private folder

@@ -12,6 +12,7 @@ import pytest
 from plt_bench import cmd
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import parse_page
+from plt_bench.pages.requests import request_latencies
 from plt_bench.trial.run import run_cell_once
 
 from ..conftest import machine_refused, ok_slots, run_cli, system_state, unjudged
@@ -113,7 +114,7 @@ def test_a_request_trial_proves_and_times_every_request(bed, store, campaign, pr
         return
     assert t.ok, reasons
     assert (t.requests, t.streams, t.objects, t.objects_ok, t.page) == (20, 5, 0, 20, "req20x1KB_c5")
-    lat = t.latencies_ms()
+    lat = request_latencies(parse_page(t.page), t.resources)
     assert len(lat) == 20
     # a request is answered no sooner than a round trip of the link (linkem may release a packet up to
     # a timer wake-up early: well under a millisecond), and its percentiles are its trial's

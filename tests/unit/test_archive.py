@@ -612,9 +612,9 @@ def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(open_
 
 
 def test_a_recording_s_page_is_the_same_slot_when_read_back_from_the_store(tmp_path, monkeypatch):
-    """A campaign of recordings resumes: the plan's page (an archive) and a stored trial's page
-    (records.Trial.page_spec, which cannot tell an archive from a stand-in) are one slot (until
-    2026-11-27 they never matched, and a rerun tried to store its slots again). A repeat visit of one
+    """A campaign of recordings resumes: the plan's page (an archive) and a stored trial's page (its
+    label read back by the page parser: campaign.Slot.of) are one slot (until 2026-11-27 they never
+    matched, and a rerun tried to store its slots again). A repeat visit of one
     is refused naming the page to measure instead (the message printed '{base}')."""
     from plt_bench import pages, records
     p = tmp_path / "r.har"
@@ -628,7 +628,9 @@ def test_a_recording_s_page_is_the_same_slot_when_read_back_from_the_store(tmp_p
                            object_bytes=planned.size_bytes, objects=planned.objects, origins=planned.origins,
                            conditions=Conditions(None, None), status="ok", reason=None, started_utc="t",
                            finished_utc="t", wall_s=1.0, url="https://www.rec.test/")
-    assert stored.page_spec == planned and hash(stored.page_spec) == hash(planned)
+    from plt_bench.campaign import Slot
+    again = Slot.of(stored).page
+    assert again == planned and hash(again) == hash(planned) and again.archived
     revisit = pages.parse_page("har:page@repeat")
     assert (revisit.visit, revisit.base_label, revisit.label) == ("repeat", "har:page", "har:page@repeat")
 

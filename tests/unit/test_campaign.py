@@ -1,4 +1,6 @@
 """Campaign files, presets, the plan's order, resume bookkeeping."""
+import dataclasses
+
 import pytest
 
 from plt_bench import campaign
@@ -148,6 +150,34 @@ def test_todo_finds_cells_by_their_fields_and_skips_finished_and_exhausted_trial
     assert [s.browser for s in session.todo(spec.plan(), done, spec.retries)] == ["chromium"]
     done = session.attempts_so_far([trial(seq=0, run_index=0, proto="h1", size=5000, cond=cond, browser=None)])
     assert [s.browser for s in session.todo(spec.plan(), done, spec.retries)] == ["firefox"]
+
+
+def test_a_campaign_of_every_kind_resumes_without_planning_its_trials_again(open_tmp_path):
+    """A stored trial's page is its label read back by the page parser (campaign.Slot.of): a campaign of
+    pages of every kind resumes with nothing left to run once each slot has its ok trial. Until
+    2026-11-29 the store's fields were rebuilt by a switch of their own, and js20x10KB came back as
+    20x10KB and a url: page as a single page, so a rerun planned them again."""
+    from plt_bench import session
+    from plt_bench.pages import page_url, parse_page
+    from .trials import trial
+    (open_tmp_path / "d").mkdir()
+    docs = "url:" + page_url("docs.pkg.test", "/")
+    sizes = ["5KB", "20x5KB", "4o:8x5KB", "js20x10KB", docs, "bulk2s", "req10x1KB_c2"]
+    spec = campaign.bare({"size": ",".join(sizes), "runs": "2", "proto": "h2,h1", "visit": "first,repeat",
+                          "serve": f"docs.pkg.test={open_tmp_path / 'd'}"})
+    plan = spec.plan()
+    # the repeats are of the kinds that build them (pages.PageKind.repeatable), as --size X@repeat
+    assert {s.page.label for s in plan} == {*sizes, "5KB@repeat", "20x5KB@repeat", "4o:8x5KB@repeat"}
+    stored = [trial(seq=i, run_index=s.run_index, proto=s.proto, page=s.page, cond=s.conditions)
+              for i, s in enumerate(plan)]
+    assert {t.page for t in stored} >= {"js20x10KB", docs}
+    done = session.attempts_so_far(stored)
+    assert session.todo(plan, done, spec.retries) == []
+    assert {s.page for s in done} == {s.page for s in plan}
+    assert parse_page("js20x10KB") != parse_page("20x10KB")  # the two a rebuild by fields told apart by nothing
+    # a label the parser no longer takes (its recording gone) is no slot of any plan, and stops nothing
+    gone = session.attempts_so_far([dataclasses.replace(stored[0], page="har:gone")])
+    assert [s.page for s in gone] == ["har:gone"] and len(session.todo(plan, gone, spec.retries)) == len(plan)
 
 
 def test_key_metadata_diff_and_eta():

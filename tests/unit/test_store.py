@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from plt_bench import store as st
-from plt_bench.pages import Page
+from plt_bench.pages import Page, parse_page
 from plt_bench.errors import UsageError
 from plt_bench.analysis.summary import format_table, summarize
 
@@ -149,7 +149,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_trials(tmp_path):
         t, cable = s.trials([1])
         assert t.plt_ms == 42.0 and t.attempt == 1 and t.warmup is False and t.conditions.rtt_ms == 0
         assert cable.conditions.name == "Cable" and t.conditions.name is None  # version 6: the profile's name
-        assert (t.page, t.objects, t.object_bytes, t.page_spec) == ("5KB", 0, 0, Page(5000))  # version 7: the label
+        assert (t.page, t.objects, t.object_bytes, parse_page(t.page)) == ("5KB", 0, 0, Page(5000))  # version 7: the label
         s.add_trial(_trial(1, 2, plt=50.0, attempt=2, warmup=True, busy_pct=3.0))
         assert [x.attempt for x in s.trials([1])] == [1, 1, 2]
         # the migrated table has every column the record has, as a new store does
@@ -456,7 +456,7 @@ def test_a_version_13_store_reports_as_before(tmp_path):
         lcp = report.build(s, [cid], metric="lcp")
     assert len(trials) == 24 and {(t.visit, t.origins, t.fcp_ms, t.lcp_ms, t.connections_json) for t in trials} == {
         ("first", 1, None, None, None)}
-    assert {t.page_spec.label for t in trials} == {"20x5KB"}
+    assert {parse_page(t.page).label for t in trials} == {"20x5KB"}
     text = report.format_text(rep)
     old = [["10mbit rtt50ms", "20x5KB", "h3 vs h2", "4/4", "495.0 [491.0, 514.0]", "681.0 [678.0, 688.0]",
             "-27.3 [-28.2, -24.5]", "4.16e-06", "1.25e-05", "-1.00", "h3", "-"],

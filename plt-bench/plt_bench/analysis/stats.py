@@ -451,13 +451,14 @@ def throughput_series(trials: list[Trial]) -> list[dict]:
 def latency_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, request page, protocol), the requests of all its counted trials pooled: n
     (trials), n_requests, p50/p90/p99 in ms, and the connections the trials used (median)."""
-    from ..pages.requests import percentiles
+    from ..pages import parse_page
+    from ..pages.requests import percentiles, request_latencies
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials, "requests"):
         groups[cell_key(t)].append(t)
     rows = []
     for (cond, page, proto, cc, browser, server, budget), ts in groups.items():
-        lat = [x for t in ts for x in t.latencies_ms()]
+        lat = [x for t in ts for x in request_latencies(parse_page(page, "a stored trial's page"), t.resources)]
         p = percentiles(lat) or {}
         c = ts[0].conditions
         conns = [t.connections for t in ts if t.connections]

@@ -117,8 +117,7 @@ class Page:
     replay: str = ""      # a replayed page's page set (har:NAME); size_bytes is then all its objects' bytes
     #                       together, objects and origins the recording's
     # the set is a recording, replayed as recorded: objects counts its recorded requests after the navigation,
-    # origins its recorded hosts. Not compared: a name is a recording or a stand-in, never both (one folder),
-    # and a stored trial's page (records.Trial.page_spec) does not say which, so a campaign of recordings resumes
+    # origins its recorded hosts. Not compared: a name is a recording or a stand-in, never both (one folder)
     archived: bool = dataclasses.field(default=False, compare=False)
     url: str = ""         # a page of a folder served as it is (url:ADDRESS, --serve HOST=DIR): its own
     #                       URL, its requests whatever it asks for (size_bytes 0: not known before the load)
