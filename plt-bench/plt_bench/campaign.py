@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
-from . import cmd, conditions as cond_mod, protocols, units
+from . import axes, cmd, conditions as cond_mod, protocols, units
 from .link import host as hostnet
 from .capture import DEFAULT_INTERVAL_S, DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Cell, Conditions, Grid
@@ -718,7 +718,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         return n
 
     reorder = v.get("reorder", DEFAULTS["reorder"]) and not overrides.get("no_reorder", False)
-    grid_names = {k: v.name(k) for k in cond_mod.GRID_KEYS}
+    grid_names = {k: v.name(k) for k in axes.GRID_KEYS}
     common = dict(jitter_dist=str(v.get("jitter_dist", DEFAULTS["jitter_dist"])),
                   loss_direction=str(v.get("loss_direction", DEFAULTS["loss_direction"])),
                   reorder=reorder, queue=v.text("queue"), names=grid_names, aqm=v.text("aqm"),
@@ -735,7 +735,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
             at = f"{where}: profile {i + 1}"
             for k, x in prof.items():
                 check_type(x, k, f"{at} {k}") if k != "name" else check_type(x, "description", f"{at} name")
-            g = cond_mod.make_grid(protos, _as_list(prof["bw"]), sizes, runs, prof.get("up_bw"),
+            g = axes.make_grid(protos, _as_list(prof["bw"]), sizes, runs, prof.get("up_bw"),
                                    None if prof.get("rtt") is None else _as_list(prof["rtt"]),
                                    None if prof.get("jitter") is None else _as_list(prof["jitter"]),
                                    None if prof.get("loss") is None else _as_list(prof["loss"]),
@@ -752,7 +752,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                                  "give one of them")
             if opt_bw:
                 trace_down = None
-        grid = cond_mod.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
+        grid = axes.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
                                   v.text("jitter"), v.text("loss"), **common, trace_down=trace_down,
                                   trace_up=_trace_paths(v, "trace_up", path))
     ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
@@ -812,9 +812,9 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                                               v.name("browser_sandbox")),
                 browser_start=browser_base.parse_start(v.get("browser_start", DEFAULTS["browser_start"]),
                                                        v.name("browser_start")),
-                overridden=tuple(sorted(k for k in overrides if k in cond_mod.GRID_KEYS + ("no_reorder", "cc", "browser",
+                overridden=tuple(sorted(k for k in overrides if k in axes.GRID_KEYS + ("no_reorder", "cc", "browser",
                                                                                           "http_server", "cpu", "device", "cores"))))
     check_size(spec.trial_count, bool(overrides.get("allow_large")),
                f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
-                                                                       if k in cond_mod.GRID_KEYS))
+                                                                       if k in axes.GRID_KEYS))
     return spec

@@ -484,7 +484,7 @@ def cmd_serve(a) -> int:
 
 def cmd_doctor(a) -> int:
     from . import doctor
-    from .conditions import parse_pages
+    from .axes import parse_pages
     checks = doctor.run_checks(SITES, list(parse_pages(",".join(ALL_SIZES))))
     print(json.dumps([dataclasses.asdict(c) for c in checks], indent=1) if a.json else doctor.format_checks(checks))
     return 1 if any(c.essential and c.status == "missing" for c in checks) else 0
@@ -529,7 +529,7 @@ def cmd_summary(a) -> int:
 
 
 def cmd_pages(a) -> int:
-    from .conditions import parse_pages
+    from .axes import parse_pages
     from .pages import Sites
     if a.from_har or a.name:
         return _pages_from_har(a)

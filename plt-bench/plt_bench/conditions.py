@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from typing import Iterable
 
+from typing import TYPE_CHECKING
+
 from . import protocols, traces, units
-from .browsers import NAMES as BROWSERS
-from .servers import NAMES as SERVERS
 from .errors import UsageError
-from .pages import Page, page_form, parse_page
+
+if TYPE_CHECKING:  # (the page seam's record, held here by its type alone: the model imports no seam)
+    from .pages import Page
 
 DEFAULT_SIZES = ("5KB", "500KB", "10MB", "50MB")
 ALL_SIZES = ("5KB", "500KB", "10MB", "50MB", "700MB")
@@ -41,9 +44,12 @@ def budget_of(label: str) -> float | None:
 
 
 def device_of(label: str) -> str | None:
-    """The device a budget axis value names (a device.profiles name, as --device gives it), or None."""
-    from .device.profiles import PROFILES
-    return label if label in PROFILES else None
+    """The device a budget axis value names (a device.profiles name, as --device gives it: checked where
+    the campaign is built), or None for full and a budget (cpuX)."""
+    return None if label == NO_BUDGET or _BUDGET.fullmatch(label) else label
+
+
+_BUDGET = re.compile(r"cpu\d+(\.\d+)?(e-?\d+)?")  # budget_label's form of a fraction of a core
 
 
 
@@ -143,10 +149,9 @@ class Conditions:
     def cross_flows(self) -> int:
         """How many long-lived competing flows share the bottleneck (--cross; 0: none, or a web
         background's short transfers)."""
-        if self.cross is None:
+        if self.cross is None or self.cross.startswith("web"):
             return 0
-        from .link.cross import parse
-        return parse(self.cross).flows
+        return int(self.cross.split("x", 1)[0])  # the canonical text's N (link.cross.Cross.text: NxKIND-CC)
 
     @property
     def traced(self) -> bool:
@@ -199,9 +204,8 @@ class Conditions:
             parts.append(f"loss{_num(self.loss_pct)}%" + ("" if self.loss_direction == "both" else f"-{self.loss_direction}"))
         if self.queue_pkts is not None:
             parts.append(f"q{self.queue_pkts}")
-        if self.aqm is not None:
-            from .link.aqm import label
-            parts.append(label(self.aqm, self.ecn))
+        if self.aqm is not None:  # its canonical text (link.aqm), '+ecn' where it marks
+            parts.append(self.aqm + ("+ecn" if self.ecn else ""))
         if self.cross is not None:
             parts.append(f"cross{self.cross}")
         return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
@@ -240,16 +244,12 @@ class Cell:
             raise ValueError(f"Cell: {self.proto} is a recording's (har:NAME), not {self.page.label}'s")
         if self.cc not in CONGESTION_CONTROLS:
             raise ValueError(f"Cell: congestion control {self.cc!r}; expected one of {', '.join(CONGESTION_CONTROLS)}")
-        if self.browser not in BROWSERS:
-            raise ValueError(f"Cell: browser {self.browser!r}; expected one of {', '.join(BROWSERS)}")
-        if self.server not in SERVERS:
-            raise ValueError(f"Cell: server {self.server!r}; expected one of {', '.join(SERVERS)}")
         if self.cpu is not None and not (0 < self.cpu <= 1):
             raise ValueError(f"Cell: CPU budget {self.cpu!r}; expected a fraction of a core in (0, 1]")
         if self.cores < 1:
             raise ValueError(f"Cell: cores {self.cores!r}; expected 1 or more")
         if self.device is not None and (device_of(self.device) is None or self.cpu is not None):
-            raise ValueError(f"Cell: device {self.device!r}; expected a known device (device.profiles) and no --cpu "
+            raise ValueError(f"Cell: device {self.device!r}; expected a device's name (device.profiles) and no --cpu "
                              "budget beside it (the device's is calibrated per host)")
 
     @property
@@ -291,7 +291,7 @@ class Grid:
         return " ".join([proto, *(given[a] for a in VARIANT_AXES if len(self.axis(a)) > 1)])
 
 
-def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:
+def parse_list(text: str, option: str, form: str, parse_one) -> tuple:
     """A comma-separated list, each item parsed (and checked) by parse_one, duplicates dropped."""
     items = units.split_list(text, option)
     if not items:
@@ -306,20 +306,8 @@ def _parse_list(text: str, option: str, form: str, parse_one) -> tuple:
 
 def parse_rates(text: str, option: str = "--bw") -> tuple[int | None, ...]:
     """A comma-separated list of rates; 'unshaped' (or 'none') leaves the link unshaped."""
-    return _parse_list(text, option, f"{units.RATE_FORM}, or '{UNSHAPED}'",
+    return parse_list(text, option, f"{units.RATE_FORM}, or '{UNSHAPED}'",
                        lambda item: None if item.lower() in (UNSHAPED, "none") else units.parse_rate(item, option))
-
-
-def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
-    """Pages, single- ('500KB') or multi-object ('200x5KB'); har:* is every recording made here (a
-    corpus: pages.recording.recorded_corpus), real:* every real page (pages.real.PAGES)."""
-    from .pages.real import expand
-    from .pages.recording import recorded_corpus
-    text = expand(",".join(units.split_list(text, option)))  # real:*: every real page (pages.real.PAGES)
-    if any(x.strip().lower() == "har:*" for x in units.split_list(text, option)):
-        text = ",".join(",".join(f"har:{n}" for n in recorded_corpus(option)) if x.strip().lower() == "har:*" else x
-                        for x in units.split_list(text, option))
-    return _parse_list(text, option, page_form(), lambda item: parse_page(item, option))
 
 
 def _ascii_int(text) -> int:
@@ -349,7 +337,7 @@ def parse_cc(text: str, option: str = "--cc") -> str:
 
 def parse_ccs(text: str, option: str = "--cc") -> tuple[str, ...]:
     """TCP congestion controls, comma-separated ('cubic,bbr'): an axis of the grid."""
-    return _parse_list(text, option, f"one or more of {', '.join(CONGESTION_CONTROLS)}, comma-separated",
+    return parse_list(text, option, f"one or more of {', '.join(CONGESTION_CONTROLS)}, comma-separated",
                        lambda item: parse_cc(item, option))
 
 
@@ -379,7 +367,7 @@ def parse_durations(text: str, option: str, step_ms: float = JITTER_STEP_MS) -> 
             raise UsageError(f"{option}: '{item}' is finer than the link applies ({why}); expected a multiple of "
                              f"{_num(step_ms)}ms, e.g. {_num(round(v / step_ms) * step_ms)}ms")
         return round(round(v / step_ms) * step_ms, 6)
-    return _parse_list(text, option, units.TIME_FORM, one)
+    return parse_list(text, option, units.TIME_FORM, one)
 
 
 def parse_losses(text: str, option: str = "--loss") -> tuple[float, ...]:
@@ -391,7 +379,7 @@ def parse_losses(text: str, option: str = "--loss") -> tuple[float, ...]:
             raise UsageError(f"{option}: '{item}' is finer than the link applies; expected a multiple of "
                              f"{_num(LOSS_STEP_PCT)}%, e.g. {_num(round(v / LOSS_STEP_PCT) * LOSS_STEP_PCT)}%")
         return round(round(v / LOSS_STEP_PCT) * LOSS_STEP_PCT, 6)
-    return _parse_list(text, option, "a percentage: 0.1%, 5%", one)
+    return parse_list(text, option, "a percentage: 0.1%, 5%", one)
 
 
 def parse_queue(text: str | None, option: str = "--queue") -> int | None:
@@ -418,124 +406,11 @@ def check_jitter(delay_ms: float, jitter_ms: float, dist: str, option: str = "--
                          f"least {_num(2 * jitter_ms * (1 if dist == 'uniform' else 3))}ms or lower --jitter")
 
 
-GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue",
-             "trace_down", "trace_up", "aqm", "ecn", "cross")
-
-
-def parse_traces(text: str, option: str) -> tuple[traces.Trace, ...]:
-    """Trace files, comma-separated: each read and checked (traces.read); two different files may not
-    share a name (labels and reports show the name)."""
-    out = _parse_list(text, option, traces.TRACE_FORM, lambda item: traces.read(item, option))
-    names: dict[str, str] = {}
-    for t in out:
-        if names.setdefault(t.name, t.sha256) != t.sha256:
-            raise UsageError(f"{option}: two different traces are named {t.name} ({t.path} and another); rename one")
-    return out
-
-
-def _directions(downs, ups, trace_downs, trace_ups, name) -> list[tuple]:
-    """Each condition's (down, up) rates: ints, None (unshaped) or traces.Trace."""
-    if trace_downs:
-        if trace_ups and len(trace_ups) not in (1, len(trace_downs)):
-            raise UsageError(f"{name['trace_up']}: {len(trace_ups)} traces for {len(trace_downs)} downlink traces; "
-                             f"give one (for every downlink trace) or one for each, in the order of {name['trace_down']}")
-        pairs = []
-        for i, d in enumerate(trace_downs):
-            up = (trace_ups[0] if len(trace_ups) == 1 else trace_ups[i]) if trace_ups else (ups[0] if ups else d)
-            pairs.append((d, up))
-        return pairs
-    pairs = []
-    for d in downs:
-        up = d if ups is None else ups[0]
-        if trace_ups:
-            up = trace_ups[0]
-            if len(trace_ups) != 1:
-                raise UsageError(f"{name['trace_up']}: give one trace when the downlink has a rate ({name['bw']})")
-        if up is not None and d is None:
-            raise UsageError(f"{name['trace_up'] if trace_ups else name['up_bw']}: cannot shape the uplink while "
-                             f"{name['bw']} leaves the link unshaped")
-        pairs.append((d, up))
-    return pairs
-
-
-def _rate_fields(rate, side: str) -> dict:
+def rate_fields(rate, side: str) -> dict:
     """Conditions' fields for one direction's rate (an int, None or a trace)."""
     if isinstance(rate, traces.Trace):
         return {f"rate_{side}_bps": rate.mean_bps, f"trace_{side}": rate.name, f"trace_{side}_sha256": rate.sha256}
     return {f"rate_{side}_bps": rate}
-
-
-def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: str | None = None,
-              rtt: str | None = None, jitter: str | None = None, loss: str | None = None,
-              jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
-              queue: str | None = None, names: dict[str, str] | None = None,
-              trace_down: str | None = None, trace_up: str | None = None, aqm: str | None = None,
-              ecn: bool = False, cross: str | None = None) -> Grid:
-    """Build a grid from the user's strings; raises UsageError before anything is created. `names`
-    says how each value was given (GRID_KEYS -> '--bw', or a campaign file's 'campaign file F: bw');
-    a value not named there is an option's. trace_down / trace_up: trace files whose rates replace
-    the constant ones (the downlink's are an axis; the uplink's one for all or one each). aqm: the
-    bottleneck's queue disciplines (link.aqm), an axis too; ecn: they mark rather than drop."""
-    name = {k: "--" + k.replace("_", "-") for k in GRID_KEYS}
-    name.update(names or {})
-    from .link.aqm import parse_list
-    aqms = parse_list(aqm, name.get("aqm", "--aqm"))
-    if ecn and aqms == (None,):
-        raise UsageError(f"{name.get('ecn', '--ecn')}: ECN marks where a queue discipline would drop; give --aqm "
-                         "codel, fq_codel or pie with it")
-    from .link.cross import parse_list as parse_cross
-    crosses = parse_cross(cross, name.get("cross", "--cross"))
-    if crosses != (None,) and None in aqms:
-        raise UsageError(f"{name.get('cross', '--cross')}: competing flows share the page's managed bottleneck; "
-                         "give --aqm with it (droptail for a FIFO)")
-    if ecn and "droptail" in aqms:
-        raise UsageError(f"{name.get('ecn', '--ecn')}: droptail drops what does not fit and marks nothing; give "
-                         "--aqm codel, fq_codel or pie with --ecn")
-    p = protocols.parse(protos, name["proto"])
-    trace_downs = parse_traces(trace_down, name["trace_down"]) if trace_down is not None else ()
-    trace_ups = parse_traces(trace_up, name["trace_up"]) if trace_up is not None else ()
-    downs = parse_rates(rates, name["bw"]) if not trace_downs else (None,)
-    s = parse_pages(sizes, name["size"])
-    n = parse_runs(runs, name["runs"])
-    rtts = parse_durations(rtt, name["rtt"], RTT_STEP_MS) if rtt is not None else (0.0,)
-    jitters = parse_durations(jitter, name["jitter"]) if jitter is not None else (0.0,)
-    losses = parse_losses(loss, name["loss"]) if loss is not None else (0.0,)
-    if jitter_dist not in JITTER_DISTS:
-        raise UsageError(f"{name['jitter_dist']}: unknown distribution '{jitter_dist}'; expected one of "
-                         f"{', '.join(JITTER_DISTS)}")
-    if loss_direction not in LOSS_DIRECTIONS:
-        raise UsageError(f"{name['loss_direction']}: unknown direction '{loss_direction}'; expected one of "
-                         f"{', '.join(LOSS_DIRECTIONS)}")
-    q = parse_queue(queue, name["queue"])
-    ups = None
-    if up_rates is not None:
-        if trace_ups:
-            raise UsageError(f"{name['up_bw']} and {name['trace_up']}: the uplink has one rate; give one of them")
-        ups = parse_rates(up_rates, name["up_bw"])
-        if len(ups) != 1:
-            raise UsageError(f"{name['up_bw']}: give one rate; it applies to every rate of {name['bw']}")
-    pairs = _directions(downs, ups, trace_downs, trace_ups, name)
-    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms) * len(crosses)
-    if many > MAX_CONDITIONS:
-        raise UsageError(f"{name['bw']}, {name['rtt']}, {name['jitter']}, {name['loss']}: {many:,} conditions; "
-                         f"at most {MAX_CONDITIONS:,} (each is applied and verified in turn): split the campaign")
-    conds = []
-    for d, up in pairs:
-        rates_kw = {**_rate_fields(d, "down"), **_rate_fields(up, "up")}
-        for r in rtts:
-            for j in jitters:
-                if j:
-                    check_jitter(r / 2.0, j, jitter_dist, name["jitter"])
-                for lo in losses:
-                    for a in aqms:
-                        for x in crosses:
-                            conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
-                                                    loss_direction=loss_direction, reorder=reorder, queue_pkts=q,
-                                                    aqm=a, ecn=ecn and a is not None, cross=x, **rates_kw))
-    return Grid(p, s, tuple(conds), n, traces=tuple(traces.by_hash(trace_downs + trace_ups).values()))
-
-
-MAX_CONDITIONS = 10_000
 
 
 VERIFY_CHOICES = ("stop", "warn", "off")

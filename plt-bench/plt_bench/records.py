@@ -14,7 +14,6 @@ and CpuFigures (CPU seconds per role); linkem's are in plt_bench.link.stats.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import types
 import typing
@@ -441,10 +440,12 @@ class Trial:
         return out
 
     @classmethod
-    def from_row(cls, row: dict) -> "Trial":
+    def from_row(cls, row: dict, checks: "dict[str, typing.Callable] | None" = None) -> "Trial":
         """A stored row back as a record (types restored: INTEGER 0/1 to bool). A column whose value
-        is not of its type (a hand-edited or damaged store: SQLite keeps what it is given) is read as
-        NULL and named in `damaged`, so that every reader reads every row."""
+        is not of its type, or that its check (checks, by column; VALUE_CHECKS by default) says does
+        not mean what the column says (a hand-edited or damaged store: SQLite keeps what it is given),
+        is read as NULL and named in `damaged`, so that every reader reads every row."""
+        checks = VALUE_CHECKS if checks is None else checks
         kw: dict = {}
         damaged = []
         hints, ch = _HINTS
@@ -453,14 +454,14 @@ class Trial:
                 cond = {}
                 for cf in dataclasses.fields(Conditions):
                     value = row.get(_cond_column(cf.name))
-                    if not _value_fits(cf.name, value):
+                    if not _value_fits(cf.name, value, checks):
                         damaged.append(_cond_column(cf.name))
                         value = None
                     cond[cf.name] = _restore(ch[cf.name], value)
                 kw["conditions"] = Conditions(**cond)
             elif f.name in row:
                 value = row[f.name]
-                if not _fits(f.name, hints[f.name], value) or not _value_fits(f.name, value):
+                if not _fits(f.name, hints[f.name], value) or not _value_fits(f.name, value, checks):
                     damaged.append(f.name)
                     value = None
                 kw[f.name] = _restore(hints[f.name], value)
@@ -496,32 +497,6 @@ def _number_in(lo: float, hi: float | None = None, lo_open: bool = False):
     return check
 
 
-@functools.lru_cache(maxsize=256)  # a store's rows repeat a few texts: each parsed once
-def _aqm_text(v) -> bool:
-    from .link.aqm import parse
-    return isinstance(v, str) and _parses(parse, v)
-
-
-@functools.lru_cache(maxsize=256)
-def _cross_text(v) -> bool:
-    from .link.cross import parse
-    return isinstance(v, str) and _parses(parse, v)
-
-
-def _parses(parse, text: str) -> bool:
-    from .errors import UsageError
-    try:
-        parse(text, "stored")
-    except (UsageError, ValueError):
-        return False
-    return True
-
-
-def _device_name(v) -> bool:
-    from .device.profiles import PROFILES
-    return isinstance(v, str) and v in PROFILES
-
-
 def _link_shape(v) -> bool:
     """link_json's inner shape as its readers read it (the report's bottleneck and ECN tables): per
     direction an object, its bottleneck's counts and ECN classes' packets numbers (trial.run.link_delta
@@ -548,13 +523,13 @@ def _link_shape(v) -> bool:
 VALUE_CHECKS = {
     "cpu_budget": _number_in(0, 1, lo_open=True), "cpu_cores": _number_in(1), "cpu_quota_us": _number_in(1),
     "cpu_period_us": _number_in(1), "cpu_slowdown": _number_in(0), "cross_mbps": _number_in(0),
-    "device": _device_name, "aqm": _aqm_text, "cross": _cross_text, "link_json": _link_shape,
-}
+    "link_json": _link_shape,
+}  # the store adds the checks that ask a part (store.STORED_CHECKS: a device's name, an aqm or cross text)
 
 
-def _value_fits(name: str, value) -> bool:
-    """A stored value means what its column says (VALUE_CHECKS; pure); NULL always does."""
-    check = VALUE_CHECKS.get(name)
+def _value_fits(name: str, value, checks: dict) -> bool:
+    """A stored value means what its column says (its check among checks; pure); NULL always does."""
+    check = checks.get(name)
     if value is None or check is None:
         return True
     try:

@@ -171,7 +171,7 @@ def missing_servers(wanted, hello: dict) -> list[str]:
 
 def check_serve_options(addr: str, iface: str | None, size: str, control_port: str, info_file: str | None):
     """serve's options, checked before anything is made: (address, pages, control port)."""
-    from .conditions import parse_pages
+    from .axes import parse_pages
     addr = hostnet.parse_ipv4(addr, "--addr")
     if iface is not None:
         hostnet.require_iface(iface)

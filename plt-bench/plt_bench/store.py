@@ -103,9 +103,13 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable, TextIO
 
+import functools
+
 from . import records
 from .conditions import CONGESTION_CONTROLS
+from .device.profiles import PROFILES
 from .errors import StoreError, UsageError
+from .link import aqm as aqm_mod, cross as cross_mod
 from .pages import Page
 from .records import Trial
 
@@ -847,7 +851,7 @@ class Store:
         marks = ",".join("?" for _ in ids)
         cur = self.db.execute(f"SELECT id, {','.join(records.COLUMNS)} FROM trials WHERE campaign_id IN ({marks}) "
                               f"ORDER BY campaign_id, seq", ids)
-        return [Trial.from_row(dict(zip(["id", *records.COLUMNS], row))) for row in cur]
+        return [Trial.from_row(dict(zip(["id", *records.COLUMNS], row)), STORED_CHECKS) for row in cur]
 
     def link_checks(self, campaign_id: int) -> list[records.LinkCheck]:
         cur = self.db.execute("SELECT conditions, checked_utc, result_json FROM link_checks WHERE campaign_id=? "
@@ -870,3 +874,28 @@ class Store:
             w.writerow({"id": t.trial_id, **t.row()})
             n += 1
         return n
+
+
+# What a stored value must mean, by column: the record's own checks (records.VALUE_CHECKS) and those
+# that ask a part, which the model may not import: a device's name, a queue discipline's or competing
+# flows' text as link.aqm and link.cross read it. A value that fails reads as NULL and is named.
+@functools.lru_cache(maxsize=256)  # a store's rows repeat a few texts: each parsed once
+def _aqm_text(v) -> bool:
+    return isinstance(v, str) and _parses(aqm_mod.parse, v)
+
+
+@functools.lru_cache(maxsize=256)
+def _cross_text(v) -> bool:
+    return isinstance(v, str) and _parses(cross_mod.parse, v)
+
+
+def _parses(parse, text: str) -> bool:
+    try:
+        parse(text, "stored")
+    except (UsageError, ValueError):
+        return False
+    return True
+
+
+STORED_CHECKS = {**records.VALUE_CHECKS, "device": lambda v: isinstance(v, str) and v in PROFILES,
+                 "aqm": _aqm_text, "cross": _cross_text}

@@ -9,7 +9,8 @@ import pytest
 
 from plt_bench import cmd, link, testbed, traces
 from plt_bench.records import format_link_check
-from plt_bench.conditions import Conditions, make_grid
+from plt_bench.axes import make_grid
+from plt_bench.conditions import Conditions
 from plt_bench.link import verify
 
 from ..conftest import link_refused, ok_slots, run_cli, unjudged

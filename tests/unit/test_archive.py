@@ -399,15 +399,15 @@ def test_a_url_page_needs_a_folder_serving_its_host_here_or_on_the_server_machin
 
 
 def test_har_star_is_every_recording_made_here_and_the_corpus_preset_runs_them(tmp_path, monkeypatch):
-    from plt_bench import campaign, conditions, pages
+    from plt_bench import axes, campaign, pages
     monkeypatch.setattr(pages.base, "DEFAULT_SITES", tmp_path / "sites")
     with pytest.raises(UsageError, match=r"'har:\*': no recording in .*plt-bench record URL --name NAME"):
-        conditions.parse_pages("har:*")
+        axes.parse_pages("har:*")
     p = tmp_path / "r.har"
     p.write_text(json.dumps(recording()))
     for name in ("b-page", "a-page"):
         archive.make(p, name, tmp_path / "sites")
-    got = conditions.parse_pages("5KB,har:*")
+    got = axes.parse_pages("5KB,har:*")
     assert [x.label for x in got] == ["5KB", "har:a-page", "har:b-page"] and all(x.archived for x in got[1:])
     assert pages.parse_page("har:a-page@repeat-warm").label == "har:a-page@repeat-warm"  # a recording's revisit
     spec = campaign.load("corpus", {"size": "har:*"})  # the corpus preset over every recording made here

@@ -247,7 +247,7 @@ def test_the_corpus_is_every_real_page_of_packages_that_setup_installs_by_name()
     Rust's own documentation; setup's part pages installs exactly pages.real.PACKAGES."""
     import re
 
-    from plt_bench.conditions import parse_pages
+    from plt_bench.axes import parse_pages
     from plt_bench.pages import real
     assert real.expand("5KB, real:* ,har:x") == ",".join(["5KB", *(f"real:{p.name}" for p in real.PAGES), "har:x"])
     assert len(real.PAGES) >= 12 and len({p.name for p in real.PAGES}) == len(real.PAGES)

@@ -6,7 +6,8 @@ import hashlib
 import pytest
 
 from plt_bench import campaign, traces
-from plt_bench.conditions import ConstantRate, TraceRate, make_grid
+from plt_bench.axes import make_grid
+from plt_bench.conditions import ConstantRate, TraceRate
 from plt_bench.errors import UsageError
 from plt_bench.link.resolve import resolve
 from plt_bench.link.linkem import linkem_argv, linkem_dirs, needs_linkem, trace_file

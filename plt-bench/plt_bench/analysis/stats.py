@@ -27,8 +27,10 @@ from scipy import stats as sps
 
 from .. import cpu as cpu_mod
 from .. import protocols
-from ..conditions import AXIS_KEYS, VARIANT_AXES, transfer_seconds
-from ..servers import SERVERS
+from ..browsers import NAMES as BROWSER_NAMES
+from ..conditions import AXIS_KEYS, CONGESTION_CONTROLS, VARIANT_AXES, budget_of, device_of, transfer_seconds
+from ..servers import NAMES as SERVER_NAMES, SERVERS
+from ..device.profiles import PROFILES
 from ..errors import UsageError
 from ..device.calibrate import calibration_diff
 from ..metadata import key_diff
@@ -298,12 +300,9 @@ def axis_order(axis: str):
     if axis == "proto":
         return protocols.order
     if axis == "budget":  # no budget first, the largest share of a core down to the smallest, then devices
-        from ..conditions import budget_of, device_of
-        from ..device.profiles import PROFILES
         names = list(PROFILES)
         return lambda v: (1.0 + names.index(v)) if device_of(v) else -2.0 if budget_of(v) is None else -budget_of(v)
-    from ..conditions import BROWSERS, CONGESTION_CONTROLS, SERVERS
-    known = {"cc": CONGESTION_CONTROLS, "browser": BROWSERS, "server": SERVERS}[axis]
+    known = {"cc": CONGESTION_CONTROLS, "browser": BROWSER_NAMES, "server": SERVER_NAMES}[axis]
     return lambda v: known.index(v) if v in known else len(known)
 
 

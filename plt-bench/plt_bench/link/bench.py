@@ -13,7 +13,8 @@ import statistics
 import time
 
 from .. import cmd
-from ..conditions import Conditions, make_grid
+from .. import traces as traces_mod
+from ..conditions import Conditions, rate_fields
 from .verify import TCP_PAYLOAD_PER_WIRE, Iperf, iperf_client, jitter_sd_ms, parse_ping
 
 
@@ -155,9 +156,9 @@ def run(bed, out=print, probes: int = 1000, tcp_seconds: float = 5.0) -> dict:
     out(f"  1 Gbit/s with RTT 50 ms, TCP download: goodput / (rate x 1448/1514) = {r['ratio']:.4f} [>= 0.95]{share}")
     if bed.link.backend == "linkem":  # a rate that follows a trace is linkem's own: its cost and accuracy
         for mbit in (12, 100):
-            grid = make_grid("h3", "unshaped", "5KB", 1, rtt="50ms", trace_down=f"gen:constant:{mbit}mbit")
-            (c,) = grid.conditions
-            bed.set_conditions(c, traces=grid.traces)
+            trace = traces_mod.read(f"gen:constant:{mbit}mbit", "--trace-down")
+            c = Conditions(**rate_fields(trace, "down"), **rate_fields(trace, "up"), rtt_ms=50)
+            bed.set_conditions(c, traces=(trace,))
             r = _tcp(bed, c, seconds=tcp_seconds + 1)
             fig[f"trace_{mbit}mbit_ratio"], fig[f"cpu_trace_{mbit}mbit_emulator"] = r["ratio"], r["emulator_core_share"]
             out(f"  a constant trace of {mbit} Mbit/s (linkem's own rate) with RTT 50 ms, TCP download: goodput / "
