@@ -24,8 +24,9 @@ from plt_bench import browsers
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Conditions
 from plt_bench.device.calibrate import BENCHMARK_RUNS, BENCHMARK_WARMUPS, BENCHMARK_WORK, benchmark_index
+from plt_bench.device.visitor import Visitor
 from plt_bench.pages import parse_page
-from plt_bench.testbed import Testbed
+from plt_bench.testbed import Setup, Testbed
 
 LIGHTHOUSE = PROJECT_ROOT / ".tools" / "lighthouse" / "node_modules" / "lighthouse" / "cli" / "index.js"
 COND = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=2.0)
@@ -52,7 +53,7 @@ def lighthouse(bed, page: str) -> float | None:
     flags = [a for a in launch["args"] if a.startswith(KEPT_FLAGS)]
     flags = [f'{a.split("=", 1)[0]}="{a.split("=", 1)[1]}"' if " " in a else a for a in flags]
     # through this process's root: `ip netns exec` mounts the namespace's own /sys, hiding the groups
-    procs = [f"/proc/{os.getpid()}/root{f}/cgroup.procs" for f in bed.cpu_group.folders.values()]
+    procs = [f"/proc/{os.getpid()}/root{f}/cgroup.procs" for f in bed.visitor_group.group.folders.values()]
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "lhr.json"
         argv = ["ip", "netns", "exec", bed.plan.client_ns, "sh", "-c",
@@ -80,12 +81,12 @@ def main() -> int:
           f"x{runs} per budget; plt-bench warm: median of {BENCHMARK_RUNS} after {BENCHMARK_WARMUPS} warm-ups, "
           f"fixed work {BENCHMARK_WORK}; cold: one run, no warm-up")
     rows = []
-    with Testbed(PROJECT_ROOT / "sites", index=TESTBED, conditions=[COND]) as bed:
+    with Testbed(Setup(PROJECT_ROOT / "sites", index=TESTBED, conditions=[COND])) as bed:
         bed.set_conditions(COND)
         page = parse_page(PAGE)
         bed.sites.ensure((page,))
         for share in BUDGETS:
-            bed.set_budget(share, 1)
+            bed.set_visitor(Visitor(share, 1))
             warm = ours(bed, page.html_name, BENCHMARK_WARMUPS, BENCHMARK_RUNS)
             cold = ours(bed, page.html_name, 0, 1)
             lh = [x for x in (lighthouse(bed, page.html_name) for _ in range(runs)) if x is not None]

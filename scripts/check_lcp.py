@@ -22,7 +22,7 @@ from plt_bench.pages import real as realpages
 from plt_bench.trial.judge import paint_fields
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Conditions
-from plt_bench.testbed import Testbed
+from plt_bench.testbed import Setup, Testbed
 
 LIGHTHOUSE = PROJECT_ROOT / ".tools" / "lighthouse" / "node_modules" / "lighthouse" / "cli" / "index.js"
 COND = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=50.0)
@@ -96,8 +96,8 @@ def main() -> int:
         return 2
     print(f"{COND.label}, h2, {runs} runs per tool and page; Lighthouse: {LIGHTHOUSE.parent.parent.name}")
     for page in realpages.ready():
-        with Testbed(PROJECT_ROOT / "sites", index=TESTBED, conditions=[COND],
-                     serve=[(h, d, "") for h, d in page.serve]) as bed:
+        with Testbed(Setup(PROJECT_ROOT / "sites", index=TESTBED, conditions=[COND],
+                     serve=[(h, d, "") for h, d in page.serve])) as bed:
             bed.set_conditions(COND)
             ours = plt_bench_runs(bed, page, runs)
             theirs = lighthouse_runs(bed, page, runs)

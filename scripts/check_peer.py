@@ -28,7 +28,7 @@ from plt_bench.capture import Settings
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Conditions
 from plt_bench.pages import Page
-from plt_bench.testbed import Testbed
+from plt_bench.testbed import Setup, Testbed
 from plt_bench.trial.judge import paint_fields
 
 BROWSERTIME = PROJECT_ROOT / ".tools" / "browsertime" / "node_modules" / "browsertime" / "bin" / "browsertime.js"
@@ -106,8 +106,8 @@ def main() -> int:
     rows: dict = {(p, t): [] for p in protos for t in TOOLS}
     spool = Path(tempfile.mkdtemp(prefix="plt-bench-check-peer-"))
     try:
-        with Testbed(PROJECT_ROOT / "sites", index=TESTBED, conditions=[cond], browser_start="fresh",
-                     capture=Settings(("har",), spool), browser_sandbox=a.sandbox) as bed:
+        with Testbed(Setup(PROJECT_ROOT / "sites", index=TESTBED, conditions=[cond], browser_start="fresh",
+                     capture=Settings(("har",), spool), browser_sandbox=a.sandbox)) as bed:
             bed.set_conditions(cond)
             for i in range(a.runs):
                 for proto in protos:

@@ -237,6 +237,15 @@ class SpoolQlogs:
     def __init__(self, spool: Path):
         self.spool = Path(spool)
 
+    @classmethod
+    def made(cls, settings: Settings, prefix: str, cleanups) -> "SpoolQlogs":
+        """A testbed's spool, made in the captures' root (on their file system), removed by cleanups
+        (an ExitStack) with the testbed."""
+        spool = settings.root / f".qlog-spool-{prefix}"
+        spool.mkdir(parents=True, exist_ok=True)
+        cleanups.callback(shutil.rmtree, spool, True)
+        return cls(spool)
+
     def before(self) -> set[str]:
         return set(os.listdir(self.spool))
 

@@ -378,25 +378,25 @@ def cmd_campaigns(a) -> int:
 
 def cmd_bench_link(a) -> int:
     from .link import bench as benchlink
-    from .testbed import Testbed
+    from .testbed import Setup, Testbed
     probes = _whole(a.probes, "--probes", 100, 100_000)
     seconds = _whole(a.tcp_seconds, "--tcp-seconds", 1, 60)
     link = campaign.bare({"link": a.link}).link
     cmd.require_root()
-    with Testbed(SITES, link=link, with_browser=False) as bed:
+    with Testbed(Setup(SITES, link=link, with_browser=False)) as bed:
         benchlink.run(bed, _say, probes, tcp_seconds=seconds)
     return 0
 
 
 def cmd_up(a) -> int:
-    from .testbed import Testbed
+    from .testbed import Setup, Testbed
     if a.bw is None and not a.trace_down:
         a.bw = "unshaped"
     spec = _link_spec(a, size=a.size)
     if len(spec.grid.conditions) != 1:
         raise UsageError("--bw, --rtt, --jitter, --loss: 'up' takes one value of each")
-    bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=a.testbed, persistent=True, with_browser=False,
-                  conditions=spec.grid.conditions, traces=spec.traces)
+    bed = Testbed(Setup(SITES, cc=spec.cc, link=spec.link, index=a.testbed, persistent=True, with_browser=False,
+                  conditions=spec.grid.conditions, traces=spec.traces))
     with bed:
         bed.sites.ensure(spec.grid.pages)
         info = bed.describe(bed.set_conditions(spec.grid.conditions[0]), spec.grid.pages)

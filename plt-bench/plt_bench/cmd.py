@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from .errors import EnvironmentProblem, PltBenchError
 
@@ -72,6 +72,12 @@ def with_own_files(binds: Sequence[tuple[str, str]], argv: Sequence[str]) -> lis
 def in_netns(ns: str | None, argv: Sequence[str]) -> list[str]:
     """Prefix argv with 'ip netns exec NS' (no prefix when ns is None: the current namespace)."""
     return list(argv) if ns is None else ["ip", "netns", "exec", ns, *argv]
+
+
+def run_each(commands: Iterable[tuple[str | None, Sequence[str]]]) -> None:
+    """Run (namespace, argv) pairs in order (the pure builders' form: Plan.create_commands and the like)."""
+    for ns, argv in commands:
+        run(argv, ns=ns)
 
 
 def run(argv: Sequence[str], *, ns: str | None = None, check: bool = True, timeout: float = 60.0,

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from . import cmd
+
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
@@ -150,3 +152,9 @@ def owner_alive(owner: dict) -> bool:
     if owner.get("host") != socket.gethostname():
         return True
     return same_process(int(owner.get("pid") or 0), owner.get("start"))
+
+
+def pids_in(ns: str) -> list[int]:
+    """The processes inside a network namespace (`ip netns pids`)."""
+    res = cmd.run(["ip", "netns", "pids", ns], check=False)
+    return [int(x) for x in res.stdout.split() if x.isdigit()]

@@ -404,15 +404,14 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
     from . import protocols
     from .capture import Settings
     from .pages import Page
-    from .testbed import Testbed
+    from .testbed import Setup, Testbed
     if any(p for *_, p in serve):
         serve, proto = [(h, d, p or proto) for h, d, p in serve], protocols.AS_RECORDED.name
     done = []
     spool = new_spool()
     try:
-        bed = Testbed(sites, index=index, conditions=[conditions] if conditions else (), serve=serve,
-                      capture=Settings(("har",), spool), traces=traces)
-        bed.record_bodies = True
+        bed = Testbed(Setup(sites, index=index, conditions=[conditions] if conditions else (), serve=serve,
+                            capture=Settings(("har",), spool), traces=traces, record_bodies=True))
         with bed:
             if conditions is not None:
                 bed.set_conditions(conditions)
@@ -542,7 +541,7 @@ def web_browser(spool: Path):
     """The browser worker of a recording from the web, started: in the recording's namespace
     (WebNamespace), its browsers as the browsers' user with their sandbox on; stopped, and the
     namespace removed, after."""
-    from .trial.pipe import BrowserWorker
+    from .browsers.pipe import BrowserWorker
     from .browsers import drivers, sandbox
     ids = sandbox.user_ids()  # refused before anything starts when the browsers' user is missing
     with WebNamespace() as ns:

@@ -46,10 +46,10 @@ class CpuFigures(TypedDict, total=False):
 
 
 class WorkerAnswer(TypedDict, total=False):
-    """The browser worker's answer to one load (trial.worker; one JSON line)."""
+    """The browser worker's answer to one load (browsers.worker; one JSON line)."""
     browser: str                # which browser loaded it (plt_bench.browsers: chromium | firefox)
     nav: dict | None            # the PerformanceNavigationTiming entry, or None
-    resources: list[dict] | None  # the PerformanceResourceTiming entries (trial.worker.RESOURCE_FIELDS)
+    resources: list[dict] | None  # the PerformanceResourceTiming entries (browsers.worker.RESOURCE_FIELDS)
     final_url: str | None
     error: str | None           # why the load failed, as the worker saw it
     error_code: str | None      # e.g. net::ERR_QUIC_PROTOCOL_ERROR
@@ -60,7 +60,7 @@ class WorkerAnswer(TypedDict, total=False):
     quit_s: float | None
     nav_t0: float               # the navigation's start on the monotonic clock
     workload: BulkFigures       # what the page's script measured after the load, when awaited
-    paint: PaintFigures         # the page's paint metrics, read after a load (trial.worker.PAINT_JS)
+    paint: PaintFigures         # the page's paint metrics, read after a load (browsers.worker.PAINT_JS)
     first_visit: dict           # a repeat visit's first load: {"nav", "load_s", "boundary_unix"} or {"error"}
     visit_evidence: dict        # the repeat's connections from the browser's log: {"quic_zero_rtt": [...], ...}
     cpu: CpuFigures | None      # the browser's roles (and its sampler)
@@ -68,7 +68,7 @@ class WorkerAnswer(TypedDict, total=False):
     strays_killed: int          # how many processes of the trial were killed at its end (the browser, unless quit)
     strays_left: list[int]      # ... that would not die (the testbed is then broken)
     prelaunched: bool           # the browser was started before the request, during the previous trial's
-    #                             bookkeeping (trial.worker: prepare); launch_s is that start's
+    #                             bookkeeping (browsers.worker: prepare); launch_s is that start's
     browser_start: str          # kept (a kept browser's fresh context: --browser-start) | fresh
     browser_loads: int          # a kept browser's trials before this one (0: started for it)
     kept_started: bool          # the kept browser was started for this trial (its launch in launch_s)
@@ -79,7 +79,7 @@ class WorkerAnswer(TypedDict, total=False):
     visual: dict                # the load's visual progress (plt_bench.visual.metrics) or {"error"}, when asked
     resources_waited: dict      # objects whose entries were waited for (expect_resources): {"missing", "waited_ms"}
     cpu_loop: dict              # under a CPU budget: a fixed JavaScript loop's times after the load
-    #                             (trial.worker.CPU_LOOP_JS): {"times_ms": [...]} or {"error"}
+    #                             (browsers.worker.CPU_LOOP_JS): {"times_ms": [...]} or {"error"}
     cpu_group: dict             # under a CPU budget: its quota and the group's counters over the trial
     #                             (Testbed.load: usage_ms, periods, throttled_periods, throttled_ms)
     benchmark: dict             # a device's calibration: Lighthouse's BenchmarkIndex runs after the load
@@ -88,7 +88,7 @@ class WorkerAnswer(TypedDict, total=False):
 
 
 class PaintFigures(TypedDict, total=False):
-    """What the paint script hands over (trial.worker.PAINT_JS); times in ms from the navigation's start."""
+    """What the paint script hands over (browsers.worker.PAINT_JS); times in ms from the navigation's start."""
     fp_ms: float | None          # first-paint
     fcp_ms: float | None         # first-contentful-paint
     lcp: dict | None             # the last largest-contentful-paint record: start_ms (its time: render
@@ -98,7 +98,7 @@ class PaintFigures(TypedDict, total=False):
     viewport: list               # the window the page was laid out in: [innerWidth, innerHeight (CSS px),
     #                              devicePixelRatio, navigator.userAgent]
     waited_ms: float             # how long the script waited for the page to settle after the load
-    quiet_ms: float              # the quiet window it waited for (trial.worker.paint_quiet_ms)
+    quiet_ms: float              # the quiet window it waited for (browsers.worker.paint_quiet_ms)
     settled: bool                # the window came (False: PAINT_WAIT_MS ran out first)
     error: str | None
 
@@ -218,7 +218,7 @@ class Trial:
                                    "the script failed), or that the page never settled; NULL when all is well", None)
     paint_wait_ms: float | None = doc("how long after the load the paint metrics waited for the page to settle (a "
                                       "quiet window of 500 ms and two RTTs: no new LCP record, no response ending, "
-                                      "no long task; trial.worker.PAINT_JS); NULL before schema 23", None)
+                                      "no long task; browsers.worker.PAINT_JS); NULL before schema 23", None)
     next_hop_protocol: str | None = doc("what carried the page, as the browser says: h3 | h2 | http/1.1", None)
     response_status: int | None = doc("HTTP status the browser saw", None)
     decoded_body_bytes: int | None = doc("the page's body as the browser decoded it", None)
@@ -335,7 +335,7 @@ class Trial:
     cpu_period_us: int | None = doc("the budget's CFS period (device.budget: the shortest whose quota the kernel "
                                     "takes, 1 ms / budget)", None)
     cpu_slowdown: float | None = doc("a fixed JavaScript loop's wall time over the browser group's CPU time while it "
-                                     "ran, after the load (trial.worker.CPU_LOOP_JS): 1 at a full core the machine "
+                                     "ran, after the load (browsers.worker.CPU_LOOP_JS): 1 at a full core the machine "
                                      "leaves alone, the budget's factor (about 4 at 0.25) when the budget binds", None)
     cpu_group_ms: float | None = doc("CPU time the browser's group used over the trial, its launch and the loop "
                                      "included (the group's own counter)", None)

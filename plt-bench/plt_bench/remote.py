@@ -716,6 +716,10 @@ class RemoteServer:
     def set_quic_cc(self, cc: str) -> None:
         """Caddy's quic-go runs its own controller."""
 
+    def activate(self, recording: str) -> None:
+        """Name the recording measured now: the server machine's replay answers from it alone."""
+        self.control.call("replay_active", name=recording)
+
     def died_reason(self) -> str | None:
         """It runs on the other machine: a death there shows as a failing control call, not here."""
         return None

@@ -27,6 +27,7 @@ from typing import Callable
 from . import cmd, procs
 from .capture import Settings, captures_root, check_space, planned
 from .conditions import Cell, Conditions, device_of, transfer_seconds
+from .device.visitor import Visitor
 from .errors import UsageError
 from .metadata import key_diff, key_value, utc_now
 from .records import Trial
@@ -149,7 +150,7 @@ class Session:
         a cluster's worker gives its own, so that each host calibrates once per campaign), kept as a
         resumed campaign's are."""
         from .remote import TOKEN_ARGV_WARNING, make_ref
-        from .testbed import RemoteTestbed, Testbed
+        from .testbed import RemoteTestbed, Setup, Testbed
         self.spec, self.results, self.new, self.timeout_s, self.idle_gate = spec, Path(results), new, timeout_s, idle_gate
         self.out, self.note = out, note
         self.plan: list[Slot] = spec.plan()
@@ -162,23 +163,14 @@ class Session:
             note(TOKEN_ARGV_WARNING)
         self.devices = [b for b in spec.grid.budgets if device_of(b)]
         self.calibrations = dict(calibrations or {})
+        # one setup for one machine and for two (a device's calibration runs in Chromium, whose figures its
+        # profile's are: device.calibrate)
+        setup = Setup.of_spec(spec, SITES, testbed_index, self.capture,
+                              tuple(dict.fromkeys(spec.grid.browsers + (("chromium",) if self.devices else ()))))
         if ref is None:
-            # a device's calibration runs in Chromium, whose figures its profile's are (device.calibrate)
-            names = tuple(dict.fromkeys(spec.grid.browsers + (("chromium",) if self.devices else ())))
-            self.bed = Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, conditions=spec.grid.conditions,
-                               capture=self.capture, browser_binary=spec.browser_binary, browser_names=names,
-                               traces=spec.traces,
-                               replays=[r for p in spec.grid.pages if (r := p.page_kind.recording_name(p))],
-                               serve=[(h, Path(d)) for h, d in spec.serve], server_names=spec.grid.servers,
-                               discovery=spec.discovery, browser_sandbox=spec.browser_sandbox,
-                               browser_start=spec.browser_start)
+            self.bed = Testbed(setup)
         else:
-            self.bed = RemoteTestbed(ref, spec.iface, list(spec.grid.conditions), link=spec.link, index=testbed_index,
-                                     capture=self.capture, cc=spec.cc, browser_binary=spec.browser_binary,
-                                     browser_start=spec.browser_start, server_names=spec.grid.servers,
-                                     browser_names=spec.grid.browsers, discovery=spec.discovery,
-                                     replays=[r for p in spec.grid.pages if (r := p.page_kind.recording_name(p))],
-                                     sites_root=SITES,
+            self.bed = RemoteTestbed(setup, ref, spec.iface,
                                      served_hosts=[h for p in spec.grid.pages if (h := p.page_kind.served_host(p))])
             self.bed.check()  # bad two-machine options fail here, before anything is made
         check_writable(self.results)
@@ -287,7 +279,7 @@ class Session:
                 saved[name] = cal.as_dict()
                 self.out(f"device {cal.words()}")
             self.bed.calibrations[name] = cal
-        self.bed.set_visitor(None)  # the trials set their own (trial.run._ready)
+        self.bed.set_visitor(Visitor())  # the trials set their own (trial.run._ready)
         if meta.get("devices") != saved:
             self.store.update_metadata(self.campaign_id, {**meta, "devices": saved})
 
@@ -523,12 +515,12 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
     """'plt-bench verify': a testbed without a browser, each condition applied, read back and measured
     with real packets; stored as a campaign named verify (its link checks). The reports, in order."""
     from .link.verify import verify
-    from .testbed import Testbed
+    from .testbed import Setup, Testbed
     cmd.require_root()
     store = Store(results)
     reports = []
-    with store, Testbed(SITES, cc=spec.cc, link=spec.link, index=testbed_index, with_browser=False,
-                        conditions=spec.grid.conditions, traces=spec.traces) as bed:
+    with store, Testbed(Setup(SITES, cc=spec.cc, link=spec.link, index=testbed_index, with_browser=False,
+                              conditions=spec.grid.conditions, traces=spec.traces)) as bed:
         cid = store.new_campaign("verify", utc_now(), spec.as_dict(), bed.metadata())
         for cond in spec.grid.conditions:
             readback = bed.set_conditions(cond)

@@ -67,7 +67,7 @@ Schema history (SCHEMA_VERSION):
  22 - HTTP/3 as browsers find it (--discovery, plt_bench.dns): trials gain discovery (forced for every
       older trial, the only way then) and protocol_mix_json (what carried each request of a discovery
       trial's h3 cell; NULL otherwise).
- 23 - paint metrics read once the page has settled (trial.worker.PAINT_JS): trials gain
+ 23 - paint metrics read once the page has settled (browsers.worker.PAINT_JS): trials gain
       paint_wait_ms (how long after the load; NULL for every older trial, read 50 ms after its last
       LCP record).
  24 - the browser's CPU budget (plt_bench.device), an axis (--cpu): trials gain cpu_budget, cpu_cores,

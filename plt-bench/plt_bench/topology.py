@@ -32,7 +32,9 @@ from pathlib import Path
 
 from . import cmd
 from .cpu import own_cpus
-from .errors import TopologyError, UsageError
+from .errors import LinkError, TopologyError, UsageError
+from .pages import HOST
+from .procs import pids_in
 
 REPLAY_FIRST = 64  # the last octet of a replayed recording's first origin address
 AS_RECORDED_FIRST = 160  # ... and of its first origin's address over its recorded protocol alone
@@ -304,6 +306,38 @@ class Plan:
         }
 
 
+def up_info(plan: "Plan", check: dict, url: str, pages: list[str], spki: str) -> dict:
+    """Where everything of a testbed that stays up is ('plt-bench up': the plan, its URL and pages, the
+    certificate's pin, the link's check), with "text" for people (pure)."""
+    info = {**plan.describe(), "url": url, "pages": pages, "spki_sha256": spki, "link": check,
+            "run_dir": str(plan.run_dir),
+            "chromium_flags": f"--host-resolver-rules='MAP {HOST} {plan.server_ip}' "
+                              f"--ignore-certificate-errors-spki-list={spki}"}
+    n, addr = info["namespaces"], info["addresses"]
+    info["text"] = "\n".join([
+        f"testbed {info['prefix']} is up ({check['conditions']}, {check['backend']})",
+        f"  client  {n['client']:<14} {addr['client']}",
+        f"  router  {n['router']:<14} {addr['router_client_side']} | {addr['router_server_side']}",
+        f"  server  {n['server']:<14} {addr['server']}  (Caddy: h3 on UDP 443, HTTP/1.1+TLS on TCP 443)",
+        f"  url     {url}",
+        f"  try     ip netns exec {n['client']} ping -c 3 {addr['server']}",
+        f"          ip netns exec {n['client']} curl -sk --resolve {HOST}:443:{addr['server']} "
+        f"-o /dev/null -w '%{{http_version}} %{{time_total}}\\n' {url}",
+        f"  down    plt-bench down --testbed {info['prefix'][2:]}"])
+    return info
+
+
+def set_route_cc(plan: "Plan", cc: str) -> None:
+    """The hosts' routes with congestion control cc (Plan.route_commands), read back: LinkError where a
+    route says otherwise."""
+    cmd.run_each(plan.route_commands(cc))
+    for ns in (plan.client_ns, plan.server_ns):
+        routes = [x for x in cmd.run(["ip", "route", "show"], ns=ns).stdout.splitlines() if x.strip()]
+        wrong = [x for x in routes if f"congctl {cc}" not in x]
+        if not routes or wrong:
+            raise LinkError(f"congestion control {cc}: {ns}'s route reads back as '{(wrong or ['none'])[0]}'")
+
+
 def offload_off_command(dev: str) -> list[str]:
     """Segmentation offloads off: the qdisc must see wire-sized packets and a drop must cost one packet."""
     return ["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx-udp-segmentation", "off"]
@@ -527,11 +561,6 @@ class Topology:
         self.created = False
 
 
-def pids_in(ns: str) -> list[int]:
-    res = cmd.run(["ip", "netns", "pids", ns], check=False)
-    return [int(x) for x in res.stdout.split() if x.isdigit()]
-
-
 def kill_namespace_processes(namespaces: list[str]) -> None:
     """SIGTERM every process inside our namespaces, then SIGKILL what is left (twice: a dying
     parent may have started a child in between)."""
@@ -549,7 +578,7 @@ OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinns
                           "Xvfb", "ffmpeg"})  # Firefox's display and its recording (capture visual: browsers.display)
 # our Python programs, by the module they run (and the names they ran as until 2026-11-28: a leftover of an earlier
 # version is found by clean too)
-OUR_MODULES = ("plt_bench.trial.worker", "plt_bench.pages.replayd", "plt_bench.browser_worker", "plt_bench.replayd")
+OUR_MODULES = ("plt_bench.browsers.worker", "plt_bench.trial.worker", "plt_bench.pages.replayd", "plt_bench.browser_worker", "plt_bench.replayd")
 
 
 def is_our_program(exe: str | None, cmdline: str) -> bool:

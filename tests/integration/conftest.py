@@ -6,7 +6,7 @@ import pytest
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Conditions
 from plt_bench.store import Store
-from plt_bench.testbed import Testbed
+from plt_bench.testbed import Setup, Testbed
 
 
 from ..conftest import link_backends
@@ -20,7 +20,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def bed(link_backend):
-    with Testbed(PROJECT_ROOT / "sites", link=link_backend) as b:
+    with Testbed(Setup(PROJECT_ROOT / "sites", link=link_backend)) as b:
         b.sites.ensure([5000, 500_000, 10**7])
         yield b
 

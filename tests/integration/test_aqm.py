@@ -39,7 +39,7 @@ def test_each_discipline_keeps_its_standing_delay_and_the_check_catches_a_false_
     ECN under FQ-CoDel: the kernel's discipline, read back and measured through its backlog."""
     kernel = link_backend == "netem"
     rate = VM_RATE if kernel else RATE
-    with testbed.Testbed(cmd.PROJECT_ROOT / "sites", link=link_backend, with_browser=False) as bed:
+    with testbed.Testbed(testbed.Setup(cmd.PROJECT_ROOT / "sites", link=link_backend, with_browser=False)) as bed:
         prefix = bed.plan.prefix
         figures, misses = {}, {}
         for aqm in ("droptail", "codel", "fq_codel") + (() if kernel else ("pie",)):

@@ -9,7 +9,7 @@ from plt_bench import protocols
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.pages import Page
-from plt_bench.testbed import Testbed
+from plt_bench.testbed import Setup, Testbed
 from plt_bench.topology import pids_in
 from plt_bench.trial.run import run_cell_once
 
@@ -25,7 +25,7 @@ def test_a_kept_browser_gives_each_trial_a_fresh_context_that_shares_nothing_and
     before = system_state()
     cells = [Cell(proto, Page(5000), COND) for proto in ("h3", "h2", "h3", "h2", "h3")]
     got, firsts, ui = [], [], []
-    with Testbed(PROJECT_ROOT / "sites", browser_start="kept") as bed:
+    with Testbed(Setup(PROJECT_ROOT / "sites", browser_start="kept")) as bed:
         bed.sites.ensure([5000])
         bed.set_conditions(COND)
         for i, cell in enumerate(cells):

@@ -3,6 +3,7 @@ each protocol by its prefs, every load proven at both ends (Resource Timing's ne
 the server's log), its paint metrics and its CPU per process role recorded, its processes gone.
 Each Firefox behaviour once, on a one-origin page (and one of four origins; two captures): what does not
 depend on the browser is tested with Chromium elsewhere."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from plt_bench.conditions import Cell, Conditions
 from plt_bench.errors import UsageError
 from plt_bench.pages import Page
 from plt_bench.trial.run import run_cell_once
-from plt_bench.testbed import Testbed
+from plt_bench.testbed import Setup, Testbed
 
 from ..conftest import machine_refused, machine_saturated, ok_slots, run_cli, system_state
 from .conftest import until_ok
@@ -26,7 +27,7 @@ COND = Conditions(10 * 10**6, 10 * 10**6, rtt_ms=50)
 
 @pytest.fixture(scope="module")
 def firefox_bed():
-    with Testbed(PROJECT_ROOT / "sites", browser_names=("firefox",)) as b:
+    with Testbed(Setup(PROJECT_ROOT / "sites", browser_names=("firefox",))) as b:
         b.sites.ensure([5000])
         b.set_conditions(COND)
         yield b
@@ -105,11 +106,12 @@ def test_a_firefox_repeat_visit_resumes_every_origin_in_0rtt_and_leaves_its_log_
 
 def test_what_firefox_cannot_do_yet_is_refused_by_name_before_a_load(firefox_bed):
     with pytest.raises(UsageError, match="--browser firefox: not supported yet with discovery"):
-        firefox_bed.discovery = "alt-svc"  # h3 found as a visitor's browser finds it: Chromium's alone
+        setup = firefox_bed.setup  # h3 found as a visitor's browser finds it: Chromium's alone
+        firefox_bed.setup = dataclasses.replace(setup, discovery="alt-svc")
         try:
             firefox_bed.load("h3", Page(5000), 30.0)
         finally:
-            firefox_bed.discovery = "forced"
+            firefox_bed.setup = setup
     with pytest.raises(ValueError, match="a Chromium load on a testbed of firefox"):
         firefox_bed.load("h3", Page(5000), 30.0, browser="chromium")
 
@@ -159,8 +161,8 @@ def test_a_firefox_capture_keeps_a_pcap_its_key_log_decrypts_and_its_own_log(tmp
     from plt_bench.store import Store
     from .test_capture import tshark
     with Store(tmp_path / "c.sqlite") as store, \
-            Testbed(PROJECT_ROOT / "sites", capture=Settings(("pcap", "keylog", "netlog"), tmp_path / "captures"),
-                    browser_names=("firefox",)) as bed:
+            Testbed(Setup(PROJECT_ROOT / "sites", capture=Settings(("pcap", "keylog", "netlog"), tmp_path / "captures"),
+                    browser_names=("firefox",))) as bed:
         bed.sites.ensure([Page(500_000)])
         bed.set_conditions(COND)
         cid = store.new_campaign("firefox-capture", "now", {}, {})
@@ -232,8 +234,8 @@ def _captured_firefox_trial(tmp_path, kinds, page, proto, seen=None):
     from plt_bench.capture import Settings
     from plt_bench.store import Store
     with Store(tmp_path / "c.sqlite") as store, \
-            Testbed(PROJECT_ROOT / "sites", capture=Settings(kinds, tmp_path / "captures"),
-                    browser_names=("firefox",)) as bed:
+            Testbed(Setup(PROJECT_ROOT / "sites", capture=Settings(kinds, tmp_path / "captures"),
+                    browser_names=("firefox",))) as bed:
         bed.sites.ensure([page])
         bed.set_conditions(COND)
         cid = store.new_campaign("firefox-" + "-".join(kinds), "now", {}, {})
@@ -291,8 +293,8 @@ def test_the_browser_and_its_driver_run_as_the_unprivileged_user_with_the_sandbo
 def _sandboxed_or_not(browser: str, uid: int) -> None:
     import time
     for mode, index in (("on", 244), ("off", 245)):
-        with Testbed(PROJECT_ROOT / "sites", index=index, browser_names=(browser,), browser_sandbox=mode,
-                     conditions=[COND]) as bed:
+        with Testbed(Setup(PROJECT_ROOT / "sites", index=index, browser_names=(browser,), browser_sandbox=mode,
+                     conditions=[COND])) as bed:
             bed.set_conditions(COND)
             bed.prepare("h2", Page(5000), browser=browser)  # started, idle on about:blank
             deadline, seen = time.monotonic() + 60, {}

@@ -30,7 +30,7 @@ def captured(tmp_path_factory):
     protocol), in a store of their own."""
     results = tmp_path_factory.mktemp("capture-results")
     with Store(results / "c.sqlite") as store, \
-            testbed.Testbed(PROJECT_ROOT / "sites", capture=Settings(KINDS, results / "captures")) as bed:
+            testbed.Testbed(testbed.Setup(PROJECT_ROOT / "sites", capture=Settings(KINDS, results / "captures"))) as bed:
         bed.sites.ensure([Page(PAGE), Page(BIG), OBJECTS])
         # rate only: with added delay, linkem shares 2 cores with tcpdump, the net-log and the qlog and
         # sometimes falls behind (such trials are failed and retried by campaigns; not this test's subject)

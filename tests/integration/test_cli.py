@@ -10,7 +10,7 @@ import pytest
 
 from plt_bench import cmd, topology
 from plt_bench import testbed
-from plt_bench.trial.pipe import WORKER_MODULE
+from plt_bench.browsers.pipe import WORKER_MODULE
 
 from ..conftest import CLI, ROOT, run_cli, system_state
 
@@ -194,7 +194,7 @@ def test_every_ending_leaves_the_host_as_it_was_and_the_store_intact(tmp_path, e
 @pytest.mark.parametrize("cc", ["reno", "cubic"])
 def test_congestion_control_is_the_one_configured(cc):
     """A real TCP transfer across the link uses the algorithm set on the testbed's routes."""
-    with testbed.Testbed(ROOT / "sites", cc=cc, with_browser=False) as bed:
+    with testbed.Testbed(testbed.Setup(ROOT / "sites", cc=cc, with_browser=False)) as bed:
         bed.sites.ensure([500_000])
         from plt_bench.conditions import Conditions
         bed.set_conditions(Conditions(1_000_000, 1_000_000))  # ~4 s for 500 KB: time to look

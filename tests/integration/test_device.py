@@ -10,8 +10,9 @@ import pytest
 from plt_bench import procs
 from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Conditions
+from plt_bench.device.visitor import Visitor
 from plt_bench.pages import Page
-from plt_bench.testbed import Testbed
+from plt_bench.testbed import Setup, Testbed
 
 from ..conftest import CALIBRATION_REFUSALS, MACHINE_REFUSALS, system_state, unjudged
 
@@ -31,18 +32,18 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
     budget 1: the same CPU and no quota, about 1), after a repeat visit's second load too (judged once,
     in Chromium: the group's, not the browser's). The group is gone with the testbed."""
     before = system_state()
-    with Testbed(PROJECT_ROOT / "sites", browser_names=(browser,), conditions=[COND]) as bed:
+    with Testbed(Setup(PROJECT_ROOT / "sites", browser_names=(browser,), conditions=[COND])) as bed:
         bed.set_conditions(COND)
-        bed.set_budget(0.25)
+        bed.set_visitor(Visitor(0.25))
         bed.prepare("h2", Page(5000), browser=browser)  # started under the budget, idle
         worker = bed.worker.proc.pid
         deadline, group, below = time.monotonic() + 60, set(), set()
         while time.monotonic() < deadline and len(group) < 3:  # the driver, the browser and a child of it
             time.sleep(0.5)
-            group = bed.cpu_group.pids()
+            group = bed.visitor_group.group.pids()
         table = procs.table()
         below = procs.descendants({p: row[0] for p, row in table.items()}, worker)
-        group = bed.cpu_group.pids()
+        group = bed.visitor_group.group.pids()
         assert len(group) >= 3, group
         assert worker not in group and group <= below | (group - set(table)), (group, below)
         assert below - {p for p in below if table[p][1] == "Z"} <= group | (below - set(procs.table())), (below, group)
@@ -52,7 +53,7 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
         # Chromium twice each (the quarter's median of two); Firefox's processes in the group are its part here:
         # the loop's slowdown is the group's, whichever browser runs it (Firefox's two loads took 85 s of its 162)
         for share in (1.0, 0.25, 1.0, 0.25) if browser == "chromium" else ():
-            bed.set_budget(share)
+            bed.set_visitor(Visitor(share))
             ans, _ = bed.load("h2", Page(5000), 60.0, browser=browser)
             assert not ans.get("error"), ans.get("error")
             assert "error" not in ans["cpu_loop"], ans["cpu_loop"]
@@ -62,12 +63,12 @@ def test_a_quarter_core_holds_every_browser_process_alone_and_slows_the_page_s_s
         repeat_slowdown = None
         if browser == "chromium":  # a repeat visit under the budget (once: the group is the browsers' alike;
             # Firefox's two loads at a quarter core took over 2 minutes): both loads in one browser in the group
-            bed.set_budget(0.25)
+            bed.set_visitor(Visitor(0.25))
             ans, _ = bed.load("h2", Page(5000, visit="repeat"), 60.0, browser=browser)
             assert not ans.get("error") and not ans["first_visit"].get("error"), ans.get("error")
             assert ans["cpu_group"]["throttled_periods"] > 0 and "error" not in ans["cpu_loop"], ans["cpu_group"]
             repeat_slowdown = ans["cpu_loop"]["slowdown"]
-        group_folders = list(bed.cpu_group.folders.values())
+        group_folders = list(bed.visitor_group.group.folders.values())
     assert not any(f.exists() for f in group_folders), "the group outlived the testbed"
     assert system_state() == before
     if browser != "chromium":

@@ -33,7 +33,7 @@ def _mix(t) -> dict:
 
 
 def test_alt_svc_first_visit_goes_over_tcp_and_the_repeat_over_h3(store, campaign):
-    with testbed.Testbed(PROJECT_ROOT / "sites", discovery="alt-svc") as bed:
+    with testbed.Testbed(testbed.Setup(PROJECT_ROOT / "sites", discovery="alt-svc")) as bed:
         bed.sites.ensure([FIRST, REPEAT])
         bed.set_conditions(COND)
         first, reasons = _trial(bed, store, campaign, FIRST)
@@ -68,7 +68,7 @@ def test_an_https_record_takes_the_first_visit_to_h3(store, campaign):
 
 
 def _https_rr(store, campaign):
-    with testbed.Testbed(PROJECT_ROOT / "sites", discovery="https-rr") as bed:
+    with testbed.Testbed(testbed.Setup(PROJECT_ROOT / "sites", discovery="https-rr")) as bed:
         bed.sites.ensure([FIRST])
         bed.set_conditions(COND)
         t, reasons = _trial(bed, store, campaign, FIRST)

@@ -281,7 +281,7 @@ def test_verify_passes_a_true_link_and_catches_a_false_claim(bed):
 def test_closing_a_testbed_leaves_nothing(link_backend):
     """Another testbed on the same backend, shaped with everything, then closed: none of its
     namespaces, run folder or processes remain (the suite's end checks all testbeds again)."""
-    with testbed.Testbed(cmd.PROJECT_ROOT / "sites", link=link_backend, with_browser=False) as other:
+    with testbed.Testbed(testbed.Setup(cmd.PROJECT_ROOT / "sites", link=link_backend, with_browser=False)) as other:
         other.set_conditions(Conditions(10**7, 10**7, rtt_ms=40, jitter_ms=4, loss_pct=1))
         prefix = other.plan.prefix
         assert other.link.backend == link_backend

@@ -28,7 +28,7 @@ PAGE = Page(5000, 12, origins=4)
 
 @pytest.fixture(scope="module")
 def quinn_bed():
-    with testbed.Testbed(PROJECT_ROOT / "sites", server_names=("quinn",), cc="bbr") as b:
+    with testbed.Testbed(testbed.Setup(PROJECT_ROOT / "sites", server_names=("quinn",), cc="bbr")) as b:
         b.sites.ensure([PAGE, Page(5000, 8, origins=4, visit="repeat-warm")])
         b.set_conditions(COND)
         yield b

@@ -29,8 +29,8 @@ def _grid(**kw):
 def trace_bed():
     """A testbed whose conditions hold a trace: its link is linkem on every kernel."""
     g = _grid(trace_down="gen:constant:12mbit", rtt="20ms")
-    with testbed.Testbed(cmd.PROJECT_ROOT / "sites", conditions=g.conditions, with_browser=False,
-                         traces=g.traces) as bed:
+    with testbed.Testbed(testbed.Setup(cmd.PROJECT_ROOT / "sites", conditions=g.conditions, with_browser=False,
+                         traces=g.traces)) as bed:
         assert bed.link.backend == "linkem"
         yield bed
 

@@ -1,4 +1,5 @@
 """Real page loads through the namespace testbed."""
+import dataclasses
 import os
 
 import pytest
@@ -217,8 +218,8 @@ def test_netem_detection_and_metadata(bed):
     from plt_bench.metadata import KEY_FIELDS
     unset = {"firefox", "geckodriver", "quinnserve_version"}
     assert [k for k in KEY_FIELDS if k not in unset and m.get(k) in (None, "")] == [], m
-    assert (m["browser_sandbox"], m["browser_start"], m["discovery"]) == (bed.browser_sandbox, bed.browser_start,
-                                                                          bed.discovery)
+    assert (m["browser_sandbox"], m["browser_start"], m["discovery"]) == (bed.setup.browser_sandbox,
+                                                                          bed.setup.browser_start, bed.setup.discovery)
 
 
 def _browsers_of(bed, profile_dir: str) -> list[int]:
@@ -233,12 +234,12 @@ def fresh_browsers(bed):
     """The session's testbed with --browser-start fresh for one test (kept is the default, its own
     test in test_browser_start.py); every browser of either mode ended before and after."""
     bed.discard_prepared()
-    mode, bed.browser_start = bed.browser_start, "fresh"
+    setup, bed.setup = bed.setup, dataclasses.replace(bed.setup, browser_start="fresh")
     try:
         yield bed
     finally:
         bed.discard_prepared()
-        bed.browser_start = mode
+        bed.setup = setup
 
 
 def test_the_next_browser_starts_early_fresh_and_alone(fresh_browsers, store, campaign):
@@ -250,7 +251,7 @@ def test_the_next_browser_starts_early_fresh_and_alone(fresh_browsers, store, ca
     cond = shaped(bed, 100 * 10**6)
     page = Page(5000)
     bed.prepare("h3", page)
-    prepared = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
+    prepared = str(bed.plan.run_dir / "profiles" / bed.worker.ready[1])
     ans, uri = bed.load("h3", page, 30, gate=True)
     assert ans.get("prelaunched") is True and ans["launch_s"] > 0, ans
     assert set(ans["gate"]) >= {"busy_pct", "idle_wait_s", "load1"}, ans
@@ -258,7 +259,7 @@ def test_the_next_browser_starts_early_fresh_and_alone(fresh_browsers, store, ca
     assert not _browsers_of(bed, prepared) and not os.path.exists(prepared)  # gone with the trial
     # a load for another protocol does not take it: it is ended, and the load starts its own browser
     bed.prepare("h1", page)
-    other = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
+    other = str(bed.plan.run_dir / "profiles" / bed.worker.ready[1])
     bed.worker.settle()  # its launch is done: it idles in the namespace
     assert _browsers_of(bed, other)
     ans, _ = bed.load("h3", page, 30)
@@ -266,18 +267,18 @@ def test_the_next_browser_starts_early_fresh_and_alone(fresh_browsers, store, ca
     assert not _browsers_of(bed, other) and not os.path.exists(other)
     # a change of conditions ends it too, before the link changes
     bed.prepare("h1", page)
-    third = str(bed.plan.run_dir / "profiles" / bed._prepared[2])
+    third = str(bed.plan.run_dir / "profiles" / bed.worker.ready[1])
     bed.set_conditions(Conditions(50 * 10**6, 50 * 10**6))
-    assert not _browsers_of(bed, third) and not os.path.exists(third) and bed._prepared is None
+    assert not _browsers_of(bed, third) and not os.path.exists(third) and bed.worker.ready is None
     # through the runner: the next cell's browser starts early, and the trial it serves is proven as any
     a = run_cell_once(bed, store, campaign, 0, 0, Cell("h1", page, bed.conditions), gate=True,
                       next_cell=Cell("h1", page, bed.conditions))
-    assert bed._prepared is not None and bed._prepared[0] == "h1"
+    assert bed.worker.ready is not None and bed.worker.ready[0][0] == "h1"
     b = run_cell_once(bed, store, campaign, 1, 1, Cell("h1", page, bed.conditions), gate=True)
     for t in (a, b):
         assert t.status == "ok" or t.reason.startswith("link emulator"), t.reason
         assert t.busy_pct is not None and t.idle_wait_s is not None  # the gate's figures, stored
-    assert a.url != b.url and bed._prepared is None
+    assert a.url != b.url and bed.worker.ready is None
 
 
 # a response's header block over TCP, without the 16 copies of Alt-Svc Caddy wrote (about 650 bytes

@@ -549,7 +549,7 @@ PROBE = r"""
 import json, socket, sys, time
 from plt_bench.conditions import Conditions
 from plt_bench.remote import ServerRef
-from plt_bench.testbed import RemoteTestbed
+from plt_bench.testbed import RemoteTestbed, Setup
 info = json.loads(sys.argv[1])
 cond = Conditions(10**7, 10**7, rtt_ms=200.0)
 def connect_ms(addr, port):
@@ -558,7 +558,8 @@ def connect_ms(addr, port):
     ms = (time.monotonic() - t) * 1000
     s.close()
     return ms
-with RemoteTestbed(ServerRef(info["addr"], info["pin"], info["token"]), "m-cli", [cond], with_browser=False) as bed:
+with RemoteTestbed(Setup(".", conditions=[cond], with_browser=False), ServerRef(info["addr"], info["pin"], info["token"]),
+                   "m-cli") as bed:
     bed.set_conditions(cond)
     t = time.monotonic()
     bed.control.call("cpu")

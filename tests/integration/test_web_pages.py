@@ -221,14 +221,14 @@ def test_the_lcp_of_a_page_its_script_draws_late_is_read_once_the_page_has_settl
     no new record, no long task for half a second and two round trips), it is the heading, as
     browsertime reports swagger-ui's. The wait is recorded, and the load's own time is not moved."""
     from plt_bench.trial.judge import paint_fields
-    from plt_bench.trial.worker import paint_quiet_ms
-    from plt_bench.testbed import Testbed
+    from plt_bench.browsers.worker import paint_quiet_ms
+    from plt_bench.testbed import Setup, Testbed
     site = tmp_path / "late"
     site.mkdir()
     (site / "index.html").write_text(LATE_PAGE)
     (site / "data.json").write_text(json.dumps({"title": "A heading its script drew once its data had come"}))
     before = system_state()
-    with Testbed(ROOT / "sites", index=235, conditions=[COND], serve=[("late.pkg.test", site, "")]) as bed:
+    with Testbed(Setup(ROOT / "sites", index=235, conditions=[COND], serve=[("late.pkg.test", site, "")])) as bed:
         bed.set_conditions(COND)
         answer, _ = bed.load("h2", Page(0, url=page_url("late.pkg.test", "/index.html")), 60.0)
     assert not answer.get("error"), answer.get("error")

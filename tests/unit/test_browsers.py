@@ -233,7 +233,7 @@ def test_a_kept_browser_serves_the_requests_of_its_flags_whatever_their_profile(
     """The worker keeps one browser per set of flags (each protocol is forced by its own): two trials'
     requests that differ only in their profile share one; another protocol, prefs, budget group or
     sandbox is another browser."""
-    from plt_bench.trial import worker
+    from plt_bench.browsers import worker
     a = {"browser": "chromium", "args": chromium.chromium_args("h3", ONE, "H=", "/run/p/t1"), "prefs": chromium.PREFS}
     b = {**a, "args": chromium.chromium_args("h3", ONE, "H=", "/run/p/t2")}
     assert worker._kept_key(a) == worker._kept_key(b)

@@ -279,7 +279,7 @@ def test_the_paint_wait_is_stored_and_a_page_that_never_settled_says_so():
 
 
 def test_the_quiet_window_is_half_a_second_and_two_round_trips():
-    from plt_bench.trial import worker as w
+    from plt_bench.browsers import worker as w
     assert w.paint_quiet_ms(0.0) == w.PAINT_QUIET_MS == 500
     assert w.paint_quiet_ms(50.0) == 600.0 and w.paint_quiet_ms(-1) == 500
     # a page whose scripts draw nothing after the load (the pages plt-bench makes): every candidate is in by then

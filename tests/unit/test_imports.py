@@ -297,3 +297,28 @@ def test_the_reference_pages_carry_no_dated_measurement():
     dated += [f"README.md:{n}" for n, line in enumerate(readme.read_text().splitlines(), 1)
               if re.search(r"\b20\d\d-\d\d-\d\d\b", line)]
     assert not dated, dated
+
+
+def test_the_testbed_is_a_composition_built_from_one_settings_record():
+    """Testbed takes one record (testbed.Setup), not a keyword per setting (it took 17 until
+    2026-11-29, threaded by hand in two places with different sets: browser_sandbox reached one), and
+    stays a composition of its parts: under 300 lines (it was 595, every new axis a set_X on it), the
+    browser's request built by the browser seam (browsers.visit), the visitor by device.visitor. The
+    browser worker and the testbed import neither the other (test_no_module_imports_upward: the
+    browsers seam imports no testbed, and the testbed's modules no worker internals but its pipe)."""
+    import inspect
+
+    from plt_bench.testbed import RemoteTestbed, Setup, Testbed
+    assert list(inspect.signature(Testbed.__init__).parameters) == ["self", "setup"]
+    assert list(inspect.signature(RemoteTestbed.__init__).parameters)[:2] == ["self", "setup"]
+    assert inspect.signature(Testbed.__init__).parameters["setup"].annotation in (Setup, "Setup")
+    lines = len(inspect.getsource(Testbed).splitlines())
+    assert lines < 300, lines
+    graph = _graph()
+    seen, todo = set(), ["plt_bench.browsers.worker", "plt_bench.browsers.pipe"]
+    while todo:  # everything the worker and its pipe run, through any module between
+        for m in graph[todo.pop()]:
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    assert not {m for m in seen if m.startswith(("plt_bench.testbed", "plt_bench.trial"))}, seen

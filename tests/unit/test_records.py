@@ -36,7 +36,7 @@ def test_only_ok_timed_non_warmup_trials_count():
 def test_the_worker_answers_in_the_shape_the_runner_reads():
     """Every key the browser worker puts in its answer is a key of records.WorkerAnswer (read from
     the worker's source), and an answer with another key is refused."""
-    import plt_bench.trial.worker as w
+    import plt_bench.browsers.worker as w
     tree = ast.parse(open(w.__file__).read())
     keys = set()
     for node in ast.walk(tree):

@@ -2,7 +2,7 @@
 firefox.py), chosen by name from the table in browsers/__init__.py.
 
 A browser has two sides. The testbed's (pure, in the measuring process): the launch of one trial as
-a worker request, for a protocol and a set of origins. The worker's (trial.worker, in the client
+a worker request, for a protocol and a set of origins. The worker's (browsers.worker, in the client
 namespace): starting the browser and its WebDriver from that request, with a fresh profile. What
 every browser shares, the worker does once: the navigation, Navigation and Resource Timing, the
 paint metrics, the CPU of the driver's process tree (cpu.role names each process's role), the

@@ -94,3 +94,21 @@ def move_staged(stage: Path, dest: Path) -> list[str]:
         moved.append(f.name)
     shutil.rmtree(stage, ignore_errors=True)
     return moved
+
+
+def ready_worker(ids: tuple[int, int], run_dir: Path) -> dict[str, str]:
+    """The run folder readied for a worker whose browsers run as USER: its home and the profiles USER's,
+    the run folder passable; returns the worker's environment (worker_env)."""
+    home = run_dir / "browser"
+    give(ids, *home_folders(home), run_dir / "profiles")
+    run_dir.chmod(0o711)
+    return worker_env(home)
+
+
+def staging(ids: tuple[int, int], run_dir: Path, tag: str) -> Path:
+    """Where USER's browser writes a trial's capture files (made here), moved into the results after
+    the load (move_staged): a results folder under /root is not USER's to reach."""
+    stage = run_dir / "browser" / "captures" / tag
+    if not stage.is_dir():
+        give(ids, stage.parent, stage)
+    return stage

@@ -30,7 +30,8 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from ..errors import EnvironmentProblem
-from .budget import SMALLEST_BUDGET
+from .budget import SLOWDOWN_TOLERANCE, SMALLEST_BUDGET
+from .visitor import Visitor
 
 # Lighthouse's BenchmarkIndex, the same definition (core/lib/page-functions.js, computeBenchmarkIndex:
 # repetitions per second / 10 of each component, their mean) on a fixed work (BENCHMARK_WORK), run
@@ -178,7 +179,6 @@ def calibrate(bed, profile, page) -> Calibration:
     leaves the testbed at that budget. page: a small page of the testbed's (pages.Page) the benchmark runs in.
     A measurement at a full core that the machine's other load held back (the CPU loop's slowdown
     beyond the budget's tolerance) is taken again, up to three times."""
-    from .budget import SLOWDOWN_TOLERANCE
     browser = "chromium"  # the profiles' figures are Chrome's (a Firefox campaign's testbed has it too)
 
     def measure() -> tuple[float, float | None]:
@@ -189,7 +189,7 @@ def calibrate(bed, profile, page) -> Calibration:
             raise CalibrationError(f"--device {profile.name}: the benchmark did not run: "
                                    f"{ans.get('error') or runs.get('error') or 'no figure'}")
         return benchmark_index(runs["runs"]), (ans.get("cpu_loop") or {}).get("slowdown")
-    bed.set_budget(1.0, 1)
+    bed.set_visitor(Visitor(1.0))
     for attempt in range(3):
         host, slowdown = measure()
         if slowdown is not None and slowdown <= 1 + SLOWDOWN_TOLERANCE:
@@ -200,7 +200,7 @@ def calibrate(bed, profile, page) -> Calibration:
     points = [(1.0, host)]
     share = first_share(profile.name, profile.benchmark_index, host)
     for step in range(CALIBRATION_STEPS):
-        bed.set_budget(share, 1)
+        bed.set_visitor(Visitor(share))
         measured, _ = measure()
         points.append((share, measured))
         if calibration_problem(profile.benchmark_index, measured) is None:

@@ -236,6 +236,15 @@ class Flows:
         self.client = self.server = None
 
 
+def flows_for(plan, cond) -> Flows | None:
+    """The competing flows the conditions ask for (conditions.Conditions.cross), not started; None
+    without --cross."""
+    spec = parse(cond.cross) if cond.cross else None
+    if spec is None:
+        return None
+    return Flows(plan, spec, cond.rate_down_bps if spec.direction == "down" else cond.rate_up_bps)
+
+
 def window_mbps(samples: list[tuple[float, int]], start_s: float, end_s: float) -> float | None:
     """Mbit/s the samples' counter moved between two instants (counters.per_interval: linear between
     samples), or None where the samples do not span them (pure)."""

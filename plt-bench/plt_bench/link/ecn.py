@@ -26,6 +26,7 @@ import subprocess
 from dataclasses import asdict, dataclass, fields
 
 from .. import cmd
+from ..errors import LinkError
 from ..quic_ecn import QuicSide  # noqa: F401 - the seams' record, read here
 
 PORT = 443  # the test servers' port (h3 on UDP, h2 and h1 on TCP)
@@ -116,6 +117,19 @@ def tcp_side(conns: list[TcpConn]) -> TcpSide | None:
                    ecn_seen=sum(c.ecn_seen for c in cs), ce_delivered=sum(c.ce_delivered for c in cs))
 
 
+def set_tcp_ecn(plan, on: bool) -> int:
+    """Make the client's and the server's TCP ask for ECN (--ecn: 1) or only accept it (2, the kernel's
+    default): written, then read back in each namespace; returns the value both hold, LinkError where
+    one reads otherwise."""
+    want = 1 if on else 2
+    commands = plan.ecn_commands(on)
+    cmd.run_each(commands)
+    got = {cmd.run(["sysctl", "-n", "net.ipv4.tcp_ecn"], ns=ns).stdout.strip() for ns, _ in commands}
+    if got != {str(want)}:
+        raise LinkError(f"--ecn: the hosts' net.ipv4.tcp_ecn reads back as {sorted(got)}")
+    return want
+
+
 class SocketWatch:
     """The TCP sockets of port 443 in one namespace, watched across a trial (start, stop): every one
     destroyed meanwhile, and those still open at the end."""
@@ -150,6 +164,12 @@ class SocketWatch:
 
 
 NO_QUIC_LOG = "no log of it: give --capture qlog,netlog to read QUIC's ECN from the server's and the browser's logs"
+
+
+def watches(plan) -> list[SocketWatch]:
+    """The TCP sockets of a trial under --ecn, watched in the browser's and the server's namespaces
+    (not started)."""
+    return [SocketWatch(plan.client_ns, "browser"), SocketWatch(plan.server_ns, "server")]
 
 
 def endpoints(tcp_browser: list[TcpConn] | None, tcp_server: list[TcpConn] | None,

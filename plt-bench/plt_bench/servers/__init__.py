@@ -12,8 +12,8 @@ subclass and a line in SERVERS (and its tests); docs/servers.md lists the files 
 
 from __future__ import annotations
 
-from .base import SERVED_PATHS, Server, overlapping, own_entries
-from .caddy import CADDY_VERSION, Caddy, Replay, Static, caddy_info, locate_caddy
+from .base import SERVED_PATHS, Server, addresses_of, metadata_of, origins_for, overlapping, own_entries, spoke
+from .caddy import CADDY_VERSION, Caddy, Replay, Static, caddy_info, locate_caddy, statics_for
 from .certs import Certificate, make_certificate
 from .quinnserve import QuinnServe
 
@@ -21,8 +21,9 @@ SERVERS: dict[str, type[Server]] = {c.name: c for c in (Caddy, QuinnServe)}
 NAMES = tuple(SERVERS)
 DEFAULT = "caddy"  # what every store before the server was recorded ran
 
-__all__ = ["CADDY_VERSION", "DEFAULT", "NAMES", "SERVED_PATHS", "SERVERS", "Caddy", "Certificate", "QuinnServe",
-           "Replay", "Server", "Static", "caddy_info", "get", "locate_caddy", "make_certificate", "overlapping", "own_entries"]
+__all__ = ["addresses_of", "metadata_of", "CADDY_VERSION", "DEFAULT", "NAMES", "SERVED_PATHS", "SERVERS", "Caddy", "Certificate", "QuinnServe",
+           "Replay", "Server", "Static", "caddy_info", "get", "locate_caddy", "make_certificate", "origins_for", "overlapping",
+           "own_entries", "spoke", "statics_for"]
 
 
 def get(name: str) -> type[Server]:

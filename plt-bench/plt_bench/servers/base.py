@@ -31,8 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-from .. import cmd
+from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
+from ..pages.replayd import write_active
 from ..pages import HOST
 from ..pages.base import served_paths
 from .certs import make_certificate
@@ -144,6 +145,10 @@ class Server:
         return QuicSide(source=None, why=f"{self.label} writes no log of its ECN state")
 
     # -- the same for every server ----------------------------------------------------------------
+    def activate(self, recording: str) -> None:
+        """Name the recording measured now, where it replays several (replayd --active)."""
+        write_active(self.replay.active, recording)
+
     @property
     def all_origins(self) -> list[tuple[str, str]]:
         """Every (host, address) it answers for: the generated pages' origins, replayed ones (as-recorded
@@ -271,6 +276,51 @@ class Server:
             cmd.stop_process(self.replayd)
             self.replayd.stdout.close()
             self.replayd = None
+
+
+def origins_for(server, generated: list[tuple[str, str]], page, proto: str) -> list[tuple[str, str]]:
+    """The (host, address) pairs a load's browser resolves and forces its protocol on: the generated
+    pages' origins (the testbed's plan's, and the folders' a server serves as they are) and the
+    replayed recordings' hosts. Where a recording holds a host the generated pages have too (a
+    recording of plt-bench's own page), the load of a recording resolves it to the replay's address,
+    any other load to the generated pages'. As recorded (protocols.AS_RECORDED), a recording's hosts
+    resolve to the addresses that offer each its own. server: the one serving (here, or a server
+    machine's: remote.RemoteServer), by its replay and statics."""
+    generated = generated + [o for x in getattr(server, "statics", ()) for o in x.origins]
+    replay = getattr(server, "replay", None)
+    replayed = replay.origins if replay else []
+    if replay and protocols.get(proto).per_origin:
+        replayed = [(h, ip) for h, ip, _ in replay.own]
+    first, then = (replayed, generated) if page.page_kind.replayed_hosts_first else (generated, replayed)
+    hosts = {h for h, _ in first}
+    return first + [(h, ip) for h, ip in then if h not in hosts]
+
+
+def spoke(server) -> dict[str, str]:
+    """Each host that speaks one protocol alone -> that protocol (a recording's as recorded, a served
+    folder's as given); a browser is forced to QUIC on the h3 ones under as-recorded."""
+    replay = getattr(server, "replay", None)
+    return {**{h: p for h, _, p in (replay.own if replay else ())},
+            **{h: p for x in getattr(server, "statics", ()) for h, p in x.protocols}}
+
+
+def addresses_of(replay, statics) -> list[str]:
+    """The addresses a replay (every recorded host's, and as recorded each host's own) and the folders
+    served as they are listen on, beside the plan's own (Plan.address_commands makes them)."""
+    return ([ip for _, ip in (replay.origins if replay else [])] + [ip for _, ip, _ in (replay.own if replay else ())]
+            + [ip for x in statics for _, ip in x.origins])
+
+
+def metadata_of(several: list, serving) -> dict:
+    """A campaign's metadata of the servers that served its pages (several: each of them; serving: the
+    one serving now): their names, comma-separated; each one's build and version under its own keys
+    (Caddy's 'caddy' and 'caddy_version', as every campaign before the second server had them); the
+    QUIC controller each ran ('quinn: bbr; caddy: ...' for several)."""
+    infos = {x.meta_key: x.info() for x in several}
+    return {"http_server": ",".join(x.name for x in several), **infos,
+            **{f"{k}_version": v.get("version") for k, v in infos.items()},
+            "quic_cc": several[0].quic_cc() if len(several) == 1 else "; ".join(f"{x.name}: {x.quic_cc()}" for x in several),
+            "quic_buffer_warning": serving.quic_buffer_warning()}
 
 
 def json_lines(text: str):

@@ -18,7 +18,7 @@ import sysconfig
 from pathlib import Path
 
 from .. import cmd, protocols
-from ..errors import EnvironmentProblem, ServerError
+from ..errors import EnvironmentProblem, ServerError, UsageError
 from . import base
 from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server, json_lines
 
@@ -95,6 +95,19 @@ class Static:
         """(address, protocol) of the origins that speak one alone."""
         own = dict(self.protocols)
         return [(ip, own[h]) for h, ip in self.origins if own.get(h)]
+
+
+def statics_for(serve, addresses: list[str]) -> list[Static]:
+    """The folders served as they are (--serve HOST=DIR: (host, folder, protocol) each), one site per
+    folder, each host on its own address (of `addresses`, in order); UsageError for more hosts than
+    addresses."""
+    if len(serve) > len(addresses):
+        raise UsageError(f"--serve: {len(serve)} hosts; a testbed serves at most {len(addresses)}")
+    folders: dict[Path, list[tuple[str, str]]] = {}
+    for (host, folder, _), ip in zip(serve, addresses):
+        folders.setdefault(Path(folder).resolve(), []).append((host, ip))
+    spoken = tuple((h, p) for h, _, p in serve if p)
+    return [Static(f, o, tuple((h, p) for h, p in spoken if h in {x for x, _ in o})) for f, o in folders.items()]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,6 @@
     run        one trial on a testbed: ready, load, evidence, judgement, store; conditions applied and verified
     evidence   what a load left (Evidence) and its record (make_trial): the kind's judgement joined to the shared one
     judge      the shared judgement: timings, paint metrics, connections, what carried a discovery trial
-    pipe       the parent's end of the browser worker's pipe (BrowserWorker)
-    worker     the browser worker itself, in the client's namespace: a fresh browser per load, one answer a line
+
+The browser worker and its pipe are the browser seam's (browsers.worker, browsers.pipe).
 """

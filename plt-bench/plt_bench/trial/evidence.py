@@ -108,7 +108,7 @@ class Evidence:
     url: str                                  # the URL the trial is stored under (with its tag)
     started_utc: str
     wall_s: float                             # the worker's whole turn: launch, load, quit
-    answer: WorkerAnswer                      # the browser's side (trial.worker)
+    answer: WorkerAnswer                      # the browser's side (browsers.worker)
     server_entries: list[dict] | None         # the trial's own entries of the server's log (None: unread)
     foreign: list[dict] = dataclasses.field(default_factory=list)  # others' responses during the trial
     link_stats: dict | None = None            # the emulator's counters during the trial (link_delta)

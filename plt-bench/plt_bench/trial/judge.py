@@ -97,7 +97,7 @@ def _waited(p: dict) -> str:
 
 def paint_fields(paint: dict | None, loaded: bool) -> dict:
     """A trial's paint metrics (records.Trial: fcp_ms, lcp_ms, lcp_element, lcp_url, paint_reason)
-    from the worker's figures (trial.worker.PAINT_JS). A metric Chromium did not report is None
+    from the worker's figures (browsers.worker.PAINT_JS). A metric Chromium did not report is None
     with the reason, never zero. Nothing for a load that failed (no page was painted)."""
     if not loaded:
         return {}

@@ -17,7 +17,9 @@ from ..cpu import Sampler, cpu_by_role, fixed_sources
 from ..cpu import BOUND_SHARE, bound as cpu_bound
 from ..cpu import cpu_list, own_cpus
 from ..device.budget import budget_bound
+from ..device.visitor import Visitor
 from ..errors import LinkError, ServerError, TestbedBroken
+from ..link import ecn
 from ..link.counters import DeliveryCounter
 from ..metadata import utc_now
 from ..pages import url_host
@@ -161,16 +163,12 @@ def _ready(bed: Testbed, cell: Cell) -> None:
     except ServerError as e:  # a server that would not start: the testbed cannot run the campaign on
         raise TestbedBroken(f"switching to {cell.server}: {e}") from e
     bed.set_cc(cell.cc)
-    # the browser's CPU budget, and a named device's screen and memory (plt_bench.device)
-    want = (cell.cpu, cell.cores, None, None, None)
-    if cell.device:
-        from ..device.profiles import get as device_profile
-        calibration, profile = bed.calibrations.get(cell.device), device_profile(cell.device)
-        if calibration is None:
-            raise TestbedBroken(f"the device {cell.device} was not calibrated on this host")
-        want = (calibration.budget_cores, 1, profile.memory_bytes, profile.screen, calibration)
-    if bed.visitor != want:
-        bed.set_visitor(*want)
+    try:  # the browser's CPU budget, and a named device's screen and memory (plt_bench.device)
+        visitor = Visitor.of_cell(cell, bed.calibrations)
+    except LookupError as e:
+        raise TestbedBroken(str(e)) from None
+    if bed.visitor != visitor:
+        bed.set_visitor(visitor)
 
 
 @dataclasses.dataclass
@@ -203,8 +201,8 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
     page, kind = cell.page, cell.page.page_kind
     timeout = timeout_s or page_timeout_s(cell.size_bytes, cell.conditions.rate_down_bps, cell.conditions.rtt_ms,
                                           cell.page.objects)
-    if timeout_s is None and bed.budget is not None:  # a CPU budget slows a whole load by up to its factor
-        timeout *= bed.budget.factor  # (measured: 20 MB over h3 at 200 Mbit/s took 21.6 s at 0.17 of a core)
+    if timeout_s is None and bed.visitor.quota is not None:  # a CPU budget slows a whole load by up to its factor
+        timeout *= bed.visitor.quota.factor  # (measured: 20 MB over h3 at 200 Mbit/s took 21.6 s at 0.17 of a core)
     if timeout_s is None and cell.conditions.cross is not None:  # N competing flows leave the page 1/(N+1) of the rate
         timeout *= max(cell.conditions.cross_flows, 1) + 1  # a web background (0 flows) counts as one  # (measured: 10 MB beside 4 flows at 20 Mbit/s took 18-25 s)
     await_s = kind.await_s(page, cell.conditions)
@@ -216,7 +214,7 @@ def _measure(bed: Testbed, cell: Cell, timeout_s: float | None, gate: bool, fold
         cap.start()
     point = bed.link.delivery_point() if kind.counts_delivery else None
     counter = cross0 = None
-    watches = bed.ecn_watches() if cell.conditions.ecn else []  # who negotiated ECN (link.ecn)
+    watches = ecn.watches(bed.plan) if cell.conditions.ecn else []  # who negotiated ECN (link.ecn)
     try:
         for w in watches:
             w.start()
@@ -276,7 +274,7 @@ def endpoints_ecn(bed: Testbed, cell: Cell, tcp: dict, artifacts: list) -> dict:
     the server's and the browser's own logs where the trial captured them, each read by its seam."""
     from ..link import ecn
     qlogs = [a.path for a in artifacts if a.kind == "qlog"]
-    browser_seam = browsers.get(cell.browser or bed.browser_name)
+    browser_seam = browsers.get(cell.browser or bed.setup.browser_name)
     netlog = next((a.path for a in artifacts if a.kind == "netlog" and a.path.name == browser_seam.netlog_file), None)
     quic = protocols.get(cell.proto).transport == "QUIC"
 
@@ -347,7 +345,7 @@ def _evidence(bed: Testbed, cell: Cell, m: Measured, extra: dict | None) -> Evid
                            "trace_phase_ms": trace_phase_ms(m.link_stats, nav_t0),
                            "cc": bed.cc_in_use(),
                            "server": bed.server.name,
-                           "discovery": bed.discovery,
+                           "discovery": bed.setup.discovery,
                            "cpu_json": json.dumps(cpu) if cpu else None,
                            "cpus": cpu_list(own_cpus()),
                            "cpu_bound": limit[0] if limit else None,

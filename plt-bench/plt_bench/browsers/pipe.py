@@ -1,6 +1,6 @@
 """The parent's end of the browser worker's pipe.
 
-The browser runs in the client namespace through a long-lived worker process (trial.worker) that
+The browser runs in the client namespace through a long-lived worker process (browsers.worker) that
 the testbed starts there with `ip netns exec`; the worker starts a fresh driver, browser and
 profile for every trial and ends them after. What differs between browsers (their launch, flags
 and prefs, their driver) is in plt_bench.browsers.
@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import cmd
-from ..errors import BrowserError
+from .. import cmd, procs
+from ..errors import BrowserError, TestbedBroken
 
 if TYPE_CHECKING:
-    from ..browsers.drivers import ChromiumBuild
+    from .drivers import ChromiumBuild
     from ..records import WorkerAnswer
 
-WORKER_MODULE = "plt_bench.trial.worker"  # what the worker runs as (python -m)
+WORKER_MODULE = "plt_bench.browsers.worker"  # what the worker runs as (python -m)
 
 
 class BrowserWorker:
@@ -35,6 +35,8 @@ class BrowserWorker:
         self.browser = browser  # the binary and driver the worker starts (None: Debian's)
         self.proc: subprocess.Popen | None = None
         self._preparing = False  # a prepare request's answer is still to be read (settle)
+        self.ready: tuple | None = None  # (key, tag) of the browser started early for a load to come (prepare)
+        self.kept = False  # a load has asked it to keep its browser: it may hold browsers between loads
         self.env: dict[str, str] = {}  # more of the worker's environment (the sandbox's user and home)
         # files of ours the worker sees over the machine's (cmd.with_own_files): a client on a real host
         # gives it its own /etc/resolv.conf and hosts as a namespace's worker has them (/etc/netns)
@@ -86,12 +88,25 @@ class BrowserWorker:
     # a prepared launch that takes longer than this is a hung worker (a launch takes 0.3-0.5 s here)
     PREPARE_TIMEOUT_S = 180.0
 
-    def prepare(self, request: dict) -> None:
-        """Have the worker start the browser of a request to come (trial.worker.prepare) and
-        return at once: the answer is read before the next request (settle)."""
+    def prepare(self, request: dict, key: tuple, tag: str) -> None:
+        """Have the worker start the browser of a request to come (browsers.worker.prepare) and
+        return at once: the answer is read before the next request (settle). key: what a load must
+        be to take it (take); tag: its trial's."""
         self.settle()
         self._send({"prepare": request})
         self._preparing = True
+        self.ready, self.kept = (key, tag), self.kept or bool(request.get("keep"))
+
+    def take(self, key: tuple) -> str | None:
+        """The tag of the browser started early, where it was started for this load (key), else None;
+        either way it is no longer ready for another."""
+        ready, self.ready = self.ready, None
+        return ready[1] if ready and ready[0] == key else None
+
+    @property
+    def holding(self) -> bool:
+        """It may hold a browser between loads: one started early, or a kept one."""
+        return bool(self.ready or self.kept)
 
     def settle(self) -> dict | None:
         """The answer to a prepare request still unread, if any ({"prepared": bool, ...})."""
@@ -101,7 +116,11 @@ class BrowserWorker:
         return self._read(self.PREPARE_TIMEOUT_S)
 
     def discard(self) -> None:
-        """End a prepared browser no request took (a change of conditions comes first)."""
+        """End the browser started early that no request took, and every kept one (a change of
+        conditions comes first); nothing to do where it holds none."""
+        if not self.holding:
+            return
+        self.ready, self.kept = None, False
         self.settle()
         self._send({"discard": True})
         self._read(self.PREPARE_TIMEOUT_S)
@@ -111,11 +130,18 @@ class BrowserWorker:
         BrowserError only if the worker is broken or answers in another shape."""
         self.settle()
         self._send(request)
+        self.kept = self.kept or bool(request.get("keep"))
         from ..records import check_answer
         try:
             return check_answer(self._read(timeout_s))
         except ValueError as e:
             raise BrowserError(f"{e} (log: {self.log_path})") from None
+
+    def quiesce(self) -> int:
+        """Before a trial: no process in its namespace but the worker and the browser it holds (started
+        early, or kept): the worker ends every trial's processes itself, and this is the check that it
+        did. Returns how many were killed; TestbedBroken if one would not die."""
+        return quiesce(self.ns, self)
 
     def died_reason(self) -> str | None:
         """Why the worker is gone, or None while it runs (or before it started)."""
@@ -138,3 +164,20 @@ class BrowserWorker:
         self.proc = None
         self._log.close()
 
+
+def quiesce(ns: str, worker: BrowserWorker | None = None) -> int:
+    """Every process in the namespace ns killed and reaped, but the worker's own and the browser it
+    holds; how many were; TestbedBroken if one would not die."""
+    keep = {worker.proc.pid} if worker and worker.proc else set()
+    if keep and worker.holding:  # its start done first: a driver the worker was starting while the table below was
+        # read is not in it, and was killed as a stray (a kept browser's first prepare failed so, 'chromedriver
+        # ... exited -9')
+        worker.settle()
+    listed = procs.pids_in(ns)  # before the table: every process listed is in it
+    if keep and worker.holding:
+        keep |= procs.descendants({p: row[0] for p, row in procs.table().items()}, worker.proc.pid)
+    strays = [p for p in listed if p not in keep and procs.alive(p)]
+    left = procs.kill_and_reap(strays) if strays else []
+    if left:
+        raise TestbedBroken(f"processes {left} in {ns} would not die; no trial can run beside them")
+    return len(strays)
