@@ -98,7 +98,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
     if crosses != (None,) and None in aqms:
         raise UsageError(f"{name.get('cross', '--cross')}: competing flows share the page's managed bottleneck; "
                          "give --aqm with it (droptail for a FIFO)")
-    if ecn and "droptail" in aqms:
+    if ecn and any(a is not None and a.name == "droptail" for a in aqms):
         raise UsageError(f"{name.get('ecn', '--ecn')}: droptail drops what does not fit and marks nothing; give "
                          "--aqm codel, fq_codel or pie with --ecn")
     p = protocols.parse(protos, name["proto"])

@@ -134,9 +134,9 @@ class Spec:
                 **({"http_server": self.http_server if len(self.grid.servers) == 1 else list(self.grid.servers)}
                    if self.grid.servers != ("caddy",) else {}),
                 # (older campaigns' hashes hold: no budget is not written)
-                **({"cpu": cpus} if (cpus := [b for b in self.grid.budgets if not cond_mod.device_of(b)]) and (
+                **({"cpu": cpus} if (cpus := [str(b) for b in self.grid.budgets if not b.device]) and (
                     cpus != [cond_mod.NO_BUDGET] or len(cpus) < len(self.grid.budgets)) else {}),
-                **({"device": devices} if (devices := [b for b in self.grid.budgets if cond_mod.device_of(b)]) else {}),
+                **({"device": devices} if (devices := [b.device for b in self.grid.budgets if b.device]) else {}),
                 **({"cores": self.grid.cores} if self.grid.cores != 1 else {}),
                 **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
                 **({"reference": self.reference} if self.reference else {}),
@@ -199,14 +199,14 @@ class Spec:
         if self.within:
             out = [s for s in out if s.conditions in self.grid.conditions and s.page in self.grid.pages]
         # a device's budget is one core's worth (device.calibrate), whatever --cores says of --cpu's
-        return [s._replace(cores=1) if cond_mod.device_of(s.budget) else s for s in out]
+        return [s._replace(cores=1) if s.budget.device else s for s in out]
 
 
 def _cond_dict(c: Conditions) -> dict:
     """Conditions as a campaign's definition holds them: a constant-rate link without the trace fields,
     and the kernel's FIFO without the queue discipline's (which came later), so campaigns begun before
     traces and --aqm keep their hash."""
-    return {k: v for k, v in dataclasses.asdict(c).items()
+    return {k: v for k, v in c.as_dict().items()
             if not ((k.startswith("trace_") or k in ("aqm", "cross")) and v is None) and not (k == "ecn" and v is False)}
 
 
@@ -230,14 +230,14 @@ class Slot(NamedTuple):
     cc: str = "cubic"
     browser: str = "chromium"
     server: str = "caddy"
-    budget: str = "full"  # the browser's CPU budget (conditions.budget_label)
+    budget: cond_mod.Budget = cond_mod.FULL  # the browser's CPU budget or device, as read once (conditions.Budget)
     cores: int = 1
 
     @property
     def cell(self) -> Cell:
-        device = cond_mod.device_of(self.budget)
+        b = self.budget
         return Cell(self.proto, self.page, self.conditions, self.cc, self.browser, self.server,
-                    cpu=cond_mod.budget_of(self.budget), cores=1 if device else self.cores, device=device)
+                    cpu=b.cpu, cores=1 if b.device else self.cores, device=b.device)
 
     @classmethod
     def of(cls, t, pages: "dict[str, Page | str] | None" = None) -> "Slot":
@@ -250,8 +250,9 @@ class Slot(NamedTuple):
         known = {} if pages is None else pages
         if t.page not in known:
             known[t.page] = page_of_label(t.page)
+        budget = cond_mod.Budget(device=t.device) if t.device else cond_mod.Budget(t.cpu_budget)
         return cls(t.conditions, t.run_index, known[t.page], t.proto, t.cc or "cubic", t.browser or "chromium",
-                   t.server or "caddy", t.budget, t.cpu_cores or 1)
+                   t.server or "caddy", budget, t.cpu_cores or 1)
 
     @property
     def place(self) -> tuple[Conditions, Page]:
@@ -556,19 +557,19 @@ def _metric(v: "Values", capture: tuple[str, ...] = ()) -> str:
     return metric
 
 
-def _budgets(v: "Values") -> tuple[str, ...]:
-    """--cpu: the browser's CPU budgets (conditions.budget_label), each a fraction of a core in (0, 1]
-    that the kernel can enforce (device.budget.quota_for), or full (no budget)."""
+def _budgets(v: "Values") -> tuple[cond_mod.Budget, ...]:
+    """--cpu: the browser's CPU budgets (conditions.Budget), each a fraction of a core in (0, 1] that the
+    kernel can enforce (device.budget.quota_for), or full (no budget): each read here, once."""
     from .device.budget import quota_for
     from .device.profiles import PROFILES
     given = v.get("cpu")
     if given is None:
-        return (cond_mod.NO_BUDGET,)
+        return (cond_mod.FULL,)
     form = "fractions of a core in (0, 1], comma-separated (1,0.5,0.25), or full"
-    out: list[str] = []
+    out: list[cond_mod.Budget] = []
     for item in units.split_list(",".join(given) if isinstance(given, list) else str(given), v.name("cpu")):
         if item.strip().lower() == cond_mod.NO_BUDGET:
-            label = cond_mod.NO_BUDGET
+            label = cond_mod.FULL
         elif item.strip().lower() in PROFILES:
             raise UsageError(f"{v.name('cpu')}: '{item}' is a device; give it as --device {item.strip().lower()} "
                              f"(device = \"{item.strip().lower()}\" in a campaign file: its budget is calibrated on "
@@ -584,7 +585,7 @@ def _budgets(v: "Values") -> tuple[str, ...]:
             if abs(share * 1000 - round(share * 1000)) > 1e-9:
                 raise UsageError(f"{v.name('cpu')}: '{item}' is finer than a budget is set (a thousandth of a core); "
                                  f"expected a multiple of 0.001 (nearest {round(share, 3):g})")
-            label = cond_mod.budget_label(share)
+            label = cond_mod.Budget(share)
         if label not in out:
             out.append(label)
     if not out:
@@ -592,20 +593,20 @@ def _budgets(v: "Values") -> tuple[str, ...]:
     return tuple(out)
 
 
-def _devices(v: "Values") -> tuple[str, ...]:
+def _devices(v: "Values") -> tuple[cond_mod.Budget, ...]:
     """--device: the visitors' devices (device.profiles), each a value of the budget axis beside --cpu's."""
     from .device.profiles import PROFILES
     given = v.get("device")
     if given is None:
         return ()
     form = f"device names, comma-separated, of {', '.join(PROFILES)}"
-    out: list[str] = []
+    out: list[cond_mod.Budget] = []
     for item in units.split_list(",".join(given) if isinstance(given, list) else str(given), v.name("device")):
         name = item.strip().lower()
         if name not in PROFILES:
             raise UsageError(f"{v.name('device')}: '{item}' is no device; expected {form} (docs/device.md)")
         if name not in out:
-            out.append(name)
+            out.append(cond_mod.Budget(device=name))
     if not out:
         raise UsageError(f"{v.name('device')}: empty; expected {form}")
     return tuple(out)
@@ -790,7 +791,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     if devices and v.get("cpu") is None:
         budgets = ()  # a device alone: no unbudgeted cell beside it unless --cpu full asks for one
     grid = dataclasses.replace(grid, budgets=budgets + devices, cores=as_int("cores", 1, len(own_cpus())))
-    if grid.cores != 1 and not any(cond_mod.budget_of(b) for b in grid.budgets):
+    if grid.cores != 1 and not any(b.cpu for b in grid.budgets):
         raise UsageError(f"{v.name('cores')} = {grid.cores} without a CPU budget; expected --cpu FRACTIONS with it "
                          "(the cores a budgeted browser may use)")
     discovery = _discovery(v, grid, server, serve)

@@ -272,11 +272,10 @@ def worker_capabilities() -> dict:
 def needs(spec) -> dict[str, int]:
     """What every cell of a campaign asks of its worker (pure): each browser and server it names, a
     netem kernel where its link is netem, the CPU controller where it has a budget or a device."""
-    from .conditions import NO_BUDGET
     out = {f"{CAN}browser-{b}": 1 for b in spec.grid.browsers} | {f"{CAN}server-{s}": 1 for s in spec.grid.servers}
     if spec.link == "netem":
         out[f"{CAN}netem"] = 1
-    if any(b != NO_BUDGET for b in spec.grid.budgets):
+    if any(b.cpu is not None or b.device for b in spec.grid.budgets):
         out[f"{CAN}cpu-budget"] = 1
     return out
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from . import protocols, traces, units
 from .errors import UsageError
 
-if TYPE_CHECKING:  # (the page seam's record, held here by its type alone: the model imports no seam)
+if TYPE_CHECKING:  # the seams' records held here by their types alone: the model imports no seam
+    from .link.aqm import Aqm
     from .pages import Page
 
 DEFAULT_SIZES = ("5KB", "500KB", "10MB", "50MB")
@@ -37,15 +38,41 @@ def budget_label(cpu: float | None) -> str:
     return NO_BUDGET if cpu is None else f"cpu{cpu:g}"
 
 
+class Budget(str):
+    """A value of the budget axis: who the browser's CPU is, read once where --cpu and --device are
+    (campaign) and carried as it is to the visitor (device.visitor.Visitor.of_cell). cpu: a fraction
+    of a core on each core; device: a named device (device.profiles), its budget calibrated per host;
+    neither: the machine's whole CPU. It is its label too (cpu0.25, full, low-end-phone): what the
+    grid, the plan's slots, the store's trials (records.Trial.budget) and reports name it by, and
+    what compares and hashes it."""
+
+    cpu: float | None
+    device: str | None
+
+    def __new__(cls, cpu: float | None = None, device: str | None = None) -> "Budget":
+        if cpu is not None and device is not None:
+            raise ValueError(f"Budget: a device ({device}) has its own budget, calibrated per host; not {cpu:g} beside it")
+        self = super().__new__(cls, device or budget_label(cpu))
+        self.cpu, self.device = cpu, device
+        return self
+
+    def __reduce__(self):  # a cluster's worker gets its slots pickled: made again from its fields
+        return (Budget, (self.cpu, self.device))
+
+
+FULL = Budget()
+
+
 def budget_of(label: str) -> float | None:
-    """The fraction of a core a budget axis value names (budget_label's inverse); None for full and
-    for a device (whose budget each host calibrates: device.calibrate)."""
+    """The fraction of a core a stored budget label names (budget_label's inverse); None for full and
+    for a device (whose budget each host calibrates: device.calibrate). For the store's readers: a
+    campaign's own budgets are Budget values, read once."""
     return None if label == NO_BUDGET or device_of(label) else float(label[len("cpu"):])
 
 
 def device_of(label: str) -> str | None:
-    """The device a budget axis value names (a device.profiles name, as --device gives it: checked where
-    the campaign is built), or None for full and a budget (cpuX)."""
+    """The device a stored budget label names (a device.profiles name), or None for full and a budget
+    (cpuX); for the store's readers, as budget_of."""
     return None if label == NO_BUDGET or _BUDGET.fullmatch(label) else label
 
 
@@ -131,11 +158,18 @@ class Conditions:
     trace_down_sha256: str | None = None
     trace_up: str | None = None
     trace_up_sha256: str | None = None
-    # the bottleneck's queue discipline (link.aqm: its canonical text, droptail/codel/fq_codel/pie with
-    # the parameters that differ from the defaults); None: the kernel's FIFO, as before --aqm
-    aqm: str | None = None
+    # the bottleneck's queue discipline as the link parsed it once (link.aqm.Aqm: droptail, codel, fq_codel or
+    # pie and every parameter; its canonical text, Aqm.text, is what labels, stores and definitions hold);
+    # None: the kernel's FIFO, as before --aqm
+    aqm: "Aqm | None" = None
     ecn: bool = False  # the discipline marks ECN-capable packets CE where it would drop them
     cross: str | None = None  # competing flows through the bottleneck (link.cross: 2xtcp-cubic, 1xtcp-bbr:up); None: none
+
+    def as_dict(self) -> dict:
+        """Every field as plain data (JSON's): the discipline by its canonical text (Aqm.text), as the store,
+        a campaign's definition and the control channel hold it (the seam's parser reads it back)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**out, "aqm": self.aqm.text if self.aqm is not None else None}
 
     @property
     def down(self) -> Rate | None:
@@ -205,7 +239,7 @@ class Conditions:
         if self.queue_pkts is not None:
             parts.append(f"q{self.queue_pkts}")
         if self.aqm is not None:  # its canonical text (link.aqm), '+ecn' where it marks
-            parts.append(self.aqm + ("+ecn" if self.ecn else ""))
+            parts.append(self.aqm.text + ("+ecn" if self.ecn else ""))
         if self.cross is not None:
             parts.append(f"cross{self.cross}")
         return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
@@ -248,9 +282,9 @@ class Cell:
             raise ValueError(f"Cell: CPU budget {self.cpu!r}; expected a fraction of a core in (0, 1]")
         if self.cores < 1:
             raise ValueError(f"Cell: cores {self.cores!r}; expected 1 or more")
-        if self.device is not None and (device_of(self.device) is None or self.cpu is not None):
-            raise ValueError(f"Cell: device {self.device!r}; expected a device's name (device.profiles) and no --cpu "
-                             "budget beside it (the device's is calibrated per host)")
+        if self.device is not None and self.cpu is not None:  # (its name checked where --device was read)
+            raise ValueError(f"Cell: device {self.device!r} with a CPU budget of {self.cpu:g}; a device's budget is "
+                             "calibrated per host, no --cpu beside it")
 
     @property
     def size_bytes(self) -> int:
@@ -267,7 +301,7 @@ class Grid:
     ccs: tuple[str, ...] = ("cubic",)  # TCP congestion controls, an axis like the protocols
     browsers: tuple[str, ...] = ("chromium",)  # the browsers that load the pages, an axis too
     servers: tuple[str, ...] = ("caddy",)  # the servers that serve them, an axis too
-    budgets: tuple[str, ...] = (NO_BUDGET,)  # the browser's CPU budgets (budget_label), an axis too
+    budgets: tuple[Budget, ...] = (FULL,)  # the browser's CPU budgets and devices (Budget), an axis too
     cores: int = 1  # the CPUs a budgeted browser may use (--cores)
     # the traces its conditions follow, as read (by hash: TraceRate.trace), carried with the grid
     traces: tuple = dataclasses.field(default=(), compare=False, repr=False)

@@ -434,18 +434,21 @@ class Trial:
             v = getattr(self, f.name)
             if f.name == "conditions":
                 out["conditions"] = v.label
-                out.update({_cond_column(cf.name): getattr(v, cf.name) for cf in dataclasses.fields(Conditions)})
+                out.update({_cond_column(k): x for k, x in v.as_dict().items()})
             else:
                 out[f.name] = v
         return out
 
     @classmethod
-    def from_row(cls, row: dict, checks: "dict[str, typing.Callable] | None" = None) -> "Trial":
+    def from_row(cls, row: dict, checks: "dict[str, typing.Callable] | None" = None,
+                 readers: "dict[str, typing.Callable] | None" = None) -> "Trial":
         """A stored row back as a record (types restored: INTEGER 0/1 to bool). A column whose value
         is not of its type, or that its check (checks, by column; VALUE_CHECKS by default) says does
         not mean what the column says (a hand-edited or damaged store: SQLite keeps what it is given),
-        is read as NULL and named in `damaged`, so that every reader reads every row."""
+        is read as NULL and named in `damaged`, so that every reader reads every row. readers: a
+        conditions column's text read back into the seam's record (the store's: aqm by link.aqm)."""
         checks = VALUE_CHECKS if checks is None else checks
+        readers = readers or {}
         kw: dict = {}
         damaged = []
         hints, ch = _HINTS
@@ -457,7 +460,8 @@ class Trial:
                     if not _value_fits(cf.name, value, checks):
                         damaged.append(_cond_column(cf.name))
                         value = None
-                    cond[cf.name] = _restore(ch[cf.name], value)
+                    cond[cf.name] = _restore(ch[cf.name], value) if cf.name not in readers or value is None \
+                        else readers[cf.name](value)
                 kw["conditions"] = Conditions(**cond)
             elif f.name in row:
                 value = row[f.name]
@@ -576,6 +580,12 @@ _COND_DOCS = {"rate_down_bps": "downlink rate; NULL: unshaped", "rate_up_bps": "
                        "NULL: none (every trial before schema 26)"}
 
 
+def _stored_hints() -> dict:
+    """The conditions' fields as their columns hold them: a seam's record by its text (an Aqm as its
+    canonical text, Conditions.as_dict)."""
+    return typing.get_type_hints(Conditions, localns={"Aqm": str})
+
+
 def columns() -> list[tuple[str, str, str]]:
     """(name, SQL declaration, documentation) of every column of `trials` but its id, in order."""
     hints = typing.get_type_hints(Trial)
@@ -586,7 +596,7 @@ def columns() -> list[tuple[str, str, str]]:
         if f.name == "conditions":
             out.append(("conditions", "TEXT NOT NULL", "label of the conditions, e.g. 100mbit rtt50ms loss1% "
                                                        "(for people: cells are found by the columns below)"))
-            ch = typing.get_type_hints(Conditions)
+            ch = _stored_hints()
             for cf in dataclasses.fields(Conditions):
                 out.append((_cond_column(cf.name), _declare(ch[cf.name], cf.default), _COND_DOCS[cf.name]))
             continue
@@ -606,7 +616,7 @@ def _declare(hint, default) -> str:
 
 COLUMNS = [name for name, _, _ in columns()]
 CONDITION_COLUMNS = [_cond_column(f.name) for f in dataclasses.fields(Conditions)]  # a trial's conditions, whole
-_HINTS = (typing.get_type_hints(Trial), typing.get_type_hints(Conditions))  # read once: from_row runs per stored row
+_HINTS = (typing.get_type_hints(Trial), _stored_hints())  # read once: from_row runs per stored row
 _ANSWER_KEYS = frozenset(typing.get_type_hints(WorkerAnswer))
 
 

@@ -25,6 +25,7 @@ from .conditions import Conditions
 from .control import SERVER_PORT_DEFAULT_CONTROL, Control, ControlServer, new_token
 from .errors import UsageError
 from .link import host as hostnet
+from .link.aqm import parse as aqm_parse
 from .link.commands import SHAPED_PORTS
 from .link.linkem import QUEUE_BASE
 from .link.netem import ServerNetem
@@ -358,7 +359,8 @@ class ServeSession:
             raise ValueError("this server shapes only an interface named with --iface: restart it with "
                              f"'plt-bench serve --addr {self.addr} --iface {self.iface}'")
         self._claim()
-        cond = Conditions(**conditions)
+        # the discipline travels as its text (Conditions.as_dict); two machines take none yet (link.resolve)
+        cond = Conditions(**{**conditions, "aqm": aqm_parse(conditions["aqm"]) if conditions.get("aqm") else None})
         client = hostnet.parse_ipv4(str(client), "client")
         if hostnet.route_to(client).get("dev") != self.iface:
             raise ValueError(f"the client {client} is not reached through {self.iface}")

@@ -26,7 +26,7 @@ from typing import Callable
 
 from . import cmd, procs
 from .capture import Settings, captures_root, check_space, planned
-from .conditions import Cell, Conditions, device_of, transfer_seconds
+from .conditions import Cell, Conditions, transfer_seconds
 from .device.visitor import Visitor
 from .errors import UsageError
 from .metadata import key_diff, key_value, utc_now
@@ -161,7 +161,7 @@ class Session:
         ref = make_ref(spec.server_machine, server_pin, server_token, control_port, spec.iface, spec.server_token_file)
         if ref is not None and ref.token_source == "argv":
             note(TOKEN_ARGV_WARNING)
-        self.devices = [b for b in spec.grid.budgets if device_of(b)]
+        self.devices = [b.device for b in spec.grid.budgets if b.device]
         self.calibrations = dict(calibrations or {})
         # one setup for one machine and for two (a device's calibration runs in Chromium, whose figures its
         # profile's are: device.calibrate)

@@ -851,7 +851,7 @@ class Store:
         marks = ",".join("?" for _ in ids)
         cur = self.db.execute(f"SELECT id, {','.join(records.COLUMNS)} FROM trials WHERE campaign_id IN ({marks}) "
                               f"ORDER BY campaign_id, seq", ids)
-        return [Trial.from_row(dict(zip(["id", *records.COLUMNS], row)), STORED_CHECKS) for row in cur]
+        return [Trial.from_row(dict(zip(["id", *records.COLUMNS], row)), STORED_CHECKS, READERS) for row in cur]
 
     def link_checks(self, campaign_id: int) -> list[records.LinkCheck]:
         cur = self.db.execute("SELECT conditions, checked_utc, result_json FROM link_checks WHERE campaign_id=? "
@@ -897,5 +897,7 @@ def _parses(parse, text: str) -> bool:
     return True
 
 
+# a stored text read back into the seam's record, once per text (the checks above refused what does not parse)
+READERS = {"aqm": functools.lru_cache(maxsize=256)(aqm_mod.parse)}
 STORED_CHECKS = {**records.VALUE_CHECKS, "device": lambda v: isinstance(v, str) and v in PROFILES,
                  "aqm": _aqm_text, "cross": _cross_text}

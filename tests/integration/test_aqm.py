@@ -9,6 +9,7 @@ from plt_bench import cmd, testbed, topology
 from plt_bench.conditions import Conditions
 from plt_bench.link import verify
 from plt_bench.records import format_link_check
+from plt_bench.link.aqm import parse as aqm_parse
 
 from ..conftest import unjudged
 
@@ -21,7 +22,7 @@ VM_RATE = 5 * 10**6
 
 
 def _cond(aqm: str, ecn: bool = False, rate: int = RATE) -> Conditions:
-    return Conditions(rate, rate, rtt_ms=50, aqm=aqm, ecn=ecn)
+    return Conditions(rate, rate, rtt_ms=50, aqm=aqm_parse(aqm), ecn=ecn)
 
 
 def _judged(check: dict, name: str) -> dict:

@@ -2,6 +2,7 @@
 from plt_bench.bench import OVERHEAD_TARGET_S, campaign_lines, overhead_parts
 
 from plt_bench.pages import Page
+from plt_bench.link.aqm import parse as aqm_parse
 
 from .trials import conditions, replace, trial
 
@@ -138,8 +139,8 @@ def test_the_fairness_lines_put_the_download_s_share_beside_its_fair_share_and_k
     """Issue 46's entry: per discipline and protocol, the download's share of the bottleneck during its
     load over its fair share (1 / (flows + 1)), Jain's index, and whether h3 took Kakhki's 2x."""
     from plt_bench.bench import FAIRNESS_FLOWS, fairness_lines
-    drop = conditions(rate_bps=2 * 10**7, aqm="droptail", cross=f"{FAIRNESS_FLOWS}xtcp-cubic")
-    fq = conditions(rate_bps=2 * 10**7, aqm="fq_codel", cross=f"{FAIRNESS_FLOWS}xtcp-cubic")
+    drop = conditions(rate_bps=2 * 10**7, aqm=aqm_parse("droptail"), cross=f"{FAIRNESS_FLOWS}xtcp-cubic")
+    fq = conditions(rate_bps=2 * 10**7, aqm=aqm_parse("fq_codel"), cross=f"{FAIRNESS_FLOWS}xtcp-cubic")
     # 10 MB in 8 s: 10 Mbit/s beside 10 (a share of 50%, 2.5x a fair 20%); in 20 s: 4 beside 16 (20%, 1x)
     ts = [trial(seq=i, proto=p, size=10**7, plt=plt, cond=c, run_index=i // 4, cross_mbps=x)
           for i, (p, c, plt, x) in enumerate([("h3", drop, 8000.0, 10.0), ("h2", drop, 20000.0, 16.0),

@@ -10,6 +10,7 @@ from plt_bench.browsers.chromium import netlog_quic_ecn
 from plt_bench.conditions import Conditions
 from plt_bench.link import ecn
 from plt_bench.servers.caddy import qlog_quic_ecn
+from plt_bench.link.aqm import parse as aqm_parse
 
 # `ss -tieHnE` in two namespaces as a page's connection closed (one line each broken here as ss wraps it)
 SS_EVENTS = """UNCONN 1      0      10.99.0.2:443 10.99.0.1:56986 ino:0 sk:abb2
@@ -75,7 +76,7 @@ def test_the_report_s_ecn_table_sums_each_side_and_says_where_quic_had_no_log():
     from plt_bench.analysis import stats
 
     from .trials import trial
-    cond = Conditions(2 * 10**7, 2 * 10**7, rtt_ms=50, aqm="codel", ecn=True)
+    cond = Conditions(2 * 10**7, 2 * 10**7, rtt_ms=50, aqm=aqm_parse("codel"), ecn=True)
     tcp = {"tcp_browser": {"connections": 2, "negotiated": 2, "ecn_seen": 2, "ce_delivered": 0},
            "tcp_server": {"connections": 2, "negotiated": 1, "ecn_seen": 2, "ce_delivered": 20},
            "quic_browser": None, "quic_server": None}

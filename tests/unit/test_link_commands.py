@@ -9,6 +9,7 @@ from plt_bench.conditions import Conditions
 from plt_bench.errors import LinkError, UsageError
 from plt_bench.link import commands, readback
 from plt_bench.link.base import router_directions
+from plt_bench.link.aqm import parse as aqm_parse
 
 HTB_CLASSES = """class htb 1cc1:1 root prio 0 rate 10Gbit ceil 10Gbit burst 0b cburst 0b 
 class htb 1cc1:2 root prio 0 rate 123456Kbit ceil 123456Kbit burst 1604b cburst 1604b 
@@ -154,14 +155,14 @@ def test_linkem_argv_gives_linkem_the_rate_and_the_queue_discipline_with_aqm(tmp
     """--aqm: linkem holds each constant rate's bottleneck itself (rate_bps, the queue's limit), under
     the discipline with its parameters in linkem's units; ECN where asked. Without --aqm, none."""
     from plt_bench.link.linkem import linkem_argv, needs_linkem
-    cond = Conditions(20 * 10**6, 5 * 10**6, rtt_ms=50, aqm="codel:target=10ms", ecn=True)
+    cond = Conditions(20 * 10**6, 5 * 10**6, rtt_ms=50, aqm=aqm_parse("codel:target=10ms"), ecn=True)
     dirs = [a for i, a in enumerate(linkem_argv("l", cond, tmp_path / "s.json")) if i and a.startswith(("down:", "up:"))]
     q_down, q_up = cond.queue_for(20 * 10**6), cond.queue_for(5 * 10**6)
     assert dirs == [f"down:queue=0,delay_us=25000,jitter_us=0,dist=uniform,loss=0,reorder=1,rate_bps=20000000,"
                     f"limit={q_down},aqm=codel,target_us=10000,interval_us=100000,ecn=1",
                     f"up:queue=1,delay_us=25000,jitter_us=0,dist=uniform,loss=0,reorder=1,rate_bps=5000000,"
                     f"limit={q_up},aqm=codel,target_us=10000,interval_us=100000,ecn=1"]
-    assert needs_linkem(Conditions(10**7, 10**7, aqm="droptail"))  # a rate alone, under linkem's own queue
+    assert needs_linkem(Conditions(10**7, 10**7, aqm=aqm_parse("droptail")))  # a rate alone, under linkem's own queue
     assert not needs_linkem(Conditions(10**7, 10**7))
     # the router's egress has no htb for a direction whose bottleneck is linkem's
     from plt_bench.link.base import router_directions
@@ -179,8 +180,8 @@ def test_a_queue_discipline_is_parsed_to_its_canonical_text_and_linkems_keys():
     assert aqm.parse("fq_codel:flows=256").linkem_keys()[-2:] == ["flows=256", "quantum=1514"]
     assert aqm.parse("pie").target_ms == 15.0 and aqm.parse("droptail").target_ms is None
     assert aqm.parse("codel:target=5ms").text == "codel"  # the defaults are not written
-    assert aqm.parse_list(None) == (None,) and aqm.parse_list("droptail, pie") == ("droptail", "pie")
-    assert aqm.label("pie", True) == "pie+ecn" and aqm.label(None, False) is None
+    assert aqm.parse_list(None) == (None,) and [a.text for a in aqm.parse_list("droptail, pie")] == ["droptail", "pie"]
+    assert Conditions(10**7, 10**7, aqm=aqm.parse("pie"), ecn=True).label == "10mbit pie+ecn"
     for bad, msg in [("codel:flows=2", "not a parameter of codel"), ("codel:target", "not a parameter"),
                      ("pie:burst=20s", "out of range"), ("codel:target=1ms:target=2ms", "given twice")]:
         with pytest.raises(UsageError, match=msg):
@@ -191,21 +192,21 @@ def test_a_queue_discipline_is_parsed_to_its_canonical_text_and_linkems_keys():
 
 def test_the_aqm_check_judges_the_standing_delay_against_the_target_and_fq_codel_s_sparse_flow():
     from plt_bench.link.verify import check_aqm
-    codel = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="codel")
+    codel = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm=aqm_parse("codel"))
     standing, sparse = check_aqm(codel, 20 * 10**6, 2.7, [52.7] * 5, [50.0] * 5)
     assert (standing["ok"], standing["expected"], sparse["ok"]) == (True, 5.0, None)  # one queue: shown only
     assert check_aqm(codel, 20 * 10**6, 40.0, [], [])[0]["ok"] is False  # a FIFO's delay is no CoDel's
     assert check_aqm(codel, 20 * 10**6, 0.6, [], [])[0]["ok"] is True  # below its target: CoDel did not need to act
-    fq = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="fq_codel")
+    fq = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm=aqm_parse("fq_codel"))
     assert [c["ok"] for c in check_aqm(fq, 20 * 10**6, 2.4, [50.1] * 5, [50.0] * 5)] == [True, True]
     assert check_aqm(fq, 20 * 10**6, 2.4, [60.0] * 5, [50.0] * 5)[1]["ok"] is False  # the sparse flow waited 10 ms
-    drop = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="droptail")
+    drop = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm=aqm_parse("droptail"))
     buffer_ms = drop.queue_for(20 * 10**6) * 1514 * 8 / 20e6 * 1000
     got = check_aqm(drop, 20 * 10**6, 33.4, [81.5] * 5, [50.0] * 5)[0]
     assert got["ok"] and got["expected"] == round(buffer_ms, 2)
     assert check_aqm(drop, 20 * 10**6, 2.0, [], [])[0]["ok"] is False  # an empty buffer is no droptail under load
     assert check_aqm(codel, 20 * 10**6, None, [], [])[0]["ok"] is False  # not read: failed, never passed
-    ecn = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm="codel", ecn=True)
+    ecn = Conditions(20 * 10**6, 20 * 10**6, rtt_ms=50, aqm=aqm_parse("codel"), ecn=True)
     assert check_aqm(ecn, 20 * 10**6, 2.5, [], [], marks=2, drops=0)[-1]["ok"] is True
     assert check_aqm(ecn, 20 * 10**6, 2.5, [], [], marks=0, drops=5)[-1]["ok"] is False  # dropped: no ECN seen
     # a few drops beside many marks: the flow's retransmissions, sent Not-ECT (RFC 3168 6.1.5)
@@ -258,13 +259,13 @@ C = link.Capabilities
     ("two-machines", "auto", [DELAY], C(netem=True, server_may_shape=False), ("linkem", "client")),
     ("two-machines", "netem", [RATE], C(netem=False, server_may_shape=True), ("netem", "server")),
     # a discipline: the kernel's beneath netem where the kernel has netem, linkem's elsewhere
-    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), ("netem", "router")),
-    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="fq_codel", ecn=True)], C(netem=True), ("netem", "router")),
-    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=False), ("linkem", "router")),
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("codel"))], C(netem=True), ("netem", "router")),
+    ("embedded", "netem", [Conditions(10**7, 10**7, aqm=aqm_parse("fq_codel"), ecn=True)], C(netem=True), ("netem", "router")),
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("codel"))], C(netem=False), ("linkem", "router")),
     # competing flows share either's bottleneck; a PIE of another burst is linkem's alone
-    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="droptail", cross="1xtcp-cubic")], C(netem=True),
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("droptail"), cross="1xtcp-cubic")], C(netem=True),
      ("netem", "router")),
-    ("embedded", "auto", [Conditions(10**7, 10**7, aqm="pie:burst=50ms")], C(netem=True), ("linkem", "router")),
+    ("embedded", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("pie:burst=50ms"))], C(netem=True), ("linkem", "router")),
 ])
 def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want):
     assert link.resolve(topo, requested, conds, caps) == link.Choice(*want)
@@ -277,10 +278,10 @@ def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want)
     ("two-machines", "netem", [RATE], C(netem=True, server_may_shape=False), "serve --addr ADDR --iface"),
     ("two-machines", "tcconfig", [DELAY], C(netem=False, server_may_shape=True), "server's kernel has no sch_netem"),
     ("two-machines", "netem", [JITTER_IN_ORDER], C(netem=True, server_may_shape=True), "--no-reorder"),
-    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="pie:burst=50ms")], C(netem=True),
+    ("embedded", "netem", [Conditions(10**7, 10**7, aqm=aqm_parse("pie:burst=50ms"))], C(netem=True),
      "--link netem: .*needs linkem .*fixed 150 ms burst.*--link linkem or auto"),
-    ("embedded", "netem", [Conditions(10**7, 10**7, aqm="codel")], C(netem=False), "this kernel has no sch_netem"),
-    ("two-machines", "auto", [Conditions(10**7, 10**7, aqm="codel")], C(netem=True), "--aqm/--cross: .*--server-machine"),
+    ("embedded", "netem", [Conditions(10**7, 10**7, aqm=aqm_parse("codel"))], C(netem=False), "this kernel has no sch_netem"),
+    ("two-machines", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("codel"))], C(netem=True), "--aqm/--cross: .*--server-machine"),
 ])
 def test_resolve_refuses_with_the_option_and_the_fix(topo, requested, conds, caps, msg):
     with pytest.raises(UsageError, match=msg):
@@ -366,7 +367,7 @@ def test_the_report_s_bottleneck_table_says_what_the_discipline_did_per_directio
     from plt_bench.analysis import stats
 
     from .trials import trial
-    cond = Conditions(2 * 10**7, 2 * 10**7, rtt_ms=50, aqm="codel", ecn=True)
+    cond = Conditions(2 * 10**7, 2 * 10**7, rtt_ms=50, aqm=aqm_parse("codel"), ecn=True)
 
     def link(drops, marks, soj_us, ect0, not_ect):
         d = {"bottleneck": {"aqm": "codel", "aqm_drops": drops, "marks": marks, "overlimit_drops": 0,
@@ -406,7 +407,7 @@ def test_cross_traffic_is_parsed_to_its_canonical_text_and_its_flows_command():
         "/b/quinnserve", "--web-client", f"198.19.7.250:{cross.CROSS_PORT}", "10", "100000", str(cross.WEB_SEED), "60"]
     assert w.server_argv("198.19.7.250", "/b/quinnserve") == ["/b/quinnserve", "--web-server",
                                                               f"198.19.7.250:{cross.CROSS_PORT}"]
-    assert Conditions(10**7, 10**7, aqm="droptail", cross="web-0.5-1MB").cross_flows == 0
+    assert Conditions(10**7, 10**7, aqm=aqm_parse("droptail"), cross="web-0.5-1MB").cross_flows == 0
     for bad, msg in (("web-10", "expected web-RATE-MEAN"), ("web-0-1MB", "more than 0, at most 1000"),
                      ("web-5-lots", "expected web-RATE-MEAN"), ("web-5-3xb", "not a size")):
         with pytest.raises(UsageError, match=msg):
@@ -455,11 +456,11 @@ def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_die
     from .trials import trial
     toolbelt = next(p for p in realpages.PAGES if p.name == "toolbelt")
     url = parse_page(f"url:{toolbelt.url}")  # a served folder's page: its bytes unknown beforehand, no rate, not 0
-    c = Conditions(2 * 10**7, 2 * 10**7, aqm="droptail", cross="2xtcp-cubic")
+    c = Conditions(2 * 10**7, 2 * 10**7, aqm=aqm_parse("droptail"), cross="2xtcp-cubic")
     (row,) = cross_table([trial(seq=0, page=url, cond=c, cross_mbps=15.0, plt=900.0)])
     assert (row["page_mbps"], row["page_share"], row["jain"], row["cross_mbps"]) == (None, None, None, 15.0)
     # beside a web background (short transfers, no long flows): no fair share, no Jain's index, the rest shown
-    web = Conditions(2 * 10**7, 2 * 10**7, aqm="droptail", cross="web-10-100KB")
+    web = Conditions(2 * 10**7, 2 * 10**7, aqm=aqm_parse("droptail"), cross="web-10-100KB")
     (row,) = cross_table([trial(seq=0, page=parse_page("500KB"), cond=web, cross_mbps=7.5, plt=1000.0)])
     assert (row["fair_share"], row["jain"], row["cross_mbps"]) == (None, None, 7.5) and row["page_share"] > 0
     assert jain([5.0, 5.0, 5.0]) == 1.0 and jain([9.0, 0.0, 0.0]) == pytest.approx(1 / 3) and jain([]) is None
@@ -468,7 +469,7 @@ def test_a_trial_records_what_the_competing_flows_carried_and_fails_when_one_die
 # -- a queue discipline beneath netem (the netem backend's --aqm) -------------------------------------
 def test_a_discipline_sits_beneath_netem_and_htb_with_every_parameter_and_ecn_said():
     cmds = commands.netem_aqm_commands("pb1-rc", 20 * 10**6, 25.0, 0.0, "uniform", 1.0,
-                                       "codel:target=10ms", True, 84)
+                                       aqm_parse("codel:target=10ms"), True, 84)
     assert cmds[0] == ["tc", "qdisc", "add", "dev", "pb1-rc", "root", "handle", "1:", "netem", "limit",
                        str(commands.NETEM_LINE_LIMIT), "delay", "25000us", "loss", "1%"]
     assert cmds[1][:9] == ["tc", "qdisc", "add", "dev", "pb1-rc", "parent", "1:1", "handle", "2:"]
@@ -484,12 +485,12 @@ def test_a_discipline_sits_beneath_netem_and_htb_with_every_parameter_and_ecn_sa
     ("pie", True, ["pie", "limit", "50", "target", "15000us", "tupdate", "15000us", "ecn"]),
 ])
 def test_each_kernel_discipline_is_built_from_its_canonical_text(text, ecn, want):
-    assert commands.aqm_leaf(text, ecn, 50) == want
+    assert commands.aqm_leaf(aqm_parse(text), ecn, 50) == want
 
 
 def test_the_kernels_pie_refuses_a_burst_it_cannot_hold():
     with pytest.raises(UsageError, match="--aqm pie:burst=50ms: .*150 ms.*--link linkem"):
-        commands.aqm_leaf("pie:burst=50ms", False, 50)
+        commands.aqm_leaf(aqm_parse("pie:burst=50ms"), False, 50)
 
 
 def test_the_disciplines_are_read_back_from_tc_with_their_parameters_and_counters():
@@ -516,18 +517,18 @@ def test_the_disciplines_are_read_back_from_tc_with_their_parameters_and_counter
     # in linkem's terms, as a trial's link counters carry them (no sojourn: the kernel keeps no sum)
     from plt_bench.link.netem import bottleneck_counters
     from plt_bench.trial.run import link_delta
-    a = bottleneck_counters("codel", stats["3:"])
+    a = bottleneck_counters(aqm_parse("codel"), stats["3:"])
     assert a == {"aqm": "codel", "dequeued": 1000, "marks": 12, "overlimit_drops": 0, "aqm_drops": 7}
-    before = {"dirs": {"down": {"bottleneck": bottleneck_counters("codel", {"sent_pkts": 400, "dropped": 2})}}}
+    before = {"dirs": {"down": {"bottleneck": bottleneck_counters(aqm_parse("codel"), {"sent_pkts": 400, "dropped": 2})}}}
     d = link_delta(before, {"dirs": {"down": {"bottleneck": a}}})["dirs"]["down"]["bottleneck"]
     assert d == {"aqm": "codel", "aqm_drops": 5, "marks": 12, "overlimit_drops": 0, "dequeued": 600,
                  "sojourn_mean_us": None}
     pie = readback.parse_qdisc_stats("qdisc pie 3: parent 2:1 limit 84p target 15ms tupdate 15ms\n Sent 10 bytes 9 pkt "
                                      "(dropped 4, overlimits 0 requeues 0)\n backlog 0b 0p requeues 0\n  prob 0 delay 0us\n"
                                      "  pkts_in 13 overlimit 1 dropped 4 maxq 0 ecn_mark 0\n")["3:"]
-    assert bottleneck_counters("pie", pie) == {"aqm": "pie", "dequeued": 9, "marks": 0, "overlimit_drops": 1,
+    assert bottleneck_counters(aqm_parse("pie"), pie) == {"aqm": "pie", "dequeued": 9, "marks": 0, "overlimit_drops": 1,
                                                "aqm_drops": 3}
-    assert bottleneck_counters("droptail", {"sent_pkts": 5, "dropped": 2})["overlimit_drops"] == 2
+    assert bottleneck_counters(aqm_parse("droptail"), {"sent_pkts": 5, "dropped": 2})["overlimit_drops"] == 2
 
 
 def test_several_egresses_share_one_bottleneck_through_an_ifb_read_back_from_tc():

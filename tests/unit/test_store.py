@@ -11,6 +11,7 @@ from plt_bench import store as st
 from plt_bench.pages import Page, parse_page
 from plt_bench.errors import UsageError
 from plt_bench.analysis.summary import format_table, summarize
+from plt_bench.link.aqm import parse as aqm_parse
 
 from .trials import trial as _trial
 
@@ -727,7 +728,7 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
         assert {t.conditions.label for t in s.trials([cid])} == labels
-        codel = dataclasses.replace(conditions(), aqm="codel", ecn=True)
+        codel = dataclasses.replace(conditions(), aqm=aqm_parse("codel"), ecn=True)
         s.add_trial(_trial(cid, 9, proto="h3", plt=300.0, run_index=0, cond=codel))
         with pytest.raises(StoreError, match="stored already"):
             s.add_trial(_trial(cid, 10, proto="h3", plt=310.0, run_index=0, cond=codel))

@@ -551,7 +551,7 @@ def bottleneck_table(trials: list[Trial]) -> list[dict]:
             asked = sum(e.get("ect0", 0) + e.get("ect1", 0) + e.get("ce", 0) for e in ecn)
             rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
                          "server": key[5], "budget": key[6], "direction": direction, "n": len(ts),
-                         "aqm": ts[0].conditions.aqm, "ecn": ts[0].conditions.ecn,
+                         "aqm": ts[0].conditions.aqm.text, "ecn": ts[0].conditions.ecn,
                          "aqm_drops": mean("aqm_drops"), "marks": mean("marks"), "overlimit_drops": mean("overlimit_drops"),
                          "sojourn_ms": float(np.median(soj)) if soj else None,
                          "ecn_capable_share": asked / total if total else None})

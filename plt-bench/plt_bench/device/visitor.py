@@ -22,7 +22,6 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..conditions import Cell
-    from .calibrate import Calibration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Visitor:
     cores: int = 1
     memory_bytes: int | None = None
     screen: Screen | None = None
-    calibration: "Calibration | None" = None
+    calibration: object = None  # device.calibrate.Calibration (which drives a testbed to a visitor: it imports this)
 
     @property
     def quota(self) -> budget_mod.Quota | None:
@@ -44,7 +43,7 @@ class Visitor:
         return None if self.budget_cores is None else budget_mod.quota_for(self.budget_cores, self.cores)
 
     @classmethod
-    def of_cell(cls, cell: "Cell", calibrations: "dict[str, Calibration]") -> "Visitor":
+    def of_cell(cls, cell: "Cell", calibrations: dict) -> "Visitor":
         """A cell's visitor: its --cpu budget, or its device's (the budget calibrated on this host, the
         profile's memory and screen). LookupError for a device this host has not calibrated."""
         if not cell.device:

@@ -1,5 +1,6 @@
 """The bottleneck's queue discipline (issue 46): --aqm droptail,codel,fq_codel,pie, each with the
-parameters a researcher sets, as one condition of the link (Conditions.aqm, its canonical text).
+parameters a researcher sets, as one condition of the link (Conditions.aqm: the Aqm record parsed
+once, where the campaign is built; its canonical text is what labels, stores and definitions hold).
 
     --aqm codel                       CoDel at RFC 8289's defaults (target 5 ms, interval 100 ms)
     --aqm codel:target=10ms:interval=200ms,fq_codel:flows=256,pie:target=20ms
@@ -47,7 +48,7 @@ class Aqm:
 
     @property
     def text(self) -> str:
-        """The canonical text (Conditions.aqm): the name, then the parameters that differ from the
+        """The canonical text (what Conditions.as_dict holds for the discipline): the name, then the parameters that differ from the
         defaults, in PARAMS' order."""
         extra = [f"{k}={_fmt(v)}{PARAMS[self.name][k][1]}" for k, v in self.params
                  if v != PARAMS[self.name][k][2]]
@@ -120,25 +121,18 @@ def parse(text: str, option: str = "--aqm") -> Aqm:
     return a
 
 
-def parse_list(text: str | None, option: str = "--aqm") -> tuple[str | None, ...]:
-    """--aqm's list as the conditions' canonical texts (pure); (None,) when not given: the kernel's
-    FIFO as before. Refused: an empty item, or one discipline given twice alike."""
+def parse_list(text: str | None, option: str = "--aqm") -> tuple[Aqm | None, ...]:
+    """--aqm's list as the conditions' disciplines, each parsed once here (pure); (None,) when not given:
+    the kernel's FIFO as before. Refused: an empty item, or one discipline given twice alike."""
     if text is None:
         return (None,)
     from ..units import split_list
-    out = []
+    out: list[Aqm] = []
     for item in split_list(str(text), option):
-        canon = parse(item, option).text
-        if canon in out:
-            raise UsageError(f"{option}: {canon} is given twice")
-        out.append(canon)
+        a = parse(item, option)
+        if a in out:
+            raise UsageError(f"{option}: {a.text} is given twice")
+        out.append(a)
     if not out:
         raise UsageError(f"{option}: empty; expected queue disciplines, comma-separated, each {FORM}")
     return tuple(out)
-
-
-def label(aqm: str | None, ecn: bool) -> str | None:
-    """What the conditions' label says of the discipline: its text, '+ecn' with ECN; None without."""
-    if aqm is None:
-        return None
-    return aqm + ("+ecn" if ecn else "")

@@ -14,6 +14,8 @@ import time
 
 from .. import cmd
 from .. import traces as traces_mod
+from . import aqm as aqm_mod
+from .aqm import NAMES
 from ..conditions import Conditions, rate_fields
 from .verify import TCP_PAYLOAD_PER_WIRE, Iperf, iperf_client, jitter_sd_ms, parse_ping
 
@@ -65,7 +67,6 @@ AQM_COST_LIMIT = 1.10  # a discipline's linkem CPU over droptail's, at 100 Mbit/
 def aqm_costs(bed, out=print, seconds: float = 6.0) -> dict:
     """linkem's CPU with each queue discipline at 100 Mbit/s and 50 ms (its own bottleneck at the
     rate), each TCP download's, beside droptail's: measured / droptail's [<= AQM_COST_LIMIT]."""
-    from .aqm import NAMES
     fig, base = {}, None
     c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50)
     bed.set_conditions(c)
@@ -74,7 +75,7 @@ def aqm_costs(bed, out=print, seconds: float = 6.0) -> dict:
     out(f"  the kernel's FIFO (htb) at 100 Mbit/s, linkem's RTT 50 ms, TCP download: linkem {r['emulator_core_share']:.1%} "
         f"of a core (user {r['emulator_user_share']:.1%}), the machine {r['machine_cores']:.2f} cores")
     for name in NAMES:
-        c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50, aqm=name)
+        c = Conditions(100 * 10**6, 100 * 10**6, rtt_ms=50, aqm=aqm_mod.parse(name))
         bed.set_conditions(c)
         r = _tcp(bed, c, seconds=seconds)
         share = r["emulator_core_share"]

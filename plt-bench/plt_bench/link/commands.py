@@ -15,6 +15,9 @@ import io
 import os
 import sys
 
+from ..errors import UsageError
+from .aqm import KERNEL_FIXED, PARAMS, Aqm, kernel_refusal
+
 HTB_QUANTUM = 1514
 UNSHAPED_HTB_BPS = 10 * 10**9  # the class's rate when only delay, jitter or loss is asked for
 SHAPED_PORTS = (443, 5201, 53)  # the HTTP servers (TCP and UDP), iperf3 of the link check, the name server
@@ -68,14 +71,11 @@ NETEM_LINE_LIMIT = 100_000
 AQM_ROOT, AQM_SHAPER, AQM_LEAF = "1:", "2:", "3:"  # netem at the root; htb its child (netem's class 1:1); the discipline
 
 
-def aqm_leaf(aqm_text: str, ecn: bool, limit_pkts: int) -> list[str]:
-    """The kernel's qdisc for a discipline (link.aqm's canonical text): droptail is a pfifo of the
+def aqm_leaf(a: Aqm, ecn: bool, limit_pkts: int) -> list[str]:
+    """The kernel's qdisc for a discipline (link.aqm.Aqm): droptail is a pfifo of the
     buffer; codel, fq_codel and pie take the buffer as their limit, each parameter in tc's unit, and
     ECN said either way (the kernel's defaults differ: fq_codel marks, codel and pie drop). PIE's
     burst allowance is fixed at RFC 8033's 150 ms in the kernel: another is refused (UsageError)."""
-    from ..errors import UsageError
-    from .aqm import KERNEL_FIXED, PARAMS, kernel_refusal, parse
-    a = parse(aqm_text)
     if (why := kernel_refusal(a)):
         raise UsageError(f"--aqm {a.text}: {why} (the netem backend); give it with --link linkem")
     if a.name == "droptail":
@@ -90,7 +90,7 @@ def aqm_leaf(aqm_text: str, ecn: bool, limit_pkts: int) -> list[str]:
 
 
 def netem_aqm_commands(dev: str, rate_bps: int, delay_ms: float, jitter_ms: float, dist: str, loss_pct: float,
-                       aqm_text: str, ecn: bool, limit_pkts: int) -> list[list[str]]:
+                       aqm: Aqm, ecn: bool, limit_pkts: int) -> list[list[str]]:
     """One direction of the netem backend under a queue discipline: netem at the root (delay, jitter,
     loss; its queue only the delay line), an htb at the rate as its child, and the discipline under
     the htb's class. A packet leaves netem when its delay is over and then waits in the discipline's
@@ -98,7 +98,7 @@ def netem_aqm_commands(dev: str, rate_bps: int, delay_ms: float, jitter_ms: floa
     delay (netem under htb, tcconfig's shape, would put the delay inside the queue it judges)."""
     return ([["tc", "qdisc", "add", "dev", dev, "root", "handle", AQM_ROOT,
               *netem_leaf(delay_ms, jitter_ms, dist, loss_pct, NETEM_LINE_LIMIT)]]
-            + htb_commands(dev, rate_bps, aqm_leaf(aqm_text, ecn, limit_pkts), root=AQM_SHAPER,
+            + htb_commands(dev, rate_bps, aqm_leaf(aqm, ecn, limit_pkts), root=AQM_SHAPER,
                            parent=AQM_ROOT.rstrip(":") + ":1"))
 
 

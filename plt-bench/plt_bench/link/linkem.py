@@ -28,7 +28,6 @@ from typing import NamedTuple
 from .. import cmd, traces
 from ..conditions import Conditions, ConstantRate, TraceRate
 from ..errors import LinkError, UsageError
-from . import aqm as aqm_mod
 from . import host as hostnet
 from .base import Link, router_delivery_point, router_directions
 from .commands import (QUEUE_DOWN, QUEUE_UP, ce_mark_rule, htb_commands, host_egress_commands, host_nfqueue_rules,
@@ -96,7 +95,7 @@ def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
         elif d.rate_bps is not None:
             spec += f",rate_bps={d.rate_bps},limit={cond.queue_for(d.rate_bps)}"
         if cond.aqm is not None and (d.trace is not None or d.rate_bps is not None):
-            spec += "," + ",".join(aqm_mod.parse(cond.aqm).linkem_keys()) + (",ecn=1" if cond.ecn else "")
+            spec += "," + ",".join(cond.aqm.linkem_keys()) + (",ecn=1" if cond.ecn else "")
         argv += ["--dir", spec]
     return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY),
                    "--cpu-dma-latency-us", str(LINKEM_CPU_DMA_LATENCY_US)]
@@ -221,7 +220,7 @@ class LinkemLink(Link):
                                 f"and loss {x.loss_pct / 100}")
             b = d.get("bottleneck") or {}
             managed = x.trace is not None or x.rate_bps is not None
-            want_b = ((aqm_mod.parse(cond.aqm).name if cond.aqm else "droptail") if managed else "none",
+            want_b = ((cond.aqm.name if cond.aqm else "droptail") if managed else "none",
                       x.rate_bps or 0, bool(cond.ecn and managed),
                       cond.queue_for(x.rate_bps if x.rate_bps else x.trace.mean_bps) if managed else 0)
             got_b = (b.get("aqm"), b.get("rate_bps"), b.get("ecn"), b.get("limit"))

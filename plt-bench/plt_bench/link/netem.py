@@ -12,11 +12,10 @@ Both read the result back from the kernel (readback.check_directions).
 
 from __future__ import annotations
 
-import dataclasses
-
 from .. import cmd
 from ..conditions import Conditions
 from ..errors import LinkError, ServerError
+from .aqm import Aqm
 from .base import Link, kernel_rate, router_delivery_point, router_directions
 from .commands import (AQM_LEAF, egress_redirect_commands, ifb_commands, netem_aqm_commands, qdisc_del_commands,
                        server_netem_commands, tcdel_commands, tcset_commands)
@@ -34,11 +33,10 @@ def run_commands(cmds: list[list[str]], ns: str | None = None) -> None:
                             + ("; this kernel may lack sch_netem: use --link linkem" if "netem" in argv else ""))
 
 
-def bottleneck_counters(aqm_text: str, q: dict) -> dict:
+def bottleneck_counters(aqm: Aqm, q: dict) -> dict:
     """A kernel discipline's counters (readback.parse_qdisc_stats) in linkem's bottleneck terms (pure):
     its own drops apart from a full buffer's (the kernel counts both in 'dropped')."""
-    from .aqm import parse
-    name = parse(aqm_text).name
+    name = aqm.name
     over = q.get("overlimit_drops", q.get("dropped", 0) if name == "droptail" else 0)
     return {"aqm": name, "dequeued": q.get("sent_pkts", 0), "marks": q.get("ecn_mark", 0),
             "overlimit_drops": over, "aqm_drops": q.get("dropped", 0) - over}
@@ -174,7 +172,7 @@ class ServerNetemLink(Link):
         self.plan, self.control = plan, control
 
     def apply(self, cond: Conditions) -> dict:
-        return self.control.call("apply", conditions=dataclasses.asdict(cond), client=self.plan.client_ip) | {
+        return self.control.call("apply", conditions=cond.as_dict(), client=self.plan.client_ip) | {
             "placement": self.placement}
 
     def close(self) -> None:

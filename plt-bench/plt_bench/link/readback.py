@@ -14,6 +14,7 @@ import re
 from .. import cmd
 from ..conditions import Conditions
 from ..errors import LinkError
+from .aqm import KERNEL_FIXED, PARAMS
 from .commands import UNSHAPED_HTB_BPS
 
 # -- parsing tc's output --------------------------------------------------------------------
@@ -185,7 +186,6 @@ def check_managed(ns: str | None, dev: str, cond: Conditions, rate_bps: int, los
     back: netem at the root with the delay, jitter and loss; its child htb's class at the rate; under
     it the discipline with its limit, every parameter and ECN as asked. LinkError on the first that
     differs; the qdiscs as read."""
-    from .aqm import KERNEL_FIXED, PARAMS, parse
     from .commands import AQM_ROOT, AQM_SHAPER, NETEM_LINE_LIMIT
     q = parse_qdiscs(cmd.run(["tc", "qdisc", "show", "dev", dev], ns=ns).stdout)
     root = next((x for x in q if x["parent"] == "root"), None)
@@ -202,7 +202,7 @@ def check_managed(ns: str | None, dev: str, cond: Conditions, rate_bps: int, los
     if cls["rate_bps"] != rate_bps or cls["ceil_bps"] != rate_bps:
         raise LinkError(f"{what} ({dev}): asked for {rate_bps} bit/s, the kernel has rate {cls['rate_bps']} "
                         f"ceil {cls['ceil_bps']}")
-    a = parse(cond.aqm)
+    a = cond.aqm
     kind = "pfifo" if a.name == "droptail" else a.name
     leaf = next((x for x in q if x["parent"] == AQM_SHAPER + "1"), None)
     if leaf is None or leaf["kind"] != kind:

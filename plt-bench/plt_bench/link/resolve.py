@@ -26,6 +26,7 @@ import os
 from .. import cmd
 from ..conditions import Conditions
 from ..errors import UsageError
+from .aqm import kernel_refusal
 
 BACKENDS = ("netem", "linkem")
 ALIASES = {"tcconfig": "netem"}  # the mission's name for the netem backend (tcconfig configures the router)
@@ -104,10 +105,9 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
     return Choice(name, PLACEMENTS[topology][name])
 
 
-def _kernel_lacks(aqm_text: str | None) -> bool:
-    """Whether the kernel's qdisc cannot run this discipline as asked (aqm.kernel_refusal)."""
-    from .aqm import kernel_refusal, parse
-    return aqm_text is not None and kernel_refusal(parse(aqm_text)) is not None
+def _kernel_lacks(aqm) -> bool:
+    """Whether the kernel's qdisc cannot run this discipline (link.aqm.Aqm) as asked (aqm.kernel_refusal)."""
+    return aqm is not None and kernel_refusal(aqm) is not None
 
 
 _NETEM: dict[str, bool] = {}

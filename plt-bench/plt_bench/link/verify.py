@@ -352,8 +352,7 @@ def check_aqm(cond: Conditions, rate_bps: int, sojourn_ms: float | None, busy_rt
     beside it (its RTT over the idle RTT, medians): FQ-CoDel's judged near zero, the others' shown.
     With --ecn, the TCP flow (ECN-capable) is marked, not dropped: marks, and no drop of the
     discipline's."""
-    from .aqm import parse
-    a = parse(cond.aqm)
+    a = cond.aqm
     if a.target_ms is not None:
         target, what = a.target_ms, f"its target {a.target_ms:g} ms"
     else:
