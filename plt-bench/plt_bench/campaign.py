@@ -313,6 +313,15 @@ class Values:
         fk = found[0] if found else FILE_KEY.get(key, key)
         return f"{self.where}: {fk}"
 
+    def whole(self, key: str, lo: int, hi: int) -> int:
+        """A whole number from lo to hi (an option's ASCII digits, a file's integer), else DEFAULTS'."""
+        n = self.get(key, DEFAULTS[key])
+        if isinstance(n, str) and key in self.overrides:  # an option's text
+            n = int(n) if n.isascii() and n.strip().isdigit() else n
+        if isinstance(n, bool) or not isinstance(n, int) or not lo <= n <= hi:
+            raise UsageError(f"{self.name(key)} = {n!r}; expected a whole number from {lo} to {hi}")
+        return n
+
     def get(self, key: str, default=None):
         """The value as given (an option's string, a file's checked TOML value), or `default`."""
         if key in self.overrides:
@@ -692,6 +701,58 @@ def _trace_paths(v: Values, key: str, path: Path) -> str | None:
 
 
 def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> Spec:
+    """A campaign's definition from its file's data (checked: TOP_KEYS, [link], [[profile]]) and the
+    options over it; each part reads its own values once (the link's grid, the machines, the
+    browsers and servers, the visitor, the precision), in the order their checks depend on."""
+    link, profiles = _tables(data, where)
+    v = Values(overrides, flags, data, link, where)
+    grid = _link_grid(v, profiles, path)
+    ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
+    grid = dataclasses.replace(grid, ccs=ccs, pages=_visits(v, grid.pages))
+    backend = str(v.get("link", DEFAULTS["link"]))
+    from .link import canonical
+    canonical(backend, v.name("link"))
+    verify = str(v.get("verify", DEFAULTS["verify"]))
+    if verify not in cond_mod.VERIFY_CHOICES:
+        raise UsageError(f"{v.name('verify')}: '{verify}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
+    capture = parse_kinds(v.get("capture"), v.name("capture"))
+    server, iface, token_file, browser = _machines(v, ccs)
+    axis = _compare(v)
+    grid = dataclasses.replace(grid, browsers=_browsers(v, grid, capture, server, browser))
+    serve = _serve(v, grid, server)
+    grid = _visitors(v, dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, serve)))
+    discovery = _discovery(v, grid, server, serve)
+    reference = _reference(v, grid, axis)
+    warmup = v.whole("warmup", 0, 100)
+    precision, max_runs = _precision(v, grid.runs)
+    if warmup >= grid.runs:
+        raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
+                         f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
+    _as_recorded(v, grid)
+    spec = Spec(server_machine=server, iface=iface, server_token_file=token_file, browser_binary=browser,
+                name=check_name(v.get("name", path.stem), v.name("name")), serve=serve,
+                description=v.get("description", ""), grid=grid, precision_pct=precision, max_runs=max_runs,
+                capture=capture, cpu_interval_s=parse_interval_s(v.get("cpu_interval", DEFAULTS["cpu_interval"]),
+                                                                 v.name("cpu_interval")),
+                capture_limit_bytes=parse_size(str(v.get("capture_limit", DEFAULTS["capture_limit"])),
+                                               v.name("capture_limit")),
+                warmup=warmup, retries=v.whole("retries", 0, 10), seed=v.whole("seed", 0, 2**31),
+                cc=ccs[0], link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
+                metric=_metric(v, capture), traces=_traces_of(grid), discovery=discovery,
+                browser_sandbox=sandbox.parse(v.get("browser_sandbox", DEFAULTS["browser_sandbox"]),
+                                              v.name("browser_sandbox")),
+                browser_start=browser_base.parse_start(v.get("browser_start", DEFAULTS["browser_start"]),
+                                                       v.name("browser_start")),
+                overridden=tuple(sorted(k for k in overrides if k in axes.GRID_KEYS + ("no_reorder", "cc", "browser",
+                                                                                          "http_server", "cpu", "device", "cores"))))
+    check_size(spec.trial_count, bool(overrides.get("allow_large")),
+               f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
+                                                                       if k in axes.GRID_KEYS))
+    return spec
+
+
+def _tables(data: dict, where: str) -> tuple[dict, list]:
+    """A campaign file's [link] table and [[profile]] tables, its keys checked (TOP_KEYS, LINK_KEYS)."""
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected {', '.join(sorted(TOP_KEYS))}")
@@ -706,27 +767,20 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         raise UsageError(f"{where}: profile = {profiles!r}; expected [[profile]] tables, each with name and bw")
     if profiles and any(k in link for k in ("bw", "up_bw", "rtt", "jitter", "loss")):
         raise UsageError(f"{where}: give either [[profile]] entries or bw/rtt/jitter/loss under [link], not both")
-    v = Values(overrides, flags, data, link, where)
-    name = check_name(v.get("name", path.stem), v.name("name"))
-    description = v.get("description", "")
+    return link, profiles
 
-    def as_int(key, lo, hi):
-        n = v.get(key, DEFAULTS[key])
-        if isinstance(n, str) and key in overrides:  # an option's text
-            n = int(n) if n.isascii() and n.strip().isdigit() else n
-        if isinstance(n, bool) or not isinstance(n, int) or not lo <= n <= hi:
-            raise UsageError(f"{v.name(key)} = {n!r}; expected a whole number from {lo} to {hi}")
-        return n
 
+def _link_grid(v: "Values", profiles: list, path: Path) -> Grid:
+    """The grid of the link's conditions, the pages and the protocols (axes.make_grid): from the
+    [[profile]] tables, or from [link] and the options over it."""
+    where, overrides = v.where, v.overrides
     reorder = v.get("reorder", DEFAULTS["reorder"]) and not overrides.get("no_reorder", False)
     grid_names = {k: v.name(k) for k in axes.GRID_KEYS}
     common = dict(jitter_dist=str(v.get("jitter_dist", DEFAULTS["jitter_dist"])),
                   loss_direction=str(v.get("loss_direction", DEFAULTS["loss_direction"])),
                   reorder=reorder, queue=v.text("queue"), names=grid_names, aqm=v.text("aqm"),
                   ecn=bool(v.get("ecn", False)), cross=v.text("cross"))
-    protos = v.text("proto", DEFAULTS["proto"])
-    sizes = v.text("size", DEFAULTS["size"])
-    runs = v.get("runs", DEFAULTS["runs"])
+    protos, sizes, runs = v.text("proto", DEFAULTS["proto"]), v.text("size", DEFAULTS["size"]), v.get("runs", DEFAULTS["runs"])
     if profiles and not any(k in overrides for k in ("bw", "rtt", "jitter", "loss", "trace_down", "trace_up")):
         conds = []
         for i, prof in enumerate(profiles):
@@ -737,42 +791,33 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
             for k, x in prof.items():
                 check_type(x, k, f"{at} {k}") if k != "name" else check_type(x, "description", f"{at} name")
             g = axes.make_grid(protos, _as_list(prof["bw"]), sizes, runs, prof.get("up_bw"),
-                                   None if prof.get("rtt") is None else _as_list(prof["rtt"]),
-                                   None if prof.get("jitter") is None else _as_list(prof["jitter"]),
-                                   None if prof.get("loss") is None else _as_list(prof["loss"]),
-                                   **{**common, "names": {**grid_names, **{k: f"{at} {k}" for k in PROFILE_KEYS}}})
+                               None if prof.get("rtt") is None else _as_list(prof["rtt"]),
+                               None if prof.get("jitter") is None else _as_list(prof["jitter"]),
+                               None if prof.get("loss") is None else _as_list(prof["loss"]),
+                               **{**common, "names": {**grid_names, **{k: f"{at} {k}" for k in PROFILE_KEYS}}})
             conds += [dataclasses.replace(c, name=str(prof["name"])) for c in g.conditions]
-        grid = dataclasses.replace(g, conditions=tuple(conds))
-    else:
-        trace_down = _trace_paths(v, "trace_down", path)
-        if v.given("trace_down") and v.given("bw"):
-            # an option over the file's value: the option's rate or trace is the downlink's
-            opt_trace, opt_bw = "trace_down" in overrides, "bw" in overrides
-            if opt_trace == opt_bw:
-                raise UsageError(f"{v.name('trace_down')} and {v.name('bw')}: the downlink's rate follows the trace; "
-                                 "give one of them")
-            if opt_bw:
-                trace_down = None
-        grid = axes.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
-                                  v.text("jitter"), v.text("loss"), **common, trace_down=trace_down,
-                                  trace_up=_trace_paths(v, "trace_up", path))
-    ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
-    grid = dataclasses.replace(grid, ccs=ccs, pages=_visits(v, grid.pages))
-    cc = ccs[0]
-    backend = str(v.get("link", DEFAULTS["link"]))
-    from .link import canonical
-    canonical(backend, v.name("link"))
-    verify = str(v.get("verify", DEFAULTS["verify"]))
-    if verify not in cond_mod.VERIFY_CHOICES:
-        raise UsageError(f"{v.name('verify')}: '{verify}'; expected one of {', '.join(cond_mod.VERIFY_CHOICES)}")
-    capture = parse_kinds(v.get("capture"), v.name("capture"))
-    interval = parse_interval_s(v.get("cpu_interval", DEFAULTS["cpu_interval"]), v.name("cpu_interval"))
-    limit = parse_size(str(v.get("capture_limit", DEFAULTS["capture_limit"])), v.name("capture_limit"))
+        return dataclasses.replace(g, conditions=tuple(conds))
+    trace_down = _trace_paths(v, "trace_down", path)
+    if v.given("trace_down") and v.given("bw"):
+        # an option over the file's value: the option's rate or trace is the downlink's
+        opt_trace, opt_bw = "trace_down" in overrides, "bw" in overrides
+        if opt_trace == opt_bw:
+            raise UsageError(f"{v.name('trace_down')} and {v.name('bw')}: the downlink's rate follows the trace; "
+                             "give one of them")
+        if opt_bw:
+            trace_down = None
+    return axes.make_grid(protos, v.text("bw", DEFAULTS["bw"]), sizes, runs, v.text("up_bw"), v.text("rtt"),
+                          v.text("jitter"), v.text("loss"), **common, trace_down=trace_down,
+                          trace_up=_trace_paths(v, "trace_up", path))
+
+
+def _machines(v: "Values", ccs: tuple[str, ...]) -> tuple:
+    """(server machine, interface, token file, browser binary): where the campaign runs beside this
+    machine, each checked (a list of congestion controls needs this machine's testbed)."""
     server = v.get("server_machine")
     server = None if server is None else hostnet.parse_ipv4(str(server), v.name("server_machine"))
     iface = v.get("iface")
     iface = None if iface is None else hostnet.check_iface_name(str(iface), v.name("iface"))
-    token_file = v.get("server_token_file")
     browser = v.get("browser_binary")
     if browser is not None and not browser.startswith("/"):
         raise UsageError(f"{v.name('browser_binary')} = {browser!r}; expected the absolute path of a Chromium or "
@@ -780,42 +825,18 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     if server is not None and len(ccs) > 1:
         raise UsageError(f"{v.name('cc')}: {', '.join(ccs)}: several congestion controls need this machine's testbed; "
                          "on two machines the server's own default applies (its net.ipv4.tcp_congestion_control)")
-    axis = _compare(v)
-    browsers = _browsers(v, grid, capture, server, browser)
-    grid = dataclasses.replace(grid, browsers=browsers)
-    serve = _serve(v, grid, server)
-    grid = dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, serve))
+    return server, iface, v.get("server_token_file"), browser
+
+
+def _visitors(v: "Values", grid: Grid) -> Grid:
+    """The grid with its budget axis (--cpu's budgets and --device's devices, each read once:
+    conditions.Budget) and the cores a budgeted browser may use (--cores)."""
     from .cpu import own_cpus
-    devices = _devices(v)
-    budgets = _budgets(v)
+    devices, budgets = _devices(v), _budgets(v)
     if devices and v.get("cpu") is None:
         budgets = ()  # a device alone: no unbudgeted cell beside it unless --cpu full asks for one
-    grid = dataclasses.replace(grid, budgets=budgets + devices, cores=as_int("cores", 1, len(own_cpus())))
+    grid = dataclasses.replace(grid, budgets=budgets + devices, cores=v.whole("cores", 1, len(own_cpus())))
     if grid.cores != 1 and not any(b.cpu for b in grid.budgets):
         raise UsageError(f"{v.name('cores')} = {grid.cores} without a CPU budget; expected --cpu FRACTIONS with it "
                          "(the cores a budgeted browser may use)")
-    discovery = _discovery(v, grid, server, serve)
-    reference = _reference(v, grid, axis)
-    warmup = as_int("warmup", 0, 100)
-    precision, max_runs = _precision(v, grid.runs)
-    if warmup >= grid.runs:
-        raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
-                         f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
-    _as_recorded(v, grid)
-    spec = Spec(server_machine=server, iface=iface, server_token_file=token_file, browser_binary=browser,
-                name=name, serve=serve,
-                description=description, grid=grid, precision_pct=precision, max_runs=max_runs,
-                capture=capture, cpu_interval_s=interval, capture_limit_bytes=limit,
-                warmup=warmup, retries=as_int("retries", 0, 10), seed=as_int("seed", 0, 2**31),
-                cc=cc, link=backend, verify=verify, source=str(path), reference=reference, compare=axis,
-                metric=_metric(v, capture), traces=_traces_of(grid), discovery=discovery,
-                browser_sandbox=sandbox.parse(v.get("browser_sandbox", DEFAULTS["browser_sandbox"]),
-                                              v.name("browser_sandbox")),
-                browser_start=browser_base.parse_start(v.get("browser_start", DEFAULTS["browser_start"]),
-                                                       v.name("browser_start")),
-                overridden=tuple(sorted(k for k in overrides if k in axes.GRID_KEYS + ("no_reorder", "cc", "browser",
-                                                                                          "http_server", "cpu", "device", "cores"))))
-    check_size(spec.trial_count, bool(overrides.get("allow_large")),
-               f"{where}: the campaign" if not spec.overridden else ", ".join(v.name(k) for k in spec.overridden
-                                                                       if k in axes.GRID_KEYS))
-    return spec
+    return grid

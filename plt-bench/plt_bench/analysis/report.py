@@ -312,9 +312,7 @@ def _rate(bps) -> str:
     return "unshaped" if bps is None else format_rate(bps)
 
 
-def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
-    """The report's tables beyond the page-load comparison, where the campaign has their trials:
-    (title, what the figures are, [head, *rows])."""
+def _corpus(rep: dict) -> list:
     out = []
     for g in rep.get("corpus") or ():  # the answer over the pages of a corpus (stats.corpus_groups)
         out.append((f"Over the pages: {g['pair']} at {g['conditions']} ({g['within']})",
@@ -326,175 +324,262 @@ def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
                      *[[c.reference.page, _f(c.reference.median_ms), _f(c.other.median_ms), _f(c.diff_pct, "{:+.1f}"),
                         f"[{_f(c.diff_ci_low_pct, '{:+.1f}')}, {_f(c.diff_ci_high_pct, '{:+.1f}')}]",
                         _f(c.p_adjusted, "{:.2g}"), c.faster] for c in g["rows"]]]))
-    if rep.get("precision"):
-        pr = rep["precision"]
-        metric = pr.get("metric") or DEFAULT_METRIC  # what the campaign judged precision by (a PLT one as before)
-        judged = "" if metric == DEFAULT_METRIC else f" on {METRICS[metric].label}"
-        out.append((f"Runs per cell (precision target +-{pr['target_pct']:g}%{judged})",
-                    f"each cell ran, protocols interleaved, until the 95% CI of each protocol's median{judged} was within "
-                    f"+-{pr['target_pct']:g}% of it (at least {pr['min_runs']}, at most {pr['max_runs']} runs); "
-                    "half widths in percent of the median",
-                    [["link", "page", *[f"n {p}" for p in pr["protos"]], *[f"{p} +-%" for p in pr["protos"]],
-                      "stopped"],
-                     *[[r["conditions"], r["page"], *[str(r["n"][p]) for p in pr["protos"]],
-                        *[_f(r["half_width_pct"].get(p), "{:.1f}") for p in pr["protos"]], r["stopped"]]
-                       for r in pr["cells"]]]))
-    if rep["datarate"]:
-        out.append(("Throughput (bulk downloads)", "link: bytes the link delivered towards the client over the bulk "
-                    "window (its own counter: headers and retransmissions included), as the seeds' datarate; "
-                    "browser: the body bytes the page read. Mean and sd over the runs; per interval: "
-                    "throughput_series.csv",
-                    [["rate", "RTT ms", "loss %", "page", "protocol", "n", "link Mbit/s", "sd", "browser Mbit/s", "sd"],
-                     *[[_rate(r["rate_down_bps"]), _f(r["rtt_ms"], "{:g}"), _f(r["loss_pct"], "{:g}"), r["page"],
-                        _variant(r, rep), str(r["n"]), _f(r["throughput_mean_mbps"], "{:.2f}"),
-                        _f(r["throughput_sd_mbps"], "{:.2f}"), _f(r["goodput_mean_mbps"], "{:.2f}"),
-                        _f(r["goodput_sd_mbps"], "{:.2f}")] for r in rep["datarate"]]]))
-    if rep["latency"]:
-        out.append(("Request latency", "each request's Resource Timing responseEnd - startTime after the load, over "
-                    "the connection(s) the page came on (queueing behind the others included); the requests of all "
-                    "runs pooled; conns: connections used (median of the trials)",
-                    [["link", "page", "protocol", "n", "requests", "conns", "p50 ms", "p90 ms", "p99 ms"],
-                     *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), str(r["n_requests"]),
-                        _f(r["connections"], "{:g}"), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])]
-                       for r in rep["latency"]]]))
-    if rep.get("captures") or rep.get("captures_lost"):
-        lost = rep.get("captures_lost") or []
-        out.append(("Capture files", "per kind, the trials' capture files and where they are (a folder per trial, "
-                    "relative to the store's folder; a cluster's came back from its workers)"
-                    + (f"; {len(lost)} file(s) not kept, each with why (the campaign's metadata, captures_lost): "
-                       + "; ".join(f"trial {x['seq']} on {x['host']}: {x['why']}" for x in lost[:5])
-                       + (" ..." if len(lost) > 5 else "") if lost else ""),
-                    [["kind", "trials", "files", "MB", "folder"],
-                     *[[r["kind"], str(r["trials"]), str(r["files"]), f"{r['bytes'] / 1e6:,.1f}", r["folder"]]
-                       for r in rep.get("captures") or []]]))
-    if rep.get("visitor") and any(r.get("speed_index_ms") is not None for r in rep["visitor"]):
-        out.append(("Visual progress", "medians per cell from the screencast of each load's frames (capture kind "
-                    "visual, plt_bench.visual): the first frame that showed anything, SpeedIndex (the mean time at "
-                    "which the page's pixels became what they end as) and visually complete (ms from the navigation's "
-                    "start)",
-                    [["link", "page", "protocol", "n", "first change ms", "SpeedIndex ms", "complete ms", "PLT ms"],
-                     *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), _f(r["first_visual_change_ms"]),
-                        _f(r["speed_index_ms"]), _f(r["visually_complete_ms"]), _f(r["plt_ms"])]
-                       for r in rep["visitor"]]]))
-    if rep.get("visitor"):
-        looked_up = bool(rep.get("discovery"))  # the names' lookup over the link (--discovery): in the breakdown
-        out.append(("What a visitor sees", "medians per cell of "
-                    + ("the page's DNS lookup (over the link: --discovery), " if looked_up else "")
-                    + "the first byte, the first and the largest contentful "
-                    "paint and the load event (ms from the navigation's start); LCP: what it was (<img#hero>: the page's "
-                    "first image), no LCP: trials where the browser reported none (Trial.paint_reason); connections "
-                    "per origin: median of the trials, from the server's log (the page's own origin first)"
-                    + (f"; {KEPT_FCP}" if any(t.browser_start == "kept" for t in rep["trials"]) else ""),
-                    [["link", "page", "protocol", "n", *(["DNS ms"] if looked_up else []), "TTFB ms", "FCP ms", "LCP ms",
-                      "PLT ms", "LCP", "no LCP", "connections per origin"],
-                     *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]),
-                        *([_f(r.get("dns_ms"))] if looked_up else []),
-                        _f(r["ttfb_ms"]), _f(r["fcp_ms"]), _f(r["lcp_ms"]), _f(r["plt_ms"]),
-                        units.format_element(r["lcp_element"]), str(r["n_no_lcp"]),
-                        " ".join(f"{units.format_sig(v)}" for v in r["connections_per_origin"].values()) or "-"]
-                       for r in rep["visitor"]]]))
-    if rep.get("visits"):
-        out.append(("First and repeat visits", "per protocol, a fresh browser's first load against a repeat visit in "
-                    "the browser that loaded the page a moment before (its connections closed; repeat: its cache "
-                    "cleared; repeat-warm: kept, the page revalidated): medians of the load event and the first "
-                    "byte; vs first: the change of the median PLT; resumed: connections that resumed TLS, as "
-                    "Caddy's log says; 0-RTT: the QUIC sessions' 0-RTT state, as the browser's own log says "
-                    "(Chromium's net-log, Firefox's HTTP log; over TCP none is sent: Caddy's TLS offers no early data); "
-                    "cached: images served by the browser's cache",
-                    [["link", "page", "protocol", "visit", "n", "PLT ms", "vs first %", "TTFB ms", "resumed",
-                      "0-RTT", "cached"],
-                     *[[r["conditions"], r["page"], _variant(r, rep),
-                        r["visit"], str(r["n"]), _f(r["plt_ms"]), _f(r["vs_first_pct"], "{:+.1f}"), _f(r["ttfb_ms"]),
-                        _f(None if r["resumed_share"] is None else 100 * r["resumed_share"], "{:.0f}%"),
-                        r["zero_rtt"] or "-", _f(r["cached_objects"], "{:g}")]
-                       for r in rep["visits"]]]))
-    if rep.get("discovery"):
-        out.append(("How the browser found HTTP/3", "the h3 cells of a campaign whose browser was not forced "
-                    "(--discovery alt-svc: the server's Alt-Svc header; https-rr: an HTTPS DNS record as well; "
-                    "docs/discovery.md): what carried each request, as the browser's Resource Timing and the server's "
-                    "log both say (a mix is the result, not a failure); DNS: the page's lookup over the link, median; "
-                    "page h3: the trials whose page came over h3; requests h3: over h3 of all requests, and per origin "
-                    "(the page's own first); first h3: when the first request over h3 began, median ms from the "
-                    "navigation's start, over the trials that had one",
-                    [["link", "page", "protocol", "discovery", "n", "DNS ms", "page h3", "requests h3",
-                      "per origin", "first h3 ms"],
-                     *[[r["conditions"], r["page"], _variant(r, rep), r["discovery"], str(r["n"]), _f(r["dns_ms"]),
-                        f"{r['pages_h3']}/{r['n']}", _f(None if r["h3_share"] is None else 100 * r["h3_share"], "{:.0f}%"),
-                        " ".join(f"{100 * v:.0f}%" for v in r["h3_share_per_origin"].values()) or "-",
-                        _f(r["first_h3_ms"]) + (f" ({r['n_first_h3']}/{r['n']})" if r["n_first_h3"] != r["n"] else "")]
-                       for r in rep["discovery"]]]))
-    if rep.get("replays"):
-        own = any(r.get("browser_own") for r in rep["replays"])  # a column only where the browser asked (as before)
-        lacked = any(r.get("left_out") or r.get("made_bodies") for r in rep["replays"])  # ... where the recording lacked
-        out.append(("Replayed recordings", "each recording served as recorded (plt_bench.archive); ok: trials ok of "
-                    "all attempts; unrecorded: requests the recording did not hold (404 at once), query: matched by "
-                    "the best query string; responses: proven at both ends, per protocol (as-recorded: served over each "
-                    "origin's own recorded protocol, seen so by the server and, where the page's Resource Timing has "
-                    "them, the browser: the mix)" + ("; browser's own: icons the browser asked for itself that the "
-                                                     "recording lacks (counted, failing nothing)" if own else "")
-                    + ("; recording lacked: entries its archive left out when it was made (a body the recording's "
-                       "browser did not keep, a blocked or cached request: said as it was made, and in its "
-                       "archive.json's left_out), and bodies it did not hold, served as zeros of their recorded size"
-                       if lacked else ""),
-                    [["link", "page", "protocol", "ok", "unrecorded", *(["browser's own"] if own else []),
-                      *(["recording lacked"] if lacked else []), "query", "responses"],
-                     *[[r["conditions"], r["page"], r["proto"], f"{r['ok']}/{r['n']}", str(r["unrecorded"]),
-                        *([str(r.get("browser_own", 0))] if own else []),
-                        *([f"{r.get('left_out', 0)} left out, {r.get('made_bodies', 0)} made"] if lacked else []),
-                        str(r["query_matched"]), " ".join(f"{p} {n}" for p, n in r["proven"].items()) or "-"]
-                       for r in rep["replays"]]]))
-    if rep.get("bottleneck"):
-        out.append(("The bottleneck's queue discipline", "per trial that counts, what the discipline (--aqm) did during "
-                    "the load, per direction: its own drops, CE marks (--ecn) and a full queue's drops (means), the "
-                    "mean time its packets waited (median of the trials'), and the share of the trial's packets that "
-                    "asked for ECN (ECT or CE: the sender's choice, from their IP headers)",
-                    [["link", "page", "protocol", "direction", "n", "drops", "marks", "full-queue drops", "sojourn ms",
-                      "ECN-capable"],
-                     *[[r["conditions"], r["page"], r["proto"], r["direction"], str(r["n"]), _f(r["aqm_drops"], "{:.1f}"),
-                        _f(r["marks"], "{:.1f}"), _f(r["overlimit_drops"], "{:.1f}"), _f(r["sojourn_ms"], "{:.2f}"),
-                        _f(None if r["ecn_capable_share"] is None else 100 * r["ecn_capable_share"], "{:.0f}%")]
-                       for r in rep["bottleneck"]]]))
-    if rep.get("ecn"):
-        out.append(("ECN at the endpoints", "per cell (--ecn), from each side's own figures: TCP connections that "
-                    "negotiated ECN of those opened, in the browser's and the server's kernel; the server's packets "
-                    "acknowledged with ECE (its tcp_info's delivered_ce, mean per trial: the echo repeats until the "
-                    "sender's CWR, so a mark counts several); QUIC connections whose ECN the server validated, and the CE "
-                    "count of the browser's ACKs as the browser's net-log and the server's qlog read it (mean per trial; "
-                    "'-' where the trial captured no such log: --capture qlog,netlog)",
-                    [["link", "page", "protocol", "browser", "n", "TCP ECN browser", "TCP ECN server", "ECE-acked pkts",
-                      "QUIC validated", "CE (browser's log)", "CE (server's log)"],
-                     *[[r["conditions"], r["page"], r["proto"], r["browser"], str(r["n"]),
-                        _frac(r["tcp_browser_negotiated"], r["tcp_browser_connections"]),
-                        _frac(r["tcp_server_negotiated"], r["tcp_server_connections"]),
-                        _f(r["tcp_server_ce_delivered"], "{:.1f}"), _frac(r["quic_validated"], r["quic_connections"]),
-                        _f(r["quic_ce_browser_log"], "{:.1f}"), _f(r["quic_ce_server_log"], "{:.1f}")]
-                       for r in rep["ecn"]]]))
-    if rep.get("cross"):
-        out.append(("Beside competing flows", "medians per cell of the page's rate over its load (its bytes over its "
-                    "PLT) and of what the competing flows (--cross) carried meanwhile at their receiver; the page's "
-                    "share of both, its fair share (1 / (flows + 1)) and Jain's index over the page and each flow "
-                    "(beside a web background of short transfers, neither: '-')",
-                    [["link", "page", "protocol", "n", "page Mbit/s", "flows Mbit/s", "page share", "fair share",
-                      "Jain"],
-                     *[[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["page_mbps"], "{:.2f}"),
-                        _f(r["cross_mbps"], "{:.2f}"), _f(None if r["page_share"] is None else 100 * r["page_share"],
-                                                          "{:.0f}%"),
-                        _f(None if r["fair_share"] is None else 100 * r["fair_share"], "{:.0f}%"),
-                        _f(r["jain"], "{:.3f}")] for r in rep["cross"]]]))
-    if rep["establishment"]:
-        per_browser = (rep.get("browsers") or ["chromium"]) != ["chromium"]  # Firefox's beside Chromium's
-        out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
-                    "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 (h1, h2) "
-                    "connects in 2 and has the first byte after 3, QUIC (h3) in 1 and after 2"
-                    + ("; per browser, as its Navigation Timing says" if per_browser else ""),
-                    [["RTT ms", "protocol", *(["browser"] if per_browser else []), "n", "connect ms", "connect RTTs",
-                      "expected", "first byte ms", "first byte RTTs", "expected"],
-                     *[[_f(r["rtt_ms"], "{:g}"), r["proto"], *([r["browser"]] if per_browser else []), str(r["n"]),
-                        _f(r["connect_ms"]),
-                        _f(r["connect_rtts"], "{:.2f}"), str(r["expected_connect_rtts"]), _f(r["first_byte_ms"]),
-                        _f(r["first_byte_rtts"], "{:.2f}"), str(r["expected_first_byte_rtts"])]
-                       for r in rep["establishment"]]]))
     return out
+
+
+def _precision(rep: dict) -> list:
+    if not (rep.get("precision")):
+        return []
+    out = []
+    pr = rep["precision"]
+    metric = pr.get("metric") or DEFAULT_METRIC  # what the campaign judged precision by (a PLT one as before)
+    judged = "" if metric == DEFAULT_METRIC else f" on {METRICS[metric].label}"
+    out.append((f"Runs per cell (precision target +-{pr['target_pct']:g}%{judged})",
+                f"each cell ran, protocols interleaved, until the 95% CI of each protocol's median{judged} was within "
+                f"+-{pr['target_pct']:g}% of it (at least {pr['min_runs']}, at most {pr['max_runs']} runs); "
+                "half widths in percent of the median",
+                [["link", "page", *[f"n {p}" for p in pr["protos"]], *[f"{p} +-%" for p in pr["protos"]],
+                  "stopped"],
+                 *[[r["conditions"], r["page"], *[str(r["n"][p]) for p in pr["protos"]],
+                    *[_f(r["half_width_pct"].get(p), "{:.1f}") for p in pr["protos"]], r["stopped"]]
+                   for r in pr["cells"]]]))
+    return out
+
+
+def _throughput(rep: dict) -> list:
+    if not (rep["datarate"]):
+        return []
+    out = []
+    out.append(("Throughput (bulk downloads)", "link: bytes the link delivered towards the client over the bulk "
+                "window (its own counter: headers and retransmissions included), as the seeds' datarate; "
+                "browser: the body bytes the page read. Mean and sd over the runs; per interval: "
+                "throughput_series.csv",
+                [["rate", "RTT ms", "loss %", "page", "protocol", "n", "link Mbit/s", "sd", "browser Mbit/s", "sd"],
+                 *[[_rate(r["rate_down_bps"]), _f(r["rtt_ms"], "{:g}"), _f(r["loss_pct"], "{:g}"), r["page"],
+                    _variant(r, rep), str(r["n"]), _f(r["throughput_mean_mbps"], "{:.2f}"),
+                    _f(r["throughput_sd_mbps"], "{:.2f}"), _f(r["goodput_mean_mbps"], "{:.2f}"),
+                    _f(r["goodput_sd_mbps"], "{:.2f}")] for r in rep["datarate"]]]))
+    return out
+
+
+def _latency(rep: dict) -> list:
+    if not (rep["latency"]):
+        return []
+    out = []
+    out.append(("Request latency", "each request's Resource Timing responseEnd - startTime after the load, over "
+                "the connection(s) the page came on (queueing behind the others included); the requests of all "
+                "runs pooled; conns: connections used (median of the trials)",
+                [["link", "page", "protocol", "n", "requests", "conns", "p50 ms", "p90 ms", "p99 ms"],
+                 *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), str(r["n_requests"]),
+                    _f(r["connections"], "{:g}"), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["p99_ms"])]
+                   for r in rep["latency"]]]))
+    return out
+
+
+def _captures(rep: dict) -> list:
+    if not (rep.get("captures") or rep.get("captures_lost")):
+        return []
+    out = []
+    lost = rep.get("captures_lost") or []
+    out.append(("Capture files", "per kind, the trials' capture files and where they are (a folder per trial, "
+                "relative to the store's folder; a cluster's came back from its workers)"
+                + (f"; {len(lost)} file(s) not kept, each with why (the campaign's metadata, captures_lost): "
+                   + "; ".join(f"trial {x['seq']} on {x['host']}: {x['why']}" for x in lost[:5])
+                   + (" ..." if len(lost) > 5 else "") if lost else ""),
+                [["kind", "trials", "files", "MB", "folder"],
+                 *[[r["kind"], str(r["trials"]), str(r["files"]), f"{r['bytes'] / 1e6:,.1f}", r["folder"]]
+                   for r in rep.get("captures") or []]]))
+    return out
+
+
+def _visual_progress(rep: dict) -> list:
+    if not (rep.get("visitor") and any(r.get("speed_index_ms") is not None for r in rep["visitor"])):
+        return []
+    out = []
+    out.append(("Visual progress", "medians per cell from the screencast of each load's frames (capture kind "
+                "visual, plt_bench.visual): the first frame that showed anything, SpeedIndex (the mean time at "
+                "which the page's pixels became what they end as) and visually complete (ms from the navigation's "
+                "start)",
+                [["link", "page", "protocol", "n", "first change ms", "SpeedIndex ms", "complete ms", "PLT ms"],
+                 *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), _f(r["first_visual_change_ms"]),
+                    _f(r["speed_index_ms"]), _f(r["visually_complete_ms"]), _f(r["plt_ms"])]
+                   for r in rep["visitor"]]]))
+    return out
+
+
+def _visitor(rep: dict) -> list:
+    if not (rep.get("visitor")):
+        return []
+    out = []
+    looked_up = bool(rep.get("discovery"))  # the names' lookup over the link (--discovery): in the breakdown
+    out.append(("What a visitor sees", "medians per cell of "
+                + ("the page's DNS lookup (over the link: --discovery), " if looked_up else "")
+                + "the first byte, the first and the largest contentful "
+                "paint and the load event (ms from the navigation's start); LCP: what it was (<img#hero>: the page's "
+                "first image), no LCP: trials where the browser reported none (Trial.paint_reason); connections "
+                "per origin: median of the trials, from the server's log (the page's own origin first)"
+                + (f"; {KEPT_FCP}" if any(t.browser_start == "kept" for t in rep["trials"]) else ""),
+                [["link", "page", "protocol", "n", *(["DNS ms"] if looked_up else []), "TTFB ms", "FCP ms", "LCP ms",
+                  "PLT ms", "LCP", "no LCP", "connections per origin"],
+                 *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]),
+                    *([_f(r.get("dns_ms"))] if looked_up else []),
+                    _f(r["ttfb_ms"]), _f(r["fcp_ms"]), _f(r["lcp_ms"]), _f(r["plt_ms"]),
+                    units.format_element(r["lcp_element"]), str(r["n_no_lcp"]),
+                    " ".join(f"{units.format_sig(v)}" for v in r["connections_per_origin"].values()) or "-"]
+                   for r in rep["visitor"]]]))
+    return out
+
+
+def _visits(rep: dict) -> list:
+    if not (rep.get("visits")):
+        return []
+    out = []
+    out.append(("First and repeat visits", "per protocol, a fresh browser's first load against a repeat visit in "
+                "the browser that loaded the page a moment before (its connections closed; repeat: its cache "
+                "cleared; repeat-warm: kept, the page revalidated): medians of the load event and the first "
+                "byte; vs first: the change of the median PLT; resumed: connections that resumed TLS, as "
+                "Caddy's log says; 0-RTT: the QUIC sessions' 0-RTT state, as the browser's own log says "
+                "(Chromium's net-log, Firefox's HTTP log; over TCP none is sent: Caddy's TLS offers no early data); "
+                "cached: images served by the browser's cache",
+                [["link", "page", "protocol", "visit", "n", "PLT ms", "vs first %", "TTFB ms", "resumed",
+                  "0-RTT", "cached"],
+                 *[[r["conditions"], r["page"], _variant(r, rep),
+                    r["visit"], str(r["n"]), _f(r["plt_ms"]), _f(r["vs_first_pct"], "{:+.1f}"), _f(r["ttfb_ms"]),
+                    _f(None if r["resumed_share"] is None else 100 * r["resumed_share"], "{:.0f}%"),
+                    r["zero_rtt"] or "-", _f(r["cached_objects"], "{:g}")]
+                   for r in rep["visits"]]]))
+    return out
+
+
+def _discovery(rep: dict) -> list:
+    if not (rep.get("discovery")):
+        return []
+    out = []
+    out.append(("How the browser found HTTP/3", "the h3 cells of a campaign whose browser was not forced "
+                "(--discovery alt-svc: the server's Alt-Svc header; https-rr: an HTTPS DNS record as well; "
+                "docs/discovery.md): what carried each request, as the browser's Resource Timing and the server's "
+                "log both say (a mix is the result, not a failure); DNS: the page's lookup over the link, median; "
+                "page h3: the trials whose page came over h3; requests h3: over h3 of all requests, and per origin "
+                "(the page's own first); first h3: when the first request over h3 began, median ms from the "
+                "navigation's start, over the trials that had one",
+                [["link", "page", "protocol", "discovery", "n", "DNS ms", "page h3", "requests h3",
+                  "per origin", "first h3 ms"],
+                 *[[r["conditions"], r["page"], _variant(r, rep), r["discovery"], str(r["n"]), _f(r["dns_ms"]),
+                    f"{r['pages_h3']}/{r['n']}", _f(None if r["h3_share"] is None else 100 * r["h3_share"], "{:.0f}%"),
+                    " ".join(f"{100 * v:.0f}%" for v in r["h3_share_per_origin"].values()) or "-",
+                    _f(r["first_h3_ms"]) + (f" ({r['n_first_h3']}/{r['n']})" if r["n_first_h3"] != r["n"] else "")]
+                   for r in rep["discovery"]]]))
+    return out
+
+
+def _replays(rep: dict) -> list:
+    if not (rep.get("replays")):
+        return []
+    out = []
+    own = any(r.get("browser_own") for r in rep["replays"])  # a column only where the browser asked (as before)
+    lacked = any(r.get("left_out") or r.get("made_bodies") for r in rep["replays"])  # ... where the recording lacked
+    out.append(("Replayed recordings", "each recording served as recorded (plt_bench.archive); ok: trials ok of "
+                "all attempts; unrecorded: requests the recording did not hold (404 at once), query: matched by "
+                "the best query string; responses: proven at both ends, per protocol (as-recorded: served over each "
+                "origin's own recorded protocol, seen so by the server and, where the page's Resource Timing has "
+                "them, the browser: the mix)" + ("; browser's own: icons the browser asked for itself that the "
+                                                 "recording lacks (counted, failing nothing)" if own else "")
+                + ("; recording lacked: entries its archive left out when it was made (a body the recording's "
+                   "browser did not keep, a blocked or cached request: said as it was made, and in its "
+                   "archive.json's left_out), and bodies it did not hold, served as zeros of their recorded size"
+                   if lacked else ""),
+                [["link", "page", "protocol", "ok", "unrecorded", *(["browser's own"] if own else []),
+                  *(["recording lacked"] if lacked else []), "query", "responses"],
+                 *[[r["conditions"], r["page"], r["proto"], f"{r['ok']}/{r['n']}", str(r["unrecorded"]),
+                    *([str(r.get("browser_own", 0))] if own else []),
+                    *([f"{r.get('left_out', 0)} left out, {r.get('made_bodies', 0)} made"] if lacked else []),
+                    str(r["query_matched"]), " ".join(f"{p} {n}" for p, n in r["proven"].items()) or "-"]
+                   for r in rep["replays"]]]))
+    return out
+
+
+def _bottleneck(rep: dict) -> list:
+    if not (rep.get("bottleneck")):
+        return []
+    out = []
+    out.append(("The bottleneck's queue discipline", "per trial that counts, what the discipline (--aqm) did during "
+                "the load, per direction: its own drops, CE marks (--ecn) and a full queue's drops (means), the "
+                "mean time its packets waited (median of the trials'), and the share of the trial's packets that "
+                "asked for ECN (ECT or CE: the sender's choice, from their IP headers)",
+                [["link", "page", "protocol", "direction", "n", "drops", "marks", "full-queue drops", "sojourn ms",
+                  "ECN-capable"],
+                 *[[r["conditions"], r["page"], r["proto"], r["direction"], str(r["n"]), _f(r["aqm_drops"], "{:.1f}"),
+                    _f(r["marks"], "{:.1f}"), _f(r["overlimit_drops"], "{:.1f}"), _f(r["sojourn_ms"], "{:.2f}"),
+                    _f(None if r["ecn_capable_share"] is None else 100 * r["ecn_capable_share"], "{:.0f}%")]
+                   for r in rep["bottleneck"]]]))
+    return out
+
+
+def _ecn(rep: dict) -> list:
+    if not (rep.get("ecn")):
+        return []
+    out = []
+    out.append(("ECN at the endpoints", "per cell (--ecn), from each side's own figures: TCP connections that "
+                "negotiated ECN of those opened, in the browser's and the server's kernel; the server's packets "
+                "acknowledged with ECE (its tcp_info's delivered_ce, mean per trial: the echo repeats until the "
+                "sender's CWR, so a mark counts several); QUIC connections whose ECN the server validated, and the CE "
+                "count of the browser's ACKs as the browser's net-log and the server's qlog read it (mean per trial; "
+                "'-' where the trial captured no such log: --capture qlog,netlog)",
+                [["link", "page", "protocol", "browser", "n", "TCP ECN browser", "TCP ECN server", "ECE-acked pkts",
+                  "QUIC validated", "CE (browser's log)", "CE (server's log)"],
+                 *[[r["conditions"], r["page"], r["proto"], r["browser"], str(r["n"]),
+                    _frac(r["tcp_browser_negotiated"], r["tcp_browser_connections"]),
+                    _frac(r["tcp_server_negotiated"], r["tcp_server_connections"]),
+                    _f(r["tcp_server_ce_delivered"], "{:.1f}"), _frac(r["quic_validated"], r["quic_connections"]),
+                    _f(r["quic_ce_browser_log"], "{:.1f}"), _f(r["quic_ce_server_log"], "{:.1f}")]
+                   for r in rep["ecn"]]]))
+    return out
+
+
+def _cross(rep: dict) -> list:
+    if not (rep.get("cross")):
+        return []
+    out = []
+    out.append(("Beside competing flows", "medians per cell of the page's rate over its load (its bytes over its "
+                "PLT) and of what the competing flows (--cross) carried meanwhile at their receiver; the page's "
+                "share of both, its fair share (1 / (flows + 1)) and Jain's index over the page and each flow "
+                "(beside a web background of short transfers, neither: '-')",
+                [["link", "page", "protocol", "n", "page Mbit/s", "flows Mbit/s", "page share", "fair share",
+                  "Jain"],
+                 *[[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["page_mbps"], "{:.2f}"),
+                    _f(r["cross_mbps"], "{:.2f}"), _f(None if r["page_share"] is None else 100 * r["page_share"],
+                                                      "{:.0f}%"),
+                    _f(None if r["fair_share"] is None else 100 * r["fair_share"], "{:.0f}%"),
+                    _f(r["jain"], "{:.3f}")] for r in rep["cross"]]]))
+    return out
+
+
+def _establishment(rep: dict) -> list:
+    if not (rep["establishment"]):
+        return []
+    out = []
+    per_browser = (rep.get("browsers") or ["chromium"]) != ["chromium"]  # Firefox's beside Chromium's
+    out.append(("Connection establishment", "medians over every trial's fresh navigation (links without loss or "
+                "jitter); in round trips of the RTT beside what the handshakes need: TCP + TLS 1.3 (h1, h2) "
+                "connects in 2 and has the first byte after 3, QUIC (h3) in 1 and after 2"
+                + ("; per browser, as its Navigation Timing says" if per_browser else ""),
+                [["RTT ms", "protocol", *(["browser"] if per_browser else []), "n", "connect ms", "connect RTTs",
+                  "expected", "first byte ms", "first byte RTTs", "expected"],
+                 *[[_f(r["rtt_ms"], "{:g}"), r["proto"], *([r["browser"]] if per_browser else []), str(r["n"]),
+                    _f(r["connect_ms"]),
+                    _f(r["connect_rtts"], "{:.2f}"), str(r["expected_connect_rtts"]), _f(r["first_byte_ms"]),
+                    _f(r["first_byte_rtts"], "{:.2f}"), str(r["expected_first_byte_rtts"])]
+                   for r in rep["establishment"]]]))
+    return out
+
+
+SECTIONS = (_corpus, _precision, _throughput, _latency, _captures, _visual_progress, _visitor, _visits, _discovery, _replays, _bottleneck, _ecn, _cross, _establishment)  # each a function of the report: its tables, or none
+
+
+def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
+    """The report's tables beyond the page-load comparison, where the campaign has their trials:
+    (title, what the figures are, [head, *rows]), in SECTIONS' order."""
+    return [one for section in SECTIONS for one in section(rep)]
 
 
 def format_text(rep: dict) -> str:
