@@ -288,10 +288,12 @@ def test_the_reference_layout_names_every_module_of_the_package():
 
 def test_the_reference_pages_carry_no_dated_measurement():
     """Dated measurements live on the results page (docs/results.md, with the command that reproduces
-    each); the README and the reference pages describe what is measured and point there."""
+    each, and its archive, docs/results-archive.md); the README and the reference pages describe what
+    is measured and point there."""
     import re
     docs = PACKAGE.parents[1] / "docs"
-    dated = [f"{p.name}:{n}: {line.strip()[:80]}" for p in sorted(docs.glob("*.md")) if p.name != "results.md"
+    dated = [f"{p.name}:{n}: {line.strip()[:80]}" for p in sorted(docs.glob("*.md"))
+             if p.name not in ("results.md", "results-archive.md")
              for n, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\b20\d\d-\d\d-\d\d\b", line)]
     readme = PACKAGE.parents[1] / "README.md"
     dated += [f"README.md:{n}" for n, line in enumerate(readme.read_text().splitlines(), 1)
@@ -322,3 +324,25 @@ def test_the_testbed_is_a_composition_built_from_one_settings_record():
                 seen.add(m)
                 todo.append(m)
     assert not {m for m in seen if m.startswith(("plt_bench.testbed", "plt_bench.trial"))}, seen
+
+
+def test_the_results_page_has_an_index_by_topic_that_names_every_entry_and_its_archive_says_what_superseded_each():
+    """docs/results.md: its index by topic links every entry of the page, each link to a heading that is
+    there (GitHub's anchors); docs/results-archive.md holds the entries later ones superseded, each
+    naming the entry on the results page that did."""
+    import re
+    docs = PACKAGE.parents[1] / "docs"
+
+    def anchors(text: str) -> dict[str, str]:
+        return {re.sub(r"[^\w\- ]", "", h.lower().replace("`", "")).replace(" ", "-"): h
+                for h in re.findall(r"^## (.+)$", text, re.M)}
+    page = (docs / "results.md").read_text()
+    index = page.split("## By topic", 1)[1].split("\n## ", 1)[0]
+    here = anchors(page)
+    linked = re.findall(r"\]\(#([^)]+)\)", index)
+    assert set(linked) <= set(here), set(linked) - set(here)
+    assert set(here) - set(linked) == {"by-topic"}, set(here) - set(linked)
+    archive = (docs / "results-archive.md").read_text()
+    for entry in archive.split("\n## ")[1:]:
+        sup = re.findall(r"Superseded by \[[^\]]+\]\(results\.md#([^)]+)\)", entry)
+        assert sup and sup[0] in here, entry.splitlines()[0]
