@@ -97,7 +97,7 @@ def main() -> int:
     print(f"{COND.label}, h2, {runs} runs per tool and page; Lighthouse: {LIGHTHOUSE.parent.parent.name}")
     for page in realpages.ready():
         with Testbed(Setup(PROJECT_ROOT / "sites", index=TESTBED, conditions=[COND],
-                     serve=[(h, d, "") for h, d in page.serve])) as bed:
+                     folders=[(h, d, "") for h, d in page.folders])) as bed:
             bed.set_conditions(COND)
             ours = plt_bench_runs(bed, page, runs)
             theirs = lighthouse_runs(bed, page, runs)

@@ -477,8 +477,8 @@ def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms
     for page in chosen:
         name = f"bench-{page.name}"
         shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)  # recorded afresh every time
-        record.record_served([page.url], [name], [(h, d, "") for h, d in page.serve], DEFAULT_SITES, note=out)
-        spec = campaign.bare({"size": f"url:{page.url},har:{name}", "serve": page.serve_option, "proto": "all",
+        record.record_served([page.url], [name], [(h, d, "") for h, d in page.folders], DEFAULT_SITES, note=out)
+        spec = campaign.bare({"size": f"url:{page.url},har:{name}", "folder": page.folder_option, "proto": "all",
                               "runs": runs, "bw": bw, "rtt": rtt, "name": f"bench-replay-{page.name}",
                               "browser": browser})
         c, trials, _ = _run(spec, results, out)

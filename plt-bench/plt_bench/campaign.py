@@ -31,7 +31,7 @@ PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package dat
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server_machine", "server", "iface",
             "server_token_file",
-            "browser", "browser_binary", "reference", "compare", "metric", "visit", "serve", "http_server", "discovery",
+            "browser", "browser_binary", "reference", "compare", "metric", "visit", "folder", "serve", "http_server", "discovery",
             "browser_sandbox", "browser_start", "cpu", "device", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up", "aqm", "ecn", "cross"}
@@ -70,7 +70,7 @@ class Spec:
     iface: str | None                 # two machines: this machine's interface towards it
     server_token_file: str | None     # two machines: where the control token is (not part of the definition)
     browser_binary: str | None = None  # the browser measured (None: Debian's Chromium; plt_bench.browsers.drivers)
-    serve: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--serve; url: pages)
+    folders: tuple[tuple[str, str], ...] = ()  # folders served as they are: (host, folder) (--folder; url: pages)
     precision_pct: float | None = None  # run each cell until its medians' 95% CI half-widths are within this
     #                                     percent of the medians (grid.runs the least, max_runs the most runs)
     max_runs: int | None = None
@@ -118,7 +118,7 @@ class Spec:
     def as_dict(self) -> dict:
         # a single-object page by its bytes (as before multi-object pages: older campaigns' hashes hold, and with
         # them, as they were written, a recording of no objects by its bytes too)
-        sizes = [p.label if p.objects or p.kind != "page" or p.page_kind.name == "folder" else p.size_bytes
+        sizes = [p.label if p.objects or p.measures != "page" or p.page_kind.name == "folder" else p.size_bytes
                  for p in self.grid.pages]
         return {"name": self.name, "protos": list(self.grid.protos), "sizes": sizes,
                 "conditions": [_cond_dict(c) for c in self.grid.conditions], "runs": self.grid.runs,
@@ -138,7 +138,8 @@ class Spec:
                     cpus != [cond_mod.NO_BUDGET] or len(cpus) < len(self.grid.budgets)) else {}),
                 **({"device": devices} if (devices := [b.device for b in self.grid.budgets if b.device]) else {}),
                 **({"cores": self.grid.cores} if self.grid.cores != 1 else {}),
-                **({"serve": [f"{h}={d}" for h, d in self.serve]} if self.serve else {}),
+                # (under its name before --folder: the definitions of campaigns begun before keep their hash)
+                **({"serve": [f"{h}={d}" for h, d in self.folders]} if self.folders else {}),
                 **({"reference": self.reference} if self.reference else {}),
                 **({"compare": self.compare} if self.compare != "proto" else {}),
                 **({"metric": self.metric} if self.metric != DEFAULTS["metric"] else {}),
@@ -268,7 +269,7 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "max_runs": _INT, "warmup": _INT, "retries": _INT, "seed": _INT, "capture": _LIST,
               "cpu_interval": _STR, "capture_limit": _STR, "server_machine": _STR, "server": _STR, "iface": _STR,
               "server_token_file": _STR, "http_server": _LIST, "browser": _LIST, "browser_binary": _STR, "reference": _STR, "compare": _STR,
-              "metric": _STR, "visit": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR, "browser_start": _STR, "cpu": _LIST, "cores": _INT,
+              "metric": _STR, "visit": _LIST, "folder": _LIST, "serve": _LIST, "discovery": _STR, "browser_sandbox": _STR, "browser_start": _STR, "cpu": _LIST, "cores": _INT,
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
@@ -280,7 +281,7 @@ EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'1
             "sizes": "['5KB', '200x5KB']", "trace_down": "['lte-down.txt', 'gen:onoff:24mbit:1s:1s']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5",
             "browser": "['chromium', 'firefox']", "http_server": "['caddy', 'quinn']"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
-FILE_KEY_BEFORE = {"server_machine": "server"}  # a campaign file key's name before a rename, still read
+FILE_KEY_BEFORE = {"server_machine": "server", "folder": "serve"}  # a campaign file key's name before a rename, still read
 
 
 class Values:
@@ -297,8 +298,8 @@ class Values:
             return fk, self.link
         old = FILE_KEY_BEFORE.get(key)
         if old in self.data and fk in self.data:
-            raise UsageError(f"{self.where}: {fk} and {old}: the same setting twice ({old} is its name before "
-                             f"2026-11-28); keep {fk}")
+            raise UsageError(f"{self.where}: {fk} and {old}: the same setting twice ({old} is its name before a "
+                             f"rename); keep {fk}")
         if old in self.data:
             return old, self.data
         return (fk, self.data) if fk in self.data and fk in TOP_KEYS else None
@@ -402,22 +403,22 @@ def presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.toml"))}
 
 
-def _serve(v, grid, server) -> tuple[tuple[str, str], ...]:
-    """--serve's folders (recorder.parse_serve), and every url: page on one of its hosts."""
-    from .recorder import parse_serve
+def _folders(v, grid, server) -> tuple[tuple[str, str], ...]:
+    """--folder's folders (recorder.parse_folders), and every url: page on one of its hosts."""
+    from .recorder import parse_folders
     from .units import split_list
-    raw = v.get("serve")
-    items = [] if raw is None else [str(x) for x in raw] if isinstance(raw, list) else split_list(str(raw), v.name("serve"))
-    served = parse_serve(items, v.name("serve"), protocols_allowed=False)
+    raw = v.get("folder")
+    items = [] if raw is None else [str(x) for x in raw] if isinstance(raw, list) else split_list(str(raw), v.name("folder"))
+    served = parse_folders(items, v.name("folder"), protocols_allowed=False)
     hosts = {h for h, *_ in served}
     if served and server is not None:
-        raise UsageError(f"{v.name('serve')}: with --server-machine (two machines) the server machine serves the folders: "
-                         f"plt-bench serve --serve {served[0][0]}=DIR there, and --size url:... here")
+        raise UsageError(f"{v.name('folder')}: with --server-machine (two machines) the server machine serves the folders: "
+                         f"plt-bench serve --folder {served[0][0]}=DIR there, and --size url:... here")
     for p in grid.pages:
         host = p.page_kind.served_host(p)
         if host is not None and host not in hosts and server is None:  # a server machine says what it serves
-            raise UsageError(f"{v.name('size')}: '{p.label}': no --serve HOST=DIR serves {host}; serve its folder: "
-                             f"--serve {host}=DIR")
+            raise UsageError(f"{v.name('size')}: '{p.label}': no --folder HOST=DIR serves {host}; serve its folder: "
+                             f"--folder {host}=DIR")
     return tuple((h, str(d.resolve())) for h, d, _ in served)
 
 
@@ -475,7 +476,7 @@ def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str |
     return names
 
 
-def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, serve) -> tuple[str, ...]:
+def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, folders) -> tuple[str, ...]:
     """--http-server: servers of plt_bench.servers (an axis, as --browser is), and nothing asked of any
     that it cannot do (refused by name before anything is made)."""
     from . import servers
@@ -490,8 +491,8 @@ def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, serve) ->
         if server and "two-machines" not in cls.features:
             raise UsageError(f"{v.name('http_server')} {name}: two machines serve with {able('two-machines')} "
                              "('plt-bench serve'), for now")
-        if (serve or any(p.page_kind.served_host(p) for p in grid.pages)) and "folders" not in cls.features:
-            raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--serve, url: pages): "
+        if (folders or any(p.page_kind.served_host(p) for p in grid.pages)) and "folders" not in cls.features:
+            raise UsageError(f"{v.name('http_server')} {name}: serves no folders as they are (--folder, url: pages): "
                              f"{able('folders')} does")
         if "qlog" in capture and "qlog" not in cls.features:
             raise UsageError(f"{v.name('http_server')} {name}: writes no qlog (--capture qlog is {able('qlog')}'s)")
@@ -502,14 +503,14 @@ def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, serve) ->
     return names
 
 
-def _discovery(v: "Values", grid, server, serve) -> str:
+def _discovery(v: "Values", grid, server, folders) -> str:
     """--discovery: a mode of plt_bench.dns, and nothing asked with it that is forced by nature (refused
     by name before anything is made): h3 is what is found, the other protocols stay forced."""
     from . import dns
     mode = dns.parse(v.get("discovery", DEFAULTS["discovery"]), v.name("discovery"))
     if mode == "forced":
         return mode
-    if serve or any(p.page_kind.served_as_recorded for p in grid.pages):
+    if folders or any(p.page_kind.served_as_recorded for p in grid.pages):
         raise UsageError(f"{v.name('discovery')} {mode}: a recording (har:NAME) or a served folder is replayed over "
                          "the protocols it was recorded with, forced; discovery measures generated pages")
     if "h3" not in grid.protos:
@@ -719,9 +720,9 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     server, iface, token_file, browser = _machines(v, ccs)
     axis = _compare(v)
     grid = dataclasses.replace(grid, browsers=_browsers(v, grid, capture, server, browser))
-    serve = _serve(v, grid, server)
-    grid = _visitors(v, dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, serve)))
-    discovery = _discovery(v, grid, server, serve)
+    folders = _folders(v, grid, server)
+    grid = _visitors(v, dataclasses.replace(grid, servers=_http_servers(v, grid, capture, server, folders)))
+    discovery = _discovery(v, grid, server, folders)
     reference = _reference(v, grid, axis)
     warmup = v.whole("warmup", 0, 100)
     precision, max_runs = _precision(v, grid.runs)
@@ -730,7 +731,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     _as_recorded(v, grid)
     spec = Spec(server_machine=server, iface=iface, server_token_file=token_file, browser_binary=browser,
-                name=check_name(v.get("name", path.stem), v.name("name")), serve=serve,
+                name=check_name(v.get("name", path.stem), v.name("name")), folders=folders,
                 description=v.get("description", ""), grid=grid, precision_pct=precision, max_runs=max_runs,
                 capture=capture, cpu_interval_s=parse_interval_s(v.get("cpu_interval", DEFAULTS["cpu_interval"]),
                                                                  v.name("cpu_interval")),

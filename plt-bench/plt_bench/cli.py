@@ -86,14 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     rc = cmd_parser("record", "record pages as they are served (every body, header, origin) into archives to replay",
                     "Load each URL once in Chromium with a fresh profile and keep what it fetched: a HAR 1.2 with every "
                     "body, made into the archive NAME (several URLs: NAME-1, NAME-2, ...), to measure as --size "
-                    "har:NAME. Without --serve, from the web as this machine reaches it. With --serve HOST=DIR (once "
+                    "har:NAME. Without --folder, from the web as this machine reaches it. With --folder HOST=DIR (once "
                     "per host), a testbed serves each folder as it is under its host names and the page is recorded "
                     "through its link (--bw, --rtt; unshaped by default). HOST@PROTO=DIR (h3, h2 or h1): that host's "
                     "server offers that protocol alone, as a site that speaks one would; the recording keeps what each "
                     "origin spoke, for --proto as-recorded.")
     rc.add_argument("urls", nargs="+", metavar="URL", help="https URLs of the pages to record")
     rc.add_argument("--name", required=True, help="the archive's name (a-z, 0-9, _ and -)")
-    rc.add_argument("--serve", action="append", metavar="HOST[@PROTO]=DIR",
+    rc.add_argument("--folder", "--serve", dest="folder", action="append", metavar="HOST[@PROTO]=DIR",
                     help="serve DIR as it is under HOST in a testbed (over PROTO alone: h3, h2 or h1) and record from "
                          "there (repeat for more hosts)")
     add(rc, "bw", "up_bw", *LINK, "testbed", types=index, defaults={"bw": "unshaped"})
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--http-server", default=None, metavar="NAMES",
                     help="the servers to serve with, comma-separated: caddy (default), quinn, or caddy,quinn (one at "
                          "a time, the client switching between them for a campaign's --http-server caddy,quinn)")
-    sv.add_argument("--serve", action="append", metavar="HOST=DIR",
+    sv.add_argument("--folder", "--serve", dest="folder", action="append", metavar="HOST=DIR",
                     help="also serve DIR as it is under HOST (repeat for more hosts): a client's --size "
                          f"url:{page_url('HOST', '/PATH')} loads its pages from this machine")
     sv.add_argument("--qlog", action="store_true",
@@ -408,7 +408,7 @@ def cmd_up(a) -> int:
 def cmd_record(a) -> int:
     from . import recorder as record
     from .pages.harfile import refuse_existing
-    serve = record.parse_serve(a.serve)
+    serve = record.parse_folders(a.folder)
     urls = record.check_urls(a.urls, serve)
     names = record.names_for(a.name, urls)
     for n in names:  # before anything loads
@@ -422,7 +422,7 @@ def cmd_record(a) -> int:
                  if getattr(a, k, None) not in (None, "unshaped")]
         if given:
             raise UsageError(f"--{given[0].replace('_', '-')}: a recording from the web goes through this machine's "
-                             "own network; a link is for --serve")
+                             "own network; a link is for --folder")
     cmd.require_root()
     done = (record.record_served(urls, names, serve, SITES, conditions=spec.grid.conditions[0], index=a.testbed,
                                  note=_say, traces=spec.traces) if serve else record.record_web(urls, names, SITES,
@@ -455,15 +455,15 @@ def cmd_down(a) -> int:
 def cmd_serve(a) -> int:
     from . import servers
     from .remote import ServeSession, check_serve_options, serve_servers, write_private
-    from .recorder import parse_serve
+    from .recorder import parse_folders
     addr, pages, port = check_serve_options(a.addr, a.iface, a.size, a.control_port, a.info_file)
     names = serve_servers(a.http_server)
-    served = [(h, d) for h, d, _ in parse_serve(a.serve, "--serve", protocols_allowed=False)]
+    served = [(h, d) for h, d, _ in parse_folders(a.folder, "--folder", protocols_allowed=False)]
     cmd.require_root()
     if a.qlog and not any("qlog" in servers.get(n).features for n in names):
         raise UsageError(f"--qlog: {', '.join(names)} writes no qlog; Caddy does (--http-server caddy)")
     if served and not any("folders" in servers.get(n).features for n in names):
-        raise UsageError(f"--serve: {', '.join(names)} serves no folders as they are; Caddy does (--http-server "
+        raise UsageError(f"--folder: {', '.join(names)} serves no folders as they are; Caddy does (--http-server "
                          "caddy, or caddy,quinn)")
     session = ServeSession(addr, a.iface, SITES, pages, port, a.testbed, server_names=names, qlog=a.qlog,
                            served=served)

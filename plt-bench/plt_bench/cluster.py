@@ -235,9 +235,9 @@ def unsupported(spec) -> None:
         raise UsageError("--server-machine: not with --cluster: a server machine is a worker's own (plt-bench worker "
                          "--scheduler ... --server-machine ADDR --server-pin PIN --server-token-file FILE --iface IFACE); "
                          "or run the campaign across two machines without --cluster")
-    if spec.serve:  # recordings travel to the workers (Head._send_recordings); folders do not yet
-        raise UsageError(f"--serve: {spec.serve[0][0]}={spec.serve[0][1]}: served folders are not sent to a cluster's "
-                         "workers; record the page (plt-bench record URL --name NAME --serve HOST=DIR) and give "
+    if spec.folders:  # recordings travel to the workers (Head._send_recordings); folders do not yet
+        raise UsageError(f"--folder: {spec.folders[0][0]}={spec.folders[0][1]}: served folders are not sent to a cluster's "
+                         "workers; record the page (plt-bench record URL --name NAME --folder HOST=DIR) and give "
                          "--size har:NAME, whose recording travels")
 
 

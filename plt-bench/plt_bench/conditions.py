@@ -95,7 +95,7 @@ class ConstantRate:
     """A direction's rate, fixed (htb in the kernel, or linkem)."""
 
     bps: int
-    kind = "constant"
+    shape = "constant"
 
     @property
     def label(self) -> str:
@@ -111,7 +111,7 @@ class TraceRate:
     name: str
     sha256: str
     mean_bps: int
-    kind = "trace"
+    shape = "trace"
 
     @property
     def label(self) -> str:
@@ -318,7 +318,7 @@ class Grid:
         """Every (protocol, congestion control, browser, server, budget) a page is loaded with under one condition."""
         return list(itertools.product(self.protos, self.ccs, self.browsers, self.servers, self.budgets))
 
-    def kind(self, proto: str, cc: str, browser: str, server: str = "caddy", budget: str = NO_BUDGET) -> str:
+    def variant_words(self, proto: str, cc: str, browser: str, server: str = "caddy", budget: str = NO_BUDGET) -> str:
         """A variant in words, naming only the axes that vary: 'h3', 'h3 bbr', 'h3 firefox', 'h3 quinn',
         'h3 cpu0.25' (what progress lines and the precision target tell apart)."""
         given = {"cc": cc, "browser": browser, "server": server, "budget": budget}

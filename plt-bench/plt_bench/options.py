@@ -30,7 +30,7 @@ class Option:
     flag: bool = False             # a switch (store_true), not a value
     pytest_flag: str | None = None  # the flag in pytest when the CLI's is taken there
     group: str = "campaign"
-    aliases: tuple[str, ...] = ()  # its flags before a rename, still taken (--server for --server-machine)
+    aliases: tuple[str, ...] = ()  # its flags before a rename, still taken (--server for --server-machine, --serve for --folder)
 
     @property
     def cli_flag(self) -> str:
@@ -48,10 +48,11 @@ def _table() -> dict[str, Option]:
                      "no limit"),
         Option("up_bw", "uplink rate, if not the same as --bw ('unshaped' for no limit)"),
         Option("size", "pages, comma-separated; each kind's form (plt_bench.pages): " + page_form()),
-        Option("serve", "folders served as they are in the testbed, HOST=DIR, comma-separated, each host on its own "
-                        "address (docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html): their pages are "
-                        "measured as --size url:ADDRESS (a page's https address on that host)", metavar="HOST=DIR",
-               group="link"),
+        Option("folder", "folders served as they are in the testbed, HOST=DIR, comma-separated, each host on its own "
+                         "address (docs.pkg.test=/usr/share/doc/python-requests-toolbelt-doc/html): their pages are "
+                         "measured as --size url:ADDRESS (a page's https address on that host) (campaign key: folder; "
+                         "--serve and the key serve, its names before)", metavar="HOST=DIR",
+               group="link", aliases=("--serve",)),
         Option("runs", "repetitions of every cell (with --precision: the least)"),
         Option("precision", "run each cell, protocols interleaved, until the 95%% CI of each protocol's median is "
                             "within +- this share of it, e.g. 2%%; --runs is then the least and --max-runs the most "
@@ -220,7 +221,7 @@ MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", 
                "browser_start",
                "http_server", "cpu", "device", "cores",
                "discovery", "reference", "compare",
-               "metric", "visit", "serve")
+               "metric", "visit", "folder")
 # how to reach the server and where to store: not part of a campaign's definition
 REACH = ("server_pin", "server_token", "control_port", "testbed", "results", "new", "timeout")
 

@@ -72,7 +72,7 @@ def pytest_collection_modifyitems(session, config, items):
         config.hook.pytest_deselected(items=list(items))
         g = s.spec.grid
         items[:] = [TrialItem.from_parent(session, slot=x, name=f"plt[{i:04d}-{x.conditions.label}-{x.page.label}-"
-                                                                f"{g.kind(x.proto, x.cc, x.browser, x.server, x.budget).replace(' ', '-')}"
+                                                                f"{g.variant_words(x.proto, x.cc, x.browser, x.server, x.budget).replace(' ', '-')}"
                                                                 f"-run{x.run_index}]")
                     for i, x in enumerate(s.plan)]
 

@@ -3,12 +3,12 @@ load; its HAR 1.2 with every body (DevTools' Network events and Network.getRespo
 beside the archive made of it (pages.archive), so another tool can read what was recorded.
 
 Two places to record from:
-- the web, on a machine that reaches the sites (no --serve): Chromium resolves and connects as any
+- the web, on a machine that reaches the sites (no --folder): Chromium resolves and connects as any
   browser does, through this machine's network from a namespace of its own (WebNamespace: its own
   loopback, a user-mode NAT out), and chooses its protocols itself (h3 where a site offers it);
   nothing of a testbed is made (the suite never records from the web: it sends nothing
   beyond this machine);
-- folders served as they are (--serve HOST=DIR, once per host): a testbed comes up, Caddy's plain
+- folders served as they are (--folder HOST=DIR, once per host): a testbed comes up, Caddy's plain
   file server serves each folder under its host names, each on an address of its own (the first
   URL's host is the page's), and Chromium records through the testbed's link (--bw, --rtt: as the
   replay will be measured, or unshaped). This is how the suite's real pages are recorded: HTML
@@ -44,9 +44,9 @@ LOCAL_SUFFIXES = ("localhost", "local", "test", "example", "invalid", "internal"
                   "corp", "private", "home.arpa", "alt", "onion", "arpa")
 
 
-def parse_serve(items: list[str] | None, option: str = "--serve", protocols_allowed: bool = True
+def parse_folders(items: list[str] | None, option: str = "--folder", protocols_allowed: bool = True
                 ) -> list[tuple[str, Path, str]]:
-    """--serve HOST=DIR or HOST@PROTO=DIR items (pure) -> (host, folder, protocol or ''): host names of
+    """--folder HOST=DIR or HOST@PROTO=DIR items (pure) -> (host, folder, protocol or ''): host names of
     the reserved .test domain (or any name a testbed can hold), each folder existing; PROTO (h3, h2,
     h1): the host's server offers that protocol alone, as a site that speaks one would."""
     from . import protocols
@@ -87,7 +87,7 @@ MAX_FOLDER_ENTRIES = 100_000  # a served folder is a site's files, checked entry
 
 
 def folder_refused(folder: Path, most: int = MAX_FOLDER_ENTRIES) -> str | None:
-    """Why a folder may not be served as it is (--serve HOST=DIR), or None (pure but for reading it).
+    """Why a folder may not be served as it is (--folder HOST=DIR), or None (pure but for reading it).
     Its server runs as root and a recording's files are world-readable, so a served folder holds
     only what every user may read: refused are the system folders (SYSTEM_FOLDERS, and /), a folder
     not every user may pass into, any entry inside not every user may read (a file without o+r, a
@@ -198,7 +198,7 @@ def names_for(name: str, urls: list[str]) -> list[str]:
 
 
 def check_urls(urls: list[str], serve: list[tuple[str, Path, str]]) -> list[str]:
-    """Every URL https, and with --serve on one of the served hosts; from the web (no --serve), on a
+    """Every URL https, and with --folder on one of the served hosts; from the web (no --folder), on a
     public name (public_name), before anything starts."""
     from urllib.parse import urlsplit
     hosts = {h for h, *_ in serve}
@@ -211,13 +211,13 @@ def check_urls(urls: list[str], serve: list[tuple[str, Path, str]]) -> list[str]
         if parts is None or parts.scheme != "https" or not parts.hostname:
             raise UsageError(f"URL: '{u}' is not an https URL (a replay serves https on 443)")
         if serve and parts.hostname not in hosts:
-            raise UsageError(f"URL: '{u}' is on {parts.hostname}, which no --serve HOST=DIR serves ({', '.join(hosts)})")
+            raise UsageError(f"URL: '{u}' is on {parts.hostname}, which no --folder HOST=DIR serves ({', '.join(hosts)})")
         if not serve:
             why = public_name(parts.hostname)
             if why or parts.username is not None or port not in (None, 443):
                 raise UsageError(f"URL: '{u}': {why or 'a user or a port other than 443'}; a recording from the web "
                                  "loads a public site's https URL on a public name (serve a local folder with "
-                                 "--serve HOST=DIR)")
+                                 "--folder HOST=DIR)")
     return urls
 
 
@@ -410,7 +410,7 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
     done = []
     spool = new_spool()
     try:
-        bed = Testbed(Setup(sites, index=index, conditions=[conditions] if conditions else (), serve=serve,
+        bed = Testbed(Setup(sites, index=index, conditions=[conditions] if conditions else (), folders=serve,
                             capture=Settings(("har",), spool), traces=traces, record_bodies=True))
         with bed:
             if conditions is not None:
@@ -585,5 +585,5 @@ def record_real(name: str, sites: Path, index: int | None = None, note=print) ->
     ensure({"pages": f"--size real:{name}"}, note)
     ready()
     note(f"recording real:{name} ({page.what}) into {sites / (RECORDING_PREFIX + name)}")
-    record_served([page.url], [RECORDING_PREFIX + name], [(h, d, "") for h, d in page.serve], sites,
+    record_served([page.url], [RECORDING_PREFIX + name], [(h, d, "") for h, d in page.folders], sites,
                            index=index, note=note)

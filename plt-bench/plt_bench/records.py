@@ -392,8 +392,8 @@ class Trial:
         return self.size_bytes + (self.bulk_bytes or 0)
 
     @property
-    def kind(self) -> str:
-        """page | bulk | requests (pages.Page.kind): what the trial measures."""
+    def measures(self) -> str:
+        """page | bulk | requests (pages.Page.measures): what the trial measures."""
         return "bulk" if self.bulk_ms else "requests" if self.requests else "page"
 
     @property

@@ -130,7 +130,7 @@ def replay_net(index: int) -> str:
 
 
 def static_addresses(index: int) -> list[str]:
-    """A server machine's addresses of folders served as they are (serve --serve), in the replay's net (pure)."""
+    """A server machine's addresses of folders served as they are (serve --folder), in the replay's net (pure)."""
     from .topology import STATIC_FIRST, STATIC_MAX
     return [f"{REPLAY_PREFIX}.{index}.{STATIC_FIRST + k}" for k in range(STATIC_MAX)]
 
@@ -463,7 +463,7 @@ class ServeSession:
         from .servers import Static
         ips = static_addresses(self.topology.plan.index)
         if len(self.served) > len(ips):
-            raise UsageError(f"--serve: {len(self.served)} hosts; a server machine serves at most {len(ips)}")
+            raise UsageError(f"--folder: {len(self.served)} hosts; a server machine serves at most {len(ips)}")
         folders: dict[Path, list[tuple[str, str]]] = {}
         for (host, folder), ip in zip(self.served, ips):
             folders.setdefault(Path(folder).resolve(), []).append((host, ip))

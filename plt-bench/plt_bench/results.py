@@ -3,7 +3,7 @@ conditions as columns, units in the column names), the CPU samples and the link 
 
     from plt_bench import results
     df = results.trials("results/plt-bench.sqlite", campaign="latest")
-    ok = df[df.counts & (df.kind == "page")]  # what the heatmap counts (stats.usable)
+    ok = df[df.counts & (df.measures == "page")]  # what the heatmap counts (stats.usable)
     med = ok.pivot_table(index=["conditions", "page"], columns="proto", values="plt_ms", aggfunc="median")
     print((med.h3 - med.h1) / med.h1 * 100)   # the h3-vs-h1 heatmap's diff %: negative, h3 faster
 
@@ -37,7 +37,7 @@ def _opened(store: Store | str | Path) -> Iterator[Store]:
 
 
 def _trial_row(t: Trial, with_json: bool) -> dict:
-    row = {"id": t.trial_id, **t.row(), "kind": t.kind, "counts": t.counts, "body_bytes": t.body_bytes}
+    row = {"id": t.trial_id, **t.row(), "measures": t.measures, "kind": t.measures, "counts": t.counts, "body_bytes": t.body_bytes}
     if not with_json:
         for c in JSON_COLUMNS:
             row.pop(c, None)
@@ -53,7 +53,7 @@ def trials(store: Store | str | Path, campaign: str | int = "latest", with_json:
     with _opened(store) as s:
         ts = s.trials(s.resolve_campaign(str(campaign)))
     rows = [_trial_row(t, with_json) for t in ts]
-    columns = ["id", *[c for c in COLUMNS if with_json or c not in JSON_COLUMNS], "kind", "counts", "body_bytes"]
+    columns = ["id", *[c for c in COLUMNS if with_json or c not in JSON_COLUMNS], "measures", "kind", "counts", "body_bytes"]
     if rows:
         columns = list(rows[0])
     return pd.DataFrame(rows, columns=columns)

@@ -365,11 +365,11 @@ class Session:
         times: dict[str, list[float]] = {}
         for done, rows in self.done.items():  # per protocol (and congestion control, browser, server, where several)
             if done.place == slot.place and done.run_index < r:
-                key = spec.grid.kind(done.proto, done.cc, done.browser, done.server, done.budget)
+                key = spec.grid.variant_words(done.proto, done.cc, done.browser, done.server, done.budget)
                 # the campaign's metric (--metric), as its report compares: a trial without it does not count
                 times.setdefault(key, []).extend(v for t in rows if t.counts
                                                  and (v := metric_value(t, spec.metric)) is not None)
-        kinds = tuple(spec.grid.kind(*v) for v in spec.grid.variants())
+        kinds = tuple(spec.grid.variant_words(*v) for v in spec.grid.variants())
         why, widths = precision_stop(times, spec.precision_pct, spec.grid.runs, spec.max_runs, kinds)
         if why is None:
             return False

@@ -38,7 +38,7 @@ from .procs import pids_in
 
 REPLAY_FIRST = 64  # the last octet of a replayed recording's first origin address
 AS_RECORDED_FIRST = 160  # ... and of its first origin's address over its recorded protocol alone
-STATIC_FIRST, STATIC_MAX = 100, 8  # the addresses of folders served as they are (record --serve)
+STATIC_FIRST, STATIC_MAX = 100, 8  # the addresses of folders served as they are (record --folder)
 
 
 def testbed_index(text: str) -> int:
@@ -162,7 +162,7 @@ class Plan:
 
     @property
     def static_addresses(self) -> list[str]:
-        """The addresses of folders served as they are (plt-bench record --serve): 198.19.N.100 onwards."""
+        """The addresses of folders served as they are (plt-bench record --folder): 198.19.N.100 onwards."""
         return [f"198.19.{self.index}.{STATIC_FIRST + k}" for k in range(STATIC_MAX)]
 
     # competing traffic's own hosts (link.cross), made when conditions ask for them: behind the same

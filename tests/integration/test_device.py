@@ -132,7 +132,7 @@ def test_a_phone_loads_a_real_page_in_its_own_window_under_its_calibrated_budget
     from plt_bench.device.calibrate import CALIBRATION_TOLERANCE
     from ..conftest import run_cli
     page = next(p for p in realpages.ready() if p.name == "toolbelt")
-    serve = [x for h, d in page.serve for x in ("--serve", f"{h}={d}")]
+    serve = [x for h, d in page.folders for x in ("--folder", f"{h}={d}")]
     results = tmp_path / "phone.sqlite"
     before = system_state()
     r = run_cli("run", "--size", f"url:{page.url}", *serve, "--device", "low-end-phone", "--proto", "h2", "--runs", "1",

@@ -46,7 +46,7 @@ def test_a_real_page_its_script_renders_is_recorded_and_replays_over_every_proto
     before = system_state()
     name, results = "test-swagger", tmp_path / "r.sqlite"
     spoke = {"docs.pkg.test": "h3", "api.pkg.test": "h1"}  # a first party on h3, a third party on h1
-    serve = [x for h, d in page.serve for x in ("--serve", f"{h}@{spoke[h]}={d}")]
+    serve = [x for h, d in page.folders for x in ("--folder", f"{h}@{spoke[h]}={d}")]
     try:
         r = run_cli("record", page.url, "--name", name, *serve, "--testbed", "227", timeout=600)
         assert r.returncode == 0 and f"recorded {page.url} as {name}" in r.stderr + r.stdout, r.stdout + r.stderr

@@ -29,7 +29,7 @@ SRV, CLT = "pltm-srv", "pltm-cli"  # the stand-in machines (not plt-bench's: the
 SRV_IP, CLT_IP = "10.77.0.1", "10.77.0.2"
 SRV_MGMT, CLT_MGMT = "10.78.0.1", "10.78.0.2"
 SIZES = "5KB,500KB"
-# a folder served as it is by the server machine (serve --serve): a package's documentation (scripts/setup)
+# a folder served as it is by the server machine (serve --folder): a package's documentation (scripts/setup)
 TOOLBELT = next(p for p in realpages.ready() if p.name == "toolbelt")
 
 
@@ -86,7 +86,7 @@ def server(machines, tmp_path_factory):
     info_file, sites = folder / "info.json", folder / "sites"  # the server machine's pages folder is its own
     proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_IP, "--iface", "m-srv", "--size", SIZES,
                              "--http-server", "caddy,quinn", "--info-file", str(info_file),
-                             "--serve", f"{TOOLBELT.serve[0][0]}={TOOLBELT.serve[0][1]}"], cwd=ROOT,
+                             "--folder", f"{TOOLBELT.folders[0][0]}={TOOLBELT.folders[0][1]}"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PLT_BENCH_SITES": str(sites)})
     deadline = time.monotonic() + 120
@@ -152,8 +152,8 @@ def _client_options(info, iface="m-cli"):
 def test_serve_prints_what_the_client_needs_and_listens_only_on_its_address(server):
     assert server["addr"] == SRV_IP and server["iface"] == "m-srv"
     assert {"index_5KB.html", "index_500KB.html"} <= set(server["pages"])
-    (host, served_ip), = server["served"]  # the folder it serves as it is (--serve), on an address of its own
-    assert host == TOOLBELT.serve[0][0] and served_ip.startswith("198.18.")
+    (host, served_ip), = server["served"]  # the folder it serves as it is (--folder), on an address of its own
+    assert host == TOOLBELT.folders[0][0] and served_ip.startswith("198.18.")
     listening = _sh("ss", "-Hltun", ns=SRV).stdout
     ours = [l.split()[4] for l in listening.splitlines()]
     assert f"{SRV_IP}:443" in ours and f"{SRV_IP}:4443" in ours and f"{served_ip}:443" in ours
@@ -381,7 +381,7 @@ def test_a_recording_travels_to_the_server_machine_and_replays_there_each_respon
 
 
 def test_a_folder_the_server_machine_serves_as_it_is_loads_in_both_browsers_each_response_proven(server, tmp_path):
-    """Issue 49: 'serve --serve HOST=DIR' serves a package's documentation as it is on an address of its own
+    """Issue 49: 'serve --folder HOST=DIR' serves a package's documentation as it is on an address of its own
     on the server machine (198.18.N.100 onwards); a client's --size url:... loads it in both browsers,
     through the shaped link, each response proven at both ends; the client is left as it was."""
     before = system_state(CLT)
@@ -401,7 +401,7 @@ def test_a_folder_the_server_machine_serves_as_it_is_loads_in_both_browsers_each
         evidence = json.loads(t["replay_json"])
         assert evidence["document_proven"] and evidence["proven"] == evidence["served"] >= 5, evidence
         assert (t["next_hop_protocol"], t["server_proto"]) == ("h3", "HTTP/3.0"), dict(t)
-        assert set(json.loads(t["connections_json"])) == {TOOLBELT.serve[0][0]}
+        assert set(json.loads(t["connections_json"])) == {TOOLBELT.folders[0][0]}
         assert t["plt_ms"] >= 2 * 20, dict(t)  # a QUIC handshake and a request over the shaped link at least
 
 
@@ -597,7 +597,7 @@ BAD = [
     (CLT, ["--pin-wrong"], "--server-pin: the server's certificate has pin"),
     (CLT, ["--size", "123KB"], "--size: the server at 10.77.0.1 does not have index_123KB.html"),
     (CLT, ["--size", f"url:{page_url('nothere.pkg.test', '/')}"], "--size: the server machine at 10.77.0.1 serves no folder as "
-                                                       "nothere.pkg.test; restart it with 'plt-bench serve --serve "
+                                                       "nothere.pkg.test; restart it with 'plt-bench serve --folder "
                                                        "nothere.pkg.test=DIR'"),
     (CLT, ["--loss", "1%"], "drops packets on the uplink, which the client would do on its own output path"),
     (CLT, ["--capture", "qlog"], "--capture: qlog is written on the server machine, and the one at 10.77.0.1 writes "
@@ -764,7 +764,7 @@ def test_a_killed_server_is_cleaned_up_by_clean(server, tmp_path):
     info_file = tmp_path / "info.json"
     proc = subprocess.Popen(["ip", "netns", "exec", SRV, *CLI, "serve", "--addr", SRV_MGMT, "--iface", "mgmt-srv",
                              "--control-port", "4444", "--size", "5KB", "--info-file", str(info_file),
-                             "--serve", f"{TOOLBELT.serve[0][0]}={TOOLBELT.serve[0][1]}"], cwd=ROOT,
+                             "--folder", f"{TOOLBELT.folders[0][0]}={TOOLBELT.folders[0][1]}"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not info_file.exists():

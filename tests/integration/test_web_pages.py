@@ -228,7 +228,7 @@ def test_the_lcp_of_a_page_its_script_draws_late_is_read_once_the_page_has_settl
     (site / "index.html").write_text(LATE_PAGE)
     (site / "data.json").write_text(json.dumps({"title": "A heading its script drew once its data had come"}))
     before = system_state()
-    with Testbed(Setup(ROOT / "sites", index=235, conditions=[COND], serve=[("late.pkg.test", site, "")])) as bed:
+    with Testbed(Setup(ROOT / "sites", index=235, conditions=[COND], folders=[("late.pkg.test", site, "")])) as bed:
         bed.set_conditions(COND)
         answer, _ = bed.load("h2", Page(0, url=page_url("late.pkg.test", "/index.html")), 60.0)
     assert not answer.get("error"), answer.get("error")

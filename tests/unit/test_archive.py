@@ -342,32 +342,32 @@ def test_record_and_serve_options_are_checked_before_anything_is_made(open_tmp_p
     from plt_bench import pages
     from plt_bench import recorder as record
     (open_tmp_path / "d").mkdir()
-    assert record.parse_serve([f"Docs.pkg.test={open_tmp_path / 'd'}"]) == [("docs.pkg.test", open_tmp_path / "d", "")]
-    assert record.parse_serve([f"api.pkg.test@H1={open_tmp_path / 'd'}"]) == [("api.pkg.test", open_tmp_path / "d", "h1")]
+    assert record.parse_folders([f"Docs.pkg.test={open_tmp_path / 'd'}"]) == [("docs.pkg.test", open_tmp_path / "d", "")]
+    assert record.parse_folders([f"api.pkg.test@H1={open_tmp_path / 'd'}"]) == [("api.pkg.test", open_tmp_path / "d", "h1")]
     for bad, message in [("docs.pkg.test", "not HOST=DIR"), ("nodot=/tmp", "not HOST=DIR"),
                          (f"a.test={open_tmp_path / 'none'}", "is not a folder"),
                          (f"a.test@h4={open_tmp_path / 'd'}", "'h4' is not one of h3, h2, h1")]:
         with pytest.raises(UsageError, match=message):
-            record.parse_serve([bad])
+            record.parse_folders([bad])
     with pytest.raises(UsageError, match="is for plt-bench record"):  # a campaign's folders speak every protocol
-        record.parse_serve([f"a.test@h1={open_tmp_path / 'd'}"], protocols_allowed=False)
+        record.parse_folders([f"a.test@h1={open_tmp_path / 'd'}"], protocols_allowed=False)
     with pytest.raises(UsageError, match="given twice"):
-        record.parse_serve([f"a.test={open_tmp_path / 'd'}", f"a.test={open_tmp_path / 'd'}"])
+        record.parse_folders([f"a.test={open_tmp_path / 'd'}", f"a.test={open_tmp_path / 'd'}"])
     with pytest.raises(UsageError, match="one of the testbed's generated pages' hosts"):  # issue 44, item 7
-        record.parse_serve([f"plt.test={open_tmp_path / 'd'}"])
+        record.parse_folders([f"plt.test={open_tmp_path / 'd'}"])
     with pytest.raises(UsageError, match="generated pages' hosts"):
-        record.parse_serve([f"plt-o3.test={open_tmp_path / 'd'}"])
+        record.parse_folders([f"plt-o3.test={open_tmp_path / 'd'}"])
     for odd in ("with space", "trailing\\"):  # issue 44, item 10: refused before a testbed is built
         (open_tmp_path / odd).mkdir()
         with pytest.raises(UsageError, match="space, brace, quote or backslash"):
-            record.parse_serve([f"a.test={open_tmp_path / odd}"])
+            record.parse_folders([f"a.test={open_tmp_path / odd}"])
     assert record.names_for("page", ["https://a.test/"]) == ["page"]
     assert record.names_for("page", ["https://a.test/", "https://a.test/x"]) == ["page-1", "page-2"]
     with pytest.raises(UsageError, match="--name"):
         record.names_for("Bad Name", ["https://a.test/"])
     with pytest.raises(UsageError, match="not an https URL"):
         record.check_urls(["http://a.test/"], [])
-    with pytest.raises(UsageError, match="no --serve HOST=DIR serves"):
+    with pytest.raises(UsageError, match="no --folder HOST=DIR serves"):
         record.check_urls([pages.page_url("b.test", "/")], [("a.test", open_tmp_path)])
     p = pages.parse_page("url:https://docs.pkg.test/index.html")
     assert (p.label, p.html_name, p.total_bytes, p.fetched) == ("url:https://docs.pkg.test/index.html",
@@ -383,17 +383,17 @@ def test_a_url_page_needs_a_folder_serving_its_host_here_or_on_the_server_machin
     (open_tmp_path / "d").mkdir()
     from plt_bench.pages import page_url
     docs = "url:" + page_url("docs.pkg.test", "/")
-    spec = campaign.bare({"size": docs, "serve": f"docs.pkg.test={open_tmp_path / 'd'}"})
-    assert spec.serve == (("docs.pkg.test", str(open_tmp_path / "d")),)
+    spec = campaign.bare({"size": docs, "folder": f"docs.pkg.test={open_tmp_path / 'd'}"})
+    assert spec.folders == (("docs.pkg.test", str(open_tmp_path / "d")),)
     assert spec.as_dict()["serve"] == [f"docs.pkg.test={open_tmp_path / 'd'}"]
     assert spec.as_dict()["sizes"] == [docs]  # by its label (a size of 0 would be another page)
-    with pytest.raises(UsageError, match="no --serve HOST=DIR serves docs.pkg.test"):
+    with pytest.raises(UsageError, match="no --folder HOST=DIR serves docs.pkg.test"):
         campaign.bare({"size": docs})
-    with pytest.raises(UsageError, match="--serve: with --server-machine .two machines. the server machine serves the folders: "
-                                         "plt-bench serve --serve a.test=DIR there"):
-        campaign.bare({"size": "5KB", "serve": f"a.test={open_tmp_path / 'd'}", "server_machine": "192.0.2.1"})
+    with pytest.raises(UsageError, match="--folder: with --server-machine .two machines. the server machine serves the folders: "
+                                         "plt-bench serve --folder a.test=DIR there"):
+        campaign.bare({"size": "5KB", "folder": f"a.test={open_tmp_path / 'd'}", "server_machine": "192.0.2.1"})
     # two machines: the server machine says what it serves (its hello; RemoteTestbed refuses a host it lacks)
-    assert campaign.bare({"size": docs, "server_machine": "192.0.2.1"}).serve == ()
+    assert campaign.bare({"size": docs, "server_machine": "192.0.2.1"}).folders == ()
     with pytest.raises(UsageError, match="--http-server quinn: serves no folders as they are"):  # there too
         campaign.bare({"size": docs, "server_machine": "192.0.2.1", "http_server": "quinn"})
 
@@ -600,15 +600,15 @@ def test_a_served_folder_s_link_to_what_not_every_user_may_read_is_refused(open_
     (folder / "js" / "app.js").write_text("var a;")
     (folder / "inside.js").symlink_to(folder / "js" / "app.js")
     (folder / "hostname").symlink_to("/etc/hostname")  # 0644 under /etc: anyone may read it
-    assert record.parse_serve([f"a.test={folder}"])[0][1] == folder
+    assert record.parse_folders([f"a.test={folder}"])[0][1] == folder
     (folder / "js" / "secret").symlink_to("/etc/shadow")
     with pytest.raises(UsageError, match=r"1 link\(s\) lead out of the folder to what not every user may read "
                                          r"\(js/secret -> /etc/shadow\)"):
-        record.parse_serve([f"a.test={folder}"])
+        record.parse_folders([f"a.test={folder}"])
     (folder / "js" / "secret").unlink()
     (folder / "js" / "dangling").symlink_to(open_tmp_path / "gone")
     with pytest.raises(UsageError, match="dangling"):
-        record.parse_serve([f"a.test={folder}"])
+        record.parse_folders([f"a.test={folder}"])
 
 
 def test_a_recording_s_page_is_the_same_slot_when_read_back_from_the_store(tmp_path, monkeypatch):

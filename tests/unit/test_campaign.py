@@ -164,7 +164,7 @@ def test_a_campaign_of_every_kind_resumes_without_planning_its_trials_again(open
     docs = "url:" + page_url("docs.pkg.test", "/")
     sizes = ["5KB", "20x5KB", "4o:8x5KB", "js20x10KB", docs, "bulk2s", "req10x1KB_c2"]
     spec = campaign.bare({"size": ",".join(sizes), "runs": "2", "proto": "h2,h1", "visit": "first,repeat",
-                          "serve": f"docs.pkg.test={open_tmp_path / 'd'}"})
+                          "folder": f"docs.pkg.test={open_tmp_path / 'd'}"})
     plan = spec.plan()
     # the repeats are of the kinds that build them (pages.PageKind.repeatable), as --size X@repeat
     assert {s.page.label for s in plan} == {*sizes, "5KB@repeat", "20x5KB@repeat", "4o:8x5KB@repeat"}
@@ -317,7 +317,7 @@ def test_the_server_is_an_axis_interleaved_with_the_protocols():
             (p, s) for p in ("h3", "h2") for s in ("caddy", "quinn"))
     assert len({tuple((x.proto, x.server) for x in plan if x.run_index == r) for r in range(3)}) > 1
     assert {x.cell.server for x in plan} == {"caddy", "quinn"} and all(x.cell.server == x.server for x in plan)
-    assert spec.grid.kind("h3", "cubic", "chromium", "quinn") == "h3 quinn"
+    assert spec.grid.variant_words("h3", "cubic", "chromium", "quinn") == "h3 quinn"
     one = campaign.load("quick", base)
     assert [(x.proto, x.server) for x in one.plan()] == [(x.proto, "caddy") for x in one.plan()]
     assert "http_server" not in one.as_dict() and campaign.load("quick", {**base, "http_server": "caddy"}).spec_hash == \
@@ -393,7 +393,7 @@ def test_the_cpu_budget_is_an_axis_and_no_budget_keeps_the_hash_campaigns_had():
     assert len(plan) == spec.trial_count == 2 * 2 * 2
     assert {(x.proto, x.budget) for x in plan} == {(p, b) for p in ("h3", "h2") for b in ("cpu1", "cpu0.25")}
     assert {(x.cell.cpu, x.cell.cores) for x in plan} == {(1.0, 1), (0.25, 1)}
-    assert spec.grid.kind("h3", "cubic", "chromium", "caddy", "cpu0.25") == "h3 cpu0.25"
+    assert spec.grid.variant_words("h3", "cubic", "chromium", "caddy", "cpu0.25") == "h3 cpu0.25"
     one = campaign.load("quick", base)
     assert "cpu" not in one.as_dict() and {x.cell.cpu for x in one.plan()} == {None}
     assert campaign.load("quick", {**base, "cpu": "full"}).spec_hash == one.spec_hash
@@ -480,6 +480,31 @@ def test_the_presets_list_counts_a_preset_whose_real_page_its_first_run_records(
     assert cli.main(["campaigns", "--results", str(tmp_path / "none.sqlite")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.split()[:1] == ["bottleneck"])
     assert "180 trials" in line and line.endswith("(its first run records real:toolbelt)"), line
+
+
+def test_a_served_folder_is_named_folder_and_its_name_before_still_reads_and_resumes(tmp_path, open_tmp_path):
+    """Folders served as they are: --folder and the campaign key folder (plt-bench serve is the second
+    machine's command, and --serve beside it named two things); --serve and the key serve, their names
+    before, are still taken, and a campaign's definition keeps its hash, so one begun before resumes."""
+    from plt_bench import cli, options
+    from plt_bench.pages import page_url
+    (open_tmp_path / "d").mkdir()
+    docs = "url:" + page_url("docs.pkg.test", "/")
+    base = f"name = 'x'\nsizes = ['{docs}']\nruns = 1\n"
+    new = campaign.load(_write(tmp_path, base + f"folder = ['docs.pkg.test={open_tmp_path / 'd'}']\n"))
+    (tmp_path / "old").mkdir()
+    old = campaign.load(_write(tmp_path / "old", base + f"serve = ['docs.pkg.test={open_tmp_path / 'd'}']\n"))
+    assert new.folders == old.folders == (("docs.pkg.test", str(open_tmp_path / "d")),)
+    assert new.spec_hash == old.spec_hash and new.as_dict()["serve"] == [f"docs.pkg.test={open_tmp_path / 'd'}"]
+    (tmp_path / "both").mkdir()
+    with pytest.raises(UsageError, match="folder and serve: the same setting twice"):
+        campaign.load(_write(tmp_path / "both", base + "serve = ['a.test=/x']\nfolder = ['a.test=/x']\n"))
+    parser = cli.build_parser()
+    for flag in ("--folder", "--serve"):  # run's, record's and serve's take both, as one option
+        assert parser.parse_args(["run", flag, "a.test=/x"]).folder == "a.test=/x"
+        assert parser.parse_args(["record", "https://a.test/", "--name", "n", flag, "a.test=/x"]).folder == ["a.test=/x"]
+        assert parser.parse_args(["serve", "--addr", "192.0.2.1", flag, "a.test=/x"]).folder == ["a.test=/x"]
+    assert options.option("folder").aliases == ("--serve",)
 
 
 def test_the_server_machine_is_named_so_and_its_name_before_still_reads_and_resumes(tmp_path):

@@ -55,12 +55,12 @@ CLI = [
     (["run", "--aqm", "codel:target=200ms:interval=100ms"], "target 200 ms is above interval 100 ms"),
     (["run", "--aqm", "fq_codel:target=101ms"], "target 101 ms is above interval 100 ms"),
     # ... and system folders served as they are (the link scan walked /proc and ended in a traceback)
-    (["run", "--serve", "a.test=/", "--size", "5KB"], "--serve: 'a.test=/': / is a system folder"),
-    (["run", "--serve", "a.test=/etc/ssl", "--size", "5KB"], "/etc/ssl is a system folder"),
-    (["record", A_PAGE, "--name", "x", "--serve", "a.test=/"], "/ is a system folder"),
-    (["record", A_PAGE, "--name", "x", "--serve", "a.test=/proc"], "/proc is a system folder"),
-    (["serve", "--addr", "10.0.0.1", "--serve", "a.test=/root"], "/root is a system folder"),
-    (["serve", "--addr", "10.0.0.1", "--serve", "a.test=/sys"], "/sys is a system folder"),
+    (["run", "--folder", "a.test=/", "--size", "5KB"], "--folder: 'a.test=/': / is a system folder"),
+    (["run", "--folder", "a.test=/etc/ssl", "--size", "5KB"], "/etc/ssl is a system folder"),
+    (["record", A_PAGE, "--name", "x", "--folder", "a.test=/"], "/ is a system folder"),
+    (["record", A_PAGE, "--name", "x", "--folder", "a.test=/proc"], "/proc is a system folder"),
+    (["serve", "--addr", "10.0.0.1", "--folder", "a.test=/root"], "/root is a system folder"),
+    (["serve", "--addr", "10.0.0.1", "--folder", "a.test=/sys"], "/sys is a system folder"),
     # issue 36: what a cluster exposes (--listen) and TLS
     (["worker", "--scheduler", "tls://127.0.0.1:1", "--testbed", "240"], "--scheduler: tls://127.0.0.1:1 is a TLS "
                                                                           "scheduler; give --tls DIR"),
@@ -94,15 +94,15 @@ CLI = [
     (["pages", "--from-har", "/nonexistent.har", "x"], "--from-har: /nonexistent.har: No such file"),
     (["pages", "--from-har", "/etc/hostname"], "--from-har: expected a recording and a name"),
     # issue 37: recordings replayed as recorded, folders served as they are
-    (["record", "https://a.test/", "--name", "x", "--serve", "a.test"], "--serve: 'a.test' is not HOST=DIR"),
-    (["record", "http://a.test/", "--name", "x", "--serve", f"a.test={ROOT / 'docs'}"], "URL: 'http://a.test/' is not an https"),
-    (["record", "https://a.test/", "--name", "Bad Name", "--serve", f"a.test={ROOT / 'docs'}"], "--name: 'Bad Name' is not"),
+    (["record", "https://a.test/", "--name", "x", "--folder", "a.test"], "--folder: 'a.test' is not HOST=DIR"),
+    (["record", "http://a.test/", "--name", "x", "--folder", f"a.test={ROOT / 'docs'}"], "URL: 'http://a.test/' is not an https"),
+    (["record", "https://a.test/", "--name", "Bad Name", "--folder", f"a.test={ROOT / 'docs'}"], "--name: 'Bad Name' is not"),
     # a public name (refused before anything loads: nothing is sent)
     (["record", "https://www.debian.org/", "--name", "x", "--rtt", "50ms"], "--rtt: a recording from the web goes through"),
     (["record", "https://127.0.0.1/", "--name", "x"], "URL: 'https://127.0.0.1/': 127.0.0.1 is an address"),
-    (["run", "--size", "url:https://a.test/"], "no --serve HOST=DIR serves a.test"),
+    (["run", "--size", "url:https://a.test/"], "no --folder HOST=DIR serves a.test"),
     (["run", "--size", "url:ftp://a.test/"], "expected url:https://HOST/PATH"),
-    (["run", "--serve", "a.test=/nonexistent", "--size", "5KB"], "--serve: 'a.test=/nonexistent': /nonexistent is not"),
+    (["run", "--folder", "a.test=/nonexistent", "--size", "5KB"], "--folder: 'a.test=/nonexistent': /nonexistent is not"),
     # issue 30: links that move (traces)
     (["run", "--trace-down", "/nonexistent/lte.txt"], "--trace-down: /nonexistent/lte.txt: cannot be read"),
     (["run", "--trace-down", "gen:wobble:1mbit"], "--trace-down: gen:wobble:1mbit: expected gen:constant:RATE"),
@@ -158,7 +158,7 @@ CLI = [
     (["run", "--browser-binary", "/bin/true"], "--browser-binary: /bin/true does not run as a Chromium-based browser"),
     (["run", "--http-server", "nginx"], "--http-server: 'nginx'; expected one or more of caddy, quinn"),
     (["run", "--http-server", "quinn", "--capture", "qlog"], "--http-server quinn: writes no qlog"),
-    (["run", "--http-server", "quinn", "--serve", f"docs.test={ROOT / 'docs'}"], "--http-server quinn: serves no folders"),
+    (["run", "--http-server", "quinn", "--folder", f"docs.test={ROOT / 'docs'}"], "--http-server quinn: serves no folders"),
     (["run", "--browser", "safari"], "--browser: 'safari'; expected one or more of chromium, firefox"),
     (["run", "--browser", "chromium,safari"], "--browser: 'chromium,safari'; expected one or more of chromium, firefox"),
     (["run", "--browser", "chromium,firefox", "--discovery", "alt-svc"], "--browser firefox: not supported yet with discovery"),
@@ -567,10 +567,10 @@ def test_a_served_folder_s_files_not_every_user_may_read_are_refused_by_record_r
     (site / "private").mkdir(mode=0o700)
     (site / "private" / "x.js").write_text("var x;")
     before = system_state()
-    for args in (["record", A_PAGE, "--name", "priv", "--serve", f"a.test={site}"],
-                 ["run", "--serve", f"a.test={site}", "--size", f"url:{A_PAGE}", "--results",
+    for args in (["record", A_PAGE, "--name", "priv", "--folder", f"a.test={site}"],
+                 ["run", "--folder", f"a.test={site}", "--size", f"url:{A_PAGE}", "--results",
                   str(open_tmp_path / "r" / "r.sqlite")],
-                 ["serve", "--addr", "10.0.0.1", "--serve", f"a.test={site}"]):
+                 ["serve", "--addr", "10.0.0.1", "--folder", f"a.test={site}"]):
         r = run_cli(*args, timeout=60)
         assert r.returncode == 2 and "Traceback" not in r.stderr, (args[0], r.stderr)
         assert "2 entries in it not every user may read (private (folder mode 0700), secret.js (mode 0600))" \

@@ -87,8 +87,8 @@ def test_a_cluster_campaign_takes_captures_and_refuses_a_server_machine():
         cluster.unsupported(campaign.load(None, {"server_machine": "10.0.0.2", "iface": "eth0"}))
     from plt_bench.pages import page_url
     folder = campaign.load(None, {"size": f"url:{page_url('docs.pkg.test', '/index.html')}",
-                                  "serve": f"docs.pkg.test={Path(__file__).parent}"})
-    with pytest.raises(UsageError, match=r"^--serve: docs.pkg.test=.*served folders are not sent.*--size har:NAME"):
+                                  "folder": f"docs.pkg.test={Path(__file__).parent}"})
+    with pytest.raises(UsageError, match=r"^--folder: docs.pkg.test=.*served folders are not sent.*--size har:NAME"):
         cluster.unsupported(folder)
 
 

@@ -81,10 +81,12 @@ def test_every_option_reads_the_same_in_the_cli_and_in_pytest():
         assert flag in cli_help, flag
         assert seen[options.display(key, pytest=True)] == cli_help[flag], key
     assert set(seen) - {options.display(k, pytest=True) for k in pytest_plugin.KEYS} == set()
-    # a renamed option's old flag is taken by both, as the same option (--server for --server-machine)
+    # a renamed option's old flag is taken by both, as the same option (--server for --server-machine, --serve
+    # for --folder)
     old = {a.option_strings[1]: a.option_strings[0] for a in run._actions if len(a.option_strings) > 1
            and not a.option_strings[1].startswith("--no-")}
-    assert old.get("--server") == "--server-machine" and Parser.group.aliases == {"--server": "--server-machine"}
+    assert old.get("--server") == "--server-machine" and old.get("--serve") == "--folder"
+    assert Parser.group.aliases == {"--server": "--server-machine", "--serve": "--folder"}
 
 
 def _package_imports(path: Path) -> set[str]:

@@ -19,7 +19,7 @@ from .trials import conditions, trial
 
 def test_request_pages_parse_label_and_name_their_files():
     p = parse_page("req100x1KB")
-    assert (p.kind, p.requests, p.size_bytes, p.streams, p.objects) == ("requests", 100, 1000, 1, 0)
+    assert (p.measures, p.requests, p.size_bytes, p.streams, p.objects) == ("requests", 100, 1000, 1, 0)
     assert (p.label, p.html_name, p.fetched, p.object_name) == ("req100x1KB", "req100x1KB.html", 100, "obj_1KB.png")
     q = parse_page("req100x64KB_c10")
     assert (q.streams, q.label) == (10, "req100x64KB_c10") and parse_page(q.label) == q

@@ -385,7 +385,7 @@ def test_the_report_s_bottleneck_table_says_what_the_discipline_did_per_directio
 def test_cross_traffic_is_parsed_to_its_canonical_text_and_its_flows_command():
     from plt_bench.link import cross
     c = cross.parse("2xTCP")
-    assert (c.flows, c.kind, c.cc, c.direction, c.text) == (2, "tcp", "cubic", "down", "2xtcp-cubic")
+    assert (c.flows, c.transport, c.cc, c.direction, c.text) == (2, "tcp", "cubic", "down", "2xtcp-cubic")
     assert c.client_argv("198.19.7.250")[:10] == ["iperf3", "-c", "198.19.7.250", "-p", str(cross.CROSS_PORT), "-P",
                                                   "2", "-C", "cubic", "-t"]
     assert "-R" in c.client_argv("x")  # downloading: the cross server sends
@@ -401,7 +401,7 @@ def test_cross_traffic_is_parsed_to_its_canonical_text_and_its_flows_command():
         "/b/quinnserve", "--bulk-server", f"198.19.7.250:{cross.CROSS_PORT}", "bbr", "/r/cert.pem", "/r/key.pem"]
     # a web background: Poisson arrivals, Pareto sizes of the given mean, one seed (quinnserve's web mode)
     w = cross.parse("WEB-10-100KB")
-    assert (w.kind, w.flows, w.rate_per_s, w.mean_bytes, w.text) == ("web", 0, 10.0, 100_000, "web-10-100KB")
+    assert (w.transport, w.flows, w.rate_per_s, w.mean_bytes, w.text) == ("web", 0, 10.0, 100_000, "web-10-100KB")
     assert w.offered_mbps == 8.0 and cross.parse("2xtcp").offered_mbps is None
     assert w.client_argv("198.19.7.250", 60, "/b/quinnserve") == [
         "/b/quinnserve", "--web-client", f"198.19.7.250:{cross.CROSS_PORT}", "10", "100000", str(cross.WEB_SEED), "60"]

@@ -206,7 +206,7 @@ def test_a_real_page_by_name_is_its_recording_and_an_unknown_one_is_refused(monk
         pages.parse_page("real:nope")
     monkeypatch.setattr(pages.archive, "archive_exists", lambda name, sites=None: False)
     with pytest.raises(realpages.NotRecorded, match="real:toolbelt is not recorded on this machine yet.*plt-bench "
-                                                    "record .*--name real-toolbelt --serve toolbelt.pkg.test=") as e:
+                                                    "record .*--name real-toolbelt --folder toolbelt.pkg.test=") as e:
         pages.parse_page("real:toolbelt")
     assert e.value.name == "toolbelt"
     # once recorded: the recording, replayed as recorded (har:real-NAME)
@@ -252,7 +252,7 @@ def test_the_corpus_is_every_real_page_of_packages_that_setup_installs_by_name()
     assert real.expand("5KB, real:* ,har:x") == ",".join(["5KB", *(f"real:{p.name}" for p in real.PAGES), "har:x"])
     assert len(real.PAGES) >= 12 and len({p.name for p in real.PAGES}) == len(real.PAGES)
     for p in real.PAGES:
-        for host, folder in p.serve:
+        for host, folder in p.folders:
             assert host.endswith(".pkg.test") and str(folder).startswith(("/usr/share/doc/", "/usr/share/javascript/",
                                                                           str(real.PAGES_DIR)))
             assert not re.search(r"python3(\.\d+)?-doc|rust-doc", str(folder)), folder
@@ -264,7 +264,7 @@ def test_the_corpus_is_every_real_page_of_packages_that_setup_installs_by_name()
         parse_pages("real:nope")
     # a page of three origins: its files' references pointed at the hosts that serve them, nothing else
     cdn = real.by_name("cdn")
-    assert [h for h, _ in cdn.serve] == ["site.pkg.test", "static.pkg.test", "images.pkg.test"]
+    assert [h for h, _ in cdn.folders] == ["site.pkg.test", "static.pkg.test", "images.pkg.test"]
     from plt_bench.pages import page_url
     static, images, away = page_url("static.pkg.test", "/_static/"), page_url("images.pkg.test", "/_images/"), \
         page_url("palletsprojects.com", "/")

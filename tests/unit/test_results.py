@@ -61,7 +61,7 @@ def test_one_tidy_row_per_trial_with_units_in_names(stored):
     path, cid = stored
     df = results.trials(path, "latest")
     assert len(df) == 43 and set(df.campaign_id) == {cid}
-    assert {"rate_down_bps", "rtt_ms", "loss_pct", "plt_ms", "size_bytes", "kind", "counts", "body_bytes"} <= set(df)
+    assert {"rate_down_bps", "rtt_ms", "loss_pct", "plt_ms", "size_bytes", "measures", "kind", "counts", "body_bytes"} <= set(df)
     assert not any(c.endswith("_json") for c in df)
     assert df.counts.sum() == 41  # the warm-up and the failure do not count
     assert (df.counts & (df.kind == "page")).sum() == 40  # the page loads the heatmap is made of

@@ -12,7 +12,7 @@ from plt_bench.servers import SERVED_PATHS
 
 def test_an_item_names_a_page_of_scripts_that_reads_back_the_same():
     page = parse_page("js20x10KB")
-    assert page.page_kind is scripts.SCRIPTS and page.kind == "page" and page.form == "scripts"
+    assert page.page_kind is scripts.SCRIPTS and page.measures == "page" and page.form == "scripts"
     assert (page.label, page.html_name, page.object_name) == ("js20x10KB", "scripts_20x10KB.html", "js_10KB.js")
     assert parse_page(page.label) == page and page != Page(10_000, 20)  # not the page of 20 images
     assert page.object_bytes == 200_000 and page.total_bytes == page.html_bytes + 200_000

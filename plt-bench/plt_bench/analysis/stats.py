@@ -41,11 +41,11 @@ CV_WARN = 0.10
 ALPHA = 0.05
 
 
-def usable(trials: list[Trial], kind: str | None = "page") -> list[Trial]:
+def usable(trials: list[Trial], measures: str | None = "page") -> list[Trial]:
     """The trials statistics are made of (Trial.counts: ok, timed, not a warm-up), of one kind
-    (Trial.kind): "page" for page-load times, "bulk" for throughput, "requests" for request
+    (Trial.measures): "page" for page-load times, "bulk" for throughput, "requests" for request
     latency; None: every kind (the navigation's establishment is in every trial)."""
-    return [t for t in trials if t.counts and (kind is None or t.kind == kind)]
+    return [t for t in trials if t.counts and (measures is None or t.measures == measures)]
 
 
 def diff_pct_ci(a: np.ndarray, b: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:

@@ -18,7 +18,7 @@ def summarize(trials: list[Trial]) -> list[dict]:
     """Per cell of the pages (bulk and request pages apart: see tables)."""
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in trials:
-        if t.kind == "page":
+        if t.measures == "page":
             groups[cell_key(t)].append(t)
     rows = []
     order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].size_bytes, kv[1][0].objects,
@@ -61,14 +61,14 @@ def tables(trials: list[Trial]) -> list[tuple[str, str]]:
     from .report import _columns, sections
     from .stats import distinct_traces
     trials = distinct_traces(trials)
-    kinds = {t.kind for t in trials} or {"page"}
+    kinds = {t.measures for t in trials} or {"page"}
     out = []
     if "page" in kinds:
         out.append(("plt-bench: page-load time per cell", format_table(summarize(trials))))
     for title, note, rows in sections({"datarate": datarate_table(trials), "latency": latency_table(trials),
                                        "establishment": []}):
         out.append((f"plt-bench: {title.lower()}", "\n".join(_columns(rows) + [f"({note})"])))
-    failed = sorted({t.reason for t in trials if t.kind != "page" and not t.ok})
+    failed = sorted({t.reason for t in trials if t.measures != "page" and not t.ok})
     if failed and out:
         out[-1] = (out[-1][0], out[-1][1] + "\nfailures: " + "; ".join(failed))
     return out

@@ -113,7 +113,7 @@ NO_BROWSER_UI = "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUI
 def web_args(profile_dir: str) -> list[str]:
     """The flags of every load (pure): headless, a fresh profile, the fixed window, nothing of
     Chromium's own in the background (nor its window's own WebUI: NO_BROWSER_UI). Alone, they load a
-    page from the web as a browser does (plt-bench record without --serve: its own resolver,
+    page from the web as a browser does (plt-bench record without --folder: its own resolver,
     certificates and protocols)."""
     return ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -52,7 +52,7 @@ def _tcp(bed, cond: Conditions, seconds: float = 5.0, direction: str = "down") -
     bps = res.get("end", {}).get("sum_received", {}).get("bits_per_second") or 0.0
     rate = cond.rate_down_bps if direction == "down" else cond.rate_up_bps
     # a trace's opportunities count IP bytes (1500 a full packet), htb counts frames (1514)
-    payload = 1448 / 1500 if (cond.down if direction == "down" else cond.up).kind == "trace" else TCP_PAYLOAD_PER_WIRE
+    payload = 1448 / 1500 if (cond.down if direction == "down" else cond.up).shape == "trace" else TCP_PAYLOAD_PER_WIRE
     wall = w1 - w0
     return {"ratio": bps / (rate * payload),
             "emulator_core_share": ((e1[0] + e1[1]) - (e0[0] + e0[1])) / wall if pid else None,

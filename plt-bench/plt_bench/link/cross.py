@@ -44,10 +44,10 @@ MIN_SHARE = 0.8        # of the rate, what the flows alone must carry once stead
 
 @dataclass(frozen=True)
 class Cross:
-    """A cross-traffic spec: N long-lived flows of a kind (tcp, quic) and controller, one way; or a web
-    background (kind web, flows 0: short transfers, rate_per_s and mean_bytes)."""
+    """A cross-traffic spec: N long-lived flows over a transport (tcp, quic) with a controller, one way; or
+    a web background (transport web, flows 0: short transfers, rate_per_s and mean_bytes)."""
     flows: int
-    kind: str = "tcp"
+    transport: str = "tcp"
     cc: str = "cubic"
     direction: str = "down"
     rate_per_s: float = 0.0
@@ -56,25 +56,25 @@ class Cross:
     @property
     def text(self) -> str:
         """The canonical text (Conditions.cross)."""
-        if self.kind == "web":
+        if self.transport == "web":
             from ..units import format_size
             return f"web-{self.rate_per_s:g}-{format_size(self.mean_bytes)}"
-        return f"{self.flows}x{self.kind}-{self.cc}" + ("" if self.direction == "down" else f":{self.direction}")
+        return f"{self.flows}x{self.transport}-{self.cc}" + ("" if self.direction == "down" else f":{self.direction}")
 
     @property
     def offered_mbps(self) -> float | None:
         """A web background's mean offered load (rate x mean size); None for long-lived flows (they
         take what the bottleneck leaves them)."""
-        return self.rate_per_s * self.mean_bytes * 8 / 1e6 if self.kind == "web" else None
+        return self.rate_per_s * self.mean_bytes * 8 / 1e6 if self.transport == "web" else None
 
     def client_argv(self, server_ip: str, seconds: int = 86400, binary: str = "quinnserve",
                     cert: str = "cert.pem") -> list[str]:
         """The flows' client, in the cross client's namespace. tcp: iperf3, -P parallel flows, -R to
         download. quic: quinnserve's bulk client, which trusts only the cross server's certificate."""
-        if self.kind == "quic":
+        if self.transport == "quic":
             return [binary, "--bulk-client", f"{server_ip}:{CROSS_PORT}", str(self.flows), self.cc,
                     self.direction, cert, str(seconds)]
-        if self.kind == "web":
+        if self.transport == "web":
             return [binary, "--web-client", f"{server_ip}:{CROSS_PORT}", f"{self.rate_per_s:g}",
                     str(self.mean_bytes), str(WEB_SEED), str(seconds)]
         return ["iperf3", "-c", server_ip, "-p", str(CROSS_PORT), "-P", str(self.flows), "-C", self.cc,
@@ -83,9 +83,9 @@ class Cross:
     def server_argv(self, server_ip: str, binary: str = "quinnserve", cert: str = "cert.pem",
                     key: str = "key.pem") -> list[str]:
         """The flows' server, in the cross server's namespace (quic: the controller of a download's sender)."""
-        if self.kind == "quic":
+        if self.transport == "quic":
             return [binary, "--bulk-server", f"{server_ip}:{CROSS_PORT}", self.cc, cert, key]
-        if self.kind == "web":
+        if self.transport == "web":
             return [binary, "--web-server", f"{server_ip}:{CROSS_PORT}"]
         return ["iperf3", "-s", "-B", server_ip, "-p", str(CROSS_PORT)]
 
@@ -173,12 +173,12 @@ class Flows:
         from ..errors import LinkError
         client_kw: dict[str, str] = {}  # the quinnserve modes' binary (and QUIC's certificate); iperf3 needs none
         key: dict[str, str] = {}
-        if self.spec.kind in ("quic", "web"):
+        if self.spec.transport in ("quic", "web"):
             binary = cmd.TOOLS_BIN / "quinnserve"
             if not binary.is_file():
                 raise LinkError(f"cross traffic {self.spec.text}: {binary} is missing; run scripts/setup")
             client_kw["binary"] = str(binary)
-        if self.spec.kind == "quic":
+        if self.spec.transport == "quic":
             from ..servers.certs import make_certificate
             folder = self.plan.run_dir / "cross"
             folder.mkdir(parents=True, exist_ok=True)
@@ -203,7 +203,7 @@ class Flows:
         if (died := self.died()):
             self.stop()
             raise LinkError(f"cross traffic {self.spec.text}: {died}")
-        if self.spec.kind == "web":  # short transfers: what a second carries varies by design (none at a low rate);
+        if self.spec.transport == "web":  # short transfers: what a second carries varies by design (none at a low rate);
             return out  # its client ends on the first request that fails, and died() says so
         if self.rate_bps and mbps < MIN_SHARE * self.rate_bps / 1e6:
             self.stop()
@@ -221,7 +221,7 @@ class Flows:
     def died(self) -> str | None:
         if self._died:
             return self._died
-        tool = {"tcp": "iperf3", "quic": "quinnserve's bulk", "web": "quinnserve's web"}[self.spec.kind]
+        tool = {"tcp": "iperf3", "quic": "quinnserve's bulk", "web": "quinnserve's web"}[self.spec.transport]
         for name, p in ((f"its {tool} server", self.server), (f"its flows' {tool} client", self.client)):
             if p is not None and p.poll() is not None:
                 said = (p.stderr.read() or "").strip()[-300:] if p.stderr else ""

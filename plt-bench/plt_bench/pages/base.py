@@ -104,7 +104,7 @@ class Page:
     - replay: a page set made from a recording, each object a stand-in of its size (har:NAME,
       standin), or with `archived` the recording itself replayed as recorded (recording);
     - url: a page of a folder served as it is (url:ADDRESS, folder).
-    `kind` is the word a trial stores (page, bulk or requests); `page_kind` the module's kind."""
+    `measures` is the word a trial stores (page, bulk or requests); `page_kind` the module's kind."""
 
     size_bytes: int
     objects: int = 0
@@ -119,7 +119,7 @@ class Page:
     # the set is a recording, replayed as recorded: objects counts its recorded requests after the navigation,
     # origins its recorded hosts. Not compared: a name is a recording or a stand-in, never both (one folder)
     archived: bool = dataclasses.field(default=False, compare=False)
-    url: str = ""         # a page of a folder served as it is (url:ADDRESS, --serve HOST=DIR): its own
+    url: str = ""         # a page of a folder served as it is (url:ADDRESS, --folder HOST=DIR): its own
     #                       URL, its requests whatever it asks for (size_bytes 0: not known before the load)
     form: str = ""        # the kind by its name, where the fields alone do not tell it (a kind added since these
     #                       fields: pages.scripts); "": the kind that claims the fields
@@ -135,9 +135,9 @@ class Page:
         raise LookupError(f"no page kind claims {self!r}: is plt_bench.pages imported?")
 
     @property
-    def kind(self) -> str:
-        """The word a trial stores: bulk, requests, or page (every other kind)."""
-        return self.page_kind.stored_kind
+    def measures(self) -> str:
+        """What a trial of it measures, the word it stores: bulk, requests, or page (every other kind)."""
+        return self.page_kind.measures
 
     @property
     def label(self) -> str:
@@ -216,7 +216,7 @@ class PageKind:
     testbed's origins and told apart in the server's log by its trial's tag)."""
 
     name = ""              # the kind's word (its module's name)
-    stored_kind = "page"   # what a trial stores as its page's kind (records.Trial)
+    measures = "page"      # what a trial of it measures, the word it stores (records.Trial.measures)
     repeatable = False     # repeat visits (@repeat, @repeat-warm) of it are built
     repeat_later = False   # ... not yet, but they will be (a served folder's)
     served_as_recorded = False  # its own hosts and URL, untagged; its log entries told apart by host (a recording, a folder)
@@ -240,7 +240,7 @@ class PageKind:
             return UsageError(f"{option}: '{item}': repeat visits of a served folder's page are not "
                               f"built yet; measure its first visit ({base})")
         return UsageError(f"{option}: '{item}': repeat visits are of pages (5KB, 20x5KB, 4o:60x5KB), not of a "
-                          f"{self.stored_kind} page")
+                          f"{self.measures} page")
 
     # -- what it is ------------------------------------------------------------------------------------
     def label(self, page: Page) -> str:
@@ -296,7 +296,7 @@ class PageKind:
         return page.origins
 
     def served_host(self, page: Page) -> str | None:
-        """The host a folder served as it is (--serve HOST=DIR) must serve for the page (None: none)."""
+        """The host a folder served as it is (--folder HOST=DIR) must serve for the page (None: none)."""
         return None
 
     def recording_name(self, page: Page) -> str | None:

@@ -161,7 +161,7 @@ class Bulk(PageKind):
     draws_after_load = False  # no script of its draws anything after the load
     item_form = ("bulkD[_I] (a download for D, bytes counted per interval I, 1s unless given: bulk30s, "
                  "bulk10s_100ms)")
-    stored_kind = "bulk"
+    measures = "bulk"
     counts_delivery = True
     served = r"bulk[0-9]+m?s(_[0-9]+m?s)?\.html|bulk\.bin"
 

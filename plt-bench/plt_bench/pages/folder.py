@@ -1,4 +1,4 @@
-"""A page of a folder served as it is (`--serve HOST=DIR`, `--size url:ADDRESS`, its https address): a real
+"""A page of a folder served as it is (`--folder HOST=DIR`, `--size url:ADDRESS`, its https address): a real
 site's files (a package's documentation, a web front end) that plt-bench did not make and cannot
 list before the load. Its URL is its own, untagged; the server's log entries for the served hosts
 since the trial began are the trial's; it is proven as a recording is (proof.judge_archive), its
@@ -18,7 +18,7 @@ from .base import Judged, Load, Page, PageKind, page_url, register, url_host, ur
 
 class Folder(PageKind):
     name = "folder"
-    item_form = "url:ADDRESS (the https address of a page of a folder that --serve HOST=DIR serves as it is)"
+    item_form = "url:ADDRESS (the https address of a page of a folder that --folder HOST=DIR serves as it is)"
     served_as_recorded = True
     repeat_later = True
 
@@ -34,7 +34,7 @@ class Folder(PageKind):
         except ValueError:
             parts = None
         if parts is None or parts.scheme != "https" or not parts.hostname or "@" in parts.netloc or parts.port:
-            raise UsageError(f"{option}: '{item}': expected url:{page_url('HOST', '/PATH')}, HOST one that --serve "
+            raise UsageError(f"{option}: '{item}': expected url:{page_url('HOST', '/PATH')}, HOST one that --folder "
                              f"HOST=DIR serves (url:{page_url('docs.pkg.test', '/index.html')})")
         return Page(0, url=url)
 

@@ -147,7 +147,7 @@ def judge_objects(proto: str, page: "Page", resources: list[dict] | None,
             proven += 1
     if not problems:
         return proven, None
-    what = "requests" if page.kind == "requests" else "objects"
+    what = "requests" if page.measures == "requests" else "objects"
     return proven, f"{len(problems)} of {page.fetched} {what} not proven; first: {problems[0]}"
 
 

@@ -1,6 +1,6 @@
 """Real pages that no one here wrote, installed by package name (scripts/setup): what the replay is
 measured against (bench-replay) and the suite's real test material. Each is served as it is from
-its package's files under host names of the reserved .test domain (plt-bench run --serve), and
+its package's files under host names of the reserved .test domain (plt-bench run --folder), and
 recorded from there (plt-bench record); no recording of a third-party site is shipped. A campaign
 names one as a page, `--size real:NAME`: its recording (sites/real-NAME), made by the first run
 that asks for it (recorder.record_real) and replayed as recorded from then on: this kind names
@@ -69,15 +69,15 @@ SWAGGER_INITIALIZER = """window.onload = function() {
 class RealPage:
     name: str
     url: str
-    serve: tuple[tuple[str, Path], ...]  # (host, folder)
+    folders: tuple[tuple[str, Path], ...]  # (host, folder): served as they are (--folder)
     what: str
 
     def missing(self) -> list[Path]:
-        return [d for _, d in self.serve if not d.is_dir()]
+        return [d for _, d in self.folders if not d.is_dir()]
 
     @property
-    def serve_option(self) -> str:
-        return ",".join(f"{h}={d}" for h, d in self.serve)
+    def folder_option(self) -> str:
+        return ",".join(f"{h}={d}" for h, d in self.folders)
 
 
 PAGES = (
@@ -131,7 +131,7 @@ class NotRecorded(UsageError):
         self.name = name
         super().__init__(f"{option}: real:{name} is not recorded on this machine yet; 'plt-bench run' records it "
                          f"first (as root), or: plt-bench record {by_name(name).url} --name {RECORDING_PREFIX}{name} "
-                         + " ".join(f"--serve {h}={d}" for h, d in by_name(name).serve))
+                         + " ".join(f"--folder {h}={d}" for h, d in by_name(name).folders))
 
 
 def by_name(name: str, option: str = "--size") -> RealPage:

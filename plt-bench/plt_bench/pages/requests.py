@@ -118,7 +118,7 @@ class Requests(PageKind):
     name = "requests"
     draws_after_load = False  # no script of its draws anything after the load
     item_form = "reqKxS[_cC] (K requests of S, C at once, 1 unless given: req100x1KB, req100x64KB_c10)"
-    stored_kind = "requests"
+    measures = "requests"
     served = r"req[0-9]+x[0-9]+(B|KB|MB|GB|KiB|MiB|GiB)(_c[0-9]+)?\.html"  # its object: the generated pages' obj_S.png
 
     def claims(self, page: Page) -> bool:

@@ -65,7 +65,7 @@ class Server:
     meta_key = ""  # a campaign's metadata keys for its build and version: caddy, caddy_version
     quic_cc_follows = True  # its QUIC connections run --cc's controller (False: its stack's own, whatever --cc)
     # what it can do beyond serving the testbed's pages and recordings over h3, h2 and h1 (a campaign
-    # asking for more is refused by name, campaign._http_servers): "folders" served as they are (--serve),
+    # asking for more is refused by name, campaign._http_servers): "folders" served as they are (--folder),
     # "qlog" (--capture qlog), "two-machines" ('plt-bench serve' runs it)
     features: frozenset[str] = frozenset()
     # --cc's names -> its QUIC stack's controllers, where --cc chooses them (None: its own, fixed)

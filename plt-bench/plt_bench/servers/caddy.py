@@ -70,7 +70,7 @@ def caddy_info(path: str) -> dict:
 @dataclasses.dataclass(frozen=True)
 class Static:
     """A folder served as it is, as a plain static web server would (the pages a recording is made
-    of: plt-bench record --serve HOST=DIR), under host names of its own on addresses of its own,
+    of: plt-bench record --folder HOST=DIR), under host names of its own on addresses of its own,
     each over every protocol or the one given for it (HOST@h1=DIR: a server that offers it alone)."""
     folder: Path
     origins: list[tuple[str, str]]  # (host, address): the first is the page's
@@ -98,11 +98,11 @@ class Static:
 
 
 def statics_for(serve, addresses: list[str]) -> list[Static]:
-    """The folders served as they are (--serve HOST=DIR: (host, folder, protocol) each), one site per
+    """The folders served as they are (--folder HOST=DIR: (host, folder, protocol) each), one site per
     folder, each host on its own address (of `addresses`, in order); UsageError for more hosts than
     addresses."""
     if len(serve) > len(addresses):
-        raise UsageError(f"--serve: {len(serve)} hosts; a testbed serves at most {len(addresses)}")
+        raise UsageError(f"--folder: {len(serve)} hosts; a testbed serves at most {len(addresses)}")
     folders: dict[Path, list[tuple[str, str]]] = {}
     for (host, folder, _), ip in zip(serve, addresses):
         folders.setdefault(Path(folder).resolve(), []).append((host, ip))

@@ -4,7 +4,7 @@ HTTP/3 on quinn, a QUIC stack other than Caddy's quic-go, whose congestion contr
 the kernel's TCP, whose controller is the kernel's. It serves what Caddy serves by the same rules
 (the paths: base.SERVED_PATHS; types, validators, caching, CORS, one Alt-Svc entry: quinnserve/src/
 files.rs), replayed recordings through replayd as Caddy does, but no folders served as they are
-(record --serve: Caddy's).
+(record --folder: Caddy's).
 
 Its configuration is a JSON file (render_config, pure); its access log is already in base's terms,
 one JSON object a line, with each response's congestion controller as its connection ran it: quinn's
@@ -83,7 +83,7 @@ class QuinnServe(Server):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.statics:
-            raise ServerError("quinnserve serves no folders as they are (record --serve): Caddy does")
+            raise ServerError("quinnserve serves no folders as they are (record --folder): Caddy does")
         quic_controller(self.cc)  # refused before anything starts
         self.path = locate()
         self.config_path = self.run_dir / "quinnserve.json"

@@ -111,7 +111,7 @@ class Testbed:
             env["QLOGDIR"] = str(self.qlogs.spool)
         replay = servers.Replay.of(self.sites.root, s.replays, self.plan.replay_addresses, self.plan.as_recorded_addresses,
                                    active=self.plan.run_dir / ACTIVE_REPLAY) if s.replays else None
-        statics = servers.statics_for(s.serve, self.plan.static_addresses)
+        statics = servers.statics_for(s.folders, self.plan.static_addresses)
         # only a testbed that replays or serves folders has them
         cmd.run_each(self.plan.address_commands(servers.addresses_of(replay, statics)))
         self.servers = {n: servers.get(n)(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,

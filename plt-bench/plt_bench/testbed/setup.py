@@ -26,7 +26,7 @@ class Setup:
     (dns.MODES: other than forced, the testbed runs a name server of its own). browser_sandbox: on,
     the browsers run as the unprivileged user with their sandbox (browsers.sandbox), or off.
     browser_start: kept, a browser kept across trials with a fresh context each where it can, or
-    fresh. replays: recordings replayed as recorded (pages.recording). serve: folders served as they
+    fresh. replays: recordings replayed as recorded (pages.recording). folders: folders served as they
     are, (host, folder, protocol) each: every protocol ('') or the one given alone. record_bodies:
     HARs keep every body (a recording: plt_bench.recorder)."""
 
@@ -46,7 +46,7 @@ class Setup:
     server_names: tuple[str, ...] = (servers.DEFAULT,)
     discovery: str = "forced"
     replays: tuple[str, ...] = ()
-    serve: tuple = ()
+    folders: tuple = ()
     record_bodies: bool = False
 
     def __post_init__(self):
@@ -58,7 +58,7 @@ class Setup:
                "browser_sandbox": sandbox.parse(self.browser_sandbox),
                "browser_start": browsers.parse_start(self.browser_start),
                "replays": tuple(dict.fromkeys(self.replays)),
-               "serve": tuple((x[0], x[1], x[2] if len(x) > 2 else "") for x in self.serve)}
+               "folders": tuple((x[0], x[1], x[2] if len(x) > 2 else "") for x in self.folders)}
         for name, value in fix.items():
             object.__setattr__(self, name, value)
 
@@ -79,4 +79,4 @@ class Setup:
                    browser_names=browser_names or spec.grid.browsers, browser_sandbox=spec.browser_sandbox,
                    browser_start=spec.browser_start, server_names=spec.grid.servers, discovery=spec.discovery,
                    replays=tuple(r for p in spec.grid.pages if (r := p.page_kind.recording_name(p))),
-                   serve=tuple((h, Path(d)) for h, d in spec.serve))
+                   folders=tuple((h, Path(d)) for h, d in spec.folders))

@@ -36,7 +36,7 @@ class RemoteTestbed(Testbed):
         a replay address of its own there. machine: the server machine (remote.ServerRef: its address,
         its certificate's pin, its control channel's port and token). iface: the interface towards it
         that may be shaped (--iface). served_hosts: the hosts of the campaign's url: pages, folders the
-        server machine serves as they are (serve --serve HOST=DIR)."""
+        server machine serves as they are (serve --folder HOST=DIR)."""
         super().__init__(setup)
         self.machine, self.iface_opt, self.sites_root = machine, iface, setup.sites_dir
         self.served_hosts = tuple(dict.fromkeys(served_hosts))
@@ -159,14 +159,14 @@ class RemoteTestbed(Testbed):
         return self.server.cpu()
 
     def _served_on_server(self, addr: str) -> list:
-        """The folders the server machine serves as they are (serve --serve) that the campaign's url: pages
+        """The folders the server machine serves as they are (serve --folder) that the campaign's url: pages
         load, each host at its address there (servers.Static, the folder being the server's); UsageError
         naming the serve option where it serves a host not."""
         served = {h: ip for h, ip in self.hello.get("served") or ()}
         lacking = [h for h in self.served_hosts if h not in served]
         if lacking:
             raise UsageError(f"--size: the server machine at {addr} serves no folder as {', '.join(lacking)}; restart "
-                             f"it with 'plt-bench serve --serve {lacking[0]}=DIR' (the folder on that machine)")
+                             f"it with 'plt-bench serve --folder {lacking[0]}=DIR' (the folder on that machine)")
         origins = [(h, served[h]) for h in self.served_hosts]
         return [servers.Static(Path("(the server machine's)"), origins)] if origins else []
 
