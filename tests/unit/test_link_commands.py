@@ -380,6 +380,13 @@ def test_the_report_s_bottleneck_table_says_what_the_discipline_did_per_directio
     assert (row["direction"], row["n"], row["aqm_drops"], row["marks"], row["sojourn_ms"]) == ("down", 2, 1.0, 2.0, 5.0)
     assert row["ecn_capable_share"] == 190 / 200
     assert stats.bottleneck_table([trial(seq=0)]) == []  # the kernel's FIFO: no table
+    # two budgets of one cell are two rows, and the report's table says which is which (it printed two
+    # rows alike: 'h3' for both, found reading a report of --cpu full,0.5 --aqm codel)
+    from plt_bench.analysis import report
+    both = ts + [trial(seq=2, cond=cond, link_json=link(0, 0, 1000.0, 50, 50), cpu_budget=0.5)]
+    rows = stats.bottleneck_table(both)
+    (section,) = report._bottleneck({"bottleneck": rows, "trials": both, "budgets": ["full", "cpu0.5"]})
+    assert len(rows) == 2 and len({tuple(r[:4]) for r in section[2][1:]}) == 2, section[2]
 
 
 def test_cross_traffic_is_parsed_to_its_canonical_text_and_its_flows_command():

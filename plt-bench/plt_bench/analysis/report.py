@@ -508,7 +508,7 @@ def _bottleneck(rep: dict) -> list:
                 "asked for ECN (ECT or CE: the sender's choice, from their IP headers)",
                 [["link", "page", "protocol", "direction", "n", "drops", "marks", "full-queue drops", "sojourn ms",
                   "ECN-capable"],
-                 *[[r["conditions"], r["page"], r["proto"], r["direction"], str(r["n"]), _f(r["aqm_drops"], "{:.1f}"),
+                 *[[r["conditions"], r["page"], _variant(r, rep), r["direction"], str(r["n"]), _f(r["aqm_drops"], "{:.1f}"),
                     _f(r["marks"], "{:.1f}"), _f(r["overlimit_drops"], "{:.1f}"), _f(r["sojourn_ms"], "{:.2f}"),
                     _f(None if r["ecn_capable_share"] is None else 100 * r["ecn_capable_share"], "{:.0f}%")]
                    for r in rep["bottleneck"]]]))
@@ -546,7 +546,7 @@ def _cross(rep: dict) -> list:
                 "(beside a web background of short transfers, neither: '-')",
                 [["link", "page", "protocol", "n", "page Mbit/s", "flows Mbit/s", "page share", "fair share",
                   "Jain"],
-                 *[[r["conditions"], r["page"], r["proto"], str(r["n"]), _f(r["page_mbps"], "{:.2f}"),
+                 *[[r["conditions"], r["page"], _variant(r, rep), str(r["n"]), _f(r["page_mbps"], "{:.2f}"),
                     _f(r["cross_mbps"], "{:.2f}"), _f(None if r["page_share"] is None else 100 * r["page_share"],
                                                       "{:.0f}%"),
                     _f(None if r["fair_share"] is None else 100 * r["fair_share"], "{:.0f}%"),
