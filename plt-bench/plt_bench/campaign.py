@@ -18,14 +18,20 @@ import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
-from . import axes, cmd, conditions as cond_mod, protocols, units
-from .link import host as hostnet
+from . import axes, browsers, cmd, conditions as cond_mod, dns, protocols, servers, traces, units
+from .browsers import base as browser_base, sandbox
 from .capture import DEFAULT_INTERVAL_S, DEFAULT_LIMIT_BYTES, parse_interval_s, parse_kinds
 from .conditions import Cell, Conditions, Grid
+from .cpu import own_cpus
+from .device.budget import quota_for
+from .device.profiles import PROFILES
 from .errors import UsageError
-from .pages import Page
-from .units import parse_size
-from .browsers import base as browser_base, sandbox
+from .link import canonical, host as hostnet
+from .pages import VISITS, Page, parse_page, real as realpages
+from .pages.recording import archive_of
+from .recorder import parse_folders
+from .records import AXES, METRICS
+from .units import parse_percent, parse_size, split_list
 
 PRESETS_DIR = cmd.PACKAGE_DIR / "presets"  # the built-in campaigns (package data; campaigns/ in a checkout)
 TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_runs", "warmup", "retries", "seed",
@@ -214,7 +220,6 @@ def _cond_dict(c: Conditions) -> dict:
 def page_of_label(label: str) -> "Page | str":
     """A stored trial's page, read back by the parser that planned it (pages.parse_page); the label
     itself where the parser no longer takes it (its recording deleted, its kind gone)."""
-    from .pages import parse_page
     try:
         return parse_page(label, "a stored trial's page")
     except (UsageError, LookupError, ValueError, OSError):
@@ -354,7 +359,6 @@ def check_type(v, key: str, name: str):
 
 def _precision(values: Values, runs: int) -> tuple[float | None, int | None]:
     """The precision target (percent) and the most runs per cell, or (None, None) for fixed runs."""
-    from .units import parse_percent
     given = values.get("precision")
     if given is None:
         if values.given("max_runs"):
@@ -405,8 +409,6 @@ def presets() -> dict[str, Path]:
 
 def _folders(v, grid, server) -> tuple[tuple[str, str], ...]:
     """--folder's folders (recorder.parse_folders), and every url: page on one of its hosts."""
-    from .recorder import parse_folders
-    from .units import split_list
     raw = v.get("folder")
     items = [] if raw is None else [str(x) for x in raw] if isinstance(raw, list) else split_list(str(raw), v.name("folder"))
     served = parse_folders(items, v.name("folder"), protocols_allowed=False)
@@ -426,8 +428,6 @@ def _as_recorded(v, grid) -> None:
     """--proto as-recorded: every page a recording (har:NAME) that says what each of its origins spoke."""
     if not any(protocols.get(p).per_origin for p in grid.protos):
         return
-    from .pages import real as realpages
-    from .pages.recording import archive_of
     pending = {realpages.RECORDING_PREFIX + n for n in realpages.UNRECORDED.get() or ()}  # checked once recorded
     pages = [p for p in grid.pages if p.replay not in pending]
     for p in pages:
@@ -453,13 +453,11 @@ def _as_recorded(v, grid) -> None:
 def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str | None) -> tuple[str, ...]:
     """--browser: browsers of plt_bench.browsers (an axis, as --cc is), and nothing asked of any that it
     cannot do yet (refused by name before anything is made)."""
-    from . import browsers
     given = _as_list(v.get("browser", DEFAULTS["browser"]))
     names = tuple(dict.fromkeys(x.lower() for x in units.split_list(given, v.name("browser"))))
     if not names or any(n not in browsers.NAMES for n in names):
         raise UsageError(f"{v.name('browser')}: '{given}'; expected one or more of {', '.join(browsers.NAMES)} "
                          "(chromium,firefox: both, interleaved)")
-    from . import dns
     wanted = browsers.asked(any(p.visit != "first" for p in grid.pages),
                             any(p.origins > 1 or p.page_kind.served_as_recorded for p in grid.pages),
                             any(protocols.get(x).per_origin for x in grid.protos), capture,
@@ -479,7 +477,6 @@ def _browsers(v: "Values", grid, capture: tuple[str, ...], server, binary: str |
 def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, folders) -> tuple[str, ...]:
     """--http-server: servers of plt_bench.servers (an axis, as --browser is), and nothing asked of any
     that it cannot do (refused by name before anything is made)."""
-    from . import servers
     given = _as_list(v.get("http_server", DEFAULTS["http_server"]))
     names = tuple(dict.fromkeys(x.lower() for x in units.split_list(given, v.name("http_server"))))
     if not names or any(n not in servers.NAMES for n in names):
@@ -506,7 +503,6 @@ def _http_servers(v: "Values", grid, capture: tuple[str, ...], server, folders) 
 def _discovery(v: "Values", grid, server, folders) -> str:
     """--discovery: a mode of plt_bench.dns, and nothing asked with it that is forced by nature (refused
     by name before anything is made): h3 is what is found, the other protocols stay forced."""
-    from . import dns
     mode = dns.parse(v.get("discovery", DEFAULTS["discovery"]), v.name("discovery"))
     if mode == "forced":
         return mode
@@ -523,7 +519,6 @@ COMPARE_ALIASES = {"cpu": "budget", "device": "budget"}  # the budget axis as it
 
 
 def _compare(v: "Values") -> str:
-    from .records import AXES
     axis = str(v.get("compare", DEFAULTS["compare"]))
     axis = COMPARE_ALIASES.get(axis, axis)
     if axis not in AXES:
@@ -538,7 +533,6 @@ def _visits(v: "Values", pages: tuple[Page, ...]) -> tuple[Page, ...]:
     (pages.PageKind.repeatable, what --size X@repeat asks too) once per visit, in that order; a page
     that names its own visit (20x5KB@repeat) and the kinds without repeats (bulk, request, served-folder
     pages) stay as they are."""
-    from .pages import VISITS
     visits = list(dict.fromkeys(units.split_list(_as_list(v.get("visit", DEFAULTS["visit"])), v.name("visit"))))
     if not visits or any(x not in VISITS for x in visits):
         raise UsageError(f"{v.name('visit')}: '{_as_list(v.get('visit'))}'; expected one or more of {', '.join(VISITS)} "
@@ -555,7 +549,6 @@ def _visits(v: "Values", pages: tuple[Page, ...]) -> tuple[Page, ...]:
 
 
 def _metric(v: "Values", capture: tuple[str, ...] = ()) -> str:
-    from .records import METRICS
     metric = str(v.get("metric", DEFAULTS["metric"]))
     if metric not in METRICS:
         raise UsageError(f"{v.name('metric')}: '{metric}'; expected one of {', '.join(METRICS)} "
@@ -570,8 +563,6 @@ def _metric(v: "Values", capture: tuple[str, ...] = ()) -> str:
 def _budgets(v: "Values") -> tuple[cond_mod.Budget, ...]:
     """--cpu: the browser's CPU budgets (conditions.Budget), each a fraction of a core in (0, 1] that the
     kernel can enforce (device.budget.quota_for), or full (no budget): each read here, once."""
-    from .device.budget import quota_for
-    from .device.profiles import PROFILES
     given = v.get("cpu")
     if given is None:
         return (cond_mod.FULL,)
@@ -605,7 +596,6 @@ def _budgets(v: "Values") -> tuple[cond_mod.Budget, ...]:
 
 def _devices(v: "Values") -> tuple[cond_mod.Budget, ...]:
     """--device: the visitors' devices (device.profiles), each a value of the budget axis beside --cpu's."""
-    from .device.profiles import PROFILES
     given = v.get("device")
     if given is None:
         return ()
@@ -685,7 +675,6 @@ def bare(overrides: dict | None = None) -> Spec:
 
 def _traces_of(grid: Grid) -> tuple:
     """The traces (traces.Trace, read by the grid's parsing: Grid.traces) its conditions name, once each."""
-    from . import traces
     known = traces.by_hash(grid.traces)
     shas = dict.fromkeys(sha for c in grid.conditions for sha in (c.trace_down_sha256, c.trace_up_sha256) if sha)
     return tuple(known[sha] for sha in shas)
@@ -711,7 +700,6 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
     ccs = cond_mod.parse_ccs(_as_list(v.get("cc", DEFAULTS["cc"])), v.name("cc"))
     grid = dataclasses.replace(grid, ccs=ccs, pages=_visits(v, grid.pages))
     backend = str(v.get("link", DEFAULTS["link"]))
-    from .link import canonical
     canonical(backend, v.name("link"))
     verify = str(v.get("verify", DEFAULTS["verify"]))
     if verify not in cond_mod.VERIFY_CHOICES:
@@ -832,7 +820,6 @@ def _machines(v: "Values", ccs: tuple[str, ...]) -> tuple:
 def _visitors(v: "Values", grid: Grid) -> Grid:
     """The grid with its budget axis (--cpu's budgets and --device's devices, each read once:
     conditions.Budget) and the cores a budgeted browser may use (--cores)."""
-    from .cpu import own_cpus
     devices, budgets = _devices(v), _budgets(v)
     if devices and v.get("cpu") is None:
         budgets = ()  # a device alone: no unbudgeted cell beside it unless --cpu full asks for one

@@ -1,4 +1,5 @@
 """Campaigns over many machines on Dask distributed: the cluster's whole life in one place.
+(Imports inside functions: Dask is an optional dependency, imported by what runs on it.)
 
     plt-bench worker --scheduler tcp://HEAD:8786 [--testbed N]    # on each measuring host
     plt-bench run CAMPAIGN --cluster tcp://HEAD:8786              # on the head

@@ -359,3 +359,26 @@ def test_no_file_is_over_600_lines_without_a_stated_reason():
     listed = set(re.findall(r"^- `([\w/]+\.py)`:", text.split("### Files over 600 lines", 1)[1].split("\n### ", 1)[0], re.M))
     over = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 600}
     assert over == listed, (sorted(over - listed), sorted(listed - over))
+
+
+# The package's own modules imported inside functions, outside the modules whose docstring says why
+# ("Imports inside functions: ..."): 334 in all on 2026-11-29 before the model and the testbed were
+# mended, 263 after (campaign.py's 18 moved to its top), of which cli.py, cluster.py and
+# browsers/worker.py state theirs (start-up time, an optional dependency): 182 left unstated. They
+# may only fall: an import is at the top of its module unless the module says why.
+LAZY_UNSTATED_AT_MOST = 182
+
+
+def test_imports_inside_functions_are_those_with_a_stated_reason_or_fewer_than_before():
+    lazy = 0
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        if "Imports inside functions" in (ast.get_docstring(tree) or ""):
+            continue
+        seen = set()
+        for f in ast.walk(tree):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                seen |= {id(n) for n in ast.walk(f) if isinstance(n, ast.ImportFrom)
+                         and (n.level or (n.module or "").startswith("plt_bench"))}
+        lazy += len(seen)
+    assert lazy <= LAZY_UNSTATED_AT_MOST, lazy

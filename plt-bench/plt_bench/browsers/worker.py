@@ -1,5 +1,7 @@
 """Browser worker: runs in the client namespace, one JSON request per line on stdin, one JSON
-answer per line on stdout. Each request starts a fresh driver and browser (plt_bench.browsers:
+answer per line on stdout. (Imports inside functions: start-up time; it is a process of its own,
+started with every testbed, and imports Selenium and each browser's seam when a load asks.) Each
+request starts a fresh driver and browser (plt_bench.browsers:
 chromedriver + Chromium, or geckodriver + Firefox) with a fresh profile, loads one URL, reads the
 Navigation Timing entry, and quits.
 
