@@ -24,14 +24,24 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import cmd, procs
+from . import campaign, cmd, options, procs, recorder, signals, topology
 from .capture import Settings, captures_root, check_space, planned
 from .conditions import Cell, Conditions, transfer_seconds
+from .device.calibrate import Calibration, calibrate
+from .device.profiles import get as device_profile
 from .device.visitor import Visitor
-from .errors import UsageError
+from .errors import PltBenchError, UsageError
+from .link import verify as link_verify
 from .metadata import key_diff, key_value, utc_now
-from .records import Trial
+from .pages import parse_page, real as realpages
+from .parts import ensure, needed
+from .precision import precision_stop
+from .records import Trial, format_link_check, metric_value
+from .remote import TOKEN_ARGV_WARNING, make_ref
 from .store import Store, check_writable
+from .testbed import RemoteTestbed, Setup, Testbed
+from .trial.run import apply_and_verify, run_cell_once
+from .units import parse_duration_ms
 
 from .campaign import Slot  # one trial of the plan: its cell and its run
 from .pages.base import DEFAULT_SITES as SITES  # the one place it is said (PLT_BENCH_SITES or the project's)
@@ -82,7 +92,6 @@ def todo(plan: list[Slot], done: dict[Slot, list[Trial]], retries: int) -> list[
 def parse_timeout_s(text: str | None, option: str = "--timeout") -> float | None:
     if text is None:
         return None
-    from .units import parse_duration_ms
     t = parse_duration_ms(text, option) / 1000.0
     if t <= 0:
         raise UsageError(f"{option}: must be more than 0s")
@@ -93,8 +102,6 @@ def spec_from_options(values: dict, flags: dict | None = None, record: Callable[
     """The campaign a front end's options describe (the preset or file, then the overrides). A real
     page not recorded here yet (--size real:NAME, pages.real.NotRecorded) is recorded by `record`
     (its name) and the campaign read again; without `record`, the UsageError says how to make it."""
-    from . import campaign, options
-    from .pages import real as realpages
 
     def load():
         return campaign.load(values.get("campaign"), {k: values.get(k) for k in options.MEASUREMENT if k != "campaign"},
@@ -119,7 +126,6 @@ def from_options(values: dict, flags: dict | None = None, **kw) -> "Session":
     them; None: not given). The CLI and pytest both come here, so the same options give the same
     campaign; `flags` names an option typed otherwise in that front end."""
     import argparse
-    from . import campaign, recorder, topology
     index = values.get("testbed")
     if isinstance(index, str):
         try:
@@ -149,13 +155,10 @@ class Session:
         """calibrations: devices this host calibrated for the campaign already ({name: Calibration.as_dict()};
         a cluster's worker gives its own, so that each host calibrates once per campaign), kept as a
         resumed campaign's are."""
-        from .remote import TOKEN_ARGV_WARNING, make_ref
-        from .testbed import RemoteTestbed, Setup, Testbed
         self.spec, self.results, self.new, self.timeout_s, self.idle_gate = spec, Path(results), new, timeout_s, idle_gate
         self.out, self.note = out, note
         self.plan: list[Slot] = spec.plan()
         cmd.require_root()
-        from .parts import ensure, needed
         ensure(needed(spec), note)  # what only some campaigns need comes when one first does (plt_bench.parts)
         self.capture = Settings(spec.capture, captures_root(self.results), spec.cpu_interval_s, spec.capture_limit_bytes)
         ref = make_ref(spec.server_machine, server_pin, server_token, control_port, spec.iface, spec.server_token_file)
@@ -255,9 +258,6 @@ class Session:
         server machine's into this machine's browser."""
         if not self.devices:
             return
-        from .device.calibrate import Calibration, calibrate
-        from .device.profiles import get
-        from .pages import parse_page
         meta = self.store.campaign(self.campaign_id)["metadata"]
         saved = {**self.calibrations, **(meta.get("devices") or {})}
         page = parse_page(CALIBRATION_PAGE)
@@ -275,7 +275,7 @@ class Session:
                 self.out(f"device {cal.words()}: the campaign's own calibration, kept")
             else:
                 self.out(f"device {name}: calibrating this host's CPU (Lighthouse's BenchmarkIndex in Chromium) ...")
-                cal = calibrate(self.bed, get(name), page)
+                cal = calibrate(self.bed, device_profile(name), page)
                 saved[name] = cal.as_dict()
                 self.out(f"device {cal.words()}")
             self.bed.calibrations[name] = cal
@@ -314,13 +314,10 @@ class Session:
 
     def close(self, interrupted: bool = False) -> None:
         """End a session run slot by slot (pytest): interrupted, stopped (failed) or finished."""
-        from .errors import PltBenchError
         if self._entered or self.store is not None:
             self.__exit__(KeyboardInterrupt if interrupted else PltBenchError if self.stopped else None, None, None)
 
     def __exit__(self, kind, exc, tb) -> None:
-        from . import signals
-        from .errors import PltBenchError
         if kind is None:
             self.status = "finished"
         elif issubclass(kind, (KeyboardInterrupt, signals.Interrupted)):
@@ -356,8 +353,6 @@ class Session:
         """With a precision target: the slot's cell had stopped before the slot's run (judged on the
         trials of the runs before it, so both protocols of a cell always have the same runs); its
         remaining slots leave the plan, and the first time a line says why."""
-        from .precision import precision_stop
-        from .records import metric_value
         spec = self.spec
         cond, r, page = slot.conditions, slot.run_index, slot.page
         if spec.precision_pct is None or r < spec.grid.runs:
@@ -396,7 +391,6 @@ class Session:
         until one is ok or none are left; every attempt is stored. Returns the last attempt, or None
         for a slot a resumed campaign had done. The first call opens the session if it is not open;
         once the campaign stopped (a failure), every later call raises."""
-        from .errors import PltBenchError
         if self.stopped:
             raise PltBenchError(f"the campaign stopped: {self.stopped}")
         try:
@@ -408,8 +402,6 @@ class Session:
             raise
 
     def _attempts(self, slot: Slot) -> Trial:
-        from .records import format_link_check
-        from .trial.run import apply_and_verify, run_cell_once
         cond, r, page, proto = slot.conditions, slot.run_index, slot.page, slot.proto
         if cond != self.current:
             apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,
@@ -514,8 +506,6 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
                 on_report: Callable[[dict], None] | None = None) -> list[dict]:
     """'plt-bench verify': a testbed without a browser, each condition applied, read back and measured
     with real packets; stored as a campaign named verify (its link checks). The reports, in order."""
-    from .link.verify import verify
-    from .testbed import Setup, Testbed
     cmd.require_root()
     store = Store(results)
     reports = []
@@ -524,7 +514,7 @@ def verify_link(spec, results: Path, probes: int, testbed_index: int | None = No
         cid = store.new_campaign("verify", utc_now(), spec.as_dict(), bed.metadata())
         for cond in spec.grid.conditions:
             readback = bed.set_conditions(cond)
-            rep = {**verify(bed.plan, cond, probes=probes, **bed.verify_args()), "readback": readback}
+            rep = {**link_verify.verify(bed.plan, cond, probes=probes, **bed.verify_args()), "readback": readback}
             store.add_link_check(cid, cond.label, utc_now(), rep)
             reports.append(rep)
             if on_report:

@@ -363,10 +363,10 @@ def test_no_file_is_over_600_lines_without_a_stated_reason():
 
 # The package's own modules imported inside functions, outside the modules whose docstring says why
 # ("Imports inside functions: ..."): 334 in all on 2026-11-29 before the model and the testbed were
-# mended, 263 after (campaign.py's 18 moved to its top), of which cli.py, cluster.py and
-# browsers/worker.py state theirs (start-up time, an optional dependency): 182 left unstated. They
+# mended, 243 after (campaign.py's 18 and session.py's 20 moved to their tops), of which cli.py, cluster.py and
+# browsers/worker.py state theirs (start-up time, an optional dependency): 162 left unstated. They
 # may only fall: an import is at the top of its module unless the module says why.
-LAZY_UNSTATED_AT_MOST = 182
+LAZY_UNSTATED_AT_MOST = 162
 
 
 def test_imports_inside_functions_are_those_with_a_stated_reason_or_fewer_than_before():
