@@ -256,9 +256,8 @@ class Slot(NamedTuple):
         known = {} if pages is None else pages
         if t.page not in known:
             known[t.page] = page_of_label(t.page)
-        budget = cond_mod.Budget(device=t.device) if t.device else cond_mod.Budget(t.cpu_budget)
         return cls(t.conditions, t.run_index, known[t.page], t.proto, t.cc or "cubic", t.browser or "chromium",
-                   t.server or "caddy", budget, t.cpu_cores or 1)
+                   t.server or "caddy", t.budget, t.cpu_cores or 1)
 
     @property
     def place(self) -> tuple[Conditions, Page]:

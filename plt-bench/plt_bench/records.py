@@ -17,10 +17,9 @@ import dataclasses
 import json
 import types
 import typing
-from urllib.parse import urlsplit
 from typing import TypedDict
 
-from .conditions import Conditions
+from .conditions import Budget, Conditions
 
 
 def doc(text: str, default=dataclasses.MISSING) -> dataclasses.Field:
@@ -368,12 +367,10 @@ class Trial:
         return self.status == "ok"
 
     @property
-    def budget(self) -> str:
-        """The CPU budget as the budget axis names it (conditions.budget_label): the device's name for a
-        device's, full without one."""
-        if self.device:
-            return self.device
-        return "full" if self.cpu_budget is None else f"cpu{self.cpu_budget:g}"
+    def budget(self) -> Budget:
+        """The CPU budget as the budget axis holds it (conditions.Budget, named by its label): the device's
+        for a device's (its calibrated share is its own), full without one."""
+        return Budget(device=self.device) if self.device else Budget(self.cpu_budget)
 
     @property
     def counts(self) -> bool:
@@ -403,11 +400,6 @@ class Trial:
     @property
     def resources(self) -> list[dict]:
         return json.loads(self.resources_json) if self.resources_json else []
-
-    @property
-    def page_host(self) -> str:
-        """The host the page itself came from (the URL's, as pages.url_host reads it)."""
-        return urlsplit(self.url or "").hostname or ""
 
     @property
     def connections_per_origin(self) -> dict[str, int]:
@@ -446,7 +438,8 @@ class Trial:
         is not of its type, or that its check (checks, by column; VALUE_CHECKS by default) says does
         not mean what the column says (a hand-edited or damaged store: SQLite keeps what it is given),
         is read as NULL and named in `damaged`, so that every reader reads every row. readers: a
-        conditions column's text read back into the seam's record (the store's: aqm by link.aqm)."""
+        conditions column's text read back into the seam's record (the store's: aqm by link.aqm), a
+        ValueError where it is not one (read as NULL and named, as a failed check is)."""
         checks = VALUE_CHECKS if checks is None else checks
         readers = readers or {}
         kw: dict = {}
@@ -457,11 +450,17 @@ class Trial:
                 cond = {}
                 for cf in dataclasses.fields(Conditions):
                     value = row.get(_cond_column(cf.name))
-                    if not _value_fits(cf.name, value, checks):
+                    if value is not None and cf.name in readers:  # the seam's record, or damaged where it is not one
+                        try:
+                            cond[cf.name] = readers[cf.name](value)
+                            continue
+                        except ValueError:
+                            value = None
+                            damaged.append(_cond_column(cf.name))
+                    elif not _value_fits(cf.name, value, checks):
                         damaged.append(_cond_column(cf.name))
                         value = None
-                    cond[cf.name] = _restore(ch[cf.name], value) if cf.name not in readers or value is None \
-                        else readers[cf.name](value)
+                    cond[cf.name] = _restore(ch[cf.name], value)
                 kw["conditions"] = Conditions(**cond)
             elif f.name in row:
                 value = row[f.name]

@@ -97,13 +97,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import os
 import sqlite3
 from pathlib import Path
 from typing import Iterable, TextIO
-
-import functools
 
 from . import records
 from .conditions import CONGESTION_CONTROLS
@@ -877,11 +876,18 @@ class Store:
 
 
 # What a stored value must mean, by column: the record's own checks (records.VALUE_CHECKS) and those
-# that ask a part, which the model may not import: a device's name, a queue discipline's or competing
-# flows' text as link.aqm and link.cross read it. A value that fails reads as NULL and is named.
+# that ask a part, which the model may not import: a device's name, competing flows' text as link.cross
+# reads it, and a queue discipline's text, which its reader reads into the link's record (READERS). A
+# value that fails reads as NULL and is named.
 @functools.lru_cache(maxsize=256)  # a store's rows repeat a few texts: each parsed once
-def _aqm_text(v) -> bool:
-    return isinstance(v, str) and _parses(aqm_mod.parse, v)
+def _aqm(v):
+    """A stored discipline's text read into link.aqm.Aqm; ValueError where it is not one."""
+    if not isinstance(v, str):
+        raise ValueError(v)
+    try:
+        return aqm_mod.parse(v, "stored")
+    except UsageError as e:
+        raise ValueError(str(e)) from None
 
 
 @functools.lru_cache(maxsize=256)
@@ -897,7 +903,6 @@ def _parses(parse, text: str) -> bool:
     return True
 
 
-# a stored text read back into the seam's record, once per text (the checks above refused what does not parse)
-READERS = {"aqm": functools.lru_cache(maxsize=256)(aqm_mod.parse)}
+READERS = {"aqm": _aqm}  # a stored text read back into the seam's record, once per text
 STORED_CHECKS = {**records.VALUE_CHECKS, "device": lambda v: isinstance(v, str) and v in PROFILES,
-                 "aqm": _aqm_text, "cross": _cross_text}
+                 "cross": _cross_text}

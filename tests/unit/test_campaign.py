@@ -502,7 +502,7 @@ def test_a_served_folder_is_named_folder_and_its_name_before_still_reads_and_res
     parser = cli.build_parser()
     for flag in ("--folder", "--serve"):  # run's, record's and serve's take both, as one option
         assert parser.parse_args(["run", flag, "a.test=/x"]).folder == "a.test=/x"
-        assert parser.parse_args(["record", "https://a.test/", "--name", "n", flag, "a.test=/x"]).folder == ["a.test=/x"]
+        assert parser.parse_args(["record", page_url("a.test"), "--name", "n", flag, "a.test=/x"]).folder == ["a.test=/x"]
         assert parser.parse_args(["serve", "--addr", "192.0.2.1", flag, "a.test=/x"]).folder == ["a.test=/x"]
     assert options.option("folder").aliases == ("--serve",)
 

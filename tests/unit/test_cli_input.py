@@ -13,6 +13,8 @@ from ..conftest import ROOT, run_cli, state_unchanged, system_state
 from .test_replay import url
 
 A_PAGE = page_url("a.test", "/index.html")  # a served folder's page, on the reserved .test domain
+A_ROOT = page_url("a.test")  # its site's root
+A_PLAIN, A_FTP = ("http" + A_ROOT[len("https"):]), ("ftp" + A_ROOT[len("https"):])  # the same over other schemes
 
 
 def _campaign_file(tmp_path, text):
@@ -94,14 +96,14 @@ CLI = [
     (["pages", "--from-har", "/nonexistent.har", "x"], "--from-har: /nonexistent.har: No such file"),
     (["pages", "--from-har", "/etc/hostname"], "--from-har: expected a recording and a name"),
     # issue 37: recordings replayed as recorded, folders served as they are
-    (["record", "https://a.test/", "--name", "x", "--folder", "a.test"], "--folder: 'a.test' is not HOST=DIR"),
-    (["record", "http://a.test/", "--name", "x", "--folder", f"a.test={ROOT / 'docs'}"], "URL: 'http://a.test/' is not an https"),
-    (["record", "https://a.test/", "--name", "Bad Name", "--folder", f"a.test={ROOT / 'docs'}"], "--name: 'Bad Name' is not"),
+    (["record", A_ROOT, "--name", "x", "--folder", "a.test"], "--folder: 'a.test' is not HOST=DIR"),
+    (["record", A_PLAIN, "--name", "x", "--folder", f"a.test={ROOT / 'docs'}"], f"URL: '{A_PLAIN}' is not an https"),
+    (["record", A_ROOT, "--name", "Bad Name", "--folder", f"a.test={ROOT / 'docs'}"], "--name: 'Bad Name' is not"),
     # a public name (refused before anything loads: nothing is sent)
     (["record", "https://www.debian.org/", "--name", "x", "--rtt", "50ms"], "--rtt: a recording from the web goes through"),
     (["record", "https://127.0.0.1/", "--name", "x"], "URL: 'https://127.0.0.1/': 127.0.0.1 is an address"),
-    (["run", "--size", "url:https://a.test/"], "no --folder HOST=DIR serves a.test"),
-    (["run", "--size", "url:ftp://a.test/"], "expected url:https://HOST/PATH"),
+    (["run", "--size", f"url:{A_ROOT}"], "no --folder HOST=DIR serves a.test"),
+    (["run", "--size", f"url:{A_FTP}"], f"expected url:{page_url('HOST', '/PATH')}"),
     (["run", "--folder", "a.test=/nonexistent", "--size", "5KB"], "--folder: 'a.test=/nonexistent': /nonexistent is not"),
     # issue 30: links that move (traces)
     (["run", "--trace-down", "/nonexistent/lte.txt"], "--trace-down: /nonexistent/lte.txt: cannot be read"),

@@ -29,6 +29,7 @@ from .. import cpu as cpu_mod
 from .. import protocols
 from ..browsers import NAMES as BROWSER_NAMES
 from ..conditions import AXIS_KEYS, CONGESTION_CONTROLS, VARIANT_AXES, budget_of, device_of, transfer_seconds
+from ..pages import parse_page, url_host
 from ..servers import NAMES as SERVER_NAMES, SERVERS
 from ..device.profiles import PROFILES
 from ..errors import UsageError
@@ -450,7 +451,6 @@ def throughput_series(trials: list[Trial]) -> list[dict]:
 def latency_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, request page, protocol), the requests of all its counted trials pooled: n
     (trials), n_requests, p50/p90/p99 in ms, and the connections the trials used (median)."""
-    from ..pages import parse_page
     from ..pages.requests import percentiles, request_latencies
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in usable(trials, "requests"):
@@ -511,7 +511,7 @@ def visitor_table(trials: list[Trial]) -> list[dict]:
             vals = [getattr(t, field) for t in ts if getattr(t, field) is not None]
             return float(np.median(vals)) if vals else None
         elements = [t.lcp_element for t in ts if t.lcp_element]
-        hosts = sorted({h for t in ts for h in t.connections_per_origin}, key=lambda h: (h != ts[0].page_host, h))
+        hosts = sorted({h for t in ts for h in t.connections_per_origin}, key=lambda h: (h != url_host(ts[0].url), h))
         per_origin = {h: float(np.median([t.connections_per_origin.get(h, 0) for t in ts])) for h in hosts}
         c = ts[0].conditions
         rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4], "server": key[5], "budget": key[6],
@@ -699,7 +699,7 @@ def discovery_table(trials: list[Trial]) -> list[dict]:
                 h = hosts.setdefault(host, [0, 0])
                 h[0] += counts.get("h3", 0)
                 h[1] += sum(counts.values())
-        page_host = ts[0].page_host
+        page_host = url_host(ts[0].url)
         order = sorted(hosts, key=lambda h: (h != page_host, h))
         firsts = [m["first_h3_ms"] for m in mixes if isinstance(m.get("first_h3_ms"), (int, float))]
         dns = [t.dns_ms for t in ts if t.dns_ms is not None]

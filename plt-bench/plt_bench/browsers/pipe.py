@@ -137,12 +137,6 @@ class BrowserWorker:
         except ValueError as e:
             raise BrowserError(f"{e} (log: {self.log_path})") from None
 
-    def quiesce(self) -> int:
-        """Before a trial: no process in its namespace but the worker and the browser it holds (started
-        early, or kept): the worker ends every trial's processes itself, and this is the check that it
-        did. Returns how many were killed; TestbedBroken if one would not die."""
-        return quiesce(self.ns, self)
-
     def died_reason(self) -> str | None:
         """Why the worker is gone, or None while it runs (or before it started)."""
         if self.proc is None or self.proc.poll() is None:
@@ -166,8 +160,9 @@ class BrowserWorker:
 
 
 def quiesce(ns: str, worker: BrowserWorker | None = None) -> int:
-    """Every process in the namespace ns killed and reaped, but the worker's own and the browser it
-    holds; how many were; TestbedBroken if one would not die."""
+    """Before a trial: every process in the namespace ns killed and reaped but the worker's own and the
+    browser it holds (started early, or kept): the worker ends every trial's processes itself, and this
+    is the check that it did. How many were killed; TestbedBroken if one would not die."""
     keep = {worker.proc.pid} if worker and worker.proc else set()
     if keep and worker.holding:  # its start done first: a driver the worker was starting while the table below was
         # read is not in it, and was killed as a stray (a kept browser's first prepare failed so, 'chromedriver

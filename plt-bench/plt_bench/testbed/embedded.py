@@ -211,16 +211,13 @@ class Testbed:
     # -- trials --------------------------------------------------------------------------------
     def broken(self) -> str | None:
         """What of the testbed has died (the server, the link emulator, the browser worker), or None."""
-        for part in (self.server, self.link, self.worker, self.name_server):
-            reason = part.died_reason() if part is not None else None
-            if reason:
-                return reason
-        return None
+        return next((why for part in (self.server, self.link, self.worker, self.name_server)
+                     if part is not None and (why := part.died_reason())), None)
 
     def quiesce(self) -> int:
         """Before a trial: no process but the browser worker (and the browser it holds) in the client
         namespace. Returns how many were killed; raises TestbedBroken if one would not die."""
-        return self.worker.quiesce() if self.worker else quiesce(self.plan.client_ns)
+        return quiesce(self.plan.client_ns, self.worker)
 
     def url(self, page: Page, tag: str | None = None) -> str:
         """A page's URL (with its trial's tag: the server's log tells trials apart by it); a replayed
@@ -242,18 +239,20 @@ class Testbed:
             writes = sandbox.staging(self.sandbox_ids, self.plan.run_dir, tag)
         return visit_mod.Visit(
             proto, page, b, self.url(page, tag), self.plan.run_dir / "profiles" / tag,
-            tuple(self.origins_for(page, proto)), self.server.cert.spki_sha256_b64, servers.spoke(self.server),
-            self.setup.discovery, self.capture.kinds if capture_dir is not None else (), capture_dir, writes,
-            self.capture.cpu_interval_s, self.conditions.rtt_ms if self.conditions else 0.0, bool(self.sandbox_ids),
-            self.visitor.screen, self.visitor_group.request if self.visitor.quota else {},
-            self.setup.browser_start == "kept", self.setup.record_bodies, benchmark, self.one_address)
+            origins=tuple(self.origins_for(page, proto)), spki=self.server.cert.spki_sha256_b64,
+            spoke=servers.spoke(self.server), discovery=self.setup.discovery, capture_dir=capture_dir, writes=writes,
+            captures=self.capture.kinds if capture_dir is not None else (), cpu_interval_s=self.capture.cpu_interval_s,
+            rtt_ms=self.conditions.rtt_ms if self.conditions else 0.0, sandboxed=bool(self.sandbox_ids),
+            screen=self.visitor.screen, budget=self.visitor_group.request if self.visitor.quota else {},
+            keep=self.setup.browser_start == "kept", har_bodies=self.setup.record_bodies, benchmark=benchmark,
+            one_address=self.one_address)
 
     def _request(self, v: visit_mod.Visit) -> dict:
         """The worker's request for a visit (browsers.visit.request); a browser that resolves by a hosts
         file finds this load's hosts at this load's addresses."""
         req = visit_mod.request(v)
         if (v.browser.resolves_by_hosts_file and self.setup.discovery == "forced"
-                and (self.setup.replays or self.server.statics) and hasattr(self.plan, "hosts_path")):
+                and (self.setup.replays or self.server.statics)):
             write_client_hosts(self.plan, list(v.browser_origins))
         return req
 
