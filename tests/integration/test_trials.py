@@ -248,7 +248,7 @@ def test_the_next_browser_starts_early_fresh_and_alone(fresh_browsers, store, ca
     the load for the same protocol and page takes it (prelaunched, the idle gate after its launch), and
     any other load, a change of conditions, or the end ends it: its processes and profile are gone."""
     bed = fresh_browsers
-    cond = shaped(bed, 100 * 10**6)
+    shaped(bed, 100 * 10**6)  # the link the loads below run on
     page = Page(5000)
     bed.prepare("h3", page)
     prepared = str(bed.plan.run_dir / "profiles" / bed.worker.ready[1])
