@@ -6,9 +6,12 @@ import pytest
 
 from plt_bench import cmd, link
 from plt_bench.link import readback
+from plt_bench.cmd import PROJECT_ROOT
 from plt_bench.conditions import Cell, Conditions, transfer_seconds
+from plt_bench.cpu import BOUND_SHARE, cpu_list, own_cpus, pin_threads
 from plt_bench.errors import LinkError
 from plt_bench.pages import Page
+from plt_bench.testbed import Setup, Testbed
 from plt_bench.trial.run import run_cell_once
 from plt_bench import pages
 
@@ -136,25 +139,33 @@ def test_10mb_at_10mbit_is_close_to_the_payload_ideal(bed, store, campaign, prot
     assert t.cpu_bound is None, (t.cpu_bound, t.cpu_bound_share, t.cpu_json)  # the link limits it, not the CPU
 
 
-def test_quic_at_1gbit_is_flagged_cpu_bound(bed, store, campaign):
-    """Chromium's QUIC cannot fill 1 Gbit/s here (Zhang et al., WWW'24, found the same for Chrome):
-    measured on this 2-core machine, 100 MB took 2.2-3.6 s (~230-360 Mbit/s) with the machine >= 95%
-    busy for 60-95% of the load. The record says so, and which role (or the machine) it was. One
-    load in CI took 4.2 s with the machine saturated for 49% of it (not flagged, rightly: something
-    besides the CPU held it), so the claim is that one of three loads is flagged."""
+def test_a_load_its_cpu_holds_is_flagged_cpu_bound_and_says_by_what(link_backend, store, campaign):
+    """A load the CPU holds is flagged, with the role (or the machine) that held it. Held by
+    construction, not by the machine's speed: a testbed of its own pinned to one core (as a cluster
+    worker pins itself), where Caddy's QUIC alone costs ~7 ms a MB (docs/results.md) and Chromium's
+    network service about as much, so 50 MB over h3 at 1 Gbit/s (0.4 s on the wire) needs more than
+    that core. (Unpinned, Chromium's QUIC held 100 MB to 230-360 Mbit/s on this 2-core machine, but
+    CI's machine carried it at 533 Mbit/s with nothing saturated: a machine's speed is a benchmark's
+    figure, not a test's claim.) test_10mb_at_10mbit_is_close_to_the_payload_ideal holds the other
+    half: a load the link holds is not flagged."""
     import json
-    page = Page(10**8)
-    bed.sites.ensure([page])
-    cond = shaped(bed, 10**9)
-    seen = []
-    for i in range(3):
-        t = run_cell_once(bed, store, campaign, 0, i, Cell("h3", page, cond))
-        cpu = json.loads(t.cpu_json) if t.cpu_json else {}
-        seen.append((t.status, t.reason, t.plt_ms, t.cpu_bound, t.cpu_bound_share,
-                     {k: (cpu.get(k) or {}).get("saturated_s") for k in ("sampler", "server_sampler")}))
-        if t.status == "ok" and t.cpu_bound:
-            break
-    assert t.status == "ok" and t.cpu_bound and t.cpu_bound_share >= 0.5, seen
+    mine = own_cpus()
+    pin_threads(mine[-1:])
+    try:
+        with Testbed(Setup(PROJECT_ROOT / "sites", link=link_backend)) as one_core:
+            page = Page(5 * 10**7)
+            one_core.sites.ensure([page])
+            cond = shaped(one_core, 10**9)
+            t = run_cell_once(one_core, store, campaign, 0, 0, Cell("h3", page, cond))
+    finally:
+        pin_threads(mine)
+    cpu = json.loads(t.cpu_json) if t.cpu_json else {}
+    seen = (t.status, t.reason, t.plt_ms, t.cpus,
+            {k: (cpu.get(k) or {}).get("saturated_s") for k in ("sampler", "server_sampler")})
+    assert t.status == "ok", seen
+    assert t.cpu_bound and t.cpu_bound_share >= BOUND_SHARE, seen
+    # one core's state is the machine's while pinned: the runner judged that core alone
+    assert t.cpus == cpu_list(mine[-1:]), seen
 
 
 @pytest.mark.parametrize("proto", ["h3", "h1"])
