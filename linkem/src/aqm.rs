@@ -28,6 +28,8 @@ pub struct Pkt {
     pub enq_ns: u64,
     /// marked CE on its way through (its verdict then carries the mark)
     pub ce: bool,
+    /// its origin's own path (Direction::path_of): 0 none, else 1 + the path's index
+    pub path: u16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -419,7 +421,7 @@ mod tests {
     use super::*;
 
     fn pkt(id: u32, flow: u32) -> Pkt {
-        Pkt { id, len: 1500, flow, ect: false, enq_ns: 0, ce: false }
+        Pkt { id, len: 1500, flow, ect: false, enq_ns: 0, ce: false, path: 0 }
     }
 
     /// A link of `rate_pps` packets a second fed `offered_pps` (one flow, or `flows` of them in turn)

@@ -152,10 +152,12 @@ fn parse_args() -> Config {
     let mut c = Config { dirs: vec![], stats: String::new(), seed: 1, maxlen: 65536, fifo: 0, stats_ms: 250,
                           cpu_dma_latency_us: None };
     let mut args = std::env::args().skip(1);
+    let mut paths = Vec::new();
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
         match a.as_str() {
             "--dir" => c.dirs.push(parse_dir(&val())),
+            "--origin-delay" => paths.push(val()),
             "--stats" => c.stats = val(),
             "--seed" => c.seed = val().parse().unwrap_or_else(|_| usage("--seed takes a whole number")),
             "--maxlen" => c.maxlen = val().parse().unwrap_or_else(|_| usage("--maxlen takes a whole number")),
@@ -169,7 +171,36 @@ fn parse_args() -> Config {
     if c.dirs.is_empty() || c.stats.is_empty() {
         usage("at least one --dir and --stats are required");
     }
+    for spec in paths {
+        let (dir, addr, us) = parse_origin_delay(&spec);
+        let d = c.dirs.iter_mut().find(|d| d.name == dir)
+            .unwrap_or_else(|| usage(&format!("--origin-delay '{spec}': no --dir named '{dir}'")));
+        if d.paths.iter().any(|(a, _)| *a == addr) {
+            usage(&format!("--origin-delay '{spec}': that address is given twice for '{dir}'"));
+        }
+        d.paths.push((addr, us * 1000));
+    }
     c
+}
+
+/// DIR:ADDR=US: packets of direction DIR from or to ADDR (IPv4 or IPv6) wait US microseconds more.
+fn parse_origin_delay(spec: &str) -> (String, [u8; 16], u64) {
+    let bad = || -> String { format!("--origin-delay '{spec}': expected DIR:ADDR=US (down:198.19.1.12=50000)") };
+    let (dir, rest) = spec.split_once(':').unwrap_or_else(|| usage(&bad()));
+    let (addr, us) = rest.rsplit_once('=').unwrap_or_else(|| usage(&bad()));
+    let ip: std::net::IpAddr = addr.parse().unwrap_or_else(|_| usage(&bad()));
+    let bytes = match ip {
+        std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        std::net::IpAddr::V6(v6) => v6.octets(),
+    };
+    let us: u64 = us.parse().ok().filter(|n| *n <= 60_000_000).unwrap_or_else(|| usage(&bad()));
+    (dir.to_string(), bytes, us)
+}
+
+/// An address as it was given (an IPv4 one back from its mapped form).
+fn addr_text(a: &[u8; 16]) -> String {
+    let v6 = std::net::Ipv6Addr::from(*a);
+    v6.to_ipv4_mapped().map_or(v6.to_string(), |v4| v4.to_string())
 }
 
 /// recvmmsg calls per loop turn before due packets are released (64 packets each).
@@ -254,12 +285,15 @@ fn stats_json(pid: u32, running: bool, snapshot: u64, uptime_s: f64, cpu_s: f64,
                                  if d.p.has_bottleneck() { d.p.aqm.name() } else { "none" }, d.p.rate_bps.unwrap_or(0),
                                  d.q.limit, d.p.ecn, q.aqm_drops, q.marks, q.overlimit_drops, q.dequeued,
                                  q.sojourn_sum_ns as f64 / 1000.0, q.sojourn_max_ns as f64 / 1000.0, d.queued(), d.q.drop_prob());
+        let paths: Vec<String> = d.p.paths.iter().zip(d.path_packets.iter())
+            .map(|((a, ns), n)| format!("{{\"addr\":\"{}\",\"extra_us\":{},\"packets\":{}}}", addr_text(a), ns / 1000, n))
+            .collect();
         let _ = write!(s, "{}\"{}\":{{\"queue\":{},\"delay_us\":{},\"jitter_us\":{},\"dist\":\"{:?}\",\"loss\":{},\"reorder\":{},\
-                           \"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
+                           \"paths\":[{}],\"packets\":{},\"bytes\":{},\"dropped\":{},\"released\":{},\"depth\":{},\"max_depth\":{},\
                            \"reordered\":{},\"ecn\":{{\"not_ect\":{},\"ect1\":{},\"ect0\":{},\"ce\":{}}},{}{}{}\"late_mean_us\":{:.2},\"late_sum_us\":{:.1},\"late_max_us\":{:.1},\"late_hist_us\":{{{}}},\
                            \"since_mark\":{{\"late_max_us\":{:.1},\"early_max_us\":{:.1},\"max_depth\":{}}}}}",
                        if i > 0 { "," } else { "" }, d.p.name, d.p.queue, d.p.delay_ns / 1000, d.p.jitter_ns / 1000,
-                       d.p.dist, d.p.loss, d.p.reorder, c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
+                       d.p.dist, d.p.loss, d.p.reorder, paths.join(","), c.packets, c.bytes, c.dropped, c.released, d.depth(), c.max_depth,
                        c.reordered, c.ecn[0], c.ecn[1], c.ecn[2], c.ecn[3], early, trace, bottleneck, mean_late_us, c.late_sum_ns as f64 / 1000.0, c.late_max_ns as f64 / 1000.0, hist.join(","),
                        c.mark.late_max_ns as f64 / 1000.0, c.mark.early_max_ns as f64 / 1000.0, c.mark.max_depth);
     }
@@ -396,7 +430,7 @@ fn dir_loop(mut sock: nfq::Socket, sh: Arc<Shared>) -> io::Result<()> {
                         for p in pkts.drain(..) {
                             if p.queue != queue {
                                 drops.push((p.queue, p.id)); // not ours to pass
-                            } else if let Action::Drop = d.on_packet_of(now, p.id, p.len, p.flow, p.ecn) {
+                            } else if let Action::Drop = { let path = d.path_of(&p.addrs); d.on_packet_of(now, p.id, p.len, p.flow, p.ecn, path) } {
                                 drops.push((p.queue, p.id));
                             }
                         }
@@ -563,11 +597,13 @@ mod tests {
     /// Two directions with fixed counters, as after a short run with one 2 s stall.
     fn sample_dirs() -> Vec<Direction> {
         let mut dp = Params::plain("down", 42, 25_000_000, 5_000_000, Dist::Uniform, 0.01, true);
+        dp.paths = vec![(std::net::Ipv4Addr::new(198, 19, 1, 12).to_ipv6_mapped().octets(), 50_000_000)];
         dp.rate_bps = Some(20_000_000);
         dp.limit = 100;
         dp.ecn = true;
         dp.aqm = aqm::Kind::FqCodel { target_ns: 5_000_000, interval_ns: 100_000_000, flows: 1024, quantum: 1514 };
         let mut down = Direction::new(dp, 1);
+        down.path_packets = vec![2100];
         down.q.c = aqm::AqmCounters { aqm_drops: 9, marks: 30, overlimit_drops: 2, dequeued: 6900,
                                       sojourn_sum_ns: 34_500_000_000, sojourn_max_ns: 21_000_000 };
         down.c.packets = 7000;

@@ -54,6 +54,7 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
         if ty == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
             let queue = u16::from_be_bytes(buf[off + 18..off + 20].try_into().unwrap());
             let (mut id, mut plen, mut cap, mut flow, mut ecn) = (None, 0u32, None, 0u32, 0u8);
+            let mut addrs = [[0u8; 16]; 2];
             let mut a = off + NLMSG_HDRLEN + NFGEN_HDRLEN;
             while a + 4 <= off + len {
                 let alen = u16::from_ne_bytes(buf[a..a + 2].try_into().unwrap()) as usize;
@@ -67,6 +68,7 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
                     NFQA_PAYLOAD => {
                         plen = data.len() as u32;
                         (flow, ecn) = flow_of(data);
+                        addrs = addrs_of(data);
                     }
                     NFQA_CAP_LEN if data.len() >= 4 => cap = Some(u32::from_be_bytes(data[0..4].try_into().unwrap())),
                     _ => {}
@@ -74,7 +76,7 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<Packet>) {
                 a += align4(alen);
             }
             if let Some(id) = id {
-                out.push(Packet { queue, id, len: cap.unwrap_or(plen), flow, ecn });
+                out.push(Packet { queue, id, len: cap.unwrap_or(plen), flow, ecn, addrs });
             }
         }
         off += align4(len);
@@ -109,6 +111,27 @@ pub fn flow_of(ip: &[u8]) -> (u32, u8) {
     }
 }
 
+/// A packet's source and destination addresses, each in IPv6's 16 bytes (an IPv4 address mapped,
+/// ::ffff:a.b.c.d), from its first bytes (pure); zeros for a packet that is neither.
+pub fn addrs_of(ip: &[u8]) -> [[u8; 16]; 2] {
+    let mut out = [[0u8; 16]; 2];
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            for (k, at) in [12usize, 16].into_iter().enumerate() {
+                out[k][10] = 0xff;
+                out[k][11] = 0xff;
+                out[k][12..16].copy_from_slice(&ip[at..at + 4]);
+            }
+        }
+        Some(6) if ip.len() >= 40 => {
+            out[0].copy_from_slice(&ip[8..24]);
+            out[1].copy_from_slice(&ip[24..40]);
+        }
+        _ => {}
+    }
+    out
+}
+
 pub struct Packet {
     pub queue: u16,
     pub id: u32,
@@ -116,6 +139,8 @@ pub struct Packet {
     pub flow: u32,
     /// the ECN codepoint (flow_of)
     pub ecn: u8,
+    /// its source and destination (addrs_of): an origin's own path delay is found by them
+    pub addrs: [[u8; 16]; 2],
 }
 
 pub struct Socket {
@@ -345,5 +370,19 @@ mod tests {
         v6.extend_from_slice(&[0x01, 0xbb, 0xc0, 0x00]);
         assert_eq!(flow_of(&v6).1, 3); // CE
         assert_eq!(flow_of(&[0x45, 0x02]), (0, 0), "too short: not read");
+    }
+
+    #[test]
+    fn addresses_are_read_v4_mapped_or_v6() {
+        let mut v4 = vec![0x45, 0, 0, 60, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 198, 19, 3, 12];
+        v4.resize(40, 0);
+        let [src, dst] = addrs_of(&v4);
+        assert_eq!(std::net::Ipv6Addr::from(src).to_ipv4_mapped(), Some(std::net::Ipv4Addr::new(10, 0, 0, 1)));
+        assert_eq!(std::net::Ipv6Addr::from(dst).to_ipv4_mapped(), Some(std::net::Ipv4Addr::new(198, 19, 3, 12)));
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 20, 6, 64];
+        v6.extend_from_slice(&[0xfd; 16]);
+        v6.extend_from_slice(&[0xfe; 16]);
+        assert_eq!(addrs_of(&v6), [[0xfd; 16], [0xfe; 16]]);
+        assert_eq!(addrs_of(&[0x45, 0]), [[0; 16]; 2], "too short: none");
     }
 }

@@ -104,13 +104,17 @@ pub struct Params {
     pub limit: usize,
     /// mark ECN-capable packets CE where the discipline would drop them
     pub ecn: bool,
+    /// origins' own paths: a packet from or to one of these addresses (IPv6's 16 bytes, IPv4 mapped)
+    /// waits this much more (ns) after its delay; packets of different paths may overtake each other,
+    /// those of one path keep their order as the direction does
+    pub paths: Vec<([u8; 16], u64)>,
 }
 
 impl Params {
     /// A direction with delay, jitter and loss only (no bottleneck of linkem's).
     pub fn plain(name: &str, queue: u16, delay_ns: u64, jitter_ns: u64, dist: Dist, loss: f64, reorder: bool) -> Params {
         Params { name: name.into(), queue, delay_ns, jitter_ns, dist, loss, reorder, trace: None, rate_bps: None,
-                 aqm: Kind::DropTail, limit: 0, ecn: false }
+                 aqm: Kind::DropTail, limit: 0, ecn: false, paths: Vec::new() }
     }
 
     /// Whether packets wait in a queue of linkem's (a trace's or a rate's) before their delay.
@@ -169,10 +173,13 @@ pub struct Direction {
     later_drops: Vec<u32>,
     /// packets to release marked CE (ECN), by id
     marked: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u64, u32)>>, // (release time, arrival seq, packet id)
+    heap: BinaryHeap<Reverse<(u64, u64, u32, u16)>>, // (release time, arrival seq, packet id, path)
     seq: u64,
     last_release: u64,
-    last_released_seq: u64,
+    /// per path (0: none; 1 + each of p.paths): the latest arrival released, for counting reorders
+    last_released_seq: Vec<u64>,
+    /// packets each of p.paths carried (arrivals)
+    pub path_packets: Vec<u64>,
     pub c: Counters,
     pub t: TraceState,
 }
@@ -188,9 +195,11 @@ pub enum Action {
 impl Direction {
     pub fn new(p: Params, seed: u64) -> Direction {
         let q = Aqm::new(p.aqm, p.queue_limit(), p.ecn, seed ^ 0x5DEE_CE66);
+        let n = p.paths.len();
         Direction { p, rng: Rng::new(seed), q, head: None, head_left: 0, free_ns: 0, later_drops: Vec::new(),
                     marked: Vec::new(), heap: BinaryHeap::new(), seq: 0, last_release: 0,
-                    last_released_seq: 0, c: Counters::default(), t: TraceState::default() }
+                    last_released_seq: vec![0; n + 1], path_packets: vec![0; n], c: Counters::default(),
+                    t: TraceState::default() }
     }
 
     /// Packets waiting in the bottleneck (its queue and the one being sent).
@@ -260,14 +269,26 @@ impl Direction {
         self.t.idx = idx;
     }
 
-    /// Hold a packet until `at` (its delivery), in or out of order as asked.
-    fn hold(&mut self, mut at: u64, id: u32) -> u64 {
+    /// The path of a packet with these addresses (source, destination): 0 for none, else 1 + the
+    /// index of the first of p.paths that either address is.
+    pub fn path_of(&self, addrs: &[[u8; 16]; 2]) -> u16 {
+        self.p.paths.iter().position(|(a, _)| addrs.contains(a)).map_or(0, |i| i as u16 + 1)
+    }
+
+    fn extra_ns(&self, path: u16) -> u64 {
+        if path == 0 { 0 } else { self.p.paths[path as usize - 1].1 }
+    }
+
+    /// Hold a packet until `at` (its delivery), in or out of order as asked, then its path's extra
+    /// delay: a constant per path, so order within a path is kept and paths overtake each other.
+    fn hold(&mut self, mut at: u64, id: u32, path: u16) -> u64 {
         if !self.p.reorder && at < self.last_release {
             at = self.last_release;
         }
         self.last_release = self.last_release.max(at);
+        let at = at + self.extra_ns(path);
         self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, id)));
+        self.heap.push(Reverse((at, self.seq, id, path)));
         self.c.max_depth = self.c.max_depth.max(self.heap.len() as u64);
         self.c.mark.max_depth = self.c.mark.max_depth.max(self.heap.len() as u64);
         at
@@ -287,7 +308,7 @@ impl Direction {
             self.marked.push(p.id);
         }
         let at = t + self.sample_delay();
-        self.hold(at, p.id);
+        self.hold(at, p.id, p.path);
     }
 
     /// Run the bottleneck up to `until`: a trace's opportunities each carry up to 1500 bytes of the
@@ -353,11 +374,15 @@ impl Direction {
     /// A packet arrived at `now`: drop it, or hold it until the returned time.
     #[cfg(test)]
     pub fn on_packet(&mut self, now: u64, id: u32, len: u32) -> Action {
-        self.on_packet_of(now, id, len, 0, 0)
+        self.on_packet_of(now, id, len, 0, 0, 0)
     }
 
-    /// A packet of flow `flow` (its 5-tuple's hash) with its ECN codepoint (nfq::flow_of) arrived at `now`.
-    pub fn on_packet_of(&mut self, now: u64, id: u32, len: u32, flow: u32, ecn: u8) -> Action {
+    /// A packet of flow `flow` (its 5-tuple's hash) with its ECN codepoint (nfq::flow_of) on its
+    /// origin's path `path` (path_of) arrived at `now`.
+    pub fn on_packet_of(&mut self, now: u64, id: u32, len: u32, flow: u32, ecn: u8, path: u16) -> Action {
+        if path > 0 {
+            self.path_packets[path as usize - 1] += 1;
+        }
         let ect = ecn != 0; // ECT(0), ECT(1) or CE already: an ECN-capable transport
         self.c.ecn[(ecn & 3) as usize] += 1;
         self.c.packets += 1;
@@ -373,7 +398,7 @@ impl Direction {
                 self.free_ns = self.free_ns.max(now);
             }
             let mut dropped = Vec::new();
-            self.q.enqueue(now, Pkt { id, len, flow, ect, enq_ns: now, ce: false }, &mut dropped);
+            self.q.enqueue(now, Pkt { id, len, flow, ect, enq_ns: now, ce: false, path }, &mut dropped);
             let refused = dropped.contains(&id);
             self.later_drops.extend(dropped.into_iter().filter(|&d| d != id));
             if refused {
@@ -385,13 +410,13 @@ impl Direction {
             return Action::Queued;
         }
         let at = now + self.sample_delay();
-        Action::Hold(self.hold(at, id))
+        Action::Hold(self.hold(at, id, path))
     }
 
     /// Earliest time something is due, if any: a release, or the trace's next opportunity for a
     /// packet waiting in its queue.
     pub fn next_due(&self) -> Option<u64> {
-        let release = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let release = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
         let opp = if self.backlog() == 0 {
             None
         } else if self.p.trace.is_some() {
@@ -417,7 +442,7 @@ impl Direction {
     /// average, on time rather than one wake-up latency late.
     pub fn due(&mut self, now: u64, horizon: u64, out: &mut Vec<u32>) {
         self.serve(now + horizon);
-        while let Some(Reverse((t, seq, id))) = self.heap.peek().copied() {
+        while let Some(Reverse((t, seq, id, path))) = self.heap.peek().copied() {
             if t > now + horizon {
                 break;
             }
@@ -436,10 +461,11 @@ impl Direction {
                 self.c.mark.early_max_ns = self.c.mark.early_max_ns.max(t - now);
                 self.c.late_sum_ns -= (t - now) as i128;
             }
-            if seq < self.last_released_seq {
-                self.c.reordered += 1;
+            let last = &mut self.last_released_seq[path as usize];
+            if seq < *last {
+                self.c.reordered += 1; // within its path: another path's packets may pass it by design
             }
-            self.last_released_seq = self.last_released_seq.max(seq);
+            *last = (*last).max(seq);
             self.c.released += 1;
             out.push(id);
         }
@@ -544,6 +570,45 @@ mod tests {
             let in_order = out.windows(2).all(|w| w[0] < w[1]);
             assert_eq!(in_order, !reorder, "reorder={reorder}");
             assert_eq!(d.c.reordered > 0, reorder);
+        }
+    }
+
+    #[test]
+    fn an_origin_s_path_adds_its_delay_keeps_its_order_and_lets_other_paths_pass() {
+        let far = [7u8; 16];
+        for rate in [None, Some(100_000_000u64)] {
+            let mut p = Params::plain("down", 0, 10_000_000, 2_000_000, Dist::Uniform, 0.0, false);
+            p.paths = vec![(far, 40_000_000)];
+            if rate.is_some() {
+                p.rate_bps = rate;
+                p.limit = 1000;
+            }
+            let mut d = Direction::new(p, 3);
+            assert_eq!(d.path_of(&[[0; 16], far]), 1);
+            assert_eq!(d.path_of(&[far, [0; 16]]), 1);
+            assert_eq!(d.path_of(&[[1; 16], [2; 16]]), 0);
+            let (mut out, mut at) = (vec![], std::collections::HashMap::new());
+            let mut now = 0u64;
+            for i in 0..2000u32 {
+                d.on_packet_of(now, i, 1500, 0, 0, (i % 2) as u16); // odd ids: the far origin's
+                now += 200_000;
+                let before = out.len();
+                d.due(now, 0, &mut out);
+                for &id in &out[before..] {
+                    at.insert(id, now);
+                }
+            }
+            d.due(u64::MAX, 0, &mut out);
+            assert_eq!(out.len(), 2000);
+            let (near, far_ids): (Vec<u32>, Vec<u32>) = out.iter().partition(|&&id| id % 2 == 0);
+            assert!(near.windows(2).all(|w| w[0] < w[1]) && far_ids.windows(2).all(|w| w[0] < w[1]),
+                    "each path keeps its order");
+            assert!(out.windows(2).any(|w| w[0] > w[1]), "the near path passes the far one");
+            assert_eq!(d.c.reordered, 0, "passing another path is no reorder");
+            assert_eq!(d.path_packets, vec![1000]);
+            // the far path's packets came 40 ms later than the near ones that arrived beside them
+            let (n, f) = (at[&1000] as f64, at[&1001] as f64);
+            assert!((f - n - 40e6).abs() < 3e6, "far {f} near {n} rate {rate:?}");
         }
     }
 

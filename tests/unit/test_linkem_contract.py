@@ -20,6 +20,8 @@ def test_the_reader_takes_exactly_what_linkem_writes():
     down = stats["dirs"]["down"]
     assert (down["queue"], down["delay_us"], down["jitter_us"], down["dist"]) == (42, 25000, 5000, "Uniform")
     assert list(down["late_hist_us"]) == list(LATE_HIST_KEYS)
+    assert down["paths"] == [{"addr": "198.19.1.12", "extra_us": 50000, "packets": 2100}]
+    assert stats["dirs"]["up"]["paths"] == []
     assert down["since_mark"] == {"late_max_us": 2000100.0, "early_max_us": 40.0, "max_depth": 120}
     assert stats["dirs"]["up"]["reorder"] is False and stats["enobufs"] == 1 and stats["cpu_dma_latency_us"] == 0
     held_none = json.loads(SAMPLE.read_text()) | {"cpu_dma_latency_us": None}  # the kernel refused the request
@@ -52,6 +54,7 @@ def test_the_trial_judgement_reads_the_sample_as_linkem_means_it():
     (lambda s: s["dirs"]["down"]["since_mark"].pop("max_depth"), "dirs.down.since_mark has missing max_depth"),
     (lambda s: s["dirs"]["down"]["late_hist_us"].pop("inf"), "late_hist_us has buckets"),
     (lambda s: s.pop("enobufs"), "the file has missing enobufs"),
+    (lambda s: s["dirs"]["down"]["paths"][0].pop("extra_us"), r"dirs.down.paths\[0\] has missing extra_us"),
     (lambda s: s.update(cpu_dma_latency_us="0"), "cpu_dma_latency_us = '0', expected int"),
 ])
 def test_a_file_of_another_shape_is_refused_by_name(change, message):

@@ -61,6 +61,13 @@ class BottleneckStats(TypedDict):
     drop_prob: float        # PIE's drop probability now (0 for the others)
 
 
+class PathStats(TypedDict):
+    """An origin's own path through a direction (--origin-rtt): its packets wait extra_us more."""
+    addr: str            # the origin's address (an IPv4 one as such)
+    extra_us: int        # its path delay's share in this direction, one way
+    packets: int         # arrived from or to that address (lifetime)
+
+
 class DirectionStats(TypedDict):
     """One direction's settings and lifetime counters."""
     queue: int           # its NFQUEUE number
@@ -68,14 +75,15 @@ class DirectionStats(TypedDict):
     jitter_us: int
     dist: str            # Uniform | Normal
     loss: float          # drop probability, 0 to 1
-    reorder: bool        # False: a packet never overtakes the one before it
+    reorder: bool        # False: a packet never overtakes the one before it (within its path)
+    paths: list          # [PathStats]: origins at their own distance; [] for one distance
     packets: int         # arrived
     bytes: int
     dropped: int
     released: int
     depth: int           # held now
     max_depth: int
-    reordered: int       # released before a packet that arrived earlier
+    reordered: int       # released before a packet of its path that arrived earlier
     ecn: dict            # arrivals by ECN codepoint {ECN_KEYS: packets}: whether the endpoints ask for ECN
     early: int           # released ahead of their due time
     early_max_us: float
@@ -117,7 +125,7 @@ def _check(obj, shape, where: str) -> None:
             want = next(a for a in want.__args__ if a is not type(None))
         ok = {int: isinstance(v, int) and not isinstance(v, bool), float: isinstance(v, (int, float))
               and not isinstance(v, bool), bool: isinstance(v, bool), str: isinstance(v, str),
-              dict: isinstance(v, dict)}.get(want)
+              dict: isinstance(v, dict), list: isinstance(v, list)}.get(want)
         if ok is None:  # a nested shape
             _check(v, want, f"{where}.{key}")
         elif not ok:
@@ -133,6 +141,8 @@ def parse_stats(text: str) -> Stats:
     _check(obj, Stats, "the file")
     for name, d in obj["dirs"].items():
         _check(d, DirectionStats, f"dirs.{name}")
+        for i, path in enumerate(d["paths"]):
+            _check(path, PathStats, f"dirs.{name}.paths[{i}]")
         hist = d["late_hist_us"]
         if list(hist) != list(LATE_HIST_KEYS) or not all(isinstance(n, int) for n in hist.values()):
             raise LinkError(f"linkem's stats: dirs.{name}.late_hist_us has buckets {list(hist)}, "
