@@ -17,7 +17,7 @@ from .conditions import (Conditions, Grid, RTT_STEP_MS, JITTER_DISTS, LOSS_DIREC
                          check_jitter, parse_durations, parse_list, parse_losses, parse_queue, parse_rates, parse_runs,
                          rate_fields)
 from .errors import UsageError
-from .link import aqm as aqm_mod, cross as cross_mod
+from .link import aqm as aqm_mod, cross as cross_mod, origins as origins_mod
 from .pages import Page, page_form, parse_page
 from .pages.real import expand
 from .pages.recording import recorded_corpus
@@ -35,7 +35,7 @@ def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
 
 
 GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue",
-             "trace_down", "trace_up", "aqm", "ecn", "cross")
+             "trace_down", "trace_up", "aqm", "ecn", "cross", "origin_rtt")
 
 
 def parse_traces(text: str, option: str) -> tuple[traces.Trace, ...]:
@@ -82,12 +82,13 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
               jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
               queue: str | None = None, names: dict[str, str] | None = None,
               trace_down: str | None = None, trace_up: str | None = None, aqm: str | None = None,
-              ecn: bool = False, cross: str | None = None) -> Grid:
+              ecn: bool = False, cross: str | None = None, origin_rtt: str | None = None) -> Grid:
     """Build a grid from the user's strings; raises UsageError before anything is created. `names`
     says how each value was given (GRID_KEYS -> '--bw', or a campaign file's 'campaign file F: bw');
     a value not named there is an option's. trace_down / trace_up: trace files whose rates replace
     the constant ones (the downlink's are an axis; the uplink's one for all or one each). aqm: the
-    bottleneck's queue disciplines (link.aqm), an axis too; ecn: they mark rather than drop."""
+    bottleneck's queue disciplines (link.aqm), an axis too; ecn: they mark rather than drop; origin_rtt:
+    each origin's own path delay (link.origins), an axis."""
     name = {k: "--" + k.replace("_", "-") for k in GRID_KEYS}
     name.update(names or {})
     aqms = aqm_mod.parse_list(aqm, name.get("aqm", "--aqm"))
@@ -95,6 +96,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
         raise UsageError(f"{name.get('ecn', '--ecn')}: ECN marks where a queue discipline would drop; give --aqm "
                          "codel, fq_codel or pie with it")
     crosses = cross_mod.parse_list(cross, name.get("cross", "--cross"))
+    far = origins_mod.parse_list(origin_rtt, name.get("origin_rtt", "--origin-rtt"))
     if crosses != (None,) and None in aqms:
         raise UsageError(f"{name.get('cross', '--cross')}: competing flows share the page's managed bottleneck; "
                          "give --aqm with it (droptail for a FIFO)")
@@ -125,7 +127,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
         if len(ups) != 1:
             raise UsageError(f"{name['up_bw']}: give one rate; it applies to every rate of {name['bw']}")
     pairs = _directions(downs, ups, trace_downs, trace_ups, name)
-    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms) * len(crosses)
+    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms) * len(crosses) * len(far)
     if many > MAX_CONDITIONS:
         raise UsageError(f"{name['bw']}, {name['rtt']}, {name['jitter']}, {name['loss']}: {many:,} conditions; "
                          f"at most {MAX_CONDITIONS:,} (each is applied and verified in turn): split the campaign")
@@ -139,7 +141,9 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
                 for lo in losses:
                     for a in aqms:
                         for x in crosses:
-                            conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
-                                                    loss_direction=loss_direction, reorder=reorder, queue_pkts=q,
-                                                    aqm=a, ecn=ecn and a is not None, cross=x, **rates_kw))
+                            for o in far:
+                                conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
+                                                        loss_direction=loss_direction, reorder=reorder, queue_pkts=q,
+                                                        aqm=a, ecn=ecn and a is not None, cross=x, origin_rtt=o,
+                                                        **rates_kw))
     return Grid(p, s, tuple(conds), n, traces=tuple(traces.by_hash(trace_downs + trace_ups).values()))

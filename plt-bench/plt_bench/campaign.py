@@ -26,8 +26,8 @@ from .cpu import own_cpus
 from .device.budget import quota_for
 from .device.profiles import PROFILES
 from .errors import UsageError
-from .link import canonical, host as hostnet
-from .pages import VISITS, Page, parse_page, real as realpages
+from .link import canonical, host as hostnet, origins as link_origins
+from .pages import DEFAULT_SITES, VISITS, Page, parse_page, real as realpages
 from .pages.recording import archive_of
 from .recorder import parse_folders
 from .records import AXES, METRICS
@@ -40,7 +40,7 @@ TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "folder", "serve", "http_server", "discovery",
             "browser_sandbox", "browser_start", "cpu", "device", "cores"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
-             "backend", "verify", "trace_down", "trace_up", "aqm", "ecn", "cross"}
+             "backend", "verify", "trace_down", "trace_up", "aqm", "ecn", "cross", "origin_rtt"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
 
 # What applies when neither an option nor the campaign file says: the one place these are written
@@ -212,9 +212,9 @@ class Spec:
 def _cond_dict(c: Conditions) -> dict:
     """Conditions as a campaign's definition holds them: a constant-rate link without the trace fields,
     and the kernel's FIFO without the queue discipline's (which came later), so campaigns begun before
-    traces and --aqm keep their hash."""
+    traces, --aqm and --origin-rtt keep their hash."""
     return {k: v for k, v in c.as_dict().items()
-            if not ((k.startswith("trace_") or k in ("aqm", "cross")) and v is None) and not (k == "ecn" and v is False)}
+            if not ((k.startswith("trace_") or k in ("aqm", "cross", "origin_rtt")) and v is None) and not (k == "ecn" and v is False)}
 
 
 def page_of_label(label: str) -> "Page | str":
@@ -277,7 +277,8 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               # [link] and [[profile]]
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
-              "verify": _STR, "trace_down": _LIST, "trace_up": _LIST, "aqm": _LIST, "ecn": (bool,), "cross": _LIST}
+              "verify": _STR, "trace_down": _LIST, "trace_up": _LIST, "aqm": _LIST, "ecn": (bool,), "cross": _LIST,
+              "origin_rtt": _LIST}
 TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
@@ -421,6 +422,27 @@ def _folders(v, grid, server) -> tuple[tuple[str, str], ...]:
             raise UsageError(f"{v.name('size')}: '{p.label}': no --folder HOST=DIR serves {host}; serve its folder: "
                              f"--folder {host}=DIR")
     return tuple((h, str(d.resolve())) for h, d, _ in served)
+
+
+def _origin_rtt(v, grid, folders) -> None:
+    """--origin-rtt: every host it names is one the pages ask (each page that is not recorded yet is
+    checked when it is), and recorded only for pages that keep a recording's timing."""
+    asked = {c.origin_rtt for c in grid.conditions if c.origin_rtt is not None}
+    if not asked:
+        return
+    pending = {realpages.RECORDING_PREFIX + n for n in realpages.UNRECORDED.get() or ()}
+    served = {h for h, _ in folders}
+    for p in grid.pages:
+        if p.replay in pending:
+            continue
+        for a in asked:
+            if a.mode == "recorded":
+                if p.page_kind.recorded_path_delays(p, DEFAULT_SITES) is None:
+                    raise UsageError(f"{v.name('origin_rtt')}: recorded: '{p.label}' keeps no recorded timing (no "
+                                     "recording keeps its origins' handshakes yet); expected "
+                                     f"{link_origins.FORM.replace('recorded, ', '')}")
+            else:
+                link_origins.check_hosts(a, p.page_kind.hosts(p, DEFAULT_SITES, served), p.label, v.name("origin_rtt"))
 
 
 def _as_recorded(v, grid) -> None:
@@ -717,6 +739,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
         raise UsageError(f"{v.name('warmup')} = {warmup} with runs {grid.runs}: every run would be a warm-up and "
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     _as_recorded(v, grid)
+    _origin_rtt(v, grid, folders)
     spec = Spec(server_machine=server, iface=iface, server_token_file=token_file, browser_binary=browser,
                 name=check_name(v.get("name", path.stem), v.name("name")), folders=folders,
                 description=v.get("description", ""), grid=grid, precision_pct=precision, max_runs=max_runs,
@@ -767,7 +790,7 @@ def _link_grid(v: "Values", profiles: list, path: Path) -> Grid:
     common = dict(jitter_dist=str(v.get("jitter_dist", DEFAULTS["jitter_dist"])),
                   loss_direction=str(v.get("loss_direction", DEFAULTS["loss_direction"])),
                   reorder=reorder, queue=v.text("queue"), names=grid_names, aqm=v.text("aqm"),
-                  ecn=bool(v.get("ecn", False)), cross=v.text("cross"))
+                  ecn=bool(v.get("ecn", False)), cross=v.text("cross"), origin_rtt=v.text("origin_rtt"))
     protos, sizes, runs = v.text("proto", DEFAULTS["proto"]), v.text("size", DEFAULTS["size"]), v.get("runs", DEFAULTS["runs"])
     if profiles and not any(k in overrides for k in ("bw", "rtt", "jitter", "loss", "trace_down", "trace_up")):
         conds = []

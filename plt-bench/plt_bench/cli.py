@@ -27,7 +27,8 @@ from .options import MEASUREMENT, REACH
 from .pages.base import page_url
 from .pages.base import DEFAULT_SITES as SITES  # the one place it is said (PLT_BENCH_SITES or the project's)
 
-LINK = ("rtt", "jitter", "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down",
+LINK = ("rtt", "jitter", "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "origin_rtt",
+        "trace_down",
         "trace_up", "cc", "link")
 TWO = ("server_machine", "server_pin", "server_token", "server_token_file", "control_port", "iface")
 

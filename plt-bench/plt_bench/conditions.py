@@ -17,6 +17,7 @@ from .errors import UsageError
 
 if TYPE_CHECKING:  # the seams' records held here by their types alone: the model imports no seam
     from .link.aqm import Aqm
+    from .link.origins import OriginRtt
     from .pages import Page
 
 DEFAULT_SIZES = ("5KB", "500KB", "10MB", "50MB")
@@ -164,12 +165,16 @@ class Conditions:
     aqm: "Aqm | None" = None
     ecn: bool = False  # the discipline marks ECN-capable packets CE where it would drop them
     cross: str | None = None  # competing flows through the bottleneck (link.cross: 2xtcp-cubic, 1xtcp-bbr:up); None: none
+    # each origin's own path delay beside the link (link.origins.OriginRtt: recorded, or given per host; its
+    # canonical text, OriginRtt.text, is what labels and stores hold); None: every origin at the link's RTT
+    origin_rtt: "OriginRtt | None" = None
 
     def as_dict(self) -> dict:
         """Every field as plain data (JSON's): the discipline by its canonical text (Aqm.text), as the store,
         a campaign's definition and the control channel hold it (the seam's parser reads it back)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {**out, "aqm": self.aqm.text if self.aqm is not None else None}
+        return {**out, "aqm": self.aqm.text if self.aqm is not None else None,
+                "origin_rtt": self.origin_rtt.text if self.origin_rtt is not None else None}
 
     @property
     def down(self) -> Rate | None:
@@ -242,6 +247,8 @@ class Conditions:
             parts.append(self.aqm.text + ("+ecn" if self.ecn else ""))
         if self.cross is not None:
             parts.append(f"cross{self.cross}")
+        if self.origin_rtt is not None:  # its canonical text (link.origins)
+            parts.append(f"origins:{self.origin_rtt.text}")
         return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
 
 

@@ -123,6 +123,10 @@ def _table() -> dict[str, Option]:
                         "2xtcp-cubic, 1xquic-bbr:up; "
                         "long-lived flows from namespaces of their own, running through every trial (with --aqm)",
                group="link"),
+        Option("origin_rtt", "each origin at its own distance, an axis, comma-separated: off (every origin at --rtt), "
+                             "HOST=MS[+HOST=MS...] (static.pkg.test=100: that origin's connections see the link plus "
+                             "100 ms of round trip), or recorded (a recording's own; docs/replay.md). Proven per trial "
+                             "from the browser's handshakes; linkem's", group="link"),
         Option("ecn", "the queue discipline marks ECN-capable packets CE where it would drop them (with --aqm codel, "
                       "fq_codel or pie)", flag=True, group="link"),
         Option("trace_down", "downlink rate(s) following Mahimahi link traces instead of --bw, comma-separated: a "
@@ -214,8 +218,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
-               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "trace_down", "trace_up", "cc",
-               "link", "verify",
+               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "origin_rtt", "trace_down", "trace_up",
+               "cc", "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server_machine", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
                "browser_start",

@@ -355,6 +355,10 @@ class Trial:
                                "or the fixed 1280x800 window; None before schema 25", None)
     cross_mbps: float | None = doc("what the competing flows (--cross) carried during the load, Mbit/s at their "
                                    "receiver's interface; None: no competing flows", None)
+    origin_rtts_json: str | None = doc("each origin's distance in this trial, proven (--origin-rtt; link.origins.as_json): "
+                                       "{host: {path_ms, expected_ms, measured_ms (the shortest of the browser's "
+                                       "handshakes to it), connections, below_ms, above_ms (the tolerance), packets "
+                                       "(linkem's on its own path), ok}}; None: every origin at the link's RTT", None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
     damaged: tuple[str, ...] = dataclasses.field(default=(), compare=False, metadata={
@@ -576,13 +580,15 @@ _COND_DOCS = {"rate_down_bps": "downlink rate; NULL: unshaped", "rate_up_bps": "
                      "FIFO (every trial before schema 26)",
               "ecn": "1: the discipline marked ECN-capable packets CE where it would drop them (--ecn)",
               "cross": "competing flows through the bottleneck (--cross; link.cross: 2xtcp-cubic, 1xtcp-bbr:up); "
-                       "NULL: none (every trial before schema 26)"}
+                       "NULL: none (every trial before schema 26)",
+              "origin_rtt": "each origin's own path delay beside the link (--origin-rtt; link.origins: recorded, or "
+                            "HOST=MS+...); NULL: every origin at the link's RTT (every trial before schema 29)"}
 
 
 def _stored_hints() -> dict:
     """The conditions' fields as their columns hold them: a seam's record by its text (an Aqm as its
     canonical text, Conditions.as_dict)."""
-    return typing.get_type_hints(Conditions, localns={"Aqm": str})
+    return typing.get_type_hints(Conditions, localns={"Aqm": str, "OriginRtt": str})
 
 
 def columns() -> list[tuple[str, str, str]]:

@@ -26,6 +26,7 @@ from .control import SERVER_PORT_DEFAULT_CONTROL, Control, ControlServer, new_to
 from .errors import UsageError
 from .link import host as hostnet
 from .link.aqm import parse as aqm_parse
+from .link.origins import parse as origins_parse
 from .link.commands import SHAPED_PORTS
 from .link.linkem import QUEUE_BASE
 from .link.netem import ServerNetem
@@ -360,7 +361,8 @@ class ServeSession:
                              f"'plt-bench serve --addr {self.addr} --iface {self.iface}'")
         self._claim()
         # the discipline travels as its text (Conditions.as_dict); two machines take none yet (link.resolve)
-        cond = Conditions(**{**conditions, "aqm": aqm_parse(conditions["aqm"]) if conditions.get("aqm") else None})
+        cond = Conditions(**{**conditions, "aqm": aqm_parse(conditions["aqm"]) if conditions.get("aqm") else None,
+                             "origin_rtt": origins_parse(conditions["origin_rtt"]) if conditions.get("origin_rtt") else None})
         client = hostnet.parse_ipv4(str(client), "client")
         if hostnet.route_to(client).get("dev") != self.iface:
             raise ValueError(f"the client {client} is not reached through {self.iface}")

@@ -91,6 +91,10 @@ Schema history (SCHEMA_VERSION):
       campaign file's or option's value (grid browser_sandbox: off where given), else on for a
       campaign begun since the sandbox became the default (SANDBOX_DEFAULT_SINCE_UTC), off before. No
       trial row changes.
+ 29 - each origin at its own distance (--origin-rtt, plt_bench.link.origins): trials gain origin_rtt
+      (NULL for every older trial: every origin at the link's RTT) and origin_rtts_json (each origin's
+      distance proven; NULL); a slot's conditions hold origin_rtt, so the rule of one row per slot and
+      attempt is made anew.
 """
 
 from __future__ import annotations
@@ -108,11 +112,11 @@ from . import records
 from .conditions import CONGESTION_CONTROLS
 from .device.profiles import PROFILES
 from .errors import StoreError, UsageError
-from .link import aqm as aqm_mod, cross as cross_mod
+from .link import aqm as aqm_mod, cross as cross_mod, origins as origins_mod
 from .pages import Page
 from .records import Trial
 
-SCHEMA_VERSION = 28
+SCHEMA_VERSION = 29
 # when the browsers' sandbox became the default (commit 387687a): a campaign begun since ran sandboxed
 # unless its definition said off (schema 28)
 SANDBOX_DEFAULT_SINCE_UTC = "2026-11-27T01:40:59+00:00"
@@ -121,6 +125,7 @@ V24_COLUMNS = ("cpu_budget", "cpu_cores", "cpu_quota_us", "cpu_period_us", "cpu_
 V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
 V26_COLUMNS = ("aqm", "ecn", "cross", "cross_mbps")
 V27_COLUMNS = ("browser_start", "browser_loads")
+V29_COLUMNS = ("origin_rtt", "origin_rtts_json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +195,8 @@ MIGRATIONS = (
               sql=("UPDATE trials SET browser_start = 'fresh', browser_loads = 0",)),
     Migration(28, "each campaign's browsers' sandbox in its metadata (never written before)",
               call="_v28_browser_sandbox"),
+    Migration(29, "each origin's own distance (every older trial's origins at the link's RTT)", columns=V29_COLUMNS,
+              remake_slot_trigger=True),
 )
 
 SCHEMA_TEMPLATE = """
@@ -903,6 +910,14 @@ def _parses(parse, text: str) -> bool:
     return True
 
 
-READERS = {"aqm": _aqm}  # a stored text read back into the seam's record, once per text
+@functools.lru_cache(maxsize=256)
+def _origin_rtt(v):
+    """A stored --origin-rtt text read into link.origins.OriginRtt; ValueError where it is not one."""
+    if not isinstance(v, str):
+        raise ValueError(v)
+    return origins_mod.stored(v)
+
+
+READERS = {"aqm": _aqm, "origin_rtt": _origin_rtt}  # a stored text read back into the seam's record, once per text
 STORED_CHECKS = {**records.VALUE_CHECKS, "device": lambda v: isinstance(v, str) and v in PROFILES,
                  "cross": _cross_text}

@@ -239,7 +239,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
              "visually_complete_ms", "browser", "server", "server_cc", "discovery",
              "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS, *st.V25_COLUMNS,
-             *st.V26_COLUMNS, *st.V27_COLUMNS)  # the columns of versions 12 to 27
+             *st.V26_COLUMNS, *st.V27_COLUMNS, *st.V29_COLUMNS)  # the columns of versions 12 to 29
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -289,6 +289,7 @@ V24 = st.V24_COLUMNS  # ... and schema 24
 V25 = st.V25_COLUMNS  # ... and schema 25
 V26 = st.V26_COLUMNS  # ... and schema 26
 V27 = st.V27_COLUMNS  # ... and schema 27
+V29 = st.V29_COLUMNS  # ... and schema 29
 
 
 def _rows(path) -> list[tuple]:
@@ -327,7 +328,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
     and reports the same figures before and after."""
     from plt_bench.analysis import report
     path = tmp_path / "v19.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27, 19, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27 + V29, 19, _three_runs())
     db = sqlite3.connect(path)
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
@@ -336,7 +337,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(5 + len(V24) + len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(5 + len(V24) + len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -352,7 +353,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v20.sqlite"
-    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25 + V26 + V27, 20, _three_runs(server="caddy"),
+    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25 + V26 + V27 + V29, 20, _three_runs(server="caddy"),
                         slot_without=("server",))
     db = sqlite3.connect(path)
     assert "server" not in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials_one_per_slot'").fetchone()[0]
@@ -366,7 +367,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
         text = report.format_text(report.build(s, [cid]))
     assert st.stored_version(path) == st.SCHEMA_VERSION
     db = sqlite3.connect(path)
-    assert [r[:-(3 + len(V24) + len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(3 + len(V24) + len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -386,9 +387,9 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27, 18, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27 + V29, 18, _three_runs())
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
-    old = st.slot_constraint(V20 + V24 + V25 + V26).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
+    old = st.slot_constraint(V20 + V24 + V25 + V26 + V29).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
     db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot;" + old
                      + "UPDATE schema_info SET version = 18;")
@@ -653,7 +654,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     budget (cpu_budget and its proof NULL: the machine's whole CPU, as they ran), its report unchanged."""
     from plt_bench.analysis import report
     path = tmp_path / "v23.sqlite"
-    cid = _store_before(path, monkeypatch, V24 + V25 + V26 + V27, 23, _three_runs())
+    cid = _store_before(path, monkeypatch, V24 + V25 + V26 + V27 + V29, 23, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -661,7 +662,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
         assert len(got) == 6 and {(t.cpu_budget, t.cpu_slowdown, t.udp_rcvbuf_errors) for t in got} == {(None, None, None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V24) + len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V24) + len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     from plt_bench.errors import StoreError
     with st.Store(path) as s:
@@ -678,7 +679,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v24.sqlite"
-    cid = _store_before(path, monkeypatch, V25 + V26 + V27, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
+    cid = _store_before(path, monkeypatch, V25 + V26 + V27 + V29, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -686,7 +687,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
         assert {(t.device, t.device_host_index, t.budget) for t in got} == {(None, None, "cpu0.25")}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V25) + len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -706,7 +707,7 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
     from plt_bench.errors import StoreError
     from .trials import conditions
     path = tmp_path / "v25.sqlite"
-    cid = _store_before(path, monkeypatch, V26 + V27, 25, _three_runs())
+    cid = _store_before(path, monkeypatch, V26 + V27 + V29, 25, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -715,7 +716,7 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
         labels = {t.conditions.label for t in got}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V26) + len(V27))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     # as the same trials report in a store this version writes (the migration changes no figure)
     fresh = tmp_path / "v26.sqlite"
@@ -741,12 +742,12 @@ def test_a_version_26_store_reads_its_trials_as_fresh_browsers_and_reports_as_be
     trial stored after says so."""
     from plt_bench.analysis import report
     path = tmp_path / "v26.sqlite"
-    cid = _store_before(path, monkeypatch, V27, 26, _three_runs())
+    cid = _store_before(path, monkeypatch, V27 + V29, 26, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
         assert {(t.browser_start, t.browser_loads) for t in s.trials([cid])} == {("fresh", 0)}
-    assert [r[:-len(V27)] for r in _rows(path)] == before
+    assert [r[:-(len(V27) + len(V29))] for r in _rows(path)] == before
     fresh = tmp_path / "v27.sqlite"  # the same trials as this version writes them report the same
     with st.Store(fresh) as s:
         fid = s.new_campaign("old", "t", {}, {"link_backend": "linkem"})
@@ -791,6 +792,7 @@ def test_a_version_27_store_gains_each_campaign_s_browser_sandbox_and_keeps_apar
         # version-27 store are this one's; its campaigns' metadata held no browser_sandbox, as these)
         as_27 = {c: report.format_text(report.build(s, [c])) for c in (before, since, said)}
         pooled_27 = report.format_text(report.build(s, [before, said]))
+    _as_version_28(path)
     db = sqlite3.connect(path)
     db.execute("UPDATE schema_info SET version = 27")
     db.commit()
@@ -805,8 +807,65 @@ def test_a_version_27_store_gains_each_campaign_s_browser_sandbox_and_keeps_apar
         with pytest.raises(UsageError, match="differ in browser_sandbox"):
             report.build(s, [since, said])
     db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION == 28
+    assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
     db.close()
     assert [key_value(got[c], "browser_sandbox") for c in (before, since, said)] == ["off", "on", "off"]
     assert "browser_sandbox" not in got[cluster] and {h["browser_sandbox"] for h in got[cluster]["hosts"].values()} == {"on"}
-    assert _rows(path) == rows  # no trial row changed
+    assert [r[:-len(V29)] for r in _rows(path)] == rows  # no trial row changed (schema 29 added its columns)
+
+
+def _as_version_28(path) -> None:
+    """A store made by this plt-bench taken back to version 28's tables: its trials table without what
+    schema 29 added (made as version 28 made it, the rows copied), its slot rule without origin_rtt."""
+    from plt_bench import records
+    real = records.columns
+    records.columns = lambda: [c for c in real() if c[0] not in V29]
+    try:
+        table = st.trials_table()
+        kept = [c[0] for c in records.columns()]
+    finally:
+        records.columns = real
+    db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER trials_one_per_slot")
+    db.execute("ALTER TABLE trials RENAME TO trials_29")
+    db.executescript(table)
+    cols = ",".join(["id", *kept])
+    db.execute(f"INSERT INTO trials ({cols}) SELECT {cols} FROM trials_29")
+    db.execute("DROP TABLE trials_29")
+    db.executescript(st.slot_constraint(V29) + "UPDATE schema_info SET version = 28;")
+    db.commit()
+    db.close()
+
+
+def test_a_version_28_store_gains_each_origin_s_distance_empty_and_reports_as_before(tmp_path):
+    """Schema 29: trials gain origin_rtt (a slot's conditions hold it) and origin_rtts_json. A store of
+    version 28 keeps every row, reads each trial's origins as at the link's RTT with no proof of their
+    distance, reports as before, and its slot rule now holds origin_rtt: a trial of the same slot
+    with its origins at other distances is another slot."""
+    from plt_bench.analysis import report
+    from plt_bench.link import origins
+    path = tmp_path / "v28.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("old", "2026-11-29T10:00:00.000+00:00", {"protos": ["h3", "h1"]},
+                             {"link_backend": "linkem", "browser_sandbox": "on"})
+        for t in _three_runs(cid):
+            s.add_trial(t)
+        text = report.format_text(report.build(s, [cid]))
+    _as_version_28(path)
+    before = _rows(path)
+    with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
+        assert report.format_text(report.build(s, [cid])) == text
+        assert {(t.conditions.origin_rtt, t.origin_rtts_json) for t in s.trials([cid])} == {(None, None)}
+    assert st.stored_version(path) == st.SCHEMA_VERSION == 29
+    assert [r[:-len(V29)] for r in _rows(path)] == before
+    with st.Store(path) as s:
+        first = s.trials([cid])[0]
+        far = dataclasses.replace(first, conditions=dataclasses.replace(first.conditions,
+                                                                         origin_rtt=origins.parse("plt-o1.test=100")),
+                                  trial_id=None)
+        s.add_trial(far)  # another slot: its origins were elsewhere
+        with pytest.raises(Exception, match="stored already"):
+            s.add_trial(far)
+        back = [t for t in s.trials([cid]) if t.conditions.origin_rtt is not None]
+        assert [t.conditions.origin_rtt.text for t in back] == ["plt-o1.test=100"]
+        assert "origins:plt-o1.test=100" in back[0].conditions.label

@@ -1,12 +1,11 @@
-"""A recorded page's timing (issue 61, first part; plt_bench.pages.timing): the options that ask for it,
+"""A recorded page's timing (issue 61; plt_bench.pages.timing): the option that asks for think time,
 a HAR's timings read into each origin's RTT and each response's wait, and the arithmetic that makes
 them a path delay and a think time."""
 import pytest
 
 from plt_bench.errors import UsageError
 from plt_bench.pages import page_url
-from plt_bench.pages.timing import (OriginRtt, Think, check_hosts, from_har, handshake_ms, parse_origin_rtt,
-                                    parse_think)
+from plt_bench.pages.timing import Think, from_har, handshake_ms, parse_think
 
 
 def _entry(host: str, connect: float, ssl: float, wait: float, version: str = "h2") -> dict:
@@ -14,25 +13,12 @@ def _entry(host: str, connect: float, ssl: float, wait: float, version: str = "h
             "timings": {"dns": -1, "connect": connect, "ssl": ssl, "send": 0.1, "wait": wait, "receive": 1}}
 
 
-def test_the_options_read_each_form_and_refuse_what_is_not_one_naming_the_option():
-    assert parse_origin_rtt("off") == OriginRtt() and parse_origin_rtt("Recorded").mode == "recorded"
-    given = parse_origin_rtt("static.pkg.test=100+api.pkg.test=40.5")
-    assert given.delays_ms == (("api.pkg.test", 40.5), ("static.pkg.test", 100.0))
-    assert given.label == "api.pkg.test=40.5+static.pkg.test=100"
+def test_the_think_option_reads_each_form_and_refuses_what_is_not_one_naming_the_option():
     assert parse_think("off") == Think() and parse_think("200") == Think("fixed", 200.0) == parse_think("200ms")
     assert parse_think("recorded").label == "recorded" and parse_think("12.5").label == "12.5"
-    for bad, why in [("static.pkg.test", "expected off, recorded, or HOST=MS"), ("a.test=-5", "not a path delay"),
-                     ("a.test=1e3", "not a path delay"), ("a.test=nan", "not a path delay"),
-                     ("a.test=20000", "more than 10000 ms"), ("a.test=1+a.test=2", "a.test is given twice"),
-                     ("=5", "expected off, recorded")]:
-        with pytest.raises(UsageError, match=f"--origin-rtt: .*{why}"):
-            parse_origin_rtt(bad)
     for bad in ("-1", "soon", "inf", "20001"):
         with pytest.raises(UsageError, match="--think: "):
             parse_think(bad)
-    with pytest.raises(UsageError, match="--origin-rtt: far.test is no origin of har:x; its origins: a.test, b.test"):
-        check_hosts(parse_origin_rtt("far.test=10"), {"a.test", "b.test"}, "har:x")
-    check_hosts(parse_origin_rtt("a.test=10"), {"a.test", "b.test"}, "har:x")
 
 
 def test_a_connection_s_handshake_is_tcp_s_syn_round_trip_or_quic_s_one_round_trip():

@@ -82,6 +82,10 @@ class Browser:
     # its names resolve through the client namespace's hosts file (which the testbed writes for each
     # load that replays or serves a folder), not through its launch (Chromium's resolver rules)
     resolves_by_hosts_file = False
+    # how much later than the link's round trip its Resource Timing may put a connection's handshake
+    # (ms): its own turn in a busy page's load (link.origins.proof's slack above; measured: Chromium
+    # 1.2-5.6 ms over, 20 objects on 4 origins at 20 ms of RTT)
+    handshake_slack_ms = 15.0
 
     def launch(self, proto: str, origins: list[tuple[str, str]], spki_b64: str, profile_dir: str,
                spoke: dict[str, str] | None = None, extra=(), discovery: str = "forced") -> dict:

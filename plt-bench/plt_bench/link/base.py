@@ -21,6 +21,7 @@ and where; they go into every campaign's metadata:
 from __future__ import annotations
 
 from ..conditions import Conditions, ConstantRate, Rate
+from ..errors import LinkError
 
 
 class Link:
@@ -35,6 +36,19 @@ class Link:
 
     def open(self) -> None:
         """Prepare what outlives one set of conditions (nothing, for most backends)."""
+
+    # each origin at its own distance (link.origins): {address: path delay, ms of round trip}; apply() puts
+    # every origin back at the link's RTT, set_paths() the load's own
+    paths: dict = {}
+
+    def set_paths(self, paths: dict[str, float]) -> dict | None:
+        """Put these addresses (each an origin's) at their own distance beyond the link's RTT, under the
+        conditions applied; {} puts them all back. What was read back, or None when nothing changed.
+        LinkError from a backend that cannot (linkem's alone, for now: link.resolve chooses it)."""
+        if paths:
+            raise LinkError(f"--origin-rtt: the {self.backend} backend ({self.placement}) cannot put origins at "
+                            "their own distance; use --link linkem")
+        return None
 
     def apply(self, cond: Conditions) -> dict:
         raise NotImplementedError

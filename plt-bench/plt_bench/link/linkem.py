@@ -29,6 +29,7 @@ from .. import cmd, traces
 from ..conditions import Conditions, ConstantRate, TraceRate
 from ..errors import LinkError, UsageError
 from . import host as hostnet
+from . import origins
 from .base import Link, router_delivery_point, router_directions
 from .commands import (QUEUE_DOWN, QUEUE_UP, ce_mark_rule, htb_commands, host_egress_commands, host_nfqueue_rules,
                        ingress_redirect_commands, jump_rule, pfifo_leaf, router_nfqueue_rule, u32_matches)
@@ -85,7 +86,8 @@ def trace_file(folder: Path, d: LinkemDir) -> Path:
 
 
 def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
-                dirs: list[LinkemDir] | None = None) -> list[str]:
+                dirs: list[LinkemDir] | None = None, paths: list[str] = ()) -> list[str]:
+    """linkem's command line (pure); paths: its --origin-delay arguments (origins.linkem_args)."""
     argv = [binary]
     for d in dirs or linkem_dirs(cond):
         spec = (f"{d.name}:queue={d.queue},delay_us={round(d.delay_ms * 1000)},jitter_us={round(cond.jitter_ms * 1000)},"
@@ -97,7 +99,7 @@ def linkem_argv(binary: str, cond: Conditions, stats: Path, seed: int = 1,
         if cond.aqm is not None and (d.trace is not None or d.rate_bps is not None):
             spec += "," + ",".join(cond.aqm.linkem_keys()) + (",ecn=1" if cond.ecn else "")
         argv += ["--dir", spec]
-    return argv + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY),
+    return argv + list(paths) + ["--stats", str(stats), "--seed", str(seed), "--maxlen", "65536", "--fifo", str(LINKEM_FIFO_PRIORITY),
                    "--cpu-dma-latency-us", str(LINKEM_CPU_DMA_LATENCY_US)]
 
 
@@ -111,6 +113,7 @@ class LinkemLink(Link):
     backend, tool, placement = "linkem", "linkem", "router"
     detail = "router egress veths (htb), linkem on NFQUEUE in the router's FORWARD chain"
     supports_no_reorder = True
+    split_paths = True  # an origin's path delay: half on each direction (origins.linkem_args)
 
     def __init__(self, plan, binary: Path | None = None, seed: int = 1):
         binary = binary or cmd.linkem_binary()
@@ -125,6 +128,25 @@ class LinkemLink(Link):
         self.log_path = plan.run_dir / "linkem.log"
         self.proc: subprocess.Popen | None = None
         self.cond: Conditions | None = None
+        self.paths: dict[str, float] = {}
+
+    def runs(self, cond: Conditions) -> bool:
+        """Whether linkem runs under these conditions: for their delay, jitter, loss, trace or discipline
+        (needs_linkem), or for an origin's own path."""
+        return needs_linkem(cond) or bool(self.paths)
+
+    def apply(self, cond: Conditions) -> dict:
+        """Set the conditions, every origin at the link's RTT (set_paths then places a load's origins)."""
+        self.paths = {}
+        return self._apply(cond)
+
+    def set_paths(self, paths: dict[str, float]) -> dict | None:
+        if paths == self.paths:
+            return None
+        if self.cond is None:
+            raise LinkError("origins placed before any conditions were applied")
+        self.paths = dict(paths)
+        return self._apply(self.cond)
 
     def _iptables(self, *args: str, check: bool = True):
         return cmd.run(["iptables", "-w", *args], ns=self.ns, check=check)
@@ -148,8 +170,9 @@ class LinkemLink(Link):
         self.snap_path.unlink(missing_ok=True)
         self._snapshots = 0  # a new linkem counts its snapshots from 1
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd.in_netns(self.ns, linkem_argv(str(self.binary), cond, self.stats_path, self.seed,
-                                                                        self.dirs(cond))),
+        argv = linkem_argv(str(self.binary), cond, self.stats_path, self.seed, self.dirs(cond),
+                           origins.linkem_args(self.paths, self.split_paths))
+        self.proc = subprocess.Popen(cmd.in_netns(self.ns, argv),
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -169,7 +192,7 @@ class LinkemLink(Link):
         except OSError:
             return "(no log)"
 
-    def apply(self, cond: Conditions) -> dict:
+    def _apply(self, cond: Conditions) -> dict:
         ns = self.plan.router_ns
         self._stop()
         self._iptables("-F", "FORWARD")
@@ -179,7 +202,7 @@ class LinkemLink(Link):
             if rate is not None:
                 cmd.run_all(htb_commands(dev, rate, pfifo_leaf(cond.queue_for(rate))), ns=ns)
         self._iptables("-t", "mangle", "-F", "POSTROUTING")
-        if needs_linkem(cond):
+        if self.runs(cond):
             self._start(cond)
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_server_if, QUEUE_DOWN))
             self._iptables("-A", "FORWARD", *router_nfqueue_rule(self.plan.router_client_if, QUEUE_UP))
@@ -196,7 +219,7 @@ class LinkemLink(Link):
                **check_directions(self.plan.router_ns, router_directions(self.plan, cond), cond, netem=False)}
         rules = self._iptables("-S", "FORWARD").stdout
         queued = re.findall(r"-j NFQUEUE --queue-num (\d+)(.*)", rules)
-        if needs_linkem(cond):
+        if self.runs(cond):
             want = [QUEUE_DOWN, QUEUE_UP] * (2 if cond.cross is not None else 1)
             if sorted(int(q) for q, _ in queued) != sorted(want) or any("bypass" in rest for _, rest in queued):
                 raise LinkError(f"the router's NFQUEUE rules are not as set: {rules.strip()}")
@@ -227,6 +250,10 @@ class LinkemLink(Link):
             if want_b != got_b:
                 raise LinkError(f"linkem's {x.name} bottleneck runs {got_b} (discipline, rate, ECN, queue), expected "
                                 f"{want_b}")
+            want_p = origins.direction_us(self.paths, self.split_paths).get(x.name, {})
+            got_p = {p["addr"]: p["extra_us"] for p in d.get("paths") or []}
+            if want_p != got_p:
+                raise LinkError(f"linkem's {x.name} direction holds origins' paths {got_p} (address: us), expected {want_p}")
             tr = d.get("trace") or {}
             if x.trace is None:
                 if tr.get("path"):
@@ -249,7 +276,7 @@ class LinkemLink(Link):
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def alive(self) -> bool:
-        return self.cond is None or not needs_linkem(self.cond) or (self.proc is not None and self.proc.poll() is None)
+        return self.cond is None or not self.runs(self.cond) or (self.proc is not None and self.proc.poll() is None)
 
     def died_reason(self) -> str | None:
         if self.alive():
@@ -318,6 +345,7 @@ class HostLinkem(LinkemLink):
 
     placement = "client"
     detail = "client ingress (IFB + htb, NFQUEUE in mangle PREROUTING); all delay, jitter and loss on the downlink"
+    split_paths = False  # an origin's path delay too
     jitter_legs = 1  # one jitter sample per round trip, not two as in the router
     ping_user_latency = True  # ping's kernel receive timestamp precedes the delay (verify.verify)
 
@@ -353,7 +381,7 @@ class HostLinkem(LinkemLink):
         self._iptables("-t", "mangle", "-F", self.plan.chain)
         hostnet.clear(self.plan.iface, self.plan.ifb)
 
-    def apply(self, cond: Conditions) -> dict:
+    def _apply(self, cond: Conditions) -> dict:
         self.check_conditions([cond])
         p = self.plan
         self._clear()
@@ -363,7 +391,7 @@ class HostLinkem(LinkemLink):
         if cond.rate_up_bps is not None:
             cmd.run_all(host_egress_commands(p.iface, cond.rate_up_bps, pfifo_leaf(cond.queue_for(cond.rate_up_bps)),
                                              u32_matches(p.peers, "dst")))
-        if cond.impaired:
+        if cond.impaired or self.paths:
             self._start(cond)
             for rule in host_nfqueue_rules(p.peers, p.queue):
                 self._iptables("-t", "mangle", "-A", p.chain, *rule)
@@ -382,7 +410,7 @@ class HostLinkem(LinkemLink):
             raise LinkError(f"downlink: {n_redirect} ingress filters lead to {p.ifb}, expected {want}")
         rules = self._iptables("-t", "mangle", "-S", p.chain).stdout
         queued = re.findall(rf"-j NFQUEUE --queue-num {p.queue}\b(.*)", rules)
-        if cond.impaired:
+        if cond.impaired or self.paths:
             if len(queued) != len(host_nfqueue_rules(p.peers, p.queue)) or any("bypass" in r for r in queued):
                 raise LinkError(f"the NFQUEUE rules of {p.chain} are not as set: {rules.strip()}")
             out["linkem"] = self.check_running(cond)

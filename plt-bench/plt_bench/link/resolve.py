@@ -8,6 +8,8 @@
   was given --iface (it may shape) and its kernel has sch_netem (or only a rate is asked for);
   otherwise linkem on this client's ingress.
 - In-order jitter (--no-reorder) is linkem's alone: netem reorders jittered packets.
+- Each origin at its own distance (--origin-rtt) is linkem's alone for now (link.origins), in the
+  router and on a two-machine client's ingress.
 - A rate that follows a trace is linkem's alone, on every kernel (netem cannot follow one), in the
   embedded testbed's router; two machines refuse traces for now.
 - A queue discipline (--aqm) is the kernel's beneath netem where the router's kernel has sch_netem
@@ -70,6 +72,12 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
         raise UsageError(f"--link {requested}: netem cannot follow a trace ({traced[0].label}); traces need --link "
                          "linkem or auto (linkem follows them on every kernel)")
     if traced:
+        name = "linkem"
+    far = [c for c in conditions if c.origin_rtt is not None]
+    if far and name == "netem":
+        raise UsageError(f"--link {requested}: each origin at its own distance ({far[0].label}) is linkem's for now; "
+                         "use --link linkem or auto")
+    if far:
         name = "linkem"
     managed = [c for c in conditions if c.aqm is not None or c.cross is not None]
     if managed and topology != "embedded":

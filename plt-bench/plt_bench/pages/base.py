@@ -308,6 +308,18 @@ class PageKind:
         the folders the testbed serves as they are)."""
         return set()
 
+    def recorded_path_delays(self, page: Page, sites: Path) -> dict[str, float] | None:
+        """Each origin's path delay as its recording measured it (ms; pages.timing), for --origin-rtt
+        recorded; None: the page keeps no recorded timing (every kind, until recordings keep it)."""
+        return None
+
+    def hosts(self, page: Page, sites: Path, served: set[str]) -> set[str]:
+        """Every host a load of the page asks: its document's, its objects', and those whose log entries
+        are the trial's (served: the hosts of the folders served as they are)."""
+        own = self.served_host(page) or (HOST if not self.served_as_recorded else None)
+        return ({own} if own else set()) | {h for h, _, _ in self.object_specs(page)} | self.recorded_hosts(
+            page, sites, served)
+
     def expect(self, page: Page) -> tuple[str, ...]:
         """Objects ("host/path") whose Resource Timing entries the worker waits for after the load
         (fetches that do not hold the load event)."""

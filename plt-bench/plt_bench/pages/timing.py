@@ -1,8 +1,8 @@
 """A recorded page's timing (issue 61, first part): each origin's round trip and each response's
 think time, read from a HAR's `timings`, and the options that ask for them. Pure.
 
-    --origin-rtt off | recorded | HOST=MS[+HOST=MS...]   each origin's own path delay beside the link
-    --think off | recorded | MS                           the server's wait before each first byte
+    --think off | recorded | MS     the server's wait before each first byte
+(--origin-rtt, each origin's own path delay beside the link, is the link's: link.origins.)
 
 How a recorded handshake becomes a path delay (the definitions the replay will use):
 - A connection's handshake round trip: over TCP (h1, h2) `connect - ssl`, the SYN's round trip
@@ -27,23 +27,8 @@ from urllib.parse import urlsplit
 from ..errors import UsageError
 
 MODES = ("off", "recorded")
-MAX_DELAY_MS = 10_000.0  # an origin's path delay or a server's wait beyond this is refused as absurd
-ORIGIN_RTT_FORM = "off, recorded, or HOST=MS[+HOST=MS...] (static.pkg.test=100+api.pkg.test=40)"
+MAX_DELAY_MS = 10_000.0  # a server's wait beyond this is refused as absurd
 THINK_FORM = "off, recorded, or a wait in ms (200)"
-
-
-@dataclasses.dataclass(frozen=True)
-class OriginRtt:
-    """One value of the --origin-rtt axis: mode off or recorded, or given, each host's path delay (ms)."""
-
-    mode: str = "off"  # off | recorded | given
-    delays_ms: tuple[tuple[str, float], ...] = ()
-
-    @property
-    def label(self) -> str:
-        if self.mode != "given":
-            return self.mode
-        return "+".join(f"{h}={_num(ms)}" for h, ms in self.delays_ms)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,27 +53,10 @@ def _delay(text: str, option: str, what: str) -> float:
     except ValueError:
         ms = math.nan
     if not math.isfinite(ms) or not text.strip().replace(".", "", 1).isdigit():
-        raise UsageError(f"{option}: '{text}' is not a {what} in ms; expected {ORIGIN_RTT_FORM if 'delay' in what else THINK_FORM}")
+        raise UsageError(f"{option}: '{text}' is not a {what} in ms; expected {THINK_FORM}")
     if ms > MAX_DELAY_MS:
         raise UsageError(f"{option}: {text} ms is more than {MAX_DELAY_MS:g} ms; expected a {what} of 0 to {MAX_DELAY_MS:g} ms")
     return ms
-
-
-def parse_origin_rtt(text: str, option: str = "--origin-rtt") -> OriginRtt:
-    """One item of --origin-rtt (pure); UsageError naming the option and the form."""
-    t = str(text).strip()
-    if t.lower() in MODES:
-        return OriginRtt(t.lower())
-    delays: dict[str, float] = {}
-    for part in t.split("+"):
-        host, sep, ms = part.partition("=")
-        host = host.strip().lower()
-        if not sep or not host or not all(c.isalnum() or c in ".-" for c in host):
-            raise UsageError(f"{option}: '{part}' in '{text}'; expected {ORIGIN_RTT_FORM}")
-        if host in delays:
-            raise UsageError(f"{option}: {host} is given twice in '{text}'")
-        delays[host] = _delay(ms.strip(), option, "path delay")
-    return OriginRtt("given", tuple(sorted(delays.items())))
 
 
 def parse_think(text: str, option: str = "--think") -> Think:
@@ -97,14 +65,6 @@ def parse_think(text: str, option: str = "--think") -> Think:
     if t in MODES:
         return Think(t)
     return Think("fixed", _delay(t.removesuffix("ms"), option, "wait"))
-
-
-def check_hosts(asked: OriginRtt, page_hosts: set[str], page: str, option: str = "--origin-rtt") -> None:
-    """Refuse a host the page does not use (before anything starts)."""
-    unknown = [h for h, _ in asked.delays_ms if h not in page_hosts]
-    if unknown:
-        raise UsageError(f"{option}: {', '.join(unknown)} is no origin of {page}; its origins: "
-                         f"{', '.join(sorted(page_hosts))}")
 
 
 @dataclasses.dataclass(frozen=True)

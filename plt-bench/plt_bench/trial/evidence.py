@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import browsers, protocols
 from ..conditions import Cell
 from ..device.budget import budget_problem, quota_for
+from ..link import origins
 from ..metadata import utc_now
 from ..pages import Load, base, url_host, url_path
 from ..pages.proof import from_cache, is_error_page
@@ -118,6 +119,8 @@ class Evidence:
     stalled: str | None = None                # a part of the testbed was stopped (cpu.Sampler.stall_problem)
     traces: dict = dataclasses.field(default_factory=dict)  # the traces the conditions follow, by hash
     extra: dict = dataclasses.field(default_factory=dict)  # the trial's other fields (attempt, gate, CPU, cc)
+    origins: "origins.Placed | None" = None   # each origin's path delay asked and its addresses (--origin-rtt; None: off)
+    jitter_legs: int = 2                      # how many times a round trip draws the link's jitter (Link.jitter_legs)
 
 
 def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evidence, sites: Path | None = None) -> Trial:
@@ -136,11 +139,12 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     status, reason, page_entries = judged.status, judged.reason, judged.page_entries
     budget = budget_fields(answer)
     cross = (ev.link_stats or {}).get("cross") or {}
+    distances, far_problem = origin_proof(cell, ev, url) if ev.origins is not None else (None, None)
     problem = ev.link_dead or cross.get("died") or foreign_traffic_problem(ev.foreign) or link_fidelity_problem(
         ev.link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or ev.stalled or (
         budget_problem(quota_for(group["budget_cores"], group["cores"]) if (group := answer.get("cpu_group")) else None,
                        answer.get("cpu_loop"), group, budgeted=True)
-        if (cell.cpu is not None or cell.device) and status == "ok" else None)
+        if (cell.cpu is not None or cell.device) and status == "ok" else None) or (far_problem if status == "ok" else None)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     elif status == "failed" and cell.conditions.traced and (
@@ -175,8 +179,25 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         server_bytes=srv.get("size"), server_cc=srv.get("cc"), nav_json=json.dumps(nav) if nav else None,
         link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
         protocol_mix_json=json.dumps(mix) if mix else None, cross_mbps=cross.get("mbps"),
+        origin_rtts_json=json.dumps(distances) if distances is not None else None,
         **judged.fields, **t, **budget,
         **ev.extra)
+
+
+def origin_proof(cell: Cell, ev: Evidence, url: str) -> tuple[dict, str | None]:
+    """Each origin's distance in the trial (link.origins.proof): the browser's handshakes to it (the
+    navigation's and every resource's Resource Timing) against the link's RTT plus its path delay, and
+    linkem's packets on each far origin's own path. (figures as stored, the problem or None)"""
+    answer = ev.answer
+    entries = ([{**answer["nav"], "name": answer["nav"].get("name") or url}] if answer.get("nav") else []) + list(
+        answer.get("resources") or [])
+    quic = protocols.get(cell.proto).transport == "QUIC"
+    shakes = origins.handshakes_ms(entries, url_host, quic)
+    packets = origins.path_packets(ev.link_stats, ev.origins.addresses)
+    slack = browsers.get(answer.get("browser") or cell.browser).handshake_slack_ms
+    figures, problem = origins.proof(ev.origins.delays_ms, cell.conditions.rtt_ms, shakes, cell.conditions.jitter_ms,
+                                     ev.jitter_legs, packets, slack)
+    return origins.as_json(figures), problem
 
 
 def budget_fields(answer: WorkerAnswer) -> dict:

@@ -19,7 +19,7 @@ from ..cpu import cpu_list, own_cpus
 from ..device.budget import budget_bound
 from ..device.visitor import Visitor
 from ..errors import LinkError, ServerError, TestbedBroken
-from ..link import ecn
+from ..link import ecn, origins
 from ..link.counters import DeliveryCounter
 from ..metadata import utc_now
 from ..pages import url_host
@@ -54,6 +54,9 @@ def link_delta(before: dict | None, after: dict | None) -> dict | None:
         d.update({k: a[k] for k in ("max_depth", "late_max_us", "early_max_us") if k in a})
         d.update(a.get("since_mark") or {})
         d["late_hist_us"] = {k: v - b.get("late_hist_us", {}).get(k, 0) for k, v in a.get("late_hist_us", {}).items()}
+        if a.get("paths"):  # each far origin's packets on its own path (link.origins)
+            was = {p["addr"]: p["packets"] for p in b.get("paths") or []}
+            d["paths"] = {p["addr"]: p["packets"] - was.get(p["addr"], 0) for p in a["paths"]}
         if "ecn" in a:  # the packets of the trial by ECN codepoint: whether its endpoints asked for ECN
             d["ecn"] = {k: v - b.get("ecn", {}).get(k, 0) for k, v in a["ecn"].items()}
         ta, tb = a.get("trace") or {}, b.get("trace") or {}
@@ -132,11 +135,12 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
     the server's and the browser's CPU did meanwhile), _evidence (the server's log read for the
     trial's own entries and others'), make_trial (the judgement), the store."""
     _ready(bed, cell)
+    placed = place_origins(bed, cell)
     m = _measure(bed, cell, timeout_s, gate, (campaign_id, seq))
     if next_cell is not None and not bed.capture.files and next_cell.conditions == cell.conditions and not m.dead:
         # from here on, nothing of this trial is measured
         bed.prepare(next_cell.proto, next_cell.page, next_cell.browser)
-    ev = _evidence(bed, cell, m, extra)
+    ev = dataclasses.replace(_evidence(bed, cell, m, extra), origins=placed, jitter_legs=bed.link.jitter_legs)
     trial = make_trial(campaign_id, seq, run_index, cell, ev, bed.sites.root)
     trial_id = store.add_trial(trial)
     trial = dataclasses.replace(trial, trial_id=trial_id)
@@ -169,6 +173,28 @@ def _ready(bed: Testbed, cell: Cell) -> None:
         raise TestbedBroken(str(e)) from None
     if bed.visitor != visitor:
         bed.set_visitor(visitor)
+
+
+def place_origins(bed: Testbed, cell: Cell) -> origins.Placed | None:
+    """Each origin of the cell's load at its own distance (--origin-rtt, link.origins): its hosts' path
+    delays (ms) given to their addresses on the link, which changes only when they differ from the
+    last load's (a browser started early for this load is ended first: nothing idles while linkem
+    starts over). None: every origin at the link's RTT, as before --origin-rtt."""
+    asked = cell.conditions.origin_rtt
+    recorded = (cell.page.page_kind.recorded_path_delays(cell.page, bed.sites.root)
+                if asked is not None and asked.mode == "recorded" else None)
+    try:
+        delays = origins.host_delays(asked, recorded)
+    except LookupError as e:
+        raise TestbedBroken(f"{cell.page.label}: {e}") from None
+    resolved = bed.origins_for(cell.page, cell.proto)
+    paths = origins.address_delays(delays, resolved)
+    if paths != bed.link.paths:
+        bed.discard_prepared()
+        bed.link.set_paths(paths)
+    if asked is None:
+        return None
+    return origins.Placed(delays, {h: tuple(ip for x, ip in resolved if x == h) for h in delays})
 
 
 @dataclasses.dataclass

@@ -1,0 +1,276 @@
+"""Each origin at its own distance (--origin-rtt): the link every origin shares (its rate, queue,
+loss and RTT) plus an origin's own path delay, and the proof of it in each trial. Pure but for
+nothing: the link backends apply the paths (LinkemLink.set_paths), the trial asks for the proof.
+
+    --origin-rtt off | recorded | HOST=MS[+HOST=MS...]     an axis: comma-separated values
+
+- off (the default): every origin at the link's RTT, as before.
+- HOST=MS: that origin's connections see the link's RTT plus MS more (a round trip's worth: half
+  each way in the router; on a two-machine client, where all delay sits on the downlink, all of
+  it there). An origin not named stays at the link's RTT.
+- recorded: each origin's path delay as its recording measured it (pages.timing: an origin's RTT
+  as recorded, less the recording machine's own access link, taken as the nearest origin's).
+
+A delay is given to an origin's addresses (each origin of a testbed has its own: topology.Plan):
+linkem holds a packet from or to one of them that much longer after the link's own delay
+(linkem --origin-delay), each origin's packets in their order, and packets of a near origin pass
+those of a far one as they would on the web.
+
+The proof, per trial (proof()): each origin the browser opened a connection to, its handshake
+round trip from the browser's Resource Timing (over TCP, TLS 1.3's one round trip, connectEnd -
+secureConnectionStart: Chromium's connectStart for a cross-origin object is not the SYN's, it came
+25-35 ms late at 120 ms, so the SYN's round trip reads short; over QUIC, its one-round-trip
+handshake, connectEnd - connectStart), the shortest of each origin's, against the link's RTT plus
+the origin's path delay, within tolerance(); and linkem's count of each far origin's packets in
+the trial. A trial an origin of which was not at its distance fails with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+from ..errors import UsageError
+
+MODES = ("off", "recorded")
+MAX_DELAY_MS = 10_000.0  # an origin's path delay beyond this is refused as absurd
+FORM = "off, recorded, or HOST=MS[+HOST=MS...] (static.pkg.test=100+api.pkg.test=40)"
+# The proof's tolerance. A handshake's round trip as the browser times it is the link's RTT plus the
+# origin's path delay plus what the hosts add: never less (packets cannot come sooner than the link
+# lets them), so below it only the clocks' error is allowed (BELOW_MS, or BELOW_SHARE of the round
+# trip asked); above it, the hosts' work: a TLS or QUIC handshake's key exchange and signature, and
+# the browser's own turn in a busy load, which the browser seam says (Browser.handshake_slack_ms:
+# Chromium 15 ms, Firefox 40 ms, from 1.2-5.6 ms and 3-28 ms measured), or ABOVE_SHARE of the round
+# trip asked where that is more. The link's jitter is allowed on both sides, once a leg.
+BELOW_MS, BELOW_SHARE = 3.0, 0.05
+ABOVE_MS, ABOVE_SHARE = 15.0, 0.15
+
+
+@dataclasses.dataclass(frozen=True)
+class OriginRtt:
+    """One value of the --origin-rtt axis: recorded, or given (each host's path delay, ms). Off is None
+    where Conditions holds it."""
+
+    mode: str = "given"  # recorded | given
+    delays_ms: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def text(self) -> str:
+        """Its canonical text: 'recorded', or the given hosts in order (a.test=100+b.test=40)."""
+        if self.mode != "given":
+            return self.mode
+        return "+".join(f"{h}={_num(ms)}" for h, ms in self.delays_ms)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(h for h, _ in self.delays_ms)
+
+
+def _num(x: float) -> str:
+    return f"{x:.3f}".rstrip("0").rstrip(".")
+
+
+def _delay(text: str, option: str) -> float:
+    t = text.strip().removesuffix("ms")
+    try:
+        ms = float(t)
+    except ValueError:
+        ms = math.nan
+    if not math.isfinite(ms) or not t.replace(".", "", 1).isdigit():
+        raise UsageError(f"{option}: '{text}' is not a path delay in ms; expected {FORM}")
+    if ms > MAX_DELAY_MS:
+        raise UsageError(f"{option}: {text} ms is more than {MAX_DELAY_MS:g} ms; expected a path delay of 0 to "
+                         f"{MAX_DELAY_MS:g} ms")
+    return ms
+
+
+def parse(text: str, option: str = "--origin-rtt") -> OriginRtt | None:
+    """One value of --origin-rtt (pure): None for off; UsageError naming the option and the form."""
+    t = str(text).strip()
+    if t.lower() == "off":
+        return None
+    if t.lower() == "recorded":
+        return OriginRtt("recorded")
+    delays: dict[str, float] = {}
+    for part in t.split("+"):
+        host, sep, ms = part.partition("=")
+        host = host.strip().lower()
+        if not sep or not host or not all(c.isalnum() or c in ".-" for c in host):
+            raise UsageError(f"{option}: '{part}' in '{text}'; expected {FORM}")
+        if host in delays:
+            raise UsageError(f"{option}: {host} is given twice in '{text}'")
+        delays[host] = _delay(ms, option)
+    return OriginRtt("given", tuple(sorted(delays.items())))
+
+
+def parse_list(text: str | None, option: str = "--origin-rtt") -> tuple[OriginRtt | None, ...]:
+    """The axis (pure): its values comma-separated, each once; (None,) when not given."""
+    if text is None or not str(text).strip():
+        return (None,)
+    out: list[OriginRtt | None] = []
+    for item in str(text).split(","):
+        v = parse(item, option)
+        if v in out:
+            raise UsageError(f"{option}: '{item.strip()}' is given twice")
+        out.append(v)
+    return tuple(out)
+
+
+def stored(text: str) -> OriginRtt:
+    """A stored value's text back into its record (the store's reader); ValueError where it is none."""
+    try:
+        v = parse(text, "stored")
+    except UsageError as e:
+        raise ValueError(str(e)) from None
+    if v is None:
+        raise ValueError("stored: 'off' is stored as NULL")
+    return v
+
+
+def check_hosts(asked: OriginRtt | None, page_hosts: set[str], page: str, option: str = "--origin-rtt") -> None:
+    """Refuse a host the page does not use (before anything starts)."""
+    unknown = [h for h in (asked.hosts if asked else ()) if h not in page_hosts]
+    if unknown:
+        raise UsageError(f"{option}: {', '.join(unknown)} is no origin of {page}; its origins: "
+                         f"{', '.join(sorted(page_hosts))}")
+
+
+def host_delays(asked: OriginRtt | None, recorded: dict[str, float] | None = None) -> dict[str, float]:
+    """Each origin's path delay (ms) a load is to see: the given ones, or the recording's (recorded:
+    pages.timing.RecordedTiming.path_delays_ms); {} for off. LookupError for recorded without a
+    recording's timing (the campaign refuses that before it starts)."""
+    if asked is None:
+        return {}
+    if asked.mode == "recorded":
+        if recorded is None:
+            raise LookupError("--origin-rtt recorded: this page has no recorded timing")
+        return {h: ms for h, ms in recorded.items() if ms > 0}
+    return {h: ms for h, ms in asked.delays_ms if ms > 0}
+
+
+def address_delays(delays: dict[str, float], origins: list[tuple[str, str]]) -> dict[str, float]:
+    """Each address's path delay (ms) from each host's: every address a delayed host resolves to."""
+    return {ip: delays[h] for h, ip in origins if h in delays}
+
+
+def direction_us(paths: dict[str, float], split: bool) -> dict[str, dict[str, int]]:
+    """Each linkem direction's share of these address delays (round trips, ms), in us: split, half on
+    each direction (the router's down and up); else all on the downlink (a client's own ingress)."""
+    out: dict[str, dict[str, int]] = {}
+    for ip, ms in sorted(paths.items()):
+        us = round(ms * 1000)
+        shares = {"down": us // 2, "up": us - us // 2} if split else {"down": us}
+        for d, x in shares.items():
+            out.setdefault(d, {})[ip] = x
+    return out
+
+
+class Placed(NamedTuple):
+    """A load's origins as placed on the link: each host's path delay (ms) and the addresses it has."""
+    delays_ms: dict[str, float]
+    addresses: dict[str, tuple[str, ...]]
+
+
+def path_packets(link_stats: dict | None, addresses: dict[str, tuple[str, ...]]) -> dict[str, int] | None:
+    """Each delayed host's packets on its own path in a trial (linkem's, from the trial's counters:
+    trial.run.link_delta), both directions; None without linkem's figures."""
+    dirs = (link_stats or {}).get("dirs") or {}
+    if not any("paths" in d for d in dirs.values()):
+        return None
+    return {h: sum((d.get("paths") or {}).get(ip, 0) for d in dirs.values() for ip in ips) for h, ips in addresses.items()}
+
+
+def linkem_args(paths: dict[str, float], split: bool) -> list[str]:
+    """linkem's --origin-delay arguments (direction_us)."""
+    return [a for d, per in direction_us(paths, split).items() for ip, us in per.items()
+            for a in ("--origin-delay", f"{d}:{ip}={us}")]
+
+
+def tolerance(expected_ms: float, jitter_ms: float = 0.0, jitter_legs: int = 2,
+              slack_ms: float = ABOVE_MS) -> tuple[float, float]:
+    """How far below and above the round trip asked a handshake's measured one may be (BELOW_MS ...;
+    slack_ms: the browser's own, Browser.handshake_slack_ms)."""
+    j = jitter_legs * jitter_ms
+    return max(BELOW_MS, BELOW_SHARE * expected_ms) + j, max(slack_ms, ABOVE_SHARE * expected_ms) + j
+
+
+def handshakes_ms(entries: list[dict], host_of, quic: bool) -> dict[str, list[float]]:
+    """Each host's connection handshakes (ms) in Resource Timing entries (the navigation's and the
+    resources'): over TCP, TLS's round trip (connectEnd - secureConnectionStart); over QUIC, its
+    handshake (connectEnd - connectStart); an entry that opened no connection (equal times) says nothing."""
+    out: dict[str, list[float]] = {}
+    for e in entries:
+        cs, ce, ss = (e.get(k) for k in ("connectStart", "connectEnd", "secureConnectionStart"))
+        if not all(isinstance(x, (int, float)) for x in (cs, ce)) or ce <= cs or cs <= 0:
+            continue
+        if quic:
+            rtt = ce - cs
+        elif isinstance(ss, (int, float)) and cs <= ss < ce:
+            rtt = ce - ss
+        else:
+            continue
+        host = host_of(e.get("name"))
+        if host:
+            out.setdefault(host, []).append(float(rtt))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class OriginFigure:
+    """One origin in one trial: its path delay asked, the round trip expected (the link's RTT plus it),
+    what the browser measured (the shortest of its connections' handshakes), how many, and within
+    what (below, above: tolerance())."""
+
+    host: str
+    path_ms: float
+    expected_ms: float
+    measured_ms: float | None
+    connections: int
+    below_ms: float
+    above_ms: float
+    packets: int | None = None  # linkem's count of the origin's packets on its own path in the trial
+
+    @property
+    def ok(self) -> bool:
+        return self.measured_ms is not None and -self.below_ms <= self.measured_ms - self.expected_ms <= self.above_ms
+
+
+def proof(delays: dict[str, float], rtt_ms: float, handshakes: dict[str, list[float]], jitter_ms: float = 0.0,
+          jitter_legs: int = 2, path_packets: dict[str, int] | None = None,
+          slack_ms: float = ABOVE_MS) -> tuple[list[OriginFigure], str | None]:
+    """Each origin's figures, and the problem where one was not at its distance (or a delayed origin
+    the browser connected to was never timed, or linkem held none of its packets): every origin the
+    browser timed is judged, near ones too (at the link's RTT)."""
+    figures = []
+    for host in sorted(set(handshakes) | set(delays)):
+        path = delays.get(host, 0.0)
+        expected = rtt_ms + path
+        hs = handshakes.get(host) or []
+        below, above = tolerance(expected, jitter_ms, jitter_legs, slack_ms)
+        figures.append(OriginFigure(host, path, expected, round(min(hs), 3) if hs else None, len(hs),
+                                    round(below, 3), round(above, 3), (path_packets or {}).get(host)))
+    off = [f for f in figures if f.measured_ms is not None and not f.ok]
+    if off:
+        f = off[0]
+        return figures, (f"origin {f.host} was not at its distance: its shortest handshake took {f.measured_ms:g} ms, "
+                         f"expected {f.expected_ms:g} ms (the link's {rtt_ms:g} + its path's {f.path_ms:g}), from "
+                         f"{f.below_ms:g} ms below to {f.above_ms:g} ms above"
+                         + (f"; {len(off) - 1} more origin(s) off too" if len(off) > 1 else ""))
+    untimed = [f.host for f in figures if f.path_ms > 0 and f.measured_ms is None and (f.packets or 0) > 0]
+    if untimed:
+        return figures, (f"origin(s) {', '.join(untimed)} carried packets on their own path but the browser timed no "
+                         "handshake to them (no Resource Timing of a new connection): their distance is unproven")
+    unheld = [f.host for f in figures if f.path_ms > 0 and f.measured_ms is not None and f.packets == 0]
+    if unheld:
+        return figures, (f"origin(s) {', '.join(unheld)} answered, but linkem held none of their packets on their "
+                         "own path: the path delay was not applied")
+    return figures, None
+
+
+def as_json(figures: list[OriginFigure]) -> dict:
+    """The figures as a trial stores them (records.Trial.origin_rtts_json)."""
+    return {f.host: {"path_ms": f.path_ms, "expected_ms": f.expected_ms, "measured_ms": f.measured_ms,
+                     "connections": f.connections, "below_ms": f.below_ms, "above_ms": f.above_ms, "packets": f.packets,
+                     "ok": f.ok}
+            for f in figures}

@@ -1,0 +1,77 @@
+"""Each origin at its own distance (--origin-rtt, plt_bench.link.origins): the option, the delays a
+load sees and the addresses they go to, linkem's arguments, and the per-trial proof's arithmetic."""
+import pytest
+
+from plt_bench.errors import UsageError
+from plt_bench.link import origins
+from plt_bench.link.origins import OriginRtt, check_hosts, parse, parse_list
+
+
+def test_the_option_reads_each_form_and_refuses_what_is_not_one_naming_the_option():
+    assert parse("off") is None and parse("Recorded") == OriginRtt("recorded")
+    given = parse("static.pkg.test=100+api.pkg.test=40.5ms")
+    assert given.delays_ms == (("api.pkg.test", 40.5), ("static.pkg.test", 100.0))
+    assert given.text == "api.pkg.test=40.5+static.pkg.test=100" and parse(given.text) == given
+    assert parse_list(None) == (None,) and parse_list("off,a.test=10") == (None, parse("a.test=10"))
+    for bad, why in [("static.pkg.test", "expected off, recorded, or HOST=MS"), ("a.test=-5", "not a path delay"),
+                     ("a.test=1e3", "not a path delay"), ("a.test=nan", "not a path delay"),
+                     ("a.test=20000", "more than 10000 ms"), ("a.test=1+a.test=2", "a.test is given twice"),
+                     ("=5", "expected off, recorded"), ("a_b.test=5", "expected off, recorded")]:
+        with pytest.raises(UsageError, match=f"--origin-rtt: .*{why}"):
+            parse(bad)
+    with pytest.raises(UsageError, match="--origin-rtt: 'off' is given twice"):
+        parse_list("off, off")
+    with pytest.raises(UsageError, match="--origin-rtt: far.test is no origin of 4o:1x5KB; its origins: a.test, b.test"):
+        check_hosts(parse("far.test=10"), {"a.test", "b.test"}, "4o:1x5KB")
+    check_hosts(parse("a.test=10"), {"a.test", "b.test"}, "4o:1x5KB")
+    check_hosts(None, set(), "x")
+    with pytest.raises(ValueError):
+        origins.stored("a.test=-1")
+
+
+def test_a_load_s_delays_go_to_each_address_of_the_hosts_named_and_linkem_splits_them_by_placement():
+    assert origins.host_delays(None) == {}
+    assert origins.host_delays(parse("a.test=100+b.test=0")) == {"a.test": 100.0}  # 0: at the link's RTT
+    assert origins.host_delays(OriginRtt("recorded"), {"a.test": 90.0, "b.test": 0.0}) == {"a.test": 90.0}
+    with pytest.raises(LookupError, match="no recorded timing"):
+        origins.host_delays(OriginRtt("recorded"), None)
+    paths = origins.address_delays({"a.test": 100.0}, [("a.test", "198.19.1.12"), ("b.test", "198.19.1.13"),
+                                                       ("a.test", "198.19.1.70")])
+    assert paths == {"198.19.1.12": 100.0, "198.19.1.70": 100.0}
+    assert origins.linkem_args({"198.19.1.12": 100.001}, split=True) == [
+        "--origin-delay", "down:198.19.1.12=50000", "--origin-delay", "up:198.19.1.12=50001"]
+    assert origins.linkem_args({"198.19.1.12": 100.0}, split=False) == ["--origin-delay", "down:198.19.1.12=100000"]
+
+
+def _rt(host, cs, ss, ce):
+    from plt_bench.pages import page_url
+    return {"name": page_url(host, "/x"), "connectStart": cs, "secureConnectionStart": ss, "connectEnd": ce}
+
+
+def test_the_proof_times_each_origin_s_handshakes_and_fails_one_away_from_its_distance():
+    from plt_bench.pages import url_host
+    entries = [_rt("a.test", 10.0, 30.0, 51.0), _rt("b.test", 60.0, 180.0, 301.5),  # TLS's round trip: 21, 121.5
+               _rt("b.test", 200.0, 330.0, 452.0),  # a second connection: the shortest is the origin's
+               _rt("b.test", 70.0, 70.0, 70.0),  # a reused connection: says nothing
+               _rt("c.test", 0, 0, 0)]
+    tcp = origins.handshakes_ms(entries, url_host, quic=False)
+    assert tcp == {"a.test": [21.0], "b.test": [121.5, 122.0]}
+    assert origins.handshakes_ms(entries, url_host, quic=True) == {"a.test": [41.0], "b.test": [241.5, 252.0]}
+    figures, problem = origins.proof({"b.test": 100.0}, 20.0, tcp, path_packets={"b.test": 40})
+    assert problem is None
+    assert [(f.host, f.expected_ms, f.measured_ms, f.connections, f.ok) for f in figures] == [
+        ("a.test", 20.0, 21.0, 1, True), ("b.test", 120.0, 121.5, 2, True)]
+    assert origins.as_json(figures)["b.test"]["packets"] == 40
+    # the far origin came at the link's RTT: its delay was not applied
+    _, problem = origins.proof({"b.test": 100.0}, 20.0, {"a.test": [20.5], "b.test": [21.0]})
+    assert "origin b.test was not at its distance: its shortest handshake took 21 ms, expected 120 ms" in problem
+    # a near origin pushed away is caught too; one sooner than the link allows as well
+    _, problem = origins.proof({"b.test": 100.0}, 20.0, {"a.test": [45.0], "b.test": [120.0]})
+    assert "origin a.test was not at its distance" in problem
+    _, problem = origins.proof({"b.test": 100.0}, 20.0, {"a.test": [16.0], "b.test": [120.0]})
+    assert "origin a.test was not at its distance" in problem
+    _, problem = origins.proof({"b.test": 100.0}, 20.0, {"a.test": [20.0]}, path_packets={"b.test": 12})
+    assert "b.test carried packets on their own path but the browser timed no handshake" in problem
+    _, problem = origins.proof({"b.test": 100.0}, 20.0, {"b.test": [120.0]}, path_packets={"b.test": 0})
+    assert "linkem held none of their packets" in problem
+    assert origins.tolerance(20.0) == (3.0, 15.0) and origins.tolerance(200.0, jitter_ms=2.0) == (14.0, 34.0)
