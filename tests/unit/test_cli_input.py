@@ -51,6 +51,13 @@ CLI = [
     (["run", "--aqm", "droptail", "--cross", "2xudp"], "--cross: 'udp' in '2xudp': competing flows are tcp, quic for now"),
     (["run", "--aqm", "droptail", "--cross", "2xtcp-vegas"], "--cross: congestion controller 'vegas' in '2xtcp-vegas'"),
     (["run", "--aqm", "droptail", "--cross", "0,none"], "--cross: 0 is given twice"),
+    # issue 61: each origin at its own distance
+    (["run", "--size", "4o:20x5KB", "--origin-rtt", "far.test=100"],
+     "--origin-rtt: far.test is no origin of 4o:20x5KB; its origins: plt-o1.test, plt-o2.test, plt-o3.test, plt.test"),
+    (["run", "--size", "4o:20x5KB", "--origin-rtt", "plt-o1.test=-5"], "--origin-rtt: '-5' is not a path delay in ms"),
+    (["run", "--size", "4o:20x5KB", "--origin-rtt", "plt-o1.test=99999"], "--origin-rtt: 99999 ms is more than 10000 ms"),
+    (["run", "--size", "4o:20x5KB", "--origin-rtt", "recorded"], "--origin-rtt: recorded: '4o:20x5KB' keeps no recorded timing"),
+    (["run", "--size", "4o:20x5KB", "--origin-rtt", "plt-o1.test=100", "--link", "netem"], "--link netem: each origin"),
     # issue 59: an empty discipline or cross list ran a campaign of 0 trials, stored as finished, exit 0
     (["run", "--aqm", ""], "--aqm: empty; expected queue disciplines"),
     (["run", "--aqm", "droptail", "--cross", ""], "--cross: empty; expected competing traffic"),
