@@ -1,6 +1,8 @@
 """Each origin at its own distance (--origin-rtt, plt_bench.link.origins), on the shared testbed: a
 far origin's connections see the link plus its path delay and the others the link alone, proven in
-the trial; an origin placed elsewhere than asked fails the trial with the reason."""
+the trial; an origin placed elsewhere than asked fails the trial with the reason. On linkem (its
+paths) here, and inside the netem VM on netem (a netem leaf a delay on the server's egress):
+test_netem_vm runs the h3 case there."""
 import dataclasses
 import json
 
@@ -25,7 +27,7 @@ def _far(bed, delay_ms: float = 100.0) -> Conditions:
     return c
 
 
-@pytest.mark.parametrize("proto", ["h3", "h2"])
+@pytest.mark.parametrize("proto", [pytest.param("h3", marks=pytest.mark.vm), "h2"])  # netem's too, in the VM
 def test_a_far_origin_sits_at_its_distance_the_others_at_the_link_s_and_the_trial_proves_both(
         bed, store, campaign, proto):
     page = parse_page("4o:8x5KB")
@@ -34,7 +36,7 @@ def test_a_far_origin_sits_at_its_distance_the_others_at_the_link_s_and_the_tria
     t, reasons = until_ok(lambda i: run_cell_once(bed, store, campaign, 0, i, Cell(proto, page, cond)))
     if machine_refused(t, reasons):
         return
-    assert (t.status, t.reason) == ("ok", None), reasons
+    assert (t.status, t.reason) == ("ok", None), (reasons, t.origin_rtts_json)
     figures = json.loads(t.origin_rtts_json)
     assert set(figures) == {"plt.test", "plt-o1.test", "plt-o2.test", "plt-o3.test"}, figures
     far, near = figures.pop(FAR), figures
@@ -42,12 +44,16 @@ def test_a_far_origin_sits_at_its_distance_the_others_at_the_link_s_and_the_tria
     assert 120.0 - far["below_ms"] <= far["measured_ms"] <= 120.0 + far["above_ms"]
     assert far["packets"] > 0  # linkem held the far origin's packets on its own path
     for host, f in near.items():
-        assert f["path_ms"] == 0.0 and f["ok"] and f["measured_ms"] < 60.0, (host, f)
+        assert f["path_ms"] == 0.0 and f["ok"], (host, f)
+        # each other near origin well before the far one, however slow the machine (the page's own is the
+        # load's first handshake, in the VM's software emulation up to 708 ms: the proof's slack grows with it)
+        assert host == "plt.test" or f["measured_ms"] < far["measured_ms"] - 50.0, (host, f, far)
     assert t.conditions.origin_rtt.text == f"{FAR}=100" and f"origins:{FAR}=100" in t.conditions.label
-    # the far origin's object came at least its round trip after the near ones
-    done = {h: min(r["responseEnd"] for r in t.resources if f"//{h}/" in r["name"])
-            for h in ("plt-o2.test", FAR)}
-    assert done[FAR] - done["plt-o2.test"] >= 90.0, done
+    # every request to the far origin waited at least its round trip for a first byte (a bound physics holds,
+    # however slow the machine)
+    waits = {h: [r["responseStart"] - r["requestStart"] for r in t.resources if f"//{h}/" in r["name"]]
+             for h in (FAR,)}
+    assert waits[FAR] and min(waits[FAR]) >= 120.0 - far["below_ms"], waits
 
 
 def test_an_origin_placed_elsewhere_than_asked_fails_the_trial_with_the_reason(bed, store, campaign, monkeypatch):

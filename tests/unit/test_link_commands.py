@@ -7,7 +7,7 @@ import pytest
 from plt_bench import link, topology
 from plt_bench.conditions import Conditions
 from plt_bench.errors import LinkError, UsageError
-from plt_bench.link import commands, readback
+from plt_bench.link import commands, origins, readback
 from plt_bench.link.base import router_directions
 from plt_bench.link.aqm import parse as aqm_parse
 
@@ -245,6 +245,7 @@ JITTER_IN_ORDER = Conditions(10**7, 10**7, rtt_ms=50, jitter_ms=5, reorder=False
 DELAY = Conditions(10**7, 10**7, rtt_ms=50)
 RATE = Conditions(10**7, 10**7)
 C = link.Capabilities
+FAR = Conditions(10**7, 10**7, rtt_ms=20, origin_rtt=origins.parse("plt-o1.test=100"))
 
 
 @pytest.mark.parametrize("topo,requested,conds,caps,want", [
@@ -266,6 +267,10 @@ C = link.Capabilities
     ("embedded", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("droptail"), cross="1xtcp-cubic")], C(netem=True),
      ("netem", "router")),
     ("embedded", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("pie:burst=50ms"))], C(netem=True), ("linkem", "router")),
+    # each origin at its own distance: either backend in the router; two machines' is linkem's on the client
+    ("embedded", "auto", [FAR], C(netem=True), ("netem", "router")),
+    ("embedded", "auto", [FAR], C(netem=False), ("linkem", "router")),
+    ("two-machines", "auto", [FAR], C(netem=True, server_may_shape=True), ("linkem", "client")),
 ])
 def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want):
     assert link.resolve(topo, requested, conds, caps) == link.Choice(*want)
@@ -282,6 +287,7 @@ def test_resolve_picks_backend_and_placement(topo, requested, conds, caps, want)
      "--link netem: .*needs linkem .*fixed 150 ms burst.*--link linkem or auto"),
     ("embedded", "netem", [Conditions(10**7, 10**7, aqm=aqm_parse("codel"))], C(netem=False), "this kernel has no sch_netem"),
     ("two-machines", "auto", [Conditions(10**7, 10**7, aqm=aqm_parse("codel"))], C(netem=True), "--aqm/--cross: .*--server-machine"),
+    ("two-machines", "netem", [FAR], C(netem=True, server_may_shape=True), "--link netem: each origin .*--server-machine"),
 ])
 def test_resolve_refuses_with_the_option_and_the_fix(topo, requested, conds, caps, msg):
     with pytest.raises(UsageError, match=msg):

@@ -19,7 +19,9 @@ from .aqm import Aqm
 from .base import Link, kernel_rate, router_delivery_point, router_directions
 from .commands import (AQM_LEAF, egress_redirect_commands, ifb_commands, netem_aqm_commands, qdisc_del_commands,
                        server_netem_commands, tcdel_commands, tcset_commands)
-from .readback import check_directions, check_managed, check_redirects, parse_qdisc_stats
+from . import origins
+from .readback import (check_directions, check_managed, check_redirects, parse_qdisc_stats, parse_qdiscs,
+                       parse_src_filters)
 
 
 def run_commands(cmds: list[list[str]], ns: str | None = None) -> None:
@@ -43,7 +45,8 @@ def bottleneck_counters(aqm: Aqm, q: dict) -> dict:
 
 
 class RouterNetem(Link):
-    """tcconfig on each of the router's egress veths: htb rate, netem delay (RTT/2), jitter, loss, limit."""
+    """tcconfig on each of the router's egress veths: htb rate, netem delay (RTT/2), jitter, loss, limit;
+    each origin's own path delay (--origin-rtt) on the server's egress, a netem leaf a delay."""
 
     backend, tool, placement = "netem", "tcconfig", "router"
     detail = ("router egress veths (htb + netem, configured by tcconfig; under --aqm netem, htb and the "
@@ -51,9 +54,30 @@ class RouterNetem(Link):
 
     def __init__(self, plan):
         self.plan = plan
+        self.paths: dict[str, float] = {}
+
+    def set_paths(self, paths: dict[str, float]) -> dict | None:
+        """Each origin's path delay on the server's egress (origins.netem_commands: a netem leaf a delay,
+        ahead of the link's shaping in the router), read back; {} removes them."""
+        if paths == self.paths:
+            return None
+        self.paths = {}
+        run_commands(origins.netem_commands(self.plan.server_if, paths), self.plan.server_ns)
+        self.paths = dict(paths)
+        return {"origins": self._paths_held()}
+
+    def _paths_held(self) -> list[dict]:
+        """The server's egress read back: each path's delay and packets (origins.netem_paths_read)."""
+        ns, dev = self.plan.server_ns, self.plan.server_if
+        shown = cmd.run(["tc", "-s", "qdisc", "show", "dev", dev], ns=ns).stdout
+        stats = parse_qdisc_stats(shown)
+        leaves = {q["handle"]: {**q, **stats.get(q["handle"], {})} for q in parse_qdiscs(shown)}
+        filters = parse_src_filters(cmd.run(["tc", "filter", "show", "dev", dev], ns=ns).stdout)
+        return origins.netem_paths_read(leaves, filters, self.paths)
 
     def apply(self, cond: Conditions) -> dict:
         ns = self.plan.router_ns
+        self.set_paths({})  # every origin at the link's RTT until a load places its own
         self.cond = None
         for what, dev, rate, loss in self._directions(cond):
             ifb, feeders = self._shared(what)
@@ -125,18 +149,22 @@ class RouterNetem(Link):
         The kernel keeps no sojourn sum: a trial's standing delay is linkem's alone (the link check
         measures the kernel's from its backlog). None without a discipline (nothing here to count)."""
         cond = self.cond
-        if cond is None or cond.aqm is None:
+        if cond is None or (cond.aqm is None and not self.paths):
             return None
-        dirs = {}
+        dirs: dict = {}
         for short, what in (("down", "downlink"), ("up", "uplink")):
-            if (b := self.bottleneck(what)) is not None:
+            if cond.aqm is not None and (b := self.bottleneck(what)) is not None:
                 dirs[short] = {"bottleneck": bottleneck_counters(cond.aqm, b)}
+        if self.paths:  # each origin's own path, in linkem's form: its packets on the downlink's leg
+            dirs.setdefault("down", {})["paths"] = self._paths_held()
         return {"dirs": dirs}
 
     def delivery_point(self) -> tuple[str, str]:
         return router_delivery_point(self.plan)
 
     def close(self) -> None:
+        run_commands(origins.netem_commands(self.plan.server_if, {}), self.plan.server_ns)
+        self.paths = {}
         for what, dev, _, _ in router_directions(self.plan, Conditions(None, None)):
             run_commands(tcdel_commands(dev) + self._undo_shared(what), self.plan.router_ns)
         if self._ifbs:

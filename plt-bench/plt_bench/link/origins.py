@@ -31,7 +31,7 @@ import dataclasses
 import math
 from typing import NamedTuple
 
-from ..errors import UsageError
+from ..errors import LinkError, UsageError
 
 MODES = ("off", "recorded")
 MAX_DELAY_MS = 10_000.0  # an origin's path delay beyond this is refused as absurd
@@ -182,6 +182,62 @@ def path_packets(link_stats: dict | None, addresses: dict[str, tuple[str, ...]])
     return {h: sum((d.get("paths") or {}).get(ip, 0) for d in dirs.values() for ip in ips) for h, ips in addresses.items()}
 
 
+MAX_NETEM_DELAYS = 15  # a prio qdisc's 16 bands: the default one and one each delay
+
+
+def netem_bands(paths: dict[str, float]) -> dict[float, int]:
+    """Each distinct path delay's band of the prio qdisc (pure; 2 onwards: band 1 is every other packet's)."""
+    delays = sorted(set(paths.values()))
+    if len(delays) > MAX_NETEM_DELAYS:
+        raise LinkError(f"--origin-rtt: {len(delays)} different path delays; the netem backend holds at most "
+                        f"{MAX_NETEM_DELAYS} (use --link linkem)")
+    return {ms: 2 + k for k, ms in enumerate(delays)}
+
+
+def netem_commands(dev: str, paths: dict[str, float]) -> list[list[str]]:
+    """The kernel's commands that hold each origin's packets its path delay on the server's egress (pure):
+    a prio qdisc whose first band (every other packet) is a plain FIFO, one band a distinct delay with
+    a netem leaf, a u32 filter a delayed address. The whole round trip's delay is on that one leg, ahead
+    of the link's own shaping in the router. Removal first; nothing more for no paths."""
+    out = [["tc", "qdisc", "del", "dev", dev, "root"]]
+    if not paths:
+        return out
+    bands = netem_bands(paths)
+    out.append(["tc", "qdisc", "add", "dev", dev, "root", "handle", f"{NETEM_HANDLE:x}:", "prio", "bands",
+                str(len(bands) + 1), "priomap", *["0"] * 16])
+    for ms, band in bands.items():
+        out.append(["tc", "qdisc", "add", "dev", dev, "parent", f"{NETEM_HANDLE:x}:{band:x}", "handle",
+                    f"{NETEM_HANDLE + band:x}:", "netem", "delay", f"{round(ms * 1000)}us", "limit", "100000"])
+    for ip, ms in sorted(paths.items()):
+        out.append(["tc", "filter", "add", "dev", dev, "parent", f"{NETEM_HANDLE:x}:", "protocol", "ip", "prio", "1",
+                    "u32", "match", "ip", "src", f"{ip}/32", "flowid", f"{NETEM_HANDLE:x}:{bands[ms]:x}"])
+    return out
+
+
+NETEM_HANDLE = 0x50  # the prio qdisc's handle (tc reads handles in hex: 50:); its netem leaves 52: onwards
+
+
+def netem_paths_read(leaves: dict[str, dict], filters: list[tuple[str, str]], paths: dict[str, float]) -> list[dict]:
+    """What the kernel holds, judged against the paths asked (pure): leaves, each qdisc by handle with
+    its 'delay_ms' (readback.parse_qdiscs) and 'sent_pkts' (readback.parse_qdisc_stats); filters,
+    (address, flowid) pairs (readback.parse_src_filters). Each address's path in linkem's stats' form
+    ({addr, extra_us, packets}); LinkError where one is not as asked, or an address is held unasked."""
+    out = []
+    for ip, ms in sorted(paths.items()):
+        flow = next((f for a, f in filters if a == ip), None)
+        band = int(flow.split(":")[1], 16) if flow and ":" in flow else None
+        leaf = leaves.get(f"{NETEM_HANDLE + band:x}:") if band else None
+        got = round((leaf or {}).get("delay_ms", -1) * 1000)
+        if leaf is None or leaf.get("kind") != "netem" or abs(got - round(ms * 1000)) > 1:
+            raise LinkError(f"--origin-rtt: the server's egress holds {ip} at {got} us, expected {round(ms * 1000)} us "
+                            f"(filter {flow}, leaf {leaf})")
+        out.append({"addr": ip, "extra_us": got, "packets": leaf.get("sent_pkts", 0)})
+    unasked = sorted({a for a, _ in filters} - set(paths))
+    if unasked:
+        raise LinkError(f"--origin-rtt: the server's egress holds {', '.join(unasked)}, which no path asks for")
+    return out
+
+
 def linkem_args(paths: dict[str, float], split: bool) -> list[str]:
     """linkem's --origin-delay arguments (direction_us)."""
     return [a for d, per in direction_us(paths, split).items() for ip, us in per.items()
@@ -239,10 +295,16 @@ class OriginFigure:
 
 def proof(delays: dict[str, float], rtt_ms: float, handshakes: dict[str, list[float]], jitter_ms: float = 0.0,
           jitter_legs: int = 2, path_packets: dict[str, int] | None = None,
-          slack_ms: float = ABOVE_MS) -> tuple[list[OriginFigure], str | None]:
+          slack_ms: float = ABOVE_MS, own_host: str | None = None) -> tuple[list[OriginFigure], str | None]:
     """Each origin's figures, and the problem where one was not at its distance (or a delayed origin
     the browser connected to was never timed, or linkem held none of its packets): every origin the
-    browser timed is judged, near ones too (at the link's RTT)."""
+    browser timed is judged, near ones too (at the link's RTT). own_host: the page's own origin, whose
+    first handshake (the load's first, on a browser not yet busy with the page) says what this machine
+    adds to one: the slack above is at least twice that (a slow machine's, as the netem VM's software
+    emulation, whose handshakes came 80 ms late at 20 ms), so that it judges the distance, not the CPU."""
+    own = handshakes.get(own_host or "") or []
+    if own:
+        slack_ms = max(slack_ms, 2.0 * (min(own) - rtt_ms - delays.get(own_host, 0.0)))
     figures = []
     for host in sorted(set(handshakes) | set(delays)):
         path = delays.get(host, 0.0)

@@ -105,6 +105,19 @@ def parse_qdisc_stats(text: str) -> dict[str, dict]:
 
 
 
+def parse_src_filters(text: str) -> list[tuple[str, str]]:
+    """`tc filter show` output -> [(source address, flowid)] of u32 filters matching one IPv4 source
+    (match HEX/ffffffff at 12)."""
+    out = []
+    for block in re.split(r"(?m)^(?=filter )", text):
+        flow = re.search(r"\bflowid (\S+)", block)
+        m = re.search(r"\bmatch ([0-9a-f]{8})/ffffffff at 12\b", block)
+        if flow and m:
+            n = int(m.group(1), 16)
+            out.append((".".join(str(n >> s & 255) for s in (24, 16, 8, 0)), flow.group(1)))
+    return out
+
+
 def parse_filter_flowids(text: str) -> list[str]:
     return re.findall(r"\bflowid (\S+)", text)
 

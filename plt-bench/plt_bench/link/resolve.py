@@ -8,8 +8,9 @@
   was given --iface (it may shape) and its kernel has sch_netem (or only a rate is asked for);
   otherwise linkem on this client's ingress.
 - In-order jitter (--no-reorder) is linkem's alone: netem reorders jittered packets.
-- Each origin at its own distance (--origin-rtt) is linkem's alone for now (link.origins), in the
-  router and on a two-machine client's ingress.
+- Each origin at its own distance (--origin-rtt, link.origins): linkem's in the router and on a
+  two-machine client's ingress; under netem, a netem leaf a delay on the server's egress (the
+  embedded testbed's; two machines take linkem for it).
 - A rate that follows a trace is linkem's alone, on every kernel (netem cannot follow one), in the
   embedded testbed's router; two machines refuse traces for now.
 - A queue discipline (--aqm) is the kernel's beneath netem where the router's kernel has sch_netem
@@ -74,10 +75,10 @@ def resolve(topology: str, requested: str, conditions: list[Conditions], caps: C
     if traced:
         name = "linkem"
     far = [c for c in conditions if c.origin_rtt is not None]
-    if far and name == "netem":
-        raise UsageError(f"--link {requested}: each origin at its own distance ({far[0].label}) is linkem's for now; "
-                         "use --link linkem or auto")
-    if far:
+    if far and topology != "embedded" and name == "netem":
+        raise UsageError(f"--link {requested}: each origin at its own distance ({far[0].label}) is linkem's with "
+                         "--server-machine (on this client's ingress); use --link linkem or auto")
+    if far and topology != "embedded":
         name = "linkem"
     managed = [c for c in conditions if c.aqm is not None or c.cross is not None]
     if managed and topology != "embedded":
