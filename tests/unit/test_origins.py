@@ -83,6 +83,9 @@ def test_the_proof_times_each_origin_s_handshakes_and_fails_one_away_from_its_di
     assert problem is None and {f.above_ms for f in figures} == {160.0}
     _, problem = origins.proof({"b.test": 100.0}, 20.0, {**slow, "b.test": [100.0]}, own_host="a.test")
     assert "origin b.test was not at its distance" in problem  # below: never loosened
+    # a CPU-bound load: late handshakes say nothing of the distance; one too soon still fails
+    assert origins.proof({"b.test": 100.0}, 20.0, slow, cpu_held=True)[1] is None
+    assert "b.test" in origins.proof({"b.test": 100.0}, 20.0, {**slow, "b.test": [100.0]}, cpu_held=True)[1]
 
 
 def test_the_netem_backend_holds_each_delay_in_a_band_of_its_own_and_reads_it_back():

@@ -196,7 +196,7 @@ def origin_proof(cell: Cell, ev: Evidence, url: str) -> tuple[dict, str | None]:
     packets = origins.path_packets(ev.link_stats, ev.origins.addresses)
     slack = browsers.get(answer.get("browser") or cell.browser).handshake_slack_ms
     figures, problem = origins.proof(ev.origins.delays_ms, cell.conditions.rtt_ms, shakes, cell.conditions.jitter_ms,
-                                     ev.jitter_legs, packets, slack, url_host(url))
+                                     ev.jitter_legs, packets, slack, url_host(url), ev.extra.get("cpu_bound") is not None)
     return origins.as_json(figures), problem
 
 
