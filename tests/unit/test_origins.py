@@ -123,3 +123,41 @@ def test_the_netem_backend_holds_each_delay_in_a_band_of_its_own_and_reads_it_ba
         origins.netem_paths_read(leaves, read, {**paths, "198.19.1.12": 50.0})
     with pytest.raises(Exception, match="holds 198.19.1.13, which no path asks for"):
         origins.netem_paths_read(leaves, read, {k: v for k, v in paths.items() if k != "198.19.1.13"})
+
+
+def test_the_report_shows_each_origin_s_distance_per_cell_and_writes_it_out(tmp_path):
+    """The report's table of each origin's distance (stats.origins_table): per cell and origin, the asked and
+    the measured round trips over the trials that proved them, and in how many it held; a store without
+    --origin-rtt shows no such table (as before)."""
+    import json as _json
+    import dataclasses as _dc
+    from plt_bench import store as st
+    from plt_bench.analysis import report
+    from .trials import conditions, trial
+    far = conditions(rtt_ms=20, origin_rtt=parse("plt-o1.test=100"))
+    figs = lambda m, ok=True: _json.dumps({  # noqa: E731
+        "plt-o1.test": {"path_ms": 100.0, "expected_ms": 120.0, "measured_ms": m, "connections": 1, "below_ms": 6.0,
+                        "above_ms": 30.0, "packets": 40, "ok": ok},
+        "plt.test": {"path_ms": 0.0, "expected_ms": 20.0, "measured_ms": 21.0, "connections": 1, "below_ms": 3.0,
+                     "above_ms": 30.0, "packets": None, "ok": True}})
+    with st.Store(tmp_path / "s.sqlite") as s:
+        cid = s.new_campaign("far", "2026-11-29T10:00:00.000+00:00", {"protos": ["h3", "h1"]}, {"link_backend": "linkem"})
+        for i, (proto, m) in enumerate([("h3", 121.0), ("h1", 122.0), ("h3", 123.0), ("h1", 124.0), ("h3", 125.0),
+                                        ("h1", 126.0)]):
+            s.add_trial(trial(cid, i, proto=proto, cond=far, run_index=i // 2, origin_rtts_json=figs(m)))
+        s.add_trial(_dc.replace(trial(cid, 6, proto="h3", cond=far, run_index=3, status="failed",
+                                      origin_rtts_json=figs(21.0, ok=False)), reason="origin plt-o1.test was not at its distance"))
+        rep = report.build(s, [cid])
+        plain = s.new_campaign("near", "2026-11-29T11:00:00.000+00:00", {"protos": ["h3"]}, {"link_backend": "linkem"})
+        s.add_trial(trial(plain, 0, cond=conditions(rtt_ms=20)))
+        assert not report.build(s, [plain])["origins"]
+    rows = {(r["proto"], r["host"]): r for r in rep["origins"]}
+    h3 = rows[("h3", "plt-o1.test")]
+    assert (h3["n"], h3["path_ms"], h3["expected_ms"], h3["measured_ms"], h3["min_ms"], h3["max_ms"], h3["within"]) == (
+        4, 100.0, 120.0, 122.0, 21.0, 125.0, 3)
+    assert rows[("h1", "plt.test")]["within"] == 3
+    (title, what, table), = [x for x in report.sections(rep) if x[0] == "Each origin's distance"]
+    assert table[0][3:] == ["origin", "n", "path ms", "asked ms", "measured ms", "min", "max", "within"]
+    assert table[1][3:5] == ["plt-o1.test", "4"] and table[1][-1] == "3/4"  # the far origin first
+    files = report.write(rep, tmp_path / "out")
+    assert any(f.name == "origins.csv" for f in files)

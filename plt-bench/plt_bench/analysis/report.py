@@ -130,6 +130,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "budgets": budgets, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
             "bottleneck": stats.bottleneck_table(trials), "ecn": stats.ecn_table(trials), "cross": stats.cross_table(trials),
+            "origins": stats.origins_table(trials),
             "discovery": stats.discovery_table(trials),
             "replays": stats.replay_table(trials), "corpus": stats.corpus_groups(rows),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
@@ -554,6 +555,19 @@ def _cross(rep: dict) -> list:
     return out
 
 
+def _origins(rep: dict) -> list:
+    if not (rep.get("origins")):
+        return []
+    return [("Each origin's distance", "per cell and origin (--origin-rtt), over the trials that proved it: its "
+             "own path delay and the round trip asked (the link's RTT plus it), the shortest handshake the browser "
+             "measured to it (TLS's round trip over TCP, QUIC's handshake: median, min and max over the trials), "
+             "and in how many it was within its tolerance (docs/replay.md)",
+             [["link", "page", "protocol", "origin", "n", "path ms", "asked ms", "measured ms", "min", "max", "within"],
+              *[[r["conditions"], r["page"], _variant(r, rep), r["host"], str(r["n"]), _f(r["path_ms"], "{:g}"),
+                 _f(r["expected_ms"], "{:g}"), _f(r["measured_ms"]), _f(r["min_ms"]), _f(r["max_ms"]),
+                 f"{r['within']}/{r['n']}"] for r in rep["origins"]]])]
+
+
 def _establishment(rep: dict) -> list:
     if not (rep["establishment"]):
         return []
@@ -573,7 +587,7 @@ def _establishment(rep: dict) -> list:
     return out
 
 
-SECTIONS = (_corpus, _precision, _throughput, _latency, _captures, _visual_progress, _visitor, _visits, _discovery, _replays, _bottleneck, _ecn, _cross, _establishment)  # each a function of the report: its tables, or none
+SECTIONS = (_corpus, _precision, _throughput, _latency, _captures, _visual_progress, _visitor, _visits, _discovery, _replays, _origins, _bottleneck, _ecn, _cross, _establishment)  # each a function of the report: its tables, or none
 
 
 def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
@@ -770,7 +784,7 @@ def write(rep: dict, directory: Path) -> list[Path]:
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
                       ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
                       ("visits.csv", "visits"), ("discovery.csv", "discovery"), ("bottleneck.csv", "bottleneck"), ("ecn.csv", "ecn"),
-                      ("cross.csv", "cross")):
+                      ("cross.csv", "cross"), ("origins.csv", "origins")):
         if rep.get(key):
             files.append(_csv(directory / name, list(rep[key][0]),
                               [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]]))

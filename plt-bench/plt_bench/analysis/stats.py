@@ -635,6 +635,35 @@ def cross_table(trials: list[Trial]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"])))
 
 
+def origins_table(trials: list[Trial]) -> list[dict]:
+    """Each origin's distance per cell (--origin-rtt; link.origins): over every trial that proved it
+    (the ok ones and those failed for it, warm-ups apart), the path delay and the round trip asked,
+    the shortest handshake the browser measured per trial (median, min, max over the trials) and in
+    how many trials it was within its tolerance."""
+    import json
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for t in trials:
+        if not t.origin_rtts_json or t.warmup:
+            continue
+        try:
+            figures = json.loads(t.origin_rtts_json)
+        except ValueError:
+            continue
+        for host, f in figures.items():
+            groups[(*cell_key(t), host)].append(f)
+    rows = []
+    for key, fs in groups.items():
+        measured = [f["measured_ms"] for f in fs if f.get("measured_ms") is not None]
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+                     "server": key[5], "budget": key[6], "host": key[-1], "n": len(fs),
+                     "path_ms": fs[0].get("path_ms"), "expected_ms": fs[0].get("expected_ms"),
+                     "measured_ms": float(np.median(measured)) if measured else None,
+                     "min_ms": min(measured, default=None), "max_ms": max(measured, default=None),
+                     "within": sum(1 for f in fs if f.get("ok"))})
+    return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"]), r["browser"],
+                                       -(r["path_ms"] or 0), r["host"]))
+
+
 def replay_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, page, protocol) of replayed recordings (trials with replay evidence): trials
     ok of all, the requests the recording did not hold and those matched by query (all attempts),
