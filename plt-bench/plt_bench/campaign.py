@@ -438,8 +438,9 @@ def _origin_rtt(v, grid, folders) -> None:
         for a in asked:
             if a.mode == "recorded":
                 if p.page_kind.recorded_path_delays(p, DEFAULT_SITES) is None:
-                    raise UsageError(f"{v.name('origin_rtt')}: recorded: '{p.label}' keeps no recorded timing (no "
-                                     "recording keeps its origins' handshakes yet); expected "
+                    raise UsageError(f"{v.name('origin_rtt')}: recorded: '{p.label}' keeps no recorded timing (a "
+                                     "recording keeps its origins' handshakes where its HAR has timings, since "
+                                     "schema 29's plt-bench; a generated page has none); expected "
                                      f"{link_origins.FORM.replace('recorded, ', '')}")
             else:
                 link_origins.check_hosts(a, p.page_kind.hosts(p, DEFAULT_SITES, served), p.label, v.name("origin_rtt"))

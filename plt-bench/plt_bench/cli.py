@@ -419,8 +419,8 @@ def cmd_record(a) -> int:
     names = record.names_for(a.name, urls)
     for n in names:  # before anything loads
         refuse_existing(SITES, n)
-    if serve:
-        spec = _link_spec(a, size="5KB")
+    if serve:  # the pages' own hosts are the folders': an origin --origin-rtt names is checked against them
+        spec = _link_spec(a, size=",".join(f"url:{u}" for u in urls), folder=[f"{h}={d}" for h, d, _ in serve])
         if len(spec.grid.conditions) != 1:
             raise UsageError("--bw, --rtt: 'record' takes one value of each")
     else:  # from the web, as this machine reaches it: no testbed, no link of ours

@@ -418,6 +418,10 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
             for url, name in zip(urls, names):
                 folder = spool / name
                 folder.mkdir()
+                if conditions is not None and conditions.origin_rtt is not None:  # recorded at their distances
+                    from .conditions import Cell
+                    from .trial.run import place_origins
+                    place_origins(bed, Cell(proto, Page(0, url=url), conditions))
                 answer, _ = bed.load(proto, Page(0, url=url), RECORD_TIMEOUT_S, folder)
                 served = bed.server.access_entries("", wait_s=1.0, expect=10**9)  # every response since the last
                 if (folder / "trial.har").is_file() and not answer.get("error"):

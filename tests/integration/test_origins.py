@@ -5,6 +5,7 @@ paths) here, and inside the netem VM on netem (a netem leaf a delay on the serve
 test_netem_vm runs the h3 case there."""
 import dataclasses
 import json
+import sqlite3
 
 import pytest
 
@@ -81,3 +82,36 @@ def test_a_page_of_one_origin_is_untouched_and_off_keeps_today_s_trial(bed, stor
     if machine_refused(t, reasons):
         return
     assert t.status == "ok" and t.origin_rtts_json is None and bed.link.paths == {}, (t.reason, bed.link.paths)
+
+
+def test_a_page_recorded_with_a_far_origin_keeps_its_distance_and_replays_at_it(tmp_path):
+    """Recorded from its folders served as they are with one origin 100 ms away (plt-bench record
+    --origin-rtt), the recording keeps each origin's round trip (archive.json's source.timing) and,
+    under --origin-rtt recorded, replays each at it: the far one's path delay is the recorded round
+    trip less the nearest's, proven in the replay's trial."""
+    import shutil
+    from plt_bench.pages import real as realpages
+    from plt_bench.pages import replay_root
+    from ..conftest import ROOT, run_cli
+    page = next(p for p in realpages.ready() if p.name == "cdn")
+    far = "static.pkg.test"
+    name, results, sites = "test-far-cdn", tmp_path / "r.sqlite", ROOT / "sites"
+    serve = [x for h, d in page.folders for x in ("--folder", f"{h}={d}")]
+    try:
+        r = run_cli("record", page.url, "--name", name, *serve, "--origin-rtt", f"{far}=100", "--rtt", "20ms",
+                    "--bw", "50mbit", "--testbed", "226", timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rtts = json.loads((replay_root(sites, name) / "archive.json").read_text())["source"]["timing"]["origin_rtts_ms"]
+        assert set(rtts) == {h for h, _ in page.folders} and 117.0 <= rtts[far] <= 140.0, rtts
+        assert all(17.0 <= ms <= 40.0 for h, ms in rtts.items() if h != far), rtts
+        r = run_cli("run", "--size", f"har:{name}", "--origin-rtt", "recorded", "--proto", "h3", "--runs", "1",
+                    "--bw", "50mbit", "--rtt", "20ms", "--verify", "off", "--testbed", "226", "--results",
+                    str(results), "--no-report", timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        db = sqlite3.connect(results)
+        (status, reason, asked, figures), = db.execute("SELECT status, reason, origin_rtt, origin_rtts_json FROM trials")
+        assert (status, reason, asked) == ("ok", None, "recorded"), reason
+        figures = json.loads(figures)
+        assert figures[far]["path_ms"] == pytest.approx(rtts[far] - min(rtts.values()), abs=0.01) and figures[far]["ok"]
+    finally:
+        shutil.rmtree(replay_root(sites, name), ignore_errors=True)

@@ -405,6 +405,29 @@ def test_a_folder_the_server_machine_serves_as_it_is_loads_in_both_browsers_each
         assert t["plt_ms"] >= 2 * 20, dict(t)  # a QUIC handshake and a request over the shaped link at least
 
 
+def test_an_origin_of_the_server_machine_sits_at_its_own_distance_proven(server, tmp_path):
+    """Issue 61 across two machines: the server machine's folder origin put 100 ms beyond the link
+    (--origin-rtt; linkem on the client's ingress holds its packets, all of the delay on the downlink),
+    proven by the browser's handshake to it; the client is left as it was."""
+    before = system_state(CLT)
+    host = TOOLBELT.folders[0][0]
+    results = tmp_path / "r.sqlite"
+    r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--size", f"url:{TOOLBELT.url}",
+                           "--origin-rtt", f"{host}=100", "--proto", "h3", "--runs", "1", "--bw", "20mbit", "--rtt",
+                           "20ms", "--verify", "off", "--results", str(results), timeout=600)
+    if r is None:  # unjudged: the machine refused every try
+        return
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert system_state(CLT) == before
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    (t,) = db.execute(f"SELECT * FROM trials WHERE status = 'ok' AND {LAST}").fetchall()
+    far = json.loads(t["origin_rtts_json"])[host]
+    assert far["path_ms"] == 100.0 and far["ok"] and far["packets"] > 0, far
+    assert 120.0 - far["below_ms"] <= far["measured_ms"] <= 120.0 + far["above_ms"], far
+    assert t["origin_rtt"] == f"{host}=100"
+
+
 def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_path):
     """Issue 49: 'plt-bench worker --server-machine ...' (the scheduler, the worker and the head on the client
     machine): every cell the worker measures is served by its own server machine, as a two-machine

@@ -799,3 +799,36 @@ def test_a_recording_travels_by_its_hash_is_written_once_and_refused_when_damage
     with pytest.raises(archive.ArchiveError, match="holds another recording of that name"):
         archive.unpack(packed, tmp_path / "mine")
     assert archive.identity("page", tmp_path / "mine") == before
+
+
+def test_a_recording_keeps_each_origin_s_round_trip_and_one_without_timings_says_it_has_none(tmp_path):
+    """Issue 61: an archive made from a HAR with timings keeps each origin's recorded round trip
+    (pages.timing: TCP's SYN round trip, QUIC's handshake, the median of an origin's connections), and
+    the path delays a replay puts them at (less the nearest's, the recording machine's own link); one
+    made before (or from a HAR without timings) keeps none, and --origin-rtt recorded is refused for it."""
+    from plt_bench.pages import Page
+    timed = recording()
+    for e, (connect, ssl) in zip(timed["log"]["entries"], [(45.0, 44.0), (-1, -1), (130.0, 90.0), (0, 0),
+                                                          (300.0, 150.0), (-1, -1), (-1, -1)]):
+        e["timings"] = {"connect": connect, "ssl": ssl, "wait": 10.0}
+    p = tmp_path / "r.har"
+    p.write_text(json.dumps(timed))
+    a, _ = archive.make(p, "timed", tmp_path / "sites")
+    # www over h3: its handshake 45; cdn over h2: 130 - 90 = 40; api over h1: 300 - 150 = 150
+    assert archive.recorded_rtts(a) == {"www.rec.test": 45.0, "cdn.rec.test": 40.0, "api.rec.test": 150.0}
+    assert archive.load("timed", tmp_path / "sites") == a
+    page = Page(0, replay="timed", archived=True)
+    kind = page.page_kind
+    assert kind.recorded_path_delays(page, tmp_path / "sites") == {"www.rec.test": 5.0, "cdn.rec.test": 0.0,
+                                                                  "api.rec.test": 110.0}
+    p.write_text(json.dumps(recording()))
+    old, _ = archive.make(p, "untimed", tmp_path / "sites")
+    assert archive.recorded_rtts(old) is None and "timing" not in old.source
+    assert kind.recorded_path_delays(Page(0, replay="untimed", archived=True), tmp_path / "sites") is None
+    # a damaged timing is refused by name when the archive is read
+    folder = tmp_path / "sites" / "replay" / "timed" / archive.ARCHIVE_FILE
+    d = json.loads(folder.read_text())
+    d["source"]["timing"] = {"origin_rtts_ms": {"www.rec.test": -1}}
+    folder.write_text(json.dumps(d))
+    with pytest.raises(UsageError, match="source.timing is .*expected"):
+        archive.load("timed", tmp_path / "sites")

@@ -9,7 +9,8 @@ nothing: the link backends apply the paths (LinkemLink.set_paths), the trial ask
   each way in the router; on a two-machine client, where all delay sits on the downlink, all of
   it there). An origin not named stays at the link's RTT.
 - recorded: each origin's path delay as its recording measured it (pages.timing: an origin's RTT
-  as recorded, less the recording machine's own access link, taken as the nearest origin's).
+  as recorded, less the recording machine's own access link, taken as the nearest origin's); a
+  recording keeps its origins' round trips where its HAR had timings (archive.recorded_rtts).
 
 A delay is given to an origin's addresses (each origin of a testbed has its own: topology.Plan):
 linkem holds a packet from or to one of them that much longer after the link's own delay

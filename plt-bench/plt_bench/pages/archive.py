@@ -256,10 +256,13 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
     origins = tuple(Origin(h, c.most_common(1)[0][0] if c else "", addresses.get(h, ""))
                     for h, c in protocols.items())
     made = sum(1 for r in responses if not r.recorded_body)
+    from .timing import from_har  # each origin's recorded round trip (pages.timing), where the HAR has its timings
+    rtts = {h: round(ms, 3) for h, ms in from_har(entries).origin_rtts_ms.items() if h in protocols}
     archive = Archive(name=name, origins=origins, responses=tuple(responses), source={
         "document_url": first.url[:2000], "left_out": left, "made_bodies": made,
         "recorded_unix_ms": recorded_unix_ms(entries[0].get("startedDateTime")),
-        "creator": (log.get("creator") or {}).get("name") if isinstance(log.get("creator"), dict) else None})
+        "creator": (log.get("creator") or {}).get("name") if isinstance(log.get("creator"), dict) else None,
+        **({"timing": {"origin_rtts_ms": rtts}} if rtts else {})})
     notes = [f"{n} entr{'y' if n == 1 else 'ies'} left out: {why}" for why, n in left.items()]
     if made:
         notes.append(f"{made} response(s) without a recorded body: served as zeros of their recorded size (record "
@@ -329,6 +332,24 @@ class ArchiveError(ValueError):
     """An archive.json that breaks the format's rules: the message names the field."""
 
 
+def _check_timing(timing) -> None:
+    """source.timing, where the recording kept it: {"origin_rtts_ms": {host: ms}} (pages.timing)."""
+    if timing is None:
+        return
+    rtts = timing.get("origin_rtts_ms") if isinstance(timing, dict) else None
+    if not isinstance(rtts, dict) or not all(
+            isinstance(h, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 60_000
+            for h, v in rtts.items()):
+        raise ArchiveError(f"source.timing is {str(timing)[:200]!r}; expected {{\"origin_rtts_ms\": {{host: ms}}}} "
+                           "with each round trip 0 to 60000 ms")
+
+
+def recorded_rtts(a: Archive) -> dict[str, float] | None:
+    """Each origin's round trip as the recording measured it (ms), or None: it kept none (recorded before
+    plt-bench kept them, or from a HAR without timings)."""
+    return (a.source.get("timing") or {}).get("origin_rtts_ms") or None
+
+
 HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+")
 BODY_RE = re.compile(r"[0-9a-f]{64}")
 MAX_HOST_CHARS = 253  # RFC 1035: a name of at most 253 characters, each label at most 63
@@ -394,6 +415,7 @@ def from_json(d: object, folder: Path | None = None, name: str | None = None) ->
                                          or source["recorded_unix_ms"] < 0):
         raise ArchiveError(f"source.recorded_unix_ms is {source['recorded_unix_ms']!r}; expected a whole number of "
                            "ms since 1970 (0 when unknown)")
+    _check_timing(source.get("timing"))
     checked: dict[str, str | None] = {}  # each body file's problem, once (several responses may share one)
     owner = _owner(folder)
     raw_origins = _field(d, "origins", list, "archive")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from . import archive, proof, replayd
+from .timing import RecordedTiming
 from . import base
 from .base import REPLAY_NAME_RE, Judged, Load, Page, PageKind, register, url_host, url_path
 
@@ -92,6 +93,10 @@ class Recording(PageKind):
 
     def recorded_hosts(self, page: Page, sites: Path, served: set[str]) -> set[str]:
         return {o.host for o in archive.load(page.replay, sites).origins}
+
+    def recorded_path_delays(self, page: Page, sites: Path) -> dict[str, float] | None:
+        rtts = archive.recorded_rtts(archive.load(page.replay, sites))
+        return None if rtts is None else RecordedTiming(rtts, ()).path_delays_ms()
 
     def judge(self, load: Load) -> Judged:
         a = archive.load(load.page.replay, load.sites)
