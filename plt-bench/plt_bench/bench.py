@@ -451,23 +451,26 @@ def fairness_literature(results: Path, runs: str = "10", out: Callable[[str], No
 
 
 REPLAY_TOLERANCE = 0.15  # issue 37: a replay's FCP, LCP and PLT medians within 15% of the live page's
-REPLAY_METRICS = (("FCP", "fcp_ms"), ("LCP", "lcp_ms"), ("PLT", "plt_ms"))
+REPLAY_METRICS = (("TTFB", "ttfb_ms"), ("FCP", "fcp_ms"), ("LCP", "lcp_ms"), ("PLT", "plt_ms"))
+ONE_DISTANCE = "every origin at one distance"  # a replay without its origins' distances (--origin-rtt off)
 
 
 def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms",
            out: Callable[[str], None] = print, pages: str = "swagger,toolbelt",
-           browser: str = "chromium") -> tuple[dict, list[str]]:
+           browser: str = "chromium", origin_rtt: str | None = None) -> tuple[dict, list[str]]:
     """Each real page named (plt_bench.pages.real; '*': the corpus) recorded afresh from its folders
     served as they are, then measured live and replayed through the same link in each browser,
-    protocols (and browsers) interleaved: the replay's medians beside the live page's."""
+    protocols (and browsers) interleaved: the replay's medians beside the live page's. origin_rtt
+    (HOST=MS...): the live side's origins at those distances, recorded so, and replayed both at the
+    distances the recording kept (--origin-rtt recorded) and at one (off), each beside live."""
     import shutil
     from . import recorder as record
     from .pages import real as realpages
     from .pages import DEFAULT_SITES, replay_root
     from .units import split_list
     counts: dict = {}
-    lines = [f"replay against the live page, {bw} and {rtt}, {runs} runs per protocol and browser (medians; replay "
-             f"/ live within +-{REPLAY_TOLERANCE:.0%})"]
+    lines = [f"replay against the live page, {bw} and {rtt}{f', origins {origin_rtt}' if origin_rtt else ''}, {runs} "
+             f"runs per protocol and browser (medians; replay / live within +-{REPLAY_TOLERANCE:.0%})"]
     names = [p.name for p in realpages.PAGES] if pages.strip() == "*" else split_list(pages, "--pages")
     chosen = [realpages.by_name(n, "--pages") for n in dict.fromkeys(names)]
     from .parts import ensure
@@ -476,20 +479,30 @@ def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms
     within = 0
     for page in chosen:
         name = f"bench-{page.name}"
+        common = {"folder": page.folder_option, "proto": "all", "runs": runs, "bw": bw, "rtt": rtt, "browser": browser}
+        far = {"origin_rtt": origin_rtt} if origin_rtt else {}
         shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)  # recorded afresh every time
-        record.record_served([page.url], [name], [(h, d, "") for h, d in page.folders], DEFAULT_SITES, note=out)
-        spec = campaign.bare({"size": f"url:{page.url},har:{name}", "folder": page.folder_option, "proto": "all",
-                              "runs": runs, "bw": bw, "rtt": rtt, "name": f"bench-replay-{page.name}",
-                              "browser": browser})
-        c, trials, _ = _run(spec, results, out)
-        for k, v in c.items():
-            if isinstance(v, int):
-                counts[k] = counts.get(k, 0) + v
+        at = campaign.bare({"size": f"url:{page.url}", **common, **far}).grid.conditions[0] if far else None
+        record.record_served([page.url], [name], [(h, d, "") for h, d in page.folders], DEFAULT_SITES, note=out,
+                             conditions=at)
+        if far:  # the live side at its distances; the replay at the recorded ones and at one (two campaigns)
+            sides = [{"size": f"url:{page.url}", **far}, {"size": f"har:{name}", "origin_rtt": "off,recorded"}]
+        else:
+            sides = [{"size": f"url:{page.url},har:{name}"}]
+        trials = []
+        for k, side in enumerate(sides):
+            spec = campaign.bare({**common, **side, "name": f"bench-replay-{page.name}" + (f"-{k + 1}" if far else "")})
+            c, ts, _ = _run(spec, results, out)
+            trials += ts
+            for key, v in c.items():
+                if isinstance(v, int):
+                    counts[key] = counts.get(key, 0) + v
         page_lines = replay_lines(page, name, trials)
-        within += all(" OUT" not in x for x in page_lines)
+        within += all(" OUT" not in x for x in page_lines if ONE_DISTANCE not in x)
         lines += page_lines
     lines.append(f"  pages whose every figure held within +-{REPLAY_TOLERANCE:.0%} in every browser: {within} of "
-                 f"{len(chosen)}")
+                 f"{len(chosen)}" + (f" (the replay at its recorded distances; at {ONE_DISTANCE}: shown, not judged)"
+                                     if origin_rtt else ""))
     return counts, lines
 
 
@@ -503,31 +516,41 @@ def replay_lines(page, name: str, trials: list[Trial]) -> list[str]:
 
 
 def _replay_browser_lines(page, name: str, trials: list[Trial], browser: str) -> list[str]:
+    """Per protocol, each replay (one per --origin-rtt value it ran under) beside the live load."""
     import collections
     import json
     lines = []
+    how = lambda t: t.conditions.origin_rtt.text if t.conditions.origin_rtt is not None else "off"  # noqa: E731
+    ways = sorted({how(t) for t in trials if t.page == f"har:{name}"}, key=lambda w: w == "off")
     for proto in protocols.NAMES:
         live = [t for t in trials if t.proto == proto and t.page == f"url:{page.url}"]
-        rep = [t for t in trials if t.proto == proto and t.page == f"har:{name}"]
-        lok, rok = [t for t in live if t.counts], [t for t in rep if t.counts]
-        parts = []
-        for label, field in REPLAY_METRICS:
-            a = [getattr(t, field) for t in lok if getattr(t, field) is not None]
-            b = [getattr(t, field) for t in rok if getattr(t, field) is not None]
-            if not a or not b:
-                parts.append(f"{label} -")
+        for way in ways:
+            rep = [t for t in trials if t.proto == proto and t.page == f"har:{name}" and how(t) == way]
+            if not rep and not live:
                 continue
-            ma, mb = statistics.median(a), statistics.median(b)
-            ratio = mb / ma
-            parts.append(f"{label} {mb:.0f}/{ma:.0f} ms = {ratio:.3f}{'' if abs(ratio - 1) <= REPLAY_TOLERANCE else ' OUT'}")
-        element = lambda ts: units.format_element(  # noqa: E731
-            collections.Counter(t.lcp_element for t in ts).most_common(1)[0][0] if ts else None)
-        unrecorded = sum(t.unrecorded or 0 for t in rep)
-        overhead = lambda ts: statistics.median([t.wall_s - t.plt_ms / 1000 for t in ts]) if ts else float("nan")  # noqa: E731
-        query = sum(len(json.loads(t.replay_json or "{}").get("query_matched", [])) for t in rok)
-        lines.append(f"    {browser} {proto}: {'; '.join(parts)}; LCP element {element(rok)} (live {element(lok)}); ok "
-                     f"{len(rok)}/{len(rep)} replayed, {len(lok)}/{len(live)} live; unrecorded {unrecorded}; matched by "
-                     f"query {query}; beyond the load {overhead(rok):.2f} s replayed, {overhead(lok):.2f} s live")
+            lok, rok = [t for t in live if t.counts], [t for t in rep if t.counts]
+            parts = []
+            for label, field in REPLAY_METRICS:
+                a = [getattr(t, field) for t in lok if getattr(t, field) is not None]
+                b = [getattr(t, field) for t in rok if getattr(t, field) is not None]
+                if not a or not b:
+                    parts.append(f"{label} -")
+                    continue
+                ma, mb = statistics.median(a), statistics.median(b)
+                ratio = mb / ma
+                parts.append(f"{label} {mb:.0f}/{ma:.0f} ms = {ratio:.3f}"
+                             f"{'' if abs(ratio - 1) <= REPLAY_TOLERANCE else ' OUT'}")
+            element = lambda ts: units.format_element(  # noqa: E731
+                collections.Counter(t.lcp_element for t in ts).most_common(1)[0][0] if ts else None)
+            unrecorded = sum(t.unrecorded or 0 for t in rep)
+            overhead = lambda ts: statistics.median([t.wall_s - t.plt_ms / 1000 for t in ts]) if ts else float("nan")  # noqa: E731
+            query = sum(len(json.loads(t.replay_json or "{}").get("query_matched", [])) for t in rok)
+            said = "" if len(ways) == 1 else (f" ({ONE_DISTANCE})" if way == "off" else " (its origins at their "
+                                                                                          "recorded distances)")
+            lines.append(f"    {browser} {proto}{said}: {'; '.join(parts)}; LCP element {element(rok)} (live "
+                         f"{element(lok)}); ok {len(rok)}/{len(rep)} replayed, {len(lok)}/{len(live)} live; unrecorded "
+                         f"{unrecorded}; matched by query {query}; beyond the load {overhead(rok):.2f} s replayed, "
+                         f"{overhead(lok):.2f} s live")
     return lines
 
 

@@ -181,11 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="which entries, comma-separated: network, cpu, fairness (default: network,cpu)")
     add(lit, "runs", "results", defaults={"runs": "10"})
     rep = cmd_parser("bench-replay", "benchmark: each real page (plt_bench.pages.real) recorded, then replayed and "
-                                     "loaded live through the same link: the replay's FCP, LCP and PLT beside the live "
-                                     "page's, per browser")
+                                     "loaded live through the same link: the replay's TTFB, FCP, LCP and PLT beside the "
+                                     "live page's, per browser (--origin-rtt: the live side's origins at their own "
+                                     "distances, replayed at the recorded ones and at one)")
     rep.add_argument("--pages", default="swagger,toolbelt", metavar="NAMES",
                      help="which real pages, comma-separated, or * for the whole corpus (default: swagger,toolbelt)")
-    add(rep, "runs", "bw", "rtt", "browser", "results", defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
+    add(rep, "runs", "bw", "rtt", "browser", "origin_rtt", "results",
+        defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
     add(cmd_parser("bench-device", "benchmark the CPU budget: per browser and budget, the page loop's slowdown "
                                    "against the budget's factor (prints ratios)"),
         "runs", "cpu", "results", defaults={"runs": "5", "cpu": "1,0.5,0.25"})
@@ -308,7 +310,7 @@ def cmd_bench(a) -> int:
               "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say,
                                                            entries=_entries(a.entries)),
               "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say, pages=a.pages,
-                                                   browser=a.browser or "chromium"),
+                                                   browser=a.browser or "chromium", origin_rtt=a.origin_rtt),
               "bench-device": lambda: bench.device(_results(a), a.runs, a.cpu, out=_say)}[a.command]
     counts, lines = runner()
     _say("\n" + "\n".join(lines))

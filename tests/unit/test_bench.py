@@ -192,3 +192,31 @@ def test_the_replay_benchmark_puts_each_browsers_replay_beside_its_live_load():
     firefox = next(x for x in lines if x.startswith("    firefox h3:"))
     assert " OUT" not in chromium and "PLT 1000/1000 ms = 1.000" in chromium, chromium
     assert "PLT 1300/1000 ms = 1.300 OUT" in firefox, firefox
+
+
+def test_the_replay_benchmark_sets_each_replay_way_beside_the_live_load_and_judges_the_one_with_distances():
+    """bench-replay --origin-rtt: the replay at its recorded distances and at one, each beside the live
+    load at its distances; TTFB among the figures; only the first judged (the second shows what a replay
+    of one distance misses)."""
+    import dataclasses as dc
+    from types import SimpleNamespace
+
+    from plt_bench.bench import ONE_DISTANCE, replay_lines
+    from plt_bench.link import origins
+    from plt_bench.pages import page_url
+    url = page_url("site.pkg.test", "/index.html")
+    page = SimpleNamespace(name="cdn", url=url, what="three origins")
+    base = trial(seq=0, proto="h3", plt=1000.0, page=None, browser="chromium", fcp_ms=900.0, lcp_ms=900.0,
+                 ttfb_ms=50.0, unrecorded=0)
+    far = dc.replace(base.conditions, origin_rtt=origins.parse("static.pkg.test=100"))
+    trials = [replace(base, seq=i, page=f"url:{url}", conditions=far) for i in range(3)]
+    trials += [replace(base, seq=3 + i, page="har:bench-cdn", plt_ms=950.0, fcp_ms=860.0, lcp_ms=860.0,
+                       conditions=dc.replace(far, origin_rtt=origins.parse("recorded"))) for i in range(3)]
+    trials += [replace(base, seq=6 + i, page="har:bench-cdn", plt_ms=400.0, fcp_ms=380.0, lcp_ms=380.0,
+                       conditions=dc.replace(far, origin_rtt=None)) for i in range(3)]
+    lines = replay_lines(page, "bench-cdn", trials)
+    recorded = next(x for x in lines if "recorded distances" in x)
+    one = next(x for x in lines if ONE_DISTANCE in x)
+    assert lines.index(recorded) < lines.index(one)
+    assert "TTFB 50/50 ms = 1.000" in recorded and "PLT 950/1000 ms = 0.950" in recorded and " OUT" not in recorded
+    assert "PLT 400/1000 ms = 0.400 OUT" in one
