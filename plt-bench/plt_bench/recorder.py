@@ -28,6 +28,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .conditions import Cell
 from .errors import UsageError
 
 RECORD_TIMEOUT_S = 120.0
@@ -404,7 +405,7 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
     from . import protocols
     from .capture import Settings
     from .pages import Page
-    from .testbed import Setup, Testbed
+    from .testbed import Setup, Testbed, place_origins
     if any(p for *_, p in serve):
         serve, proto = [(h, d, p or proto) for h, d, p in serve], protocols.AS_RECORDED.name
     done = []
@@ -419,8 +420,6 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
                 folder = spool / name
                 folder.mkdir()
                 if conditions is not None and conditions.origin_rtt is not None:  # recorded at their distances
-                    from .conditions import Cell
-                    from .trial.run import place_origins
                     place_origins(bed, Cell(proto, Page(0, url=url), conditions))
                 answer, _ = bed.load(proto, Page(0, url=url), RECORD_TIMEOUT_S, folder)
                 served = bed.server.access_entries("", wait_s=1.0, expect=10**9)  # every response since the last

@@ -12,7 +12,6 @@ import pytest
 from plt_bench.conditions import Cell, Conditions
 from plt_bench.link import origins
 from plt_bench.pages import Page, parse_page
-from plt_bench.trial import run as trial_run
 from plt_bench.trial.run import run_cell_once
 
 from ..conftest import machine_refused
@@ -64,7 +63,7 @@ def test_an_origin_placed_elsewhere_than_asked_fails_the_trial_with_the_reason(b
     cond = _far(bed)
     real = origins.address_delays
     swapped = {FAR: "plt-o2.test"}
-    monkeypatch.setattr(trial_run.origins, "address_delays",
+    monkeypatch.setattr(origins, "address_delays",
                         lambda delays, resolved: real({swapped.get(h, h): ms for h, ms in delays.items()}, resolved))
     t = run_cell_once(bed, store, campaign, 0, 0, Cell("h3", page, cond))
     monkeypatch.undo()

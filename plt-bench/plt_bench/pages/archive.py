@@ -38,6 +38,7 @@ from ..errors import UsageError
 from . import base
 from .base import MAX_OBJECTS, MAX_PAGE_BYTES, replay_root
 from .harfile import OPTION, _har_body, _origin, check_name, read_recording, write_whole
+from .timing import from_har
 
 FORMAT = 2
 ARCHIVE_FILE = "archive.json"
@@ -256,7 +257,7 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
     origins = tuple(Origin(h, c.most_common(1)[0][0] if c else "", addresses.get(h, ""))
                     for h, c in protocols.items())
     made = sum(1 for r in responses if not r.recorded_body)
-    from .timing import from_har  # each origin's recorded round trip (pages.timing), where the HAR has its timings
+    # each origin's recorded round trip (pages.timing), where the HAR has its timings
     rtts = {h: round(ms, 3) for h, ms in from_har(entries).origin_rtts_ms.items() if h in protocols}
     archive = Archive(name=name, origins=origins, responses=tuple(responses), source={
         "document_url": first.url[:2000], "left_out": left, "made_bodies": made,

@@ -19,14 +19,14 @@ from ..cpu import cpu_list, own_cpus
 from ..device.budget import budget_bound
 from ..device.visitor import Visitor
 from ..errors import LinkError, ServerError, TestbedBroken
-from ..link import ecn, origins
+from ..link import ecn
 from ..link.counters import DeliveryCounter
 from ..metadata import utc_now
 from ..pages import url_host
 from ..servers import overlapping, own_entries
 from ..records import Trial, WorkerAnswer
 from ..store import Store
-from ..testbed import Testbed
+from ..testbed import Testbed, place_origins
 from .evidence import Evidence, make_trial
 
 
@@ -173,28 +173,6 @@ def _ready(bed: Testbed, cell: Cell) -> None:
         raise TestbedBroken(str(e)) from None
     if bed.visitor != visitor:
         bed.set_visitor(visitor)
-
-
-def place_origins(bed: Testbed, cell: Cell) -> origins.Placed | None:
-    """Each origin of the cell's load at its own distance (--origin-rtt, link.origins): its hosts' path
-    delays (ms) given to their addresses on the link, which changes only when they differ from the
-    last load's (a browser started early for this load is ended first: nothing idles while linkem
-    starts over). None: every origin at the link's RTT, as before --origin-rtt."""
-    asked = cell.conditions.origin_rtt
-    recorded = (cell.page.page_kind.recorded_path_delays(cell.page, bed.sites.root)
-                if asked is not None and asked.mode == "recorded" else None)
-    try:
-        delays = origins.host_delays(asked, recorded)
-    except LookupError as e:
-        raise TestbedBroken(f"{cell.page.label}: {e}") from None
-    resolved = bed.origins_for(cell.page, cell.proto)
-    paths = origins.address_delays(delays, resolved)
-    if paths != bed.link.paths:
-        bed.discard_prepared()
-        bed.link.set_paths(paths)
-    if asked is None:
-        return None
-    return origins.Placed(delays, {h: tuple(ip for x, ip in resolved if x == h) for h in delays})
 
 
 @dataclasses.dataclass
