@@ -14,7 +14,7 @@ from plt_bench.link import origins
 from plt_bench.pages import Page, parse_page
 from plt_bench.trial.run import run_cell_once
 
-from ..conftest import machine_refused
+from ..conftest import MACHINE_REFUSALS, machine_refused, unjudged
 from .conftest import until_ok
 
 FAR = "plt-o1.test"
@@ -109,6 +109,9 @@ def test_a_page_recorded_with_a_far_origin_keeps_its_distance_and_replays_at_it(
         assert r.returncode == 0, r.stdout + r.stderr
         db = sqlite3.connect(results)
         (status, reason, asked, figures), = db.execute("SELECT status, reason, origin_rtt, origin_rtts_json FROM trials")
+        if status != "ok" and (reason or "").startswith(MACHINE_REFUSALS):  # the busy machine's answer: unjudged
+            unjudged(f"the machine refused the replay's trial ({reason})")
+            return
         assert (status, reason, asked) == ("ok", None, "recorded"), reason
         figures = json.loads(figures)
         assert figures[far]["path_ms"] == pytest.approx(rtts[far] - min(rtts.values()), abs=0.01) and figures[far]["ok"]
