@@ -18,7 +18,7 @@ from .conditions import (Conditions, Grid, RTT_STEP_MS, JITTER_DISTS, LOSS_DIREC
                          rate_fields)
 from .errors import UsageError
 from .link import aqm as aqm_mod, cross as cross_mod, origins as origins_mod
-from .pages import Page, page_form, parse_page
+from .pages import Page, page_form, parse_page, timing as timing_mod
 from .pages.real import expand
 from .pages.recording import recorded_corpus
 
@@ -35,7 +35,7 @@ def parse_pages(text: str, option: str = "--size") -> tuple[Page, ...]:
 
 
 GRID_KEYS = ("proto", "bw", "size", "runs", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "queue",
-             "trace_down", "trace_up", "aqm", "ecn", "cross", "origin_rtt")
+             "trace_down", "trace_up", "aqm", "ecn", "cross", "origin_rtt", "think")
 
 
 def parse_traces(text: str, option: str) -> tuple[traces.Trace, ...]:
@@ -82,13 +82,15 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
               jitter_dist: str = "uniform", loss_direction: str = "both", reorder: bool = True,
               queue: str | None = None, names: dict[str, str] | None = None,
               trace_down: str | None = None, trace_up: str | None = None, aqm: str | None = None,
-              ecn: bool = False, cross: str | None = None, origin_rtt: str | None = None) -> Grid:
+              ecn: bool = False, cross: str | None = None, origin_rtt: str | None = None,
+              think: str | None = None) -> Grid:
     """Build a grid from the user's strings; raises UsageError before anything is created. `names`
     says how each value was given (GRID_KEYS -> '--bw', or a campaign file's 'campaign file F: bw');
     a value not named there is an option's. trace_down / trace_up: trace files whose rates replace
     the constant ones (the downlink's are an axis; the uplink's one for all or one each). aqm: the
     bottleneck's queue disciplines (link.aqm), an axis too; ecn: they mark rather than drop; origin_rtt:
-    each origin's own path delay (link.origins), an axis."""
+    each origin's own path delay (link.origins), an axis; think: the servers' wait before each first byte
+    (pages.timing), an axis."""
     name = {k: "--" + k.replace("_", "-") for k in GRID_KEYS}
     name.update(names or {})
     aqms = aqm_mod.parse_list(aqm, name.get("aqm", "--aqm"))
@@ -97,6 +99,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
                          "codel, fq_codel or pie with it")
     crosses = cross_mod.parse_list(cross, name.get("cross", "--cross"))
     far = origins_mod.parse_list(origin_rtt, name.get("origin_rtt", "--origin-rtt"))
+    thinks = timing_mod.parse_list(think, name.get("think", "--think"))
     if crosses != (None,) and None in aqms:
         raise UsageError(f"{name.get('cross', '--cross')}: competing flows share the page's managed bottleneck; "
                          "give --aqm with it (droptail for a FIFO)")
@@ -127,7 +130,7 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
         if len(ups) != 1:
             raise UsageError(f"{name['up_bw']}: give one rate; it applies to every rate of {name['bw']}")
     pairs = _directions(downs, ups, trace_downs, trace_ups, name)
-    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms) * len(crosses) * len(far)
+    many = len(pairs) * len(rtts) * len(jitters) * len(losses) * len(aqms) * len(crosses) * len(far) * len(thinks)
     if many > MAX_CONDITIONS:
         raise UsageError(f"{name['bw']}, {name['rtt']}, {name['jitter']}, {name['loss']}: {many:,} conditions; "
                          f"at most {MAX_CONDITIONS:,} (each is applied and verified in turn): split the campaign")
@@ -142,8 +145,9 @@ def make_grid(protos: str, rates: str, sizes: str, runs: str | int, up_rates: st
                     for a in aqms:
                         for x in crosses:
                             for o in far:
-                                conds.append(Conditions(rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
-                                                        loss_direction=loss_direction, reorder=reorder, queue_pkts=q,
-                                                        aqm=a, ecn=ecn and a is not None, cross=x, origin_rtt=o,
-                                                        **rates_kw))
+                                for t in thinks:
+                                    conds.append(Conditions(
+                                        rtt_ms=r, jitter_ms=j, jitter_dist=jitter_dist, loss_pct=lo,
+                                        loss_direction=loss_direction, reorder=reorder, queue_pkts=q, aqm=a,
+                                        ecn=ecn and a is not None, cross=x, origin_rtt=o, think=t, **rates_kw))
     return Grid(p, s, tuple(conds), n, traces=tuple(traces.by_hash(trace_downs + trace_ups).values()))

@@ -27,7 +27,7 @@ from .device.budget import quota_for
 from .device.profiles import PROFILES
 from .errors import UsageError
 from .link import canonical, host as hostnet, origins as link_origins
-from .pages import DEFAULT_SITES, VISITS, Page, parse_page, real as realpages
+from .pages import DEFAULT_SITES, VISITS, Page, parse_page, real as realpages, timing as timing_mod
 from .pages.recording import archive_of
 from .recorder import parse_folders
 from .records import AXES, METRICS
@@ -38,7 +38,7 @@ TOP_KEYS = {"name", "description", "protos", "sizes", "runs", "precision", "max_
             "link", "profile", "capture", "cpu_interval", "capture_limit", "server_machine", "server", "iface",
             "server_token_file",
             "browser", "browser_binary", "reference", "compare", "metric", "visit", "folder", "serve", "http_server", "discovery",
-            "browser_sandbox", "browser_start", "cpu", "device", "cores"}
+            "browser_sandbox", "browser_start", "cpu", "device", "cores", "think"}
 LINK_KEYS = {"bw", "up_bw", "rtt", "jitter", "loss", "jitter_dist", "loss_direction", "reorder", "queue", "cc",
              "backend", "verify", "trace_down", "trace_up", "aqm", "ecn", "cross", "origin_rtt"}
 PROFILE_KEYS = {"name", "bw", "up_bw", "rtt", "jitter", "loss"}
@@ -212,9 +212,9 @@ class Spec:
 def _cond_dict(c: Conditions) -> dict:
     """Conditions as a campaign's definition holds them: a constant-rate link without the trace fields,
     and the kernel's FIFO without the queue discipline's (which came later), so campaigns begun before
-    traces, --aqm and --origin-rtt keep their hash."""
+    traces, --aqm, --origin-rtt and --think keep their hash."""
     return {k: v for k, v in c.as_dict().items()
-            if not ((k.startswith("trace_") or k in ("aqm", "cross", "origin_rtt")) and v is None) and not (k == "ecn" and v is False)}
+            if not ((k.startswith("trace_") or k in ("aqm", "cross", "origin_rtt", "think")) and v is None) and not (k == "ecn" and v is False)}
 
 
 def page_of_label(label: str) -> "Page | str":
@@ -278,13 +278,13 @@ FILE_TYPES = {"name": _STR, "description": _STR, "protos": _LIST, "sizes": _LIST
               "bw": _LIST, "up_bw": _STR, "rtt": _LIST, "jitter": _LIST, "loss": _LIST, "jitter_dist": _STR,
               "loss_direction": _STR, "reorder": (bool,), "queue": (str, int), "cc": _LIST, "backend": _STR,
               "verify": _STR, "trace_down": _LIST, "trace_up": _LIST, "aqm": _LIST, "ecn": (bool,), "cross": _LIST,
-              "origin_rtt": _LIST}
+              "origin_rtt": _LIST, "think": _LIST}
 TYPE_WORDS = {_STR: "a string", _INT: "a whole number", _LIST: "a string or a list of strings",
               (bool,): "true or false", (str, int): "a whole number or a string"}
 EXAMPLES = {"precision": "'2%'", "cpu_interval": "'100ms'", "capture_limit": "'10GB'", "bw": "['10mbit', '100mbit']",
             "up_bw": "'10mbit'", "rtt": "['50ms']", "jitter": "'10ms'", "loss": "['1%']", "protos": "['h3', 'h2']",
             "sizes": "['5KB', '200x5KB']", "trace_down": "['lte-down.txt', 'gen:onoff:24mbit:1s:1s']", "capture": "['pcap', 'keylog']", "cc": "['cubic', 'bbr']", "runs": "5",
-            "browser": "['chromium', 'firefox']", "http_server": "['caddy', 'quinn']"}
+            "browser": "['chromium', 'firefox']", "http_server": "['caddy', 'quinn']", "think": "['off', '200']"}
 FILE_KEY = {"proto": "protos", "size": "sizes", "link": "backend"}  # option key -> its campaign file key
 FILE_KEY_BEFORE = {"server_machine": "server", "folder": "serve"}  # a campaign file key's name before a rename, still read
 
@@ -444,6 +444,25 @@ def _origin_rtt(v, grid, folders) -> None:
                                      f"{link_origins.FORM.replace('recorded, ', '')}")
             else:
                 link_origins.check_hosts(a, p.page_kind.hosts(p, DEFAULT_SITES, served), p.label, v.name("origin_rtt"))
+
+
+def _think(v, grid, server) -> None:
+    """--think: recorded only for pages whose recording keeps its responses' waits; on this machine's
+    testbed (two machines' servers take none yet)."""
+    asked = {c.think for c in grid.conditions if c.think is not None}
+    if not asked:
+        return
+    if server is not None:
+        raise UsageError(f"{v.name('think')}: {', '.join(sorted(asked))}: a server machine's servers have no think "
+                         "stage yet; run think time on this machine's testbed (without --server-machine)")
+    if "recorded" not in asked:
+        return
+    pending = {realpages.RECORDING_PREFIX + n for n in realpages.UNRECORDED.get() or ()}
+    for p in grid.pages:
+        if p.replay not in pending and p.page_kind.recorded_thinks(p, DEFAULT_SITES) is None:
+            raise UsageError(f"{v.name('think')}: recorded: '{p.label}' keeps no recorded waits (only a recording "
+                             "made since recordings keep them, or a HAR with timings, does); expected "
+                             f"{timing_mod.THINK_FORM.replace('recorded, ', '')}")
 
 
 def _as_recorded(v, grid) -> None:
@@ -741,6 +760,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     _as_recorded(v, grid)
     _origin_rtt(v, grid, folders)
+    _think(v, grid, server)
     spec = Spec(server_machine=server, iface=iface, server_token_file=token_file, browser_binary=browser,
                 name=check_name(v.get("name", path.stem), v.name("name")), folders=folders,
                 description=v.get("description", ""), grid=grid, precision_pct=precision, max_runs=max_runs,
@@ -791,7 +811,8 @@ def _link_grid(v: "Values", profiles: list, path: Path) -> Grid:
     common = dict(jitter_dist=str(v.get("jitter_dist", DEFAULTS["jitter_dist"])),
                   loss_direction=str(v.get("loss_direction", DEFAULTS["loss_direction"])),
                   reorder=reorder, queue=v.text("queue"), names=grid_names, aqm=v.text("aqm"),
-                  ecn=bool(v.get("ecn", False)), cross=v.text("cross"), origin_rtt=v.text("origin_rtt"))
+                  ecn=bool(v.get("ecn", False)), cross=v.text("cross"), origin_rtt=v.text("origin_rtt"),
+                  think=v.text("think"))
     protos, sizes, runs = v.text("proto", DEFAULTS["proto"]), v.text("size", DEFAULTS["size"]), v.get("runs", DEFAULTS["runs"])
     if profiles and not any(k in overrides for k in ("bw", "rtt", "jitter", "loss", "trace_down", "trace_up")):
         conds = []

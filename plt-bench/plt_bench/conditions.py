@@ -168,6 +168,9 @@ class Conditions:
     # each origin's own path delay beside the link (link.origins.OriginRtt: recorded, or given per host; its
     # canonical text, OriginRtt.text, is what labels and stores hold); None: every origin at the link's RTT
     origin_rtt: "OriginRtt | None" = None
+    # the servers' wait before each response's first byte (pages.timing: its canonical text, recorded or a
+    # fixed MS); None: every response at once, as before --think
+    think: str | None = None
 
     def as_dict(self) -> dict:
         """Every field as plain data (JSON's): the discipline by its canonical text (Aqm.text), as the store,
@@ -175,6 +178,12 @@ class Conditions:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return {**out, "aqm": self.aqm.text if self.aqm is not None else None,
                 "origin_rtt": self.origin_rtt.text if self.origin_rtt is not None else None}
+
+    @property
+    def link_only(self) -> "Conditions":
+        """The link's part alone: the conditions without the servers' think time (a change of think
+        alone leaves the link as applied and verified)."""
+        return dataclasses.replace(self, think=None) if self.think is not None else self
 
     @property
     def down(self) -> Rate | None:
@@ -249,6 +258,8 @@ class Conditions:
             parts.append(f"cross{self.cross}")
         if self.origin_rtt is not None:  # its canonical text (link.origins)
             parts.append(f"origins:{self.origin_rtt.text}")
+        if self.think is not None:
+            parts.append(f"think:{self.think}")
         return f"{self.name} ({' '.join(parts)})" if self.name else " ".join(parts)
 
 

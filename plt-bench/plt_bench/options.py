@@ -127,6 +127,10 @@ def _table() -> dict[str, Option]:
                              "HOST=MS[+HOST=MS...] (static.pkg.test=100: that origin's connections see the link plus "
                              "100 ms of round trip), or recorded (a recording's own; docs/replay.md). Proven per trial "
                              "from the browser's handshakes; linkem's", group="link"),
+        Option("think", "the servers' think time, an axis, comma-separated: off (every response at once), MS (200: "
+                        "each response waits 200 ms before its first byte, whatever the page) or recorded (each "
+                        "recorded response its own recorded wait less its origin's round trip; a recording's). "
+                        "Proven per trial from the server's log; docs/replay.md"),
         Option("ecn", "the queue discipline marks ECN-capable packets CE where it would drop them (with --aqm codel, "
                       "fq_codel or pie)", flag=True, group="link"),
         Option("trace_down", "downlink rate(s) following Mahimahi link traces instead of --bw, comma-separated: a "
@@ -218,8 +222,8 @@ GROUP_TITLES = {"campaign": "overrides of the campaign", "link": "link and hosts
 
 # what a measurement (run, pytest) takes; pytest switches to measurement mode on any of these
 MEASUREMENT = ("campaign", "proto", "bw", "up_bw", "size", "runs", "precision", "max_runs", "allow_large", "rtt", "jitter",
-               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "origin_rtt", "trace_down", "trace_up",
-               "cc", "link", "verify",
+               "jitter_dist", "loss", "loss_direction", "no_reorder", "queue", "aqm", "ecn", "cross", "origin_rtt", "think", "trace_down",
+               "trace_up", "cc", "link", "verify",
                "name", "capture", "cpu_interval",
                "capture_limit", "server_machine", "iface", "server_token_file", "browser", "browser_binary", "browser_sandbox",
                "browser_start",

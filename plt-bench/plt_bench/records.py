@@ -359,6 +359,10 @@ class Trial:
                                        "{host: {path_ms, expected_ms, measured_ms (the shortest of the browser's "
                                        "handshakes to it), connections, below_ms, above_ms (the tolerance), packets "
                                        "(linkem's on its own path), ok}}; None: every origin at the link's RTT", None)
+    think_json: str | None = doc("the trial's think time, proven (--think; pages.timing.proof): {think, responses, "
+                                 "held (those that passed a think stage), asked_ms and waited_ms ({min, median, max}), "
+                                 "short_ms and over_ms (the worst against asked), tolerance, ok}; None: no think asked",
+                                 None)
     trial_id: int | None = dataclasses.field(default=None, compare=False,
                                              metadata={"doc": "the row's id, once stored", "column": False})
     damaged: tuple[str, ...] = dataclasses.field(default=(), compare=False, metadata={
@@ -582,7 +586,9 @@ _COND_DOCS = {"rate_down_bps": "downlink rate; NULL: unshaped", "rate_up_bps": "
               "cross": "competing flows through the bottleneck (--cross; link.cross: 2xtcp-cubic, 1xtcp-bbr:up); "
                        "NULL: none (every trial before schema 26)",
               "origin_rtt": "each origin's own path delay beside the link (--origin-rtt; link.origins: recorded, or "
-                            "HOST=MS+...); NULL: every origin at the link's RTT (every trial before schema 29)"}
+                            "HOST=MS+...); NULL: every origin at the link's RTT (every trial before schema 29)",
+              "think": "the servers' wait before each response's first byte (--think; pages.timing: recorded, or "
+                       "MS); NULL: every response at once (every trial before schema 30)"}
 
 
 def _stored_hints() -> dict:

@@ -404,8 +404,9 @@ class Session:
     def _attempts(self, slot: Slot) -> Trial:
         cond, r, page, proto = slot.conditions, slot.run_index, slot.page, slot.proto
         if cond != self.current:
-            apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,
-                             lambda rep: self.out(format_link_check(rep)))
+            if self.current is None or cond.link_only != self.current.link_only:  # think time is the servers', not the link's
+                apply_and_verify(self.bed, self.store, self.campaign_id, cond, self.spec.verify,
+                                 lambda rep: self.out(format_link_check(rep)))
             self.current = cond
         attempt = len(self.done.get(slot, [])) + 1
         total = len(self.plan) - self.skipped

@@ -95,6 +95,9 @@ Schema history (SCHEMA_VERSION):
       (NULL for every older trial: every origin at the link's RTT) and origin_rtts_json (each origin's
       distance proven; NULL); a slot's conditions hold origin_rtt, so the rule of one row per slot and
       attempt is made anew.
+ 30 - think time (--think, plt_bench.pages.timing): trials gain think (NULL for every older trial: every
+      response at once) and think_json (the think proven from the server's log; NULL); a slot's
+      conditions hold think, so the rule of one row per slot and attempt is made anew.
 """
 
 from __future__ import annotations
@@ -113,10 +116,10 @@ from .conditions import CONGESTION_CONTROLS
 from .device.profiles import PROFILES
 from .errors import StoreError, UsageError
 from .link import aqm as aqm_mod, cross as cross_mod, origins as origins_mod
-from .pages import Page
+from .pages import Page, timing as timing_mod
 from .records import Trial
 
-SCHEMA_VERSION = 29
+SCHEMA_VERSION = 30
 # when the browsers' sandbox became the default (commit 387687a): a campaign begun since ran sandboxed
 # unless its definition said off (schema 28)
 SANDBOX_DEFAULT_SINCE_UTC = "2026-11-27T01:40:59+00:00"
@@ -126,6 +129,7 @@ V25_COLUMNS = ("device", "device_host_index", "device_index", "viewport")
 V26_COLUMNS = ("aqm", "ecn", "cross", "cross_mbps")
 V27_COLUMNS = ("browser_start", "browser_loads")
 V29_COLUMNS = ("origin_rtt", "origin_rtts_json")
+V30_COLUMNS = ("think", "think_json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +201,7 @@ MIGRATIONS = (
               call="_v28_browser_sandbox"),
     Migration(29, "each origin's own distance (every older trial's origins at the link's RTT)", columns=V29_COLUMNS,
               remake_slot_trigger=True),
+    Migration(30, "think time (every older trial's responses at once)", columns=V30_COLUMNS, remake_slot_trigger=True),
 )
 
 SCHEMA_TEMPLATE = """
@@ -919,5 +924,11 @@ def _origin_rtt(v):
 
 
 READERS = {"aqm": _aqm, "origin_rtt": _origin_rtt}  # a stored text read back into the seam's record, once per text
+@functools.lru_cache(maxsize=256)
+def _think_text(v) -> bool:
+    """A stored think: its canonical text (pages.timing), never off (NULL is off)."""
+    return isinstance(v, str) and _parses(timing_mod.parse_think, v) and timing_mod.parse_think(v).on
+
+
 STORED_CHECKS = {**records.VALUE_CHECKS, "device": lambda v: isinstance(v, str) and v in PROFILES,
-                 "cross": _cross_text}
+                 "cross": _cross_text, "think": _think_text}

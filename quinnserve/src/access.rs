@@ -41,6 +41,8 @@ struct Line<'a> {
     method: &'a str,
     replay: Option<&'a str>,
     cc: &'a str,
+    /// the think stage's header X-Plt-Think (asked and waited ms), where a think was asked
+    think: Option<&'a str>,
     /// the response's body was not handed over whole (the client went away)
     aborted: bool,
 }
@@ -58,13 +60,14 @@ impl AccessLog {
         Ok(AccessLog { file: Mutex::new(OpenOptions::new().create(true).append(true).open(path)?) })
     }
 
-    /// One response's line: status, body bytes, replayd's word on how it matched, whether it ended early.
-    pub fn write(&self, r: &Request, status: u16, size: u64, replay: Option<&str>, aborted: bool) {
+    /// One response's line: status, body bytes, replayd's word on how it matched, its think, whether it
+    /// ended early.
+    pub fn write(&self, r: &Request, status: u16, size: u64, replay: Option<&str>, think: Option<&str>, aborted: bool) {
         let end = now_unix_s();
         let line = Line {
             uri: &r.uri, host: &r.host, proto: r.proto, status, size, end_unix_s: end,
             duration_s: (end - r.start_unix_s).max(0.0), referer: r.referer.as_deref(), remote_port: r.remote_port,
-            resumed: r.resumed, method: &r.method, replay, cc: &r.cc, aborted,
+            resumed: r.resumed, method: &r.method, replay, cc: &r.cc, think, aborted,
         };
         let mut text = serde_json::to_string(&line).unwrap_or_default();
         text.push('\n');

@@ -34,6 +34,11 @@ pub struct Config {
     /// replayd's address (127.0.0.1:PORT), for the listeners that replay recordings
     #[serde(default)]
     pub replay_upstream: Option<String>,
+    /// a file whose content is the think time asked of the loads to come (plt_bench/pages/timing.py:
+    /// off, recorded or MS): a file's response waits MS before its first byte (recorded is a
+    /// recording's, whose wait is replayd's). Read as each request arrives.
+    #[serde(default)]
+    pub think_file: Option<PathBuf>,
 }
 
 fn default_streams() -> u32 {

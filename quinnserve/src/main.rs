@@ -40,6 +40,21 @@ struct Site {
     served: regex::Regex,
     log: AccessLog,
     upstream: Option<SocketAddr>,
+    think_file: Option<PathBuf>,
+}
+
+/// The fixed think (ms) the think file asks now, or None: off (or recorded, a recording's: replayd
+/// waits for those), or no file.
+fn fixed_think_ms(site: &Site) -> Option<f64> {
+    let text = std::fs::read_to_string(site.think_file.as_ref()?).ok()?;
+    let t = text.trim().trim_end_matches("ms");
+    if t == "off" {
+        return None;
+    }
+    if t == "recorded" {
+        return Some(0.0); // a file has no recorded think: answered at once, and says so
+    }
+    t.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0)
 }
 
 /// The QUIC configurations, one per controller, and which one a new connection gets: the
@@ -66,6 +81,7 @@ struct Reply {
     headers: HeaderMap,
     body: Body,
     replay: Option<String>,
+    think: Option<String>,
 }
 
 enum Body {
@@ -75,7 +91,7 @@ enum Body {
 }
 
 fn reply(status: StatusCode, headers: HeaderMap) -> Reply {
-    Reply { status, headers, body: Body::Empty, replay: None }
+    Reply { status, headers, body: Body::Empty, replay: None, think: None }
 }
 
 fn put(h: &mut HeaderMap, name: &str, value: &str) {
@@ -128,7 +144,7 @@ async fn answer_file(site: &Site, method: &Method, path: &str, req: &HeaderMap, 
     put(&mut h, "content-type", files::content_type(path));
     put(&mut h, "content-length", &meta.len().to_string());
     let body = if method == Method::HEAD { Body::Empty } else { Body::File(file) };
-    Reply { status: StatusCode::OK, headers: h, body, replay: None }
+    Reply { status: StatusCode::OK, headers: h, body, replay: None, think: None }
 }
 
 const HOP_BY_HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te",
@@ -160,7 +176,8 @@ async fn answer_replay(site: &Site, method: &Method, pq: &str, host: &str, req: 
         put(&mut h, "alt-svc", "h3=\":443\"; ma=2592000");
     }
     let replay = header(&h, "x-plt-replay").map(str::to_string);
-    Ok(Reply { status: parts.status, headers: h, body: Body::Upstream(incoming), replay })
+    let think = header(&h, "x-plt-think").map(str::to_string); // replayd's wait
+    Ok(Reply { status: parts.status, headers: h, body: Body::Upstream(incoming), replay, think })
 }
 
 async fn answer(site: &Site, listener: &Listener, method: &Method, pq: &str, host: &str, req: &HeaderMap, body: Bytes,
@@ -178,7 +195,19 @@ async fn answer(site: &Site, listener: &Listener, method: &Method, pq: &str, hos
         };
     }
     let path = pq.split('?').next().unwrap_or("/");
-    answer_file(site, method, path, req, offers_h3).await
+    // the think asked (plt_bench/pages/timing.py): a wait before the first byte, said in X-Plt-Think
+    let arrived = std::time::Instant::now();
+    let asked = fixed_think_ms(site);
+    if let Some(ms) = asked {
+        tokio::time::sleep(std::time::Duration::from_secs_f64(ms / 1000.0).saturating_sub(arrived.elapsed())).await;
+    }
+    let mut r = answer_file(site, method, path, req, offers_h3).await;
+    if let Some(ms) = asked {
+        let said = format!("asked={:.3}; waited={:.3}", ms, arrived.elapsed().as_secs_f64() * 1000.0);
+        put(&mut r.headers, "x-plt-think", &said);
+        r.think = Some(said);
+    }
+    r
 }
 
 fn host_of(uri: &http::Uri, headers: &HeaderMap) -> String {
@@ -323,7 +352,7 @@ async fn handle_h3(resolver: h3::server::RequestResolver<h3_quinn::Connection, B
     // client gone mid-handshake never completes it)
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), handshake.wait_for(|v| *v != 0)).await;
     let info = Request { resumed: if early.load(Ordering::Relaxed) { Some(true) } else { None }, ..info };
-    site.log.write(&info, status, sent, r.replay.as_deref(), result.is_err());
+    site.log.write(&info, status, sent, r.replay.as_deref(), r.think.as_deref(), result.is_err());
     result
 }
 
@@ -352,6 +381,7 @@ struct Logged {
     info: Request,
     status: u16,
     replay: Option<String>,
+    think: Option<String>,
     sent: u64,
     done: bool,
 }
@@ -372,7 +402,7 @@ impl http_body::Body for Logged {
             Poll::Ready(None) => {
                 if !this.done {
                     this.done = true;
-                    this.site.log.write(&this.info, this.status, this.sent, this.replay.as_deref(), false);
+                    this.site.log.write(&this.info, this.status, this.sent, this.replay.as_deref(), this.think.as_deref(), false);
                 }
             }
             _ => {}
@@ -398,7 +428,7 @@ impl Drop for Logged {
                 Some(n) => self.sent < n,
                 None => !http_body::Body::is_end_stream(&self.inner),
             };
-            self.site.log.write(&self.info, self.status, self.sent, self.replay.as_deref(), aborted);
+            self.site.log.write(&self.info, self.status, self.sent, self.replay.as_deref(), self.think.as_deref(), aborted);
         }
     }
 }
@@ -429,7 +459,7 @@ async fn handle_tcp(req: http::Request<Incoming>, site: Arc<Site>, listener: Arc
         resp = resp.header(k, v);
     }
     let status = r.status.as_u16();
-    Ok(resp.body(Logged { inner, expected, site, info, status, replay: r.replay, sent: 0, done: false })?)
+    Ok(resp.body(Logged { inner, expected, site, info, status, replay: r.replay, think: r.think, sent: 0, done: false })?)
 }
 
 async fn serve_tcp(tcp: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcceptor, site: Arc<Site>,
@@ -493,7 +523,7 @@ async fn run(cfg: Config) -> Result<(), Error> {
         None => None,
     };
     let log = AccessLog::open(&cfg.access_log).map_err(|e| format!("access_log {}: {e}", cfg.access_log.display()))?;
-    let site = Arc::new(Site { sites: cfg.sites.clone(), served, log, upstream });
+    let site = Arc::new(Site { sites: cfg.sites.clone(), served, log, upstream, think_file: cfg.think_file.clone() });
     let mut configs = Vec::new();
     for cc in config::CONTROLLERS {
         configs.push((*cc, quic_config(&cfg, cc, &certs, &key)?));

@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -832,3 +833,77 @@ def test_a_recording_keeps_each_origin_s_round_trip_and_one_without_timings_says
     folder.write_text(json.dumps(d))
     with pytest.raises(UsageError, match="source.timing is .*expected"):
         archive.load("timed", tmp_path / "sites")
+
+
+def _timed_recording(tmp_path, name="timed"):
+    """The recording with timings: www over h3 (handshake 45 ms), cdn over h2 (40 ms), api over h1
+    (150 ms); each response's wait as given (the left-out entries' too, which the archive drops)."""
+    timed = recording()
+    waits = [245.0, 45.0, 40.0, None, 1000.0, 99.0, 99.0]  # the page thought 200 ms, the script none, ...
+    for e, (connect, ssl), w in zip(timed["log"]["entries"], [(45.0, 44.0), (-1, -1), (130.0, 90.0), (0, 0),
+                                                             (300.0, 150.0), (-1, -1), (-1, -1)], waits):
+        e["timings"] = {"connect": connect, "ssl": ssl, "wait": -1 if w is None else w}
+    p = tmp_path / f"{name}.har"
+    p.write_text(json.dumps(timed))
+    return archive.make(p, name, tmp_path / "sites")[0]
+
+
+def test_a_recording_keeps_each_response_s_wait_and_replays_its_think_time_beyond_its_origin_s_round_trip(tmp_path):
+    """Issue 61: an archive keeps each kept response's recorded wait, in the responses' order (the
+    entries left out dropped with them); a response's think time is its wait less its origin's
+    recorded round trip, never below 0, none where no wait was recorded. A damaged list is refused
+    by name."""
+    from plt_bench.pages import Page
+    a = _timed_recording(tmp_path)
+    assert a.source["timing"]["waits_ms"] == [245.0, 45.0, 40.0, None, 1000.0]
+    # www 245 - 45 = 200, 45 - 45 = 0; cdn 40 - 40 = 0; the redirect none; api 1000 - 150 = 850
+    assert archive.recorded_thinks(a) == {0: 200.0, 1: 0.0, 2: 0.0, 4: 850.0}
+    page = Page(0, replay="timed", archived=True)
+    assert page.page_kind.recorded_thinks(page, tmp_path / "sites") == archive.recorded_thinks(a)
+    assert archive.load("timed", tmp_path / "sites") == a
+    p = tmp_path / "plain.har"
+    p.write_text(json.dumps(recording()))
+    plain, _ = archive.make(p, "plain", tmp_path / "sites")
+    assert archive.recorded_thinks(plain) is None  # no timings: no think to replay
+    target = tmp_path / "sites" / "replay" / "timed" / archive.ARCHIVE_FILE
+    for bad in ([1.0, 2.0], [245.0, 45.0, 40.0, None, -3.0], [245.0, 45.0, 40.0, None, "x"]):
+        d = json.loads(target.read_text())
+        d["source"]["timing"]["waits_ms"] = bad
+        target.write_text(json.dumps(d))
+        with pytest.raises(UsageError, match="source.timing is .*waits_ms"):
+            archive.load("timed", tmp_path / "sites")
+
+
+def test_replayd_waits_as_the_think_file_asks_and_says_what_it_asked_and_waited(tmp_path):
+    """The replay's think stage (pages.replayd, --think-file): off answers at once with no header; a
+    fixed think holds every response, misses too; recorded holds each recorded response by its own
+    think time (and a request the recording lacks not at all). X-Plt-Think says asked and waited,
+    the wait measured by the stage, never below what it asked."""
+    from plt_bench.pages import timing
+    _timed_recording(tmp_path)
+    think = tmp_path / "think"
+    server = replayd.make_server(tmp_path / "sites", ["timed"], 0, think=think)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        timing.write_think(think, None)
+        status, h, _ = _get(port, "www.rec.test", "/")
+        assert status == 200 and "x-plt-think" not in h
+        timing.write_think(think, "120")
+        for host, target in (("www.rec.test", "/app.js"), ("www.rec.test", "/not-recorded.js")):
+            t0 = time.monotonic()
+            _, h, _ = _get(port, host, target)
+            asked, waited = timing.read_header(h["x-plt-think"])
+            assert asked == 120.0 and 120.0 <= waited <= (time.monotonic() - t0) * 1000.0
+        timing.write_think(think, "recorded")
+        got = {}
+        for host, target in (("www.rec.test", "/"), ("www.rec.test", "/app.js"), ("api.rec.test", "/data.json"),
+                             ("www.rec.test", "/not-recorded.js")):
+            _, h, _ = _get(port, host, target, method="POST" if host.startswith("api") else "GET")
+            got[target] = timing.read_header(h["x-plt-think"])
+        assert {k: a for k, (a, _) in got.items()} == {"/": 200.0, "/app.js": 0.0, "/data.json": 850.0,
+                                                       "/not-recorded.js": 0.0}
+        assert all(w >= a for a, w in got.values())
+    finally:
+        server.shutdown()
+        server.server_close()

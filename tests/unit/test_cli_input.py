@@ -57,6 +57,11 @@ CLI = [
     (["run", "--size", "4o:20x5KB", "--origin-rtt", "plt-o1.test=-5"], "--origin-rtt: '-5' is not a path delay in ms"),
     (["run", "--size", "4o:20x5KB", "--origin-rtt", "plt-o1.test=99999"], "--origin-rtt: 99999 ms is more than 10000 ms"),
     (["run", "--size", "4o:20x5KB", "--origin-rtt", "recorded"], "--origin-rtt: recorded: '4o:20x5KB' keeps no recorded timing"),
+    (["run", "--size", "20x5KB", "--think", "-5"], "--think: '-5' is not a wait in ms; expected off, recorded, or a wait"),
+    (["run", "--size", "20x5KB", "--think", "soon"], "--think: 'soon' is not a wait in ms"),
+    (["run", "--size", "20x5KB", "--think", "20000"], "--think: 20000 ms is more than 10000 ms"),
+    (["run", "--size", "20x5KB", "--think", "off,"], "--think: 'off,' has an empty value"),
+    (["run", "--size", "20x5KB", "--think", "recorded"], "--think: recorded: '20x5KB' keeps no recorded waits"),
     # issue 59: an empty discipline or cross list ran a campaign of 0 trials, stored as finished, exit 0
     (["run", "--aqm", ""], "--aqm: empty; expected queue disciplines"),
     (["run", "--aqm", "droptail", "--cross", ""], "--cross: empty; expected competing traffic"),

@@ -96,14 +96,15 @@ def test_access_log_parser():
              "not json", "[1, 2]",
              json.dumps({"request": {"uri": "/favicon.ico", "proto": "HTTP/1.1", "headers": {"Referer": [page]},
                                      "method": "GET"},
-                         "status": 404, "size": 0, "resp_headers": {"X-Plt-Replay": ["miss"]}})]
+                         "status": 404, "size": 0, "resp_headers": {"X-Plt-Replay": ["miss"],
+                                                                    "X-Plt-Think": ["asked=200.000; waited=200.4"]}})]
     e = caddy.parse_access_log("\n".join(lines))
     assert e == [{"uri": "/index_5KB.html?trial=ab", "host": "plt.test", "proto": "h3", "status": 200,
                   "size": 5000, "end_unix_s": 100.5, "duration_s": 0.25, "referer": None, "remote_port": "40112",
-                  "resumed": True, "method": None, "replay": None},
+                  "resumed": True, "method": None, "replay": None, "think": None},
                  {"uri": "/favicon.ico", "host": None, "proto": "h1", "status": 404, "size": 0,
                   "end_unix_s": None, "duration_s": None, "referer": page, "remote_port": None, "resumed": None,
-                  "method": "GET", "replay": "miss"}]
+                  "method": "GET", "replay": "miss", "think": "asked=200.000; waited=200.4"}]
 
 
 def test_other_requests_overlapping_a_trial_are_foreign_its_own_favicon_is_not():

@@ -48,7 +48,7 @@ def test_a_controller_quinn_lacks_is_refused_by_name(tmp_path):
 def test_quinnserve_log_lines_are_entries_as_they_are():
     line = {"uri": "/index_5KB.html?t=1", "host": "plt.test", "proto": "h3", "status": 200, "size": 5000,
             "end_unix_s": 1.5, "duration_s": 0.01, "referer": None, "remote_port": 50000, "resumed": True,
-            "method": "GET", "replay": None, "cc": "bbr", "aborted": False}
+            "method": "GET", "replay": None, "cc": "bbr", "think": "asked=200.000; waited=200.311", "aborted": False}
     got = quinnserve.parse_access_log("\n".join([json.dumps(line), "not json", "[1]", json.dumps({"x": 1})]))
     assert got == [{k: line[k] for k in quinnserve.KEYS}]
 
@@ -72,3 +72,34 @@ def test_quinnserve_cargo_tests_pass():
     """quinnserve's own unit tests (Rust): its configuration's refusals, Caddy's ETag form, RFC 9110's
     conditionals, the Caddyfile's caching and site headers, types by extension."""
     cargo_tests_pass("quinnserve")
+
+
+def test_with_think_time_caddy_asks_its_think_stage_before_every_file_and_logs_what_it_says(tmp_path):
+    """--think (servers.think): where a testbed's conditions ask think time, the generated pages' site
+    and every served folder's pass each request to the think stage, then serve the file as before
+    (the same file server, the same 404s), the stage's X-Plt-Think copied into the response (and so
+    into Caddy's log). Without think they serve as they always did. Caddy itself reads each
+    rendering as a valid configuration (caddy adapt, no server started)."""
+    import subprocess
+    from pathlib import Path
+    static = caddy.Static(Path("/srv/folder"), [("static.pkg.test", "198.19.4.60")])
+    kw = dict(origins=ORIGINS, cert="/c", key="/k", sites="/s", access_log="/a")
+    plain = caddy.render_config(caddy.TEMPLATE.read_text(), **kw) + static.block("/c", "/k", "/a")
+    thinking = caddy.render_config(caddy.TEMPLATE.read_text(), think_port=8444, **kw) + static.block(
+        "/c", "/k", "/a", 8444)
+    assert "reverse_proxy" not in plain and plain.count("file_server") == 2 and "respond @notpage 404" in plain
+    assert thinking.count("reverse_proxy 127.0.0.1:8444 {") == 2 and thinking.count("file_server") == 2
+    assert thinking.count("header X-Plt-Think {rp.header.X-Plt-Think}") == 2
+    assert thinking.count("respond @notpage 404") == 1  # the pages' site's 404s, behind the stage too
+    binary = caddy.locate_caddy()[0]
+    for name, text in (("plain", plain), ("thinking", thinking)):
+        (tmp_path / name).write_text(text)
+        r = subprocess.run([binary, "adapt", "--config", str(tmp_path / name), "--adapter", "caddyfile"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-800:]
+        assert ('"handle_response"' in r.stdout) == (name == "thinking")
+
+
+def test_quinnserve_reads_the_think_file_when_think_time_is_asked(tmp_path):
+    assert "think_file" not in _config(tmp_path)
+    assert _config(tmp_path, think_file=tmp_path / "think")["think_file"] == str(tmp_path / "think")

@@ -239,7 +239,7 @@ def test_a_version_11_store_is_migrated_and_reports_as_before(tmp_path, monkeypa
              "trace_phase_ms", "unrecorded", "replay_json", "first_visual_change_ms", "speed_index_ms",
              "visually_complete_ms", "browser", "server", "server_cc", "discovery",
              "protocol_mix_json", "paint_wait_ms", *st.V24_COLUMNS, *st.V25_COLUMNS,
-             *st.V26_COLUMNS, *st.V27_COLUMNS, *st.V29_COLUMNS)  # the columns of versions 12 to 29
+             *st.V26_COLUMNS, *st.V27_COLUMNS, *st.V29_COLUMNS, *st.V30_COLUMNS)  # the columns of versions 12 to 30
     monkeypatch.setattr(records, "columns", lambda: [c for c in real() if c[0] not in later])
     v11 = st.SCHEMA_TEMPLATE.replace("{trials}", st.trials_table())  # version 11's tables: no rule, no column
     monkeypatch.undo()
@@ -290,6 +290,7 @@ V25 = st.V25_COLUMNS  # ... and schema 25
 V26 = st.V26_COLUMNS  # ... and schema 26
 V27 = st.V27_COLUMNS  # ... and schema 27
 V29 = st.V29_COLUMNS  # ... and schema 29
+V30 = st.V30_COLUMNS  # ... and schema 30
 
 
 def _rows(path) -> list[tuple]:
@@ -328,7 +329,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
     and reports the same figures before and after."""
     from plt_bench.analysis import report
     path = tmp_path / "v19.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27 + V29, 19, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27 + V29 + V30, 19, _three_runs())
     db = sqlite3.connect(path)
     rows_before = db.execute("SELECT * FROM trials ORDER BY id").fetchall()
     db.close()
@@ -337,7 +338,7 @@ def test_a_version_19_store_reads_as_caddys_and_reports_as_before(tmp_path, monk
         assert {(t.server, t.server_cc) for t in s.trials([cid])} == {("caddy", None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(5 + len(V24) + len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(5 + len(V24) + len(V25) + len(V26) + len(V27) + (len(V29) + len(V30)))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -353,7 +354,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v20.sqlite"
-    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25 + V26 + V27 + V29, 20, _three_runs(server="caddy"),
+    cid = _store_before(path, monkeypatch, V22 + V23 + V24 + V25 + V26 + V27 + V29 + V30, 20, _three_runs(server="caddy"),
                         slot_without=("server",))
     db = sqlite3.connect(path)
     assert "server" not in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials_one_per_slot'").fetchone()[0]
@@ -367,7 +368,7 @@ def test_a_version_20_store_takes_a_second_servers_trial_of_a_slot_and_reports_a
         text = report.format_text(report.build(s, [cid]))
     assert st.stored_version(path) == st.SCHEMA_VERSION
     db = sqlite3.connect(path)
-    assert [r[:-(3 + len(V24) + len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
+    assert [r[:-(3 + len(V24) + len(V25) + len(V26) + len(V27) + (len(V29) + len(V30)))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == rows_before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -387,9 +388,9 @@ def test_a_version_18_store_takes_a_second_browsers_trial_of_a_slot_and_reports_
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v18.sqlite"
-    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27 + V29, 18, _three_runs())
+    cid = _store_before(path, monkeypatch, V20 + V22 + V23 + V24 + V25 + V26 + V27 + V29 + V30, 18, _three_runs())
     db = sqlite3.connect(path)  # back to version 18: its trigger, over the slot without the browser
-    old = st.slot_constraint(V20 + V24 + V25 + V26 + V29).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
+    old = st.slot_constraint(V20 + V24 + V25 + V26 + V29 + V30).replace(" AND coalesce(browser, 'chromium') IS coalesce(NEW.browser, 'chromium')", "")
     assert "browser" not in old
     db.executescript("DROP TRIGGER trials_one_per_slot; DROP INDEX trials_slot;" + old
                      + "UPDATE schema_info SET version = 18;")
@@ -654,7 +655,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
     budget (cpu_budget and its proof NULL: the machine's whole CPU, as they ran), its report unchanged."""
     from plt_bench.analysis import report
     path = tmp_path / "v23.sqlite"
-    cid = _store_before(path, monkeypatch, V24 + V25 + V26 + V27 + V29, 23, _three_runs())
+    cid = _store_before(path, monkeypatch, V24 + V25 + V26 + V27 + V29 + V30, 23, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -662,7 +663,7 @@ def test_a_schema_23_store_gains_the_cpu_budget_columns_empty_and_reports_as_bef
         assert len(got) == 6 and {(t.cpu_budget, t.cpu_slowdown, t.udp_rcvbuf_errors) for t in got} == {(None, None, None)}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V24) + len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V24) + len(V25) + len(V26) + len(V27) + (len(V29) + len(V30)))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     from plt_bench.errors import StoreError
     with st.Store(path) as s:
@@ -679,7 +680,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
     from plt_bench.analysis import report
     from plt_bench.errors import StoreError
     path = tmp_path / "v24.sqlite"
-    cid = _store_before(path, monkeypatch, V25 + V26 + V27 + V29, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
+    cid = _store_before(path, monkeypatch, V25 + V26 + V27 + V29 + V30, 24, _three_runs(cpu_budget=0.25, cpu_cores=1))
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -687,7 +688,7 @@ def test_a_schema_24_store_gains_the_device_columns_empty_and_reports_as_before(
         assert {(t.device, t.device_host_index, t.budget) for t in got} == {(None, None, "cpu0.25")}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V25) + len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V25) + len(V26) + len(V27) + (len(V29) + len(V30)))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     with st.Store(path) as s:
         assert report.format_text(report.build(s, [cid])) == text
@@ -707,7 +708,7 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
     from plt_bench.errors import StoreError
     from .trials import conditions
     path = tmp_path / "v25.sqlite"
-    cid = _store_before(path, monkeypatch, V26 + V27 + V29, 25, _three_runs())
+    cid = _store_before(path, monkeypatch, V26 + V27 + V29 + V30, 25, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
@@ -716,7 +717,7 @@ def test_a_schema_25_store_gains_the_queue_discipline_columns_and_reports_as_bef
         labels = {t.conditions.label for t in got}
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_info").fetchone()[0] == st.SCHEMA_VERSION
-    assert [r[:-(len(V26) + len(V27) + len(V29))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
+    assert [r[:-(len(V26) + len(V27) + (len(V29) + len(V30)))] for r in db.execute("SELECT * FROM trials ORDER BY id").fetchall()] == before
     db.close()
     # as the same trials report in a store this version writes (the migration changes no figure)
     fresh = tmp_path / "v26.sqlite"
@@ -742,12 +743,12 @@ def test_a_version_26_store_reads_its_trials_as_fresh_browsers_and_reports_as_be
     trial stored after says so."""
     from plt_bench.analysis import report
     path = tmp_path / "v26.sqlite"
-    cid = _store_before(path, monkeypatch, V27 + V29, 26, _three_runs())
+    cid = _store_before(path, monkeypatch, V27 + V29 + V30, 26, _three_runs())
     before = _rows(path)
     with st.Store(path, read_only=True) as s:
         text = report.format_text(report.build(s, [cid]))
         assert {(t.browser_start, t.browser_loads) for t in s.trials([cid])} == {("fresh", 0)}
-    assert [r[:-(len(V27) + len(V29))] for r in _rows(path)] == before
+    assert [r[:-(len(V27) + (len(V29) + len(V30)))] for r in _rows(path)] == before
     fresh = tmp_path / "v27.sqlite"  # the same trials as this version writes them report the same
     with st.Store(fresh) as s:
         fid = s.new_campaign("old", "t", {}, {"link_backend": "linkem"})
@@ -811,15 +812,22 @@ def test_a_version_27_store_gains_each_campaign_s_browser_sandbox_and_keeps_apar
     db.close()
     assert [key_value(got[c], "browser_sandbox") for c in (before, since, said)] == ["off", "on", "off"]
     assert "browser_sandbox" not in got[cluster] and {h["browser_sandbox"] for h in got[cluster]["hosts"].values()} == {"on"}
-    assert [r[:-len(V29)] for r in _rows(path)] == rows  # no trial row changed (schema 29 added its columns)
+    assert [r[:-(len(V29) + len(V30))] for r in _rows(path)] == rows  # no trial row changed (schema 29 added its columns)
 
 
 def _as_version_28(path) -> None:
     """A store made by this plt-bench taken back to version 28's tables: its trials table without what
-    schema 29 added (made as version 28 made it, the rows copied), its slot rule without origin_rtt."""
+    schemas 29 and 30 added (made as version 28 made it, the rows copied), its slot rule without
+    origin_rtt and think."""
+    _as_version(path, 28, V29 + V30)
+
+
+def _as_version(path, version: int, later: tuple[str, ...]) -> None:
+    """A store made by this plt-bench taken back to an older version's tables: its trials table without
+    the columns later versions added (the rows copied), its slot rule without them."""
     from plt_bench import records
     real = records.columns
-    records.columns = lambda: [c for c in real() if c[0] not in V29]
+    records.columns = lambda: [c for c in real() if c[0] not in later]
     try:
         table = st.trials_table()
         kept = [c[0] for c in records.columns()]
@@ -832,7 +840,7 @@ def _as_version_28(path) -> None:
     cols = ",".join(["id", *kept])
     db.execute(f"INSERT INTO trials ({cols}) SELECT {cols} FROM trials_29")
     db.execute("DROP TABLE trials_29")
-    db.executescript(st.slot_constraint(V29) + "UPDATE schema_info SET version = 28;")
+    db.executescript(st.slot_constraint(later) + f"UPDATE schema_info SET version = {version};")
     db.commit()
     db.close()
 
@@ -856,8 +864,8 @@ def test_a_version_28_store_gains_each_origin_s_distance_empty_and_reports_as_be
     with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
         assert report.format_text(report.build(s, [cid])) == text
         assert {(t.conditions.origin_rtt, t.origin_rtts_json) for t in s.trials([cid])} == {(None, None)}
-    assert st.stored_version(path) == st.SCHEMA_VERSION == 29
-    assert [r[:-len(V29)] for r in _rows(path)] == before
+    assert st.stored_version(path) == st.SCHEMA_VERSION == 30
+    assert [r[:-(len(V29) + len(V30))] for r in _rows(path)] == before
     with st.Store(path) as s:
         first = s.trials([cid])[0]
         far = dataclasses.replace(first, conditions=dataclasses.replace(first.conditions,
@@ -869,3 +877,41 @@ def test_a_version_28_store_gains_each_origin_s_distance_empty_and_reports_as_be
         back = [t for t in s.trials([cid]) if t.conditions.origin_rtt is not None]
         assert [t.conditions.origin_rtt.text for t in back] == ["plt-o1.test=100"]
         assert "origins:plt-o1.test=100" in back[0].conditions.label
+
+
+def test_a_version_29_store_gains_think_time_empty_and_reports_as_before(tmp_path):
+    """Schema 30: trials gain think (a slot's conditions hold it) and think_json. A store of version 29
+    keeps every row, reads each trial's responses as answered at once with no proof of a think time,
+    reports as before, and its slot rule now holds think: a trial of the same slot whose server
+    thought is another slot; a stored think that is not one reads as none, named."""
+    from plt_bench.analysis import report
+    path = tmp_path / "v29.sqlite"
+    with st.Store(path) as s:
+        cid = s.new_campaign("old", "2026-11-29T10:00:00.000+00:00", {"protos": ["h3", "h1"]},
+                             {"link_backend": "linkem", "browser_sandbox": "on"})
+        for t in _three_runs(cid):
+            s.add_trial(t)
+        text = report.format_text(report.build(s, [cid]))
+    _as_version(path, 29, V30)
+    before = _rows(path)
+    with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
+        assert report.format_text(report.build(s, [cid])) == text
+        assert {(t.conditions.think, t.think_json) for t in s.trials([cid])} == {(None, None)}
+    assert st.stored_version(path) == st.SCHEMA_VERSION == 30
+    assert [r[:-len(V30)] for r in _rows(path)] == before
+    with st.Store(path) as s:
+        first = s.trials([cid])[0]
+        thought = dataclasses.replace(first, conditions=dataclasses.replace(first.conditions, think="200"),
+                                      trial_id=None)
+        s.add_trial(thought)  # another slot: its server thought
+        with pytest.raises(Exception, match="stored already"):
+            s.add_trial(thought)
+        back = [t for t in s.trials([cid]) if t.conditions.think is not None]
+        assert [t.conditions.think for t in back] == ["200"] and "think:200" in back[0].conditions.label
+    db = sqlite3.connect(path)
+    db.execute("UPDATE trials SET think = 'forever' WHERE think = '200'")
+    db.commit()
+    db.close()
+    with st.Store(path, read_only=True) as s:
+        bad = [t for t in s.trials([cid]) if "think" in t.damaged]
+        assert len(bad) == 1 and bad[0].conditions.think is None

@@ -43,3 +43,55 @@ def test_a_har_gives_each_origin_its_median_rtt_and_each_response_its_think_time
     hosts = ["www.a.test", "cdn.a.test", "cdn.a.test", "cdn.a.test", "far.b.test", "www.a.test"]
     assert t.think_ms(hosts) == [100.0, 0.0, 0.0, 0.0, 0.0, None]  # never below 0; None where no wait was kept
     assert from_har([]).access_rtt_ms() == 0.0 and from_har([]).path_delays_ms() == {}
+
+
+def test_the_think_axis_keeps_each_value_s_canonical_text_off_as_none_and_refuses_an_empty_value():
+    from plt_bench.pages.timing import of_text, parse_list
+    assert parse_list(None) == (None,)
+    assert parse_list("off, 200ms,recorded,200") == (None, "200", "recorded")
+    assert of_text(None) == Think() and of_text("12.5") == Think("fixed", 12.5) and of_text("recorded").on
+    for bad in ("200,", ",", "200,,off"):
+        with pytest.raises(UsageError, match="--think: .*empty value"):
+            parse_list(bad)
+
+
+def test_a_think_stage_s_header_reads_back_and_its_control_file_is_read_again_when_it_changes(tmp_path):
+    from plt_bench.pages.timing import ThinkFile, header, read_header, write_think
+    assert read_header(header(200, 200.4567)) == (200.0, 200.457)
+    assert read_header("asked=-1; waited=3") is None and read_header(None) is None and read_header("200") is None
+    f = ThinkFile(tmp_path / "think")
+    assert f.current() == Think()  # no file: off
+    write_think(tmp_path / "think", "150")
+    assert f.current() == Think("fixed", 150.0)
+    write_think(tmp_path / "think", "recorded")
+    assert f.current() == Think("recorded")
+    write_think(tmp_path / "think", None)
+    assert f.current() == Think()
+    (tmp_path / "think").write_text("garbage\n")
+    assert f.current() == Think()  # what it cannot read asks nothing (and the trial's proof then fails)
+
+
+def _logged(uri: str, asked: float | None, waited: float = 0.0, duration_s: float = 1.0) -> dict:
+    from plt_bench.pages.timing import header
+    return {"uri": uri, "think": None if asked is None else header(asked, waited), "duration_s": duration_s}
+
+
+def test_the_proof_holds_every_response_to_its_asked_wait_and_says_which_was_not():
+    from plt_bench.pages.timing import proof
+    fixed = Think("fixed", 200.0)
+    figures, problem = proof(fixed, [_logged("/a", 200, 200.3, 0.21), _logged("/b", 200, 224.0, 0.3)])
+    assert problem is None and figures["ok"] and figures["held"] == 2 and figures["short_ms"] == 0.0
+    assert figures["waited_ms"] == {"min": 200.3, "median": 212.15, "max": 224.0} and figures["over_ms"] == 24.0
+    cases = [([_logged("/a", 200, 198.0)], "short: /a waited 198.0 ms of 200"),
+             ([_logged("/a", 200, 226.0)], "over: /a waited 226.0 ms for 200"),   # beyond 25 ms (10% is 20)
+             ([_logged("/a", None)], "1 of 1 responses passed no think stage (/a)"),
+             ([_logged("/a", 100, 100.0)], "/a was asked 100 ms, not 200"),
+             ([_logged("/a", 200, 200.5, 0.05)], "took 50.0 ms at the server, less than its 200.5 ms wait"),
+             ([], "the server's log holds none of the trial's responses")]
+    for entries, why in cases:
+        figures, problem = proof(fixed, entries)
+        assert not figures["ok"] and problem.startswith("think time not as asked: ") and why in problem, problem
+    # recorded: each response its own asked wait, a long one allowed 10% over
+    figures, problem = proof(Think("recorded"), [_logged("/", 850, 930.0), _logged("/x", 0, 0.4)])
+    assert problem is None and figures["asked_ms"] == {"min": 0.0, "median": 425.0, "max": 850.0}
+    assert proof(Think("recorded"), [_logged("/", 850, 940.0)])[1] is not None

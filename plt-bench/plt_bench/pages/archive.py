@@ -38,7 +38,7 @@ from ..errors import UsageError
 from . import base
 from .base import MAX_OBJECTS, MAX_PAGE_BYTES, replay_root
 from .harfile import OPTION, _har_body, _origin, check_name, read_recording, write_whole
-from .timing import from_har
+from .timing import RecordedTiming, from_har, wait_ms
 
 FORMAT = 2
 ARCHIVE_FILE = "archive.json"
@@ -173,6 +173,7 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
     protocols: dict[str, collections.Counter] = {}
     addresses: dict[str, str] = {}
     left: dict[str, int] = {}
+    waits: list[float | None] = []  # each kept response's recorded wait (request sent to first byte), ms
     total = 0
     for i, e in enumerate(entries):
         where = f"entry {i + 1}"
@@ -236,6 +237,7 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
         if not re.fullmatch(r"[A-Z]{1,16}", method):
             raise UsageError(f"{OPTION}: {where} request: method {method[:20]!r} is not an HTTP method (hostile)")
         total += size
+        waits.append(wait_ms(e))
         responses.append(Response(
             index=len(responses), method=method, url=url[:8000], host=host, path=u.path or "/", query=u.query,
             status=status, headers=headers, body="", size_bytes=size, encoding=encoding, wire_bytes=wire,
@@ -258,12 +260,16 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
                     for h, c in protocols.items())
     made = sum(1 for r in responses if not r.recorded_body)
     # each origin's recorded round trip (pages.timing), where the HAR has its timings
+    # and each response's wait, where the HAR has its timings
     rtts = {h: round(ms, 3) for h, ms in from_har(entries).origin_rtts_ms.items() if h in protocols}
+    timing = {**({"origin_rtts_ms": rtts} if rtts else {}),
+              **({"waits_ms": [None if w is None else round(w, 3) for w in waits]} if any(w is not None for w in waits)
+                 else {})}
     archive = Archive(name=name, origins=origins, responses=tuple(responses), source={
         "document_url": first.url[:2000], "left_out": left, "made_bodies": made,
         "recorded_unix_ms": recorded_unix_ms(entries[0].get("startedDateTime")),
         "creator": (log.get("creator") or {}).get("name") if isinstance(log.get("creator"), dict) else None,
-        **({"timing": {"origin_rtts_ms": rtts}} if rtts else {})})
+        **({"timing": timing} if timing else {})})
     notes = [f"{n} entr{'y' if n == 1 else 'ies'} left out: {why}" for why, n in left.items()]
     if made:
         notes.append(f"{made} response(s) without a recorded body: served as zeros of their recorded size (record "
@@ -333,22 +339,41 @@ class ArchiveError(ValueError):
     """An archive.json that breaks the format's rules: the message names the field."""
 
 
-def _check_timing(timing) -> None:
-    """source.timing, where the recording kept it: {"origin_rtts_ms": {host: ms}} (pages.timing)."""
+TIMING_FORM = ('{"origin_rtts_ms": {host: ms}, "waits_ms": [ms or null, one per response]} (either may be '
+               'missing), each 0 to 60000 ms')
+
+
+def _check_timing(timing, responses: int) -> None:
+    """source.timing, where the recording kept it (pages.timing): each origin's round trip and each
+    response's wait, in the responses' order."""
     if timing is None:
         return
-    rtts = timing.get("origin_rtts_ms") if isinstance(timing, dict) else None
-    if not isinstance(rtts, dict) or not all(
-            isinstance(h, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 60_000
-            for h, v in rtts.items()):
-        raise ArchiveError(f"source.timing is {str(timing)[:200]!r}; expected {{\"origin_rtts_ms\": {{host: ms}}}} "
-                           "with each round trip 0 to 60000 ms")
+
+    def ms(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 60_000
+    rtts = timing.get("origin_rtts_ms", {}) if isinstance(timing, dict) else None
+    waits = timing.get("waits_ms", [None] * responses) if isinstance(timing, dict) else None
+    if (not isinstance(rtts, dict) or not all(isinstance(h, str) and ms(v) for h, v in rtts.items())
+            or not isinstance(waits, list) or len(waits) != responses or not all(w is None or ms(w) for w in waits)
+            or set(timing) - {"origin_rtts_ms", "waits_ms"}):
+        raise ArchiveError(f"source.timing is {str(timing)[:200]!r}; expected {TIMING_FORM}")
 
 
 def recorded_rtts(a: Archive) -> dict[str, float] | None:
     """Each origin's round trip as the recording measured it (ms), or None: it kept none (recorded before
     plt-bench kept them, or from a HAR without timings)."""
     return (a.source.get("timing") or {}).get("origin_rtts_ms") or None
+
+
+def recorded_thinks(a: Archive) -> dict[int, float] | None:
+    """Each response's think time as recorded (ms, by its index: its wait less its origin's round trip,
+    never below 0; pages.timing), or None: the recording kept no waits or no round trips. A response
+    whose wait was not recorded has none (it is answered at once)."""
+    timing = a.source.get("timing") or {}
+    if not timing.get("waits_ms") or not timing.get("origin_rtts_ms"):
+        return None
+    recorded = RecordedTiming(timing["origin_rtts_ms"], tuple(timing["waits_ms"]))
+    return {r.index: t for r, t in zip(a.responses, recorded.think_ms([r.host for r in a.responses])) if t is not None}
 
 
 HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+")
@@ -416,7 +441,6 @@ def from_json(d: object, folder: Path | None = None, name: str | None = None) ->
                                          or source["recorded_unix_ms"] < 0):
         raise ArchiveError(f"source.recorded_unix_ms is {source['recorded_unix_ms']!r}; expected a whole number of "
                            "ms since 1970 (0 when unknown)")
-    _check_timing(source.get("timing"))
     checked: dict[str, str | None] = {}  # each body file's problem, once (several responses may share one)
     owner = _owner(folder)
     raw_origins = _field(d, "origins", list, "archive")
@@ -500,6 +524,7 @@ def from_json(d: object, folder: Path | None = None, name: str | None = None) ->
             index=i, method=fields["method"], url=url, host=host, path=fields["path"], query=fields["query"],
             status=status, headers=tuple(_header(h, f"{where}.headers[{k}]") for k, h in enumerate(headers)),
             body=body, size_bytes=size, encoding=fields["encoding"], wire_bytes=wire, recorded_body=recorded))
+    _check_timing(source.get("timing"), len(responses))
     return Archive(name=a_name, source=source, origins=tuple(origins), responses=tuple(responses))
 
 

@@ -313,6 +313,11 @@ class PageKind:
         recorded; None: the page keeps no recorded timing (every kind, until recordings keep it)."""
         return None
 
+    def recorded_thinks(self, page: Page, sites: Path) -> dict[int, float] | None:
+        """Each response's think time as its recording kept it (ms, by the response's index; pages.timing),
+        for --think recorded; None: the page keeps no recorded waits (only a recording's may)."""
+        return None
+
     def hosts(self, page: Page, sites: Path, served: set[str]) -> set[str]:
         """Every host a load of the page asks: its document's, its objects', and those whose log entries
         are the trial's (served: the hosts of the folders served as they are)."""

@@ -98,6 +98,9 @@ class Recording(PageKind):
         rtts = archive.recorded_rtts(archive.load(page.replay, sites))
         return None if rtts is None else RecordedTiming(rtts, ()).path_delays_ms()
 
+    def recorded_thinks(self, page: Page, sites: Path) -> dict[int, float] | None:
+        return archive.recorded_thinks(archive.load(page.replay, sites))
+
     def judge(self, load: Load) -> Judged:
         a = archive.load(load.page.replay, load.sites)
         answer, entries, url = load.answer, load.server_entries, load.url

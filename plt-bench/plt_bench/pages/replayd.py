@@ -17,6 +17,13 @@ at once, never a request outside the testbed. Every response says how it was mat
 header X-PLT-Replay (exact | query | miss | preflight), which Caddy's log keeps for the trial's count
 of unrecorded requests.
 
+Think time (--think, pages.timing): where the testbed's control file (--think-file) asks it, each
+response waits before its first byte: a fixed wait for every response, or recorded, each recorded
+response its own recorded think (archive.recorded_thinks: its wait less its origin's round trip;
+none for one without, nor for a request the recording does not hold). The response says what it
+was asked and what it waited in the header X-Plt-Think, which the front server's log keeps (the
+trial's proof).
+
 What is served (respond): the recorded status, the kept headers (archive.KEPT_HEADERS), and the
 recorded body's bytes; a conditional GET (a repeat visit's revalidation) of a recorded 200 whose
 validators it names is answered 304 Not Modified with the recorded headers and no body
@@ -48,10 +55,11 @@ import json
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from . import archive as archive_mod
+from . import archive as archive_mod, timing
 from .base import replay_root
 
 COMPRESSED = ("gzip", "br", "deflate", "zstd", "x-gzip")
@@ -281,11 +289,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
     bodies: Bodies
     scripts: dict[str, str]   # archive name -> its document script ('' when not deterministic)
     owner: dict[int, str]     # id(Response) -> its archive's name
+    thinking: timing.ThinkFile  # the think the testbed asks now (--think-file)
+    thinks: dict[int, float]  # id(Response) -> its recorded think time (ms), where the recording has one
+    _arrived: float = 0.0
+    _response: "archive_mod.Response | None" = None
 
     def log_message(self, *args) -> None:  # Caddy's access log is the record
         pass
 
+    def _think(self) -> list[tuple[str, str]]:
+        """Wait as the think asks before this response's first byte; its header, or none when off."""
+        think = self.thinking.current()
+        if not think.on:
+            return []
+        r = self._response
+        asked = think.ms if think.mode == "fixed" else self.thinks.get(id(r), 0.0) if r is not None else 0.0
+        left = asked / 1000.0 - (time.monotonic() - self._arrived)
+        if left > 0:
+            time.sleep(left)
+        return [(timing.HEADER.lower(), timing.header(asked, (time.monotonic() - self._arrived) * 1000.0))]
+
     def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        headers = [*headers, *self._think()]
         self.send_response(status)
         for k, v in headers:
             self.send_header(k, v)
@@ -295,6 +320,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _serve(self) -> None:
+        self._arrived, self._response = time.monotonic(), None
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)  # a recorded POST's body is not matched on: read and set aside
@@ -302,6 +328,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         method = "GET" if self.command == "HEAD" else self.command
         index = self.active.index()
         r, how = index.match(method, host, self.path) if index else (None, "miss")
+        self._response = r
         if r is None and self.command == "OPTIONS":  # a CORS preflight the recording did not keep
             allow = [("access-control-allow-origin", self.headers.get("Origin") or "*"),
                      ("access-control-allow-methods", self.headers.get("Access-Control-Request-Method") or "GET"),
@@ -333,14 +360,17 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def make_server(sites: Path, names: list[str], port: int, deterministic: bool = True,
-                host: str = "127.0.0.1", active: Path | None = None) -> Server:
+                host: str = "127.0.0.1", active: Path | None = None, think: Path | None = None) -> Server:
     archives = [archive_mod.load(n, sites) for n in names]
+    by_index = {a.name: archive_mod.recorded_thinks(a) or {} for a in archives}
     handler = type("BoundHandler", (Handler,), {
         "active": Active({a.name: Index([a]) for a in archives}, active),
         "bodies": Bodies({a.name: replay_root(sites, a.name) / archive_mod.BODIES for a in archives}),
         "scripts": {a.name: deterministic_script(int(a.source.get("recorded_unix_ms") or 0)) if deterministic else ""
                     for a in archives},
         "owner": {id(r): a.name for a in archives for r in a.responses},
+        "thinking": timing.ThinkFile(think),
+        "thinks": {id(r): by_index[a.name][r.index] for a in archives for r in a.responses if r.index in by_index[a.name]},
     })
     return Server((host, port), handler)
 
@@ -352,9 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deterministic", choices=("on", "off"), default="on")
     p.add_argument("--active", type=Path, default=None,
                    help="a file naming the recording measured now (several recordings: each served alone)")
+    p.add_argument("--think-file", type=Path, default=None,
+                   help="a file naming the think time asked now (pages.timing: off, recorded or MS)")
     p.add_argument("names", nargs="+")
     a = p.parse_args(argv)
-    server = make_server(a.sites, a.names, a.port, a.deterministic == "on", active=a.active)
+    server = make_server(a.sites, a.names, a.port, a.deterministic == "on", active=a.active, think=a.think_file)
     print(json.dumps({"port": server.server_address[1]}), flush=True)  # the parent reads where it listens
     try:
         server.serve_forever()

@@ -16,6 +16,7 @@ back from that log is an entry per response in protocol terms, whatever the serv
     remote_port  the client's port: one per connection
     resumed      the connection's TLS session was resumed
     method       GET, HEAD, ...; replay: how a replayed request was matched (exact | query | miss | preflight)
+    think        the think stage's header X-Plt-Think (asked and waited ms: pages.timing), where --think asks
 
 Which entries are a trial's own and which are others' traffic is the same for every server
 (own_entries, overlapping).
@@ -34,6 +35,7 @@ from pathlib import Path
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
 from ..pages.replayd import write_active
+from ..pages.timing import THINK_FILE, write_think
 from ..pages import HOST
 from ..pages.base import served_paths
 from .certs import make_certificate
@@ -95,15 +97,20 @@ class Server:
         return True
 
     def __init__(self, ns: str, bind_ip: str, run_dir: Path, sites: Path, origins: list[tuple[str, str]] | None = None,
-                 env: dict | None = None, replay=None, statics=None, cc: str = "cubic"):
+                 env: dict | None = None, replay=None, statics=None, cc: str = "cubic", think: bool = False):
         """origins: every (host, address) it serves, the first its own (HOST on bind_ip unless given).
         replay: recordings it replays besides (caddy.Replay: their hosts on their own addresses,
         behind replayd); statics: folders served as they are (caddy.Static); cc: the campaign's
-        congestion control (--cc), which a server whose QUIC controller is chosen runs for h3."""
+        congestion control (--cc), which a server whose QUIC controller is chosen runs for h3; think:
+        its responses pass a think stage (--think, pages.timing), told the think of each load by
+        set_think."""
         self.ns, self.bind_ip, self.run_dir, self.sites = ns, bind_ip, Path(run_dir), Path(sites)
         self.origins = list(origins or [(HOST, bind_ip)])
         self.replay, self.statics = replay, list(statics or [])
         self.replayd: subprocess.Popen | None = None
+        self.think = think
+        self.think_file = self.run_dir / THINK_FILE  # the think asked of the loads to come (pages.timing)
+        self.helpers: dict[str, subprocess.Popen] = {}  # processes beside it (servers.think's stage), by name
         self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
         self.access_log = self.run_dir / "access.log"
         self.cc = cc
@@ -145,6 +152,14 @@ class Server:
         return QuicSide(source=None, why=f"{self.label} writes no log of its ECN state")
 
     # -- the same for every server ----------------------------------------------------------------
+    def set_think(self, think: str | None) -> None:
+        """The think time of the loads to come (its canonical text, pages.timing; None: off), read by
+        the think stage as each request arrives. A server started without one refuses any but off."""
+        if think is not None and not self.think:
+            raise ServerError(f"{self.label} was started without a think stage; it cannot think {think} ms")
+        if self.think:
+            write_think(self.think_file, think)
+
     def activate(self, recording: str) -> None:
         """Name the recording measured now, where it replays several (replayd --active)."""
         write_active(self.replay.active, recording)
@@ -194,21 +209,34 @@ class Server:
     def _start_replayd(self, timeout_s: float) -> int:
         """The replay server (pages.replayd) on the namespace's loopback; returns its port."""
         r = self.replay
-        argv = [sys.executable, "-m", "plt_bench.pages.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
-                "on" if r.deterministic else "off", *(("--active", str(r.active)) if r.active else ()), *r.names]
+        port = self._start_helper("replayd", [
+            "plt_bench.pages.replayd", "--sites", str(r.sites.resolve()), "--deterministic",
+            "on" if r.deterministic else "off", *(("--active", str(r.active)) if r.active else ()),
+            *(("--think-file", str(self.think_file)) if self.think else ()), *r.names], timeout_s)
+        self.replayd = self.helpers.pop("replayd")
+        return port
+
+    def _start_helper(self, name: str, module_argv: list[str], timeout_s: float) -> int:
+        """A Python process of plt_bench's beside the server, on the namespace's loopback (the replay
+        server, the think stage), which prints {"port": N} once it listens; returns N. It is kept in
+        helpers by name, its errors in run_dir/NAME.log."""
+        if self.think:  # off until a load asks (set_think)
+            write_think(self.think_file, None)
+        argv = [sys.executable, "-m", *module_argv]
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
                "PYTHONPATH": str(cmd.PACKAGE_DIR.parent)}  # this plt_bench, wherever it runs from
-        with open(self.run_dir / "replayd.log", "ab") as log:
-            self.replayd = subprocess.Popen(cmd.in_netns(self.ns, argv), stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
-                                            text=True)
-        ready, _, _ = select.select([self.replayd.stdout], [], [], timeout_s)
-        line = self.replayd.stdout.readline() if ready else ""
+        with open(self.run_dir / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(cmd.in_netns(self.ns, argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=log, env=env, start_new_session=True, text=True)
+        self.helpers[name] = proc
+        ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+        line = proc.stdout.readline() if ready else ""
         try:
             return int(json.loads(line)["port"])
         except (ValueError, KeyError, TypeError):
-            raise ServerError(f"the replay server did not start: {line.strip()[:200] or 'no answer'}; log: "
-                              f"{self.run_dir / 'replayd.log'}") from None
+            what = "the replay server" if name == "replayd" else f"the {name} stage"
+            raise ServerError(f"{what} did not start: {line.strip()[:200] or 'no answer'}; log: "
+                              f"{self.run_dir / f'{name}.log'}") from None
 
     def _listening(self) -> bool:
         tcp = cmd.run(["ss", "-Hltn"], ns=self.ns, check=False).stdout
@@ -267,15 +295,20 @@ class Server:
         if self.replayd is not None and self.replayd.poll() is not None:
             return (f"the replay server behind {self.label} exited ({how(self.replayd.returncode)}; log: "
                     f"{self.log_tail(path=self.run_dir / 'replayd.log')})")
+        for name, proc in self.helpers.items():
+            if proc.poll() is not None:
+                return (f"the {name} stage of {self.label} exited ({how(proc.returncode)}; log: "
+                        f"{self.log_tail(path=self.run_dir / f'{name}.log')})")
         return None
 
     def stop(self) -> None:
         cmd.stop_process(self.proc)
         self.proc = None
-        if self.replayd is not None:
-            cmd.stop_process(self.replayd)
-            self.replayd.stdout.close()
-            self.replayd = None
+        for proc in [self.replayd, *self.helpers.values()]:
+            if proc is not None:
+                cmd.stop_process(proc)
+                proc.stdout.close()
+        self.replayd, self.helpers = None, {}
 
 
 def origins_for(server, generated: list[tuple[str, str]], page, proto: str) -> list[tuple[str, str]]:

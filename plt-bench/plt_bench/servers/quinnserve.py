@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
+from ..pages.timing import write_think
 from .base import LISTEN_TIMEOUT_S, OFFERS, SERVED_PATHS, Server, json_lines
 
 BINARY = cmd.PROJECT_ROOT / ".tools" / "bin" / "quinnserve"
@@ -25,7 +26,7 @@ BINARY = cmd.PROJECT_ROOT / ".tools" / "bin" / "quinnserve"
 CONTROLLERS = {"reno": "newreno", "cubic": "cubic", "bbr": "bbr"}
 ALL = list(OFFERS["h3"])  # every protocol: a listener that offers none alone
 KEYS = ("uri", "host", "proto", "status", "size", "end_unix_s", "duration_s", "referer", "remote_port", "resumed",
-        "method", "replay", "cc")
+        "method", "replay", "cc", "think")
 
 
 def quic_controller(cc: str) -> str:
@@ -38,7 +39,7 @@ def quic_controller(cc: str) -> str:
 
 def render_config(*, origins: list[tuple[str, str]], sites: Path, cert: Path, key: Path, access_log: Path, cc: str,
                   cc_file: Path | None = None, listeners: list[tuple[str, str]] = (), replay_addresses: list[str] = (),
-                  replay_port: int | None = None, own: list[str] = ()) -> dict:
+                  replay_port: int | None = None, own: list[str] = (), think_file: Path | None = None) -> dict:
     """quinnserve's configuration (pure): a listener per address, offering every protocol or the one
     its (address, protocol) in listeners gives it alone; the replay addresses (and the as-recorded
     ones, own) handed to replayd on replay_port; cc: a --cc name, the controller of every QUIC
@@ -54,7 +55,7 @@ def render_config(*, origins: list[tuple[str, str]], sites: Path, cert: Path, ke
         out += [{"addr": ip, "protocols": list(OFFERS[protocols.get(alone[ip]).name]), "replay": True} for ip in own]
     return {"sites": str(sites), "cert": str(cert), "key": str(key), "access_log": str(access_log),
             "served": SERVED_PATHS, "cc": quic_controller(cc), "cc_file": str(cc_file) if cc_file else None,
-            "max_streams": 100, "listeners": out,
+            "max_streams": 100, "listeners": out, **({"think_file": str(think_file)} if think_file else {}),
             "replay_upstream": f"127.0.0.1:{int(replay_port)}" if replay_port is not None else None}
 
 
@@ -102,7 +103,10 @@ class QuinnServe(Server):
             origins=self.origins, sites=self.sites.resolve(), cert=self.cert.cert, key=self.cert.key,
             access_log=self.access_log, cc=self.cc, cc_file=self.cc_file, listeners=self.listeners,
             replay_addresses=self.replay.addresses if self.replay else [], replay_port=port,
-            own=[ip for ip, _ in self.replay.listeners] if self.replay else [])
+            own=[ip for ip, _ in self.replay.listeners] if self.replay else [],
+            think_file=self.think_file if self.think else None)
+        if self.think:  # off until a load asks (set_think)
+            write_think(self.think_file, None)
         self.config_path.write_text(json.dumps(config, indent=1))
         self._launch([self.path, "--config", str(self.config_path)], {}, timeout_s)
 

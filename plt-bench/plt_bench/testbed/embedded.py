@@ -115,7 +115,8 @@ class Testbed:
         # only a testbed that replays or serves folders has them
         cmd.run_each(self.plan.address_commands(servers.addresses_of(replay, statics)))
         self.servers = {n: servers.get(n)(self.plan.server_ns, self.plan.server_ip, self.plan.run_dir, self.sites.root,
-                                          origins=self.plan.origins, env=env, replay=replay, statics=statics, cc=s.cc)
+                                          origins=self.plan.origins, env=env, replay=replay, statics=statics, cc=s.cc,
+                                          think=s.think)
                         for n in s.server_names}
         for one in self.servers.values():
             self._stack.callback(one.stop)

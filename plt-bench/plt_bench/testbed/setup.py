@@ -63,6 +63,11 @@ class Setup:
             object.__setattr__(self, name, value)
 
     @property
+    def think(self) -> bool:
+        """Some of its conditions ask think time (--think): its servers then have a think stage."""
+        return any(getattr(c, "think", None) is not None for c in self.conditions)
+
+    @property
     def browser_name(self) -> str:
         """The browser of a load that names none."""
         return self.browser_names[0]

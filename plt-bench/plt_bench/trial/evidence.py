@@ -14,7 +14,7 @@ from ..conditions import Cell
 from ..device.budget import budget_problem, quota_for
 from ..link import origins
 from ..metadata import utc_now
-from ..pages import Load, base, url_host, url_path
+from ..pages import Load, base, timing, url_host, url_path
 from ..pages.proof import from_cache, is_error_page
 from ..records import Trial, WorkerAnswer
 from .judge import (connections, connections_per_origin, paint_fields, protocol_mix,
@@ -140,11 +140,14 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
     budget = budget_fields(answer)
     cross = (ev.link_stats or {}).get("cross") or {}
     distances, far_problem = origin_proof(cell, ev, url) if ev.origins is not None else (None, None)
+    think = timing.of_text(cell.conditions.think)  # each response's wait, proven from the server's log
+    thought, think_problem = timing.proof(think, server_entries or []) if think.on else (None, None)
     problem = ev.link_dead or cross.get("died") or foreign_traffic_problem(ev.foreign) or link_fidelity_problem(
         ev.link_stats, cell.conditions.delay_ms, 1000.0 * wall_s) or ev.stalled or (
         budget_problem(quota_for(group["budget_cores"], group["cores"]) if (group := answer.get("cpu_group")) else None,
                        answer.get("cpu_loop"), group, budgeted=True)
-        if (cell.cpu is not None or cell.device) and status == "ok" else None) or (far_problem if status == "ok" else None)
+        if (cell.cpu is not None or cell.device) and status == "ok" else None) or (
+        (far_problem or think_problem) if status == "ok" else None)
     if problem:  # whatever the browser saw, this trial did not run under the conditions it claims
         status, reason = "failed", problem
     elif status == "failed" and cell.conditions.traced and (
@@ -180,6 +183,7 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
         link_json=json.dumps(ev.link_stats) if ev.link_stats else None, browser=answer.get("browser") or cell.browser,
         protocol_mix_json=json.dumps(mix) if mix else None, cross_mbps=cross.get("mbps"),
         origin_rtts_json=json.dumps(distances) if distances is not None else None,
+        think_json=json.dumps(thought) if thought is not None else None,
         **judged.fields, **t, **budget,
         **ev.extra)
 

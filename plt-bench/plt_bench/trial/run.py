@@ -154,8 +154,8 @@ def run_cell_once(bed: Testbed, store: Store, campaign_id: int, seq: int, run_in
 
 def _ready(bed: Testbed, cell: Cell) -> None:
     """Never start a trial on a dead link, nor with any other part dead; nothing of an earlier trial
-    may still be loading; the cell's server serves (testbeds of several switch between trials) and the
-    routes carry the cell's congestion control (read back)."""
+    may still be loading; the cell's server serves (testbeds of several switch between trials), the
+    routes carry the cell's congestion control (read back) and the server thinks as the cell asks."""
     if not bed.link.alive():
         raise LinkError(bed.link.died_reason())
     broken = bed.broken()
@@ -167,6 +167,8 @@ def _ready(bed: Testbed, cell: Cell) -> None:
     except ServerError as e:  # a server that would not start: the testbed cannot run the campaign on
         raise TestbedBroken(f"switching to {cell.server}: {e}") from e
     bed.set_cc(cell.cc)
+    if bed.setup.think:  # the servers' wait before each first byte (--think, pages.timing)
+        bed.server.set_think(cell.conditions.think)
     try:  # the browser's CPU budget, and a named device's screen and memory (plt_bench.device)
         visitor = Visitor.of_cell(cell, bed.calibrations)
     except LookupError as e:
