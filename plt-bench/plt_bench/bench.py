@@ -453,23 +453,40 @@ def fairness_literature(results: Path, runs: str = "10", out: Callable[[str], No
 REPLAY_TOLERANCE = 0.15  # issue 37: a replay's FCP, LCP and PLT medians within 15% of the live page's
 REPLAY_METRICS = (("TTFB", "ttfb_ms"), ("FCP", "fcp_ms"), ("LCP", "lcp_ms"), ("PLT", "plt_ms"))
 ONE_DISTANCE = "every origin at one distance"  # a replay without its origins' distances (--origin-rtt off)
+AT_ONCE = "every response at once"  # ... and without its servers' think time (--think off)
+
+
+def timing_way(c) -> tuple[bool, bool]:
+    """Which recorded timing a replay's conditions ask: (its origins' distances, its responses' think)."""
+    return (c.origin_rtt is not None, c.think is not None)
+
+
+def timing_words(way: tuple[bool, bool], asked: tuple[bool, bool]) -> str:
+    """A replay's way in words, where the live side asked some timing (asked: what it asked)."""
+    if any(way):
+        return " (with its recorded " + " and ".join(w for w, on in (("distances", way[0]), ("think time", way[1]))
+                                                     if on) + ")"
+    return " (" + ", ".join(w for w, on in ((ONE_DISTANCE, asked[0]), (AT_ONCE, asked[1])) if on) + ")"
 
 
 def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms",
            out: Callable[[str], None] = print, pages: str = "swagger,toolbelt",
-           browser: str = "chromium", origin_rtt: str | None = None) -> tuple[dict, list[str]]:
+           browser: str = "chromium", origin_rtt: str | None = None,
+           think: str | None = None) -> tuple[dict, list[str]]:
     """Each real page named (plt_bench.pages.real; '*': the corpus) recorded afresh from its folders
     served as they are, then measured live and replayed through the same link in each browser,
     protocols (and browsers) interleaved: the replay's medians beside the live page's. origin_rtt
-    (HOST=MS...): the live side's origins at those distances, recorded so, and replayed both at the
-    distances the recording kept (--origin-rtt recorded) and at one (off), each beside live."""
+    (HOST=MS...): the live side's origins at those distances; think (MS): its servers thinking before
+    each first byte; recorded so, and replayed both with the timing the recording kept (--origin-rtt
+    recorded, --think recorded) and without it (off), each beside live, the first judged."""
     import shutil
     from . import recorder as record
     from .pages import real as realpages
     from .pages import DEFAULT_SITES, replay_root
     from .units import split_list
     counts: dict = {}
-    lines = [f"replay against the live page, {bw} and {rtt}{f', origins {origin_rtt}' if origin_rtt else ''}, {runs} "
+    lines = [f"replay against the live page, {bw} and {rtt}{f', origins {origin_rtt}' if origin_rtt else ''}"
+             f"{f', servers thinking {think} ms' if think else ''}, {runs} "
              f"runs per protocol and browser (medians; replay / live within +-{REPLAY_TOLERANCE:.0%})"]
     names = [p.name for p in realpages.PAGES] if pages.strip() == "*" else split_list(pages, "--pages")
     chosen = [realpages.by_name(n, "--pages") for n in dict.fromkeys(names)]
@@ -480,13 +497,14 @@ def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms
     for page in chosen:
         name = f"bench-{page.name}"
         common = {"folder": page.folder_option, "proto": "all", "runs": runs, "bw": bw, "rtt": rtt, "browser": browser}
-        far = {"origin_rtt": origin_rtt} if origin_rtt else {}
+        far = {**({"origin_rtt": origin_rtt} if origin_rtt else {}), **({"think": think} if think else {})}
         shutil.rmtree(replay_root(DEFAULT_SITES, name), ignore_errors=True)  # recorded afresh every time
         at = campaign.bare({"size": f"url:{page.url}", **common, **far}).grid.conditions[0] if far else None
         record.record_served([page.url], [name], [(h, d, "") for h, d in page.folders], DEFAULT_SITES, note=out,
                              conditions=at)
-        if far:  # the live side at its distances; the replay at the recorded ones and at one (two campaigns)
-            sides = [{"size": f"url:{page.url}", **far}, {"size": f"har:{name}", "origin_rtt": "off,recorded"}]
+        if far:  # the live side with its timing; the replay with the recorded timing and without (three campaigns)
+            sides = [{"size": f"url:{page.url}", **far}, {"size": f"har:{name}", **{k: "recorded" for k in far}},
+                     {"size": f"har:{name}"}]
         else:
             sides = [{"size": f"url:{page.url},har:{name}"}]
         trials = []
@@ -498,11 +516,11 @@ def replay(results: Path, runs: str = "5", bw: str = "10mbit", rtt: str = "100ms
                 if isinstance(v, int):
                     counts[key] = counts.get(key, 0) + v
         page_lines = replay_lines(page, name, trials)
-        within += all(" OUT" not in x for x in page_lines if ONE_DISTANCE not in x)
+        within += all(" OUT" not in x for x in page_lines if ONE_DISTANCE not in x and AT_ONCE not in x)
         lines += page_lines
     lines.append(f"  pages whose every figure held within +-{REPLAY_TOLERANCE:.0%} in every browser: {within} of "
-                 f"{len(chosen)}" + (f" (the replay at its recorded distances; at {ONE_DISTANCE}: shown, not judged)"
-                                     if origin_rtt else ""))
+                 f"{len(chosen)}" + (" (the replay with its recorded timing; without it: shown, not judged)"
+                                     if far else ""))
     return counts, lines
 
 
@@ -520,12 +538,12 @@ def _replay_browser_lines(page, name: str, trials: list[Trial], browser: str) ->
     import collections
     import json
     lines = []
-    how = lambda t: t.conditions.origin_rtt.text if t.conditions.origin_rtt is not None else "off"  # noqa: E731
-    ways = sorted({how(t) for t in trials if t.page == f"har:{name}"}, key=lambda w: w == "off")
+    ways = sorted({timing_way(t.conditions) for t in trials if t.page == f"har:{name}"}, key=lambda w: not any(w))
+    live_way = next((timing_way(t.conditions) for t in trials if t.page == f"url:{page.url}"), (False, False))
     for proto in protocols.NAMES:
         live = [t for t in trials if t.proto == proto and t.page == f"url:{page.url}"]
         for way in ways:
-            rep = [t for t in trials if t.proto == proto and t.page == f"har:{name}" and how(t) == way]
+            rep = [t for t in trials if t.proto == proto and t.page == f"har:{name}" and timing_way(t.conditions) == way]
             if not rep and not live:
                 continue
             lok, rok = [t for t in live if t.counts], [t for t in rep if t.counts]
@@ -545,8 +563,7 @@ def _replay_browser_lines(page, name: str, trials: list[Trial], browser: str) ->
             unrecorded = sum(t.unrecorded or 0 for t in rep)
             overhead = lambda ts: statistics.median([t.wall_s - t.plt_ms / 1000 for t in ts]) if ts else float("nan")  # noqa: E731
             query = sum(len(json.loads(t.replay_json or "{}").get("query_matched", [])) for t in rok)
-            said = "" if len(ways) == 1 else (f" ({ONE_DISTANCE})" if way == "off" else " (its origins at their "
-                                                                                          "recorded distances)")
+            said = "" if len(ways) == 1 else timing_words(way, live_way)
             lines.append(f"    {browser} {proto}{said}: {'; '.join(parts)}; LCP element {element(rok)} (live "
                          f"{element(lok)}); ok {len(rok)}/{len(rep)} replayed, {len(lok)}/{len(live)} live; unrecorded "
                          f"{unrecorded}; matched by query {query}; beyond the load {overhead(rok):.2f} s replayed, "

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--folder", "--serve", dest="folder", action="append", metavar="HOST[@PROTO]=DIR",
                     help="serve DIR as it is under HOST in a testbed (over PROTO alone: h3, h2 or h1) and record from "
                          "there (repeat for more hosts)")
-    add(rc, "bw", "up_bw", *LINK, "testbed", types=index, defaults={"bw": "unshaped"})
+    add(rc, "bw", "up_bw", *LINK, "think", "testbed", types=index, defaults={"bw": "unshaped"})
     v = cmd_parser("verify", "measure the live link (ping, iperf3) and compare it with the configuration",
                    "Bring a testbed up (no browser), apply each condition, measure RTT, jitter, loss, reordering and "
                    "rate with real packets, store the figures, and exit 1 if one is out of tolerance.")
@@ -183,10 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep = cmd_parser("bench-replay", "benchmark: each real page (plt_bench.pages.real) recorded, then replayed and "
                                      "loaded live through the same link: the replay's TTFB, FCP, LCP and PLT beside the "
                                      "live page's, per browser (--origin-rtt: the live side's origins at their own "
-                                     "distances, replayed at the recorded ones and at one)")
+                                     "distances, --think: its servers thinking; replayed with the recorded timing and "
+                                     "without)")
     rep.add_argument("--pages", default="swagger,toolbelt", metavar="NAMES",
                      help="which real pages, comma-separated, or * for the whole corpus (default: swagger,toolbelt)")
-    add(rep, "runs", "bw", "rtt", "browser", "origin_rtt", "results",
+    add(rep, "runs", "bw", "rtt", "browser", "origin_rtt", "think", "results",
         defaults={"runs": "5", "bw": "10mbit", "rtt": "100ms"})
     add(cmd_parser("bench-device", "benchmark the CPU budget: per browser and budget, the page loop's slowdown "
                                    "against the budget's factor (prints ratios)"),
@@ -225,7 +226,8 @@ def _stats(a) -> tuple[str, str, str | None, str | None, str | None]:
 def _link_spec(a, **fixed):
     """The conditions that the link options of up and verify describe, read as a campaign's (one
     congestion control: the testbed's routes carry one)."""
-    spec = campaign.bare({**options.values(a, ("bw", "up_bw") + LINK), **fixed})
+    spec = campaign.bare({**options.values(a, ("bw", "up_bw") + LINK + (("think",) if hasattr(a, "think") else ())),
+                          **fixed})
     if len(spec.grid.ccs) > 1:
         raise UsageError(f"--cc: {a.command} takes one congestion control; got {', '.join(spec.grid.ccs)}")
     return spec
@@ -310,7 +312,8 @@ def cmd_bench(a) -> int:
               "bench-literature": lambda: bench.literature(_results(a), a.runs, out=_say,
                                                            entries=_entries(a.entries)),
               "bench-replay": lambda: bench.replay(_results(a), a.runs, a.bw, a.rtt, out=_say, pages=a.pages,
-                                                   browser=a.browser or "chromium", origin_rtt=a.origin_rtt),
+                                                   browser=a.browser or "chromium", origin_rtt=a.origin_rtt,
+                                                   think=a.think),
               "bench-device": lambda: bench.device(_results(a), a.runs, a.cpu, out=_say)}[a.command]
     counts, lines = runner()
     _say("\n" + "\n".join(lines))
@@ -426,11 +429,11 @@ def cmd_record(a) -> int:
         if len(spec.grid.conditions) != 1:
             raise UsageError("--bw, --rtt: 'record' takes one value of each")
     else:  # from the web, as this machine reaches it: no testbed, no link of ours
-        given = [k for k in ("bw", "up_bw", "rtt", "jitter", "loss", "trace_down", "trace_up")
+        given = [k for k in ("bw", "up_bw", "rtt", "jitter", "loss", "trace_down", "trace_up", "think")
                  if getattr(a, k, None) not in (None, "unshaped")]
         if given:
             raise UsageError(f"--{given[0].replace('_', '-')}: a recording from the web goes through this machine's "
-                             "own network; a link is for --folder")
+                             "own network; a link (and a server's think time) is for --folder")
     cmd.require_root()
     done = (record.record_served(urls, names, serve, SITES, conditions=spec.grid.conditions[0], index=a.testbed,
                                  note=_say, traces=spec.traces) if serve else record.record_web(urls, names, SITES,

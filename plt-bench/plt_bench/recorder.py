@@ -416,6 +416,8 @@ def record_served(urls: list[str], names: list[str], serve: list[tuple[str, Path
         with bed:
             if conditions is not None:
                 bed.set_conditions(conditions)
+                if conditions.think is not None:  # recorded from servers that think (--think): their waits kept
+                    bed.server.set_think(conditions.think)
             for url, name in zip(urls, names):
                 folder = spool / name
                 folder.mkdir()

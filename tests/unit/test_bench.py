@@ -220,3 +220,32 @@ def test_the_replay_benchmark_sets_each_replay_way_beside_the_live_load_and_judg
     assert lines.index(recorded) < lines.index(one)
     assert "TTFB 50/50 ms = 1.000" in recorded and "PLT 950/1000 ms = 0.950" in recorded and " OUT" not in recorded
     assert "PLT 400/1000 ms = 0.400 OUT" in one
+
+
+def test_the_replay_benchmark_with_think_time_judges_the_replay_with_its_recorded_timing_and_shows_the_one_without():
+    """bench-replay --origin-rtt --think: the live side's servers think and its origins are far; the replay
+    with its recorded distances and think time is judged, the one without (every origin at one distance,
+    every response at once) shown beside it."""
+    import dataclasses as dc
+    from types import SimpleNamespace
+
+    from plt_bench.bench import AT_ONCE, ONE_DISTANCE, replay_lines
+    from plt_bench.link import origins
+    from plt_bench.pages import page_url
+    url = page_url("site.pkg.test", "/index.html")
+    page = SimpleNamespace(name="cdn", url=url, what="three origins")
+    base = trial(seq=0, proto="h2", plt=1400.0, page=None, browser="firefox", fcp_ms=1200.0, lcp_ms=1200.0,
+                 ttfb_ms=260.0, unrecorded=0)
+    live = dc.replace(base.conditions, origin_rtt=origins.parse("static.pkg.test=100"), think="200")
+    timed = dc.replace(live, origin_rtt=origins.parse("recorded"), think="recorded")
+    trials = [replace(base, seq=i, page=f"url:{url}", conditions=live) for i in range(3)]
+    trials += [replace(base, seq=3 + i, page="har:bench-cdn", plt_ms=1350.0, ttfb_ms=255.0, conditions=timed)
+               for i in range(3)]
+    trials += [replace(base, seq=6 + i, page="har:bench-cdn", plt_ms=500.0, ttfb_ms=40.0,
+                       conditions=dc.replace(live, origin_rtt=None, think=None)) for i in range(3)]
+    lines = replay_lines(page, "bench-cdn", trials)
+    with_timing = next(x for x in lines if "(with its recorded distances and think time)" in x)
+    without = next(x for x in lines if f"({ONE_DISTANCE}, {AT_ONCE})" in x)
+    assert lines.index(with_timing) < lines.index(without) and with_timing.startswith("    firefox h2")
+    assert "TTFB 255/260 ms = 0.981" in with_timing and " OUT" not in with_timing
+    assert "TTFB 40/260 ms = 0.154 OUT" in without and "PLT 500/1400 ms = 0.357 OUT" in without

@@ -95,3 +95,36 @@ def test_the_proof_holds_every_response_to_its_asked_wait_and_says_which_was_not
     figures, problem = proof(Think("recorded"), [_logged("/", 850, 930.0), _logged("/x", 0, 0.4)])
     assert problem is None and figures["asked_ms"] == {"min": 0.0, "median": 425.0, "max": 850.0}
     assert proof(Think("recorded"), [_logged("/", 850, 940.0)])[1] is not None
+
+
+def test_the_report_shows_each_cell_s_think_time_and_writes_it_out(tmp_path):
+    """The report's think-time table (stats.think_table): per cell, the think asked, the waits asked and
+    waited over the trials that proved them, and in how many every response was held; a store without
+    --think shows no such table (as before)."""
+    import dataclasses as dc
+    import json
+
+    from plt_bench import store as st
+    from plt_bench.analysis import report
+    from plt_bench.pages.timing import proof
+    from .trials import conditions, trial
+    cond = conditions(rtt_ms=20, think="200")
+    with st.Store(tmp_path / "s.sqlite") as s:
+        cid = s.new_campaign("think", "2026-11-29T10:00:00.000+00:00", {"protos": ["h3", "h1"]}, {"link_backend": "linkem"})
+        for i, (proto, w) in enumerate([("h3", 200.2), ("h1", 200.4), ("h3", 201.0), ("h1", 200.6)]):
+            figures, _ = proof(Think("fixed", 200.0), [_logged("/a", 200, w, 0.3), _logged("/b", 200, w + 1, 0.3)])
+            s.add_trial(trial(cid, i, proto=proto, cond=cond, run_index=i // 2, think_json=json.dumps(figures)))
+        figures, why = proof(Think("fixed", 200.0), [_logged("/a", 200, 150.0, 0.3)])
+        s.add_trial(dc.replace(trial(cid, 4, proto="h3", cond=cond, run_index=2, status="failed",
+                                     think_json=json.dumps(figures)), reason=why))
+        rep = report.build(s, [cid])
+        plain = s.new_campaign("plain", "2026-11-29T11:00:00.000+00:00", {"protos": ["h3"]}, {"link_backend": "linkem"})
+        s.add_trial(trial(plain, 0, cond=conditions(rtt_ms=20)))
+        assert not report.build(s, [plain])["think"]
+    rows = {r["proto"]: r for r in rep["think"]}
+    assert (rows["h3"]["n"], rows["h3"]["held"], rows["h3"]["think"], rows["h3"]["asked_ms"]) == (3, 2, "200", 200.0)
+    assert rows["h3"]["waited_ms"] == 200.7 and rows["h1"]["held"] == 2 and rows["h3"]["over_ms"] == 2.0
+    (title, what, table), = [x for x in report.sections(rep) if x[0] == "Think time"]
+    assert table[0][3:] == ["think", "n", "responses", "asked ms", "waited ms", "longest asked", "most over", "held"]
+    written = report.write(rep, tmp_path / "out")
+    assert (tmp_path / "out" / "think.csv") in written

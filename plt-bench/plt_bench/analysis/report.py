@@ -130,7 +130,7 @@ def build(store: Store, campaign_ids: list[int], test: str = "welch", correction
             "reference": reference, "protos": ran, "ccs": ccs, "browsers": browsers, "servers": servers, "budgets": budgets, "axis": axis, "metric": metric,
             "visitor": stats.visitor_table(trials), "visits": stats.visits_table(trials),
             "bottleneck": stats.bottleneck_table(trials), "ecn": stats.ecn_table(trials), "cross": stats.cross_table(trials),
-            "origins": stats.origins_table(trials),
+            "origins": stats.origins_table(trials), "think": stats.think_table(trials),
             "discovery": stats.discovery_table(trials),
             "replays": stats.replay_table(trials), "corpus": stats.corpus_groups(rows),
             "warnings": warnings, "failed": failed, "test": test, "correction": correction,
@@ -568,6 +568,21 @@ def _origins(rep: dict) -> list:
                  f"{r['within']}/{r['n']}"] for r in rep["origins"]]])]
 
 
+def _think(rep: dict) -> list:
+    if not (rep.get("think")):
+        return []
+    return [("Think time", "per cell (--think), over the trials that proved it: the servers' wait asked before each "
+             "response's first byte (recorded: each response its own, its recorded wait less its origin's round "
+             "trip), the responses per trial, the median wait asked and waited (medians over the trials), the "
+             "longest asked, the most any response waited over its ask, and in how many trials every response "
+             "was held as asked (docs/replay.md)",
+             [["link", "page", "protocol", "think", "n", "responses", "asked ms", "waited ms", "longest asked",
+               "most over", "held"],
+              *[[r["conditions"], r["page"], _variant(r, rep), str(r["think"]), str(r["n"]), _f(r["responses"], "{:g}"),
+                 _f(r["asked_ms"]), _f(r["waited_ms"]), _f(r["asked_max_ms"]), _f(r["over_ms"]),
+                 f"{r['held']}/{r['n']}"] for r in rep["think"]]])]
+
+
 def _establishment(rep: dict) -> list:
     if not (rep["establishment"]):
         return []
@@ -587,7 +602,7 @@ def _establishment(rep: dict) -> list:
     return out
 
 
-SECTIONS = (_corpus, _precision, _throughput, _latency, _captures, _visual_progress, _visitor, _visits, _discovery, _replays, _origins, _bottleneck, _ecn, _cross, _establishment)  # each a function of the report: its tables, or none
+SECTIONS = (_corpus, _precision, _throughput, _latency, _captures, _visual_progress, _visitor, _visits, _discovery, _replays, _origins, _think, _bottleneck, _ecn, _cross, _establishment)  # each a function of the report: its tables, or none
 
 
 def sections(rep: dict) -> list[tuple[str, str, list[list[str]]]]:
@@ -784,7 +799,7 @@ def write(rep: dict, directory: Path) -> list[Path]:
     for name, key in (("datarate.csv", "datarate"), ("throughput_series.csv", "throughput_series"),
                       ("latency.csv", "latency"), ("establishment.csv", "establishment"), ("visitor.csv", "visitor"),
                       ("visits.csv", "visits"), ("discovery.csv", "discovery"), ("bottleneck.csv", "bottleneck"), ("ecn.csv", "ecn"),
-                      ("cross.csv", "cross"), ("origins.csv", "origins")):
+                      ("cross.csv", "cross"), ("origins.csv", "origins"), ("think.csv", "think")):
         if rep.get(key):
             files.append(_csv(directory / name, list(rep[key][0]),
                               [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rep[key]]))

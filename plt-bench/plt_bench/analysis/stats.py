@@ -664,6 +664,36 @@ def origins_table(trials: list[Trial]) -> list[dict]:
                                        -(r["path_ms"] or 0), r["host"]))
 
 
+def think_table(trials: list[Trial]) -> list[dict]:
+    """The servers' think time per cell (--think; pages.timing): over every trial that proved it (the ok
+    ones and those failed for it, warm-ups apart), the think asked, the responses held, the waits
+    asked and waited (medians over the trials of each trial's median, and the largest of any
+    response), and in how many trials every response was held as asked."""
+    import json
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for t in trials:
+        if not t.think_json or t.warmup:
+            continue
+        try:
+            groups[cell_key(t)].append(json.loads(t.think_json))
+        except ValueError:
+            continue
+    rows = []
+    for key, fs in groups.items():
+        def median_of(field: str, stat: str) -> float | None:
+            xs = [f[field][stat] for f in fs if isinstance(f.get(field), dict) and f[field].get(stat) is not None]
+            return float(np.median(xs)) if xs else None
+        rows.append({"conditions": key[0], "page": key[1], "proto": key[2], "cc": key[3], "browser": key[4],
+                     "server": key[5], "budget": key[6], "think": fs[0].get("think"), "n": len(fs),
+                     "responses": float(np.median([f.get("responses") or 0 for f in fs])),
+                     "asked_ms": median_of("asked_ms", "median"), "asked_max_ms": max(
+                         (f["asked_ms"]["max"] for f in fs if isinstance(f.get("asked_ms"), dict)), default=None),
+                     "waited_ms": median_of("waited_ms", "median"),
+                     "over_ms": max((f.get("over_ms") or 0.0 for f in fs), default=None),
+                     "held": sum(1 for f in fs if f.get("ok"))})
+    return sorted(rows, key=lambda r: (r["conditions"], r["page"], protocols.order(r["proto"]), r["browser"]))
+
+
 def replay_table(trials: list[Trial]) -> list[dict]:
     """Per (conditions, page, protocol) of replayed recordings (trials with replay evidence): trials
     ok of all, the requests the recording did not hold and those matched by query (all attempts),
