@@ -67,7 +67,8 @@ def run_cli(*args, timeout=300, **kw):
 # emulator fell behind or stalled (its trial did not run under its conditions). Anything else is a
 # failure of what the test guards.
 MACHINE_REFUSALS = ("link emulator fell behind", "link emulator stalled",
-                    "the machine held the browser below its CPU budget")  # plt_bench.device.budget.MACHINE_HELD_BACK
+                    "the machine held the browser below its CPU budget",  # plt_bench.device.budget.MACHINE_HELD_BACK
+                    "the machine held the server past its think time")  # plt_bench.pages.timing.MACHINE_HELD_THINK
 # a device's calibration (plt_bench.device.calibrate) that the machine's other load did not let through
 CALIBRATION_REFUSALS = ("cannot be measured now", "may be interfering", "this host is slower than the device")
 

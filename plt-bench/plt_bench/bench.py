@@ -287,15 +287,51 @@ def literature(results: Path, runs: str = "10", out: Callable[[str], None] = pri
                entries: tuple[str, ...] = ("network", "cpu")) -> tuple[dict, list[str]]:
     """The published h2-vs-h3 experiments, on this machine. network (issue 28): a 100 MB download at
     1 Gbit/s (Zhang et al.) and a 50-object page under 2% loss at 50 ms (Yu & Benson's setting,
-    their loss raised to 2%); cpu (issue 45): cpu_literature."""
+    their loss raised to 2%); cpu (issue 45): cpu_literature; fairness: fairness_literature; corpus
+    (issue 61): corpus_literature."""
     counts: dict = {}
     lines: list[str] = []
-    for entry, run in (("network", _network_literature), ("cpu", cpu_literature), ("fairness", fairness_literature)):
+    for entry, run in (("network", _network_literature), ("cpu", cpu_literature), ("fairness", fairness_literature),
+                       ("corpus", corpus_literature)):
         if entry in entries:
             c, more = run(results, runs, out)
             counts = {k: counts.get(k, 0) + c.get(k, 0) for k in set(counts) | set(c) if isinstance(c.get(k, 0), int)}
             lines += more
     return counts, lines
+
+
+# The corpus beside Zhang et al.'s Fig. 11 (100 live sites, Chrome): the real pages replayed over h3 and h2 at
+# a 100 Mbit/s link (their shaped one) and 50 ms, their servers answering at once and thinking 100 ms
+CORPUS_LINK = {"bw": "100mbit", "rtt": "50ms"}
+CORPUS_THINK = "off,100"
+
+
+def corpus_literature(results: Path, runs: str = "3", out: Callable[[str], None] = print) -> tuple[dict, list[str]]:
+    """The corpus (every real page: pages.real) over h3 and h2, its servers answering at once and
+    thinking, each in Zhang et al.'s Fig. 11 form beside theirs (corpus_lines)."""
+    spec = campaign.bare({"size": "real:*", **CORPUS_LINK, "runs": runs, "proto": f"{H3},{H2}",
+                          "think": CORPUS_THINK, "name": "bench-corpus"})
+    c, t, _ = _run(spec, results, out)
+    return c, corpus_lines(t)
+
+
+def corpus_lines(trials: list[Trial]) -> list[str]:
+    """Per link (its conditions, think time among them): each page's ratio of PLT medians h3/h2 over its
+    ok trials, in Fig. 11's figures beside Zhang et al.'s (pure)."""
+    from .analysis import stats
+    lines = ["the corpus beside Zhang et al. (WWW'24, Fig. 11: 100 live sites in Chrome, PLT h3/h2 per page)"]
+    for who, f in stats.ZHANG_FIG11.items():
+        lines.append("  " + stats.fig11_line(f"Zhang, {who}", f))
+    for label in sorted({t.label for t in trials}):
+        ratios = []
+        for page in sorted({t.page for t in trials if t.label == label}):
+            med = {p: [t.plt_ms for t in trials if t.label == label and t.page == page and t.proto == p and t.counts]
+                   for p in (H3, H2)}
+            if med[H3] and med[H2]:
+                ratios.append(statistics.median(med[H3]) / statistics.median(med[H2]))
+        f = stats.fig11_figures(ratios)
+        lines.append("  " + (stats.fig11_line(f"here, {label}", f) if f else f"here, {label}: no page with both"))
+    return lines
 
 
 def _network_literature(results: Path, runs: str, out: Callable[[str], None]) -> tuple[dict, list[str]]:

@@ -20,7 +20,7 @@ from ..conftest import ROOT, UNJUDGED, unjudged
 
 # (the trace tests ran here until 2026-11-26: a trace is linkem's on every kernel, so the VM added nothing)
 VM_TESTS = ["tests/integration/test_link.py", "tests/integration/test_cli.py", "tests/integration/test_two_machines.py",
-            "tests/integration/test_aqm.py", "tests/integration/test_origins.py"]
+            "tests/integration/test_aqm.py", "tests/integration/test_origins.py", "tests/integration/test_think.py"]
 # the vm tests that have nothing to do on netem (the kernel's: no emulator process to kill)
 NOT_FOR_NETEM = {"test_a_dying_emulator_fails_the_trial_and_stops_the_next[netem]",
                  "test_a_linkem_snapshot_holds_the_worst_since_the_one_before[netem]",
@@ -71,7 +71,8 @@ def test_the_netem_backend_passes_inside_a_netem_kernel():
                  "test_the_servers_side_shapes_with_netem_and_undoes_it_when_the_client_leaves",
                  "test_each_discipline_keeps_its_standing_delay_and_the_check_catches_a_false_claim",
                  "test_run_records_the_backend_that_shaped_and_clean_removes_a_killed_run",
-                 "test_a_far_origin_sits_at_its_distance_the_others_at_the_link_s_and_the_trial_proves_both"):
+                 "test_a_far_origin_sits_at_its_distance_the_others_at_the_link_s_and_the_trial_proves_both",
+                 "test_think_200_holds_every_response_200_ms_proven_by_the_server_and_seen_by_the_browser"):
         assert any(k.startswith(must) and v in ("passed", "unjudged") for k, v in outcome.items()), (must, outcome)
     left = {k: why[k] for k, v in outcome.items() if v == "unjudged"}
     if left:  # the VM's tests that could not judge their claim: so is this one, for them

@@ -79,7 +79,7 @@ def test_think_200_holds_every_response_200_ms_proven_by_the_server_and_seen_by_
     # the browser saw each first byte at least the think and the link's round trip after its request
     # (a bound physics holds, however slow the machine)
     waits = [t.ttfb_ms] + [r["responseStart"] - r["requestStart"] for r in t.resources if r.get("responseStart")]
-    assert len(waits) == page.objects + 1 and min(waits) >= 200.0 + 20.0 - 1.0, waits
+    assert len(waits) >= page.objects + 1 and min(waits) >= 200.0 + 20.0 - 1.0, waits
 
 
 def test_a_server_that_thought_otherwise_than_asked_fails_the_trial_with_the_reason(

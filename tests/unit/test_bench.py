@@ -249,3 +249,28 @@ def test_the_replay_benchmark_with_think_time_judges_the_replay_with_its_recorde
     assert lines.index(with_timing) < lines.index(without) and with_timing.startswith("    firefox h2")
     assert "TTFB 255/260 ms = 0.981" in with_timing and " OUT" not in with_timing
     assert "TTFB 40/260 ms = 0.154 OUT" in without and "PLT 500/1400 ms = 0.357 OUT" in without
+
+
+def test_the_corpus_entry_sets_each_link_s_pages_beside_zhang_s_fig_11():
+    """bench-literature --entries corpus: per link (think time among its conditions), each page's ratio of
+    PLT medians h3/h2 in Fig. 11's figures, under Zhang et al.'s two rows (pure)."""
+    import dataclasses as dc
+
+    from plt_bench.bench import corpus_lines
+    from plt_bench.pages import Page
+    base = trial(seq=0, proto="h3", plt=100.0, page=None)
+    thought = dc.replace(base.conditions, think="100")
+    trials = []
+    for cond in (base.conditions, thought):
+        for size, (h3, h2) in {5000: (80.0, 100.0), 6000: (99.0, 100.0), 7000: (110.0, 100.0)}.items():
+            if cond.think:
+                h3, h2 = h3 + 200.0, h2 + 200.0  # a think dilutes h3's lead
+            for proto, plt in (("h3", h3), ("h2", h2)):
+                trials += [replace(base, seq=len(trials), proto=proto, plt_ms=plt, page=Page(size).label,
+                                   conditions=cond) for _ in range(3)]
+    lines = corpus_lines(trials)
+    assert lines[1].startswith("  Zhang, Ethernet: median ratio 1.008, mean 1.030; h3 faster on 37 of 100 (37%)")
+    off = next(x for x in lines if x.startswith("  here, ") and "think" not in x)
+    on = next(x for x in lines if "think:100" in x)
+    assert "median ratio 0.990" in off and "h3 faster on 2 of 3 (67%), >= 5% faster on 1, >= 5% slower on 1" in off
+    assert "median ratio 0.997" in on and ">= 5% faster on 1, >= 5% slower on 0" in on  # 310/300: within 5%

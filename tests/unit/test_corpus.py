@@ -87,3 +87,31 @@ def test_browsers_compared_over_the_pages_and_a_campaign_of_few_pages_is_no_corp
                                     run_index=r))
     assert report.build(few, [fid])["corpus"] == [] and stats.CORPUS_MIN_PAGES == 4
     few.close()
+
+
+def test_h3_against_h2_over_the_pages_is_set_beside_zhang_s_fig_11_in_its_own_form(tmp_path):
+    """Zhang et al. (WWW'24, Fig. 11): per page the ratio of PLT medians h3/h2, their median and mean, and
+    the pages h3 was faster on, 5% or more faster, 5% or more slower. Ours in that form, beside theirs; h3
+    against h1 has no such figure."""
+    rng = np.random.default_rng(5)
+    # h3/h2 per page: 0.80, 0.90, 0.97, 1.02, 1.10, 1.01
+    ratios = {5000: 0.80, 6000: 0.90, 7000: 0.97, 8000: 1.02, 9000: 1.10, 10000: 1.01}
+    with Store(tmp_path / "r.sqlite") as s:
+        cid = s.new_campaign("corpus", "t", {}, {"link_backend": "linkem"})
+        seq = 0
+        for size, ratio in ratios.items():
+            for proto, mean in (("h3", 200.0 * ratio), ("h2", 200.0), ("h1", 210.0)):
+                for r, v in enumerate(rng.normal(mean, 0.01, 5)):
+                    s.add_trial(trial(cid, seq, proto, plt=float(v), page=Page(size), run_index=r))
+                    seq += 1
+        rep = report.build(s, [cid])
+    h2 = next(g for g in rep["corpus"] if g["other"] == "h2")
+    ours = stats.zhang_form(h2)
+    assert ours["pages"] == 6 and ours["median"] == pytest.approx(0.99, abs=1e-3)
+    assert ours["mean"] == pytest.approx(np.mean(list(ratios.values())), abs=1e-3)
+    assert (ours["faster"], ours["faster5"], ours["slower5"]) == (3, 2, 1)
+    assert stats.zhang_form(next(g for g in rep["corpus"] if g["other"] == "h1")) is None
+    (title, _, table), = [x for x in report.sections(rep) if x[0].startswith("Beside Zhang et al.'s Fig. 11")]
+    assert "h3 vs h2" in title and [row[0] for row in table[1:]] == ["here", "Zhang, Ethernet", "Zhang, 100 Mbit/s"]
+    assert table[1][1:] == ["6", "0.990", f"{ours['mean']:.3f}", "3 (50%)", "2 (33%)", "1 (17%)"]
+    assert table[2][1:] == ["100", "1.008", "1.030", "37 (37%)", "10 (10%)", "24 (24%)"]

@@ -325,6 +325,17 @@ def _corpus(rep: dict) -> list:
                      *[[c.reference.page, _f(c.reference.median_ms), _f(c.other.median_ms), _f(c.diff_pct, "{:+.1f}"),
                         f"[{_f(c.diff_ci_low_pct, '{:+.1f}')}, {_f(c.diff_ci_high_pct, '{:+.1f}')}]",
                         _f(c.p_adjusted, "{:.2g}"), c.faster] for c in g["rows"]]]))
+        ours = stats.zhang_form(g) if rep.get("metric", DEFAULT_METRIC) == "plt" else None
+        if ours:
+            out.append((f"Beside Zhang et al.'s Fig. 11: {g['pair']} at {g['conditions']} ({g['within']})",
+                        "per page the ratio of the PLT medians h3/h2 (below 1: h3 faster), over the pages here and over "
+                        "Zhang et al.'s 100 live sites in Chrome (WWW'24, Fig. 11, their released data); counts are "
+                        "pages, whatever the significance. Where ours differs, see docs/results.md (the corpus "
+                        "beside the literature)",
+                        [["pages", "n", *[w for _, w in stats.FIG11_COLUMNS]],
+                         *[[who, str(f["pages"]), _f(f["median"], "{:.3f}"), _f(f["mean"], "{:.3f}"),
+                            *[f"{f[k]} ({100.0 * f[k] / f['pages']:.0f}%)" for k in ("faster", "faster5", "slower5")]]
+                           for who, f in (("here", ours), *((f"Zhang, {k}", v) for k, v in stats.ZHANG_FIG11.items()))]]))
     return out
 
 

@@ -972,6 +972,41 @@ def corpus_beside_literature(g: dict) -> str | None:
             "chiefly its handshake's round trips, a larger share of a page's load the longer the round trip")
 
 
+# Zhang et al. (WWW'24, Fig. 11: 100 live sites in Chrome, PLT h3/h2 per page, from their released data):
+# the figures a corpus answer of h3 against h2 is set beside, by the link they measured on
+ZHANG_FIG11 = {"Ethernet": {"pages": 100, "median": 1.008, "mean": 1.030, "faster": 37, "faster5": 10, "slower5": 24},
+               "100 Mbit/s": {"pages": 100, "median": 1.021, "mean": 1.062, "faster": 27, "faster5": 11,
+                              "slower5": 35}}
+FIG11_COLUMNS = (("median", "median ratio"), ("mean", "mean ratio"), ("faster", "h3 faster"),
+                 ("faster5", "h3 >= 5% faster"), ("slower5", "h3 >= 5% slower"))
+
+
+def zhang_form(g: dict) -> dict | None:
+    """A corpus group of h3 against h2 in Zhang's Fig. 11 form (pure): per page the ratio of the medians
+    h3/h2, their median and mean, and the pages where h3 was faster (ratio below 1), 5% or more faster
+    (0.95 or less) and 5% or more slower (1.05 or more); None for any other comparison."""
+    if g.get("axis") != "proto" or g.get("reference") != protocols.H3.name or g.get("other") != protocols.H2.name:
+        return None
+    return fig11_figures([c.reference.median_ms / c.other.median_ms for c in g["rows"]
+                          if c.reference.median_ms and c.other.median_ms])
+
+
+def fig11_figures(ratios: list[float]) -> dict | None:
+    """Per-page ratios h3/h2 in Fig. 11's figures (pure); None for none."""
+    if not ratios:
+        return None
+    return {"pages": len(ratios), "median": float(np.median(ratios)), "mean": float(np.mean(ratios)),
+            "faster": sum(r < 1.0 for r in ratios), "faster5": sum(r <= 0.95 for r in ratios),
+            "slower5": sum(r >= 1.05 for r in ratios)}
+
+
+def fig11_line(who: str, f: dict) -> str:
+    """One row of Fig. 11's figures in words (pure)."""
+    n = f["pages"]
+    return (f"{who}: median ratio {f['median']:.3f}, mean {f['mean']:.3f}; h3 faster on {f['faster']} of {n} "
+            f"({100.0 * f['faster'] / n:.0f}%), >= 5% faster on {f['faster5']}, >= 5% slower on {f['slower5']}")
+
+
 def corpus_sentence(g: dict) -> str:
     """A corpus group in words (pure): the share of pages where the reference was significantly
     faster, slower or neither, and the median difference."""
