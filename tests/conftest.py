@@ -223,7 +223,8 @@ def system_state(ns: str | None = None) -> dict:
                    if ours(d))
     # the emulator by its binary's path ('/linkem '): a campaign's own command line may say '--link linkem'
     procs = out(["pgrep", "-af", "caddy run|/linkem |chromedriver|tcpdump -i|iperf3 -s|quinnserve --config|"
-                                 "dnsmasq --keep-in-foreground|plt_bench[.]pages[.]replayd|geckodriver|firefox-esr|slirp4netns"])
+                                 "dnsmasq --keep-in-foreground|plt_bench[.]pages[.]replayd|plt_bench[.]servers[.]think|geckodriver|"
+                                 "firefox-esr|slirp4netns"])
     netns = [l.split()[0] for l in out(["ip", "netns", "list"]).splitlines()]
     run = sorted(p.name for p in Path("/run/plt-bench").glob("*")) if Path("/run/plt-bench").exists() else None
     etc = sorted(p.name for p in Path("/etc/netns").glob("pb*")) if ns is None else []  # a client's hosts, resolv.conf

@@ -578,7 +578,8 @@ OUR_PROGRAMS = frozenset({"chromium", "chrome", "chromedriver", "caddy", "quinns
                           "Xvfb", "ffmpeg"})  # Firefox's display and its recording (capture visual: browsers.display)
 # our Python programs, by the module they run (and the names they ran as until 2026-11-28: a leftover of an earlier
 # version is found by clean too)
-OUR_MODULES = ("plt_bench.browsers.worker", "plt_bench.trial.worker", "plt_bench.pages.replayd", "plt_bench.browser_worker", "plt_bench.replayd")
+OUR_MODULES = ("plt_bench.browsers.worker", "plt_bench.trial.worker", "plt_bench.pages.replayd", "plt_bench.servers.think",
+               "plt_bench.browser_worker", "plt_bench.replayd")
 
 
 def is_our_program(exe: str | None, cmdline: str) -> bool:

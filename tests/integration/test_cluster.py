@@ -1,6 +1,7 @@
 """Many machines on one: a Dask scheduler and two plt-bench workers (testbeds 228 and 229) run a
 tiny campaign; every cell is measured by exactly one worker, the store holds what a local run
 would, and a worker killed in the middle loses and duplicates nothing."""
+import json
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import CALIBRATION_REFUSALS, ROOT, ok_slots, run_cli, unjudged
+from ..conftest import CALIBRATION_REFUSALS, MACHINE_REFUSALS, ROOT, ok_slots, run_cli, unjudged
 
 DASK = [sys.executable, "-c", "from distributed.cli.dask_scheduler import main; main()"]
 
@@ -176,6 +177,32 @@ def test_the_page_timeout_reaches_the_workers(cluster, tmp_path):
     assert c.returncode == 1 and "Traceback" not in c.stderr, c.stdout[-3000:] + c.stderr[-3000:]
     rows = _rows(store)
     assert len(rows) == 4 and all(r["status"] == "failed" and "timeout" in r["reason"] for r in rows), rows
+
+
+def test_a_far_origin_and_a_thinking_server_hold_on_a_worker_and_are_proven_there(cluster, tmp_path):
+    """Issue 61 on a cluster: a cell whose origin sits 100 ms away and whose servers think 100 ms runs on a
+    worker's testbed as it does on this one's (the worker's link holds the far origin's path, its
+    servers a think stage), each trial proving both; the head stores the proofs as they came."""
+    address, *_ = cluster
+    store = tmp_path / "timing.sqlite"
+    c = run_cli("run", "--size", "4o:8x5KB", "--bw", "50mbit", "--rtt", "20ms", "--runs", "1", "--proto", "h3,h2",
+                "--origin-rtt", "plt-o1.test=100", "--think", "100", "--verify", "off", "--cluster", address,
+                "--results", str(store), timeout=900)
+    assert c.returncode in (0, 1) and "Traceback" not in c.stderr, c.stdout[-3000:] + c.stderr[-3000:]
+    rows = _rows(store)
+    assert len(rows) == 2 and all(r["host"] for r in rows), rows
+    if c.returncode == 1:  # only the busy machine's refusals may fail a trial here
+        bad = [r for r in rows if r["status"] != "ok"]
+        if all((r["reason"] or "").startswith(MACHINE_REFUSALS) for r in bad):
+            unjudged(f"the machine refused {len(bad)} of the cluster's trials ({bad[0]['reason']})")
+            return
+        raise AssertionError(bad)
+    for r in rows:
+        far = json.loads(r["origin_rtts_json"])["plt-o1.test"]
+        thought = json.loads(r["think_json"])
+        assert (r["origin_rtt"], r["think"]) == ("plt-o1.test=100", "100"), r
+        assert far["ok"] and far["expected_ms"] == 120.0 and far["packets"] > 0, far
+        assert thought["ok"] and thought["held"] == thought["responses"] == 9, thought
 
 
 def test_captures_come_back_to_the_head_whole_and_stay_nowhere_else(cluster, tmp_path):

@@ -362,6 +362,7 @@ def test_only_the_testbeds_own_programs_are_ours():
     # issue 44: the replay server and Firefox's processes were not found by clean after a SIGKILL
     assert is_our_program("/usr/bin/python3.11", f"python -m plt_bench.replayd --sites s --active {run}replay-active x")
     assert is_our_program("/usr/lib/firefox-esr/firefox-esr", f"firefox-esr -profile {run}profiles/x")
+    assert is_our_program("/usr/bin/python3.11", f"python -m plt_bench.servers.think --think-file {run}think")
     assert is_our_program("/work/main/.tools/bin/geckodriver", "geckodriver --port 4444")
     assert not is_our_program("/usr/bin/tail", f"tail -F {run}access.log")
     assert not is_our_program("/usr/bin/python3.11", f"python3 my_reader.py {run}access.log")
