@@ -506,12 +506,15 @@ def served_not_in_har(entries: list[dict], log: dict, serve: list[tuple[str, Pat
 
 
 def complete_from_server(har: Path, entries: list[dict], serve: list[tuple[str, Path, str]]) -> tuple[int, int]:
-    """Complete a served folder's recording with what the server served it (served_not_in_har);
-    returns (responses added, bodies filled in)."""
+    """Complete a served folder's recording with what the server served it (served_not_in_har), and
+    each response with the think time its server said it spent (--think: pages.timing.with_server_thinks,
+    which the archive keeps beside the waits); returns (responses added, bodies filled in)."""
+    from .pages.timing import with_server_thinks
     log = json.loads(har.read_text())
     extra, filled = served_not_in_har(entries, log["log"], serve)
-    if extra or filled:
-        log["log"]["entries"] += extra
+    log["log"]["entries"] += extra
+    thought = with_server_thinks(log["log"]["entries"], entries)
+    if extra or filled or thought:
         har.write_text(json.dumps(log))
     return len(extra), filled
 

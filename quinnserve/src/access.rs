@@ -24,6 +24,9 @@ pub struct Request {
     /// the congestion controller its connection ran: quinn's for h3, the kernel's for TCP
     pub cc: String,
     pub start_unix_s: f64,
+    /// its connection's handshake round trip as the server measured it (ms): the kernel's first RTT sample
+    /// of a TCP connection (its SYN-ACK's), quinn's RTT once a QUIC handshake completed; None: unknown
+    pub rtt_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -43,6 +46,7 @@ struct Line<'a> {
     cc: &'a str,
     /// the think stage's header X-Plt-Think (asked and waited ms), where a think was asked
     think: Option<&'a str>,
+    rtt_ms: Option<f64>,
     /// the response's body was not handed over whole (the client went away)
     aborted: bool,
 }
@@ -67,7 +71,7 @@ impl AccessLog {
         let line = Line {
             uri: &r.uri, host: &r.host, proto: r.proto, status, size, end_unix_s: end,
             duration_s: (end - r.start_unix_s).max(0.0), referer: r.referer.as_deref(), remote_port: r.remote_port,
-            resumed: r.resumed, method: &r.method, replay, cc: &r.cc, think, aborted,
+            resumed: r.resumed, method: &r.method, replay, cc: &r.cc, think, rtt_ms: r.rtt_ms, aborted,
         };
         let mut text = serde_json::to_string(&line).unwrap_or_default();
         text.push('\n');

@@ -267,8 +267,15 @@ async fn serve_h3(endpoint: quinn::Endpoint, site: Arc<Site>, listener: Arc<List
             // resumed session can send: the connection resumed (quinn tells a server no more: its
             // ZeroRttAccepted says whether a *client's* 0-RTT was accepted)
             let (settle, handshake) = tokio::sync::watch::channel(0u8);
+            // the handshake's round trip as quinn measured it when the handshake completed (before any load
+            // queued on the connection)
+            let rtt = Arc::new(std::sync::Mutex::new(None::<f64>));
+            let (measured, watched) = (conn.clone(), rtt.clone());
             tokio::spawn(async move {
                 let _ = done.await;
+                if let Ok(mut r) = watched.lock() {
+                    *r = Some(measured.rtt().as_secs_f64() * 1000.0);
+                }
                 let _ = settle.send(1);
             });
             let early = Arc::new(AtomicBool::new(false));
@@ -281,9 +288,9 @@ async fn serve_h3(endpoint: quinn::Endpoint, site: Arc<Site>, listener: Arc<List
                 match h3conn.accept().await {
                     Ok(Some(resolver)) => {
                         let (site, listener) = (site.clone(), listener.clone());
-                        let (handshake, early) = (handshake.clone(), early.clone());
+                        let (handshake, early, rtt) = (handshake.clone(), early.clone(), rtt.clone());
                         tokio::spawn(async move {
-                            let _ = handle_h3(resolver, site, listener, remote_port, handshake, early, cc).await;
+                            let _ = handle_h3(resolver, site, listener, remote_port, handshake, early, cc, rtt).await;
                         });
                     }
                     _ => break,
@@ -295,7 +302,8 @@ async fn serve_h3(endpoint: quinn::Endpoint, site: Arc<Site>, listener: Arc<List
 
 async fn handle_h3(resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>, site: Arc<Site>,
                    listener: Arc<Listener>, remote_port: u16, mut handshake: tokio::sync::watch::Receiver<u8>,
-                   early: Arc<AtomicBool>, cc: &'static str) -> Result<(), Error> {
+                   early: Arc<AtomicBool>, cc: &'static str, rtt: Arc<std::sync::Mutex<Option<f64>>>)
+                   -> Result<(), Error> {
     let start = access::now_unix_s();
     let (req, mut stream) = resolver.resolve_request().await?;
     if *handshake.borrow() == 0 {
@@ -305,7 +313,7 @@ async fn handle_h3(resolver: h3::server::RequestResolver<h3_quinn::Connection, B
     let info = Request {
         method: req.method().to_string(), uri: pq.clone(), host: host_of(req.uri(), req.headers()), proto: "h3",
         referer: header(req.headers(), "referer").map(str::to_string), remote_port,
-        resumed: None, cc: cc.to_string(), start_unix_s: start,
+        resumed: None, cc: cc.to_string(), start_unix_s: start, rtt_ms: None,
     };
     let mut body = BytesMut::new();
     if listener.replay && req.method() != Method::GET && req.method() != Method::HEAD {
@@ -351,7 +359,8 @@ async fn handle_h3(resolver: h3::server::RequestResolver<h3_quinn::Connection, B
     // whether the connection took a request in 0-RTT is known once its handshake completes (bounded: a
     // client gone mid-handshake never completes it)
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), handshake.wait_for(|v| *v != 0)).await;
-    let info = Request { resumed: if early.load(Ordering::Relaxed) { Some(true) } else { None }, ..info };
+    let rtt_ms = rtt.lock().ok().and_then(|r| *r);
+    let info = Request { resumed: if early.load(Ordering::Relaxed) { Some(true) } else { None }, rtt_ms, ..info };
     site.log.write(&info, status, sent, r.replay.as_deref(), r.think.as_deref(), result.is_err());
     result
 }
@@ -371,6 +380,22 @@ fn tcp_congestion(sock: &tokio::net::TcpStream) -> String {
     }
     let end = buf[..len as usize].iter().position(|&b| b == 0).unwrap_or(len as usize);
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The kernel's smoothed RTT of this socket (ms; TCP_INFO): read when a connection is accepted, the
+/// handshake's own sample (SYN-ACK to ACK), before anything else is sent on it.
+fn tcp_rtt_ms(sock: &tokio::net::TcpStream) -> Option<f64> {
+    use std::os::fd::AsRawFd;
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(),
+                         &mut len)
+    };
+    if rc != 0 || info.tcpi_rtt == 0 {
+        return None;
+    }
+    Some(info.tcpi_rtt as f64 / 1000.0)
 }
 
 /// A response body that writes its access-log line when it ends or is dropped (the client gone).
@@ -434,13 +459,14 @@ impl Drop for Logged {
 }
 
 async fn handle_tcp(req: http::Request<Incoming>, site: Arc<Site>, listener: Arc<Listener>, proto: &'static str,
-                    remote_port: u16, resumed: bool, cc: Arc<String>) -> Result<http::Response<Logged>, Error> {
+                    remote_port: u16, resumed: bool, cc: Arc<String>, rtt_ms: Option<f64>)
+                    -> Result<http::Response<Logged>, Error> {
     let start = access::now_unix_s();
     let pq = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
     let info = Request {
         method: req.method().to_string(), uri: pq.clone(), host: host_of(req.uri(), req.headers()), proto,
         referer: header(req.headers(), "referer").map(str::to_string), remote_port, resumed: Some(resumed),
-        cc: cc.to_string(), start_unix_s: start,
+        cc: cc.to_string(), start_unix_s: start, rtt_ms,
     };
     let (parts, incoming) = req.into_parts();
     let body = if listener.replay { incoming.collect().await?.to_bytes() } else { Bytes::new() };
@@ -473,6 +499,7 @@ async fn serve_tcp(tcp: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcce
         tokio::spawn(async move {
             let _ = sock.set_nodelay(true); // as Go's (Caddy's) server does
             let cc = Arc::new(tcp_congestion(&sock));
+            let rtt = tcp_rtt_ms(&sock);
             let tls = match acceptor.accept(sock).await {
                 Ok(t) => t,
                 Err(_) => return,
@@ -484,7 +511,7 @@ async fn serve_tcp(tcp: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcce
             };
             let proto: &'static str = if h2 { "h2" } else { "h1" };
             let service = hyper::service::service_fn(move |req| {
-                handle_tcp(req, site.clone(), listener.clone(), proto, peer.port(), resumed, cc.clone())
+                handle_tcp(req, site.clone(), listener.clone(), proto, peer.port(), resumed, cc.clone(), rtt)
             });
             let io = TokioIo::new(tls);
             if h2 {

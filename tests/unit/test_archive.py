@@ -907,3 +907,22 @@ def test_replayd_waits_as_the_think_file_asks_and_says_what_it_asked_and_waited(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_archive_keeps_the_think_its_server_said_and_prefers_it_to_the_wait_s_estimate(tmp_path):
+    """A recording of plt-bench's served folders carries each response's think as its server said it (the
+    HAR's custom field, pages.timing.SERVER_THINK_FIELD): the archive keeps it beside the waits and
+    replays it before the wait's estimate, which elsewhere stands."""
+    from plt_bench.pages.timing import SERVER_THINK_FIELD
+    timed = recording()
+    for e, (connect, ssl), w in zip(timed["log"]["entries"], [(45.0, 44.0), (-1, -1), (130.0, 90.0), (0, 0),
+                                                             (300.0, 150.0), (-1, -1), (-1, -1)],
+                                    [245.0, 45.0, 40.0, -1, 1000.0, 99.0, 99.0]):
+        e["timings"] = {"connect": connect, "ssl": ssl, "wait": w}
+    timed["log"]["entries"][4][SERVER_THINK_FIELD] = 500.0  # api's server said 500, its wait says 850
+    p = tmp_path / "said.har"
+    p.write_text(json.dumps(timed))
+    a, _ = archive.make(p, "said", tmp_path / "sites")
+    assert a.source["timing"]["server_thinks_ms"] == [None, None, None, None, 500.0]
+    assert archive.recorded_thinks(a) == {0: 200.0, 1: 0.0, 2: 0.0, 4: 500.0}
+    assert archive.load("said", tmp_path / "sites") == a

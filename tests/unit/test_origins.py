@@ -88,6 +88,30 @@ def test_the_proof_times_each_origin_s_handshakes_and_fails_one_away_from_its_di
     assert "b.test" in origins.proof({"b.test": 100.0}, 20.0, {**slow, "b.test": [100.0]}, cpu_held=True)[1]
 
 
+def test_the_server_s_own_handshake_round_trips_are_judged_beside_the_browser_s():
+    """quinnserve's log says each connection's handshake round trip (the kernel's SYN-ACK sample over TCP,
+    quinn's RTT at the handshake's end over QUIC): the shortest per origin is judged as the browser's is,
+    so a far origin the browser saw at its distance but the server did not fails too; Caddy's log says
+    none, and then the browser's figure alone judges."""
+    entries = [{"host": "b.test", "proto": "h2", "remote_port": 5000, "rtt_ms": 121.2},
+               {"host": "b.test", "proto": "h2", "remote_port": 5000, "rtt_ms": 121.2},  # one connection, once
+               {"host": "b.test", "proto": "h2", "remote_port": 5001, "rtt_ms": 125.0},
+               {"host": "A.test", "proto": "h2", "remote_port": 4000, "rtt_ms": 20.4},
+               {"host": "c.test", "proto": "h2", "remote_port": 4001, "rtt_ms": None},
+               {"host": "c.test", "proto": "h2", "remote_port": 4002}]  # Caddy's: no figure
+    server = origins.server_handshakes(entries)
+    assert server == {"b.test": [121.2, 125.0], "a.test": [20.4]}
+    browser = {"a.test": [21.0], "b.test": [121.5]}
+    figures, problem = origins.proof({"b.test": 100.0}, 20.0, browser, server=server)
+    assert problem is None and [f.server_ms for f in figures] == [20.4, 121.2]
+    assert origins.as_json(figures)["b.test"]["server_ms"] == 121.2
+    # the server saw the far origin near: the browser's figure alone does not make it so
+    figures, problem = origins.proof({"b.test": 100.0}, 20.0, browser, server={"b.test": [20.6]})
+    assert problem.startswith("origin b.test was not at its distance: its server measured its shortest handshake "
+                              "at 20.6 ms, expected 120 ms") and not figures[1].ok
+    assert origins.proof({"b.test": 100.0}, 20.0, browser, server={})[1] is None
+
+
 def test_the_netem_backend_holds_each_delay_in_a_band_of_its_own_and_reads_it_back():
     from plt_bench.link import readback
     paths = {"198.19.1.11": 100.0, "198.19.1.12": 40.0, "198.19.1.13": 100.0}

@@ -134,3 +134,28 @@ def test_the_report_shows_each_cell_s_think_time_and_writes_it_out(tmp_path):
     assert table[0][3:] == ["think", "n", "responses", "asked ms", "waited ms", "longest asked", "most over", "held"]
     written = report.write(rep, tmp_path / "out")
     assert (tmp_path / "out" / "think.csv") in written
+
+
+def test_a_served_folder_s_recording_takes_each_think_its_server_said_before_any_estimate_from_its_wait():
+    """A HAR's wait holds the server's think, the round trip, and the time its first byte queued behind
+    other bytes on the recording's link (over one TCP connection, a slow-start round trip each): measured
+    320 and 444 ms for 200 ms of think at 120 ms. Where the server said its think (plt-bench's think
+    stage, a recording of served folders), that is the recording's; elsewhere the wait less the RTT."""
+    from plt_bench.pages.timing import RecordedTiming, SERVER_THINK_FIELD, header, server_think_ms, with_server_thinks
+    entries = [_entry("a.test", 40.0, 20.0, 224.0), _entry("b.test", 240.0, 120.0, 444.0),
+               _entry("b.test", 240.0, 120.0, 320.0), _entry("c.test", 40.0, 20.0, 60.0)]
+    for e, path in zip(entries, ("/", "/x.js", "/y.js", "/z.png")):
+        e["request"]["url"] = page_url(e["request"]["url"].split("/")[2], path)
+    served = [{"host": "a.test", "uri": "/", "think": header(200, 200.4)},
+              {"host": "b.test", "uri": "/y.js", "think": header(200, 201.0)},
+              {"host": "b.test", "uri": "/x.js", "think": header(200, 200.2)},
+              {"host": "c.test", "uri": "/z.png", "think": None}]
+    assert with_server_thinks(entries, served) == 3
+    assert [server_think_ms(e) for e in entries] == [200.4, 200.2, 201.0, None]
+    assert SERVER_THINK_FIELD.startswith("_")  # a HAR's custom field
+    t = from_har(entries)
+    hosts = ["a.test", "b.test", "b.test", "c.test"]
+    estimated = t.think_ms(hosts)
+    assert estimated == [204.0, 324.0, 200.0, 40.0]  # the queued first byte counted as think
+    said = RecordedTiming(t.origin_rtts_ms, t.waits_ms, tuple(server_think_ms(e) for e in entries))
+    assert said.think_ms(hosts) == [200.4, 200.2, 201.0, 40.0]

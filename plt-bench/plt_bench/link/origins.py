@@ -288,16 +288,23 @@ class OriginFigure:
     below_ms: float
     above_ms: float
     packets: int | None = None  # linkem's count of the origin's packets on its own path in the trial
+    # the shortest handshake round trip the server measured on the origin's connections (ms; quinnserve's log:
+    # the kernel's SYN-ACK sample over TCP, quinn's RTT at the handshake's end over QUIC); None: its server
+    # says none (Caddy's log keeps no such figure)
+    server_ms: float | None = None
+
+    def within(self, ms: float | None) -> bool:
+        return ms is not None and -self.below_ms <= ms - self.expected_ms <= self.above_ms
 
     @property
     def ok(self) -> bool:
-        return self.measured_ms is not None and -self.below_ms <= self.measured_ms - self.expected_ms <= self.above_ms
+        return self.within(self.measured_ms) and (self.server_ms is None or self.within(self.server_ms))
 
 
 def proof(delays: dict[str, float], rtt_ms: float, handshakes: dict[str, list[float]], jitter_ms: float = 0.0,
           jitter_legs: int = 2, path_packets: dict[str, int] | None = None,
           slack_ms: float = ABOVE_MS, own_host: str | None = None,
-          cpu_held: bool = False) -> tuple[list[OriginFigure], str | None]:
+          cpu_held: bool = False, server: dict[str, list[float]] | None = None) -> tuple[list[OriginFigure], str | None]:
     """Each origin's figures, and the problem where one was not at its distance (or a delayed origin
     the browser connected to was never timed, or linkem held none of its packets): every origin the
     browser timed is judged, near ones too (at the link's RTT). own_host: the page's own origin, whose
@@ -305,7 +312,8 @@ def proof(delays: dict[str, float], rtt_ms: float, handshakes: dict[str, list[fl
     adds to one: the slack above is at least twice that (a slow machine's, as the netem VM's software
     emulation), so that it judges the distance, not the CPU. cpu_held: the load was CPU-bound (cpu.bound):
     a handshake late beyond the slack then says nothing of the distance and fails nothing (the figures
-    keep it, not ok); one sooner than the link allows always fails."""
+    keep it, not ok); one sooner than the link allows always fails. server: each origin's handshake round
+    trips as its server measured them (server_handshakes), judged alike where the server says them."""
     own = handshakes.get(own_host or "") or []
     if own:
         slack_ms = max(slack_ms, 2.0 * (min(own) - rtt_ms - delays.get(own_host, 0.0)))
@@ -315,13 +323,19 @@ def proof(delays: dict[str, float], rtt_ms: float, handshakes: dict[str, list[fl
         expected = rtt_ms + path
         hs = handshakes.get(host) or []
         below, above = tolerance(expected, jitter_ms, jitter_legs, slack_ms)
+        seen = (server or {}).get(host) or []
         figures.append(OriginFigure(host, path, expected, round(min(hs), 3) if hs else None, len(hs),
-                                    round(below, 3), round(above, 3), (path_packets or {}).get(host)))
-    off = [f for f in figures if f.measured_ms is not None and not f.ok
-           and not (cpu_held and f.measured_ms > f.expected_ms)]
+                                    round(below, 3), round(above, 3), (path_packets or {}).get(host),
+                                    round(min(seen), 3) if seen else None))
+
+    def late(f: OriginFigure, ms: float | None) -> bool:  # off, and not excused by a CPU-bound load
+        return ms is not None and not f.within(ms) and not (cpu_held and ms > f.expected_ms)
+    off = [(f, "its shortest handshake took", f.measured_ms) for f in figures if late(f, f.measured_ms)]
+    off += [(f, "its server measured its shortest handshake at", f.server_ms) for f in figures
+            if late(f, f.server_ms) and not late(f, f.measured_ms)]
     if off:
-        f = off[0]
-        return figures, (f"origin {f.host} was not at its distance: its shortest handshake took {f.measured_ms:g} ms, "
+        f, how, ms = off[0]
+        return figures, (f"origin {f.host} was not at its distance: {how} {ms:g} ms, "
                          f"expected {f.expected_ms:g} ms (the link's {rtt_ms:g} + its path's {f.path_ms:g}), from "
                          f"{f.below_ms:g} ms below to {f.above_ms:g} ms above"
                          + (f"; {len(off) - 1} more origin(s) off too" if len(off) > 1 else ""))
@@ -336,9 +350,20 @@ def proof(delays: dict[str, float], rtt_ms: float, handshakes: dict[str, list[fl
     return figures, None
 
 
+def server_handshakes(entries: list[dict]) -> dict[str, list[float]]:
+    """Each host's handshake round trips as its server's log gives them (ms; an entry's rtt_ms, one per
+    connection: quinnserve's), pure; {} where the log says none (Caddy's)."""
+    out: dict[str, dict[object, float]] = {}
+    for e in entries:
+        ms = e.get("rtt_ms")
+        if isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0 and e.get("host"):
+            out.setdefault(str(e["host"]).lower(), {})[(e.get("proto"), e.get("remote_port"))] = float(ms)
+    return {h: list(v.values()) for h, v in out.items()}
+
+
 def as_json(figures: list[OriginFigure]) -> dict:
     """The figures as a trial stores them (records.Trial.origin_rtts_json)."""
     return {f.host: {"path_ms": f.path_ms, "expected_ms": f.expected_ms, "measured_ms": f.measured_ms,
                      "connections": f.connections, "below_ms": f.below_ms, "above_ms": f.above_ms, "packets": f.packets,
-                     "ok": f.ok}
+                     "server_ms": f.server_ms, "ok": f.ok}
             for f in figures}

@@ -38,7 +38,7 @@ from ..errors import UsageError
 from . import base
 from .base import MAX_OBJECTS, MAX_PAGE_BYTES, replay_root
 from .harfile import OPTION, _har_body, _origin, check_name, read_recording, write_whole
-from .timing import RecordedTiming, from_har, wait_ms
+from .timing import RecordedTiming, from_har, server_think_ms, wait_ms
 
 FORMAT = 2
 ARCHIVE_FILE = "archive.json"
@@ -174,6 +174,7 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
     addresses: dict[str, str] = {}
     left: dict[str, int] = {}
     waits: list[float | None] = []  # each kept response's recorded wait (request sent to first byte), ms
+    said: list[float | None] = []  # ... and its think as its server said it, where it did
     total = 0
     for i, e in enumerate(entries):
         where = f"entry {i + 1}"
@@ -238,6 +239,7 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
             raise UsageError(f"{OPTION}: {where} request: method {method[:20]!r} is not an HTTP method (hostile)")
         total += size
         waits.append(wait_ms(e))
+        said.append(server_think_ms(e))
         responses.append(Response(
             index=len(responses), method=method, url=url[:8000], host=host, path=u.path or "/", query=u.query,
             status=status, headers=headers, body="", size_bytes=size, encoding=encoding, wire_bytes=wire,
@@ -264,7 +266,8 @@ def plan(log: dict, entries: list[dict], name: str) -> tuple[Archive, list[bytes
     rtts = {h: round(ms, 3) for h, ms in from_har(entries).origin_rtts_ms.items() if h in protocols}
     timing = {**({"origin_rtts_ms": rtts} if rtts else {}),
               **({"waits_ms": [None if w is None else round(w, 3) for w in waits]} if any(w is not None for w in waits)
-                 else {})}
+                 else {}),
+              **({"server_thinks_ms": said} if any(x is not None for x in said) else {})}
     archive = Archive(name=name, origins=origins, responses=tuple(responses), source={
         "document_url": first.url[:2000], "left_out": left, "made_bodies": made,
         "recorded_unix_ms": recorded_unix_ms(entries[0].get("startedDateTime")),
@@ -339,8 +342,8 @@ class ArchiveError(ValueError):
     """An archive.json that breaks the format's rules: the message names the field."""
 
 
-TIMING_FORM = ('{"origin_rtts_ms": {host: ms}, "waits_ms": [ms or null, one per response]} (either may be '
-               'missing), each 0 to 60000 ms')
+TIMING_FORM = ('{"origin_rtts_ms": {host: ms}, "waits_ms": [ms or null, one per response], "server_thinks_ms": '
+               '[ms or null, one per response]} (any may be missing), each 0 to 60000 ms')
 
 
 def _check_timing(timing, responses: int) -> None:
@@ -352,10 +355,11 @@ def _check_timing(timing, responses: int) -> None:
     def ms(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 60_000
     rtts = timing.get("origin_rtts_ms", {}) if isinstance(timing, dict) else None
-    waits = timing.get("waits_ms", [None] * responses) if isinstance(timing, dict) else None
+    lists = [timing.get(k, [None] * responses) for k in ("waits_ms", "server_thinks_ms")] if isinstance(timing, dict) \
+        else [None]
     if (not isinstance(rtts, dict) or not all(isinstance(h, str) and ms(v) for h, v in rtts.items())
-            or not isinstance(waits, list) or len(waits) != responses or not all(w is None or ms(w) for w in waits)
-            or set(timing) - {"origin_rtts_ms", "waits_ms"}):
+            or not all(isinstance(x, list) and len(x) == responses and all(w is None or ms(w) for w in x) for x in lists)
+            or set(timing) - {"origin_rtts_ms", "waits_ms", "server_thinks_ms"}):
         raise ArchiveError(f"source.timing is {str(timing)[:200]!r}; expected {TIMING_FORM}")
 
 
@@ -366,13 +370,15 @@ def recorded_rtts(a: Archive) -> dict[str, float] | None:
 
 
 def recorded_thinks(a: Archive) -> dict[int, float] | None:
-    """Each response's think time as recorded (ms, by its index: its wait less its origin's round trip,
-    never below 0; pages.timing), or None: the recording kept no waits or no round trips. A response
-    whose wait was not recorded has none (it is answered at once)."""
+    """Each response's think time as recorded (ms, by its index; pages.timing: what its server said it
+    thought, else its wait less its origin's round trip, never below 0), or None: the recording kept
+    neither. A response with neither has none (it is answered at once)."""
     timing = a.source.get("timing") or {}
-    if not timing.get("waits_ms") or not timing.get("origin_rtts_ms"):
+    said = tuple(timing.get("server_thinks_ms") or ())
+    if not said and (not timing.get("waits_ms") or not timing.get("origin_rtts_ms")):
         return None
-    recorded = RecordedTiming(timing["origin_rtts_ms"], tuple(timing["waits_ms"]))
+    recorded = RecordedTiming(timing.get("origin_rtts_ms") or {},
+                              tuple(timing.get("waits_ms") or [None] * len(a.responses)), said)
     return {r.index: t for r, t in zip(a.responses, recorded.think_ms([r.host for r in a.responses])) if t is not None}
 
 

@@ -29,8 +29,11 @@ How a recorded handshake becomes a path delay (the definitions the replay will u
 - The recording machine's own access link is in every one of them. Its share is taken as the
   nearest origin's RTT (`access_rtt_ms`, overridable): an origin's path delay is its RTT less that,
   never below 0. A replay then puts each origin at the visitor's link RTT plus its path delay.
-- A response's think time: its `wait` (request sent to first byte) less its origin's recorded
-  RTT (the round trip inside every wait), never below 0.
+- A response's think time: what its server said it thought where it said it (a recording of
+  folders served by plt-bench's think stage: SERVER_THINK_FIELD); else its `wait` (request sent to
+  first byte) less its origin's recorded RTT (the round trip inside every wait), never below 0. A
+  wait also holds the time its first byte queued behind other bytes on the recording's link (over
+  one TCP connection, a round trip of slow start each): the estimate is an upper bound.
 """
 
 from __future__ import annotations
@@ -238,13 +241,17 @@ class RecordedTiming:
         access = self.access_rtt_ms() if access_rtt_ms is None else access_rtt_ms
         return {h: max(0.0, rtt - access) for h, rtt in self.origin_rtts_ms.items()}
 
+    servers_ms: tuple[float | None, ...] = ()  # each response's think as its server said it, where it did
+
     def think_ms(self, hosts: list[str]) -> list[float | None]:
-        """Each response's think time: its wait less its origin's RTT (never below 0); None where its
-        wait or its origin's RTT was not recorded. hosts: each response's host, in the HAR's order."""
+        """Each response's think time: what its server said it thought, where it said it (a recording of
+        plt-bench's served folders); else its wait less its origin's RTT (never below 0); None where
+        neither was recorded. hosts: each response's host, in the HAR's order."""
         out: list[float | None] = []
-        for host, wait in zip(hosts, self.waits_ms):
+        said = list(self.servers_ms) + [None] * (len(hosts) - len(self.servers_ms))
+        for host, wait, server in zip(hosts, self.waits_ms, said):
             rtt = self.origin_rtts_ms.get(host)
-            out.append(None if wait is None or rtt is None else max(0.0, wait - rtt))
+            out.append(server if server is not None else None if wait is None or rtt is None else max(0.0, wait - rtt))
         return out
 
 
@@ -265,6 +272,34 @@ def _ms(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return None
     return float(value)
+
+
+SERVER_THINK_FIELD = "_plt_think_ms"  # a HAR entry's custom field: its server's own think time, where it said it
+
+
+def server_think_ms(entry: dict) -> float | None:
+    """A HAR entry's think time as its server said it (ms; SERVER_THINK_FIELD: a recording of folders
+    served by plt-bench's think stage), or None."""
+    return _ms(entry.get(SERVER_THINK_FIELD))
+
+
+def with_server_thinks(entries: list[dict], served: list[dict]) -> int:
+    """Each HAR entry given its server's own think time where the server's log says it (served: the
+    log's entries, their 'think' header as pages.timing's stages wrote it), matched by host and target
+    in order; returns how many were given one."""
+    said: dict[tuple[str, str], list[float]] = {}
+    for e in served:
+        got = read_header(e.get("think"))
+        if got is not None and e.get("host") and e.get("uri"):
+            said.setdefault((str(e["host"]).lower(), str(e["uri"])), []).append(got[1])
+    given = 0
+    for e in entries:
+        u = urlsplit(str((e.get("request") or {}).get("url") or ""))
+        key = ((u.hostname or "").lower(), (u.path or "/") + (f"?{u.query}" if u.query else ""))
+        if said.get(key):
+            e[SERVER_THINK_FIELD] = round(said[key].pop(0), 3)
+            given += 1
+    return given
 
 
 def wait_ms(entry: dict) -> float | None:

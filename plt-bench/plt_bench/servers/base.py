@@ -17,6 +17,7 @@ back from that log is an entry per response in protocol terms, whatever the serv
     resumed      the connection's TLS session was resumed
     method       GET, HEAD, ...; replay: how a replayed request was matched (exact | query | miss | preflight)
     think        the think stage's header X-Plt-Think (asked and waited ms: pages.timing), where --think asks
+    rtt_ms       its connection's handshake round trip as the server measured it (quinnserve's; Caddy says none)
 
 Which entries are a trial's own and which are others' traffic is the same for every server
 (own_entries, overlapping).

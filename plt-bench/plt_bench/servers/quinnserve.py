@@ -26,7 +26,7 @@ BINARY = cmd.PROJECT_ROOT / ".tools" / "bin" / "quinnserve"
 CONTROLLERS = {"reno": "newreno", "cubic": "cubic", "bbr": "bbr"}
 ALL = list(OFFERS["h3"])  # every protocol: a listener that offers none alone
 KEYS = ("uri", "host", "proto", "status", "size", "end_unix_s", "duration_s", "referer", "remote_port", "resumed",
-        "method", "replay", "cc", "think")
+        "method", "replay", "cc", "think", "rtt_ms")
 
 
 def quic_controller(cc: str) -> str:

@@ -190,8 +190,9 @@ def make_trial(campaign_id: int, seq: int, run_index: int, cell: Cell, ev: Evide
 
 def origin_proof(cell: Cell, ev: Evidence, url: str) -> tuple[dict, str | None]:
     """Each origin's distance in the trial (link.origins.proof): the browser's handshakes to it (the
-    navigation's and every resource's Resource Timing) against the link's RTT plus its path delay, and
-    linkem's packets on each far origin's own path. (figures as stored, the problem or None)"""
+    navigation's and every resource's Resource Timing) and the server's (its log, where it says them:
+    quinnserve's) against the link's RTT plus its path delay, and linkem's packets on each far origin's
+    own path. (figures as stored, the problem or None)"""
     answer = ev.answer
     entries = ([{**answer["nav"], "name": answer["nav"].get("name") or url}] if answer.get("nav") else []) + list(
         answer.get("resources") or [])
@@ -200,7 +201,8 @@ def origin_proof(cell: Cell, ev: Evidence, url: str) -> tuple[dict, str | None]:
     packets = origins.path_packets(ev.link_stats, ev.origins.addresses)
     slack = browsers.get(answer.get("browser") or cell.browser).handshake_slack_ms
     figures, problem = origins.proof(ev.origins.delays_ms, cell.conditions.rtt_ms, shakes, cell.conditions.jitter_ms,
-                                     ev.jitter_legs, packets, slack, url_host(url), ev.extra.get("cpu_bound") is not None)
+                                     ev.jitter_legs, packets, slack, url_host(url), ev.extra.get("cpu_bound") is not None,
+                                     origins.server_handshakes(ev.server_entries or []))
     return origins.as_json(figures), problem
 
 
