@@ -129,7 +129,8 @@ def _table() -> dict[str, Option]:
                              "from the browser's handshakes; linkem's", group="link"),
         Option("think", "the servers' think time, an axis, comma-separated: off (every response at once), MS (200: "
                         "each response waits 200 ms before its first byte, whatever the page) or recorded (each "
-                        "recorded response its own recorded wait less its origin's round trip; a recording's). "
+                        "recorded response its own think: as its server said it, else its recorded wait less its "
+                        "origin's round trip; a recording's). "
                         "Proven per trial from the server's log; docs/replay.md"),
         Option("ecn", "the queue discipline marks ECN-capable packets CE where it would drop them (with --aqm codel, "
                       "fq_codel or pie)", flag=True, group="link"),

@@ -815,6 +815,17 @@ def test_a_version_27_store_gains_each_campaign_s_browser_sandbox_and_keeps_apar
     assert [r[:-(len(V29) + len(V30))] for r in _rows(path)] == rows  # no trial row changed (schema 29 added its columns)
 
 
+def _three_runs_reported(path) -> tuple[int, str]:
+    """A store made by this plt-bench holding one campaign of three runs (_three_runs), and its report."""
+    from plt_bench.analysis import report
+    with st.Store(path) as s:
+        cid = s.new_campaign("old", "2026-11-29T10:00:00.000+00:00", {"protos": ["h3", "h1"]},
+                             {"link_backend": "linkem", "browser_sandbox": "on"})
+        for t in _three_runs(cid):
+            s.add_trial(t)
+        return cid, report.format_text(report.build(s, [cid]))
+
+
 def _as_version_28(path) -> None:
     """A store made by this plt-bench taken back to version 28's tables: its trials table without what
     schemas 29 and 30 added (made as version 28 made it, the rows copied), its slot rule without
@@ -853,12 +864,7 @@ def test_a_version_28_store_gains_each_origin_s_distance_empty_and_reports_as_be
     from plt_bench.analysis import report
     from plt_bench.link import origins
     path = tmp_path / "v28.sqlite"
-    with st.Store(path) as s:
-        cid = s.new_campaign("old", "2026-11-29T10:00:00.000+00:00", {"protos": ["h3", "h1"]},
-                             {"link_backend": "linkem", "browser_sandbox": "on"})
-        for t in _three_runs(cid):
-            s.add_trial(t)
-        text = report.format_text(report.build(s, [cid]))
+    cid, text = _three_runs_reported(path)
     _as_version_28(path)
     before = _rows(path)
     with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it
@@ -886,12 +892,7 @@ def test_a_version_29_store_gains_think_time_empty_and_reports_as_before(tmp_pat
     thought is another slot; a stored think that is not one reads as none, named."""
     from plt_bench.analysis import report
     path = tmp_path / "v29.sqlite"
-    with st.Store(path) as s:
-        cid = s.new_campaign("old", "2026-11-29T10:00:00.000+00:00", {"protos": ["h3", "h1"]},
-                             {"link_backend": "linkem", "browser_sandbox": "on"})
-        for t in _three_runs(cid):
-            s.add_trial(t)
-        text = report.format_text(report.build(s, [cid]))
+    cid, text = _three_runs_reported(path)
     _as_version(path, 29, V30)
     before = _rows(path)
     with st.Store(path, read_only=True) as s:  # a report migrates a writable store in place, then reads it

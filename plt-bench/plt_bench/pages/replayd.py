@@ -386,8 +386,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="a file naming the think time asked now (pages.timing: off, recorded or MS)")
     p.add_argument("names", nargs="+")
     a = p.parse_args(argv)
-    server = make_server(a.sites, a.names, a.port, a.deterministic == "on", active=a.active, think=a.think_file)
-    print(json.dumps({"port": server.server_address[1]}), flush=True)  # the parent reads where it listens
+    return serve_announced(make_server(a.sites, a.names, a.port, a.deterministic == "on", active=a.active,
+                                       think=a.think_file))
+
+
+def serve_announced(server: http.server.HTTPServer) -> int:
+    """Say where the server listens ({"port": N}, the line its parent reads), then serve until
+    stopped; 0. (The replay server's and the think stage's main.)"""
+    print(json.dumps({"port": server.server_address[1]}), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import json
 import sys
 import time
 from pathlib import Path
 
 from ..pages import timing
+from ..pages.replayd import serve_announced
 
 
 class Stage(http.server.BaseHTTPRequestHandler):
@@ -77,15 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=0)
     a = p.parse_args(argv)
     handler = type("BoundStage", (Stage,), {"thinking": timing.ThinkFile(a.think_file)})
-    server = StageServer(("127.0.0.1", a.port), handler)
-    print(json.dumps({"port": server.server_address[1]}), flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_announced(StageServer(("127.0.0.1", a.port), handler))
 
 
 if __name__ == "__main__":
