@@ -446,15 +446,9 @@ def _origin_rtt(v, grid, folders) -> None:
                 link_origins.check_hosts(a, p.page_kind.hosts(p, DEFAULT_SITES, served), p.label, v.name("origin_rtt"))
 
 
-def _think(v, grid, server) -> None:
-    """--think: recorded only for pages whose recording keeps its responses' waits; on this machine's
-    testbed (two machines' servers take none yet)."""
+def _think(v, grid) -> None:
+    """--think: recorded only for pages whose recording keeps its responses' waits."""
     asked = {c.think for c in grid.conditions if c.think is not None}
-    if not asked:
-        return
-    if server is not None:
-        raise UsageError(f"{v.name('think')}: {', '.join(sorted(asked))}: a server machine's servers have no think "
-                         "stage yet; run think time on this machine's testbed (without --server-machine)")
     if "recorded" not in asked:
         return
     pending = {realpages.RECORDING_PREFIX + n for n in realpages.UNRECORDED.get() or ()}
@@ -760,7 +754,7 @@ def _spec(data: dict, path: Path, where: str, overrides: dict, flags: dict) -> S
                          f"nothing would be measured; expected a warmup below runs (at most {grid.runs - 1})")
     _as_recorded(v, grid)
     _origin_rtt(v, grid, folders)
-    _think(v, grid, server)
+    _think(v, grid)
     spec = Spec(server_machine=server, iface=iface, server_token_file=token_file, browser_binary=browser,
                 name=check_name(v.get("name", path.stem), v.name("name")), folders=folders,
                 description=v.get("description", ""), grid=grid, precision_pct=precision, max_runs=max_runs,

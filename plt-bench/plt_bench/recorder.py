@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .conditions import Cell
 from .errors import UsageError
+from .pages.timing import with_server_thinks
 
 RECORD_TIMEOUT_S = 120.0
 HAR_FILE = "recorded.har"  # beside archive.json: the recording as it was made (HAR 1.2 with bodies)
@@ -509,7 +510,6 @@ def complete_from_server(har: Path, entries: list[dict], serve: list[tuple[str, 
     """Complete a served folder's recording with what the server served it (served_not_in_har), and
     each response with the think time its server said it spent (--think: pages.timing.with_server_thinks,
     which the archive keeps beside the waits); returns (responses added, bodies filled in)."""
-    from .pages.timing import with_server_thinks
     log = json.loads(har.read_text())
     extra, filled = served_not_in_har(entries, log["log"], serve)
     log["log"]["entries"] += extra

@@ -31,6 +31,7 @@ from .link.commands import SHAPED_PORTS
 from .link.linkem import QUEUE_BASE
 from .link.netem import ServerNetem
 from .pages import Sites
+from .pages.timing import of_text as think_of_text
 from . import servers
 from .topology import Topology
 
@@ -215,6 +216,7 @@ class ServeSession:
         self.names = None  # the name server of a client's --discovery campaign (dns.NameServer), while it runs
         self.server_env: dict = {}
         self.replay = None  # what the servers replay for a client's campaign (servers.Replay), while it runs
+        self.think = False  # the servers have a think stage (a client asked think time: think_set)
         self.replay_host: dict = {}  # the replay's addresses on this machine, recorded before they are added
         self.served = list(served)
         self.statics: list = []  # the served folders as the servers take them (servers.Static), once open
@@ -241,7 +243,7 @@ class ServeSession:
             "qlog_list": self.qlog_list, "qlog_take": self.qlog_take,
             "names_start": self.names_start, "names_queries": self.names_queries, "names_stop": self.names_stop,
             "replay_missing": self.replay_missing, "replay_put": self.replay_put, "replay_start": self.replay_start,
-            "replay_active": self.replay_active,
+            "replay_active": self.replay_active, "think_set": self.think_set,
             "iperf_start": self.iperf_start, "iperf_stop": self.iperf_stop, "apply": self.apply, "clear": self.clear},
             on_close=self._client_gone).start()
         info = self.info()
@@ -305,8 +307,8 @@ class ServeSession:
             self.owner = me
 
     def _client_gone(self) -> None:
-        """A connection ended: if it owned the shaping, iperf3, name server or replay (its run finished
-        or died), remove them."""
+        """A connection ended: if it owned the shaping, iperf3, name server, replay or think stage (its run
+        finished or died), remove them."""
         me = threading.get_ident()
         if self.owner != me:
             return
@@ -319,7 +321,8 @@ class ServeSession:
             hostnet.undo(self.host)  # the interface as it was: qdiscs, IFB, GRO
             self.host = {}
             self.topology.write_state(host={})
-            if self.replay is not None:  # the pages alone again, the replay's addresses gone
+            if self.replay is not None or self.think:  # the pages alone again (the replay's addresses gone), at once
+                self.think = False
                 self._make_servers(self.server.name, None)
         finally:
             with self._owner_changed:
@@ -446,7 +449,8 @@ class ServeSession:
             self.replay_host = self._add_addresses("replay", every + own)
         self.servers = {n: servers.get(n)(None, self.addr, self.topology.plan.run_dir, self.sites.root,
                                           env=self.server_env, replay=replay,
-                                          statics=self.statics if "folders" in servers.get(n).features else ())
+                                          statics=self.statics if "folders" in servers.get(n).features else (),
+                                          think=self.think)
                         for n in self.server_names}
         self.replay = replay
         if replay is None and self.replay_host:
@@ -537,6 +541,19 @@ class ServeSession:
         r = self.replay
         return {"net": replay_net(self.topology.plan.index), "origins": [list(o) for o in r.origins],
                 "own": [list(o) for o in r.own]}
+
+    def think_set(self, think: str | None) -> dict:
+        """The think time of the client's loads to come (its canonical text, pages.timing; None: off). The
+        servers gain a think stage when a client first asks one (they restart with the same certificate,
+        the one serving still serving), and keep it until the client leaves."""
+        self._claim()
+        think = None if think is None else think_of_text(str(think)).label  # refused here if it is not one
+        if think is not None and not self.think:
+            self.think = True
+            self._make_servers(self.server.name, self.replay)
+        if self.think:
+            self.server.set_think(think)
+        return {"think": think}
 
     def replay_active(self, name: str) -> dict:
         """Name the recording the client measures now (several replayed at once: replayd --active)."""
@@ -723,6 +740,10 @@ class RemoteServer:
     def activate(self, recording: str) -> None:
         """Name the recording measured now: the server machine's replay answers from it alone."""
         self.control.call("replay_active", name=recording)
+
+    def set_think(self, think: str | None) -> None:
+        """The think time of the loads to come: the server machine's servers think (think_set)."""
+        self.control.call("think_set", think=think)
 
     def died_reason(self) -> str | None:
         """It runs on the other machine: a death there shows as a failing control call, not here."""

@@ -405,16 +405,18 @@ def test_a_folder_the_server_machine_serves_as_it_is_loads_in_both_browsers_each
         assert t["plt_ms"] >= 2 * 20, dict(t)  # a QUIC handshake and a request over the shaped link at least
 
 
-def test_an_origin_of_the_server_machine_sits_at_its_own_distance_proven(server, tmp_path):
+def test_an_origin_of_the_server_machine_sits_at_its_own_distance_and_its_server_thinks_proven(server, tmp_path):
     """Issue 61 across two machines: the server machine's folder origin put 100 ms beyond the link
     (--origin-rtt; linkem on the client's ingress holds its packets, all of the delay on the downlink),
-    proven by the browser's handshake to it; the client is left as it was."""
+    proven by the browser's handshake to it; its servers thinking 100 ms before each first byte (a
+    think stage the server machine adds when the client first asks one), proven by their log; the
+    client is left as it was."""
     before = system_state(CLT)
     host = TOOLBELT.folders[0][0]
     results = tmp_path / "r.sqlite"
     r = _campaign_until_ok("run", "quick", "--no-report", *_client_options(server), "--size", f"url:{TOOLBELT.url}",
-                           "--origin-rtt", f"{host}=100", "--proto", "h3", "--runs", "1", "--bw", "20mbit", "--rtt",
-                           "20ms", "--verify", "off", "--results", str(results), timeout=600)
+                           "--origin-rtt", f"{host}=100", "--think", "100", "--proto", "h3", "--runs", "1", "--bw",
+                           "20mbit", "--rtt", "20ms", "--verify", "off", "--results", str(results), timeout=600)
     if r is None:  # unjudged: the machine refused every try
         return
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -425,7 +427,11 @@ def test_an_origin_of_the_server_machine_sits_at_its_own_distance_proven(server,
     far = json.loads(t["origin_rtts_json"])[host]
     assert far["path_ms"] == 100.0 and far["ok"] and far["packets"] > 0, far
     assert 120.0 - far["below_ms"] <= far["measured_ms"] <= 120.0 + far["above_ms"], far
-    assert t["origin_rtt"] == f"{host}=100"
+    assert (t["origin_rtt"], t["think"]) == (f"{host}=100", "100")
+    thought = json.loads(t["think_json"])
+    assert thought["ok"] and thought["held"] == thought["responses"] >= 1, thought
+    assert thought["asked_ms"]["min"] == 100.0 and thought["waited_ms"]["min"] >= 99.0, thought
+    assert t["ttfb_ms"] >= 100.0 + 120.0 - far["below_ms"], t["ttfb_ms"]  # the browser saw it too
 
 
 def test_a_cluster_worker_measures_on_a_server_machine_of_its_own(server, tmp_path):

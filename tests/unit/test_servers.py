@@ -48,7 +48,8 @@ def test_a_controller_quinn_lacks_is_refused_by_name(tmp_path):
 def test_quinnserve_log_lines_are_entries_as_they_are():
     line = {"uri": "/index_5KB.html?t=1", "host": "plt.test", "proto": "h3", "status": 200, "size": 5000,
             "end_unix_s": 1.5, "duration_s": 0.01, "referer": None, "remote_port": 50000, "resumed": True,
-            "method": "GET", "replay": None, "cc": "bbr", "think": "asked=200.000; waited=200.311", "aborted": False}
+            "method": "GET", "replay": None, "cc": "bbr", "think": "asked=200.000; waited=200.311", "rtt_ms": 50.2,
+            "aborted": False}
     got = quinnserve.parse_access_log("\n".join([json.dumps(line), "not json", "[1]", json.dumps({"x": 1})]))
     assert got == [{k: line[k] for k in quinnserve.KEYS}]
 
