@@ -19,8 +19,9 @@ of unrecorded requests.
 
 Think time (--think, pages.timing): where the testbed's control file (--think-file) asks it, each
 response waits before its first byte: a fixed wait for every response, or recorded, each recorded
-response its own recorded think (archive.recorded_thinks: its wait less its origin's round trip;
-none for one without, nor for a request the recording does not hold). The response says what it
+response its own recorded think (archive.recorded_thinks: what its server said it thought, else its
+wait less its origin's round trip; none for one without, nor for a request the recording does not
+hold). The response says what it
 was asked and what it waited in the header X-Plt-Think, which the front server's log keeps (the
 trial's proof).
 

@@ -110,7 +110,9 @@ class Server:
         self.replay, self.statics = replay, list(statics or [])
         self.replayd: subprocess.Popen | None = None
         self.think = think
-        self.think_file = self.run_dir / THINK_FILE  # the think asked of the loads to come (pages.timing)
+        # the think asked of the loads to come (pages.timing); none there (its stages read: off) until a load asks
+        self.think_file = self.run_dir / THINK_FILE
+        self._think_told: str | None = None  # what set_think last wrote there
         self.helpers: dict[str, subprocess.Popen] = {}  # processes beside it (servers.think's stage), by name
         self.extra_env = dict(env or {})  # e.g. QLOGDIR for capture runs
         self.access_log = self.run_dir / "access.log"
@@ -158,8 +160,9 @@ class Server:
         the think stage as each request arrives. A server started without one refuses any but off."""
         if think is not None and not self.think:
             raise ServerError(f"{self.label} was started without a think stage; it cannot think {think} ms")
-        if self.think:
+        if self.think and (think != self._think_told or not self.think_file.exists()):  # written when it changes
             write_think(self.think_file, think)
+            self._think_told = think
 
     def activate(self, recording: str) -> None:
         """Name the recording measured now, where it replays several (replayd --active)."""
@@ -221,8 +224,6 @@ class Server:
         """A Python process of plt_bench's beside the server, on the namespace's loopback (the replay
         server, the think stage), which prints {"port": N} once it listens; returns N. It is kept in
         helpers by name, its errors in run_dir/NAME.log."""
-        if self.think:  # off until a load asks (set_think)
-            write_think(self.think_file, None)
         argv = [sys.executable, "-m", *module_argv]
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
                "PYTHONPATH": str(cmd.PACKAGE_DIR.parent)}  # this plt_bench, wherever it runs from
@@ -310,6 +311,8 @@ class Server:
                 cmd.stop_process(proc)
                 proc.stdout.close()
         self.replayd, self.helpers = None, {}
+        self.think_file.unlink(missing_ok=True)  # the next server of the run folder starts with none asked
+        self._think_told = None
 
 
 def origins_for(server, generated: list[tuple[str, str]], page, proto: str) -> list[tuple[str, str]]:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from .. import cmd, protocols
 from ..errors import EnvironmentProblem, ServerError
-from ..pages.timing import write_think
 from .base import LISTEN_TIMEOUT_S, OFFERS, SERVED_PATHS, Server, json_lines
 
 BINARY = cmd.PROJECT_ROOT / ".tools" / "bin" / "quinnserve"
@@ -105,8 +104,6 @@ class QuinnServe(Server):
             replay_addresses=self.replay.addresses if self.replay else [], replay_port=port,
             own=[ip for ip, _ in self.replay.listeners] if self.replay else [],
             think_file=self.think_file if self.think else None)
-        if self.think:  # off until a load asks (set_think)
-            write_think(self.think_file, None)
         self.config_path.write_text(json.dumps(config, indent=1))
         self._launch([self.path, "--config", str(self.config_path)], {}, timeout_s)
 

@@ -10,7 +10,9 @@ answers 204 with X-Plt-Think (asked and waited). Caddy's handle_response then se
 it did before (the same file_server, headers and 404s), with that header copied into the
 response, so Caddy's own access log keeps it beside Caddy's duration for the response (the proof:
 pages.timing.proof). What the stage adds when no think is asked (think off within a campaign
-that asks some): one loopback round trip before each file, well under a millisecond.
+that asks some): one loopback round trip before each file, measured at 0.25-0.34 ms a request
+(the median of 2000 HTTP/1.1 requests for 5 KB straight to Caddy's file server, then through the
+stage, twice, on an idle machine).
 
     python -m plt_bench.servers.think --think-file F [--port 0]   prints {"port": N} once it listens
 """

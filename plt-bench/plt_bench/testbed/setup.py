@@ -65,7 +65,7 @@ class Setup:
     @property
     def think(self) -> bool:
         """Some of its conditions ask think time (--think): its servers then have a think stage."""
-        return any(getattr(c, "think", None) is not None for c in self.conditions)
+        return any(c.think is not None for c in self.conditions)
 
     @property
     def browser_name(self) -> str:
