@@ -15,7 +15,7 @@ from plt_bench.pages import Page, archive, page_url, parse_page, replay_root
 from plt_bench import testbed
 from plt_bench.trial.run import run_cell_once
 
-from ..conftest import ROOT, machine_refused
+from ..conftest import MACHINE_REFUSALS, ROOT, machine_refused, unjudged
 from .conftest import until_ok
 
 pytestmark = [pytest.mark.root]
@@ -90,9 +90,15 @@ def test_a_server_that_thought_otherwise_than_asked_fails_the_trial_with_the_rea
     monkeypatch.setattr(server, "set_think", lambda think: real(server, "50" if think else think))
     page = parse_page("4o:8x5KB")
     thinking_bed.sites.ensure([page])
-    t = run_cell_once(thinking_bed, store, campaign, 0, 0,
-                      Cell("h2", page, Conditions(50 * 10**6, 50 * 10**6, rtt_ms=20, think="200")))
+    cell = Cell("h2", page, Conditions(50 * 10**6, 50 * 10**6, rtt_ms=20, think="200"))
+    tries = [run_cell_once(thinking_bed, store, campaign, 0, 0, cell)]
+    while (tries[-1].reason or "").startswith(MACHINE_REFUSALS) and len(tries) < 3:  # the busy machine's answer first
+        tries.append(run_cell_once(thinking_bed, store, campaign, 0, len(tries), cell))
     monkeypatch.undo()
+    t = tries[-1]
+    if (t.reason or "").startswith(MACHINE_REFUSALS):
+        unjudged(f"the machine refused every try ({t.reason})")
+        return
     assert t.status == "failed" and t.reason.startswith("think time not as asked: "), t.reason
     assert "was asked 50 ms, not 200" in t.reason and not json.loads(t.think_json)["ok"]
 
